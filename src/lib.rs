@@ -1,0 +1,31 @@
+//! trainsim: a deterministic simulation and testing harness for elastic training's control plane.
+//!
+//! Data flows one way: scenario → world → subsystems → trace → checks → report.
+//!
+//! - [`scenario`]: the scenario file schema, validation and located errors.
+//! - [`world`]: the only code that touches madsim: runtime, nodes, network, clocks, faults.
+//! - [`store`]: the c10d-like key-value store (pure semantics plus its server and client).
+//! - [`rendezvous`]: torch's dynamic rendezvous: pure decisions plus the async handler.
+//! - [`agent`]: the elastic agent: rank assignment and the per-node run loop.
+//! - [`sampler`]: torch's RNG, `DistributedSampler` and Bagua's load-balancing samplers.
+//! - [`job`]: the simulated training job (a timer-driven step counter until GPUs arrive).
+//! - [`trace`]: typed events, the recorder and the canonical trace hash.
+//! - [`check`]: named invariants over the trace.
+//! - [`report`]: the JSON and text reports and `expect` checking.
+//! - [`parity`]: runs the parity vectors against the models.
+//! - [`cli`]: the subcommands behind the `trainsim` binary.
+//! - [`runner`]: one run end to end: scenario in, report out, panics caught.
+
+pub mod agent;
+pub mod check;
+pub mod cli;
+pub mod job;
+pub mod parity;
+pub mod rendezvous;
+pub mod report;
+pub mod runner;
+pub mod sampler;
+pub mod scenario;
+pub mod store;
+pub mod trace;
+pub mod world;

@@ -1,0 +1,42 @@
+//! The `trainsim` command line: run scenarios, check parity vectors, print sampler output.
+
+use clap::{Parser, Subcommand};
+use trainsim::cli;
+
+/// Deterministic simulation of elastic distributed training's control plane.
+///
+/// Start with `trainsim run scenarios/<file>.toml`; every run replays bit for bit from its
+/// seed and ends with the line that reproduces it.
+#[derive(Parser)]
+#[command(name = "trainsim", version, about, long_about = None)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Run scenario files and report which invariants held.
+    Run(cli::run::RunArgs),
+    /// Check the models against parity vectors made by the real torch and Bagua code.
+    Parity(cli::parity::ParityArgs),
+    /// Print the indices or batches each rank gets from a sampler configuration.
+    Sample(cli::sample::SampleArgs),
+}
+
+fn main() {
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) => {
+            let code = if e.use_stderr() { 2 } else { 0 };
+            let _ = e.print();
+            std::process::exit(code);
+        }
+    };
+    let code = match cli.command {
+        Command::Run(args) => cli::run::execute(args),
+        Command::Parity(args) => cli::parity::execute(args),
+        Command::Sample(args) => cli::sample::execute(args),
+    };
+    std::process::exit(code);
+}

@@ -1,0 +1,1 @@
+//! runner: one run end to end.

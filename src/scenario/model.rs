@@ -1,0 +1,257 @@
+//! The validated scenario: plain data with every default filled in and every unit resolved.
+//!
+//! The parser (`scenario::parse`) turns a TOML file into this. Everything downstream reads only
+//! this type, so a value here is already known to be in range: durations in microseconds,
+//! sizes in bytes, bandwidths in bits per second, nodes by their index.
+
+use std::collections::BTreeMap;
+
+/// A whole scenario after validation.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Scenario {
+    pub name: String,
+    pub description: String,
+    /// The file's seed; `--seed` replaces it for a run.
+    pub seed: u64,
+    /// Simulated time budget; reaching it ends the run with outcome `timed_out`.
+    pub time_limit_us: u64,
+    pub cluster: Cluster,
+    pub network: Network,
+    pub rendezvous: RendezvousConfig,
+    pub agent: AgentConfig,
+    pub job: JobConfig,
+    /// The `[reader]` table when present (the pipeline itself comes with issue #5).
+    pub reader: Option<ReaderConfig>,
+    /// Faults in the order of their time (stable for equal times: file order).
+    pub faults: Vec<Fault>,
+    pub expect: Expect,
+}
+
+/// `[cluster]`: which nodes exist and where the store lives.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Cluster {
+    /// Nodes `node-0 .. node-{nodes-1}` start at t = 0.
+    pub nodes: u32,
+    /// Nodes `node-{nodes} ..` exist but start only on a `start` fault.
+    pub spare_nodes: u32,
+    pub gpus_per_node: u32,
+    pub gpu: GpuProfile,
+    pub store: StoreHost,
+    /// Initial wall-clock offset per node index, in microseconds (may be negative).
+    pub clock_skew_us: BTreeMap<u32, i64>,
+}
+
+impl Cluster {
+    /// All nodes, started or spare.
+    pub fn total_nodes(&self) -> u32 {
+        self.nodes + self.spare_nodes
+    }
+}
+
+/// Where the c10d store runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StoreHost {
+    /// Inside the agent process of this node index; it dies with that agent.
+    Node(u32),
+    /// On a node of its own that no fault names except `store_crash`.
+    Dedicated,
+}
+
+/// A GPU model: a built-in profile or a `[gpu_profile]` table.
+#[derive(Debug, Clone, PartialEq)]
+pub struct GpuProfile {
+    pub name: String,
+    pub memory_bytes: u64,
+    pub h2d_bits_per_sec: u64,
+    pub d2d_bits_per_sec: u64,
+    /// Relative compute speed; h100 is 1.0, a slower GPU is below 1.
+    pub compute_speed: f64,
+}
+
+/// `[network]`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Network {
+    pub latency_us_min: u64,
+    pub latency_us_max: u64,
+    pub loss: f64,
+    pub bandwidth_bits_per_sec: u64,
+}
+
+/// `[rendezvous]`: `DynamicRendezvousHandler` settings.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RendezvousConfig {
+    pub min_nodes: u32,
+    pub max_nodes: u32,
+    pub join_timeout_us: u64,
+    pub last_call_timeout_us: u64,
+    pub close_timeout_us: u64,
+    pub heartbeat_timeout_us: u64,
+    pub keep_alive_interval_us: u64,
+    pub keep_alive_max_attempt: u32,
+    /// Opt-in named deviations from torch's behaviour.
+    pub fixes: Vec<String>,
+}
+
+/// `[agent]`: `LocalElasticAgent` settings.
+#[derive(Debug, Clone, PartialEq)]
+pub struct AgentConfig {
+    pub nproc_per_node: u32,
+    pub max_restarts: u32,
+    pub monitor_interval_us: u64,
+    pub exit_barrier_timeout_us: u64,
+}
+
+/// `[job]`: the training job.
+#[derive(Debug, Clone, PartialEq)]
+pub struct JobConfig {
+    pub steps: u64,
+    pub step_time_us: u64,
+    pub model_size_bytes: u64,
+    /// Steps between checkpoints; a restarted group resumes from the last one.
+    pub checkpoint_every: u64,
+    pub dataset: Dataset,
+    pub sampler: SamplerConfig,
+}
+
+/// `[job.dataset]`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Dataset {
+    pub len: u64,
+    pub complexity: Complexity,
+}
+
+/// How the per-sample complexity is drawn.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Complexity {
+    Constant { value: u64 },
+    Uniform { min: u64, max: u64 },
+    Lognormal { median: f64, sigma: f64 },
+    List { values: Vec<u64> },
+}
+
+/// `[job.sampler]`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SamplerConfig {
+    pub kind: SamplerKind,
+    pub shuffle: bool,
+    pub seed: i64,
+    pub drop_last: bool,
+    pub random_level: f64,
+    pub batch_size: u64,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SamplerKind {
+    Distributed,
+    LoadBalancing,
+}
+
+/// `[reader]`: the HugeCTR-style pipeline (parsed now, run with issue #5).
+#[derive(Debug, Clone, PartialEq)]
+pub struct ReaderConfig {
+    pub workers: u32,
+    pub files: u32,
+    pub records_per_file: u64,
+    pub batch_size: u64,
+    pub repeat: bool,
+    pub check: ReaderCheck,
+    pub broken_files: Vec<u32>,
+    /// `(file, record)` pairs failing their checksum.
+    pub corrupt_records: Vec<(u32, u64)>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ReaderCheck {
+    Sum,
+    None,
+}
+
+/// One scheduled fault.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Fault {
+    pub at_us: u64,
+    pub kind: FaultKind,
+}
+
+/// What a fault does. Nodes are indices (`node-3` is 3).
+#[derive(Debug, Clone, PartialEq)]
+pub enum FaultKind {
+    Kill { node: u32 },
+    Stop { node: u32 },
+    Restart { node: u32 },
+    Start { node: u32 },
+    Pause { node: u32 },
+    Resume { node: u32 },
+    Partition { groups: Vec<Vec<u32>> },
+    Heal,
+    ClogLink { from: u32, to: u32 },
+    UnclogLink { from: u32, to: u32 },
+    Latency { latency_us_min: u64, latency_us_max: u64, duration_us: Option<u64> },
+    Loss { probability: f64, duration_us: Option<u64> },
+    ClockSkew { node: u32, offset_us: i64 },
+    GpuSlow { node: u32, gpu: u32, factor: f64, duration_us: u64 },
+    GpuFail { node: u32, gpu: u32 },
+    WorkerCrash { node: u32, local_rank: u32, exit_code: i32 },
+    StoreCrash,
+}
+
+impl FaultKind {
+    /// The fault's `kind` string as the scenario file spells it.
+    pub fn name(&self) -> &'static str {
+        match self {
+            FaultKind::Kill { .. } => "kill",
+            FaultKind::Stop { .. } => "stop",
+            FaultKind::Restart { .. } => "restart",
+            FaultKind::Start { .. } => "start",
+            FaultKind::Pause { .. } => "pause",
+            FaultKind::Resume { .. } => "resume",
+            FaultKind::Partition { .. } => "partition",
+            FaultKind::Heal => "heal",
+            FaultKind::ClogLink { .. } => "clog_link",
+            FaultKind::UnclogLink { .. } => "unclog_link",
+            FaultKind::Latency { .. } => "latency",
+            FaultKind::Loss { .. } => "loss",
+            FaultKind::ClockSkew { .. } => "clock_skew",
+            FaultKind::GpuSlow { .. } => "gpu_slow",
+            FaultKind::GpuFail { .. } => "gpu_fail",
+            FaultKind::WorkerCrash { .. } => "worker_crash",
+            FaultKind::StoreCrash => "store_crash",
+        }
+    }
+}
+
+/// `[expect]`: what must hold besides the invariants.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Expect {
+    pub outcome: Option<Outcome>,
+    /// Inclusive bounds on the number of completed rounds.
+    pub rounds: Option<(u64, u64)>,
+    /// Counted restarts per node index.
+    pub restarts: BTreeMap<u32, u32>,
+    pub final_world_size: Option<u32>,
+    /// Invariant names this scenario must violate.
+    pub violations: Vec<String>,
+}
+
+/// How a run ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Outcome {
+    Succeeded,
+    Failed,
+    TimedOut,
+}
+
+impl Outcome {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Outcome::Succeeded => "succeeded",
+            Outcome::Failed => "failed",
+            Outcome::TimedOut => "timed_out",
+        }
+    }
+}
+
+/// The name of node index `i`.
+pub fn node_name(i: u32) -> String {
+    format!("node-{i}")
+}

@@ -1,0 +1,100 @@
+//! The typed events a run records: what the checks read and the trace hash covers.
+//!
+//! Events are facts observed by the simulated processes, stamped with simulated time
+//! (microseconds since the run began) and the node they happened on. Node names are
+//! `node-N`; the dedicated store node is `store`. Nothing here holds a `HashMap`, so the
+//! canonical serialization is stable.
+
+use serde::Serialize;
+
+/// One recorded event.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Event {
+    /// Simulated time since the run began.
+    pub at_us: u64,
+    /// The node it happened on, when one applies.
+    pub node: Option<String>,
+    pub kind: EventKind,
+}
+
+/// What happened.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum EventKind {
+    /// A scheduled fault was applied; `detail` is a one-line description.
+    FaultApplied { fault: String, detail: String },
+    /// An agent process started (at t = 0, on `start` or on `restart`); pids are new each time.
+    AgentStarted { pid: u32 },
+    /// The agent process ended: `state` is the worker group's final state
+    /// (`SUCCEEDED`, `FAILED`, `STOPPED`, `UNKNOWN`), `reason` says why in words.
+    AgentExited { pid: u32, state: String, reason: String },
+    /// The agent process was killed (SIGKILL or power loss); nothing ran after this.
+    AgentKilled { pid: u32 },
+    /// The agent called `next_rendezvous()`.
+    RendezvousJoining { pid: u32 },
+    /// `next_rendezvous()` returned: this node sees round `round` complete with these
+    /// participants (sorted by rank) and got `rank` out of `world_size`.
+    RendezvousCompleted {
+        pid: u32,
+        round: u64,
+        rank: u32,
+        world_size: u32,
+        /// Participant node names, index = rank.
+        participants: Vec<String>,
+    },
+    /// `next_rendezvous()` raised: `error` is `closed`, `timeout`, `store_unreachable`, ...;
+    /// `message` is the sentence torch would log.
+    RendezvousFailed { pid: u32, error: String, message: String },
+    /// This node's op committed `closed = true` to the shared state.
+    RendezvousClosed { pid: u32, round: u64 },
+    /// A node's keep-alive heartbeat was written to the shared state.
+    Heartbeat { pid: u32 },
+    /// The agent started its worker group for a round.
+    WorkersStarted { pid: u32, round: u64, group_rank: u32, world_size: u32, restart_count: u32 },
+    /// The agent stopped its worker group (before a restart or at exit).
+    WorkersStopped { pid: u32, reason: String },
+    /// A worker failed (a `worker_crash`, or a collective timed out).
+    WorkerFailed { pid: u32, local_rank: u32, exit_code: i32, reason: String },
+    /// The agent restarts its workers. `counted` restarts spend `max_restarts`;
+    /// membership-change restarts are not counted.
+    AgentRestart { pid: u32, counted: bool, restart_count: u32, reason: String },
+    /// The group on this node reached global step `step`.
+    Step { pid: u32, round: u64, step: u64 },
+    /// A checkpoint of step `step` was written.
+    Checkpoint { pid: u32, step: u64 },
+    /// A group (re)started from checkpoint `step`, losing `lost_steps` of progress.
+    ResumedFromCheckpoint { pid: u32, step: u64, lost_steps: u64 },
+    /// The store server started (on its host's agent process or the dedicated node).
+    StoreStarted,
+    /// The store server died with its in-memory state.
+    StoreDied { reason: String },
+    /// The run ended: every started agent exited, or the time limit was reached.
+    RunEnded { outcome: String },
+}
+
+impl EventKind {
+    /// The snake_case name of the event type, as serialized.
+    pub fn type_name(&self) -> &'static str {
+        match self {
+            EventKind::FaultApplied { .. } => "fault_applied",
+            EventKind::AgentStarted { .. } => "agent_started",
+            EventKind::AgentExited { .. } => "agent_exited",
+            EventKind::AgentKilled { .. } => "agent_killed",
+            EventKind::RendezvousJoining { .. } => "rendezvous_joining",
+            EventKind::RendezvousCompleted { .. } => "rendezvous_completed",
+            EventKind::RendezvousFailed { .. } => "rendezvous_failed",
+            EventKind::RendezvousClosed { .. } => "rendezvous_closed",
+            EventKind::Heartbeat { .. } => "heartbeat",
+            EventKind::WorkersStarted { .. } => "workers_started",
+            EventKind::WorkersStopped { .. } => "workers_stopped",
+            EventKind::WorkerFailed { .. } => "worker_failed",
+            EventKind::AgentRestart { .. } => "agent_restart",
+            EventKind::Step { .. } => "step",
+            EventKind::Checkpoint { .. } => "checkpoint",
+            EventKind::ResumedFromCheckpoint { .. } => "resumed_from_checkpoint",
+            EventKind::StoreStarted => "store_started",
+            EventKind::StoreDied { .. } => "store_died",
+            EventKind::RunEnded { .. } => "run_ended",
+        }
+    }
+}
