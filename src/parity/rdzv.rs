@@ -1,0 +1,1 @@
+//! Parity cases of the rendezvous core: `rdzv_op`, `rdzv_apply`, `rdzv_sanitize`.

@@ -1,0 +1,1 @@
+//! Parity cases of the samplers, torch RNG and rank assignment.

@@ -1,0 +1,1 @@
+//! sampler torch_rng
