@@ -1,3 +1,4 @@
-//! The elastic agent: rank assignment (pure) and the per-node run loop.
+//! The elastic agent: rank assignment (pure) and the per-node run loop (shell).
 
 pub mod ranks;
+pub mod run;

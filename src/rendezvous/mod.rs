@@ -6,3 +6,7 @@ pub mod ops;
 pub mod sanitize;
 pub mod settings;
 pub mod state;
+pub mod handler;
+
+#[cfg(test)]
+mod tests;

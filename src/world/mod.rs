@@ -1,1 +1,175 @@
-//! world
+//! The simulated world, and the only code that touches madsim: a fresh runtime per run on its
+//! own thread, nodes with addresses and processes, the network, per-node clocks, the fault
+//! schedule, the shared checkpoint storage and the collective fabric.
+//!
+//! The world knows nothing of rendezvous or agents: the runner hands it the programs to run
+//! (`Programs`), and each agent process gets a `NodeEnv` through which it reads its clocks,
+//! records events and reaches the store, the collectives and the checkpoint.
+
+pub mod env;
+mod faults;
+pub mod net;
+pub mod rng;
+mod state;
+pub mod time;
+
+pub use env::NodeEnv;
+
+use crate::scenario::model::{node_name, Outcome, Scenario, StoreHost};
+use crate::trace::{EventKind, Recorder, RunEnd, Trace};
+use futures::future::BoxFuture;
+use futures::StreamExt;
+use state::{NodeSlot, WorldState};
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+/// How an agent process ended by itself.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AgentExit {
+    /// The worker group's final state: `SUCCEEDED`, `FAILED`, `STOPPED`.
+    pub state: String,
+    pub reason: String,
+}
+
+/// The programs the world runs: an agent per node process, and the store server.
+#[derive(Clone)]
+pub struct Programs {
+    pub agent: Arc<dyn Fn(NodeEnv) -> BoxFuture<'static, AgentExit> + Send + Sync>,
+    /// The store server, given the address to listen on.
+    pub store: Arc<dyn Fn(SocketAddr) -> BoxFuture<'static, ()> + Send + Sync>,
+}
+
+/// A run that could not finish: the harness itself failed.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum HarnessError {
+    #[error("the simulation panicked: {0}")]
+    Panic(String),
+    #[error("the run recorded more than {0} events")]
+    EventsOverBound(usize),
+}
+
+/// Spawns a task on the current simulated node.
+pub fn spawn<F>(future: F) -> madsim::task::JoinHandle<F::Output>
+where
+    F: std::future::Future + Send + 'static,
+    F::Output: Send + 'static,
+{
+    madsim::task::spawn(future)
+}
+
+/// The IP address of node index `i` (10.0.x.y); the dedicated store is 10.255.0.1.
+pub fn node_ip(i: u32) -> IpAddr {
+    IpAddr::V4(Ipv4Addr::new(10, 0, (i >> 8) as u8, (i & 0xff) as u8 + 1))
+}
+
+fn dedicated_store_ip() -> IpAddr {
+    IpAddr::V4(Ipv4Addr::new(10, 255, 0, 1))
+}
+
+/// Runs one scenario with one seed on a fresh runtime on its own thread.
+pub fn simulate(scenario: &Scenario, seed: u64, programs: Programs) -> Result<(Trace, RunEnd), HarnessError> {
+    let scenario = scenario.clone();
+    let thread = std::thread::Builder::new()
+        .name(format!("trainsim-seed-{seed}"))
+        .spawn(move || {
+            let mut config = madsim::Config::default();
+            config.net.send_latency = Duration::from_micros(scenario.network.latency_us_min)
+                ..Duration::from_micros(scenario.network.latency_us_max.max(scenario.network.latency_us_min + 1));
+            config.net.packet_loss_rate = scenario.network.loss;
+            let runtime = madsim::runtime::Runtime::with_seed_and_config(seed, config);
+            net::reset_registry();
+            let recorder = Recorder::new();
+            let end = runtime.block_on(supervise(scenario, seed, programs, recorder.clone()));
+            (recorder.finish(), end)
+        })
+        .map_err(|e| HarnessError::Panic(format!("cannot start the run's thread: {e}")))?;
+    match thread.join() {
+        Ok((trace, end)) if trace.truncated => {
+            let _ = end;
+            Err(HarnessError::EventsOverBound(crate::trace::EVENTS_MAX))
+        }
+        Ok((trace, end)) => Ok((trace, end)),
+        Err(payload) => Err(HarnessError::Panic(panic_message(&payload))),
+    }
+}
+
+/// The text of a caught panic.
+pub fn panic_message(payload: &Box<dyn std::any::Any + Send>) -> String {
+    if let Some(s) = payload.downcast_ref::<&str>() {
+        (*s).to_owned()
+    } else if let Some(s) = payload.downcast_ref::<String>() {
+        s.clone()
+    } else {
+        "a panic without a message".to_owned()
+    }
+}
+
+/// Builds the nodes, applies the faults and waits for the run to end.
+async fn supervise(scenario: Scenario, seed: u64, programs: Programs, recorder: Recorder) -> RunEnd {
+    let handle = madsim::runtime::Handle::current();
+    let (exits_tx, mut exits_rx) = futures::channel::mpsc::unbounded::<()>();
+    let store_addr = match scenario.cluster.store {
+        StoreHost::Node(i) => SocketAddr::new(node_ip(i), crate::store::service::STORE_PORT),
+        StoreHost::Dedicated => SocketAddr::new(dedicated_store_ip(), crate::store::service::STORE_PORT),
+    };
+    let world = Arc::new(state::World {
+        scenario: scenario.clone(),
+        seed,
+        recorder: recorder.clone(),
+        store_addr,
+        programs: programs.clone(),
+        exits: exits_tx,
+        state: Mutex::new(WorldState::new(&scenario)),
+    });
+    if scenario.cluster.store == StoreHost::Dedicated {
+        let store_program = programs.store.clone();
+        let rec = recorder.clone();
+        let node = handle
+            .create_node()
+            .name("store")
+            .ip(dedicated_store_ip())
+            .init(move || {
+                rec.record(time::elapsed_us(), Some("store"), EventKind::StoreStarted);
+                store_program(store_addr)
+            })
+            .build();
+        world.state.lock().expect("world lock").dedicated_store = Some(node.id());
+    }
+    for index in 0..scenario.cluster.total_nodes() {
+        let starts_now = index < scenario.cluster.nodes;
+        let w = world.clone();
+        let node = handle
+            .create_node()
+            .name(node_name(index))
+            .ip(node_ip(index))
+            .init(move || env::process_main(w.clone(), index))
+            .build();
+        let mut st = world.state.lock().expect("world lock");
+        st.nodes.push(NodeSlot::new(node.id(), starts_now));
+    }
+    // Spares were created with the rest so their addresses exist; their init saw
+    // `started == false` and ran nothing.
+    let faults = spawn(faults::apply_all(world.clone()));
+    let time_limit = Duration::from_micros(scenario.time_limit_us);
+    let ended = madsim::time::timeout(time_limit, async {
+        loop {
+            if world.state.lock().expect("world lock").run_is_over() {
+                break;
+            }
+            if exits_rx.next().await.is_none() {
+                break;
+            }
+        }
+    })
+    .await;
+    faults.abort();
+    let sim_time_us = time::elapsed_us();
+    let outcome = match ended {
+        Err(_) => Outcome::TimedOut,
+        Ok(()) if world.state.lock().expect("world lock").any_succeeded => Outcome::Succeeded,
+        Ok(()) => Outcome::Failed,
+    };
+    recorder.record(sim_time_us, None, EventKind::RunEnded { outcome: outcome.as_str().to_owned() });
+    RunEnd { sim_time_us, outcome }
+}

@@ -1,0 +1,181 @@
+//! The elastic agent's run loop on one node, following torch's `SimpleElasticAgent._invoke_run`
+//! and `launch_agent`: rendezvous, start workers, monitor every `monitor_interval`, restart on
+//! failure while the budget lasts, restart uncounted on a membership change, exit barrier on
+//! success, and close the rendezvous on exit unless stopped by a signal.
+
+use crate::job::{self, GroupPlan, WorkerStatus};
+use crate::rendezvous::handler::{RendezvousError, RendezvousHandler, RendezvousInfo};
+use crate::rendezvous::settings::RendezvousSettings;
+use crate::store::service::StoreClient;
+use crate::trace::EventKind;
+use crate::world::{spawn, time, AgentExit, NodeEnv};
+use futures::future::{select, Either};
+use std::collections::BTreeSet;
+use std::sync::{Arc, Mutex};
+
+/// The run id every agent of a scenario uses.
+pub const RUN_ID: &str = "trainsim";
+
+/// The rendezvous settings of a scenario.
+pub fn settings_of(env: &NodeEnv) -> RendezvousSettings {
+    let r = &env.scenario().rendezvous;
+    let mut settings = RendezvousSettings::new(RUN_ID, r.min_nodes, r.max_nodes);
+    settings.join_timeout_us = r.join_timeout_us;
+    settings.last_call_timeout_us = r.last_call_timeout_us;
+    settings.close_timeout_us = r.close_timeout_us;
+    settings.heartbeat_timeout_us = r.heartbeat_timeout_us;
+    settings.keep_alive_interval_us = r.keep_alive_interval_us;
+    settings.keep_alive_max_attempt = r.keep_alive_max_attempt;
+    settings.fixes = r.fixes.iter().cloned().collect::<BTreeSet<_>>();
+    settings
+}
+
+/// One agent process, from start to exit.
+pub async fn agent_process(env: NodeEnv) -> AgentExit {
+    let handler = match RendezvousHandler::create(env.clone(), settings_of(&env)).await {
+        Ok(h) => h,
+        Err(e) => {
+            env.record(EventKind::RendezvousFailed { pid: env.pid, error: e.kind().into(), message: e.to_string() });
+            return AgentExit { state: "FAILED".into(), reason: e.to_string() };
+        }
+    };
+    let run = Box::pin(invoke_run(&env, &handler));
+    let stop = Box::pin(env.stop_signal());
+    let finished = select(run, stop).await;
+    let exit = match finished {
+        // torchrun's SignalException path: workers stop, the rendezvous stays open so the
+        // rest of the job can go on without this node.
+        Either::Right(((), _run)) => {
+            handler.stop_heartbeats();
+            AgentExit { state: "STOPPED".into(), reason: "SIGTERM: the agent shut down its workers".into() }
+        }
+        Either::Left((result, _stop)) => {
+            let exit = match result {
+                Ok(exit) => exit,
+                Err(e) => {
+                    env.record(EventKind::RendezvousFailed { pid: env.pid, error: e.kind().into(), message: e.to_string() });
+                    AgentExit { state: "FAILED".into(), reason: e.to_string() }
+                }
+            };
+            // `launch_agent` closes the rendezvous on every other exit, success included.
+            handler.shutdown().await;
+            exit
+        }
+    };
+    exit
+}
+
+/// A running worker group on this node.
+struct Workers {
+    info: RendezvousInfo,
+    status: Arc<Mutex<WorkerStatus>>,
+    task: madsim::task::JoinHandle<()>,
+}
+
+impl Workers {
+    fn stop(self, env: &NodeEnv, reason: &str) {
+        self.task.abort();
+        env.leave_collectives();
+        env.record(EventKind::WorkersStopped { pid: env.pid, reason: reason.into() });
+    }
+}
+
+/// torch's `_invoke_run`: the monitor loop.
+async fn invoke_run(env: &NodeEnv, handler: &RendezvousHandler) -> Result<AgentExit, RendezvousError> {
+    let max_restarts = env.scenario().agent.max_restarts;
+    let monitor_interval_us = env.scenario().agent.monitor_interval_us;
+    let mut remaining_restarts = max_restarts;
+    let mut highest_step = 0;
+    let mut workers = initialize_workers(env, handler, 0, &mut highest_step).await?;
+    loop {
+        time::sleep_us(monitor_interval_us).await;
+        match monitor(env, &workers) {
+            WorkerStatus::Succeeded => {
+                let info = workers.info.clone();
+                workers.stop(env, "succeeded");
+                exit_barrier(env, &info).await;
+                return Ok(AgentExit { state: "SUCCEEDED".into(), reason: "every worker finished".into() });
+            }
+            WorkerStatus::Failed { local_rank, exit_code, reason } => {
+                env.record(EventKind::WorkerFailed { pid: env.pid, local_rank, exit_code, reason: reason.clone() });
+                workers.stop(env, "a worker failed");
+                env.clear_worker_crash();
+                if remaining_restarts == 0 {
+                    return Ok(AgentExit { state: "FAILED".into(), reason: format!("worker {local_rank} failed ({reason}) and no restarts remain") });
+                }
+                remaining_restarts -= 1;
+                let restart_count = max_restarts - remaining_restarts;
+                env.record(EventKind::AgentRestart { pid: env.pid, counted: true, restart_count, reason: "failure".into() });
+                workers = initialize_workers(env, handler, restart_count, &mut highest_step).await?;
+            }
+            WorkerStatus::Healthy => {
+                if handler.num_nodes_waiting().await? > 0 {
+                    let restart_count = max_restarts - remaining_restarts;
+                    env.record(EventKind::AgentRestart { pid: env.pid, counted: false, restart_count, reason: "membership_change".into() });
+                    workers.stop(env, "membership change");
+                    workers = initialize_workers(env, handler, restart_count, &mut highest_step).await?;
+                }
+            }
+        }
+    }
+}
+
+/// torch's `_monitor_workers` for local processes, with crashes injected by the world.
+fn monitor(env: &NodeEnv, workers: &Workers) -> WorkerStatus {
+    if let Some((local_rank, exit_code)) = env.worker_crash() {
+        return WorkerStatus::Failed { local_rank, exit_code, reason: "worker_crash".into() };
+    }
+    workers.status.lock().expect("status lock").clone()
+}
+
+/// torch's `_initialize_workers`: rendezvous, then start the workers from the last checkpoint.
+async fn initialize_workers(
+    env: &NodeEnv,
+    handler: &RendezvousHandler,
+    restart_count: u32,
+    highest_step: &mut u64,
+) -> Result<Workers, RendezvousError> {
+    let info = handler.next_rendezvous().await?;
+    env.record(EventKind::RendezvousCompleted {
+        pid: env.pid,
+        round: info.round,
+        rank: info.rank,
+        world_size: info.world_size,
+        participants: info.participants.clone(),
+    });
+    env.record(EventKind::WorkersStarted {
+        pid: env.pid,
+        round: info.round,
+        group_rank: info.rank,
+        world_size: info.world_size,
+        restart_count,
+    });
+    let start_step = env.checkpoint_step();
+    env.record(EventKind::ResumedFromCheckpoint { pid: env.pid, step: start_step, lost_steps: highest_step.saturating_sub(start_step) });
+    *highest_step = (*highest_step).max(start_step);
+    let members = info.participants.iter().map(|name| node_index(name)).collect();
+    let plan = GroupPlan { round: info.round, group_rank: info.rank, members, start_step };
+    let status = Arc::new(Mutex::new(WorkerStatus::Healthy));
+    let task = spawn(job::train(env.clone(), plan, status.clone()));
+    Ok(Workers { info, status, task })
+}
+
+fn node_index(name: &str) -> u32 {
+    name.strip_prefix("node-").and_then(|n| n.parse().ok()).expect("participants are named node-N")
+}
+
+/// torch's `_exit_barrier`: every agent of the group waits (up to the barrier timeout) for the
+/// others to finish; errors are logged, never raised.
+async fn exit_barrier(env: &NodeEnv, info: &RendezvousInfo) {
+    let timeout_us = env.scenario().agent.exit_barrier_timeout_us;
+    let Ok(mut store) = StoreClient::connect(env.store_addr(), timeout_us).await else { return };
+    let prefix = format!("torch.rendezvous.{RUN_ID}.{}/torchelastic/agent/terminal_state", info.round);
+    let count_key = format!("{prefix}/num_members");
+    let last_key = format!("{prefix}/last_member");
+    if let Ok(arrived) = store.add(&count_key, 1).await {
+        if arrived == info.world_size as i64 {
+            let _ = store.set(&last_key, b"<val_ignored>".to_vec()).await;
+        }
+        let _ = store.get(&last_key).await;
+    }
+}

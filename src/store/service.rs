@@ -1,0 +1,157 @@
+//! The store served over the simulated network: TCPStore's server loop and its client.
+//!
+//! The server spawns a task per request (so a blocking `get` never holds up other clients)
+//! and retries blocked requests after every change. Clients see a connection error when no
+//! reply arrives within their read timeout (TCPStore's 60 s by default).
+
+use super::{StoreRequest, StoreResponse, StoreState};
+use crate::world::net::{NetError, RpcClient, RpcServer};
+use crate::world::{spawn, time};
+use futures::channel::oneshot;
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex};
+
+/// The port the store listens on (torchrun's default rendezvous port).
+pub const STORE_PORT: u16 = 29400;
+/// TCPStore's default timeout for reads and blocking gets.
+pub const READ_TIMEOUT_US: u64 = 60_000_000;
+/// How long the server keeps a blocked request before giving up on its client.
+const BLOCKED_REQUEST_US_MAX: u64 = 3_600_000_000;
+
+/// A store error as the c10d backend sees it: every failure is a connection error.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum StoreError {
+    #[error("the connection to the c10d store has failed: {0}")]
+    Connection(String),
+    #[error("the c10d store refused the request: {0}")]
+    Refused(String),
+}
+
+/// Shared server state: the data and the requests waiting for keys.
+#[derive(Default)]
+struct Shared {
+    state: StoreState,
+    waiters: Vec<oneshot::Sender<()>>,
+}
+
+/// Serves a fresh, empty store at `addr` (on the current node) until the task is dropped.
+pub async fn serve(addr: SocketAddr) -> Result<(), NetError> {
+    let server = RpcServer::bind(addr).await?;
+    let shared = Arc::new(Mutex::new(Shared::default()));
+    loop {
+        let incoming = server.recv::<StoreRequest>().await;
+        let server = server.clone();
+        let shared = shared.clone();
+        spawn(async move {
+            if let Some(reply) = answer(&shared, &incoming.request).await {
+                server.reply(incoming.from, incoming.id, reply).await;
+            }
+        });
+    }
+}
+
+/// Applies one request, waiting for keys when it must.
+async fn answer(shared: &Arc<Mutex<Shared>>, request: &StoreRequest) -> Option<StoreResponse> {
+    let started_us = time::elapsed_us();
+    loop {
+        let wake = {
+            let mut guard = shared.lock().expect("store lock");
+            if let Some(reply) = guard.state.apply(request) {
+                if request.may_change() {
+                    for waiter in guard.waiters.drain(..) {
+                        let _ = waiter.send(());
+                    }
+                }
+                return Some(reply);
+            }
+            let (tx, rx) = oneshot::channel();
+            guard.waiters.push(tx);
+            rx
+        };
+        let left_us = BLOCKED_REQUEST_US_MAX.saturating_sub(time::elapsed_us() - started_us);
+        let _woken = time::timeout_us(left_us, wake).await?;
+    }
+}
+
+/// A TCPStore client on the current node.
+pub struct StoreClient {
+    rpc: RpcClient,
+    timeout_us: u64,
+}
+
+impl StoreClient {
+    /// Opens a client of the store at `server`.
+    pub async fn connect(server: SocketAddr, timeout_us: u64) -> Result<Self, StoreError> {
+        let rpc = RpcClient::connect(server).await.map_err(|e| StoreError::Connection(e.to_string()))?;
+        Ok(StoreClient { rpc, timeout_us })
+    }
+
+    async fn call(&mut self, request: StoreRequest) -> Result<StoreResponse, StoreError> {
+        match self.rpc.call::<StoreRequest, StoreResponse>(request, self.timeout_us).await {
+            Ok(StoreResponse::Error(e)) => Err(StoreError::Refused(e)),
+            Ok(reply) => Ok(reply),
+            Err(e) => Err(StoreError::Connection(e.to_string())),
+        }
+    }
+
+    pub async fn set(&mut self, key: &str, value: Vec<u8>) -> Result<(), StoreError> {
+        self.call(StoreRequest::Set { key: key.into(), value }).await.map(|_| ())
+    }
+
+    /// Blocks until the key exists, up to the client's timeout.
+    pub async fn get(&mut self, key: &str) -> Result<Vec<u8>, StoreError> {
+        match self.call(StoreRequest::Get { key: key.into() }).await? {
+            StoreResponse::Value(v) => Ok(v),
+            other => Err(unexpected(other)),
+        }
+    }
+
+    pub async fn add(&mut self, key: &str, delta: i64) -> Result<i64, StoreError> {
+        match self.call(StoreRequest::Add { key: key.into(), delta }).await? {
+            StoreResponse::Int(v) => Ok(v),
+            other => Err(unexpected(other)),
+        }
+    }
+
+    /// Returns the value stored after the operation (see `StoreRequest::CompareSet`).
+    pub async fn compare_set(&mut self, key: &str, expected: &[u8], desired: &[u8]) -> Result<Vec<u8>, StoreError> {
+        let request = StoreRequest::CompareSet { key: key.into(), expected: expected.to_vec(), desired: desired.to_vec() };
+        match self.call(request).await? {
+            StoreResponse::Value(v) => Ok(v),
+            other => Err(unexpected(other)),
+        }
+    }
+
+    pub async fn wait(&mut self, keys: &[String]) -> Result<(), StoreError> {
+        self.call(StoreRequest::Wait { keys: keys.to_vec() }).await.map(|_| ())
+    }
+
+    pub async fn check(&mut self, keys: &[String]) -> Result<bool, StoreError> {
+        match self.call(StoreRequest::Check { keys: keys.to_vec() }).await? {
+            StoreResponse::Bool(b) => Ok(b),
+            other => Err(unexpected(other)),
+        }
+    }
+
+    pub async fn delete_key(&mut self, key: &str) -> Result<bool, StoreError> {
+        match self.call(StoreRequest::DeleteKey { key: key.into() }).await? {
+            StoreResponse::Bool(b) => Ok(b),
+            other => Err(unexpected(other)),
+        }
+    }
+
+    pub async fn multi_get(&mut self, keys: &[String]) -> Result<Vec<Vec<u8>>, StoreError> {
+        match self.call(StoreRequest::MultiGet { keys: keys.to_vec() }).await? {
+            StoreResponse::Values(v) => Ok(v),
+            other => Err(unexpected(other)),
+        }
+    }
+
+    pub async fn multi_set(&mut self, entries: Vec<(String, Vec<u8>)>) -> Result<(), StoreError> {
+        self.call(StoreRequest::MultiSet { entries }).await.map(|_| ())
+    }
+}
+
+fn unexpected(reply: StoreResponse) -> StoreError {
+    StoreError::Refused(format!("unexpected reply {reply:?}"))
+}

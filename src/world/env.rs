@@ -1,0 +1,176 @@
+//! What an agent process sees of the world: its identity, its clocks, the store's address,
+//! signals (graceful stop, crashed workers), the collective fabric and checkpoint storage.
+
+use super::state::{Barrier, Process, World, MONO_BASE_US_PER_NODE, UTC_EPOCH_US};
+use super::{rng, spawn, time};
+use crate::scenario::model::{node_name, Scenario, StoreHost};
+use crate::trace::EventKind;
+use futures::channel::oneshot;
+use rand_chacha::ChaCha8Rng;
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+/// One agent process's handle on the world.
+#[derive(Clone)]
+pub struct NodeEnv {
+    world: Arc<World>,
+    pub index: u32,
+    pub name: String,
+    pub pid: u32,
+}
+
+/// Why an all-reduce did not finish.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CollectiveTimeout;
+
+/// The body of every node's init: start an agent process if the node is meant to run one.
+pub(super) async fn process_main(world: Arc<World>, index: u32) {
+    let pid = {
+        let mut st = world.state.lock().expect("world lock");
+        let slot = &mut st.nodes[index as usize];
+        slot.launching = false;
+        if !slot.started {
+            return;
+        }
+        let pid = st.next_pid;
+        st.next_pid += 1;
+        st.nodes[index as usize].process = Some(Process {
+            pid,
+            stop_requested: false,
+            stop_waiters: Vec::new(),
+            worker_crash: None,
+            store_task: None,
+        });
+        pid
+    };
+    let env = NodeEnv { world: world.clone(), index, name: node_name(index), pid };
+    env.record(EventKind::AgentStarted { pid });
+    if world.scenario.cluster.store == StoreHost::Node(index) {
+        // TCPStore runs inside the host's agent process and dies with it.
+        let task = spawn((world.programs.store)(world.store_addr));
+        env.record(EventKind::StoreStarted);
+        if let Some(p) = world.state.lock().expect("world lock").nodes[index as usize].process.as_mut() {
+            p.store_task = Some(task);
+        }
+    }
+    let exit = (world.programs.agent)(env.clone()).await;
+    let store_task = {
+        let mut st = world.state.lock().expect("world lock");
+        if exit.state == "SUCCEEDED" {
+            st.any_succeeded = true;
+        }
+        st.nodes[index as usize].process.take().and_then(|p| p.store_task)
+    };
+    if let Some(task) = store_task {
+        task.abort();
+        env.record(EventKind::StoreDied { reason: "its host agent process exited".into() });
+    }
+    env.record(EventKind::AgentExited { pid, state: exit.state, reason: exit.reason });
+    let _ = world.exits.unbounded_send(());
+}
+
+impl NodeEnv {
+    pub fn scenario(&self) -> &Scenario {
+        &self.world.scenario
+    }
+
+    /// Records an event on this node at the current simulated time.
+    pub fn record(&self, kind: EventKind) {
+        self.world.recorder.record(time::elapsed_us(), Some(&self.name), kind);
+    }
+
+    /// The node's wall clock (what `datetime.now(timezone.utc)` reads), skew included.
+    pub fn now_utc_us(&self) -> i64 {
+        let skew = self.world.state.lock().expect("world lock").skew_us.get(&self.index).copied().unwrap_or(0);
+        UTC_EPOCH_US + time::elapsed_us() as i64 + skew
+    }
+
+    /// The node's monotonic clock (what `time.monotonic()` reads).
+    pub fn now_mono_us(&self) -> i64 {
+        MONO_BASE_US_PER_NODE * (self.index as i64 + 1) + time::elapsed_us() as i64
+    }
+
+    /// A random stream private to this process, derived from the run seed.
+    pub fn rng(&self, purpose: &str) -> ChaCha8Rng {
+        rng::stream(self.world.seed, &format!("{}/{}/{purpose}", self.name, self.pid))
+    }
+
+    /// Where the c10d store listens.
+    pub fn store_addr(&self) -> SocketAddr {
+        self.world.store_addr
+    }
+
+    /// Waits until a graceful stop (SIGTERM) reaches this process.
+    pub async fn stop_signal(&self) {
+        let rx = {
+            let mut st = self.world.state.lock().expect("world lock");
+            let Some(p) = self.process_mut(&mut st) else { return };
+            if p.stop_requested {
+                return;
+            }
+            let (tx, rx) = oneshot::channel();
+            p.stop_waiters.push(tx);
+            rx
+        };
+        let _ = rx.await;
+    }
+
+    /// A worker of this process crashed: `(local_rank, exit_code)`.
+    pub fn worker_crash(&self) -> Option<(u32, i32)> {
+        let mut st = self.world.state.lock().expect("world lock");
+        self.process_mut(&mut st).and_then(|p| p.worker_crash)
+    }
+
+    /// Forgets a crash once the agent has restarted its workers.
+    pub fn clear_worker_crash(&self) {
+        let mut st = self.world.state.lock().expect("world lock");
+        if let Some(p) = self.process_mut(&mut st) {
+            p.worker_crash = None;
+        }
+    }
+
+    fn process_mut<'a>(&self, st: &'a mut super::state::WorldState) -> Option<&'a mut Process> {
+        st.nodes[self.index as usize].process.as_mut().filter(|p| p.pid == self.pid)
+    }
+
+    /// The all-reduce of `step` among `members` (node indices) of round `round`: done when
+    /// every member arrived over connected links; a member that never comes makes the others
+    /// wait out `timeout_us`, as NCCL does.
+    pub async fn all_reduce(&self, round: u64, step: u64, members: &[u32], timeout_us: u64) -> Result<(), CollectiveTimeout> {
+        let rx = {
+            let mut st = self.world.state.lock().expect("world lock");
+            let connected = st.connected(members);
+            let barrier = st.barriers.entry((round, step)).or_insert_with(Barrier::default);
+            barrier.arrived.insert(self.index);
+            if connected && members.iter().all(|m| barrier.arrived.contains(m)) {
+                let done = st.barriers.remove(&(round, step)).expect("barrier just touched");
+                for waiter in done.waiters {
+                    let _ = waiter.send(());
+                }
+                return Ok(());
+            }
+            let (tx, rx) = oneshot::channel();
+            barrier.waiters.push(tx);
+            rx
+        };
+        match time::timeout_us(timeout_us, rx).await {
+            Some(Ok(())) => Ok(()),
+            _ => Err(CollectiveTimeout),
+        }
+    }
+
+    /// Takes this node's arrivals back from every unfinished all-reduce: its workers are gone.
+    pub fn leave_collectives(&self) {
+        self.world.state.lock().expect("world lock").withdraw(self.index);
+    }
+
+    /// The last checkpointed step on shared storage.
+    pub fn checkpoint_step(&self) -> u64 {
+        self.world.state.lock().expect("world lock").checkpoint_step
+    }
+
+    /// Writes a checkpoint of `step`.
+    pub fn write_checkpoint(&self, step: u64) {
+        self.world.state.lock().expect("world lock").checkpoint_step = step;
+    }
+}

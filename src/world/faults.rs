@@ -1,0 +1,239 @@
+//! The fault schedule: applies each scenario fault at its time to nodes, links, clocks, the
+//! store and workers.
+
+use super::state::World;
+use super::{spawn, time};
+use crate::scenario::model::{node_name, Fault, FaultKind, Network};
+use crate::trace::EventKind;
+use madsim::net::NetSim;
+use madsim::runtime::Handle;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// Applies every fault at its time, in order.
+pub(super) async fn apply_all(world: Arc<World>) {
+    for fault in world.scenario.faults.clone() {
+        let now = time::elapsed_us();
+        if fault.at_us > now {
+            time::sleep_us(fault.at_us - now).await;
+        }
+        let detail = apply(&world, &fault);
+        let node = fault_node(&fault.kind).map(node_name);
+        world.recorder.record(
+            time::elapsed_us(),
+            node.as_deref(),
+            EventKind::FaultApplied { fault: fault.kind.name().to_owned(), detail },
+        );
+        if matches!(fault.kind, FaultKind::Start { .. } | FaultKind::Restart { .. }) {
+            world.state.lock().expect("world lock").pending_starts -= 1;
+            let _ = world.exits.unbounded_send(());
+        }
+    }
+}
+
+/// The one node a fault names, if it names exactly one.
+fn fault_node(kind: &FaultKind) -> Option<u32> {
+    match kind {
+        FaultKind::Kill { node }
+        | FaultKind::Stop { node }
+        | FaultKind::Restart { node }
+        | FaultKind::Start { node }
+        | FaultKind::Pause { node }
+        | FaultKind::Resume { node }
+        | FaultKind::ClockSkew { node, .. }
+        | FaultKind::GpuSlow { node, .. }
+        | FaultKind::GpuFail { node, .. }
+        | FaultKind::WorkerCrash { node, .. } => Some(*node),
+        _ => None,
+    }
+}
+
+/// Applies one fault now and describes what it did.
+fn apply(world: &Arc<World>, fault: &Fault) -> String {
+    let handle = Handle::current();
+    let net = NetSim::current();
+    match &fault.kind {
+        FaultKind::Kill { node } => kill(world, &handle, *node),
+        FaultKind::Stop { node } => stop(world, *node),
+        FaultKind::Restart { node } | FaultKind::Start { node } => {
+            let id = {
+                let mut st = world.state.lock().expect("world lock");
+                let slot = &mut st.nodes[*node as usize];
+                slot.started = true;
+                slot.id
+            };
+            if world.state.lock().expect("world lock").nodes[*node as usize].process.is_some() {
+                // Restarting a live node kills its current process first.
+                kill(world, &handle, *node);
+            }
+            world.state.lock().expect("world lock").nodes[*node as usize].launching = true;
+            super::net::set_host_down(super::node_ip(*node), false);
+            handle.restart(id);
+            format!("node-{node} starts a new agent process")
+        }
+        FaultKind::Pause { node } => {
+            handle.pause(node_id(world, *node));
+            format!("node-{node} paused")
+        }
+        FaultKind::Resume { node } => {
+            handle.resume(node_id(world, *node));
+            format!("node-{node} resumed")
+        }
+        FaultKind::Partition { groups } => partition(world, &net, groups),
+        FaultKind::Heal => {
+            let links: Vec<(u32, u32)> = std::mem::take(&mut world.state.lock().expect("world lock").clogged).into_iter().collect();
+            for (a, b) in &links {
+                net.unclog_link(node_id(world, *a), node_id(world, *b));
+            }
+            format!("{} cut links restored", links.len())
+        }
+        FaultKind::ClogLink { from, to } => {
+            net.clog_link(node_id(world, *from), node_id(world, *to));
+            world.state.lock().expect("world lock").clogged.insert((*from, *to));
+            format!("link node-{from} -> node-{to} drops everything")
+        }
+        FaultKind::UnclogLink { from, to } => {
+            net.unclog_link(node_id(world, *from), node_id(world, *to));
+            world.state.lock().expect("world lock").clogged.remove(&(*from, *to));
+            format!("link node-{from} -> node-{to} restored")
+        }
+        FaultKind::Latency { latency_us_min, latency_us_max, duration_us } => {
+            set_latency(&net, *latency_us_min, *latency_us_max);
+            restore_network_after(world, *duration_us);
+            format!("latency {latency_us_min}..{latency_us_max} us")
+        }
+        FaultKind::Loss { probability, duration_us } => {
+            let p = *probability;
+            net.update_config(|c| c.packet_loss_rate = p);
+            restore_network_after(world, *duration_us);
+            format!("loss {p}")
+        }
+        FaultKind::ClockSkew { node, offset_us } => {
+            let mut st = world.state.lock().expect("world lock");
+            let skew = st.skew_us.entry(*node).or_insert(0);
+            *skew += offset_us;
+            format!("node-{node} wall clock stepped by {offset_us} us (offset now {skew} us)")
+        }
+        FaultKind::WorkerCrash { node, local_rank, exit_code } => {
+            let mut st = world.state.lock().expect("world lock");
+            match st.nodes[*node as usize].process.as_mut() {
+                Some(p) => {
+                    p.worker_crash = Some((*local_rank, *exit_code));
+                    format!("worker {local_rank} of pid {} exits with {exit_code}", p.pid)
+                }
+                None => "no agent runs there; nothing crashed".to_owned(),
+            }
+        }
+        FaultKind::StoreCrash => store_crash(world, &handle),
+        // Validation rejects GPU faults until the GPU model exists.
+        FaultKind::GpuSlow { .. } | FaultKind::GpuFail { .. } => "GPU faults are not modelled yet".to_owned(),
+    }
+}
+
+fn node_id(world: &World, node: u32) -> madsim::task::NodeId {
+    world.state.lock().expect("world lock").nodes[node as usize].id
+}
+
+fn kill(world: &Arc<World>, handle: &Handle, node: u32) -> String {
+    let (id, process) = {
+        let mut st = world.state.lock().expect("world lock");
+        let slot = &mut st.nodes[node as usize];
+        let process = slot.process.take();
+        let id = slot.id;
+        st.withdraw(node);
+        (id, process)
+    };
+    handle.kill(id);
+    super::net::set_host_down(super::node_ip(node), true);
+    let Some(process) = process else {
+        return format!("node-{node} powered off (no agent was running)");
+    };
+    let at = time::elapsed_us();
+    let name = node_name(node);
+    world.recorder.record(at, Some(&name), EventKind::AgentKilled { pid: process.pid });
+    if process.store_task.is_some() {
+        world.recorder.record(at, Some(&name), EventKind::StoreDied { reason: "its host was killed".into() });
+    }
+    let _ = world.exits.unbounded_send(());
+    format!("node-{node} killed (pid {})", process.pid)
+}
+
+fn stop(world: &World, node: u32) -> String {
+    let mut st = world.state.lock().expect("world lock");
+    match st.nodes[node as usize].process.as_mut() {
+        Some(p) => {
+            p.stop_requested = true;
+            for waiter in p.stop_waiters.drain(..) {
+                let _ = waiter.send(());
+            }
+            format!("SIGTERM to pid {}", p.pid)
+        }
+        None => "no agent runs there".to_owned(),
+    }
+}
+
+fn partition(world: &World, net: &NetSim, groups: &[Vec<u32>]) -> String {
+    let mut cut = 0;
+    for (gi, a_group) in groups.iter().enumerate() {
+        for (gj, b_group) in groups.iter().enumerate() {
+            if gi == gj {
+                continue;
+            }
+            for a in a_group {
+                for b in b_group {
+                    net.clog_link(node_id(world, *a), node_id(world, *b));
+                    world.state.lock().expect("world lock").clogged.insert((*a, *b));
+                    cut += 1;
+                }
+            }
+        }
+    }
+    format!("{} groups, {cut} directed links cut", groups.len())
+}
+
+fn set_latency(net: &NetSim, min_us: u64, max_us: u64) {
+    net.update_config(|c| {
+        c.send_latency = Duration::from_micros(min_us)..Duration::from_micros(max_us.max(min_us + 1));
+    });
+}
+
+/// After `duration_us`, puts latency and loss back to the scenario's `[network]`.
+fn restore_network_after(world: &Arc<World>, duration_us: Option<u64>) {
+    let Some(duration_us) = duration_us else { return };
+    let Network { latency_us_min, latency_us_max, loss, .. } = world.scenario.network.clone();
+    spawn(async move {
+        time::sleep_us(duration_us).await;
+        let net = NetSim::current();
+        set_latency(&net, latency_us_min, latency_us_max);
+        net.update_config(|c| c.packet_loss_rate = loss);
+    });
+}
+
+fn store_crash(world: &Arc<World>, handle: &Handle) -> String {
+    let (hosted, dedicated) = {
+        let mut st = world.state.lock().expect("world lock");
+        let hosted = st.nodes.iter_mut().find_map(|n| n.process.as_mut().and_then(|p| p.store_task.take()));
+        let dedicated = st.dedicated_store.filter(|_| st.dedicated_store_alive);
+        st.dedicated_store_alive = false;
+        (hosted, dedicated)
+    };
+    let store_node = match world.scenario.cluster.store {
+        crate::scenario::model::StoreHost::Node(i) => node_name(i),
+        crate::scenario::model::StoreHost::Dedicated => "store".to_owned(),
+    };
+    let alive = hosted.is_some() || dedicated.is_some();
+    if let Some(task) = hosted {
+        task.abort();
+    }
+    if let Some(id) = dedicated {
+        handle.kill(id);
+        // The store's own machine went down with it: clients time out.
+        super::net::set_host_down(world.store_addr.ip(), true);
+    }
+    if alive {
+        world.recorder.record(time::elapsed_us(), Some(&store_node), EventKind::StoreDied { reason: "store_crash".into() });
+        "the store died with its in-memory state".to_owned()
+    } else {
+        "the store was already down".to_owned()
+    }
+}

@@ -1,0 +1,244 @@
+//! Request/response messaging over the simulated network, with TCP-like retransmission.
+//!
+//! madsim delivers datagrams with the configured latency and loss and drops them on clogged
+//! links. Real c10d traffic runs over TCP, which hides loss behind retransmission, so a
+//! client here resends its request (with a doubling timeout, as TCP's RTO does) until a reply
+//! arrives or its own deadline passes; the server answers a resent request from a small cache
+//! instead of applying it twice.
+
+use madsim::net::Endpoint;
+use std::cell::RefCell;
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::net::{IpAddr, SocketAddr};
+use std::sync::Arc;
+use std::time::Duration;
+
+thread_local! {
+    /// Server ports listening now. Each run has its own thread, so this is per run.
+    static LISTENING: RefCell<BTreeSet<SocketAddr>> = const { RefCell::new(BTreeSet::new()) };
+    /// Hosts that are powered off: they answer nothing, not even a reset.
+    static HOSTS_DOWN: RefCell<BTreeSet<IpAddr>> = const { RefCell::new(BTreeSet::new()) };
+}
+
+/// Marks a host powered off (killed) or back on.
+pub fn set_host_down(ip: IpAddr, down: bool) {
+    HOSTS_DOWN.with(|h| {
+        let mut h = h.borrow_mut();
+        if down {
+            h.insert(ip);
+        } else {
+            h.remove(&ip);
+        }
+    });
+}
+
+/// Forgets every listener and host state (a new run on a reused thread starts clean).
+pub fn reset_registry() {
+    LISTENING.with(|l| l.borrow_mut().clear());
+    HOSTS_DOWN.with(|h| h.borrow_mut().clear());
+}
+
+/// Whether a live host would answer a connection to `addr` with a reset: its kernel is up
+/// but no process listens on the port (the process died, the host did not).
+fn refused(addr: SocketAddr) -> bool {
+    let listening = LISTENING.with(|l| l.borrow().contains(&addr));
+    let host_down = HOSTS_DOWN.with(|h| h.borrow().contains(&addr.ip()));
+    !listening && !host_down
+}
+
+/// Unregisters a listening port when the last handle on its server goes away.
+struct ListenGuard(SocketAddr);
+
+impl Drop for ListenGuard {
+    fn drop(&mut self) {
+        LISTENING.with(|l| l.borrow_mut().remove(&self.0));
+    }
+}
+
+/// The tag requests travel under; a reply to request `id` uses `REPLY_TAG_BASE | id`.
+const REQUEST_TAG: u64 = 1;
+const REPLY_TAG_BASE: u64 = 1 << 63;
+/// The first retransmission timeout (Linux's minimum RTO) and its ceiling.
+const RTO_US_MIN: u64 = 200_000;
+const RTO_US_MAX: u64 = 3_200_000;
+/// Replies the server remembers for resent requests, across all clients.
+const REPLY_CACHE_MAX: usize = 4096;
+/// How long a reset takes to come back from a host whose process died.
+const RESET_DELAY_US: u64 = 2_000;
+/// How often a client retries a refused connect.
+const CONNECT_RETRY_US: u64 = 100_000;
+
+/// Why a call got no answer.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum NetError {
+    #[error("no reply from {0} within {1} us")]
+    Timeout(SocketAddr, u64),
+    #[error("cannot bind a socket: {0}")]
+    Bind(String),
+    #[error("connection to {0} refused: nothing listens there")]
+    Refused(SocketAddr),
+}
+
+/// A client of one server. Each call carries a fresh id; calls on one client are sequential.
+pub struct RpcClient {
+    endpoint: Endpoint,
+    server: SocketAddr,
+    next_id: u64,
+    /// Whether a reply ever came back (the connection is established).
+    connected: bool,
+}
+
+impl RpcClient {
+    /// Binds an ephemeral port on the current node.
+    pub async fn connect(server: SocketAddr) -> Result<Self, NetError> {
+        let endpoint = Endpoint::bind("0.0.0.0:0")
+            .await
+            .map_err(|e| NetError::Bind(e.to_string()))?;
+        Ok(RpcClient { endpoint, server, next_id: 1, connected: false })
+    }
+
+    /// Sends `request` and waits up to `timeout_us` for the reply, resending on silence.
+    pub async fn call<Req, Resp>(&mut self, request: Req, timeout_us: u64) -> Result<Resp, NetError>
+    where
+        Req: Clone + Send + Sync + 'static,
+        Resp: Clone + Send + Sync + 'static,
+    {
+        let id = self.next_id;
+        self.next_id += 1;
+        let started = madsim::time::Instant::now();
+        let deadline = started + Duration::from_micros(timeout_us);
+        let mut rto_us = RTO_US_MIN;
+        loop {
+            if refused(self.server) {
+                // The reset comes back after a round trip. Before the first reply this is a
+                // connect, which TCPStore's client retries until its timeout; on an
+                // established connection the reset is an error at once.
+                madsim::time::sleep(Duration::from_micros(RESET_DELAY_US)).await;
+                let now = madsim::time::Instant::now();
+                if self.connected || now + Duration::from_micros(CONNECT_RETRY_US) >= deadline {
+                    return Err(NetError::Refused(self.server));
+                }
+                madsim::time::sleep(Duration::from_micros(CONNECT_RETRY_US)).await;
+                continue;
+            }
+            // A send error means the destination is unknown: treat it as silence, as a SYN
+            // to a dead host would be.
+            let _ = self
+                .endpoint
+                .send_to_raw(self.server, REQUEST_TAG, Box::new((id, request.clone())))
+                .await;
+            let now = madsim::time::Instant::now();
+            if now >= deadline {
+                return Err(NetError::Timeout(self.server, timeout_us));
+            }
+            let wait = Duration::from_micros(rto_us).min(deadline - now);
+            let reply = madsim::time::timeout(wait, self.endpoint.recv_from_raw(REPLY_TAG_BASE | id));
+            if let Ok(Ok((payload, _from))) = reply.await {
+                self.connected = true;
+                let resp = payload
+                    .downcast::<Resp>()
+                    .expect("a reply always has the type its request asked for");
+                return Ok(*resp);
+            }
+            rto_us = (rto_us * 2).min(RTO_US_MAX);
+        }
+    }
+}
+
+/// A server socket: receives requests and sends replies, deduplicating resent requests.
+#[derive(Clone)]
+pub struct RpcServer {
+    endpoint: Endpoint,
+    _listening: Arc<ListenGuard>,
+    replies: std::sync::Arc<std::sync::Mutex<ReplyCache>>,
+}
+
+/// What the server knows of a request id from one client.
+#[derive(Default)]
+struct ReplyCache {
+    entries: BTreeMap<(SocketAddr, u64), Option<Box<dyn CloneAny>>>,
+    order: VecDeque<(SocketAddr, u64)>,
+}
+
+/// A reply that can be sent again.
+trait CloneAny: Send + Sync {
+    fn clone_payload(&self) -> madsim::net::Payload;
+}
+
+impl<T: Clone + Send + Sync + 'static> CloneAny for T {
+    fn clone_payload(&self) -> madsim::net::Payload {
+        Box::new(self.clone())
+    }
+}
+
+/// One request as the server sees it.
+pub struct Incoming<Req> {
+    pub from: SocketAddr,
+    pub id: u64,
+    pub request: Req,
+}
+
+impl RpcServer {
+    /// Binds `addr`, an address of the current node.
+    pub async fn bind(addr: SocketAddr) -> Result<Self, NetError> {
+        let endpoint = Endpoint::bind(addr)
+            .await
+            .map_err(|e| NetError::Bind(e.to_string()))?;
+        LISTENING.with(|l| l.borrow_mut().insert(addr));
+        Ok(RpcServer { endpoint, _listening: Arc::new(ListenGuard(addr)), replies: Default::default() })
+    }
+
+    /// Waits for the next request that is not a resend of one in progress. A resend of an
+    /// answered request is answered again from the cache here.
+    pub async fn recv<Req: Send + Sync + 'static>(&self) -> Incoming<Req> {
+        loop {
+            let Ok((payload, from)) = self.endpoint.recv_from_raw(REQUEST_TAG).await else {
+                continue;
+            };
+            let (id, request) = *payload
+                .downcast::<(u64, Req)>()
+                .expect("requests on a server socket all have its request type");
+            let cached = {
+                let mut cache = self.replies.lock().expect("reply cache lock");
+                match cache.entries.get(&(from, id)) {
+                    Some(Some(reply)) => Some(Some(reply.as_ref().clone_payload())),
+                    Some(None) => Some(None),
+                    None => {
+                        cache.insert_pending(from, id);
+                        None
+                    }
+                }
+            };
+            match cached {
+                Some(Some(reply)) => {
+                    let _ = self.endpoint.send_to_raw(from, REPLY_TAG_BASE | id, reply).await;
+                }
+                Some(None) => {}
+                None => return Incoming { from, id, request },
+            }
+        }
+    }
+
+    /// Sends the reply to a request and remembers it for resends.
+    pub async fn reply<Resp: Clone + Send + Sync + 'static>(&self, to: SocketAddr, id: u64, reply: Resp) {
+        {
+            let mut cache = self.replies.lock().expect("reply cache lock");
+            if let Some(slot) = cache.entries.get_mut(&(to, id)) {
+                *slot = Some(Box::new(reply.clone()));
+            }
+        }
+        let _ = self.endpoint.send_to_raw(to, REPLY_TAG_BASE | id, Box::new(reply)).await;
+    }
+}
+
+impl ReplyCache {
+    fn insert_pending(&mut self, from: SocketAddr, id: u64) {
+        self.entries.insert((from, id), None);
+        self.order.push_back((from, id));
+        while self.order.len() > REPLY_CACHE_MAX {
+            if let Some(old) = self.order.pop_front() {
+                self.entries.remove(&old);
+            }
+        }
+    }
+}

@@ -1,0 +1,130 @@
+//! The world's bookkeeping: which process runs on which node, clocks, links, collectives,
+//! checkpoint storage. Shared by the simulated tasks of one run (one thread, so a plain mutex).
+
+use super::Programs;
+use crate::scenario::model::{FaultKind, Scenario};
+use crate::trace::Recorder;
+use futures::channel::{mpsc, oneshot};
+use madsim::task::NodeId;
+use std::collections::{BTreeMap, BTreeSet};
+use std::net::SocketAddr;
+use std::sync::Mutex;
+
+/// Wall clocks start at this UTC instant (2026-01-01T00:00:00Z) plus the node's skew, so
+/// heartbeat times look like torch's.
+pub const UTC_EPOCH_US: i64 = 1_767_225_600_000_000;
+/// Monotonic clocks of different nodes start at different values, as after different boots.
+pub const MONO_BASE_US_PER_NODE: i64 = 1_000_000_000;
+/// The first pid handed out; later processes count up from it.
+const PID_FIRST: u32 = 1000;
+
+/// Everything of one run the simulated tasks share.
+pub struct World {
+    pub scenario: Scenario,
+    pub seed: u64,
+    pub recorder: Recorder,
+    pub store_addr: SocketAddr,
+    pub programs: Programs,
+    /// Tells the supervisor that a process ended (it then looks whether the run is over).
+    pub exits: mpsc::UnboundedSender<()>,
+    pub state: Mutex<WorldState>,
+}
+
+/// One node's slot.
+pub struct NodeSlot {
+    pub id: NodeId,
+    /// False for a spare until its `start` fault.
+    pub started: bool,
+    /// The running agent process, if any.
+    pub process: Option<Process>,
+    /// A process is about to start (its init task has not run yet).
+    pub launching: bool,
+}
+
+impl NodeSlot {
+    pub fn new(id: NodeId, started: bool) -> Self {
+        NodeSlot { id, started, process: None, launching: started }
+    }
+}
+
+/// An agent process on a node.
+pub struct Process {
+    pub pid: u32,
+    /// A graceful stop (SIGTERM) was asked for.
+    pub stop_requested: bool,
+    pub stop_waiters: Vec<oneshot::Sender<()>>,
+    /// A `worker_crash` hit this process's workers: (local_rank, exit_code).
+    pub worker_crash: Option<(u32, i32)>,
+    /// The store server task this process hosts.
+    pub store_task: Option<madsim::task::JoinHandle<()>>,
+}
+
+/// One step's all-reduce among a group: who arrived, and who waits.
+#[derive(Default)]
+pub struct Barrier {
+    pub arrived: BTreeSet<u32>,
+    pub waiters: Vec<oneshot::Sender<()>>,
+}
+
+/// The mutable part of the world.
+pub struct WorldState {
+    pub nodes: Vec<NodeSlot>,
+    pub dedicated_store: Option<NodeId>,
+    /// The store task on the dedicated node (the hosted one lives in `Process`).
+    pub dedicated_store_alive: bool,
+    /// Wall-clock offset per node index.
+    pub skew_us: BTreeMap<u32, i64>,
+    /// Directed links cut by partitions or clogs, by node index.
+    pub clogged: BTreeSet<(u32, u32)>,
+    pub next_pid: u32,
+    /// Faults still to come that start a process (`start`, `restart`).
+    pub pending_starts: usize,
+    /// Whether some agent exited SUCCEEDED.
+    pub any_succeeded: bool,
+    /// The last checkpointed global step, on storage every node shares.
+    pub checkpoint_step: u64,
+    /// All-reduce barriers by (round, step).
+    pub barriers: BTreeMap<(u64, u64), Barrier>,
+}
+
+impl WorldState {
+    pub fn new(scenario: &Scenario) -> Self {
+        let pending_starts = scenario
+            .faults
+            .iter()
+            .filter(|f| matches!(f.kind, FaultKind::Start { .. } | FaultKind::Restart { .. }))
+            .count();
+        WorldState {
+            nodes: Vec::new(),
+            dedicated_store: None,
+            dedicated_store_alive: true,
+            skew_us: scenario.cluster.clock_skew_us.clone(),
+            clogged: BTreeSet::new(),
+            next_pid: PID_FIRST,
+            pending_starts,
+            any_succeeded: false,
+            checkpoint_step: 0,
+            barriers: BTreeMap::new(),
+        }
+    }
+
+    /// The run is over when no agent runs and no fault will start one.
+    pub fn run_is_over(&self) -> bool {
+        self.pending_starts == 0 && self.nodes.iter().all(|n| n.process.is_none() && !n.launching)
+    }
+
+    /// Removes `node` from every unfinished all-reduce (its workers died or were stopped).
+    pub fn withdraw(&mut self, node: u32) {
+        for barrier in self.barriers.values_mut() {
+            barrier.arrived.remove(&node);
+        }
+        self.barriers.retain(|_, b| !b.arrived.is_empty());
+    }
+
+    /// Whether every pair of `members` can reach each other.
+    pub fn connected(&self, members: &[u32]) -> bool {
+        members
+            .iter()
+            .all(|a| members.iter().all(|b| a == b || !self.clogged.contains(&(*a, *b))))
+    }
+}
