@@ -5,8 +5,11 @@ use std::path::Path;
 use trainsim::parity::rdzv::check_case;
 
 fn run_file(name: &str) -> (usize, Vec<String>) {
-    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/parity").join(name);
-    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("read {}: {e}", path.display()));
+    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/data/parity")
+        .join(name);
+    let text =
+        std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("read {}: {e}", path.display()));
     let mut failures = Vec::new();
     let mut count = 0;
     for (index, line) in text.lines().enumerate() {
@@ -14,9 +17,11 @@ fn run_file(name: &str) -> (usize, Vec<String>) {
             continue;
         }
         let line_no = index + 1;
-        let case: serde_json::Value =
-            serde_json::from_str(line).unwrap_or_else(|e| panic!("{name}:{line_no}: not JSON: {e}"));
-        let kind = case["kind"].as_str().unwrap_or_else(|| panic!("{name}:{line_no}: no kind"));
+        let case: serde_json::Value = serde_json::from_str(line)
+            .unwrap_or_else(|e| panic!("{name}:{line_no}: not JSON: {e}"));
+        let kind = case["kind"]
+            .as_str()
+            .unwrap_or_else(|| panic!("{name}:{line_no}: no kind"));
         count += 1;
         match check_case(kind, &case) {
             Ok(None) => {}
@@ -37,5 +42,10 @@ fn rendezvous_and_sanitize_vectors_all_match() {
         total += count;
         failures.append(&mut bad);
     }
-    assert!(failures.is_empty(), "{} of {total} cases differ from torch:\n{}", failures.len(), failures.join("\n"));
+    assert!(
+        failures.is_empty(),
+        "{} of {total} cases differ from torch:\n{}",
+        failures.len(),
+        failures.join("\n")
+    );
 }

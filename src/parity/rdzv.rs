@@ -28,19 +28,25 @@ pub fn check_case(kind: &str, case: &Value) -> Result<Option<String>, String> {
 }
 
 fn field<'a>(case: &'a Value, name: &str) -> Result<&'a Value, String> {
-    case.get(name).ok_or_else(|| format!("missing field {name:?}"))
+    case.get(name)
+        .ok_or_else(|| format!("missing field {name:?}"))
 }
 
 fn int_field(case: &Value, name: &str) -> Result<i64, String> {
-    field(case, name)?.as_i64().ok_or_else(|| format!("field {name:?} is not an integer"))
+    field(case, name)?
+        .as_i64()
+        .ok_or_else(|| format!("field {name:?} is not an integer"))
 }
 
 fn str_field<'a>(case: &'a Value, name: &str) -> Result<&'a str, String> {
-    field(case, name)?.as_str().ok_or_else(|| format!("field {name:?} is not a string"))
+    field(case, name)?
+        .as_str()
+        .ok_or_else(|| format!("field {name:?} is not a string"))
 }
 
 fn settings_of(case: &Value) -> Result<RendezvousSettings, String> {
-    serde_json::from_value(field(case, "settings")?.clone()).map_err(|e| format!("bad settings: {e}"))
+    serde_json::from_value(field(case, "settings")?.clone())
+        .map_err(|e| format!("bad settings: {e}"))
 }
 
 fn node_of(case: &Value) -> Result<NodeDesc, String> {
@@ -59,7 +65,11 @@ fn check_op(case: &Value) -> Result<Option<String>, String> {
         return Err(format!("unknown expected action {expected:?}"));
     }
     let (settings, node, state) = (settings_of(case)?, node_of(case)?, state_of(case, "state")?);
-    let ctx = OpContext { node: &node, state: &state, settings: &settings };
+    let ctx = OpContext {
+        node: &node,
+        state: &state,
+        settings: &settings,
+    };
     let now_utc_us = int_field(case, "now_utc_us")?;
     let now_mono_us = int_field(case, "now_mono_us")?;
     let deadline_mono_us = int_field(case, "deadline_mono_us")?;
@@ -67,15 +77,23 @@ fn check_op(case: &Value) -> Result<Option<String>, String> {
         Ok(action) => action.torch_name(),
         Err(_) => GRACEFUL_EXIT,
     };
-    Ok((actual != expected).then(|| format!("op {op_name} for {node}: expected {expected}, actual {actual}")))
+    Ok((actual != expected)
+        .then(|| format!("op {op_name} for {node}: expected {expected}, actual {actual}")))
 }
 
 fn check_apply(case: &Value) -> Result<Option<String>, String> {
     let name = str_field(case, "action")?;
     let action = Action::from_torch_name(name).ok_or_else(|| format!("unknown action {name:?}"))?;
-    let (settings, node, mut state) = (settings_of(case)?, node_of(case)?, state_of(case, "state")?);
+    let (settings, node, mut state) =
+        (settings_of(case)?, node_of(case)?, state_of(case, "state")?);
     let expected = state_of(case, "expected_state")?;
-    apply(action, &mut state, &node, &settings, int_field(case, "now_utc_us")?);
+    apply(
+        action,
+        &mut state,
+        &node,
+        &settings,
+        int_field(case, "now_utc_us")?,
+    );
     Ok(describe_state_diff(&expected, &state).map(|d| format!("apply {name} for {node}: {d}")))
 }
 
@@ -109,9 +127,65 @@ pub fn describe_state_diff(expected: &RendezvousState, actual: &RendezvousState)
         .filter(|(key, value)| got.get(*key) != Some(*value))
         .map(|(key, value)| {
             let other = got.get(key).cloned().unwrap_or(Value::Null);
-            format!("{key}: expected {}, actual {}", cut(value.to_string()), cut(other.to_string()))
+            format!(
+                "{key}: expected {}, actual {}",
+                cut(value.to_string()),
+                cut(other.to_string())
+            )
         })
         .collect();
     assert!(!parts.is_empty(), "unequal states differ in some field");
     Some(parts.join("; "))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn op_case(expected: &str) -> Value {
+        serde_json::json!({
+            "kind": "rdzv_op", "op": "close",
+            "settings": {"run_id": "run", "min_nodes": 1, "max_nodes": 1,
+                "join_timeout_us": 1, "last_call_timeout_us": 1, "close_timeout_us": 1,
+                "heartbeat_timeout_us": 1, "keep_alive_interval_us": 1, "keep_alive_max_attempt": 1},
+            "node": {"addr": "a", "pid": 1, "local_id": 0},
+            "state": RendezvousState::default().to_json(),
+            "now_utc_us": 0, "now_mono_us": 0, "deadline_mono_us": 0,
+            "expected": expected,
+        })
+    }
+
+    #[test]
+    fn reports_match_mismatch_and_malformed() {
+        assert_eq!(
+            check_case("rdzv_op", &op_case("MARK_RENDEZVOUS_CLOSED")),
+            Ok(None)
+        );
+        let diff = check_case("rdzv_op", &op_case("FINISH")).unwrap().unwrap();
+        assert!(
+            diff.contains("expected FINISH") && diff.contains("actual MARK_RENDEZVOUS_CLOSED"),
+            "{diff}"
+        );
+        assert!(check_case("rdzv_op", &op_case("NOT_AN_ACTION")).is_err());
+        assert!(check_case("randperm", &op_case("FINISH")).is_err());
+        let mut no_node = op_case("FINISH");
+        no_node.as_object_mut().unwrap().remove("node");
+        assert!(check_case("rdzv_op", &no_node).is_err());
+    }
+
+    #[test]
+    fn state_diff_names_fields() {
+        let a = RendezvousState::default();
+        let b = RendezvousState {
+            round: 2,
+            closed: true,
+            ..Default::default()
+        };
+        let d = describe_state_diff(&a, &b).unwrap();
+        assert!(
+            d.contains("round: expected 0, actual 2") && d.contains("closed"),
+            "{d}"
+        );
+        assert_eq!(describe_state_diff(&a, &a), None);
+    }
 }

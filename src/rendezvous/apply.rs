@@ -10,7 +10,13 @@ use super::state::{NodeDesc, RendezvousState};
 /// Actions that change nothing in torch (SYNC, the errors, FINISH) change nothing here. Where
 /// torch would raise `KeyError` (removing a node that is not there) this removes nothing
 /// instead: the decision table never asks for that, and a pure core must not panic on it.
-pub fn apply(action: Action, state: &mut RendezvousState, node: &NodeDesc, settings: &RendezvousSettings, now_utc_us: i64) {
+pub fn apply(
+    action: Action,
+    state: &mut RendezvousState,
+    node: &NodeDesc,
+    settings: &RendezvousSettings,
+    now_utc_us: i64,
+) {
     match action {
         Action::KeepAlive => keep_alive(state, node, now_utc_us),
         Action::AddToParticipants => add_to_participants(state, node, settings, now_utc_us),
@@ -52,7 +58,12 @@ fn keep_alive(state: &mut RendezvousState, node: &NodeDesc, now_utc_us: i64) {
 /// torch's `_add_to_participants`: leave the wait list, join with rank 0, heartbeat; reaching
 /// exactly `min_nodes` opens the last call, reaching exactly `max_nodes` completes the round
 /// (which clears the deadline just set when min == max).
-fn add_to_participants(state: &mut RendezvousState, node: &NodeDesc, settings: &RendezvousSettings, now_utc_us: i64) {
+fn add_to_participants(
+    state: &mut RendezvousState,
+    node: &NodeDesc,
+    settings: &RendezvousSettings,
+    now_utc_us: i64,
+) {
     state.wait_list.remove(node);
     // Ranks are only meaningful once the round completes.
     state.participants.insert(node.clone(), 0);
@@ -74,7 +85,11 @@ fn mark_complete(state: &mut RendezvousState) {
     for (rank, slot) in state.participants.values_mut().enumerate() {
         *slot = u32::try_from(rank).expect("fewer than 2^32 participants");
     }
-    assert!(state.participants.values().enumerate().all(|(i, &r)| r as usize == i));
+    assert!(state
+        .participants
+        .values()
+        .enumerate()
+        .all(|(i, &r)| r as usize == i));
 }
 
 /// torch's `_remove_participant_epilogue`, run after participants were removed (by the exit or
@@ -111,11 +126,17 @@ mod tests {
         assert_eq!(st.deadline_utc_us, None);
         assert!(st.wait_list.is_empty());
         apply(Action::AddToParticipants, &mut st, &n("a"), &s, 200);
-        assert_eq!(st.deadline_utc_us, Some(200 + s.last_call_timeout_us as i64));
+        assert_eq!(
+            st.deadline_utc_us,
+            Some(200 + s.last_call_timeout_us as i64)
+        );
         apply(Action::AddToParticipants, &mut st, &n("b"), &s, 300);
         assert!(st.complete);
         assert_eq!(st.deadline_utc_us, None);
-        let ranks: Vec<u32> = [n("a"), n("b"), n("c")].iter().map(|x| st.participants[x]).collect();
+        let ranks: Vec<u32> = [n("a"), n("b"), n("c")]
+            .iter()
+            .map(|x| st.participants[x])
+            .collect();
         assert_eq!(ranks, vec![0, 1, 2]);
         assert_eq!(st.last_heartbeats[&n("b")], 300);
     }
@@ -170,7 +191,12 @@ mod tests {
         let mut st = RendezvousState::default();
         st.participants.insert(n("a"), 0);
         let before = st.clone();
-        for a in [Action::Sync, Action::ErrorClosed, Action::ErrorTimeout, Action::Finish] {
+        for a in [
+            Action::Sync,
+            Action::ErrorClosed,
+            Action::ErrorTimeout,
+            Action::Finish,
+        ] {
             assert!(!a.mutates_state());
             apply(a, &mut st, &n("a"), &s, 1);
         }

@@ -118,7 +118,10 @@ impl Action {
     /// Whether the executor changes the state for this action (and then writes it back);
     /// SYNC, the errors and FINISH leave the state alone.
     pub fn mutates_state(self) -> bool {
-        !matches!(self, Action::Sync | Action::ErrorClosed | Action::ErrorTimeout | Action::Finish)
+        !matches!(
+            self,
+            Action::Sync | Action::ErrorClosed | Action::ErrorTimeout | Action::Finish
+        )
     }
 }
 
@@ -213,7 +216,13 @@ fn decide_join(
     let redundant = state.redundancy_list.contains(node);
     // A closed rendezvous admits no one; a parked (redundant) node exits quietly instead.
     if state.closed {
-        return if redundant { Err(GracefulExit { run_id: settings.run_id.clone() }) } else { Ok(Action::ErrorClosed) };
+        return if redundant {
+            Err(GracefulExit {
+                run_id: settings.run_id.clone(),
+            })
+        } else {
+            Ok(Action::ErrorClosed)
+        };
     }
     // A redundant node ignores the deadline: it waits while the round is full and leaves the
     // redundancy list as soon as there is room (the shell then renews the join deadline).

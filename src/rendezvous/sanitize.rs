@@ -11,7 +11,11 @@ use super::state::{NodeDesc, RendezvousState};
 ///
 /// Only nodes with a heartbeat can expire: torch decides deadness from `last_heartbeats`
 /// alone, so a member without one is never removed here.
-pub fn sanitize(state: &mut RendezvousState, settings: &RendezvousSettings, now_utc_us: i64) -> Vec<NodeDesc> {
+pub fn sanitize(
+    state: &mut RendezvousState,
+    settings: &RendezvousSettings,
+    now_utc_us: i64,
+) -> Vec<NodeDesc> {
     let expire_us = now_utc_us.saturating_sub(settings.heartbeat_expiry_us());
     let dead: Vec<NodeDesc> = state
         .last_heartbeats
@@ -60,7 +64,11 @@ mod tests {
     fn losing_every_participant_advances_the_round() {
         let s = RendezvousSettings::new("r", 1, 3);
         let a = NodeDesc::new("a", 1, 0);
-        let mut st = RendezvousState { round: 4, complete: true, ..Default::default() };
+        let mut st = RendezvousState {
+            round: 4,
+            complete: true,
+            ..Default::default()
+        };
         st.participants.insert(a.clone(), 0);
         st.last_heartbeats.insert(a.clone(), 0);
         sanitize(&mut st, &s, i64::MAX / 2);

@@ -95,7 +95,10 @@ impl RendezvousSettings {
             return Err(SettingsError::MinNodesZero(self.min_nodes));
         }
         if self.max_nodes < self.min_nodes {
-            return Err(SettingsError::MaxBelowMin { min: self.min_nodes, max: self.max_nodes });
+            return Err(SettingsError::MaxBelowMin {
+                min: self.min_nodes,
+                max: self.max_nodes,
+            });
         }
         let timeouts = [
             ("join", self.join_timeout_us),
@@ -114,7 +117,9 @@ impl RendezvousSettings {
     /// Age past which sanitize treats a heartbeat as dead:
     /// `keep_alive_interval × keep_alive_max_attempt`, as torch's `_sanitize` computes it.
     pub fn heartbeat_expiry_us(&self) -> i64 {
-        let expiry = self.keep_alive_interval_us.saturating_mul(u64::from(self.keep_alive_max_attempt));
+        let expiry = self
+            .keep_alive_interval_us
+            .saturating_mul(u64::from(self.keep_alive_max_attempt));
         i64::try_from(expiry).unwrap_or(i64::MAX)
     }
 
@@ -150,14 +155,23 @@ mod tests {
 
     #[test]
     fn validate_refuses_what_torch_refuses() {
-        assert_eq!(RendezvousSettings::new("", 1, 1).validate(), Err(SettingsError::EmptyRunId));
-        assert_eq!(RendezvousSettings::new("r", 0, 1).validate(), Err(SettingsError::MinNodesZero(0)));
+        assert_eq!(
+            RendezvousSettings::new("", 1, 1).validate(),
+            Err(SettingsError::EmptyRunId)
+        );
+        assert_eq!(
+            RendezvousSettings::new("r", 0, 1).validate(),
+            Err(SettingsError::MinNodesZero(0))
+        );
         assert!(matches!(
             RendezvousSettings::new("r", 3, 2).validate(),
             Err(SettingsError::MaxBelowMin { .. })
         ));
         let mut s = RendezvousSettings::new("r", 1, 1);
         s.close_timeout_us = 0;
-        assert_eq!(s.validate(), Err(SettingsError::NonPositiveTimeout("close")));
+        assert_eq!(
+            s.validate(),
+            Err(SettingsError::NonPositiveTimeout("close"))
+        );
     }
 }

@@ -23,7 +23,11 @@ pub struct NodeDesc {
 impl NodeDesc {
     /// A node descriptor from its three parts.
     pub fn new(addr: impl Into<String>, pid: u32, local_id: u32) -> Self {
-        Self { addr: addr.into(), pid, local_id }
+        Self {
+            addr: addr.into(),
+            pid,
+            local_id,
+        }
     }
 }
 
@@ -89,7 +93,10 @@ struct Wire {
     last_heartbeats: Vec<(NodeDesc, i64)>,
 }
 
-fn into_map<V>(field: &'static str, pairs: Vec<(NodeDesc, V)>) -> Result<BTreeMap<NodeDesc, V>, DecodeError> {
+fn into_map<V>(
+    field: &'static str,
+    pairs: Vec<(NodeDesc, V)>,
+) -> Result<BTreeMap<NodeDesc, V>, DecodeError> {
     let mut map = BTreeMap::new();
     for (node, value) in pairs {
         let shown = node.to_string();
@@ -121,10 +128,18 @@ impl RendezvousState {
             complete: self.complete,
             deadline_utc_us: self.deadline_utc_us,
             closed: self.closed,
-            participants: self.participants.iter().map(|(n, r)| (n.clone(), *r)).collect(),
+            participants: self
+                .participants
+                .iter()
+                .map(|(n, r)| (n.clone(), *r))
+                .collect(),
             wait_list: self.wait_list.iter().cloned().collect(),
             redundancy_list: self.redundancy_list.iter().cloned().collect(),
-            last_heartbeats: self.last_heartbeats.iter().map(|(n, t)| (n.clone(), *t)).collect(),
+            last_heartbeats: self
+                .last_heartbeats
+                .iter()
+                .map(|(n, t)| (n.clone(), *t))
+                .collect(),
         };
         // Serializing plain integers, strings and vectors cannot fail.
         serde_json::to_vec(&wire).expect("state serializes")
@@ -132,7 +147,8 @@ impl RendezvousState {
 
     /// Reads bytes written by [`RendezvousState::encode`] (list order is not required).
     pub fn decode(bytes: &[u8]) -> Result<Self, DecodeError> {
-        let wire: Wire = serde_json::from_slice(bytes).map_err(|e| DecodeError::Malformed(e.to_string()))?;
+        let wire: Wire =
+            serde_json::from_slice(bytes).map_err(|e| DecodeError::Malformed(e.to_string()))?;
         Ok(Self {
             round: wire.round,
             complete: wire.complete,
@@ -201,7 +217,11 @@ mod tests {
     use super::*;
 
     fn sample() -> RendezvousState {
-        let mut s = RendezvousState { round: 3, deadline_utc_us: Some(-5), ..Default::default() };
+        let mut s = RendezvousState {
+            round: 3,
+            deadline_utc_us: Some(-5),
+            ..Default::default()
+        };
         s.participants.insert(NodeDesc::new("b", 1, 0), 0);
         s.participants.insert(NodeDesc::new("a", 2, 1), 0);
         s.wait_list.insert(NodeDesc::new("c", 1, 0));
@@ -224,18 +244,30 @@ mod tests {
         let bytes = s.encode();
         assert_eq!(RendezvousState::decode(&bytes).unwrap(), s);
         assert_eq!(s.clone().encode(), bytes);
-        assert_eq!(RendezvousState::default().encode(), RendezvousState::default().encode());
+        assert_eq!(
+            RendezvousState::default().encode(),
+            RendezvousState::default().encode()
+        );
         assert_ne!(RendezvousState::default().encode(), bytes);
     }
 
     #[test]
     fn decode_refuses_garbage_and_duplicates() {
-        assert!(matches!(RendezvousState::decode(b"nope"), Err(DecodeError::Malformed(_))));
+        assert!(matches!(
+            RendezvousState::decode(b"nope"),
+            Err(DecodeError::Malformed(_))
+        ));
         let n = r#"{"addr":"a","pid":1,"local_id":0}"#;
         let text = format!(
             r#"{{"round":0,"complete":false,"deadline_utc_us":null,"closed":false,"participants":[],"wait_list":[{n},{n}],"redundancy_list":[],"last_heartbeats":[]}}"#
         );
-        assert!(matches!(RendezvousState::decode(text.as_bytes()), Err(DecodeError::Duplicate { field: "wait_list", .. })));
+        assert!(matches!(
+            RendezvousState::decode(text.as_bytes()),
+            Err(DecodeError::Duplicate {
+                field: "wait_list",
+                ..
+            })
+        ));
     }
 
     #[test]
