@@ -68,6 +68,9 @@ fn add_to_participants(
     // Ranks are only meaningful once the round completes.
     state.participants.insert(node.clone(), 0);
     keep_alive(state, node, now_utc_us);
+    assert!(
+        !state.wait_list.contains(node) && state.last_heartbeats.get(node) == Some(&now_utc_us)
+    );
     let count = state.participants.len();
     if count == settings.min_nodes as usize {
         let last_call_us = i64::try_from(settings.last_call_timeout_us).unwrap_or(i64::MAX);
@@ -76,6 +79,7 @@ fn add_to_participants(
     if count == settings.max_nodes as usize {
         mark_complete(state);
     }
+    assert!(state.is_participant(node));
 }
 
 /// torch's `_mark_rendezvous_complete`: complete, no deadline, ranks 0.. in node order.
