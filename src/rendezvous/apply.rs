@@ -1,1 +1,209 @@
-//! rendezvous apply
+//! The state changes torch's `_DistributedRendezvousOpExecutor` makes for each action, and the
+//! participant-removal epilogue it shares with sanitize.
+
+use super::ops::Action;
+use super::settings::RendezvousSettings;
+use super::state::{NodeDesc, RendezvousState};
+
+/// Applies `action`, taken by `node` at wall-clock `now_utc_us`, to `state`.
+///
+/// Actions that change nothing in torch (SYNC, the errors, FINISH) change nothing here. Where
+/// torch would raise `KeyError` (removing a node that is not there) this removes nothing
+/// instead: the decision table never asks for that, and a pure core must not panic on it.
+pub fn apply(
+    action: Action,
+    state: &mut RendezvousState,
+    node: &NodeDesc,
+    settings: &RendezvousSettings,
+    now_utc_us: i64,
+) {
+    match action {
+        Action::KeepAlive => keep_alive(state, node, now_utc_us),
+        Action::AddToParticipants => add_to_participants(state, node, settings, now_utc_us),
+        Action::AddToWaitList => {
+            // Moving from the redundancy list to the wait list, never in both.
+            state.redundancy_list.remove(node);
+            state.wait_list.insert(node.clone());
+            keep_alive(state, node, now_utc_us);
+        }
+        Action::AddToRedundancyList => {
+            state.redundancy_list.insert(node.clone());
+            keep_alive(state, node, now_utc_us);
+        }
+        Action::RemoveFromParticipants => {
+            // torch drops the heartbeat too but leaves any wait-list entry in place.
+            state.participants.remove(node);
+            state.last_heartbeats.remove(node);
+            remove_participant_epilogue(state, settings);
+        }
+        Action::RemoveFromWaitList => {
+            state.wait_list.remove(node);
+            state.last_heartbeats.remove(node);
+        }
+        Action::RemoveFromRedundancyList => {
+            state.redundancy_list.remove(node);
+            state.last_heartbeats.remove(node);
+        }
+        Action::MarkRendezvousComplete => mark_complete(state),
+        Action::MarkRendezvousClosed => state.closed = true,
+        Action::Sync | Action::ErrorClosed | Action::ErrorTimeout | Action::Finish => {}
+    }
+}
+
+/// torch's `_keep_alive`: the node's heartbeat becomes "now" on the wall clock.
+fn keep_alive(state: &mut RendezvousState, node: &NodeDesc, now_utc_us: i64) {
+    state.last_heartbeats.insert(node.clone(), now_utc_us);
+}
+
+/// torch's `_add_to_participants`: leave the wait list, join with rank 0, heartbeat; reaching
+/// exactly `min_nodes` opens the last call, reaching exactly `max_nodes` completes the round
+/// (which clears the deadline just set when min == max).
+fn add_to_participants(
+    state: &mut RendezvousState,
+    node: &NodeDesc,
+    settings: &RendezvousSettings,
+    now_utc_us: i64,
+) {
+    state.wait_list.remove(node);
+    // Ranks are only meaningful once the round completes.
+    state.participants.insert(node.clone(), 0);
+    keep_alive(state, node, now_utc_us);
+    assert!(
+        !state.wait_list.contains(node) && state.last_heartbeats.get(node) == Some(&now_utc_us)
+    );
+    let count = state.participants.len();
+    if count == settings.min_nodes as usize {
+        let last_call_us = i64::try_from(settings.last_call_timeout_us).unwrap_or(i64::MAX);
+        state.deadline_utc_us = Some(now_utc_us.saturating_add(last_call_us));
+    }
+    if count == settings.max_nodes as usize {
+        mark_complete(state);
+    }
+    assert!(state.is_participant(node));
+}
+
+/// torch's `_mark_rendezvous_complete`: complete, no deadline, ranks 0.. in node order.
+fn mark_complete(state: &mut RendezvousState) {
+    state.complete = true;
+    state.deadline_utc_us = None;
+    for (rank, slot) in state.participants.values_mut().enumerate() {
+        *slot = u32::try_from(rank).expect("fewer than 2^32 participants");
+    }
+    assert!(state
+        .participants
+        .values()
+        .enumerate()
+        .all(|(i, &r)| r as usize == i));
+}
+
+/// torch's `_remove_participant_epilogue`, run after participants were removed (by the exit or
+/// rollback path, or by sanitize).
+///
+/// A complete round that lost its last participant reopens as the next round. An incomplete
+/// round that fell below `min_nodes` loses its last-call deadline. Nothing else changes: a
+/// complete round keeps running with the remaining ranks (gaps included).
+pub fn remove_participant_epilogue(state: &mut RendezvousState, settings: &RendezvousSettings) {
+    if state.complete {
+        if state.participants.is_empty() {
+            state.complete = false;
+            state.round += 1;
+        }
+    } else if state.participants.len() < settings.min_nodes as usize {
+        state.deadline_utc_us = None;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn n(addr: &str) -> NodeDesc {
+        NodeDesc::new(addr, 1, 0)
+    }
+
+    #[test]
+    fn reaching_min_opens_last_call_and_max_completes() {
+        let s = RendezvousSettings::new("r", 2, 3);
+        let mut st = RendezvousState::default();
+        st.wait_list.insert(n("c"));
+        apply(Action::AddToParticipants, &mut st, &n("c"), &s, 100);
+        assert_eq!(st.deadline_utc_us, None);
+        assert!(st.wait_list.is_empty());
+        apply(Action::AddToParticipants, &mut st, &n("a"), &s, 200);
+        assert_eq!(
+            st.deadline_utc_us,
+            Some(200 + s.last_call_timeout_us as i64)
+        );
+        apply(Action::AddToParticipants, &mut st, &n("b"), &s, 300);
+        assert!(st.complete);
+        assert_eq!(st.deadline_utc_us, None);
+        let ranks: Vec<u32> = [n("a"), n("b"), n("c")]
+            .iter()
+            .map(|x| st.participants[x])
+            .collect();
+        assert_eq!(ranks, vec![0, 1, 2]);
+        assert_eq!(st.last_heartbeats[&n("b")], 300);
+    }
+
+    #[test]
+    fn min_equals_max_completes_without_deadline() {
+        let s = RendezvousSettings::new("r", 1, 1);
+        let mut st = RendezvousState::default();
+        apply(Action::AddToParticipants, &mut st, &n("a"), &s, 5);
+        assert!(st.complete);
+        assert_eq!(st.deadline_utc_us, None);
+    }
+
+    #[test]
+    fn last_participant_leaving_a_complete_round_starts_the_next() {
+        let s = RendezvousSettings::new("r", 1, 1);
+        let mut st = RendezvousState::default();
+        apply(Action::AddToParticipants, &mut st, &n("a"), &s, 5);
+        st.wait_list.insert(n("a"));
+        apply(Action::RemoveFromParticipants, &mut st, &n("a"), &s, 6);
+        assert_eq!((st.round, st.complete), (1, false));
+        // The wait-list entry survives, as in torch.
+        assert!(st.wait_list.contains(&n("a")));
+        assert!(!st.last_heartbeats.contains_key(&n("a")));
+    }
+
+    #[test]
+    fn falling_below_min_clears_deadline() {
+        let s = RendezvousSettings::new("r", 2, 4);
+        let mut st = RendezvousState::default();
+        apply(Action::AddToParticipants, &mut st, &n("a"), &s, 1);
+        apply(Action::AddToParticipants, &mut st, &n("b"), &s, 2);
+        assert!(st.deadline_utc_us.is_some());
+        apply(Action::RemoveFromParticipants, &mut st, &n("b"), &s, 3);
+        assert_eq!(st.deadline_utc_us, None);
+    }
+
+    #[test]
+    fn wait_list_takes_node_off_redundancy_list() {
+        let s = RendezvousSettings::new("r", 1, 1);
+        let mut st = RendezvousState::default();
+        apply(Action::AddToRedundancyList, &mut st, &n("a"), &s, 9);
+        assert!(st.redundancy_list.contains(&n("a")));
+        apply(Action::AddToWaitList, &mut st, &n("a"), &s, 10);
+        assert!(st.redundancy_list.is_empty() && st.wait_list.contains(&n("a")));
+        assert_eq!(st.last_heartbeats[&n("a")], 10);
+    }
+
+    #[test]
+    fn non_mutating_actions_change_nothing() {
+        let s = RendezvousSettings::new("r", 1, 2);
+        let mut st = RendezvousState::default();
+        st.participants.insert(n("a"), 0);
+        let before = st.clone();
+        for a in [
+            Action::Sync,
+            Action::ErrorClosed,
+            Action::ErrorTimeout,
+            Action::Finish,
+        ] {
+            assert!(!a.mutates_state());
+            apply(a, &mut st, &n("a"), &s, 1);
+        }
+        assert_eq!(st, before);
+    }
+}

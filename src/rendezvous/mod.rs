@@ -1,12 +1,16 @@
 //! torch's dynamic rendezvous: a pure core (settings, state, ops, apply, sanitize) and the
 //! async handler that runs it against the store.
+//!
+//! The pure core mirrors torch 2.15's `dynamic_rendezvous.py` (c10d backend); the parity
+//! vectors in `tests/data/parity/rendezvous.jsonl` and `sanitize.jsonl` pin it. The handler
+//! is the only part that awaits: it moves state between the core and the store.
 
 pub mod apply;
+pub mod handler;
 pub mod ops;
 pub mod sanitize;
 pub mod settings;
 pub mod state;
-pub mod handler;
 
 #[cfg(test)]
 mod tests;

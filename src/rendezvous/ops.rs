@@ -1,1 +1,276 @@
-//! rendezvous ops
+//! The rendezvous op decisions (torch's `_RendezvousJoinOp`, `_RendezvousExitOp`,
+//! `_RendezvousCloseOp`, `_RendezvousKeepAliveOp`): given the state, which action comes next.
+
+use std::fmt;
+
+use super::settings::RendezvousSettings;
+use super::state::{NodeDesc, RendezvousState};
+
+/// How long past its deadline a join op may still undo its own membership (torch hard-codes
+/// 5 s): inside this window it removes itself instead of failing with a timeout at once.
+pub const ROLLBACK_WINDOW_US: i64 = 5_000_000;
+
+/// Which operation a node is running; each has its own decision table.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub enum OpKind {
+    /// Join the current or next round (`next_rendezvous`, after the exit op).
+    Join,
+    /// Leave the current round's participants (`next_rendezvous`, before the join op).
+    Exit,
+    /// Close the rendezvous (`set_closed`, `shutdown`).
+    Close,
+    /// Refresh this node's heartbeat (the periodic keep-alive timer).
+    KeepAlive,
+}
+
+impl OpKind {
+    /// The op's name in the parity vectors (`join`, `exit`, `close`, `keep_alive`).
+    pub fn name(self) -> &'static str {
+        match self {
+            OpKind::Join => "join",
+            OpKind::Exit => "exit",
+            OpKind::Close => "close",
+            OpKind::KeepAlive => "keep_alive",
+        }
+    }
+
+    /// The op named as in the parity vectors.
+    pub fn from_name(name: &str) -> Option<Self> {
+        [OpKind::Join, OpKind::Exit, OpKind::Close, OpKind::KeepAlive]
+            .into_iter()
+            .find(|k| k.name() == name)
+    }
+}
+
+/// The next step an op asks for: torch's `_Action`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Action {
+    /// Refresh this node's heartbeat.
+    KeepAlive,
+    /// Join the current round's participants.
+    AddToParticipants,
+    /// Wait for the next round (the current one is complete and not full).
+    AddToWaitList,
+    /// Park: the current round is complete and full.
+    AddToRedundancyList,
+    /// Leave the current round's participants.
+    RemoveFromParticipants,
+    /// Leave the wait list.
+    RemoveFromWaitList,
+    /// Leave the redundancy list (the round has room again).
+    RemoveFromRedundancyList,
+    /// Complete the round and assign ranks.
+    MarkRendezvousComplete,
+    /// Close the rendezvous.
+    MarkRendezvousClosed,
+    /// Nothing to write: wait (torch sleeps 1 s) and read the state again.
+    Sync,
+    /// Fail: the rendezvous is closed (`RendezvousClosedError`).
+    ErrorClosed,
+    /// Fail: the op's deadline has passed (`RendezvousTimeoutError`).
+    ErrorTimeout,
+    /// The op is done.
+    Finish,
+}
+
+impl Action {
+    /// Every action, in torch's enum order.
+    pub const ALL: [Action; 13] = [
+        Action::KeepAlive,
+        Action::AddToParticipants,
+        Action::AddToWaitList,
+        Action::AddToRedundancyList,
+        Action::RemoveFromParticipants,
+        Action::RemoveFromWaitList,
+        Action::RemoveFromRedundancyList,
+        Action::MarkRendezvousComplete,
+        Action::MarkRendezvousClosed,
+        Action::Sync,
+        Action::ErrorClosed,
+        Action::ErrorTimeout,
+        Action::Finish,
+    ];
+
+    /// torch's member name, e.g. `"ADD_TO_PARTICIPANTS"`.
+    pub fn torch_name(self) -> &'static str {
+        match self {
+            Action::KeepAlive => "KEEP_ALIVE",
+            Action::AddToParticipants => "ADD_TO_PARTICIPANTS",
+            Action::AddToWaitList => "ADD_TO_WAIT_LIST",
+            Action::AddToRedundancyList => "ADD_TO_REDUNDANCY_LIST",
+            Action::RemoveFromParticipants => "REMOVE_FROM_PARTICIPANTS",
+            Action::RemoveFromWaitList => "REMOVE_FROM_WAIT_LIST",
+            Action::RemoveFromRedundancyList => "REMOVE_FROM_REDUNDANCY_LIST",
+            Action::MarkRendezvousComplete => "MARK_RENDEZVOUS_COMPLETE",
+            Action::MarkRendezvousClosed => "MARK_RENDEZVOUS_CLOSED",
+            Action::Sync => "SYNC",
+            Action::ErrorClosed => "ERROR_CLOSED",
+            Action::ErrorTimeout => "ERROR_TIMEOUT",
+            Action::Finish => "FINISH",
+        }
+    }
+
+    /// The action with torch's member name `name`.
+    pub fn from_torch_name(name: &str) -> Option<Self> {
+        Action::ALL.into_iter().find(|a| a.torch_name() == name)
+    }
+
+    /// Whether the executor changes the state for this action (and then writes it back);
+    /// SYNC, the errors and FINISH leave the state alone.
+    pub fn mutates_state(self) -> bool {
+        !matches!(
+            self,
+            Action::Sync | Action::ErrorClosed | Action::ErrorTimeout | Action::Finish
+        )
+    }
+}
+
+impl fmt::Display for Action {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.torch_name())
+    }
+}
+
+/// torch's `RendezvousGracefulExitError`: the join op of a redundant node found the
+/// rendezvous closed. Not a failure: the node should stop quietly.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("the rendezvous '{run_id}' is closed, terminating pending rendezvous")]
+pub struct GracefulExit {
+    /// The run that was closed.
+    pub run_id: String,
+}
+
+/// What an op looks at: torch's `_RendezvousContext`.
+#[derive(Clone, Copy, Debug)]
+pub struct OpContext<'a> {
+    /// The node running the op.
+    pub node: &'a NodeDesc,
+    /// The state as last synced (and sanitized).
+    pub state: &'a RendezvousState,
+    /// The shared settings.
+    pub settings: &'a RendezvousSettings,
+}
+
+/// torch's `_should_keep_alive`: a node with a heartbeat sends another once the old one is at
+/// least one interval old (`<=`, so exactly one interval old is due). No heartbeat, no renewal.
+pub fn should_keep_alive(ctx: &OpContext<'_>, now_utc_us: i64) -> bool {
+    let interval_us = i64::try_from(ctx.settings.keep_alive_interval_us).unwrap_or(i64::MAX);
+    match ctx.state.last_heartbeats.get(ctx.node) {
+        Some(&last_us) => last_us <= now_utc_us.saturating_sub(interval_us),
+        None => false,
+    }
+}
+
+/// The action `op` takes next for `ctx.node`.
+///
+/// `now_utc_us` is the wall clock (heartbeats, the last-call deadline); `now_mono_us` and
+/// `deadline_mono_us` are the node's monotonic clock and the op's deadline on it. torch's
+/// comparison is "timed out when now > deadline", so now == deadline is still in time.
+pub fn decide(
+    op: OpKind,
+    ctx: &OpContext<'_>,
+    now_utc_us: i64,
+    now_mono_us: i64,
+    deadline_mono_us: i64,
+) -> Result<Action, GracefulExit> {
+    let timed_out = now_mono_us > deadline_mono_us;
+    let action = match op {
+        OpKind::Join => return decide_join(ctx, now_utc_us, now_mono_us, deadline_mono_us),
+        OpKind::Exit => match (ctx.state.is_participant(ctx.node), timed_out) {
+            (false, _) => Action::Finish,
+            (true, true) => Action::ErrorTimeout,
+            (true, false) => Action::RemoveFromParticipants,
+        },
+        OpKind::Close => match (ctx.state.closed, timed_out) {
+            (true, _) => Action::Finish,
+            (false, true) => Action::ErrorTimeout,
+            (false, false) => Action::MarkRendezvousClosed,
+        },
+        OpKind::KeepAlive => match (should_keep_alive(ctx, now_utc_us), timed_out) {
+            (false, _) => Action::Finish,
+            (true, true) => Action::ErrorTimeout,
+            (true, false) => Action::KeepAlive,
+        },
+    };
+    Ok(action)
+}
+
+/// KEEP_ALIVE if a heartbeat is due, else SYNC: every "wait and look again" exit of the join op.
+fn wait_action(ctx: &OpContext<'_>, now_utc_us: i64) -> Action {
+    if should_keep_alive(ctx, now_utc_us) {
+        Action::KeepAlive
+    } else {
+        Action::Sync
+    }
+}
+
+/// torch's join decision table, checked in torch's order.
+fn decide_join(
+    ctx: &OpContext<'_>,
+    now_utc_us: i64,
+    now_mono_us: i64,
+    deadline_mono_us: i64,
+) -> Result<Action, GracefulExit> {
+    let (state, node, settings) = (ctx.state, ctx.node, ctx.settings);
+    let max_nodes = settings.max_nodes as usize;
+    let redundant = state.redundancy_list.contains(node);
+    // A closed rendezvous admits no one; a parked (redundant) node exits quietly instead.
+    if state.closed {
+        return if redundant {
+            Err(GracefulExit {
+                run_id: settings.run_id.clone(),
+            })
+        } else {
+            Ok(Action::ErrorClosed)
+        };
+    }
+    // A redundant node ignores the deadline: it waits while the round is full and leaves the
+    // redundancy list as soon as there is room (the shell then renews the join deadline).
+    if redundant {
+        if state.participants.len() == max_nodes {
+            return Ok(wait_action(ctx, now_utc_us));
+        }
+        return Ok(Action::RemoveFromRedundancyList);
+    }
+    let is_participant = state.is_participant(node);
+    if state.complete && is_participant {
+        return Ok(Action::Finish);
+    }
+    if now_mono_us > deadline_mono_us {
+        // Within the rollback window the node tries to undo its membership; past it, or with
+        // nothing to undo, the join fails (a stale heartbeat cleans up after it eventually).
+        if now_mono_us <= deadline_mono_us.saturating_add(ROLLBACK_WINDOW_US) {
+            if is_participant {
+                return Ok(Action::RemoveFromParticipants);
+            }
+            if state.wait_list.contains(node) {
+                return Ok(Action::RemoveFromWaitList);
+            }
+        }
+        return Ok(Action::ErrorTimeout);
+    }
+    if state.complete {
+        // Not a participant of a complete round: wait for the next one if this one is not
+        // full, park on the redundancy list if it is.
+        let waiting = state.wait_list.contains(node);
+        if state.participants.len() < max_nodes {
+            if !waiting {
+                return Ok(Action::AddToWaitList);
+            }
+        } else if !waiting {
+            return Ok(Action::AddToRedundancyList);
+        }
+    } else if is_participant {
+        // Enough participants and the last call is over (strictly past the deadline): complete.
+        let count = state.participants.len();
+        let enough = count >= settings.min_nodes as usize && count <= max_nodes;
+        if let (true, Some(deadline_us)) = (enough, state.deadline_utc_us) {
+            if deadline_us < now_utc_us {
+                return Ok(Action::MarkRendezvousComplete);
+            }
+        }
+    } else {
+        return Ok(Action::AddToParticipants);
+    }
+    Ok(wait_action(ctx, now_utc_us))
+}

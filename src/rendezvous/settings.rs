@@ -1,1 +1,177 @@
-//! rendezvous settings
+//! Rendezvous settings: torch's `RendezvousSettings` plus its `RendezvousTimeout`, in microseconds.
+
+use std::collections::BTreeSet;
+
+use serde::{Deserialize, Serialize};
+
+/// torch's default join timeout (600 s).
+pub const DEFAULT_JOIN_TIMEOUT_US: u64 = 600_000_000;
+/// torch's default last-call timeout (30 s).
+pub const DEFAULT_LAST_CALL_TIMEOUT_US: u64 = 30_000_000;
+/// torch's default close timeout (30 s).
+pub const DEFAULT_CLOSE_TIMEOUT_US: u64 = 30_000_000;
+/// torch's default keep-alive op timeout (5 s).
+pub const DEFAULT_HEARTBEAT_TIMEOUT_US: u64 = 5_000_000;
+/// torch's default interval between heartbeats (5 s).
+pub const DEFAULT_KEEP_ALIVE_INTERVAL_US: u64 = 5_000_000;
+/// torch's default number of missed heartbeats before a node counts as dead.
+pub const DEFAULT_KEEP_ALIVE_MAX_ATTEMPT: u32 = 3;
+
+/// The settings every node of one rendezvous shares.
+///
+/// Field names follow the parity vectors' `settings` object. `fixes` is not part of torch:
+/// it names opt-in deviations from torch's behaviour; empty means exactly torch.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RendezvousSettings {
+    /// The run id; names the store key and the per-round store prefix.
+    pub run_id: String,
+    /// Fewest participants a round may complete with.
+    pub min_nodes: u32,
+    /// Most participants a round admits; reaching it completes the round at once.
+    pub max_nodes: u32,
+    /// Deadline of the exit + join ops of one `next_rendezvous` call.
+    pub join_timeout_us: u64,
+    /// Extra wait after `min_nodes` is reached before a participant may complete the round.
+    pub last_call_timeout_us: u64,
+    /// Deadline of the close op.
+    pub close_timeout_us: u64,
+    /// Deadline of the keep-alive op.
+    pub heartbeat_timeout_us: u64,
+    /// A heartbeat at least this old is due again.
+    pub keep_alive_interval_us: u64,
+    /// Missed heartbeats after which sanitize drops a node.
+    pub keep_alive_max_attempt: u32,
+    /// Opt-in named deviations from torch; empty reproduces torch exactly.
+    #[serde(default)]
+    pub fixes: BTreeSet<String>,
+}
+
+/// Why a settings value is refused; mirrors the `ValueError`s torch raises.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum SettingsError {
+    /// torch refuses an empty run id.
+    #[error("the run id must be a non-empty string")]
+    EmptyRunId,
+    /// torch requires at least one node.
+    #[error("the minimum number of nodes ({0}) must be greater than zero")]
+    MinNodesZero(u32),
+    /// torch requires max_nodes >= min_nodes.
+    #[error("the maximum number of nodes ({max}) must be >= the minimum ({min})")]
+    MaxBelowMin {
+        /// min_nodes as given.
+        min: u32,
+        /// max_nodes as given.
+        max: u32,
+    },
+    /// torch's `RendezvousTimeout` requires every timeout to be positive.
+    #[error("the {0} timeout must be positive")]
+    NonPositiveTimeout(&'static str),
+}
+
+impl RendezvousSettings {
+    /// Settings with torch's defaults (`DynamicRendezvousHandler.from_backend` and
+    /// `RendezvousTimeout()`) for everything but the run id and the node bounds.
+    pub fn new(run_id: impl Into<String>, min_nodes: u32, max_nodes: u32) -> Self {
+        Self {
+            run_id: run_id.into(),
+            min_nodes,
+            max_nodes,
+            join_timeout_us: DEFAULT_JOIN_TIMEOUT_US,
+            last_call_timeout_us: DEFAULT_LAST_CALL_TIMEOUT_US,
+            close_timeout_us: DEFAULT_CLOSE_TIMEOUT_US,
+            heartbeat_timeout_us: DEFAULT_HEARTBEAT_TIMEOUT_US,
+            keep_alive_interval_us: DEFAULT_KEEP_ALIVE_INTERVAL_US,
+            keep_alive_max_attempt: DEFAULT_KEEP_ALIVE_MAX_ATTEMPT,
+            fixes: BTreeSet::new(),
+        }
+    }
+
+    /// The checks torch makes when a handler or timeout object is built.
+    pub fn validate(&self) -> Result<(), SettingsError> {
+        if self.run_id.is_empty() {
+            return Err(SettingsError::EmptyRunId);
+        }
+        if self.min_nodes < 1 {
+            return Err(SettingsError::MinNodesZero(self.min_nodes));
+        }
+        if self.max_nodes < self.min_nodes {
+            return Err(SettingsError::MaxBelowMin {
+                min: self.min_nodes,
+                max: self.max_nodes,
+            });
+        }
+        let timeouts = [
+            ("join", self.join_timeout_us),
+            ("last_call", self.last_call_timeout_us),
+            ("close", self.close_timeout_us),
+            ("heartbeat", self.heartbeat_timeout_us),
+        ];
+        for (name, value_us) in timeouts {
+            if value_us == 0 {
+                return Err(SettingsError::NonPositiveTimeout(name));
+            }
+        }
+        Ok(())
+    }
+
+    /// Age past which sanitize treats a heartbeat as dead:
+    /// `keep_alive_interval × keep_alive_max_attempt`, as torch's `_sanitize` computes it.
+    pub fn heartbeat_expiry_us(&self) -> i64 {
+        let expiry = self
+            .keep_alive_interval_us
+            .saturating_mul(u64::from(self.keep_alive_max_attempt));
+        i64::try_from(expiry).unwrap_or(i64::MAX)
+    }
+
+    /// Whether the named opt-in deviation from torch is switched on.
+    pub fn has_fix(&self, name: &str) -> bool {
+        self.fixes.contains(name)
+    }
+
+    /// The store key holding the encoded state (torch's c10d backend: `torch.rendezvous.<run_id>`).
+    pub fn state_key(&self) -> String {
+        format!("torch.rendezvous.{}", self.run_id)
+    }
+
+    /// The key prefix of the store handed out for `round`
+    /// (torch: `torch.rendezvous.<run_id>.<round>`).
+    pub fn round_store_prefix(&self, round: u64) -> String {
+        format!("torch.rendezvous.{}.{}", self.run_id, round)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn defaults_match_torch_and_validate() {
+        let s = RendezvousSettings::new("run", 1, 2);
+        assert_eq!(s.heartbeat_expiry_us(), 15_000_000);
+        assert!(s.validate().is_ok());
+        assert_eq!(s.state_key(), "torch.rendezvous.run");
+        assert_eq!(s.round_store_prefix(3), "torch.rendezvous.run.3");
+    }
+
+    #[test]
+    fn validate_refuses_what_torch_refuses() {
+        assert_eq!(
+            RendezvousSettings::new("", 1, 1).validate(),
+            Err(SettingsError::EmptyRunId)
+        );
+        assert_eq!(
+            RendezvousSettings::new("r", 0, 1).validate(),
+            Err(SettingsError::MinNodesZero(0))
+        );
+        assert!(matches!(
+            RendezvousSettings::new("r", 3, 2).validate(),
+            Err(SettingsError::MaxBelowMin { .. })
+        ));
+        let mut s = RendezvousSettings::new("r", 1, 1);
+        s.close_timeout_us = 0;
+        assert_eq!(
+            s.validate(),
+            Err(SettingsError::NonPositiveTimeout("close"))
+        );
+    }
+}

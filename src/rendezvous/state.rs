@@ -1,1 +1,288 @@
-//! rendezvous state
+//! The shared rendezvous state (torch's `_RendezvousState` and `_NodeDesc`), its byte encoding
+//! for the store, and read-only helpers the async shell needs.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::fmt;
+
+use serde::{Deserialize, Serialize};
+
+/// One rendezvous handler instance, as torch's `_NodeDesc` describes it.
+///
+/// Field order matters: the derived `Ord` compares (addr, pid, local_id) in that order, which
+/// is the order torch's `sorted(participants)` uses when it hands out ranks.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub struct NodeDesc {
+    /// The node's address (torch: the FQDN or the user-given local address).
+    pub addr: String,
+    /// The process id of the handler.
+    pub pid: u32,
+    /// A process-wide counter that tells handlers of one process apart.
+    pub local_id: u32,
+}
+
+impl NodeDesc {
+    /// A node descriptor from its three parts.
+    pub fn new(addr: impl Into<String>, pid: u32, local_id: u32) -> Self {
+        Self {
+            addr: addr.into(),
+            pid,
+            local_id,
+        }
+    }
+}
+
+impl fmt::Display for NodeDesc {
+    /// `addr_pid_localid`, the way torch's `_NodeDesc.__repr__` prints it.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}_{}_{}", self.addr, self.pid, self.local_id)
+    }
+}
+
+/// The state every node reads from and writes to the store.
+///
+/// `Default` is torch's freshly constructed `_RendezvousState`: round 0, open, incomplete,
+/// no deadline, every collection empty.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct RendezvousState {
+    /// The current round.
+    pub round: u64,
+    /// Whether the current round has completed (ranks assigned).
+    pub complete: bool,
+    /// Wall-clock time after which a participant may complete the round (set when
+    /// `min_nodes` is reached); `None` while there is no last call.
+    pub deadline_utc_us: Option<i64>,
+    /// Whether the rendezvous is closed for good.
+    pub closed: bool,
+    /// Participants of the current round and their ranks (all 0 until completion).
+    pub participants: BTreeMap<NodeDesc, u32>,
+    /// Nodes waiting for the next round; their number is `num_nodes_waiting`.
+    pub wait_list: BTreeSet<NodeDesc>,
+    /// Nodes that found the round full; they join the next round without asking for one.
+    pub redundancy_list: BTreeSet<NodeDesc>,
+    /// Each known node's last heartbeat, wall clock.
+    pub last_heartbeats: BTreeMap<NodeDesc, i64>,
+}
+
+/// Why bytes from the store could not be read back as a state.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum DecodeError {
+    /// The bytes are not a state in our encoding.
+    #[error("malformed rendezvous state: {0}")]
+    Malformed(String),
+    /// A node appears twice in one collection, which a set or map cannot hold.
+    #[error("node {node} appears twice in {field}")]
+    Duplicate {
+        /// The collection holding the duplicate.
+        field: &'static str,
+        /// The repeated node.
+        node: String,
+    },
+}
+
+/// The encoded form: the parity vectors' `state` object, with every list sorted by node.
+#[derive(Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Wire {
+    round: u64,
+    complete: bool,
+    deadline_utc_us: Option<i64>,
+    closed: bool,
+    participants: Vec<(NodeDesc, u32)>,
+    wait_list: Vec<NodeDesc>,
+    redundancy_list: Vec<NodeDesc>,
+    last_heartbeats: Vec<(NodeDesc, i64)>,
+}
+
+fn into_map<V>(
+    field: &'static str,
+    pairs: Vec<(NodeDesc, V)>,
+) -> Result<BTreeMap<NodeDesc, V>, DecodeError> {
+    let mut map = BTreeMap::new();
+    for (node, value) in pairs {
+        let shown = node.to_string();
+        if map.insert(node, value).is_some() {
+            return Err(DecodeError::Duplicate { field, node: shown });
+        }
+    }
+    Ok(map)
+}
+
+fn into_set(field: &'static str, nodes: Vec<NodeDesc>) -> Result<BTreeSet<NodeDesc>, DecodeError> {
+    let mut set = BTreeSet::new();
+    for node in nodes {
+        let shown = node.to_string();
+        if !set.insert(node) {
+            return Err(DecodeError::Duplicate { field, node: shown });
+        }
+    }
+    Ok(set)
+}
+
+impl RendezvousState {
+    /// The canonical bytes of this state: compact JSON in the parity `state` format, lists in
+    /// node order. Equal states give equal bytes, so the bytes can serve as the CAS token the
+    /// way torch's c10d backend uses the stored base64 text as its fencing token.
+    pub fn encode(&self) -> Vec<u8> {
+        let wire = Wire {
+            round: self.round,
+            complete: self.complete,
+            deadline_utc_us: self.deadline_utc_us,
+            closed: self.closed,
+            participants: self
+                .participants
+                .iter()
+                .map(|(n, r)| (n.clone(), *r))
+                .collect(),
+            wait_list: self.wait_list.iter().cloned().collect(),
+            redundancy_list: self.redundancy_list.iter().cloned().collect(),
+            last_heartbeats: self
+                .last_heartbeats
+                .iter()
+                .map(|(n, t)| (n.clone(), *t))
+                .collect(),
+        };
+        // Serializing plain integers, strings and vectors cannot fail.
+        serde_json::to_vec(&wire).expect("state serializes")
+    }
+
+    /// Reads bytes written by [`RendezvousState::encode`] (list order is not required).
+    pub fn decode(bytes: &[u8]) -> Result<Self, DecodeError> {
+        let wire: Wire =
+            serde_json::from_slice(bytes).map_err(|e| DecodeError::Malformed(e.to_string()))?;
+        Ok(Self {
+            round: wire.round,
+            complete: wire.complete,
+            deadline_utc_us: wire.deadline_utc_us,
+            closed: wire.closed,
+            participants: into_map("participants", wire.participants)?,
+            wait_list: into_set("wait_list", wire.wait_list)?,
+            redundancy_list: into_set("redundancy_list", wire.redundancy_list)?,
+            last_heartbeats: into_map("last_heartbeats", wire.last_heartbeats)?,
+        })
+    }
+
+    /// Reads a state from the parity vectors' JSON `state` object.
+    pub fn from_json(value: &serde_json::Value) -> Result<Self, DecodeError> {
+        let bytes = serde_json::to_vec(value).map_err(|e| DecodeError::Malformed(e.to_string()))?;
+        Self::decode(&bytes)
+    }
+
+    /// This state as the parity vectors' JSON `state` object (lists sorted by node).
+    pub fn to_json(&self) -> serde_json::Value {
+        serde_json::from_slice(&self.encode()).expect("encoded state is JSON")
+    }
+
+    /// Whether `node` is a participant of the current round.
+    pub fn is_participant(&self, node: &NodeDesc) -> bool {
+        self.participants.contains_key(node)
+    }
+
+    /// `node`'s rank, once the round is complete (torch's `_get_world` reads it then).
+    pub fn rank_of(&self, node: &NodeDesc) -> Option<u32> {
+        if self.complete {
+            self.participants.get(node).copied()
+        } else {
+            None
+        }
+    }
+
+    /// The world size torch reports: the number of participants.
+    pub fn world_size(&self) -> usize {
+        self.participants.len()
+    }
+
+    /// torch's `num_nodes_waiting()`: the wait list only. Redundant nodes do not count, which
+    /// is what lets them wait without triggering a re-rendezvous.
+    pub fn num_nodes_waiting(&self) -> usize {
+        self.wait_list.len()
+    }
+
+    /// Whether `node`'s join has ended with it as a participant of a complete round: the join
+    /// op answers FINISH exactly then (unless the rendezvous is closed first).
+    pub fn join_finished(&self, node: &NodeDesc) -> bool {
+        self.complete && self.is_participant(node)
+    }
+
+    /// Whether `node` appears anywhere in the state.
+    pub fn knows(&self, node: &NodeDesc) -> bool {
+        self.is_participant(node)
+            || self.wait_list.contains(node)
+            || self.redundancy_list.contains(node)
+            || self.last_heartbeats.contains_key(node)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sample() -> RendezvousState {
+        let mut s = RendezvousState {
+            round: 3,
+            deadline_utc_us: Some(-5),
+            ..Default::default()
+        };
+        s.participants.insert(NodeDesc::new("b", 1, 0), 0);
+        s.participants.insert(NodeDesc::new("a", 2, 1), 0);
+        s.wait_list.insert(NodeDesc::new("c", 1, 0));
+        s.redundancy_list.insert(NodeDesc::new("d", 1, 0));
+        s.last_heartbeats.insert(NodeDesc::new("a", 2, 1), 77);
+        s
+    }
+
+    #[test]
+    fn node_orders_as_tuple_and_prints_like_torch() {
+        assert!(NodeDesc::new("a", 9, 9) < NodeDesc::new("b", 0, 0));
+        assert!(NodeDesc::new("a", 1, 9) < NodeDesc::new("a", 2, 0));
+        assert!(NodeDesc::new("a", 1, 0) < NodeDesc::new("a", 1, 1));
+        assert_eq!(NodeDesc::new("host", 12, 3).to_string(), "host_12_3");
+    }
+
+    #[test]
+    fn encode_round_trips_and_is_canonical() {
+        let s = sample();
+        let bytes = s.encode();
+        assert_eq!(RendezvousState::decode(&bytes).unwrap(), s);
+        assert_eq!(s.clone().encode(), bytes);
+        assert_eq!(
+            RendezvousState::default().encode(),
+            RendezvousState::default().encode()
+        );
+        assert_ne!(RendezvousState::default().encode(), bytes);
+    }
+
+    #[test]
+    fn decode_refuses_garbage_and_duplicates() {
+        assert!(matches!(
+            RendezvousState::decode(b"nope"),
+            Err(DecodeError::Malformed(_))
+        ));
+        let n = r#"{"addr":"a","pid":1,"local_id":0}"#;
+        let text = format!(
+            r#"{{"round":0,"complete":false,"deadline_utc_us":null,"closed":false,"participants":[],"wait_list":[{n},{n}],"redundancy_list":[],"last_heartbeats":[]}}"#
+        );
+        assert!(matches!(
+            RendezvousState::decode(text.as_bytes()),
+            Err(DecodeError::Duplicate {
+                field: "wait_list",
+                ..
+            })
+        ));
+    }
+
+    #[test]
+    fn helpers() {
+        let mut s = sample();
+        let a = NodeDesc::new("a", 2, 1);
+        assert!(s.is_participant(&a));
+        assert_eq!(s.rank_of(&a), None);
+        assert!(!s.join_finished(&a));
+        s.complete = true;
+        assert_eq!(s.rank_of(&a), Some(0));
+        assert!(s.join_finished(&a));
+        assert_eq!(s.world_size(), 2);
+        assert_eq!(s.num_nodes_waiting(), 1);
+        assert!(s.knows(&NodeDesc::new("d", 1, 0)));
+        assert!(!s.knows(&NodeDesc::new("z", 1, 0)));
+    }
+}
