@@ -49,7 +49,7 @@ pub(super) fn progress(scenario: &Scenario, trace: &Trace, end: &RunEnd) -> Inva
                         "{node} went to step {step}, expected step {expected}"
                     )));
                 }
-                if *step > target && highest.map_or(true, |h| h <= target) {
+                if *step > target && highest.is_none_or(|h| h <= target) {
                     violations.push(fail(format!(
                         "{node} went to step {step}, past job.steps {target}"
                     )));
