@@ -1,33 +1,211 @@
-//! Named invariants over a run's trace, one family per file.
+//! Named invariants over a run's trace, one family per file, each `held`, `violated` or
+//! `not_applicable`.
+//!
+//! Every check is a pure function of the scenario, the trace and how the run ended: it
+//! never reaches back into the world. `check_all` lists all of the contract's invariants in
+//! the contract's order, so a report always names every one of them, even those whose
+//! subsystem has not been built yet (they say `not_applicable`).
+
+mod agent;
+mod job;
+mod membership;
+mod reader;
+mod rendezvous;
+mod sampler;
+#[cfg(test)]
+pub(crate) mod testkit;
 
 use crate::scenario::model::Scenario;
 use crate::trace::{RunEnd, Trace};
+use serde::Serialize;
+
+/// The stable invariant names, in the contract's order.
+pub const NAMES: [&str; 13] = [
+    "rendezvous.agreement",
+    "rendezvous.exclusive",
+    "rendezvous.bounds",
+    "rendezvous.liveness",
+    "rendezvous.closed_is_final",
+    "agent.restart_budget",
+    "agent.ranks",
+    "agent.no_zombie_steps",
+    "job.progress",
+    "sampler.coverage",
+    "reader.exactly_once",
+    "reader.buffer_protocol",
+    "reader.terminates",
+];
 
 /// The verdict of one invariant.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
 pub enum Status {
+    /// What it talks about happened, and it held every time.
     Held,
+    /// It failed at least once; the violations say where.
     Violated,
+    /// Nothing it talks about happened in this run.
     NotApplicable,
 }
 
+impl Status {
+    /// The status as the report spells it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Status::Held => "held",
+            Status::Violated => "violated",
+            Status::NotApplicable => "not_applicable",
+        }
+    }
+}
+
 /// One place an invariant failed.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Violation {
+    /// Simulated time of the event that showed the failure (or of the missed deadline).
     pub at_us: u64,
+    /// The node it happened on, when one applies.
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub node: Option<String>,
+    /// One sentence saying what went wrong.
     pub message: String,
 }
 
+impl Violation {
+    /// A violation at `at_us`, on `node` when one applies.
+    pub fn new(at_us: u64, node: Option<&str>, message: impl Into<String>) -> Self {
+        Violation {
+            at_us,
+            node: node.map(str::to_owned),
+            message: message.into(),
+        }
+    }
+}
+
 /// One invariant's result.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct InvariantResult {
+    /// The stable name, one of [`NAMES`].
     pub name: String,
     pub status: Status,
+    /// Empty unless `status` is `Violated`.
     pub violations: Vec<Violation>,
 }
 
-/// Runs every invariant family over the trace, in a fixed order.
-pub fn check_all(_scenario: &Scenario, _trace: &Trace, _end: &RunEnd) -> Vec<InvariantResult> {
-    Vec::new()
+impl InvariantResult {
+    /// The result of an invariant whose subject did not occur in the run.
+    pub fn not_applicable(name: &str) -> Self {
+        InvariantResult {
+            name: name.to_owned(),
+            status: Status::NotApplicable,
+            violations: Vec::new(),
+        }
+    }
+
+    /// `not_applicable` when `applicable` is false, else `held` or `violated` by whether
+    /// there are violations. Violations found while not applicable still count: a check
+    /// that found a failure always says so.
+    pub fn judge(name: &str, applicable: bool, violations: Vec<Violation>) -> Self {
+        let status = if !violations.is_empty() {
+            Status::Violated
+        } else if applicable {
+            Status::Held
+        } else {
+            Status::NotApplicable
+        };
+        InvariantResult {
+            name: name.to_owned(),
+            status,
+            violations,
+        }
+    }
+}
+
+/// Runs every invariant family over the trace, in the contract's order (see [`NAMES`]).
+pub fn check_all(scenario: &Scenario, trace: &Trace, end: &RunEnd) -> Vec<InvariantResult> {
+    let results = vec![
+        rendezvous::agreement(trace),
+        rendezvous::exclusive(trace),
+        rendezvous::bounds(scenario, trace),
+        rendezvous::liveness(scenario, trace, end),
+        rendezvous::closed_is_final(trace),
+        agent::restart_budget(scenario, trace),
+        agent::ranks(),
+        agent::no_zombie_steps(),
+        job::progress(scenario, trace, end),
+        sampler::coverage(),
+        reader::exactly_once(),
+        reader::buffer_protocol(),
+        reader::terminates(),
+    ];
+    debug_assert!(results
+        .iter()
+        .map(|r| r.name.as_str())
+        .eq(NAMES.iter().copied()));
+    results
+}
+
+/// Formats microseconds as seconds for sentences (`12.5 s`).
+pub(crate) fn secs(us: u64) -> String {
+    let whole = us / 1_000_000;
+    let frac = us % 1_000_000;
+    if frac == 0 {
+        format!("{whole} s")
+    } else {
+        let text = format!("{whole}.{frac:06}");
+        format!("{} s", text.trim_end_matches('0'))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::testkit::*;
+    use super::*;
+
+    #[test]
+    fn check_all_names_every_invariant_in_contract_order() {
+        let results = check_all(&scenario(), &trace(vec![]), &end(1, "succeeded"));
+        let names: Vec<&str> = results.iter().map(|r| r.name.as_str()).collect();
+        assert_eq!(names, NAMES.to_vec());
+    }
+
+    #[test]
+    fn empty_failed_trace_is_not_applicable_everywhere() {
+        let results = check_all(&scenario(), &trace(vec![]), &end(1, "failed"));
+        for result in &results {
+            assert_eq!(result.status, Status::NotApplicable, "{}", result.name);
+        }
+    }
+
+    #[test]
+    fn judge_prefers_violations_then_applicability() {
+        let v = Violation::new(1, None, "x");
+        assert_eq!(
+            InvariantResult::judge("a", false, vec![v]).status,
+            Status::Violated
+        );
+        assert_eq!(
+            InvariantResult::judge("a", true, vec![]).status,
+            Status::Held
+        );
+        assert_eq!(
+            InvariantResult::judge("a", false, vec![]).status,
+            Status::NotApplicable
+        );
+    }
+
+    #[test]
+    fn secs_prints_short_decimals() {
+        assert_eq!(secs(12_500_000), "12.5 s");
+        assert_eq!(secs(3_000_000), "3 s");
+        assert_eq!(secs(1), "0.000001 s");
+    }
+
+    #[test]
+    fn violation_omits_missing_node_in_json() {
+        let without = serde_json::to_string(&Violation::new(5, None, "m")).unwrap();
+        assert_eq!(without, r#"{"at_us":5,"message":"m"}"#);
+        let with = serde_json::to_string(&Violation::new(5, Some("node-1"), "m")).unwrap();
+        assert_eq!(with, r#"{"at_us":5,"node":"node-1","message":"m"}"#);
+    }
 }

@@ -1,24 +1,284 @@
-//! The run report: JSON (contract v1), text for people, and `expect` checking.
+//! The run report: the contract's JSON (v1), text for people, `expect` checking and the
+//! exit code of a batch of runs.
+//!
+//! A [`Report`] is plain data whose fields serialize in the contract's order, so the JSON
+//! line is just its serde form. The summaries (rounds, agents, job) are computed from the
+//! trace here; the verdicts come from `check`.
+
+mod expect;
+mod text;
 
 use crate::check::InvariantResult;
 use crate::scenario::model::Scenario;
-use crate::trace::{RunEnd, Trace};
+use crate::trace::{EventKind, RunEnd, Trace};
+use serde::Serialize;
+use std::collections::BTreeMap;
 
-/// The report of one run.
-#[derive(Debug, Clone)]
+/// The report of one run, in the contract's field order.
+#[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Report {
-    pub passed: bool,
-    pub json: String,
+    /// The scenario's `name`.
+    pub scenario: String,
+    /// The scenario file as given on the command line.
+    pub file: String,
+    pub seed: u64,
+    /// SHA-256 of the canonical trace, hex.
+    pub trace_hash: String,
+    pub sim_time_us: u64,
+    /// How many events the trace holds.
+    pub events: u64,
+    /// `succeeded`, `failed` or `timed_out`.
+    pub outcome: String,
+    /// Completed rounds, by round number.
+    pub rounds: Vec<RoundSummary>,
+    /// Every node whose agent ever started, by node index.
+    pub agents: Vec<AgentSummary>,
+    pub job: JobSummary,
+    /// Present exactly when the scenario has a `[reader]`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reader: Option<ReaderSummary>,
+    /// Every invariant, in the contract's order.
+    pub invariants: Vec<InvariantResult>,
+    pub expect: ExpectResult,
+    /// The command that replays this run.
+    pub repro: String,
+}
+
+/// One completed rendezvous round.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct RoundSummary {
+    pub round: u64,
+    /// The earliest completion of the round any node reported.
+    pub completed_at_us: u64,
+    /// Node names, index = rank, as the earliest completion saw them.
+    pub participants: Vec<String>,
+    pub world_size: u32,
+}
+
+/// One node's agent over the whole run (all its processes).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct AgentSummary {
+    pub node: String,
+    /// Counted restarts (the ones that spend max_restarts), summed over its processes.
+    pub restarts: u32,
+    /// The last exit state; `KILLED` if it was killed last; `RUNNING` if it never ended.
+    pub final_state: String,
+}
+
+/// Training progress.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct JobSummary {
+    /// The step of the last `Step` event, 0 if none.
+    pub steps_done: u64,
+    /// Samples consumed by all ranks, counting re-executed steps again.
+    pub samples_seen: u64,
+    /// Whole passes over the dataset: samples_seen / dataset.len.
+    pub epochs: u64,
+}
+
+/// The reader pipeline's deliveries (empty until the pipeline exists).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ReaderSummary {
+    pub epochs: Vec<ReaderEpoch>,
+}
+
+/// One reader epoch as node-0's collector handed it out.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ReaderEpoch {
+    /// Batch sizes in order, the end-of-data marker not counted.
+    pub batch_sizes: Vec<u64>,
+    pub records_delivered: u64,
+    pub records_skipped: u64,
+}
+
+/// Whether `[expect]` and the invariant verdicts were as the scenario says.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ExpectResult {
+    pub met: bool,
+    /// One sentence per unmet expectation.
+    pub failures: Vec<String>,
+}
+
+impl Report {
+    /// Whether the run passed: every expectation met, invariants included.
+    pub fn passed(&self) -> bool {
+        self.expect.met
+    }
+
+    /// The report as one line of JSON (no trailing newline).
+    pub fn to_json_line(&self) -> String {
+        serde_json::to_string(self).expect("a report always serializes")
+    }
+
+    /// The report for people; when the run failed, the last line is the repro command.
+    pub fn to_text(&self) -> String {
+        text::render(self)
+    }
+}
+
+/// The process exit code for a batch of runs: 0 when every run passed, else 1.
+pub fn exit_code(reports: &[Report]) -> i32 {
+    if reports.iter().all(Report::passed) {
+        0
+    } else {
+        1
+    }
+}
+
+/// The command that replays a run, with the file quoted when the shell needs it.
+pub fn repro_line(file: &str, seed: u64) -> String {
+    let plain = !file.is_empty()
+        && file
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || "_./-+:=@%,".contains(c));
+    let file = if plain {
+        file.to_owned()
+    } else {
+        format!("'{}'", file.replace('\'', r"'\''"))
+    };
+    format!("trainsim run {file} --seed {seed}")
 }
 
 /// Builds the report of one run.
 pub fn build(
-    _scenario: &Scenario,
-    _file: &str,
-    _seed: u64,
-    _trace: &Trace,
-    _end: &RunEnd,
-    _invariants: Vec<InvariantResult>,
+    scenario: &Scenario,
+    file: &str,
+    seed: u64,
+    trace: &Trace,
+    end: &RunEnd,
+    invariants: Vec<InvariantResult>,
 ) -> Report {
-    Report { passed: false, json: String::new() }
+    let rounds = rounds(trace);
+    let agents = agents(trace);
+    let expect = expect::check(&scenario.expect, end.outcome, &rounds, &agents, &invariants);
+    Report {
+        scenario: scenario.name.clone(),
+        file: file.to_owned(),
+        seed,
+        trace_hash: trace.hash_hex(),
+        sim_time_us: end.sim_time_us,
+        events: trace.events.len() as u64,
+        outcome: end.outcome.as_str().to_owned(),
+        rounds,
+        agents,
+        job: job(scenario, trace),
+        reader: scenario
+            .reader
+            .as_ref()
+            .map(|_| ReaderSummary { epochs: Vec::new() }),
+        invariants,
+        expect,
+        repro: repro_line(file, seed),
+    }
 }
+
+/// Completed rounds, each as its earliest completion saw it.
+fn rounds(trace: &Trace) -> Vec<RoundSummary> {
+    let mut by_round: BTreeMap<u64, RoundSummary> = BTreeMap::new();
+    for event in &trace.events {
+        if let EventKind::RendezvousCompleted {
+            round,
+            world_size,
+            participants,
+            ..
+        } = &event.kind
+        {
+            // Events are in time order, so the first one seen is the earliest.
+            by_round.entry(*round).or_insert_with(|| RoundSummary {
+                round: *round,
+                completed_at_us: event.at_us,
+                participants: participants.clone(),
+                world_size: *world_size,
+            });
+        }
+    }
+    by_round.into_values().collect()
+}
+
+/// Sorts `node-N` by N, anything else after them by name.
+fn node_order(node: &str) -> (u64, String) {
+    let index = node
+        .strip_prefix("node-")
+        .and_then(|n| n.parse::<u64>().ok());
+    (index.unwrap_or(u64::MAX), node.to_owned())
+}
+
+/// Every node whose agent ever started, with its counted restarts and final state.
+fn agents(trace: &Trace) -> Vec<AgentSummary> {
+    let mut by_node: BTreeMap<(u64, String), AgentSummary> = BTreeMap::new();
+    for event in &trace.events {
+        let Some(node) = event.node.as_deref() else {
+            continue;
+        };
+        let key = node_order(node);
+        match &event.kind {
+            EventKind::AgentStarted { .. } => {
+                let summary = by_node.entry(key).or_insert_with(|| AgentSummary {
+                    node: node.to_owned(),
+                    restarts: 0,
+                    final_state: String::new(),
+                });
+                summary.final_state = "RUNNING".to_owned();
+            }
+            EventKind::AgentExited { state, .. } => {
+                if let Some(summary) = by_node.get_mut(&key) {
+                    summary.final_state = state.clone();
+                }
+            }
+            EventKind::AgentKilled { .. } => {
+                if let Some(summary) = by_node.get_mut(&key) {
+                    summary.final_state = "KILLED".to_owned();
+                }
+            }
+            EventKind::AgentRestart { counted: true, .. } => {
+                if let Some(summary) = by_node.get_mut(&key) {
+                    summary.restarts += 1;
+                }
+            }
+            _ => {}
+        }
+    }
+    by_node.into_values().collect()
+}
+
+/// Steps done and samples consumed.
+///
+/// Each global step is counted once, on the group-rank-0 node, as the samples all ranks
+/// of its group drew: world_size × nproc_per_node × batch_size.
+fn job(scenario: &Scenario, trace: &Trace) -> JobSummary {
+    let per_rank = u64::from(scenario.agent.nproc_per_node) * scenario.job.sampler.batch_size;
+    // The (group_rank, world_size) each process's current worker group runs with.
+    let mut groups: BTreeMap<u32, (u32, u32)> = BTreeMap::new();
+    let mut steps_done = 0;
+    let mut samples_seen: u64 = 0;
+    for event in &trace.events {
+        match &event.kind {
+            EventKind::WorkersStarted {
+                pid,
+                group_rank,
+                world_size,
+                ..
+            } => {
+                groups.insert(*pid, (*group_rank, *world_size));
+            }
+            EventKind::Step { pid, step, .. } => {
+                steps_done = *step;
+                if let Some(&(0, world_size)) = groups.get(pid) {
+                    samples_seen = samples_seen.saturating_add(u64::from(world_size) * per_rank);
+                }
+            }
+            _ => {}
+        }
+    }
+    let epochs = samples_seen
+        .checked_div(scenario.job.dataset.len)
+        .unwrap_or(0);
+    JobSummary {
+        steps_done,
+        samples_seen,
+        epochs,
+    }
+}
+
+#[cfg(test)]
+mod tests;

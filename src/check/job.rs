@@ -1,0 +1,140 @@
+//! The `job.*` invariants: training progress across restarts and checkpoints.
+
+use super::{InvariantResult, Violation};
+use crate::scenario::model::{Outcome, Scenario};
+use crate::trace::{EventKind, RunEnd, Trace};
+use std::collections::BTreeMap;
+
+/// `job.progress`: per node, steps go up by one; a (re)started group resumes from the last
+/// checkpoint written (or step 0 when there is none) and continues from there; no step
+/// goes past `job.steps`; and a succeeded run reached exactly `job.steps`.
+///
+/// Checkpoints are global (shared storage), so "the last checkpoint" is the latest
+/// `Checkpoint` event from any node. Not applicable when no step was taken, unless the run
+/// claims success: succeeding without training is itself a violation.
+pub(super) fn progress(scenario: &Scenario, trace: &Trace, end: &RunEnd) -> InvariantResult {
+    let target = scenario.job.steps;
+    // The step each node must take next; a node that never resumed starts at 1.
+    let mut next_step: BTreeMap<&str, u64> = BTreeMap::new();
+    let mut last_checkpoint: Option<u64> = None;
+    let mut highest: Option<u64> = None;
+    let mut violations = Vec::new();
+    for event in &trace.events {
+        let node = event.node.as_deref().unwrap_or("");
+        let fail = |message: String| Violation::new(event.at_us, event.node.as_deref(), message);
+        match &event.kind {
+            EventKind::Checkpoint { step, .. } => {
+                let reached = next_step.get(node).map(|n| n - 1);
+                if reached.is_some_and(|r| *step > r) {
+                    violations.push(fail(format!(
+                        "{node} wrote a checkpoint of step {step} having reached only step {}",
+                        reached.unwrap_or(0)
+                    )));
+                }
+                last_checkpoint = Some(*step);
+            }
+            EventKind::ResumedFromCheckpoint { step, .. } => {
+                let expected = last_checkpoint.unwrap_or(0);
+                if *step != expected {
+                    violations.push(fail(format!(
+                        "{node} resumed from step {step}, but the last checkpoint written is step {expected}"
+                    )));
+                }
+                next_step.insert(node, step + 1);
+            }
+            EventKind::Step { step, .. } => {
+                let expected = next_step.get(node).copied().unwrap_or(1);
+                if *step != expected {
+                    violations.push(fail(format!(
+                        "{node} went to step {step}, expected step {expected}"
+                    )));
+                }
+                if *step > target && highest.is_none_or(|h| h <= target) {
+                    violations.push(fail(format!(
+                        "{node} went to step {step}, past job.steps {target}"
+                    )));
+                }
+                next_step.insert(node, step + 1);
+                highest = highest.max(Some(*step));
+            }
+            _ => {}
+        }
+    }
+    let succeeded = end.outcome == Outcome::Succeeded;
+    if succeeded && highest != Some(target) {
+        violations.push(Violation::new(
+            end.sim_time_us,
+            None,
+            format!(
+                "the run succeeded having reached step {} of job.steps {target}",
+                highest.unwrap_or(0)
+            ),
+        ));
+    }
+    InvariantResult::judge("job.progress", highest.is_some() || succeeded, violations)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::testkit::*;
+    use super::super::Status;
+    use super::*;
+
+    #[test]
+    fn held_on_a_clean_run() {
+        let r = progress(&scenario(), &trace(happy_run(3, 10)), &end(13, "succeeded"));
+        assert_eq!(r.status, Status::Held, "{:?}", r.violations);
+    }
+
+    #[test]
+    fn not_applicable_without_steps() {
+        let r = progress(&scenario(), &trace(round_zero(2)), &end(5, "failed"));
+        assert_eq!(r.status, Status::NotApplicable);
+    }
+
+    #[test]
+    fn success_short_of_the_target_is_violated() {
+        let r = progress(&scenario(), &trace(happy_run(2, 7)), &end(10, "succeeded"));
+        assert_eq!(r.status, Status::Violated);
+        assert!(r.violations[0].message.contains("step 7 of job.steps 10"));
+        let r = progress(&scenario(), &trace(vec![]), &end(10, "succeeded"));
+        assert_eq!(r.status, Status::Violated);
+    }
+
+    #[test]
+    fn resume_from_the_last_checkpoint_holds() {
+        let mut events = happy_run(2, 7);
+        events.retain(|e| !matches!(e.kind, EventKind::AgentExited { .. }));
+        // The group restarts and resumes from checkpoint 5, losing steps 6 and 7.
+        events.push(e(20, "node-0", resumed(100, 5)));
+        events.push(e(20, "node-1", resumed(101, 5)));
+        for s in 6..=10 {
+            events.push(e(20 + s, "node-0", step(100, 1, s)));
+            events.push(e(20 + s, "node-1", step(101, 1, s)));
+        }
+        let r = progress(&scenario(), &trace(events), &end(40, "succeeded"));
+        assert_eq!(r.status, Status::Held, "{:?}", r.violations);
+    }
+
+    #[test]
+    fn skipped_steps_and_wrong_rollbacks_are_violated() {
+        let mut events = happy_run(1, 7);
+        events.push(e(20, "node-0", resumed(100, 3)));
+        events.push(e(21, "node-0", step(100, 1, 4)));
+        events.push(e(22, "node-0", step(100, 1, 6)));
+        let r = progress(&scenario(), &trace(events), &end(40, "failed"));
+        let text: Vec<&str> = r.violations.iter().map(|v| v.message.as_str()).collect();
+        assert_eq!(text.len(), 2, "{text:?}");
+        assert!(text[0].contains("resumed from step 3, but the last checkpoint written is step 5"));
+        assert!(text[1].contains("went to step 6, expected step 5"));
+    }
+
+    #[test]
+    fn steps_past_the_target_are_violated() {
+        let mut events = happy_run(1, 10);
+        events.push(e(30, "node-0", step(100, 0, 11)));
+        let r = progress(&scenario(), &trace(events), &end(40, "failed"));
+        assert_eq!(r.status, Status::Violated);
+        assert!(r.violations[0].message.contains("past job.steps 10"));
+    }
+}

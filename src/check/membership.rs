@@ -1,0 +1,74 @@
+//! Which agent processes currently belong to a live group, replayed event by event.
+//!
+//! A process joins a group when its `next_rendezvous()` returns round r. It stays a member
+//! until it calls `next_rendezvous()` again, its rendezvous fails, it exits or it is
+//! killed. Several checks need the same notion, so it lives here once.
+
+use crate::trace::{Event, EventKind};
+use std::collections::BTreeMap;
+
+/// One process's membership of a completed round.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Member {
+    pub pid: u32,
+    pub node: String,
+    pub round: u64,
+    /// The round's participants as this process saw them.
+    pub participants: Vec<String>,
+}
+
+/// The live-group members at one point of the trace.
+#[derive(Debug, Default)]
+pub(crate) struct Membership {
+    by_pid: BTreeMap<u32, Member>,
+}
+
+impl Membership {
+    /// Applies one event: a completion adds its process, leaving events remove it.
+    pub fn observe(&mut self, event: &Event) {
+        match &event.kind {
+            EventKind::RendezvousCompleted {
+                pid,
+                round,
+                participants,
+                ..
+            } => {
+                let node = event.node.clone().unwrap_or_default();
+                let member = Member {
+                    pid: *pid,
+                    node,
+                    round: *round,
+                    participants: participants.clone(),
+                };
+                self.by_pid.insert(*pid, member);
+            }
+            EventKind::RendezvousJoining { pid }
+            | EventKind::RendezvousFailed { pid, .. }
+            | EventKind::AgentExited { pid, .. }
+            | EventKind::AgentKilled { pid } => {
+                self.by_pid.remove(pid);
+            }
+            _ => {}
+        }
+    }
+
+    /// The membership of process `pid`, if it is in a live group.
+    pub fn of_pid(&self, pid: u32) -> Option<&Member> {
+        self.by_pid.get(&pid)
+    }
+
+    /// The live membership held by a process on `node`, if any.
+    pub fn of_node(&self, node: &str) -> Option<&Member> {
+        self.by_pid.values().find(|m| m.node == node)
+    }
+
+    /// Every member of a live group, by pid.
+    pub fn members(&self) -> impl Iterator<Item = &Member> {
+        self.by_pid.values()
+    }
+
+    /// How many processes are members of a live group.
+    pub fn len(&self) -> usize {
+        self.by_pid.len()
+    }
+}

@@ -1,0 +1,341 @@
+//! The `rendezvous.*` invariants: agreement, exclusive, bounds, liveness, closed_is_final.
+//!
+//! They read only `Rendezvous*` events and the agent lifecycle around them; liveness, the
+//! one "eventually" property of the family, lives in `rendezvous/liveness.rs`.
+
+mod liveness;
+
+pub(super) use liveness::liveness;
+
+use super::membership::Membership;
+use super::{InvariantResult, Violation};
+use crate::scenario::model::Scenario;
+use crate::trace::{Event, EventKind, Trace};
+use std::collections::{BTreeMap, BTreeSet};
+
+/// The fields of one `RendezvousCompleted` event, borrowed.
+struct Completion<'a> {
+    event: &'a Event,
+    pid: u32,
+    round: u64,
+    rank: u32,
+    world_size: u32,
+    participants: &'a [String],
+}
+
+/// Every completion in the trace, in trace order.
+fn completions(trace: &Trace) -> impl Iterator<Item = Completion<'_>> {
+    trace.events.iter().filter_map(|event| match &event.kind {
+        EventKind::RendezvousCompleted {
+            pid,
+            round,
+            rank,
+            world_size,
+            participants,
+        } => Some(Completion {
+            event,
+            pid: *pid,
+            round: *round,
+            rank: *rank,
+            world_size: *world_size,
+            participants,
+        }),
+        _ => None,
+    })
+}
+
+/// `rendezvous.agreement`: every node completing round r sees the same participants and
+/// world size, the participants are distinct, and each node's rank is its own index.
+///
+/// A rank nobody reported is not a violation: a participant may die between the round
+/// completing in the shared state and its own `next_rendezvous()` returning.
+pub(super) fn agreement(trace: &Trace) -> InvariantResult {
+    let mut violations = Vec::new();
+    let mut reference: BTreeMap<u64, (&[String], u32)> = BTreeMap::new();
+    let mut rank_owner: BTreeMap<(u64, u32), u32> = BTreeMap::new();
+    let mut any = false;
+    for c in completions(trace) {
+        any = true;
+        let node = c.event.node.as_deref();
+        let at_us = c.event.at_us;
+        let mut fail = |message: String| violations.push(Violation::new(at_us, node, message));
+        let r = c.round;
+        if c.participants.len() != c.world_size as usize {
+            fail(format!(
+                "round {r} reports world size {} but lists {} participants",
+                c.world_size,
+                c.participants.len()
+            ));
+        }
+        let distinct: BTreeSet<&String> = c.participants.iter().collect();
+        if distinct.len() != c.participants.len() {
+            fail(format!(
+                "round {r} lists a participant twice: {:?}",
+                c.participants
+            ));
+        }
+        let own = node.unwrap_or("?");
+        match c.participants.get(c.rank as usize) {
+            Some(at_rank) if at_rank == own => {}
+            Some(at_rank) => fail(format!(
+                "{own} got rank {} in round {r}, but participant {} is {at_rank}",
+                c.rank, c.rank
+            )),
+            None => fail(format!(
+                "{own} got rank {} in round {r}, outside world size {}",
+                c.rank, c.world_size
+            )),
+        }
+        match reference.get(&r) {
+            None => {
+                reference.insert(r, (c.participants, c.world_size));
+            }
+            Some((parts, size)) if *parts == c.participants && *size == c.world_size => {}
+            Some((parts, size)) => fail(format!(
+                "{own} sees round {r} as {:?} (world size {}), another node saw {:?} (world size {size})",
+                c.participants, c.world_size, parts
+            )),
+        }
+        match rank_owner.get(&(r, c.rank)) {
+            Some(&other) if other != c.pid => fail(format!(
+                "rank {} of round {r} was given to two processes (pids {other} and {})",
+                c.rank, c.pid
+            )),
+            Some(_) => {}
+            None => {
+                rank_owner.insert((r, c.rank), c.pid);
+            }
+        }
+    }
+    InvariantResult::judge("rendezvous.agreement", any, violations)
+}
+
+/// `rendezvous.exclusive`: at most one group completes per round, and no node is in two
+/// live groups at once.
+///
+/// A process is in a live group from its completion of round r until it calls
+/// `next_rendezvous()` again, its rendezvous fails, it exits or it is killed. A completion
+/// of round r' that lists a node whose process is still in live round r ≠ r' puts that node
+/// in two groups: torch adds a node to a round only when it joins, which ends its old
+/// membership, so this can only come from state that outlived its owner.
+pub(super) fn exclusive(trace: &Trace) -> InvariantResult {
+    let mut violations = Vec::new();
+    let mut groups: BTreeMap<u64, BTreeSet<&String>> = BTreeMap::new();
+    let mut membership = Membership::default();
+    let mut any = false;
+    for event in &trace.events {
+        if let EventKind::RendezvousCompleted {
+            round,
+            participants,
+            ..
+        } = &event.kind
+        {
+            any = true;
+            let node = event.node.as_deref();
+            let set: BTreeSet<&String> = participants.iter().collect();
+            match groups.get(round) {
+                None => {
+                    groups.insert(*round, set);
+                }
+                Some(first) if *first == set => {}
+                Some(first) => violations.push(Violation::new(
+                    event.at_us,
+                    node,
+                    format!(
+                        "round {round} completed as two different groups: {first:?} and {set:?}"
+                    ),
+                )),
+            }
+            for participant in participants {
+                if let Some(m) = membership.of_node(participant) {
+                    if m.round != *round {
+                        violations.push(Violation::new(
+                            event.at_us,
+                            Some(participant),
+                            format!(
+                                "{participant} is a participant of round {round} while still in the live group of round {}",
+                                m.round
+                            ),
+                        ));
+                    }
+                }
+            }
+        }
+        membership.observe(event);
+    }
+    InvariantResult::judge("rendezvous.exclusive", any, violations)
+}
+
+/// `rendezvous.bounds`: min_nodes ≤ world size ≤ max_nodes for every completion.
+pub(super) fn bounds(scenario: &Scenario, trace: &Trace) -> InvariantResult {
+    let min = scenario.rendezvous.min_nodes;
+    let max = scenario.rendezvous.max_nodes;
+    let mut violations = Vec::new();
+    let mut any = false;
+    for c in completions(trace) {
+        any = true;
+        if c.world_size < min || c.world_size > max {
+            violations.push(Violation::new(
+                c.event.at_us,
+                c.event.node.as_deref(),
+                format!(
+                    "round {} completed with world size {}, outside min_nodes {min} .. max_nodes {max}",
+                    c.round, c.world_size
+                ),
+            ));
+        }
+    }
+    InvariantResult::judge("rendezvous.bounds", any, violations)
+}
+
+/// `rendezvous.closed_is_final`: once any node has closed the rendezvous, no round
+/// completes for the rest of the run. Not applicable when nothing closed it.
+pub(super) fn closed_is_final(trace: &Trace) -> InvariantResult {
+    let mut violations = Vec::new();
+    let mut closed: Option<(u64, Option<&str>)> = None;
+    for event in &trace.events {
+        match &event.kind {
+            EventKind::RendezvousClosed { .. } if closed.is_none() => {
+                closed = Some((event.at_us, event.node.as_deref()));
+            }
+            EventKind::RendezvousCompleted { round, .. } => {
+                if let Some((at_us, by)) = closed {
+                    violations.push(Violation::new(
+                        event.at_us,
+                        event.node.as_deref(),
+                        format!(
+                            "round {round} completed after {} closed the rendezvous at {}",
+                            by.unwrap_or("a node"),
+                            super::secs(at_us)
+                        ),
+                    ));
+                }
+            }
+            _ => {}
+        }
+    }
+    InvariantResult::judge("rendezvous.closed_is_final", closed.is_some(), violations)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::testkit::*;
+    use super::super::Status;
+    use super::*;
+
+    #[test]
+    fn agreement_holds_for_a_clean_round() {
+        let r = agreement(&trace(round_zero(3)));
+        assert_eq!(r.status, Status::Held, "{:?}", r.violations);
+    }
+
+    #[test]
+    fn agreement_not_applicable_without_completions() {
+        let events = vec![e(0, "node-0", started(1)), e(1, "node-0", joining(1))];
+        assert_eq!(agreement(&trace(events)).status, Status::NotApplicable);
+    }
+
+    #[test]
+    fn agreement_catches_different_views_and_wrong_ranks() {
+        let events = vec![
+            e(2, "node-0", completed(100, 0, 0, &[0, 1])),
+            e(2, "node-1", completed(101, 0, 1, &[0, 1, 2])),
+            e(2, "node-2", completed(102, 0, 0, &[0, 1, 2])),
+        ];
+        let r = agreement(&trace(events));
+        assert_eq!(r.status, Status::Violated);
+        let text: Vec<&str> = r.violations.iter().map(|v| v.message.as_str()).collect();
+        assert!(
+            text.iter().any(|m| m.contains("another node saw")),
+            "{text:?}"
+        );
+        assert!(
+            text.iter().any(|m| m.contains("node-2 got rank 0")),
+            "{text:?}"
+        );
+        assert!(
+            text.iter().any(|m| m.contains("given to two processes")),
+            "{text:?}"
+        );
+    }
+
+    #[test]
+    fn agreement_catches_duplicate_participants_and_size_mismatch() {
+        let mut kind = completed(100, 0, 0, &[0, 0]);
+        if let EventKind::RendezvousCompleted { world_size, .. } = &mut kind {
+            *world_size = 3;
+        }
+        let r = agreement(&trace(vec![e(2, "node-0", kind)]));
+        assert_eq!(r.violations.len(), 2, "{:?}", r.violations);
+    }
+
+    #[test]
+    fn exclusive_holds_across_rejoined_rounds() {
+        let mut events = round_zero(2);
+        events.push(e(10, "node-0", joining(100)));
+        events.push(e(10, "node-1", joining(101)));
+        events.push(e(12, "node-0", completed(100, 1, 0, &[0, 1])));
+        events.push(e(12, "node-1", completed(101, 1, 1, &[0, 1])));
+        assert_eq!(exclusive(&trace(events)).status, Status::Held);
+    }
+
+    #[test]
+    fn exclusive_catches_two_groups_in_one_round() {
+        let events = vec![
+            e(2, "node-0", completed(100, 0, 0, &[0, 1])),
+            e(2, "node-2", completed(102, 0, 0, &[2, 3])),
+        ];
+        let r = exclusive(&trace(events));
+        assert_eq!(r.status, Status::Violated);
+        assert!(r.violations[0].message.contains("two different groups"));
+    }
+
+    #[test]
+    fn exclusive_catches_a_node_in_two_live_groups() {
+        // node-1 never re-joined, yet round 1 lists it.
+        let mut events = round_zero(2);
+        events.push(e(10, "node-0", joining(100)));
+        events.push(e(12, "node-0", completed(100, 1, 0, &[0, 1])));
+        let r = exclusive(&trace(events));
+        assert_eq!(r.status, Status::Violated);
+        assert_eq!(r.violations[0].node.as_deref(), Some("node-1"));
+    }
+
+    #[test]
+    fn exclusive_not_applicable_without_completions() {
+        assert_eq!(exclusive(&trace(vec![])).status, Status::NotApplicable);
+    }
+
+    #[test]
+    fn bounds_hold_violate_and_skip() {
+        let s = scenario();
+        assert_eq!(bounds(&s, &trace(round_zero(3))).status, Status::Held);
+        let r = bounds(&s, &trace(vec![e(2, "node-0", completed(100, 0, 0, &[0]))]));
+        assert_eq!(r.status, Status::Violated);
+        let r = bounds(
+            &s,
+            &trace(vec![e(2, "node-0", completed(100, 0, 0, &[0, 1, 2, 3]))]),
+        );
+        assert_eq!(r.status, Status::Violated);
+        assert_eq!(bounds(&s, &trace(vec![])).status, Status::NotApplicable);
+    }
+
+    #[test]
+    fn closed_is_final_cases() {
+        let mut events = round_zero(2);
+        assert_eq!(
+            closed_is_final(&trace(events.clone())).status,
+            Status::NotApplicable
+        );
+        events.push(e(20, "node-0", closed(100, 0)));
+        assert_eq!(closed_is_final(&trace(events.clone())).status, Status::Held);
+        events.push(e(21, "node-1", joining(101)));
+        events.push(e(25, "node-1", completed(101, 1, 0, &[1])));
+        let r = closed_is_final(&trace(events));
+        assert_eq!(r.status, Status::Violated);
+        assert_eq!(r.violations[0].at_us, 25 * S);
+        assert!(r.violations[0]
+            .message
+            .contains("node-0 closed the rendezvous at 20 s"));
+    }
+}

@@ -1,0 +1,358 @@
+//! `rendezvous.liveness`: waiting nodes get a round, and survivors of a dead participant
+//! re-rendezvous.
+//!
+//! Two "eventually" properties, each with a deadline derived from the scenario's own
+//! timeouts. A deadline the run ended before is not decided: it never yields a violation.
+
+use super::super::membership::Membership;
+use super::super::{secs, InvariantResult, Violation};
+use crate::scenario::model::Scenario;
+use crate::trace::{Event, EventKind, RunEnd, Trace};
+use std::collections::{BTreeMap, BTreeSet};
+
+/// Slack for the store round trips and state caching of the rendezvous ops.
+const SLACK_US: u64 = 10_000_000;
+
+/// How long waiting nodes may wait for a completion once the liveness phase has begun:
+/// join timeout + last-call timeout + heartbeat expiry + slack.
+pub(crate) fn completion_bound_us(scenario: &Scenario) -> u64 {
+    let r = &scenario.rendezvous;
+    r.join_timeout_us
+        + r.last_call_timeout_us
+        + r.keep_alive_interval_us * u64::from(r.keep_alive_max_attempt)
+        + SLACK_US
+}
+
+/// How long a survivor of a killed participant may stay in the dead group: the dead node's
+/// heartbeat expiry, one more keep-alive tick for a live node's op to notice it, the
+/// agent's monitor interval for the agent to act on it, plus slack.
+///
+/// The join timeout is deliberately not part of it: re-joining starts a new
+/// `next_rendezvous()` call and does not wait for one to finish. With torch's defaults
+/// this is about 30 s, well under the process group's 10-minute collective timeout, so
+/// survivors that only notice through the collective (pytorch#111646) are caught.
+pub(crate) fn survivor_bound_us(scenario: &Scenario) -> u64 {
+    let r = &scenario.rendezvous;
+    r.keep_alive_interval_us * (u64::from(r.keep_alive_max_attempt) + 1)
+        + r.heartbeat_timeout_us
+        + scenario.agent.monitor_interval_us
+        + SLACK_US
+}
+
+/// `rendezvous.liveness`. Not applicable when no node ever called `next_rendezvous()`.
+pub(in crate::check) fn liveness(
+    scenario: &Scenario,
+    trace: &Trace,
+    end: &RunEnd,
+) -> InvariantResult {
+    let joined = trace
+        .events
+        .iter()
+        .any(|e| matches!(e.kind, EventKind::RendezvousJoining { .. }));
+    let mut violations = waiting_nodes_get_a_round(scenario, trace, end);
+    violations.extend(survivors_rejoin(scenario, trace, end));
+    violations.sort_by_key(|v| v.at_us);
+    InvariantResult::judge("rendezvous.liveness", joined, violations)
+}
+
+/// Which agents are alive, paused and waiting in `next_rendezvous()`.
+#[derive(Default)]
+struct Agents {
+    live: BTreeMap<u32, String>,
+    paused_nodes: BTreeSet<String>,
+    waiting: BTreeSet<u32>,
+}
+
+impl Agents {
+    fn observe(&mut self, event: &Event) {
+        let node = event.node.clone().unwrap_or_default();
+        match &event.kind {
+            EventKind::AgentStarted { pid } => {
+                self.live.insert(*pid, node);
+            }
+            EventKind::AgentKilled { pid } | EventKind::AgentExited { pid, .. } => {
+                self.live.remove(pid);
+                self.waiting.remove(pid);
+            }
+            EventKind::RendezvousJoining { pid } => {
+                self.waiting.insert(*pid);
+            }
+            EventKind::RendezvousCompleted { pid, .. }
+            | EventKind::RendezvousFailed { pid, .. } => {
+                self.waiting.remove(pid);
+            }
+            EventKind::FaultApplied { fault, .. } => match fault.as_str() {
+                "pause" => {
+                    self.paused_nodes.insert(node);
+                }
+                // A resumed node runs again; a killed or restarted one is a new process.
+                "resume" | "kill" | "restart" | "start" => {
+                    self.paused_nodes.remove(&node);
+                }
+                _ => {}
+            },
+            _ => {}
+        }
+    }
+
+    /// Live, unpaused agents waiting in `next_rendezvous()`.
+    fn healthy_waiting(&self) -> usize {
+        let healthy = |pid: &&u32| {
+            self.live
+                .get(*pid)
+                .is_some_and(|node| !self.paused_nodes.contains(node))
+        };
+        self.waiting.iter().filter(healthy).count()
+    }
+}
+
+/// Part (a): after the last fault, whenever at least min_nodes healthy agents wait at once,
+/// some round completes within [`completion_bound_us`].
+///
+/// Waiting agents are not owed a round while the live groups already hold max_nodes
+/// members: torch parks such joiners on its redundancy list until a member leaves.
+/// One stall is reported once; the next completion re-arms the check.
+fn waiting_nodes_get_a_round(scenario: &Scenario, trace: &Trace, end: &RunEnd) -> Vec<Violation> {
+    let bound_us = completion_bound_us(scenario);
+    let min = scenario.rendezvous.min_nodes as usize;
+    let max = scenario.rendezvous.max_nodes as usize;
+    let last_fault = trace
+        .events
+        .iter()
+        .rposition(|e| matches!(e.kind, EventKind::FaultApplied { .. }));
+    let phase_from = last_fault.unwrap_or(0);
+    let mut agents = Agents::default();
+    let mut membership = Membership::default();
+    let mut pending_since_us: Option<u64> = None;
+    let mut stalled = false;
+    let mut violations = Vec::new();
+    let miss = |since_us: u64, waiting: usize| {
+        let message = format!(
+            "{waiting} healthy nodes were waiting in next_rendezvous() from {} but no round completed within {}",
+            secs(since_us),
+            secs(bound_us)
+        );
+        Violation::new(since_us + bound_us, None, message)
+    };
+    let mut waiting_at_start = 0;
+    for (index, event) in trace.events.iter().enumerate() {
+        if let Some(since_us) = pending_since_us {
+            if event.at_us > since_us + bound_us {
+                violations.push(miss(since_us, waiting_at_start));
+                pending_since_us = None;
+                stalled = true;
+            }
+        }
+        if matches!(event.kind, EventKind::RendezvousCompleted { .. }) {
+            pending_since_us = None;
+            stalled = false;
+        }
+        agents.observe(event);
+        membership.observe(event);
+        if index < phase_from || pending_since_us.is_some() || stalled {
+            continue;
+        }
+        let waiting = agents.healthy_waiting();
+        if waiting >= min && membership.len() < max {
+            pending_since_us = Some(event.at_us);
+            waiting_at_start = waiting;
+        }
+    }
+    if let Some(since_us) = pending_since_us {
+        if end.sim_time_us > since_us + bound_us {
+            violations.push(miss(since_us, waiting_at_start));
+        }
+    }
+    violations
+}
+
+/// A survivor's obligation to leave the group of a killed participant.
+struct Obligation {
+    node: String,
+    deadline_us: u64,
+    dead_node: String,
+    killed_at_us: u64,
+    round: u64,
+}
+
+impl Obligation {
+    fn violation(&self, bound_us: u64) -> Violation {
+        let message = format!(
+            "{} stayed in round {} for more than {} after participant {} was killed at {}, \
+             without re-joining or exiting (survivors must re-rendezvous; pytorch#111646)",
+            self.node,
+            self.round,
+            secs(bound_us),
+            self.dead_node,
+            secs(self.killed_at_us)
+        );
+        Violation::new(self.deadline_us, Some(&self.node), message)
+    }
+}
+
+/// Part (b): when a member of a live group is killed, every other member of that group
+/// calls `next_rendezvous()` again or exits within [`survivor_bound_us`].
+///
+/// Stop faults are graceful exits and are not covered here. A survivor whose node is paused
+/// is excused: it cannot act until resumed.
+fn survivors_rejoin(scenario: &Scenario, trace: &Trace, end: &RunEnd) -> Vec<Violation> {
+    let bound_us = survivor_bound_us(scenario);
+    let mut membership = Membership::default();
+    let mut owed: BTreeMap<u32, Obligation> = BTreeMap::new();
+    let mut violations = Vec::new();
+    for event in &trace.events {
+        let overdue: Vec<u32> = owed
+            .iter()
+            .filter(|(_, o)| event.at_us > o.deadline_us)
+            .map(|(pid, _)| *pid)
+            .collect();
+        for pid in overdue {
+            let obligation = owed.remove(&pid).expect("listed above");
+            violations.push(obligation.violation(bound_us));
+        }
+        match &event.kind {
+            EventKind::AgentKilled { pid } => {
+                owed.remove(pid);
+                if let Some(dead) = membership.of_pid(*pid) {
+                    for survivor in membership.members() {
+                        if survivor.pid == *pid || survivor.round != dead.round {
+                            continue;
+                        }
+                        owed.entry(survivor.pid).or_insert_with(|| Obligation {
+                            node: survivor.node.clone(),
+                            deadline_us: event.at_us + bound_us,
+                            dead_node: dead.node.clone(),
+                            killed_at_us: event.at_us,
+                            round: dead.round,
+                        });
+                    }
+                }
+            }
+            EventKind::RendezvousJoining { pid }
+            | EventKind::RendezvousFailed { pid, .. }
+            | EventKind::AgentExited { pid, .. } => {
+                owed.remove(pid);
+            }
+            EventKind::FaultApplied { fault, .. } if fault == "pause" => {
+                owed.retain(|_, o| Some(&o.node) != event.node.as_ref());
+            }
+            _ => {}
+        }
+        membership.observe(event);
+    }
+    for obligation in owed.values() {
+        if end.sim_time_us > obligation.deadline_us {
+            violations.push(obligation.violation(bound_us));
+        }
+    }
+    violations
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::super::testkit::*;
+    use super::super::super::Status;
+    use super::*;
+
+    #[test]
+    fn bounds_follow_the_scenario() {
+        let s = scenario();
+        assert_eq!(completion_bound_us(&s), (600 + 30 + 15 + 10) * S);
+        assert_eq!(survivor_bound_us(&s), 20 * S + 5 * S + 100_000 + 10 * S);
+    }
+
+    #[test]
+    fn not_applicable_without_rendezvous() {
+        let events = vec![
+            e(0, "node-0", started(1)),
+            e(5, "node-0", exited(1, "FAILED")),
+        ];
+        let r = liveness(&scenario(), &trace(events), &end(5, "failed"));
+        assert_eq!(r.status, Status::NotApplicable);
+    }
+
+    #[test]
+    fn held_when_rounds_complete_promptly() {
+        let r = liveness(&scenario(), &trace(happy_run(3, 10)), &end(13, "succeeded"));
+        assert_eq!(r.status, Status::Held, "{:?}", r.violations);
+    }
+
+    #[test]
+    fn violated_when_enough_nodes_wait_forever() {
+        let mut events = vec![];
+        for i in 0..2 {
+            events.push(e(0, &format!("node-{i}"), started(i)));
+            events.push(e(1, &format!("node-{i}"), joining(i)));
+        }
+        let r = liveness(&scenario(), &trace(events), &end(2000, "timed_out"));
+        assert_eq!(r.status, Status::Violated);
+        assert_eq!(r.violations.len(), 1);
+        assert_eq!(r.violations[0].at_us, (1 + 655) * S);
+    }
+
+    #[test]
+    fn undecided_when_run_ends_before_the_deadline() {
+        let mut events = vec![];
+        for i in 0..2 {
+            events.push(e(0, &format!("node-{i}"), started(i)));
+            events.push(e(1, &format!("node-{i}"), joining(i)));
+        }
+        let r = liveness(&scenario(), &trace(events), &end(600, "timed_out"));
+        assert_eq!(r.status, Status::Held);
+    }
+
+    #[test]
+    fn waiting_before_the_last_fault_is_not_owed() {
+        // Two nodes wait, but a fault at 1000 s restarts the liveness phase, and a paused
+        // node does not count as healthy.
+        let mut events = vec![];
+        for i in 0..2 {
+            events.push(e(0, &format!("node-{i}"), started(i)));
+            events.push(e(1, &format!("node-{i}"), joining(i)));
+        }
+        events.push(e(1000, "node-1", fault("pause")));
+        let r = liveness(&scenario(), &trace(events), &end(5000, "timed_out"));
+        assert_eq!(r.status, Status::Held, "{:?}", r.violations);
+    }
+
+    #[test]
+    fn too_few_waiting_nodes_are_not_owed_a_round() {
+        let events = vec![e(0, "node-0", started(1)), e(1, "node-0", joining(1))];
+        let r = liveness(&scenario(), &trace(events), &end(5000, "timed_out"));
+        assert_eq!(r.status, Status::Held);
+    }
+
+    #[test]
+    fn survivors_that_wait_for_the_collective_timeout_violate() {
+        let mut events = round_zero(3);
+        events.push(e(45, "node-2", fault("kill")));
+        events.push(e(45, "node-2", killed(102)));
+        // The survivors notice only when the collective times out, 600 s later.
+        events.push(e(645, "node-0", exited(100, "FAILED")));
+        events.push(e(645, "node-1", exited(101, "FAILED")));
+        let r = liveness(&scenario(), &trace(events), &end(645, "failed"));
+        assert_eq!(r.status, Status::Violated);
+        let nodes: Vec<_> = r
+            .violations
+            .iter()
+            .map(|v| v.node.clone().unwrap())
+            .collect();
+        assert_eq!(nodes, vec!["node-0", "node-1"]);
+        assert!(r.violations[0]
+            .message
+            .contains("participant node-2 was killed at 45 s"));
+    }
+
+    #[test]
+    fn survivors_that_rejoin_promptly_hold() {
+        let mut events = round_zero(3);
+        events.push(e(45, "node-2", fault("kill")));
+        events.push(e(45, "node-2", killed(102)));
+        events.push(e(62, "node-0", joining(100)));
+        events.push(e(62, "node-1", joining(101)));
+        events.push(e(93, "node-0", completed(100, 1, 0, &[0, 1])));
+        events.push(e(93, "node-1", completed(101, 1, 1, &[0, 1])));
+        let r = liveness(&scenario(), &trace(events), &end(200, "timed_out"));
+        assert_eq!(r.status, Status::Held, "{:?}", r.violations);
+    }
+}

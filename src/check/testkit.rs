@@ -1,0 +1,246 @@
+//! Test helpers: a default scenario and short constructors for hand-built traces.
+//!
+//! Times in these helpers are whole seconds unless a name ends in `_us`, so traces in
+//! tests read like the story they tell.
+
+use crate::scenario::model::*;
+use crate::trace::{Event, EventKind, RunEnd, Trace};
+use std::collections::BTreeMap;
+
+/// One simulated second.
+pub const S: u64 = 1_000_000;
+
+/// Three nodes (min 2, max 3), torch's default timeouts, 10 steps, checkpoint every 5.
+pub fn scenario() -> Scenario {
+    Scenario {
+        name: "test".into(),
+        description: String::new(),
+        seed: 1,
+        time_limit_us: 7200 * S,
+        cluster: Cluster {
+            nodes: 3,
+            spare_nodes: 1,
+            gpus_per_node: 8,
+            gpu: GpuProfile {
+                name: "h100".into(),
+                memory_bytes: 80 << 30,
+                h2d_bits_per_sec: 400_000_000_000,
+                d2d_bits_per_sec: 7_200_000_000_000,
+                compute_speed: 1.0,
+            },
+            store: StoreHost::Node(0),
+            clock_skew_us: BTreeMap::new(),
+        },
+        network: Network {
+            latency_us_min: 1000,
+            latency_us_max: 5000,
+            loss: 0.0,
+            bandwidth_bits_per_sec: 100_000_000_000,
+        },
+        rendezvous: RendezvousConfig {
+            min_nodes: 2,
+            max_nodes: 3,
+            join_timeout_us: 600 * S,
+            last_call_timeout_us: 30 * S,
+            close_timeout_us: 30 * S,
+            heartbeat_timeout_us: 5 * S,
+            keep_alive_interval_us: 5 * S,
+            keep_alive_max_attempt: 3,
+            fixes: Vec::new(),
+        },
+        agent: AgentConfig {
+            nproc_per_node: 8,
+            max_restarts: 1,
+            monitor_interval_us: 100_000,
+            exit_barrier_timeout_us: 300 * S,
+        },
+        job: JobConfig {
+            steps: 10,
+            step_time_us: 200_000,
+            model_size_bytes: 1 << 30,
+            checkpoint_every: 5,
+            dataset: Dataset {
+                len: 1000,
+                complexity: Complexity::Constant { value: 1 },
+            },
+            sampler: SamplerConfig {
+                kind: SamplerKind::Distributed,
+                shuffle: true,
+                seed: 0,
+                drop_last: false,
+                random_level: 0.0,
+                batch_size: 4,
+            },
+        },
+        reader: None,
+        faults: Vec::new(),
+        expect: Expect::default(),
+    }
+}
+
+/// An event at `at_s` seconds on `node` (empty string: no node).
+pub fn e(at_s: u64, node: &str, kind: EventKind) -> Event {
+    e_us(at_s * S, node, kind)
+}
+
+/// An event at `at_us` microseconds on `node` (empty string: no node).
+pub fn e_us(at_us: u64, node: &str, kind: EventKind) -> Event {
+    let node = if node.is_empty() {
+        None
+    } else {
+        Some(node.to_owned())
+    };
+    Event { at_us, node, kind }
+}
+
+/// A trace of these events.
+pub fn trace(events: Vec<Event>) -> Trace {
+    Trace {
+        events,
+        truncated: false,
+    }
+}
+
+/// A run end at `at_s` seconds with this outcome name.
+pub fn end(at_s: u64, outcome: &str) -> RunEnd {
+    let outcome = match outcome {
+        "succeeded" => Outcome::Succeeded,
+        "failed" => Outcome::Failed,
+        "timed_out" => Outcome::TimedOut,
+        other => panic!("unknown outcome {other}"),
+    };
+    RunEnd {
+        sim_time_us: at_s * S,
+        outcome,
+    }
+}
+
+pub fn started(pid: u32) -> EventKind {
+    EventKind::AgentStarted { pid }
+}
+
+pub fn killed(pid: u32) -> EventKind {
+    EventKind::AgentKilled { pid }
+}
+
+pub fn exited(pid: u32, state: &str) -> EventKind {
+    EventKind::AgentExited {
+        pid,
+        state: state.into(),
+        reason: "test".into(),
+    }
+}
+
+pub fn joining(pid: u32) -> EventKind {
+    EventKind::RendezvousJoining { pid }
+}
+
+/// A completion of `round` where this process got `rank` of the listed node indices.
+pub fn completed(pid: u32, round: u64, rank: u32, nodes: &[u32]) -> EventKind {
+    let participants: Vec<String> = nodes.iter().map(|&n| node_name(n)).collect();
+    EventKind::RendezvousCompleted {
+        pid,
+        round,
+        rank,
+        world_size: nodes.len() as u32,
+        participants,
+    }
+}
+
+pub fn rdzv_failed(pid: u32, error: &str) -> EventKind {
+    EventKind::RendezvousFailed {
+        pid,
+        error: error.into(),
+        message: "test".into(),
+    }
+}
+
+pub fn closed(pid: u32, round: u64) -> EventKind {
+    EventKind::RendezvousClosed { pid, round }
+}
+
+pub fn fault(kind: &str) -> EventKind {
+    EventKind::FaultApplied {
+        fault: kind.into(),
+        detail: String::new(),
+    }
+}
+
+pub fn workers_started(pid: u32, round: u64, group_rank: u32, world_size: u32) -> EventKind {
+    EventKind::WorkersStarted {
+        pid,
+        round,
+        group_rank,
+        world_size,
+        restart_count: 0,
+    }
+}
+
+pub fn step(pid: u32, round: u64, step: u64) -> EventKind {
+    EventKind::Step { pid, round, step }
+}
+
+pub fn checkpoint(pid: u32, step: u64) -> EventKind {
+    EventKind::Checkpoint { pid, step }
+}
+
+pub fn resumed(pid: u32, step: u64) -> EventKind {
+    EventKind::ResumedFromCheckpoint {
+        pid,
+        step,
+        lost_steps: 0,
+    }
+}
+
+pub fn restart(pid: u32, counted: bool, restart_count: u32) -> EventKind {
+    let reason = if counted {
+        "failure"
+    } else {
+        "membership_change"
+    };
+    EventKind::AgentRestart {
+        pid,
+        counted,
+        restart_count,
+        reason: reason.into(),
+    }
+}
+
+/// Nodes 0..n (pid = 100 + index) start at 0 s, join at 1 s and complete round 0 at 2 s.
+pub fn round_zero(n: u32) -> Vec<Event> {
+    let nodes: Vec<u32> = (0..n).collect();
+    let mut events = Vec::new();
+    for &i in &nodes {
+        events.push(e(0, &node_name(i), started(100 + i)));
+    }
+    for &i in &nodes {
+        events.push(e(1, &node_name(i), joining(100 + i)));
+    }
+    for &i in &nodes {
+        events.push(e(2, &node_name(i), completed(100 + i, 0, i, &nodes)));
+    }
+    events
+}
+
+/// `round_zero(n)`, then every node trains `steps` steps (one a second from 3 s, a
+/// checkpoint every 5 by node-0) and exits SUCCEEDED.
+pub fn happy_run(n: u32, steps: u64) -> Vec<Event> {
+    let mut events = round_zero(n);
+    for i in 0..n {
+        events.push(e(2, &node_name(i), workers_started(100 + i, 0, i, n)));
+        events.push(e(2, &node_name(i), resumed(100 + i, 0)));
+    }
+    for s in 1..=steps {
+        for i in 0..n {
+            events.push(e(2 + s, &node_name(i), step(100 + i, 0, s)));
+        }
+        if s % 5 == 0 {
+            events.push(e(2 + s, "node-0", checkpoint(100, s)));
+        }
+    }
+    events.push(e(3 + steps, "node-0", closed(100, 0)));
+    for i in 0..n {
+        events.push(e(3 + steps, &node_name(i), exited(100 + i, "SUCCEEDED")));
+    }
+    events
+}

@@ -1,0 +1,306 @@
+//! Tests of the report: contract field order, summaries, `expect` checking, text layout.
+
+use super::*;
+use crate::check::testkit::*;
+use crate::check::{check_all, Status, Violation};
+use crate::scenario::model::{Outcome, ReaderCheck, ReaderConfig, Scenario};
+
+/// The contract's top-level report fields, in order.
+const TOP_FIELDS: [&str; 14] = [
+    "scenario",
+    "file",
+    "seed",
+    "trace_hash",
+    "sim_time_us",
+    "events",
+    "outcome",
+    "rounds",
+    "agents",
+    "job",
+    "reader",
+    "invariants",
+    "expect",
+    "repro",
+];
+
+fn report_of(scenario: &Scenario, events: Vec<crate::trace::Event>, end: RunEnd) -> Report {
+    let trace = trace(events);
+    let invariants = check_all(scenario, &trace, &end);
+    build(scenario, "scenarios/x.toml", 7, &trace, &end, invariants)
+}
+
+fn happy_report() -> Report {
+    report_of(&scenario(), happy_run(3, 10), end(13, "succeeded"))
+}
+
+/// Asserts each `"key":` occurs in this order in `json`.
+fn assert_in_order(json: &str, keys: &[&str]) {
+    let mut from = 0;
+    for key in keys {
+        let needle = format!("\"{key}\":");
+        let found = json[from..].find(&needle);
+        assert!(found.is_some(), "{key} missing or out of order in {json}");
+        from += found.unwrap() + needle.len();
+    }
+}
+
+fn with_reader(mut s: Scenario) -> Scenario {
+    s.reader = Some(ReaderConfig {
+        workers: 4,
+        files: 12,
+        records_per_file: 740,
+        batch_size: 1024,
+        repeat: false,
+        check: ReaderCheck::Sum,
+        broken_files: vec![],
+        corrupt_records: vec![],
+    });
+    s
+}
+
+#[test]
+fn json_has_the_contract_fields_in_order() {
+    let json = report_of(
+        &with_reader(scenario()),
+        happy_run(3, 10),
+        end(13, "succeeded"),
+    )
+    .to_json_line();
+    assert!(!json.contains('\n'));
+    assert!(json.starts_with("{\"scenario\":\"test\","), "{json}");
+    assert_in_order(&json, &TOP_FIELDS);
+    assert_in_order(
+        &json,
+        &[
+            "rounds",
+            "round",
+            "completed_at_us",
+            "participants",
+            "world_size",
+        ],
+    );
+    assert_in_order(&json, &["agents", "node", "restarts", "final_state"]);
+    assert_in_order(&json, &["job", "steps_done", "samples_seen", "epochs"]);
+    assert_in_order(&json, &["reader", "epochs", "invariants"]);
+    assert_in_order(
+        &json,
+        &["invariants", "name", "status", "violations", "expect"],
+    );
+    assert_in_order(&json, &["expect", "met", "failures", "repro"]);
+    let value: serde_json::Value = serde_json::from_str(&json).unwrap();
+    assert_eq!(value.as_object().unwrap().len(), TOP_FIELDS.len());
+    assert_eq!(value["reader"], serde_json::json!({"epochs": []}));
+    assert_eq!(value["repro"], "trainsim run scenarios/x.toml --seed 7");
+}
+
+#[test]
+fn reader_is_omitted_without_a_reader_table() {
+    let json = happy_report().to_json_line();
+    assert!(!json.contains("\"reader\""));
+    let value: serde_json::Value = serde_json::from_str(&json).unwrap();
+    assert_eq!(value.as_object().unwrap().len(), TOP_FIELDS.len() - 1);
+}
+
+#[test]
+fn summaries_of_a_clean_run() {
+    let r = happy_report();
+    assert_eq!(r.outcome, "succeeded");
+    assert_eq!(r.sim_time_us, 13 * S);
+    assert_eq!(r.events as usize, happy_run(3, 10).len());
+    assert_eq!(r.trace_hash.len(), 64);
+    assert_eq!(r.rounds.len(), 1);
+    assert_eq!(r.rounds[0].completed_at_us, 2 * S);
+    assert_eq!(r.rounds[0].participants, vec!["node-0", "node-1", "node-2"]);
+    let states: Vec<&str> = r.agents.iter().map(|a| a.final_state.as_str()).collect();
+    assert_eq!(states, vec!["SUCCEEDED"; 3]);
+    // 10 steps × world 3 × nproc 8 × batch 4 = 960 samples; dataset len 1000.
+    assert_eq!(
+        r.job,
+        JobSummary {
+            steps_done: 10,
+            samples_seen: 960,
+            epochs: 0
+        }
+    );
+    assert!(r.passed(), "{:?}", r.expect.failures);
+    for inv in &r.invariants {
+        assert_ne!(inv.status, Status::Violated, "{}", inv.name);
+    }
+}
+
+#[test]
+fn agents_sort_by_index_and_track_kills_and_restarts() {
+    let mut events = round_zero(2);
+    events.push(e(5, "node-10", started(110)));
+    events.push(e(6, "node-1", restart(101, true, 1)));
+    events.push(e(6, "node-1", restart(101, false, 1)));
+    events.push(e(7, "node-1", killed(101)));
+    events.push(e(8, "node-0", killed(100)));
+    events.push(e(9, "node-0", started(200)));
+    events.push(e(10, "node-0", restart(200, true, 1)));
+    let r = report_of(&scenario(), events, end(20, "timed_out"));
+    let rows: Vec<(&str, u32, &str)> = r
+        .agents
+        .iter()
+        .map(|a| (a.node.as_str(), a.restarts, a.final_state.as_str()))
+        .collect();
+    assert_eq!(
+        rows,
+        vec![
+            ("node-0", 1, "RUNNING"),
+            ("node-1", 1, "KILLED"),
+            ("node-10", 0, "RUNNING")
+        ]
+    );
+}
+
+#[test]
+fn rounds_keep_the_earliest_completion_sorted_by_round() {
+    let events = vec![
+        e(9, "node-1", completed(101, 1, 0, &[1, 0])),
+        e(10, "node-0", completed(100, 1, 1, &[1, 0])),
+        e(2, "node-0", completed(100, 0, 0, &[0])),
+    ];
+    let rounds = super::rounds(&trace(events));
+    let got: Vec<(u64, u64)> = rounds
+        .iter()
+        .map(|r| (r.round, r.completed_at_us))
+        .collect();
+    assert_eq!(got, vec![(0, 2 * S), (1, 9 * S)]);
+}
+
+#[test]
+fn samples_count_only_group_rank_zero_and_repeat_after_rollback() {
+    let mut s = scenario();
+    s.job.dataset.len = 100;
+    let mut events = happy_run(2, 7);
+    events.push(e(20, "node-0", workers_started(100, 1, 0, 1)));
+    events.push(e(20, "node-0", resumed(100, 5)));
+    events.push(e(21, "node-0", step(100, 1, 6)));
+    let r = report_of(&s, events, end(30, "timed_out"));
+    // 7 steps at world 2 and one at world 1, 8 × 4 samples per rank each.
+    assert_eq!(r.job.samples_seen, (7 * 2 + 1) * 32);
+    assert_eq!(r.job.steps_done, 6);
+    assert_eq!(r.job.epochs, 480 / 100);
+}
+
+#[test]
+fn expect_reports_each_unmet_item() {
+    let mut s = scenario();
+    s.expect.outcome = Some(Outcome::Failed);
+    s.expect.rounds = Some((2, 3));
+    s.expect.restarts.insert(1, 1);
+    s.expect.final_world_size = Some(2);
+    s.expect.violations = vec!["rendezvous.liveness".into(), "no.such".into()];
+    let r = report_of(&s, happy_run(3, 10), end(13, "succeeded"));
+    assert!(!r.passed());
+    assert_eq!(
+        r.expect.failures,
+        vec![
+            "expected outcome failed, got succeeded",
+            "expected 2 to 3 completed rounds, got 1",
+            "expected node-1 to restart 1 times, it restarted 0",
+            "expected final world size 2, got 3 (round 0)",
+            "expected rendezvous.liveness to be violated, it was held",
+            "expected no.such to be violated, but no invariant has that name",
+        ]
+    );
+}
+
+#[test]
+fn expect_met_when_everything_matches() {
+    let mut s = scenario();
+    s.expect.outcome = Some(Outcome::Succeeded);
+    s.expect.rounds = Some((1, 1));
+    s.expect.restarts.insert(0, 0);
+    s.expect.restarts.insert(3, 0);
+    s.expect.final_world_size = Some(3);
+    let r = report_of(&s, happy_run(3, 10), end(13, "succeeded"));
+    assert!(r.expect.met, "{:?}", r.expect.failures);
+    assert_eq!(exit_code(&[r.clone(), r]), 0);
+}
+
+#[test]
+fn unexpected_and_expected_violations() {
+    let trace = trace(happy_run(3, 10));
+    let end = end(13, "succeeded");
+    let mut invariants = check_all(&scenario(), &trace, &end);
+    invariants[2].status = Status::Violated;
+    invariants[2].violations = vec![
+        Violation::new(2 * S, Some("node-0"), "too big"),
+        Violation::new(3 * S, Some("node-1"), "too big again"),
+    ];
+    let r = build(&scenario(), "f.toml", 1, &trace, &end, invariants.clone());
+    assert_eq!(
+        r.expect.failures,
+        vec!["rendezvous.bounds was violated: too big (and 1 more)"]
+    );
+    assert_eq!(exit_code(&[r]), 1);
+    let mut s = scenario();
+    s.expect.violations = vec!["rendezvous.bounds".into()];
+    let r = build(&s, "f.toml", 1, &trace, &end, invariants);
+    assert!(r.passed(), "{:?}", r.expect.failures);
+    assert_eq!(exit_code(&[]), 0);
+}
+
+#[test]
+fn final_world_size_without_rounds() {
+    let mut s = scenario();
+    s.expect.final_world_size = Some(2);
+    let r = report_of(&s, vec![], end(1, "failed"));
+    assert_eq!(
+        r.expect.failures,
+        vec!["expected final world size 2, but no round completed"]
+    );
+}
+
+#[test]
+fn text_of_a_failed_run_ends_with_the_repro_line() {
+    let mut s = scenario();
+    s.expect.outcome = Some(Outcome::TimedOut);
+    let mut events = round_zero(3);
+    events.push(e(45, "node-2", fault("kill")));
+    events.push(e(45, "node-2", killed(102)));
+    let r = report_of(&s, events, end(700, "timed_out"));
+    let text = r.to_text();
+    assert_eq!(
+        text.lines().last(),
+        Some("trainsim run scenarios/x.toml --seed 7")
+    );
+    assert!(text.contains("VIOLATED  rendezvous.liveness"), "{text}");
+    assert!(
+        text.contains("on node-0: node-0 stayed in round 0"),
+        "{text}"
+    );
+    assert!(text.contains("node-2            0  KILLED"), "{text}");
+    assert!(
+        text.contains("  - rendezvous.liveness was violated"),
+        "{text}"
+    );
+}
+
+#[test]
+fn text_of_a_passing_run() {
+    let text = happy_report().to_text();
+    assert_eq!(text.lines().last(), Some("PASSED"));
+    assert!(text.contains("outcome  succeeded at 13 s"), "{text}");
+    assert!(text.contains("node-0 node-1 node-2"), "{text}");
+    assert!(text.contains("  held      rendezvous.agreement"), "{text}");
+    assert!(text.contains("  n/a       reader.terminates"), "{text}");
+}
+
+#[test]
+fn repro_quotes_files_the_shell_would_split() {
+    assert_eq!(
+        repro_line("scenarios/a-b_c.toml", 3),
+        "trainsim run scenarios/a-b_c.toml --seed 3"
+    );
+    assert_eq!(
+        repro_line("my dir/x.toml", 3),
+        "trainsim run 'my dir/x.toml' --seed 3"
+    );
+    assert_eq!(
+        repro_line("it's.toml", 3),
+        r"trainsim run 'it'\''s.toml' --seed 3"
+    );
+}

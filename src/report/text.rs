@@ -1,0 +1,118 @@
+//! The text report for people: the same facts as the JSON, laid out to read in a terminal.
+//!
+//! A failed run ends with its repro command on a line of its own, so the last line of any
+//! failure is what to paste to replay it.
+
+use super::Report;
+use crate::check::{secs, Status};
+use std::fmt::Write;
+
+/// Renders a report; see the module docs for the layout's one promise.
+pub(super) fn render(report: &Report) -> String {
+    let mut out = String::new();
+    header(&mut out, report);
+    rounds(&mut out, report);
+    agents(&mut out, report);
+    invariants(&mut out, report);
+    verdict(&mut out, report);
+    out
+}
+
+fn header(out: &mut String, r: &Report) {
+    let hash: String = r.trace_hash.chars().take(16).collect();
+    let _ = writeln!(out, "scenario {} ({}), seed {}", r.scenario, r.file, r.seed);
+    let _ = writeln!(
+        out,
+        "outcome  {} at {}, {} events, trace {hash}",
+        r.outcome,
+        secs(r.sim_time_us),
+        r.events
+    );
+    let _ = writeln!(
+        out,
+        "job      {} steps done, {} samples seen, {} epochs",
+        r.job.steps_done, r.job.samples_seen, r.job.epochs
+    );
+    if let Some(reader) = &r.reader {
+        let _ = writeln!(out, "reader   {} epochs delivered", reader.epochs.len());
+    }
+}
+
+fn rounds(out: &mut String, r: &Report) {
+    if r.rounds.is_empty() {
+        let _ = writeln!(out, "rounds   none completed");
+        return;
+    }
+    let _ = writeln!(
+        out,
+        "rounds   {:>5}  {:>12}  {:>5}  participants",
+        "round", "completed", "world"
+    );
+    for round in &r.rounds {
+        let _ = writeln!(
+            out,
+            "         {:>5}  {:>12}  {:>5}  {}",
+            round.round,
+            secs(round.completed_at_us),
+            round.world_size,
+            round.participants.join(" ")
+        );
+    }
+}
+
+fn agents(out: &mut String, r: &Report) {
+    if r.agents.is_empty() {
+        let _ = writeln!(out, "agents   none started");
+        return;
+    }
+    let _ = writeln!(
+        out,
+        "agents   {:<10} {:>8}  final state",
+        "node", "restarts"
+    );
+    for agent in &r.agents {
+        let _ = writeln!(
+            out,
+            "         {:<10} {:>8}  {}",
+            agent.node, agent.restarts, agent.final_state
+        );
+    }
+}
+
+fn invariants(out: &mut String, r: &Report) {
+    let _ = writeln!(out, "invariants");
+    for inv in &r.invariants {
+        let verdict = match inv.status {
+            Status::Held => "held",
+            Status::Violated => "VIOLATED",
+            Status::NotApplicable => "n/a",
+        };
+        let _ = writeln!(out, "  {verdict:<9} {}", inv.name);
+        for v in &inv.violations {
+            let place = v
+                .node
+                .as_deref()
+                .map(|n| format!(" on {n}"))
+                .unwrap_or_default();
+            let _ = writeln!(
+                out,
+                "              at {}{place}: {}",
+                secs(v.at_us),
+                v.message
+            );
+        }
+    }
+}
+
+fn verdict(out: &mut String, r: &Report) {
+    if r.passed() {
+        let _ = writeln!(out, "PASSED");
+        return;
+    }
+    let _ = writeln!(out, "FAILED");
+    for failure in &r.expect.failures {
+        let _ = writeln!(out, "  - {failure}");
+    }
+    let _ = writeln!(out, "reproduce with:");
+    let _ = writeln!(out, "{}", r.repro);
+}
