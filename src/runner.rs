@@ -18,11 +18,6 @@ pub struct HarnessFailure {
     pub repro: String,
 }
 
-/// The line that replays a run.
-pub fn repro_line(file: &str, seed: u64) -> String {
-    format!("trainsim run {file} --seed {seed}")
-}
-
 /// The programs of a real run: torch's agent on every node and the c10d store.
 pub fn programs() -> Programs {
     Programs {
@@ -40,7 +35,7 @@ pub fn programs() -> Programs {
 
 /// Runs `scenario` (read from `file`) with `seed`, checks it and builds its report.
 pub fn run_one(scenario: &Scenario, file: &str, seed: u64) -> Result<Report, HarnessFailure> {
-    let failure = |message: String| HarnessFailure { seed, message, repro: repro_line(file, seed) };
+    let failure = |message: String| HarnessFailure { seed, message, repro: report::repro_line(file, seed) };
     let (trace, end) = world::simulate(scenario, seed, programs()).map_err(|e| failure(e.to_string()))?;
     std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
         let invariants = check::check_all(scenario, &trace, &end);
