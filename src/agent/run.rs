@@ -52,6 +52,12 @@ pub async fn agent_process(env: NodeEnv) -> AgentExit {
         Either::Left((result, _stop)) => {
             let exit = match result {
                 Ok(exit) => exit,
+                // `SimpleElasticAgent.run` logs a graceful exit and returns without a result:
+                // a redundant node leaves quietly once the rendezvous closes.
+                Err(e @ RendezvousError::GracefulExit(_)) => {
+                    env.record(EventKind::RendezvousFailed { pid: env.pid, error: e.kind().into(), message: e.to_string() });
+                    AgentExit { state: "STOPPED".into(), reason: format!("graceful exit: {e}") }
+                }
                 Err(e) => {
                     env.record(EventKind::RendezvousFailed { pid: env.pid, error: e.kind().into(), message: e.to_string() });
                     AgentExit { state: "FAILED".into(), reason: e.to_string() }
