@@ -174,3 +174,6 @@ fn quoted_after(message: &str, prefix: &str) -> Option<String> {
     let rest = &message[message.find(prefix)? + prefix.len()..];
     Some(rest[..rest.find('`')?].to_string())
 }
+
+#[cfg(test)]
+mod tests;
