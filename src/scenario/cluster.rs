@@ -1,0 +1,254 @@
+//! Validation of `[cluster]`, `[network]`, `[rendezvous]` and `[agent]`, with torch's
+//! defaults, and the built-in GPU profiles.
+
+use super::limits::*;
+use super::locate::FieldPath;
+use super::model::{AgentConfig, Cluster, GpuProfile, Network, RendezvousConfig, StoreHost};
+use super::raw::{RawAgent, RawCluster, RawGpuProfile, RawNetwork, RawRendezvous};
+use super::values::*;
+use std::collections::{BTreeMap, BTreeSet};
+
+/// Named deviations from torch's behaviour that `rendezvous.fixes` may ask for. Empty until
+/// the rendezvous model grows its first fix; any other name is an error.
+pub const KNOWN_FIXES: &[&str] = &[];
+
+/// The built-in GPU profile called `name`, if there is one.
+pub fn builtin_gpu(name: &str) -> Option<GpuProfile> {
+    // Datasheet figures: PCIe Gen5/Gen4 x16 for host-to-device, NVLink 4/3 for
+    // device-to-device; compute speed from dense BF16 throughput (989 vs 312 TFLOPS).
+    let (memory_bytes, h2d, d2d, compute_speed) = match name {
+        "h100" => (80u64 << 30, 512_000_000_000u64, 7_200_000_000_000u64, 1.0),
+        "a100" => (80 << 30, 256_000_000_000, 4_800_000_000_000, 0.32),
+        _ => return None,
+    };
+    Some(GpuProfile {
+        name: name.to_string(),
+        memory_bytes,
+        h2d_bits_per_sec: h2d,
+        d2d_bits_per_sec: d2d,
+        compute_speed,
+    })
+}
+
+/// Names of the built-in GPU profiles.
+pub const BUILTIN_GPUS: &[&str] = &["h100", "a100"];
+
+/// `[cluster]`.
+pub fn cluster(raw: &Option<RawCluster>) -> Check<Cluster> {
+    let p = FieldPath::root().key("cluster");
+    let c = raw.clone().unwrap_or_default();
+    let nodes = in_range(&p.key("nodes"), c.nodes.unwrap_or(1), 1, NODES_MAX)?;
+    let spare_nodes = c.spare_nodes.unwrap_or(0);
+    if spare_nodes > NODES_MAX - nodes {
+        let msg = format!(
+            "nodes + spare_nodes must be at most {NODES_MAX} (got {nodes} + {spare_nodes})"
+        );
+        return Err(issue(&p.key("spare_nodes"), msg));
+    }
+    let gpus_per_node = in_range(
+        &p.key("gpus_per_node"),
+        c.gpus_per_node.unwrap_or(8),
+        1,
+        GPUS_PER_NODE_MAX,
+    )?;
+    let gpu = gpu(&p, &c.gpu, &c.gpu_profile)?;
+    let store = store(&p.key("store"), &c.store, nodes, nodes + spare_nodes)?;
+    let mut clock_skew_us = BTreeMap::new();
+    for (name, offset) in c.clock_skew.iter().flatten() {
+        let at = p.key("clock_skew").key(name);
+        let node = node_index(&at, name, nodes + spare_nodes)?;
+        clock_skew_us.insert(node, offset_in(&at, offset, CLOCK_SKEW_US_MAX)?);
+    }
+    Ok(Cluster {
+        nodes,
+        spare_nodes,
+        gpus_per_node,
+        gpu,
+        store,
+        clock_skew_us,
+    })
+}
+
+fn store(path: &FieldPath, raw: &Option<String>, nodes: u32, total: u32) -> Check<StoreHost> {
+    match raw.as_deref() {
+        None => Ok(StoreHost::Node(0)),
+        Some("dedicated") => Ok(StoreHost::Dedicated),
+        Some(name) => {
+            let index = node_index(path, name, total)
+                .map_err(|e| issue(path, format!("{} (or \"dedicated\")", e.message)))?;
+            if index >= nodes {
+                let msg = format!(
+                    "`{name}` is a spare node; the store must live on a node that starts at t = 0"
+                );
+                return Err(issue(path, msg));
+            }
+            Ok(StoreHost::Node(index))
+        }
+    }
+}
+
+fn gpu(
+    cluster: &FieldPath,
+    name: &Option<String>,
+    profile: &Option<RawGpuProfile>,
+) -> Check<GpuProfile> {
+    let Some(raw) = profile else {
+        let name = name.as_deref().unwrap_or("h100");
+        let known = BUILTIN_GPUS.join(", ");
+        let msg = format!("`{name}` is not a built-in GPU (built-in: {known}); describe others in [cluster.gpu_profile]");
+        return builtin_gpu(name).ok_or_else(|| issue(&cluster.key("gpu"), msg));
+    };
+    let p = cluster.key("gpu_profile");
+    let profile_name = required(&p.key("name"), &raw.name)?;
+    let name_chars = profile_name.chars().count();
+    if name_chars == 0 || name_chars > GPU_NAME_CHARS_MAX {
+        return Err(issue(
+            &p.key("name"),
+            format!("must have 1 to {GPU_NAME_CHARS_MAX} characters"),
+        ));
+    }
+    if BUILTIN_GPUS.contains(&profile_name.as_str()) {
+        let msg = format!("`{profile_name}` is a built-in profile; give yours another name or use gpu = \"{profile_name}\"");
+        return Err(issue(&p.key("name"), msg));
+    }
+    if let Some(name) = name {
+        if *name != profile_name {
+            let msg = format!("names `{name}` but [cluster.gpu_profile] is `{profile_name}`; leave gpu out or make them agree");
+            return Err(issue(&cluster.key("gpu"), msg));
+        }
+    }
+    let memory_bytes = size_in(
+        &p.key("memory"),
+        &Some(required(&p.key("memory"), &raw.memory)?),
+        0,
+        GPU_MEMORY_BYTES_MAX,
+    )?;
+    let h2d = Some(required(&p.key("h2d_bandwidth"), &raw.h2d_bandwidth)?);
+    let d2d = Some(required(&p.key("d2d_bandwidth"), &raw.d2d_bandwidth)?);
+    let speed = required(&p.key("compute_speed"), &raw.compute_speed)?;
+    let compute_speed = float_in(
+        &p.key("compute_speed"),
+        speed,
+        f64::MIN_POSITIVE,
+        GPU_COMPUTE_SPEED_MAX,
+    )?;
+    Ok(GpuProfile {
+        name: profile_name,
+        memory_bytes,
+        h2d_bits_per_sec: bandwidth(&p.key("h2d_bandwidth"), &h2d, 0)?,
+        d2d_bits_per_sec: bandwidth(&p.key("d2d_bandwidth"), &d2d, 0)?,
+        compute_speed,
+    })
+}
+
+/// `[network]`.
+pub fn network(raw: &Option<RawNetwork>) -> Check<Network> {
+    let p = FieldPath::root().key("network");
+    let n = raw.clone().unwrap_or_default();
+    let (latency_us_min, latency_us_max) = match &n.latency {
+        Some(pair) => latency_range(&p.key("latency"), pair)?,
+        None => (1_000, 5_000),
+    };
+    let loss = probability(&p.key("loss"), n.loss.unwrap_or(0.0))?;
+    let bandwidth_bits_per_sec = bandwidth(&p.key("bandwidth"), &n.bandwidth, 100_000_000_000)?;
+    Ok(Network {
+        latency_us_min,
+        latency_us_max,
+        loss,
+        bandwidth_bits_per_sec,
+    })
+}
+
+/// `[rendezvous]`: torch's `DynamicRendezvousHandler` defaults; node bounds as torchrun's
+/// `--nnodes` (absent: the cluster's starting nodes; one given: the other equals it).
+pub fn rendezvous(raw: &Option<RawRendezvous>, cluster: &Cluster) -> Check<RendezvousConfig> {
+    let p = FieldPath::root().key("rendezvous");
+    let r = raw.clone().unwrap_or_default();
+    let (min_nodes, max_nodes) = match (r.min_nodes, r.max_nodes) {
+        (None, None) => (cluster.nodes, cluster.nodes),
+        (Some(min), None) => (min, min),
+        (None, Some(max)) => (max, max),
+        (Some(min), Some(max)) => (min, max),
+    };
+    in_range(&p.key("min_nodes"), min_nodes, 1, NODES_MAX)?;
+    in_range(&p.key("max_nodes"), max_nodes, 1, NODES_MAX)?;
+    if min_nodes > max_nodes {
+        let msg = format!("min_nodes ({min_nodes}) is greater than max_nodes ({max_nodes})");
+        return Err(issue(&p.key("min_nodes"), msg));
+    }
+    let t = |key: &str, v: &Option<String>, default_s: u64| {
+        positive_duration(&p.key(key), v, default_s * 1_000_000, TIMEOUT_US_MAX)
+    };
+    let attempts = r.keep_alive_max_attempt.unwrap_or(3);
+    Ok(RendezvousConfig {
+        min_nodes,
+        max_nodes,
+        join_timeout_us: t("join_timeout", &r.join_timeout, 600)?,
+        last_call_timeout_us: t("last_call_timeout", &r.last_call_timeout, 30)?,
+        close_timeout_us: t("close_timeout", &r.close_timeout, 30)?,
+        heartbeat_timeout_us: t("heartbeat_timeout", &r.heartbeat_timeout, 5)?,
+        keep_alive_interval_us: t("keep_alive_interval", &r.keep_alive_interval, 5)?,
+        keep_alive_max_attempt: in_range(
+            &p.key("keep_alive_max_attempt"),
+            attempts,
+            1,
+            KEEP_ALIVE_MAX_ATTEMPT_MAX,
+        )?,
+        fixes: fixes(&p.key("fixes"), r.fixes.as_deref().unwrap_or(&[]))?,
+    })
+}
+
+/// `rendezvous.fixes`: non-empty, distinct names from `KNOWN_FIXES`.
+pub fn fixes(path: &FieldPath, names: &[String]) -> Check<Vec<String>> {
+    list_len(path, names, FIXES_MAX)?;
+    let mut seen = BTreeSet::new();
+    for (i, name) in names.iter().enumerate() {
+        let at = path.index(i);
+        if name.trim().is_empty() {
+            return Err(issue(&at, "a fix name cannot be empty"));
+        }
+        if !seen.insert(name.as_str()) {
+            return Err(issue(&at, format!("`{name}` is listed twice")));
+        }
+        if !KNOWN_FIXES.contains(&name.as_str()) {
+            let known = if KNOWN_FIXES.is_empty() {
+                "none yet".to_string()
+            } else {
+                KNOWN_FIXES.join(", ")
+            };
+            return Err(issue(
+                &at,
+                format!("`{name}` is not a known fix (known fixes: {known})"),
+            ));
+        }
+    }
+    Ok(names.to_vec())
+}
+
+/// `[agent]`: `LocalElasticAgent` / torchrun defaults.
+pub fn agent(raw: &Option<RawAgent>, cluster: &Cluster) -> Check<AgentConfig> {
+    let p = FieldPath::root().key("agent");
+    let a = raw.clone().unwrap_or_default();
+    let nproc = a.nproc_per_node.unwrap_or(cluster.gpus_per_node);
+    Ok(AgentConfig {
+        nproc_per_node: in_range(&p.key("nproc_per_node"), nproc, 1, NPROC_PER_NODE_MAX)?,
+        max_restarts: in_range(
+            &p.key("max_restarts"),
+            a.max_restarts.unwrap_or(0),
+            0,
+            MAX_RESTARTS_MAX,
+        )?,
+        monitor_interval_us: positive_duration(
+            &p.key("monitor_interval"),
+            &a.monitor_interval,
+            100_000,
+            TIMEOUT_US_MAX,
+        )?,
+        exit_barrier_timeout_us: positive_duration(
+            &p.key("exit_barrier_timeout"),
+            &a.exit_barrier_timeout,
+            300_000_000,
+            TIMEOUT_US_MAX,
+        )?,
+    })
+}

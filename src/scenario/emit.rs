@@ -1,0 +1,244 @@
+//! Writes a `Scenario` back as a scenario file that parses to an equal `Scenario`: every
+//! value explicit, quantities in their largest exact unit, faults in time order.
+
+use super::cluster::builtin_gpu;
+use super::model::*;
+use super::raw::*;
+use super::units::{
+    format_bandwidth_bits_per_sec as bw, format_duration_us as dur, format_offset_us,
+    format_size_bytes as size,
+};
+
+/// The scenario as TOML text. A scenario that did not come from `parse` (e.g. one a fuzzer
+/// drew) must still respect the bounds, or the text will not parse back; a value TOML
+/// cannot hold (a seed above `i64::MAX`) gives a file whose first line says so.
+pub fn to_toml(s: &Scenario) -> String {
+    match toml::to_string(&to_raw(s)) {
+        Ok(text) => text,
+        Err(e) => format!("# this scenario cannot be written as TOML: {e}\n"),
+    }
+}
+
+/// The raw form of a scenario, with every key spelled out.
+pub fn to_raw(s: &Scenario) -> RawScenario {
+    RawScenario {
+        name: Some(s.name.clone()),
+        description: (!s.description.is_empty()).then(|| s.description.clone()),
+        seed: Some(s.seed),
+        time_limit: Some(dur(s.time_limit_us)),
+        cluster: Some(cluster(&s.cluster)),
+        network: Some(RawNetwork {
+            latency: Some(vec![
+                dur(s.network.latency_us_min),
+                dur(s.network.latency_us_max),
+            ]),
+            loss: Some(s.network.loss),
+            bandwidth: Some(bw(s.network.bandwidth_bits_per_sec)),
+        }),
+        rendezvous: Some(rendezvous(&s.rendezvous)),
+        agent: Some(RawAgent {
+            nproc_per_node: Some(s.agent.nproc_per_node),
+            max_restarts: Some(s.agent.max_restarts),
+            monitor_interval: Some(dur(s.agent.monitor_interval_us)),
+            exit_barrier_timeout: Some(dur(s.agent.exit_barrier_timeout_us)),
+        }),
+        job: Some(job(&s.job)),
+        reader: s.reader.as_ref().map(reader),
+        faults: s.faults.iter().map(fault).collect(),
+        expect: expect(&s.expect),
+    }
+}
+
+fn node(i: u32) -> String {
+    node_name(i)
+}
+
+fn cluster(c: &Cluster) -> RawCluster {
+    let builtin = builtin_gpu(&c.gpu.name).is_some_and(|b| b == c.gpu);
+    RawCluster {
+        nodes: Some(c.nodes),
+        spare_nodes: Some(c.spare_nodes),
+        gpus_per_node: Some(c.gpus_per_node),
+        gpu: builtin.then(|| c.gpu.name.clone()),
+        store: Some(match c.store {
+            StoreHost::Node(i) => node(i),
+            StoreHost::Dedicated => "dedicated".to_string(),
+        }),
+        clock_skew: (!c.clock_skew_us.is_empty()).then(|| {
+            c.clock_skew_us
+                .iter()
+                .map(|(n, us)| (node(*n), format_offset_us(*us)))
+                .collect()
+        }),
+        gpu_profile: (!builtin).then(|| RawGpuProfile {
+            name: Some(c.gpu.name.clone()),
+            memory: Some(size(c.gpu.memory_bytes)),
+            h2d_bandwidth: Some(bw(c.gpu.h2d_bits_per_sec)),
+            d2d_bandwidth: Some(bw(c.gpu.d2d_bits_per_sec)),
+            compute_speed: Some(c.gpu.compute_speed),
+        }),
+    }
+}
+
+fn rendezvous(r: &RendezvousConfig) -> RawRendezvous {
+    RawRendezvous {
+        min_nodes: Some(r.min_nodes),
+        max_nodes: Some(r.max_nodes),
+        join_timeout: Some(dur(r.join_timeout_us)),
+        last_call_timeout: Some(dur(r.last_call_timeout_us)),
+        close_timeout: Some(dur(r.close_timeout_us)),
+        heartbeat_timeout: Some(dur(r.heartbeat_timeout_us)),
+        keep_alive_interval: Some(dur(r.keep_alive_interval_us)),
+        keep_alive_max_attempt: Some(r.keep_alive_max_attempt),
+        fixes: Some(r.fixes.clone()),
+    }
+}
+
+fn job(j: &JobConfig) -> RawJob {
+    let mut c = RawComplexity::default();
+    match &j.dataset.complexity {
+        Complexity::Constant { value } => {
+            (c.dist, c.value) = (Some("constant".into()), Some(*value))
+        }
+        Complexity::Uniform { min, max } => {
+            (c.dist, c.min, c.max) = (Some("uniform".into()), Some(*min), Some(*max))
+        }
+        Complexity::Lognormal { median, sigma } => {
+            (c.dist, c.median, c.sigma) = (Some("lognormal".into()), Some(*median), Some(*sigma))
+        }
+        Complexity::List { values } => {
+            (c.dist, c.values) = (Some("list".into()), Some(values.clone()))
+        }
+    }
+    let s = &j.sampler;
+    RawJob {
+        steps: Some(j.steps),
+        step_time: Some(dur(j.step_time_us)),
+        model_size: Some(size(j.model_size_bytes)),
+        checkpoint_every: Some(j.checkpoint_every),
+        dataset: Some(RawDataset {
+            len: Some(j.dataset.len),
+            complexity: Some(c),
+        }),
+        sampler: Some(RawSampler {
+            kind: Some(match s.kind {
+                SamplerKind::Distributed => RawSamplerKind::Distributed,
+                SamplerKind::LoadBalancing => RawSamplerKind::LoadBalancing,
+            }),
+            shuffle: Some(s.shuffle),
+            seed: Some(s.seed),
+            drop_last: Some(s.drop_last),
+            random_level: Some(s.random_level),
+            batch_size: Some(s.batch_size),
+        }),
+    }
+}
+
+fn reader(r: &ReaderConfig) -> RawReader {
+    RawReader {
+        workers: Some(r.workers),
+        files: Some(r.files),
+        records_per_file: Some(r.records_per_file),
+        batch_size: Some(r.batch_size),
+        repeat: Some(r.repeat),
+        check: Some(match r.check {
+            ReaderCheck::Sum => RawReaderCheck::Sum,
+            ReaderCheck::None => RawReaderCheck::None,
+        }),
+        broken_files: Some(r.broken_files.clone()),
+        corrupt_records: Some(r.corrupt_records.clone()),
+    }
+}
+
+fn fault(f: &Fault) -> RawFault {
+    let mut r = RawFault {
+        at: Some(dur(f.at_us)),
+        kind: Some(f.kind.name().to_string()),
+        ..RawFault::default()
+    };
+    match &f.kind {
+        FaultKind::Kill { node: n }
+        | FaultKind::Stop { node: n }
+        | FaultKind::Restart { node: n }
+        | FaultKind::Start { node: n }
+        | FaultKind::Pause { node: n }
+        | FaultKind::Resume { node: n } => r.node = Some(node(*n)),
+        FaultKind::Partition { groups } => {
+            r.groups = Some(
+                groups
+                    .iter()
+                    .map(|g| g.iter().map(|n| node(*n)).collect())
+                    .collect(),
+            )
+        }
+        FaultKind::Heal | FaultKind::StoreCrash => {}
+        FaultKind::ClogLink { from, to } | FaultKind::UnclogLink { from, to } => {
+            (r.from, r.to) = (Some(node(*from)), Some(node(*to)));
+        }
+        FaultKind::Latency {
+            latency_us_min,
+            latency_us_max,
+            duration_us,
+        } => {
+            r.latency = Some(vec![dur(*latency_us_min), dur(*latency_us_max)]);
+            r.duration = duration_us.map(dur);
+        }
+        FaultKind::Loss {
+            probability,
+            duration_us,
+        } => (r.probability, r.duration) = (Some(*probability), duration_us.map(dur)),
+        FaultKind::ClockSkew { node: n, offset_us } => {
+            (r.node, r.offset) = (Some(node(*n)), Some(format_offset_us(*offset_us)))
+        }
+        FaultKind::GpuSlow {
+            node: n,
+            gpu,
+            factor,
+            duration_us,
+        } => {
+            (r.node, r.gpu, r.factor, r.duration) = (
+                Some(node(*n)),
+                Some(*gpu),
+                Some(*factor),
+                Some(dur(*duration_us)),
+            );
+        }
+        FaultKind::GpuFail { node: n, gpu } => (r.node, r.gpu) = (Some(node(*n)), Some(*gpu)),
+        FaultKind::WorkerCrash {
+            node: n,
+            local_rank,
+            exit_code,
+        } => {
+            (r.node, r.local_rank, r.exit_code) =
+                (Some(node(*n)), Some(*local_rank), Some(*exit_code));
+        }
+    }
+    r
+}
+
+fn expect(e: &Expect) -> Option<RawExpect> {
+    if *e == Expect::default() {
+        return None;
+    }
+    Some(RawExpect {
+        outcome: e.outcome.map(|o| match o {
+            Outcome::Succeeded => RawOutcome::Succeeded,
+            Outcome::Failed => RawOutcome::Failed,
+            Outcome::TimedOut => RawOutcome::TimedOut,
+        }),
+        rounds: e.rounds.map(|(min, max)| {
+            if min == max {
+                RawRounds::Exact(min)
+            } else {
+                RawRounds::Range {
+                    min: Some(min),
+                    max: Some(max),
+                }
+            }
+        }),
+        restarts: (!e.restarts.is_empty())
+            .then(|| e.restarts.iter().map(|(n, c)| (node(*n), *c)).collect()),
+        final_world_size: e.final_world_size,
+        violations: (!e.violations.is_empty()).then(|| e.violations.clone()),
+    })
+}

@@ -1,0 +1,294 @@
+//! Validation of `[[faults]]`: per-kind keys, node names, GPU and rank indices, times inside
+//! the time limit, and the order rules for spare nodes.
+
+use super::limits::*;
+use super::locate::FieldPath;
+use super::model::{Fault, FaultKind};
+use super::raw::RawFault;
+use super::units;
+use super::values::*;
+use std::collections::{BTreeMap, BTreeSet};
+
+/// Every fault kind with the keys it takes besides `at` and `kind`; keys in the second list
+/// are optional.
+pub const FAULT_FIELDS: &[(&str, &[&str], &[&str])] = &[
+    ("kill", &["node"], &[]),
+    ("stop", &["node"], &[]),
+    ("restart", &["node"], &[]),
+    ("start", &["node"], &[]),
+    ("pause", &["node"], &[]),
+    ("resume", &["node"], &[]),
+    ("partition", &["groups"], &[]),
+    ("heal", &[], &[]),
+    ("clog_link", &["from", "to"], &[]),
+    ("unclog_link", &["from", "to"], &[]),
+    ("latency", &["latency"], &["duration"]),
+    ("loss", &["probability"], &["duration"]),
+    ("clock_skew", &["node", "offset"], &[]),
+    ("gpu_slow", &["node", "gpu", "factor", "duration"], &[]),
+    ("gpu_fail", &["node", "gpu"], &[]),
+    ("worker_crash", &["node", "local_rank"], &["exit_code"]),
+    ("store_crash", &[], &[]),
+];
+
+/// What a fault may refer to.
+pub struct FaultContext {
+    /// Nodes that start at t = 0.
+    pub nodes: u32,
+    /// Started and spare nodes.
+    pub total_nodes: u32,
+    pub gpus_per_node: u32,
+    pub nproc_per_node: u32,
+    pub time_limit_us: u64,
+}
+
+/// All faults, in file order, each with its index in the file.
+pub fn faults(list: &[RawFault], ctx: &FaultContext) -> Check<Vec<(usize, Fault)>> {
+    let p = FieldPath::root().key("faults");
+    list_len(&p, list, FAULTS_MAX)?;
+    let mut out = Vec::with_capacity(list.len());
+    for (i, raw) in list.iter().enumerate() {
+        out.push((i, fault(&p.index(i), raw, ctx)?));
+    }
+    check_spare_order(&p, &out, ctx)?;
+    Ok(out)
+}
+
+/// A spare node starts once, by `start`, and only a started spare can be restarted.
+fn check_spare_order(p: &FieldPath, faults: &[(usize, Fault)], ctx: &FaultContext) -> Check<()> {
+    let mut by_time: Vec<&(usize, Fault)> = faults.iter().collect();
+    by_time.sort_by_key(|(_, f)| f.at_us);
+    let mut started: BTreeMap<u32, usize> = BTreeMap::new();
+    for (i, f) in by_time {
+        match f.kind {
+            FaultKind::Start { node } => {
+                if let Some(first) = started.insert(node, *i) {
+                    let msg = format!("node-{node} is already started by faults[{first}]; use `restart` after a kill");
+                    return Err(issue(&p.index(*i).key("node"), msg));
+                }
+            }
+            FaultKind::Restart { node } if node >= ctx.nodes && !started.contains_key(&node) => {
+                let msg =
+                    format!("node-{node} is a spare node that no earlier `start` fault starts");
+                return Err(issue(&p.index(*i).key("node"), msg));
+            }
+            _ => {}
+        }
+    }
+    Ok(())
+}
+
+/// The keys a raw fault spells out, besides `at` and `kind`.
+fn present_keys(f: &RawFault) -> Vec<&'static str> {
+    let flags = [
+        ("node", f.node.is_some()),
+        ("groups", f.groups.is_some()),
+        ("from", f.from.is_some()),
+        ("to", f.to.is_some()),
+        ("latency", f.latency.is_some()),
+        ("probability", f.probability.is_some()),
+        ("duration", f.duration.is_some()),
+        ("offset", f.offset.is_some()),
+        ("gpu", f.gpu.is_some()),
+        ("factor", f.factor.is_some()),
+        ("local_rank", f.local_rank.is_some()),
+        ("exit_code", f.exit_code.is_some()),
+    ];
+    flags
+        .iter()
+        .filter(|(_, on)| *on)
+        .map(|(k, _)| *k)
+        .collect()
+}
+
+fn fault(p: &FieldPath, f: &RawFault, ctx: &FaultContext) -> Check<Fault> {
+    let kind = required(&p.key("kind"), &f.kind)?;
+    let Some((_, needs, optional)) = FAULT_FIELDS.iter().find(|(k, _, _)| *k == kind) else {
+        let kinds: Vec<&str> = FAULT_FIELDS.iter().map(|(k, _, _)| *k).collect();
+        return Err(issue(
+            &p.key("kind"),
+            format!(
+                "`{kind}` is not a fault kind (one of: {})",
+                kinds.join(", ")
+            ),
+        ));
+    };
+    let present = present_keys(f);
+    for key in &present {
+        if !needs.contains(key) && !optional.contains(key) {
+            let takes: Vec<&str> = needs.iter().chain(optional.iter()).copied().collect();
+            let takes = if takes.is_empty() {
+                "no other keys".to_string()
+            } else {
+                takes.join(", ")
+            };
+            return Err(issue(
+                &p.key(key),
+                format!("does not apply to a `{kind}` fault (it takes: {takes})"),
+            ));
+        }
+    }
+    if let Some(key) = needs.iter().find(|k| !present.contains(k)) {
+        return Err(issue(p, format!("a `{kind}` fault needs `{key}`")));
+    }
+    let at = required(&p.key("at"), &f.at)?;
+    let at_us = duration_in(&p.key("at"), &at, 0, u64::MAX)?;
+    if at_us >= ctx.time_limit_us {
+        let limit = units::format_duration_us(ctx.time_limit_us);
+        return Err(issue(
+            &p.key("at"),
+            format!("{at:?} is not before time_limit ({limit}); the run ends there"),
+        ));
+    }
+    Ok(Fault {
+        at_us,
+        kind: fault_kind(p, &kind, f, ctx)?,
+    })
+}
+
+fn fault_kind(p: &FieldPath, kind: &str, f: &RawFault, ctx: &FaultContext) -> Check<FaultKind> {
+    let text = |v: &Option<String>| v.clone().unwrap_or_default();
+    let node = || node_index(&p.key("node"), &text(&f.node), ctx.total_nodes);
+    let duration = |v: &Option<String>| -> Check<Option<u64>> {
+        v.as_ref()
+            .map(|d| duration_in(&p.key("duration"), d, 1, TIME_LIMIT_US_MAX))
+            .transpose()
+    };
+    Ok(match kind {
+        "kill" => FaultKind::Kill { node: node()? },
+        "stop" => FaultKind::Stop { node: node()? },
+        "restart" => FaultKind::Restart { node: node()? },
+        "start" => FaultKind::Start {
+            node: spare(p, node()?, ctx)?,
+        },
+        "pause" => FaultKind::Pause { node: node()? },
+        "resume" => FaultKind::Resume { node: node()? },
+        "partition" => FaultKind::Partition {
+            groups: groups(&p.key("groups"), f.groups.as_deref().unwrap_or(&[]), ctx)?,
+        },
+        "heal" => FaultKind::Heal,
+        "clog_link" | "unclog_link" => {
+            let from = node_index(&p.key("from"), &text(&f.from), ctx.total_nodes)?;
+            let to = node_index(&p.key("to"), &text(&f.to), ctx.total_nodes)?;
+            if from == to {
+                return Err(issue(&p.key("to"), "a link joins two different nodes"));
+            }
+            if kind == "clog_link" {
+                FaultKind::ClogLink { from, to }
+            } else {
+                FaultKind::UnclogLink { from, to }
+            }
+        }
+        "latency" => {
+            let (min, max) = latency_range(&p.key("latency"), f.latency.as_deref().unwrap_or(&[]))?;
+            FaultKind::Latency {
+                latency_us_min: min,
+                latency_us_max: max,
+                duration_us: duration(&f.duration)?,
+            }
+        }
+        "loss" => FaultKind::Loss {
+            probability: probability(&p.key("probability"), f.probability.unwrap_or(0.0))?,
+            duration_us: duration(&f.duration)?,
+        },
+        "clock_skew" => FaultKind::ClockSkew {
+            node: node()?,
+            offset_us: offset_in(&p.key("offset"), &text(&f.offset), CLOCK_SKEW_US_MAX)?,
+        },
+        "gpu_slow" => FaultKind::GpuSlow {
+            node: node()?,
+            gpu: gpu(p, f.gpu.unwrap_or(0), ctx)?,
+            factor: float_in(
+                &p.key("factor"),
+                f.factor.unwrap_or(1.0),
+                1.0,
+                GPU_SLOW_FACTOR_MAX,
+            )?,
+            duration_us: duration(&f.duration)?.unwrap_or(0),
+        },
+        "gpu_fail" => FaultKind::GpuFail {
+            node: node()?,
+            gpu: gpu(p, f.gpu.unwrap_or(0), ctx)?,
+        },
+        "worker_crash" => FaultKind::WorkerCrash {
+            node: node()?,
+            local_rank: local_rank(p, f, ctx)?,
+            exit_code: exit_code(p, f)?,
+        },
+        _ => FaultKind::StoreCrash,
+    })
+}
+
+fn spare(p: &FieldPath, node: u32, ctx: &FaultContext) -> Check<u32> {
+    if node < ctx.nodes {
+        let first = ctx.nodes;
+        let msg = format!(
+            "`start` brings up a spare node (node-{first} and above); node-{node} starts at t = 0"
+        );
+        return Err(issue(&p.key("node"), msg));
+    }
+    Ok(node)
+}
+
+fn gpu(p: &FieldPath, gpu: u32, ctx: &FaultContext) -> Check<u32> {
+    if gpu >= ctx.gpus_per_node {
+        let msg = format!(
+            "GPU {gpu} does not exist (cluster.gpus_per_node is {})",
+            ctx.gpus_per_node
+        );
+        return Err(issue(&p.key("gpu"), msg));
+    }
+    Ok(gpu)
+}
+
+fn local_rank(p: &FieldPath, f: &RawFault, ctx: &FaultContext) -> Check<u32> {
+    let rank = f.local_rank.unwrap_or(0);
+    if rank >= ctx.nproc_per_node {
+        let msg = format!(
+            "local rank {rank} does not exist (agent.nproc_per_node is {})",
+            ctx.nproc_per_node
+        );
+        return Err(issue(&p.key("local_rank"), msg));
+    }
+    Ok(rank)
+}
+
+fn exit_code(p: &FieldPath, f: &RawFault) -> Check<i32> {
+    // torch treats any non-zero exit as a failed worker; 1 is what an uncaught Python
+    // exception gives, so it is the default.
+    let code = f.exit_code.unwrap_or(1);
+    if code == 0 {
+        return Err(issue(
+            &p.key("exit_code"),
+            "must be non-zero (a worker exiting 0 has succeeded)",
+        ));
+    }
+    Ok(code)
+}
+
+fn groups(p: &FieldPath, groups: &[Vec<String>], ctx: &FaultContext) -> Check<Vec<Vec<u32>>> {
+    if groups.is_empty() {
+        return Err(issue(p, "must list at least one group of nodes"));
+    }
+    list_len(p, groups, ctx.total_nodes as usize)?;
+    let mut seen = BTreeSet::new();
+    let mut out = Vec::with_capacity(groups.len());
+    for (g, group) in groups.iter().enumerate() {
+        if group.is_empty() {
+            return Err(issue(&p.index(g), "a group cannot be empty"));
+        }
+        let mut nodes = Vec::with_capacity(group.len().min(ctx.total_nodes as usize));
+        for (i, name) in group.iter().enumerate() {
+            let node = node_index(&p.index(g).index(i), name, ctx.total_nodes)?;
+            if !seen.insert(node) {
+                return Err(issue(
+                    &p.index(g).index(i),
+                    format!("`{name}` is in more than one place"),
+                ));
+            }
+            nodes.push(node);
+        }
+        out.push(nodes);
+    }
+    Ok(out)
+}

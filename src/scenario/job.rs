@@ -1,0 +1,262 @@
+//! Validation of `[job]` (with its dataset and sampler) and `[reader]`.
+
+use super::limits::*;
+use super::locate::FieldPath;
+use super::model::{
+    Complexity, Dataset, JobConfig, ReaderCheck, ReaderConfig, SamplerConfig, SamplerKind,
+};
+use super::raw::{RawComplexity, RawJob, RawReader, RawReaderCheck, RawSampler, RawSamplerKind};
+use super::values::*;
+use std::collections::BTreeSet;
+
+/// The keys each complexity `dist` takes besides `dist` itself.
+pub const DIST_FIELDS: &[(&str, &[&str])] = &[
+    ("constant", &["value"]),
+    ("uniform", &["min", "max"]),
+    ("lognormal", &["median", "sigma"]),
+    ("list", &["values"]),
+];
+
+/// `[job]`.
+pub fn job(raw: &Option<RawJob>) -> Check<JobConfig> {
+    let p = FieldPath::root().key("job");
+    let j = raw.clone().unwrap_or_default();
+    let steps = in_range(&p.key("steps"), j.steps.unwrap_or(500), 1, STEPS_MAX)?;
+    let step_time_us =
+        positive_duration(&p.key("step_time"), &j.step_time, 200_000, STEP_TIME_US_MAX)?;
+    let model_size_bytes = size_in(
+        &p.key("model_size"),
+        &j.model_size,
+        1 << 30,
+        MODEL_SIZE_BYTES_MAX,
+    )?;
+    let checkpoint_every = in_range(
+        &p.key("checkpoint_every"),
+        j.checkpoint_every.unwrap_or(50),
+        1,
+        STEPS_MAX,
+    )?;
+    let dataset = dataset(
+        &p.key("dataset"),
+        j.dataset.as_ref().map(|d| (d.len, &d.complexity)),
+    )?;
+    let sampler = sampler(&p.key("sampler"), &j.sampler.unwrap_or_default())?;
+    Ok(JobConfig {
+        steps,
+        step_time_us,
+        model_size_bytes,
+        checkpoint_every,
+        dataset,
+        sampler,
+    })
+}
+
+fn dataset(p: &FieldPath, raw: Option<(Option<u64>, &Option<RawComplexity>)>) -> Check<Dataset> {
+    let (len, complexity) = raw.unwrap_or((None, &None));
+    let len = in_range(&p.key("len"), len.unwrap_or(100_000), 1, DATASET_LEN_MAX)?;
+    let complexity = match complexity {
+        Some(c) => self::complexity(&p.key("complexity"), c, len)?,
+        None => Complexity::Constant { value: 1 },
+    };
+    Ok(Dataset { len, complexity })
+}
+
+/// The keys present in a raw complexity, in declaration order.
+fn present_dist_keys(c: &RawComplexity) -> Vec<&'static str> {
+    let flags = [
+        ("value", c.value.is_some()),
+        ("min", c.min.is_some()),
+        ("max", c.max.is_some()),
+        ("median", c.median.is_some()),
+        ("sigma", c.sigma.is_some()),
+        ("values", c.values.is_some()),
+    ];
+    flags
+        .iter()
+        .filter(|(_, on)| *on)
+        .map(|(k, _)| *k)
+        .collect()
+}
+
+fn complexity(p: &FieldPath, c: &RawComplexity, len: u64) -> Check<Complexity> {
+    let dist = required(&p.key("dist"), &c.dist)?;
+    let names: Vec<&str> = DIST_FIELDS.iter().map(|(d, _)| *d).collect();
+    let Some((_, takes)) = DIST_FIELDS.iter().find(|(d, _)| *d == dist) else {
+        let msg = format!(
+            "`{dist}` is not a distribution (one of: {})",
+            names.join(", ")
+        );
+        return Err(issue(&p.key("dist"), msg));
+    };
+    for key in present_dist_keys(c) {
+        if !takes.contains(&key) {
+            let msg = format!(
+                "does not apply to dist = \"{dist}\" (it takes: {})",
+                takes.join(", ")
+            );
+            return Err(issue(&p.key(key), msg));
+        }
+    }
+    let need = |key: &str| issue(p, format!("dist = \"{dist}\" needs `{key}`"));
+    let value = |path: &FieldPath, v: u64| in_range(path, v, 1, COMPLEXITY_MAX);
+    match dist.as_str() {
+        "constant" => Ok(Complexity::Constant {
+            value: value(&p.key("value"), c.value.ok_or_else(|| need("value"))?)?,
+        }),
+        "uniform" => {
+            let min = value(&p.key("min"), c.min.ok_or_else(|| need("min"))?)?;
+            let max = value(&p.key("max"), c.max.ok_or_else(|| need("max"))?)?;
+            if min > max {
+                return Err(issue(
+                    &p.key("min"),
+                    format!("min ({min}) is greater than max ({max})"),
+                ));
+            }
+            Ok(Complexity::Uniform { min, max })
+        }
+        "lognormal" => {
+            let median = c.median.ok_or_else(|| need("median"))?;
+            let median = float_in(
+                &p.key("median"),
+                median,
+                f64::MIN_POSITIVE,
+                COMPLEXITY_MAX as f64,
+            )?;
+            let sigma = float_in(
+                &p.key("sigma"),
+                c.sigma.ok_or_else(|| need("sigma"))?,
+                0.0,
+                COMPLEXITY_SIGMA_MAX,
+            )?;
+            Ok(Complexity::Lognormal { median, sigma })
+        }
+        _ => {
+            let values = c.values.as_ref().ok_or_else(|| need("values"))?;
+            if len > COMPLEXITY_LIST_LEN_MAX {
+                let msg = format!("a list is limited to {COMPLEXITY_LIST_LEN_MAX} samples, but job.dataset.len is {len}");
+                return Err(issue(&p.key("values"), msg));
+            }
+            if values.len() as u64 != len {
+                let msg = format!(
+                    "has {} values but job.dataset.len is {len}; a list gives one per sample",
+                    values.len()
+                );
+                return Err(issue(&p.key("values"), msg));
+            }
+            for (i, v) in values.iter().enumerate() {
+                value(&p.key("values").index(i), *v)?;
+            }
+            Ok(Complexity::List {
+                values: values.clone(),
+            })
+        }
+    }
+}
+
+fn sampler(p: &FieldPath, s: &RawSampler) -> Check<SamplerConfig> {
+    let kind = match s.kind.unwrap_or(RawSamplerKind::Distributed) {
+        RawSamplerKind::Distributed => SamplerKind::Distributed,
+        RawSamplerKind::LoadBalancing => SamplerKind::LoadBalancing,
+    };
+    let random_level = probability(&p.key("random_level"), s.random_level.unwrap_or(0.0))?;
+    if random_level != 0.0 && kind != SamplerKind::LoadBalancing {
+        return Err(issue(
+            &p.key("random_level"),
+            "applies only to kind = \"load_balancing\"",
+        ));
+    }
+    Ok(SamplerConfig {
+        kind,
+        shuffle: s.shuffle.unwrap_or(true),
+        seed: s.seed.unwrap_or(0),
+        drop_last: s.drop_last.unwrap_or(false),
+        random_level,
+        batch_size: in_range(
+            &p.key("batch_size"),
+            s.batch_size.unwrap_or(32),
+            1,
+            BATCH_SIZE_MAX,
+        )?,
+    })
+}
+
+/// `[reader]`, when present.
+pub fn reader(raw: &Option<RawReader>) -> Check<Option<ReaderConfig>> {
+    let Some(r) = raw else { return Ok(None) };
+    let p = FieldPath::root().key("reader");
+    let workers = in_range(
+        &p.key("workers"),
+        r.workers.unwrap_or(4),
+        1,
+        READER_WORKERS_MAX,
+    )?;
+    let files = in_range(&p.key("files"), r.files.unwrap_or(12), 1, READER_FILES_MAX)?;
+    let per_file = r.records_per_file.unwrap_or(740);
+    let records_per_file = in_range(
+        &p.key("records_per_file"),
+        per_file,
+        1,
+        READER_RECORDS_PER_FILE_MAX,
+    )?;
+    if u64::from(files) * records_per_file > READER_RECORDS_MAX {
+        let msg = format!("files × records_per_file must be at most {READER_RECORDS_MAX}");
+        return Err(issue(&p.key("records_per_file"), msg));
+    }
+    let batch_size = in_range(
+        &p.key("batch_size"),
+        r.batch_size.unwrap_or(1024),
+        1,
+        BATCH_SIZE_MAX,
+    )?;
+    let broken = r.broken_files.clone().unwrap_or_default();
+    list_len(&p.key("broken_files"), &broken, files as usize)?;
+    let mut seen = BTreeSet::new();
+    for (i, f) in broken.iter().enumerate() {
+        let at = p.key("broken_files").index(i);
+        in_range(&at, *f, 0, files - 1).map_err(|_| {
+            issue(
+                &at,
+                format!("file {f} does not exist (files are 0 .. {})", files - 1),
+            )
+        })?;
+        if !seen.insert(*f) {
+            return Err(issue(&at, format!("file {f} is listed twice")));
+        }
+    }
+    let corrupt = r.corrupt_records.clone().unwrap_or_default();
+    list_len(
+        &p.key("corrupt_records"),
+        &corrupt,
+        READER_CORRUPT_RECORDS_MAX,
+    )?;
+    let mut seen = BTreeSet::new();
+    for (i, (f, rec)) in corrupt.iter().enumerate() {
+        let at = p.key("corrupt_records").index(i);
+        if *f >= files || *rec >= records_per_file {
+            let msg = format!(
+                "[{f}, {rec}] is not a record (files 0 .. {}, records 0 .. {})",
+                files - 1,
+                records_per_file - 1
+            );
+            return Err(issue(&at, msg));
+        }
+        if !seen.insert((*f, *rec)) {
+            return Err(issue(&at, format!("[{f}, {rec}] is listed twice")));
+        }
+    }
+    let check = match r.check.unwrap_or(RawReaderCheck::Sum) {
+        RawReaderCheck::Sum => ReaderCheck::Sum,
+        RawReaderCheck::None => ReaderCheck::None,
+    };
+    let repeat = r.repeat.unwrap_or(false);
+    Ok(Some(ReaderConfig {
+        workers,
+        files,
+        records_per_file,
+        batch_size,
+        repeat,
+        check,
+        broken_files: broken,
+        corrupt_records: corrupt,
+    }))
+}

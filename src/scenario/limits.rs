@@ -1,0 +1,73 @@
+//! Bounds on every scenario value, so a hostile or mistaken file is an error, never an
+//! out-of-memory or a run that cannot end. Names carry their unit last.
+
+/// Largest scenario file `load` reads; bigger files are refused before parsing.
+pub const FILE_BYTES_MAX: u64 = 64 * 1024 * 1024;
+/// Longest `name`, in characters.
+pub const NAME_CHARS_MAX: usize = 200;
+/// Longest `description`, in characters.
+pub const DESCRIPTION_CHARS_MAX: usize = 10_000;
+/// Largest `seed`: TOML integers are signed 64-bit.
+pub const SEED_MAX: u64 = i64::MAX as u64;
+/// Longest simulated time budget: 7 days.
+pub const TIME_LIMIT_US_MAX: u64 = 7 * 24 * 3_600 * 1_000_000;
+/// Most nodes in a cluster, started and spare together.
+pub const NODES_MAX: u32 = 4096;
+/// Most GPUs on one node.
+pub const GPUS_PER_NODE_MAX: u32 = 64;
+/// Most worker processes on one node.
+pub const NPROC_PER_NODE_MAX: u32 = 256;
+/// Largest clock offset, either way: 1 day.
+pub const CLOCK_SKEW_US_MAX: u64 = 24 * 3_600 * 1_000_000;
+/// Longest one-way network latency: 60 s.
+pub const LATENCY_US_MAX: u64 = 60 * 1_000_000;
+/// Fastest link or GPU transfer: 100 Tbps.
+pub const BANDWIDTH_BITS_PER_SEC_MAX: u64 = 100_000_000_000_000;
+/// Largest GPU memory: 16 TiB.
+pub const GPU_MEMORY_BYTES_MAX: u64 = 16 << 40;
+/// Largest relative GPU compute speed (h100 = 1).
+pub const GPU_COMPUTE_SPEED_MAX: f64 = 1_000.0;
+/// Longest custom GPU profile name, in characters.
+pub const GPU_NAME_CHARS_MAX: usize = 64;
+/// Longest timeout or interval of the rendezvous and the agent: 1 day.
+pub const TIMEOUT_US_MAX: u64 = 24 * 3_600 * 1_000_000;
+/// Most keep-alive attempts before a node is considered dead.
+pub const KEEP_ALIVE_MAX_ATTEMPT_MAX: u32 = 1_000;
+/// Most entries in `rendezvous.fixes`.
+pub const FIXES_MAX: usize = 64;
+/// Largest `agent.max_restarts`.
+pub const MAX_RESTARTS_MAX: u32 = 10_000;
+/// Most optimizer steps in a job.
+pub const STEPS_MAX: u64 = 10_000_000;
+/// Longest step time at complexity 1: 1 hour.
+pub const STEP_TIME_US_MAX: u64 = 3_600 * 1_000_000;
+/// Largest model (all-reduced bytes per step): 16 TiB.
+pub const MODEL_SIZE_BYTES_MAX: u64 = 16 << 40;
+/// Most samples in the dataset: 2^34.
+pub const DATASET_LEN_MAX: u64 = 1 << 34;
+/// Most entries in a `dist = "list"` complexity (it must equal the dataset length).
+pub const COMPLEXITY_LIST_LEN_MAX: u64 = 1 << 20;
+/// Largest per-sample complexity.
+pub const COMPLEXITY_MAX: u64 = 1_000_000;
+/// Largest lognormal sigma.
+pub const COMPLEXITY_SIGMA_MAX: f64 = 10.0;
+/// Largest per-rank (sampler) or global (reader) batch.
+pub const BATCH_SIZE_MAX: u64 = 1 << 20;
+/// Most reader worker threads per node.
+pub const READER_WORKERS_MAX: u32 = 256;
+/// Most reader files.
+pub const READER_FILES_MAX: u32 = 100_000;
+/// Most records in one reader file.
+pub const READER_RECORDS_PER_FILE_MAX: u64 = 1 << 32;
+/// Most records over all reader files.
+pub const READER_RECORDS_MAX: u64 = 1 << 34;
+/// Most entries in `reader.corrupt_records`.
+pub const READER_CORRUPT_RECORDS_MAX: usize = 1 << 20;
+/// Most faults in one scenario.
+pub const FAULTS_MAX: usize = 10_000;
+/// Largest GPU slowdown factor of a `gpu_slow` fault.
+pub const GPU_SLOW_FACTOR_MAX: f64 = 1_000.0;
+/// Largest `expect.rounds` bound.
+pub const ROUNDS_MAX: u64 = 1_000_000;
+/// Largest `expect.restarts` count for one node.
+pub const EXPECT_RESTARTS_MAX: u32 = MAX_RESTARTS_MAX;

@@ -1,0 +1,246 @@
+//! The scenario file as written: serde types that mirror the TOML, every key optional so
+//! defaults and "required" messages live in one place (`validate`). Unknown keys are denied.
+
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+
+/// The whole file.
+#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawScenario {
+    pub name: Option<String>,
+    pub description: Option<String>,
+    pub seed: Option<u64>,
+    pub time_limit: Option<String>,
+    pub cluster: Option<RawCluster>,
+    pub network: Option<RawNetwork>,
+    pub rendezvous: Option<RawRendezvous>,
+    pub agent: Option<RawAgent>,
+    pub job: Option<RawJob>,
+    pub reader: Option<RawReader>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub faults: Vec<RawFault>,
+    pub expect: Option<RawExpect>,
+}
+
+/// `[cluster]`.
+#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawCluster {
+    pub nodes: Option<u32>,
+    pub spare_nodes: Option<u32>,
+    pub gpus_per_node: Option<u32>,
+    pub gpu: Option<String>,
+    pub store: Option<String>,
+    pub clock_skew: Option<BTreeMap<String, String>>,
+    pub gpu_profile: Option<RawGpuProfile>,
+}
+
+/// `[cluster.gpu_profile]`: a GPU model of the user's own.
+#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawGpuProfile {
+    pub name: Option<String>,
+    pub memory: Option<String>,
+    pub h2d_bandwidth: Option<String>,
+    pub d2d_bandwidth: Option<String>,
+    pub compute_speed: Option<f64>,
+}
+
+/// `[network]`.
+#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawNetwork {
+    pub latency: Option<Vec<String>>,
+    pub loss: Option<f64>,
+    pub bandwidth: Option<String>,
+}
+
+/// `[rendezvous]`.
+#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawRendezvous {
+    pub min_nodes: Option<u32>,
+    pub max_nodes: Option<u32>,
+    pub join_timeout: Option<String>,
+    pub last_call_timeout: Option<String>,
+    pub close_timeout: Option<String>,
+    pub heartbeat_timeout: Option<String>,
+    pub keep_alive_interval: Option<String>,
+    pub keep_alive_max_attempt: Option<u32>,
+    pub fixes: Option<Vec<String>>,
+}
+
+/// `[agent]`.
+#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawAgent {
+    pub nproc_per_node: Option<u32>,
+    pub max_restarts: Option<u32>,
+    pub monitor_interval: Option<String>,
+    pub exit_barrier_timeout: Option<String>,
+}
+
+/// `[job]`.
+#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawJob {
+    pub steps: Option<u64>,
+    pub step_time: Option<String>,
+    pub model_size: Option<String>,
+    pub checkpoint_every: Option<u64>,
+    pub dataset: Option<RawDataset>,
+    pub sampler: Option<RawSampler>,
+}
+
+/// `[job.dataset]`.
+#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawDataset {
+    pub len: Option<u64>,
+    pub complexity: Option<RawComplexity>,
+}
+
+/// A complexity distribution, tagged by `dist`; the keys each `dist` takes are checked in
+/// `validate` so a key of another distribution gets a message naming the distribution.
+#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawComplexity {
+    pub dist: Option<String>,
+    pub value: Option<u64>,
+    pub min: Option<u64>,
+    pub max: Option<u64>,
+    pub median: Option<f64>,
+    pub sigma: Option<f64>,
+    pub values: Option<Vec<u64>>,
+}
+
+/// `[job.sampler]`.
+#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawSampler {
+    pub kind: Option<RawSamplerKind>,
+    pub shuffle: Option<bool>,
+    pub seed: Option<i64>,
+    pub drop_last: Option<bool>,
+    pub random_level: Option<f64>,
+    pub batch_size: Option<u64>,
+}
+
+/// `job.sampler.kind`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RawSamplerKind {
+    Distributed,
+    LoadBalancing,
+}
+
+/// `[reader]`.
+#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawReader {
+    pub workers: Option<u32>,
+    pub files: Option<u32>,
+    pub records_per_file: Option<u64>,
+    pub batch_size: Option<u64>,
+    pub repeat: Option<bool>,
+    pub check: Option<RawReaderCheck>,
+    pub broken_files: Option<Vec<u32>>,
+    pub corrupt_records: Option<Vec<(u32, u64)>>,
+}
+
+/// `reader.check`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RawReaderCheck {
+    Sum,
+    None,
+}
+
+/// One `[[faults]]` entry, tagged by `kind`; which keys each kind takes is checked in
+/// `validate` (see `faults::FAULT_FIELDS`) so a misplaced key gets a message naming the kind.
+#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawFault {
+    pub at: Option<String>,
+    pub kind: Option<String>,
+    pub node: Option<String>,
+    pub groups: Option<Vec<Vec<String>>>,
+    pub from: Option<String>,
+    pub to: Option<String>,
+    pub latency: Option<Vec<String>>,
+    pub probability: Option<f64>,
+    pub duration: Option<String>,
+    pub offset: Option<String>,
+    pub gpu: Option<u32>,
+    pub factor: Option<f64>,
+    pub local_rank: Option<u32>,
+    pub exit_code: Option<i32>,
+}
+
+/// `[expect]`.
+#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawExpect {
+    pub outcome: Option<RawOutcome>,
+    pub rounds: Option<RawRounds>,
+    pub restarts: Option<BTreeMap<String, u32>>,
+    pub final_world_size: Option<u32>,
+    pub violations: Option<Vec<String>>,
+}
+
+/// `expect.outcome`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RawOutcome {
+    Succeeded,
+    Failed,
+    TimedOut,
+}
+
+/// `expect.rounds`: an exact count or `{ min, max }`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(untagged)]
+pub enum RawRounds {
+    Exact(u64),
+    Range { min: Option<u64>, max: Option<u64> },
+}
+
+/// Hand-written so a wrong shape gets a sentence instead of serde's "did not match any variant".
+impl<'de> Deserialize<'de> for RawRounds {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        deserializer.deserialize_any(RoundsVisitor)
+    }
+}
+
+struct RoundsVisitor;
+
+impl<'de> serde::de::Visitor<'de> for RoundsVisitor {
+    type Value = RawRounds;
+
+    fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        f.write_str("a non-negative integer or a table { min = A, max = B }")
+    }
+
+    fn visit_i64<E: serde::de::Error>(self, v: i64) -> Result<RawRounds, E> {
+        u64::try_from(v)
+            .map(RawRounds::Exact)
+            .map_err(|_| E::invalid_value(serde::de::Unexpected::Signed(v), &self))
+    }
+
+    fn visit_u64<E: serde::de::Error>(self, v: u64) -> Result<RawRounds, E> {
+        Ok(RawRounds::Exact(v))
+    }
+
+    fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<RawRounds, A::Error> {
+        let (mut min, mut max) = (None, None);
+        while let Some(key) = map.next_key::<String>()? {
+            match key.as_str() {
+                "min" => min = Some(map.next_value::<u64>()?),
+                "max" => max = Some(map.next_value::<u64>()?),
+                other => return Err(serde::de::Error::unknown_field(other, &["min", "max"])),
+            }
+        }
+        Ok(RawRounds::Range { min, max })
+    }
+}

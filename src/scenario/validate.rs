@@ -1,0 +1,186 @@
+//! The one place a raw scenario becomes a `Scenario`: defaults filled in, units resolved,
+//! every rule and bound checked, and features not built yet refused.
+
+use super::limits::*;
+use super::locate::FieldPath;
+use super::model::{Expect, Fault, FaultKind, Outcome, Scenario};
+use super::raw::{RawExpect, RawOutcome, RawRounds, RawScenario};
+use super::values::*;
+use super::{cluster, faults, job};
+use std::collections::{BTreeMap, BTreeSet};
+
+/// The stable invariant names `expect.violations` may list.
+pub const INVARIANT_NAMES: &[&str] = &[
+    "rendezvous.agreement",
+    "rendezvous.exclusive",
+    "rendezvous.bounds",
+    "rendezvous.liveness",
+    "rendezvous.closed_is_final",
+    "agent.restart_budget",
+    "agent.ranks",
+    "agent.no_zombie_steps",
+    "job.progress",
+    "sampler.coverage",
+    "reader.exactly_once",
+    "reader.buffer_protocol",
+    "reader.terminates",
+];
+
+/// Default simulated time budget: 2 hours.
+pub const TIME_LIMIT_US_DEFAULT: u64 = 2 * 3_600 * 1_000_000;
+
+/// Checks a raw scenario and builds the model; `allow_unbuilt` skips `reject_unbuilt`.
+pub fn validate(raw: &RawScenario, allow_unbuilt: bool) -> Check<Scenario> {
+    let root = FieldPath::root();
+    let name = required(&root.key("name"), &raw.name)?;
+    let name_chars = name.chars().count();
+    if name.trim().is_empty() || name_chars > NAME_CHARS_MAX {
+        return Err(issue(
+            &root.key("name"),
+            format!("must have 1 to {NAME_CHARS_MAX} characters, not only spaces"),
+        ));
+    }
+    let description = raw.description.clone().unwrap_or_default();
+    if description.chars().count() > DESCRIPTION_CHARS_MAX {
+        return Err(issue(
+            &root.key("description"),
+            format!("must have at most {DESCRIPTION_CHARS_MAX} characters"),
+        ));
+    }
+    let seed = in_range(&root.key("seed"), raw.seed.unwrap_or(0), 0, SEED_MAX)?;
+    let time_limit_us = positive_duration(
+        &root.key("time_limit"),
+        &raw.time_limit,
+        TIME_LIMIT_US_DEFAULT,
+        TIME_LIMIT_US_MAX,
+    )?;
+    let cluster = cluster::cluster(&raw.cluster)?;
+    let network = cluster::network(&raw.network)?;
+    let rendezvous = cluster::rendezvous(&raw.rendezvous, &cluster)?;
+    let agent = cluster::agent(&raw.agent, &cluster)?;
+    let job = job::job(&raw.job)?;
+    let reader = job::reader(&raw.reader)?;
+    let ctx = faults::FaultContext {
+        nodes: cluster.nodes,
+        total_nodes: cluster.total_nodes(),
+        gpus_per_node: cluster.gpus_per_node,
+        nproc_per_node: agent.nproc_per_node,
+        time_limit_us,
+    };
+    let mut indexed = faults::faults(&raw.faults, &ctx)?;
+    let expect = expect(&raw.expect, cluster.total_nodes())?;
+    if !allow_unbuilt {
+        reject_unbuilt(&indexed, raw.reader.is_some())?;
+    }
+    // Stable: faults at the same time keep their file order.
+    indexed.sort_by_key(|(_, f)| f.at_us);
+    let faults = indexed.into_iter().map(|(_, f)| f).collect();
+    Ok(Scenario {
+        name,
+        description,
+        seed,
+        time_limit_us,
+        cluster,
+        network,
+        rendezvous,
+        agent,
+        job,
+        reader,
+        faults,
+        expect,
+    })
+}
+
+/// Refuses the parts of the format whose simulation is not built yet: `gpu_slow` and
+/// `gpu_fail` faults and the `[reader]` pipeline. They parse and validate fully; remove a
+/// case here when its model lands.
+pub fn reject_unbuilt(faults: &[(usize, Fault)], has_reader: bool) -> Check<()> {
+    for (i, f) in faults {
+        if matches!(
+            f.kind,
+            FaultKind::GpuSlow { .. } | FaultKind::GpuFail { .. }
+        ) {
+            let msg = format!(
+                "`{}` faults are not built yet: the GPU model comes with later work",
+                f.kind.name()
+            );
+            return Err(issue(
+                &FieldPath::root().key("faults").index(*i).key("kind"),
+                msg,
+            ));
+        }
+    }
+    if has_reader {
+        let msg = "the [reader] pipeline is not built yet: remove the section until it lands";
+        return Err(issue(&FieldPath::root().key("reader"), msg));
+    }
+    Ok(())
+}
+
+/// `[expect]`.
+fn expect(raw: &Option<RawExpect>, total_nodes: u32) -> Check<Expect> {
+    let Some(e) = raw else {
+        return Ok(Expect::default());
+    };
+    let p = FieldPath::root().key("expect");
+    let outcome = e.outcome.map(|o| match o {
+        RawOutcome::Succeeded => Outcome::Succeeded,
+        RawOutcome::Failed => Outcome::Failed,
+        RawOutcome::TimedOut => Outcome::TimedOut,
+    });
+    let rounds = match e.rounds {
+        None => None,
+        Some(RawRounds::Exact(n)) => Some((in_range(&p.key("rounds"), n, 0, ROUNDS_MAX)?, n)),
+        Some(RawRounds::Range { min, max }) => {
+            let min = in_range(&p.key("rounds").key("min"), min.unwrap_or(0), 0, ROUNDS_MAX)?;
+            let max = in_range(
+                &p.key("rounds").key("max"),
+                max.unwrap_or(ROUNDS_MAX),
+                0,
+                ROUNDS_MAX,
+            )?;
+            if min > max {
+                return Err(issue(
+                    &p.key("rounds").key("min"),
+                    format!("min ({min}) is greater than max ({max})"),
+                ));
+            }
+            Some((min, max))
+        }
+    };
+    let mut restarts = BTreeMap::new();
+    for (name, count) in e.restarts.iter().flatten() {
+        let at = p.key("restarts").key(name);
+        let node = node_index(&at, name, total_nodes)?;
+        restarts.insert(node, in_range(&at, *count, 0, EXPECT_RESTARTS_MAX)?);
+    }
+    let final_world_size = e
+        .final_world_size
+        .map(|w| in_range(&p.key("final_world_size"), w, 0, NODES_MAX))
+        .transpose()?;
+    let violations = e.violations.clone().unwrap_or_default();
+    list_len(&p.key("violations"), &violations, INVARIANT_NAMES.len())?;
+    let mut seen = BTreeSet::new();
+    for (i, v) in violations.iter().enumerate() {
+        let at = p.key("violations").index(i);
+        if !INVARIANT_NAMES.contains(&v.as_str()) {
+            return Err(issue(
+                &at,
+                format!(
+                    "`{v}` is not an invariant (one of: {})",
+                    INVARIANT_NAMES.join(", ")
+                ),
+            ));
+        }
+        if !seen.insert(v.as_str()) {
+            return Err(issue(&at, format!("`{v}` is listed twice")));
+        }
+    }
+    Ok(Expect {
+        outcome,
+        rounds,
+        restarts,
+        final_world_size,
+        violations,
+    })
+}
