@@ -114,8 +114,15 @@ violations = ["rendezvous.liveness"]
 
 /// Cases per property: `TRAINSIM_PARSER_FUZZ_CASES`, else a count that runs in seconds.
 fn config() -> Config {
-    let cases = std::env::var("TRAINSIM_PARSER_FUZZ_CASES").ok().and_then(|v| v.parse().ok()).unwrap_or(10_000);
-    Config { cases, failure_persistence: None, ..Config::default() }
+    let cases = std::env::var("TRAINSIM_PARSER_FUZZ_CASES")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(10_000);
+    Config {
+        cases,
+        failure_persistence: None,
+        ..Config::default()
+    }
 }
 
 /// Runs both parsers on `text` and checks the properties.
