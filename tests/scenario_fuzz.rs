@@ -242,3 +242,26 @@ proptest! {
         check(&lines.join("\n"))?;
     }
 }
+
+#[test]
+fn deep_nesting_and_huge_values_are_errors_not_crashes() {
+    let deep_arrays = format!(
+        "name = \"x\"\nx = {}1{}\n",
+        "[".repeat(100_000),
+        "]".repeat(100_000)
+    );
+    let deep_tables = format!(
+        "name = \"x\"\nx = {}1{}\n",
+        "{ a = ".repeat(10_000),
+        " }".repeat(10_000)
+    );
+    let deep_keys = format!("name = \"x\"\n{} = 1\n", vec!["a"; 100_000].join("."));
+    let long_list = format!(
+        "name = \"x\"\n[job.dataset]\nlen = 3\ncomplexity = {{ dist = \"list\", values = [{}] }}\n",
+        "1, ".repeat(100_000)
+    );
+    for text in [deep_arrays, deep_tables, deep_keys, long_list] {
+        let e = parse(&text, "deep.toml").expect_err("refused");
+        assert!(e.line >= 1 && e.column >= 1, "{e}");
+    }
+}
