@@ -8,7 +8,10 @@ const FILE: &str = "scenarios/bad.toml";
 fn error(text: &str) -> ScenarioError {
     let e = parse(text, FILE).expect_err("the scenario should be refused");
     let shown = e.to_string();
-    assert!(shown.starts_with(&format!("{FILE}:{}:{}: {}: ", e.line, e.column, e.field)), "{shown}");
+    assert!(
+        shown.starts_with(&format!("{FILE}:{}:{}: {}: ", e.line, e.column, e.field)),
+        "{shown}"
+    );
     assert!(e.line >= 1 && e.column >= 1, "{shown}");
     assert!(!e.field.is_empty() && !e.message.is_empty(), "{shown}");
     e
@@ -16,7 +19,11 @@ fn error(text: &str) -> ScenarioError {
 
 /// Asserts where an error points and that its message says `words`.
 fn assert_at(e: &ScenarioError, line: usize, column: usize, field: &str, words: &str) {
-    assert_eq!((e.line, e.column, e.field.as_str()), (line, column, field), "{e}");
+    assert_eq!(
+        (e.line, e.column, e.field.as_str()),
+        (line, column, field),
+        "{e}"
+    );
     assert!(e.message.contains(words), "{e}");
 }
 
@@ -40,7 +47,9 @@ fn contract_min_above_max() {
 
 #[test]
 fn contract_unknown_node_in_a_fault() {
-    let e = error("name = \"bad\"\nseed = 1\n[[faults]]\nat = \"5s\"\nkind = \"kill\"\nnode = \"node-99\"\n");
+    let e = error(
+        "name = \"bad\"\nseed = 1\n[[faults]]\nat = \"5s\"\nkind = \"kill\"\nnode = \"node-99\"\n",
+    );
     assert_at(&e, 6, 8, "faults[0].node", "`node-99` is not a node");
 }
 
@@ -52,14 +61,24 @@ fn unknown_key_at_top_level() {
 
 #[test]
 fn unknown_key_in_a_fault() {
-    let e = error("name = \"x\"\n[[faults]]\nat = \"5s\"\nkind = \"kill\"\nnode = \"node-0\"\nnodes = 1\n");
+    let e = error(
+        "name = \"x\"\n[[faults]]\nat = \"5s\"\nkind = \"kill\"\nnode = \"node-0\"\nnodes = 1\n",
+    );
     assert_at(&e, 6, 1, "faults[0].nodes", "unknown field `nodes`");
 }
 
 #[test]
 fn key_of_another_fault_kind() {
-    let e = error("name = \"x\"\n[[faults]]\nat = \"5s\"\nkind = \"kill\"\nnode = \"node-0\"\ngpu = 1\n");
-    assert_at(&e, 6, 7, "faults[0].gpu", "does not apply to a `kill` fault");
+    let e = error(
+        "name = \"x\"\n[[faults]]\nat = \"5s\"\nkind = \"kill\"\nnode = \"node-0\"\ngpu = 1\n",
+    );
+    assert_at(
+        &e,
+        6,
+        7,
+        "faults[0].gpu",
+        "does not apply to a `kill` fault",
+    );
 }
 
 #[test]
@@ -70,8 +89,16 @@ fn missing_fault_key_points_at_the_fault() {
 
 #[test]
 fn unknown_key_in_a_dist() {
-    let e = error("name = \"x\"\n[job.dataset]\ncomplexity = { dist = \"constant\", value = 1, mean = 2 }\n");
-    assert_at(&e, 3, 46, "job.dataset.complexity.mean", "unknown field `mean`");
+    let e = error(
+        "name = \"x\"\n[job.dataset]\ncomplexity = { dist = \"constant\", value = 1, mean = 2 }\n",
+    );
+    assert_at(
+        &e,
+        3,
+        46,
+        "job.dataset.complexity.mean",
+        "unknown field `mean`",
+    );
 }
 
 #[test]
@@ -84,7 +111,9 @@ fn wrong_type() {
 
 #[test]
 fn fault_after_time_limit() {
-    let e = error("name = \"x\"\ntime_limit = \"1m\"\n[[faults]]\nat = \"2m\"\nkind = \"store_crash\"\n");
+    let e = error(
+        "name = \"x\"\ntime_limit = \"1m\"\n[[faults]]\nat = \"2m\"\nkind = \"store_crash\"\n",
+    );
     assert_at(&e, 4, 6, "faults[0].at", "not before time_limit");
 }
 
@@ -102,11 +131,18 @@ fn over_a_bound() {
 
 #[test]
 fn unbuilt_features() {
-    let gpu = "name = \"x\"\n[[faults]]\nat = \"1s\"\nkind = \"gpu_fail\"\nnode = \"node-0\"\ngpu = 0\n";
+    let gpu =
+        "name = \"x\"\n[[faults]]\nat = \"1s\"\nkind = \"gpu_fail\"\nnode = \"node-0\"\ngpu = 0\n";
     assert_at(&error(gpu), 4, 8, "faults[0].kind", "not built yet");
     let slow = "name = \"x\"\n[[faults]]\nat = \"1s\"\nkind = \"gpu_slow\"\nnode = \"node-0\"\ngpu = 0\nfactor = 2.0\nduration = \"1s\"\n";
     assert_at(&error(slow), 4, 8, "faults[0].kind", "not built yet");
-    assert_at(&error("name = \"x\"\n\n[reader]\nworkers = 2\n"), 3, 1, "reader", "not built yet");
+    assert_at(
+        &error("name = \"x\"\n\n[reader]\nworkers = 2\n"),
+        3,
+        1,
+        "reader",
+        "not built yet",
+    );
     // The same files parse completely when unbuilt features are allowed.
     assert!(scenario::parse_unchecked(gpu, FILE).is_ok());
     assert!(scenario::parse_unchecked(slow, FILE).is_ok());
@@ -117,7 +153,13 @@ fn bad_duration_strings() {
     let e = error("name = \"x\"\n[rendezvous]\njoin_timeout = \"10\"\n");
     assert_at(&e, 3, 16, "rendezvous.join_timeout", "has no unit");
     let e = error("name = \"x\"\n[agent]\nmonitor_interval = \"0.5us\"\n");
-    assert_at(&e, 3, 20, "agent.monitor_interval", "whole number of microseconds");
+    assert_at(
+        &e,
+        3,
+        20,
+        "agent.monitor_interval",
+        "whole number of microseconds",
+    );
     let e = error("name = \"x\"\n[rendezvous]\nclose_timeout = \"0s\"\n");
     assert_at(&e, 3, 17, "rendezvous.close_timeout", "at least 1us");
     let e = error("name = \"x\"\n[network]\nlatency = [\"5ms\", \"1ms\"]\n");
@@ -136,18 +178,37 @@ fn node_rules() {
     let start = "name = \"x\"\n[cluster]\nnodes = 2\n[[faults]]\nat = \"1s\"\nkind = \"start\"\nnode = \"node-1\"\n";
     assert_at(&error(start), 7, 8, "faults[0].node", "spare node");
     let restart = "name = \"x\"\n[cluster]\nspare_nodes = 1\n[[faults]]\nat = \"1s\"\nkind = \"restart\"\nnode = \"node-1\"\n";
-    assert_at(&error(restart), 7, 8, "faults[0].node", "no earlier `start`");
+    assert_at(
+        &error(restart),
+        7,
+        8,
+        "faults[0].node",
+        "no earlier `start`",
+    );
     let part = "name = \"x\"\n[cluster]\nnodes = 3\n[[faults]]\nat = \"1s\"\nkind = \"partition\"\ngroups = [[\"node-0\"], [\"node-1\", \"node-0\"]]\n";
-    assert_at(&error(part), 7, 34, "faults[0].groups[1][1]", "more than one place");
+    assert_at(
+        &error(part),
+        7,
+        34,
+        "faults[0].groups[1][1]",
+        "more than one place",
+    );
     let rank = "name = \"x\"\n[agent]\nnproc_per_node = 2\n[[faults]]\nat = \"1s\"\nkind = \"worker_crash\"\nnode = \"node-0\"\nlocal_rank = 2\n";
-    assert_at(&error(rank), 8, 14, "faults[0].local_rank", "does not exist");
+    assert_at(
+        &error(rank),
+        8,
+        14,
+        "faults[0].local_rank",
+        "does not exist",
+    );
     let e = error("name = \"x\"\n[expect]\nrestarts = { node-1 = 1 }\n");
     assert_at(&e, 3, 23, "expect.restarts.node-1", "not a node");
 }
 
 #[test]
 fn expectations_and_fixes() {
-    let e = error("name = \"x\"\n[expect]\nviolations = [\"job.progress\", \"rendezvous.agreemnt\"]\n");
+    let e =
+        error("name = \"x\"\n[expect]\nviolations = [\"job.progress\", \"rendezvous.agreemnt\"]\n");
     assert_at(&e, 3, 31, "expect.violations[1]", "not an invariant");
     let e = error("name = \"x\"\n[rendezvous]\nfixes = [\"keep_alive_race\"]\n");
     assert_at(&e, 3, 10, "rendezvous.fixes[0]", "not a known fix");

@@ -114,8 +114,15 @@ violations = ["rendezvous.liveness"]
 
 /// Cases per property: `TRAINSIM_PARSER_FUZZ_CASES`, else a count that runs in seconds.
 fn config() -> Config {
-    let cases = std::env::var("TRAINSIM_PARSER_FUZZ_CASES").ok().and_then(|v| v.parse().ok()).unwrap_or(10_000);
-    Config { cases, failure_persistence: None, ..Config::default() }
+    let cases = std::env::var("TRAINSIM_PARSER_FUZZ_CASES")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(10_000);
+    Config {
+        cases,
+        failure_persistence: None,
+        ..Config::default()
+    }
 }
 
 /// Runs both parsers on `text` and checks the properties.
@@ -233,5 +240,28 @@ proptest! {
             apply(&mut lines, e);
         }
         check(&lines.join("\n"))?;
+    }
+}
+
+#[test]
+fn deep_nesting_and_huge_values_are_errors_not_crashes() {
+    let deep_arrays = format!(
+        "name = \"x\"\nx = {}1{}\n",
+        "[".repeat(100_000),
+        "]".repeat(100_000)
+    );
+    let deep_tables = format!(
+        "name = \"x\"\nx = {}1{}\n",
+        "{ a = ".repeat(10_000),
+        " }".repeat(10_000)
+    );
+    let deep_keys = format!("name = \"x\"\n{} = 1\n", vec!["a"; 100_000].join("."));
+    let long_list = format!(
+        "name = \"x\"\n[job.dataset]\nlen = 3\ncomplexity = {{ dist = \"list\", values = [{}] }}\n",
+        "1, ".repeat(100_000)
+    );
+    for text in [deep_arrays, deep_tables, deep_keys, long_list] {
+        let e = parse(&text, "deep.toml").expect_err("refused");
+        assert!(e.line >= 1 && e.column >= 1, "{e}");
     }
 }

@@ -167,18 +167,7 @@ fn fault_kind(p: &FieldPath, kind: &str, f: &RawFault, ctx: &FaultContext) -> Ch
             groups: groups(&p.key("groups"), f.groups.as_deref().unwrap_or(&[]), ctx)?,
         },
         "heal" => FaultKind::Heal,
-        "clog_link" | "unclog_link" => {
-            let from = node_index(&p.key("from"), &text(&f.from), ctx.total_nodes)?;
-            let to = node_index(&p.key("to"), &text(&f.to), ctx.total_nodes)?;
-            if from == to {
-                return Err(issue(&p.key("to"), "a link joins two different nodes"));
-            }
-            if kind == "clog_link" {
-                FaultKind::ClogLink { from, to }
-            } else {
-                FaultKind::UnclogLink { from, to }
-            }
-        }
+        "clog_link" | "unclog_link" => link(p, kind, f, ctx)?,
         "latency" => {
             let (min, max) = latency_range(&p.key("latency"), f.latency.as_deref().unwrap_or(&[]))?;
             FaultKind::Latency {
@@ -216,6 +205,23 @@ fn fault_kind(p: &FieldPath, kind: &str, f: &RawFault, ctx: &FaultContext) -> Ch
             exit_code: exit_code(p, f)?,
         },
         _ => FaultKind::StoreCrash,
+    })
+}
+
+fn link(p: &FieldPath, kind: &str, f: &RawFault, ctx: &FaultContext) -> Check<FaultKind> {
+    let from = node_index(
+        &p.key("from"),
+        f.from.as_deref().unwrap_or(""),
+        ctx.total_nodes,
+    )?;
+    let to = node_index(&p.key("to"), f.to.as_deref().unwrap_or(""), ctx.total_nodes)?;
+    if from == to {
+        return Err(issue(&p.key("to"), "a link joins two different nodes"));
+    }
+    Ok(if kind == "clog_link" {
+        FaultKind::ClogLink { from, to }
+    } else {
+        FaultKind::UnclogLink { from, to }
     })
 }
 

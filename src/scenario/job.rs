@@ -130,27 +130,35 @@ fn complexity(p: &FieldPath, c: &RawComplexity, len: u64) -> Check<Complexity> {
             )?;
             Ok(Complexity::Lognormal { median, sigma })
         }
-        _ => {
-            let values = c.values.as_ref().ok_or_else(|| need("values"))?;
-            if len > COMPLEXITY_LIST_LEN_MAX {
-                let msg = format!("a list is limited to {COMPLEXITY_LIST_LEN_MAX} samples, but job.dataset.len is {len}");
-                return Err(issue(&p.key("values"), msg));
-            }
-            if values.len() as u64 != len {
-                let msg = format!(
-                    "has {} values but job.dataset.len is {len}; a list gives one per sample",
-                    values.len()
-                );
-                return Err(issue(&p.key("values"), msg));
-            }
-            for (i, v) in values.iter().enumerate() {
-                value(&p.key("values").index(i), *v)?;
-            }
-            Ok(Complexity::List {
-                values: values.clone(),
-            })
-        }
+        _ => list(
+            &p.key("values"),
+            c.values.as_ref().ok_or_else(|| need("values"))?,
+            len,
+        ),
     }
+}
+
+/// A `dist = "list"`: one complexity per sample.
+fn list(p: &FieldPath, values: &[u64], len: u64) -> Check<Complexity> {
+    if len > COMPLEXITY_LIST_LEN_MAX {
+        let msg = format!(
+            "a list is limited to {COMPLEXITY_LIST_LEN_MAX} samples, but job.dataset.len is {len}"
+        );
+        return Err(issue(p, msg));
+    }
+    if values.len() as u64 != len {
+        let msg = format!(
+            "has {} values but job.dataset.len is {len}; a list gives one per sample",
+            values.len()
+        );
+        return Err(issue(p, msg));
+    }
+    for (i, v) in values.iter().enumerate() {
+        in_range(&p.index(i), *v, 1, COMPLEXITY_MAX)?;
+    }
+    Ok(Complexity::List {
+        values: values.to_vec(),
+    })
 }
 
 fn sampler(p: &FieldPath, s: &RawSampler) -> Check<SamplerConfig> {
@@ -208,42 +216,17 @@ pub fn reader(raw: &Option<RawReader>) -> Check<Option<ReaderConfig>> {
         1,
         BATCH_SIZE_MAX,
     )?;
-    let broken = r.broken_files.clone().unwrap_or_default();
-    list_len(&p.key("broken_files"), &broken, files as usize)?;
-    let mut seen = BTreeSet::new();
-    for (i, f) in broken.iter().enumerate() {
-        let at = p.key("broken_files").index(i);
-        in_range(&at, *f, 0, files - 1).map_err(|_| {
-            issue(
-                &at,
-                format!("file {f} does not exist (files are 0 .. {})", files - 1),
-            )
-        })?;
-        if !seen.insert(*f) {
-            return Err(issue(&at, format!("file {f} is listed twice")));
-        }
-    }
-    let corrupt = r.corrupt_records.clone().unwrap_or_default();
-    list_len(
-        &p.key("corrupt_records"),
-        &corrupt,
-        READER_CORRUPT_RECORDS_MAX,
+    let broken = broken_files(
+        &p.key("broken_files"),
+        r.broken_files.as_deref().unwrap_or(&[]),
+        files,
     )?;
-    let mut seen = BTreeSet::new();
-    for (i, (f, rec)) in corrupt.iter().enumerate() {
-        let at = p.key("corrupt_records").index(i);
-        if *f >= files || *rec >= records_per_file {
-            let msg = format!(
-                "[{f}, {rec}] is not a record (files 0 .. {}, records 0 .. {})",
-                files - 1,
-                records_per_file - 1
-            );
-            return Err(issue(&at, msg));
-        }
-        if !seen.insert((*f, *rec)) {
-            return Err(issue(&at, format!("[{f}, {rec}] is listed twice")));
-        }
-    }
+    let corrupt = corrupt_records(
+        &p.key("corrupt_records"),
+        r.corrupt_records.as_deref().unwrap_or(&[]),
+        files,
+        records_per_file,
+    )?;
     let check = match r.check.unwrap_or(RawReaderCheck::Sum) {
         RawReaderCheck::Sum => ReaderCheck::Sum,
         RawReaderCheck::None => ReaderCheck::None,
@@ -259,4 +242,49 @@ pub fn reader(raw: &Option<RawReader>) -> Check<Option<ReaderConfig>> {
         broken_files: broken,
         corrupt_records: corrupt,
     }))
+}
+
+/// `reader.broken_files`: existing files, each once.
+fn broken_files(p: &FieldPath, broken: &[u32], files: u32) -> Check<Vec<u32>> {
+    list_len(p, broken, files as usize)?;
+    let mut seen = BTreeSet::new();
+    for (i, f) in broken.iter().enumerate() {
+        let at = p.index(i);
+        if *f >= files {
+            return Err(issue(
+                &at,
+                format!("file {f} does not exist (files are 0 .. {})", files - 1),
+            ));
+        }
+        if !seen.insert(*f) {
+            return Err(issue(&at, format!("file {f} is listed twice")));
+        }
+    }
+    Ok(broken.to_vec())
+}
+
+/// `reader.corrupt_records`: existing `[file, record]` pairs, each once.
+fn corrupt_records(
+    p: &FieldPath,
+    corrupt: &[(u32, u64)],
+    files: u32,
+    per_file: u64,
+) -> Check<Vec<(u32, u64)>> {
+    list_len(p, corrupt, READER_CORRUPT_RECORDS_MAX)?;
+    let mut seen = BTreeSet::new();
+    for (i, (f, rec)) in corrupt.iter().enumerate() {
+        let at = p.index(i);
+        if *f >= files || *rec >= per_file {
+            let msg = format!(
+                "[{f}, {rec}] is not a record (files 0 .. {}, records 0 .. {})",
+                files - 1,
+                per_file - 1
+            );
+            return Err(issue(&at, msg));
+        }
+        if !seen.insert((*f, *rec)) {
+            return Err(issue(&at, format!("[{f}, {rec}] is listed twice")));
+        }
+    }
+    Ok(corrupt.to_vec())
 }

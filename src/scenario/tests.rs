@@ -89,9 +89,18 @@ fn the_contract_example_parses() {
     assert_eq!(s.cluster.total_nodes(), 4);
     assert_eq!(s.cluster.clock_skew_us.get(&2), Some(&3_000_000));
     assert_eq!((s.rendezvous.min_nodes, s.rendezvous.max_nodes), (2, 3));
-    assert_eq!(s.job.dataset.complexity, Complexity::Uniform { min: 1, max: 100 });
+    assert_eq!(
+        s.job.dataset.complexity,
+        Complexity::Uniform { min: 1, max: 100 }
+    );
     assert_eq!(s.reader.as_ref().unwrap().corrupt_records, vec![(5, 17)]);
-    assert_eq!(s.faults, vec![Fault { at_us: 45_000_000, kind: FaultKind::Kill { node: 2 } }]);
+    assert_eq!(
+        s.faults,
+        vec![Fault {
+            at_us: 45_000_000,
+            kind: FaultKind::Kill { node: 2 }
+        }]
+    );
     assert_eq!(s.expect.rounds, Some((2, 3)));
     // The reader is not built yet, so the checked parse refuses it, pointing at its header.
     let e = parse(EXAMPLE, "example.toml").unwrap_err();
@@ -103,25 +112,81 @@ fn defaults_are_torchs_and_the_contracts() {
     let s = parse("name = \"d\"\n", "d.toml").unwrap();
     assert_eq!(s, default_scenario("d"));
     assert_eq!((s.seed, s.time_limit_us), (0, 7_200_000_000));
-    assert_eq!((s.cluster.nodes, s.cluster.spare_nodes, s.cluster.gpus_per_node), (1, 0, 8));
+    assert_eq!(
+        (
+            s.cluster.nodes,
+            s.cluster.spare_nodes,
+            s.cluster.gpus_per_node
+        ),
+        (1, 0, 8)
+    );
     assert_eq!(s.cluster.gpu.name, "h100");
     assert_eq!(s.cluster.store, StoreHost::Node(0));
-    assert_eq!((s.network.latency_us_min, s.network.latency_us_max, s.network.loss), (1_000, 5_000, 0.0));
+    assert_eq!(
+        (
+            s.network.latency_us_min,
+            s.network.latency_us_max,
+            s.network.loss
+        ),
+        (1_000, 5_000, 0.0)
+    );
     let r = &s.rendezvous;
     assert_eq!((r.min_nodes, r.max_nodes), (1, 1));
-    assert_eq!((r.join_timeout_us, r.last_call_timeout_us, r.close_timeout_us), (600_000_000, 30_000_000, 30_000_000));
-    assert_eq!((r.heartbeat_timeout_us, r.keep_alive_interval_us, r.keep_alive_max_attempt), (5_000_000, 5_000_000, 3));
+    assert_eq!(
+        (
+            r.join_timeout_us,
+            r.last_call_timeout_us,
+            r.close_timeout_us
+        ),
+        (600_000_000, 30_000_000, 30_000_000)
+    );
+    assert_eq!(
+        (
+            r.heartbeat_timeout_us,
+            r.keep_alive_interval_us,
+            r.keep_alive_max_attempt
+        ),
+        (5_000_000, 5_000_000, 3)
+    );
     let a = &s.agent;
-    assert_eq!((a.nproc_per_node, a.max_restarts, a.monitor_interval_us, a.exit_barrier_timeout_us), (8, 0, 100_000, 300_000_000));
-    assert_eq!((s.job.steps, s.job.step_time_us, s.job.model_size_bytes, s.job.checkpoint_every), (500, 200_000, 1 << 30, 50));
-    assert_eq!(s.job.dataset, Dataset { len: 100_000, complexity: Complexity::Constant { value: 1 } });
+    assert_eq!(
+        (
+            a.nproc_per_node,
+            a.max_restarts,
+            a.monitor_interval_us,
+            a.exit_barrier_timeout_us
+        ),
+        (8, 0, 100_000, 300_000_000)
+    );
+    assert_eq!(
+        (
+            s.job.steps,
+            s.job.step_time_us,
+            s.job.model_size_bytes,
+            s.job.checkpoint_every
+        ),
+        (500, 200_000, 1 << 30, 50)
+    );
+    assert_eq!(
+        s.job.dataset,
+        Dataset {
+            len: 100_000,
+            complexity: Complexity::Constant { value: 1 }
+        }
+    );
     assert_eq!(s.job.sampler.batch_size, 32);
     assert!(s.job.sampler.shuffle && !s.job.sampler.drop_last);
 }
 
 #[test]
 fn node_bounds_follow_torchrun_nnodes() {
-    let one = |extra: &str| parse(&format!("name = \"n\"\n[cluster]\nnodes = 4\n[rendezvous]\n{extra}"), "n.toml").unwrap();
+    let one = |extra: &str| {
+        parse(
+            &format!("name = \"n\"\n[cluster]\nnodes = 4\n[rendezvous]\n{extra}"),
+            "n.toml",
+        )
+        .unwrap()
+    };
     let r = one("").rendezvous;
     assert_eq!((r.min_nodes, r.max_nodes), (4, 4));
     let r = one("min_nodes = 2\n").rendezvous;
@@ -131,9 +196,8 @@ fn node_bounds_follow_torchrun_nnodes() {
     assert_eq!(one("[agent]\n").agent.nproc_per_node, 8);
 }
 
-#[test]
-fn every_fault_kind_parses() {
-    let text = r#"name = "all faults"
+/// One fault of every kind, out of time order.
+const ALL_FAULTS: &str = r#"name = "all faults"
 time_limit = "1h"
 [cluster]
 nodes = 3
@@ -215,12 +279,27 @@ exit_code = -9
 at = "16s"
 kind = "store_crash"
 "#;
+
+#[test]
+fn every_fault_kind_parses() {
+    let text = ALL_FAULTS;
     let s = parse_unchecked(text, "f.toml").unwrap();
     let kinds: Vec<&str> = s.faults.iter().map(|f| f.kind.name()).collect();
     assert_eq!(kinds.len(), 17);
     assert_eq!(kinds[0], "stop", "faults are sorted by time");
-    assert!(s.faults.contains(&Fault { at_us: 12_000_000, kind: FaultKind::ClockSkew { node: 1, offset_us: -2_000_000 } }));
-    let slow = FaultKind::GpuSlow { node: 0, gpu: 7, factor: 2.5, duration_us: 60_000_000 };
+    assert!(s.faults.contains(&Fault {
+        at_us: 12_000_000,
+        kind: FaultKind::ClockSkew {
+            node: 1,
+            offset_us: -2_000_000
+        }
+    }));
+    let slow = FaultKind::GpuSlow {
+        node: 0,
+        gpu: 7,
+        factor: 2.5,
+        duration_us: 60_000_000,
+    };
     assert!(s.faults.iter().any(|f| f.kind == slow));
     assert_eq!(parse_unchecked(&to_toml(&s), "again.toml"), Ok(s));
     let e = parse(text, "f.toml").unwrap_err();
@@ -268,8 +347,14 @@ fn fault_kind(nodes: u32, total: u32, gpus: u32, nproc: u32) -> BoxedStrategy<Fa
     let link = move |clog: bool| {
         (any_node(), 1..total.max(2)).prop_map(move |(from, k)| match (total, clog) {
             (1, _) => FaultKind::Heal,
-            (_, true) => FaultKind::ClogLink { from, to: (from + k) % total },
-            (_, false) => FaultKind::UnclogLink { from, to: (from + k) % total },
+            (_, true) => FaultKind::ClogLink {
+                from,
+                to: (from + k) % total,
+            },
+            (_, false) => FaultKind::UnclogLink {
+                from,
+                to: (from + k) % total,
+            },
         })
     };
     prop_oneof![
@@ -287,15 +372,33 @@ fn fault_kind(nodes: u32, total: u32, gpus: u32, nproc: u32) -> BoxedStrategy<Fa
             latency_us_max: a.max(b),
             duration_us: d
         }),
-        (0.0f64..=1.0, dur).prop_map(|(probability, duration_us)| FaultKind::Loss { probability, duration_us }),
-        (any_node(), -1_000_000_000i64..1_000_000_000).prop_map(|(node, offset_us)| FaultKind::ClockSkew { node, offset_us }),
-        (any_node(), 0..gpus, 1.0f64..100.0, 1u64..1_000_000_000)
-            .prop_map(|(node, gpu, factor, duration_us)| FaultKind::GpuSlow { node, gpu, factor, duration_us }),
+        (0.0f64..=1.0, dur).prop_map(|(probability, duration_us)| FaultKind::Loss {
+            probability,
+            duration_us
+        }),
+        (any_node(), -1_000_000_000i64..1_000_000_000)
+            .prop_map(|(node, offset_us)| FaultKind::ClockSkew { node, offset_us }),
+        (any_node(), 0..gpus, 1.0f64..100.0, 1u64..1_000_000_000).prop_map(
+            |(node, gpu, factor, duration_us)| FaultKind::GpuSlow {
+                node,
+                gpu,
+                factor,
+                duration_us
+            }
+        ),
         (any_node(), 0..gpus).prop_map(|(node, gpu)| FaultKind::GpuFail { node, gpu }),
-        (any_node(), 0..nproc, prop_oneof![1i32..255, -64i32..0])
-            .prop_map(|(node, local_rank, exit_code)| FaultKind::WorkerCrash { node, local_rank, exit_code }),
-        proptest::sample::subsequence((0..total).collect::<Vec<_>>(), 1..=total as usize)
-            .prop_map(|nodes| FaultKind::Partition { groups: nodes.chunks(2).map(|c| c.to_vec()).collect() }),
+        (any_node(), 0..nproc, prop_oneof![1i32..255, -64i32..0]).prop_map(
+            |(node, local_rank, exit_code)| FaultKind::WorkerCrash {
+                node,
+                local_rank,
+                exit_code
+            }
+        ),
+        proptest::sample::subsequence((0..total).collect::<Vec<_>>(), 1..=total as usize).prop_map(
+            |nodes| FaultKind::Partition {
+                groups: nodes.chunks(2).map(|c| c.to_vec()).collect()
+            }
+        ),
     ]
     .boxed()
 }
@@ -303,49 +406,81 @@ fn fault_kind(nodes: u32, total: u32, gpus: u32, nproc: u32) -> BoxedStrategy<Fa
 fn complexity(len: u64) -> BoxedStrategy<Complexity> {
     prop_oneof![
         (1u64..1000).prop_map(|value| Complexity::Constant { value }),
-        (1u64..1000, 1u64..1000).prop_map(|(a, b)| Complexity::Uniform { min: a.min(b), max: a.max(b) }),
-        (1.0f64..1000.0, 0.0f64..3.0).prop_map(|(median, sigma)| Complexity::Lognormal { median, sigma }),
-        proptest::collection::vec(1u64..1000, len as usize).prop_map(|values| Complexity::List { values }),
+        (1u64..1000, 1u64..1000).prop_map(|(a, b)| Complexity::Uniform {
+            min: a.min(b),
+            max: a.max(b)
+        }),
+        (1.0f64..1000.0, 0.0f64..3.0)
+            .prop_map(|(median, sigma)| Complexity::Lognormal { median, sigma }),
+        proptest::collection::vec(1u64..1000, len as usize)
+            .prop_map(|values| Complexity::List { values }),
     ]
     .boxed()
 }
 
 /// Generated scenarios within the bounds (the fuzzer's view of the model).
 fn scenario() -> impl Strategy<Value = Scenario> {
-    (1u32..6, 0u32..3, 1u32..9, 1u64..40).prop_flat_map(|(nodes, spare, gpus, len)| {
-        let total = nodes + spare;
-        let faults = proptest::collection::vec(
-            (0u64..3_600_000_000, fault_kind(nodes, total, gpus, gpus)).prop_map(|(at_us, kind)| Fault { at_us, kind }),
-            0..8,
-        );
-        let skew = proptest::collection::btree_map(0..total, -5_000_000i64..5_000_000, 0..3);
-        let restarts = proptest::collection::btree_map(0..total, 0u32..5, 0..3);
-        let scalars = (any::<u32>(), 1u64..1_000_000, 0.0f64..=1.0, 1u64..(1 << 40), 1u32..4, 0u32..4);
-        (Just((nodes, spare, gpus, len)), faults, skew, restarts, complexity(len), scalars, any::<bool>())
-    })
-    .prop_map(|((nodes, spare, gpus, len), mut faults, skew, restarts, complexity, scalars, flag)| {
-        let (seed, step_us, loss, model_bytes, min_nodes, extra) = scalars;
-        let mut s = default_scenario("generated");
-        s.seed = u64::from(seed);
-        s.description = if flag { "a \"quoted\"\ndescription".into() } else { String::new() };
-        s.cluster.nodes = nodes;
-        s.cluster.spare_nodes = spare;
-        s.cluster.gpus_per_node = gpus;
-        s.cluster.clock_skew_us = skew;
-        s.cluster.store = if flag { StoreHost::Dedicated } else { StoreHost::Node(nodes - 1) };
-        s.network.loss = loss;
-        s.rendezvous.min_nodes = min_nodes;
-        s.rendezvous.max_nodes = min_nodes + extra;
-        s.agent.nproc_per_node = gpus;
-        s.job.step_time_us = step_us;
-        s.job.model_size_bytes = model_bytes;
-        s.job.dataset = Dataset { len, complexity };
-        faults.sort_by_key(|f| f.at_us);
-        s.faults = faults;
-        s.expect.restarts = restarts;
-        s.expect.rounds = flag.then_some((1, 1 + u64::from(extra)));
-        s
-    })
+    (1u32..6, 0u32..3, 1u32..9, 1u64..40)
+        .prop_flat_map(|(nodes, spare, gpus, len)| {
+            let total = nodes + spare;
+            let faults = proptest::collection::vec(
+                (0u64..3_600_000_000, fault_kind(nodes, total, gpus, gpus))
+                    .prop_map(|(at_us, kind)| Fault { at_us, kind }),
+                0..8,
+            );
+            let skew = proptest::collection::btree_map(0..total, -5_000_000i64..5_000_000, 0..3);
+            let restarts = proptest::collection::btree_map(0..total, 0u32..5, 0..3);
+            let scalars = (
+                any::<u32>(),
+                1u64..1_000_000,
+                0.0f64..=1.0,
+                1u64..(1 << 40),
+                1u32..4,
+                0u32..4,
+            );
+            (
+                Just((nodes, spare, gpus, len)),
+                faults,
+                skew,
+                restarts,
+                complexity(len),
+                scalars,
+                any::<bool>(),
+            )
+        })
+        .prop_map(
+            |((nodes, spare, gpus, len), mut faults, skew, restarts, complexity, scalars, flag)| {
+                let (seed, step_us, loss, model_bytes, min_nodes, extra) = scalars;
+                let mut s = default_scenario("generated");
+                s.seed = u64::from(seed);
+                s.description = if flag {
+                    "a \"quoted\"\ndescription".into()
+                } else {
+                    String::new()
+                };
+                s.cluster.nodes = nodes;
+                s.cluster.spare_nodes = spare;
+                s.cluster.gpus_per_node = gpus;
+                s.cluster.clock_skew_us = skew;
+                s.cluster.store = if flag {
+                    StoreHost::Dedicated
+                } else {
+                    StoreHost::Node(nodes - 1)
+                };
+                s.network.loss = loss;
+                s.rendezvous.min_nodes = min_nodes;
+                s.rendezvous.max_nodes = min_nodes + extra;
+                s.agent.nproc_per_node = gpus;
+                s.job.step_time_us = step_us;
+                s.job.model_size_bytes = model_bytes;
+                s.job.dataset = Dataset { len, complexity };
+                faults.sort_by_key(|f| f.at_us);
+                s.faults = faults;
+                s.expect.restarts = restarts;
+                s.expect.rounds = flag.then_some((1, 1 + u64::from(extra)));
+                s
+            },
+        )
 }
 
 proptest! {

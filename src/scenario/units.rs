@@ -112,7 +112,7 @@ fn format_quantity(value: u64, units: &[(&str, u64)], zero_unit: &str) -> String
         return format!("0{zero_unit}");
     }
     for (name, factor) in units {
-        if value % factor == 0 {
+        if value.is_multiple_of(*factor) {
             return format!("{}{name}", value / factor);
         }
     }
@@ -174,7 +174,7 @@ fn parse_quantity(
     };
     let scale = 10u128.pow(frac.len() as u32);
     let frac_scaled = frac_value * u128::from(factor);
-    if frac_scaled % scale != 0 {
+    if !frac_scaled.is_multiple_of(scale) {
         return Err(format!("`{text}` is not a whole number of {base}"));
     }
     let total = whole_value * u128::from(factor) + frac_scaled / scale;
