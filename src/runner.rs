@@ -35,11 +35,21 @@ pub fn programs() -> Programs {
 
 /// Runs `scenario` (read from `file`) with `seed`, checks it and builds its report.
 pub fn run_one(scenario: &Scenario, file: &str, seed: u64) -> Result<Report, HarnessFailure> {
-    let failure = |message: String| HarnessFailure { seed, message, repro: report::repro_line(file, seed) };
-    let (trace, end) = world::simulate(scenario, seed, programs()).map_err(|e| failure(e.to_string()))?;
+    let failure = |message: String| HarnessFailure {
+        seed,
+        message,
+        repro: report::repro_line(file, seed),
+    };
+    let (trace, end) =
+        world::simulate(scenario, seed, programs()).map_err(|e| failure(e.to_string()))?;
     std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
         let invariants = check::check_all(scenario, &trace, &end);
         report::build(scenario, file, seed, &trace, &end, invariants)
     }))
-    .map_err(|payload| failure(format!("the checks panicked: {}", world::panic_message(&payload))))
+    .map_err(|payload| {
+        failure(format!(
+            "the checks panicked: {}",
+            world::panic_message(&payload)
+        ))
+    })
 }

@@ -16,7 +16,11 @@ fn main() {
     let trials = files
         .into_iter()
         .map(|path| {
-            let name = path.file_stem().expect("a file name").to_string_lossy().into_owned();
+            let name = path
+                .file_stem()
+                .expect("a file name")
+                .to_string_lossy()
+                .into_owned();
             Trial::test(name, move || run_scenario(&path))
         })
         .collect();
@@ -26,11 +30,16 @@ fn main() {
 fn run_scenario(path: &Path) -> Result<(), Failed> {
     let file = path.display().to_string();
     let scenario = trainsim::scenario::load(path).map_err(|e| Failed::from(e.to_string()))?;
-    let report = trainsim::runner::run_one(&scenario, &file, scenario.seed).map_err(|e| Failed::from(e.to_string()))?;
+    let report = trainsim::runner::run_one(&scenario, &file, scenario.seed)
+        .map_err(|e| Failed::from(e.to_string()))?;
     if !report.passed() {
         return Err(report.to_text().into());
     }
-    let name = path.file_stem().expect("a file name").to_string_lossy().into_owned();
+    let name = path
+        .file_stem()
+        .expect("a file name")
+        .to_string_lossy()
+        .into_owned();
     let snapshot = serde_json::to_string_pretty(&report).expect("reports serialize");
     std::panic::catch_unwind(|| {
         let mut settings = insta::Settings::clone_current();
@@ -45,6 +54,9 @@ fn run_scenario(path: &Path) -> Result<(), Failed> {
             .cloned()
             .or_else(|| payload.downcast_ref::<&str>().map(|s| s.to_string()))
             .unwrap_or_default();
-        Failed::from(format!("the snapshot of {file} changed:\n{message}\n{}", report.repro))
+        Failed::from(format!(
+            "the snapshot of {file} changed:\n{message}\n{}",
+            report.repro
+        ))
     })
 }

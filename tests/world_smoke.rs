@@ -13,11 +13,22 @@ fn scenario(nodes: u32, min: u32, max: u32) -> Scenario {
             nodes,
             spare_nodes: 1,
             gpus_per_node: 8,
-            gpu: GpuProfile { name: "h100".into(), memory_bytes: 80 << 30, h2d_bits_per_sec: 400_000_000_000, d2d_bits_per_sec: 7_200_000_000_000, compute_speed: 1.0 },
+            gpu: GpuProfile {
+                name: "h100".into(),
+                memory_bytes: 80 << 30,
+                h2d_bits_per_sec: 400_000_000_000,
+                d2d_bits_per_sec: 7_200_000_000_000,
+                compute_speed: 1.0,
+            },
             store: StoreHost::Node(0),
             clock_skew_us: BTreeMap::new(),
         },
-        network: Network { latency_us_min: 1000, latency_us_max: 5000, loss: 0.0, bandwidth_bits_per_sec: 100_000_000_000 },
+        network: Network {
+            latency_us_min: 1000,
+            latency_us_max: 5000,
+            loss: 0.0,
+            bandwidth_bits_per_sec: 100_000_000_000,
+        },
         rendezvous: RendezvousConfig {
             min_nodes: min,
             max_nodes: max,
@@ -29,14 +40,29 @@ fn scenario(nodes: u32, min: u32, max: u32) -> Scenario {
             keep_alive_max_attempt: 3,
             fixes: vec![],
         },
-        agent: AgentConfig { nproc_per_node: 8, max_restarts: 0, monitor_interval_us: 100_000, exit_barrier_timeout_us: 300_000_000 },
+        agent: AgentConfig {
+            nproc_per_node: 8,
+            max_restarts: 0,
+            monitor_interval_us: 100_000,
+            exit_barrier_timeout_us: 300_000_000,
+        },
         job: JobConfig {
             steps: 100,
             step_time_us: 200_000,
             model_size_bytes: 1 << 30,
             checkpoint_every: 50,
-            dataset: Dataset { len: 100_000, complexity: Complexity::Constant { value: 1 } },
-            sampler: SamplerConfig { kind: SamplerKind::Distributed, shuffle: true, seed: 0, drop_last: false, random_level: 0.0, batch_size: 32 },
+            dataset: Dataset {
+                len: 100_000,
+                complexity: Complexity::Constant { value: 1 },
+            },
+            sampler: SamplerConfig {
+                kind: SamplerKind::Distributed,
+                shuffle: true,
+                seed: 0,
+                drop_last: false,
+                random_level: 0.0,
+                batch_size: 32,
+            },
         },
         reader: None,
         faults: vec![],
@@ -52,7 +78,11 @@ fn run(s: &Scenario, seed: u64) -> (trainsim::trace::Trace, trainsim::trace::Run
 fn three_nodes_train_to_the_end() {
     let s = scenario(3, 3, 3);
     let (trace, end) = run(&s, 1);
-    for line in trace.canonical_lines().iter().filter(|l| !l.contains("\"step\"") && !l.contains("heartbeat")) {
+    for line in trace
+        .canonical_lines()
+        .iter()
+        .filter(|l| !l.contains("\"step\"") && !l.contains("heartbeat"))
+    {
         eprintln!("{line}");
     }
     assert_eq!(end.outcome, Outcome::Succeeded, "{end:?}");

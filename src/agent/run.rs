@@ -35,8 +35,15 @@ pub async fn agent_process(env: NodeEnv) -> AgentExit {
     let handler = match RendezvousHandler::create(env.clone(), settings_of(&env)).await {
         Ok(h) => h,
         Err(e) => {
-            env.record(EventKind::RendezvousFailed { pid: env.pid, error: e.kind().into(), message: e.to_string() });
-            return AgentExit { state: "FAILED".into(), reason: e.to_string() };
+            env.record(EventKind::RendezvousFailed {
+                pid: env.pid,
+                error: e.kind().into(),
+                message: e.to_string(),
+            });
+            return AgentExit {
+                state: "FAILED".into(),
+                reason: e.to_string(),
+            };
         }
     };
     let run = Box::pin(invoke_run(&env, &handler));
@@ -47,7 +54,10 @@ pub async fn agent_process(env: NodeEnv) -> AgentExit {
         // rest of the job can go on without this node.
         Either::Right(((), _run)) => {
             handler.stop_heartbeats();
-            AgentExit { state: "STOPPED".into(), reason: "SIGTERM: the agent shut down its workers".into() }
+            AgentExit {
+                state: "STOPPED".into(),
+                reason: "SIGTERM: the agent shut down its workers".into(),
+            }
         }
         Either::Left((result, _stop)) => {
             let exit = match result {
@@ -55,12 +65,26 @@ pub async fn agent_process(env: NodeEnv) -> AgentExit {
                 // `SimpleElasticAgent.run` logs a graceful exit and returns without a result:
                 // a redundant node leaves quietly once the rendezvous closes.
                 Err(e @ RendezvousError::GracefulExit(_)) => {
-                    env.record(EventKind::RendezvousFailed { pid: env.pid, error: e.kind().into(), message: e.to_string() });
-                    AgentExit { state: "STOPPED".into(), reason: format!("graceful exit: {e}") }
+                    env.record(EventKind::RendezvousFailed {
+                        pid: env.pid,
+                        error: e.kind().into(),
+                        message: e.to_string(),
+                    });
+                    AgentExit {
+                        state: "STOPPED".into(),
+                        reason: format!("graceful exit: {e}"),
+                    }
                 }
                 Err(e) => {
-                    env.record(EventKind::RendezvousFailed { pid: env.pid, error: e.kind().into(), message: e.to_string() });
-                    AgentExit { state: "FAILED".into(), reason: e.to_string() }
+                    env.record(EventKind::RendezvousFailed {
+                        pid: env.pid,
+                        error: e.kind().into(),
+                        message: e.to_string(),
+                    });
+                    AgentExit {
+                        state: "FAILED".into(),
+                        reason: e.to_string(),
+                    }
                 }
             };
             // `launch_agent` closes the rendezvous on every other exit, success included.
@@ -82,12 +106,18 @@ impl Workers {
     fn stop(self, env: &NodeEnv, reason: &str) {
         self.task.abort();
         env.leave_collectives();
-        env.record(EventKind::WorkersStopped { pid: env.pid, reason: reason.into() });
+        env.record(EventKind::WorkersStopped {
+            pid: env.pid,
+            reason: reason.into(),
+        });
     }
 }
 
 /// torch's `_invoke_run`: the monitor loop.
-async fn invoke_run(env: &NodeEnv, handler: &RendezvousHandler) -> Result<AgentExit, RendezvousError> {
+async fn invoke_run(
+    env: &NodeEnv,
+    handler: &RendezvousHandler,
+) -> Result<AgentExit, RendezvousError> {
     let max_restarts = env.scenario().agent.max_restarts;
     let monitor_interval_us = env.scenario().agent.monitor_interval_us;
     let mut remaining_restarts = max_restarts;
@@ -100,26 +130,55 @@ async fn invoke_run(env: &NodeEnv, handler: &RendezvousHandler) -> Result<AgentE
                 let info = workers.info.clone();
                 workers.stop(env, "succeeded");
                 exit_barrier(env, &info).await;
-                return Ok(AgentExit { state: "SUCCEEDED".into(), reason: "every worker finished".into() });
+                return Ok(AgentExit {
+                    state: "SUCCEEDED".into(),
+                    reason: "every worker finished".into(),
+                });
             }
-            WorkerStatus::Failed { local_rank, exit_code, reason } => {
-                env.record(EventKind::WorkerFailed { pid: env.pid, local_rank, exit_code, reason: reason.clone() });
+            WorkerStatus::Failed {
+                local_rank,
+                exit_code,
+                reason,
+            } => {
+                env.record(EventKind::WorkerFailed {
+                    pid: env.pid,
+                    local_rank,
+                    exit_code,
+                    reason: reason.clone(),
+                });
                 workers.stop(env, "a worker failed");
                 env.clear_worker_crash();
                 if remaining_restarts == 0 {
-                    return Ok(AgentExit { state: "FAILED".into(), reason: format!("worker {local_rank} failed ({reason}) and no restarts remain") });
+                    return Ok(AgentExit {
+                        state: "FAILED".into(),
+                        reason: format!(
+                            "worker {local_rank} failed ({reason}) and no restarts remain"
+                        ),
+                    });
                 }
                 remaining_restarts -= 1;
                 let restart_count = max_restarts - remaining_restarts;
-                env.record(EventKind::AgentRestart { pid: env.pid, counted: true, restart_count, reason: "failure".into() });
-                workers = initialize_workers(env, handler, restart_count, &mut highest_step).await?;
+                env.record(EventKind::AgentRestart {
+                    pid: env.pid,
+                    counted: true,
+                    restart_count,
+                    reason: "failure".into(),
+                });
+                workers =
+                    initialize_workers(env, handler, restart_count, &mut highest_step).await?;
             }
             WorkerStatus::Healthy => {
                 if handler.num_nodes_waiting().await? > 0 {
                     let restart_count = max_restarts - remaining_restarts;
-                    env.record(EventKind::AgentRestart { pid: env.pid, counted: false, restart_count, reason: "membership_change".into() });
+                    env.record(EventKind::AgentRestart {
+                        pid: env.pid,
+                        counted: false,
+                        restart_count,
+                        reason: "membership_change".into(),
+                    });
                     workers.stop(env, "membership change");
-                    workers = initialize_workers(env, handler, restart_count, &mut highest_step).await?;
+                    workers =
+                        initialize_workers(env, handler, restart_count, &mut highest_step).await?;
                 }
             }
         }
@@ -129,7 +188,11 @@ async fn invoke_run(env: &NodeEnv, handler: &RendezvousHandler) -> Result<AgentE
 /// torch's `_monitor_workers` for local processes, with crashes injected by the world.
 fn monitor(env: &NodeEnv, workers: &Workers) -> WorkerStatus {
     if let Some((local_rank, exit_code)) = env.worker_crash() {
-        return WorkerStatus::Failed { local_rank, exit_code, reason: "worker_crash".into() };
+        return WorkerStatus::Failed {
+            local_rank,
+            exit_code,
+            reason: "worker_crash".into(),
+        };
     }
     workers.status.lock().expect("status lock").clone()
 }
@@ -157,25 +220,45 @@ async fn initialize_workers(
         restart_count,
     });
     let start_step = env.checkpoint_step();
-    env.record(EventKind::ResumedFromCheckpoint { pid: env.pid, step: start_step, lost_steps: highest_step.saturating_sub(start_step) });
+    env.record(EventKind::ResumedFromCheckpoint {
+        pid: env.pid,
+        step: start_step,
+        lost_steps: highest_step.saturating_sub(start_step),
+    });
     *highest_step = (*highest_step).max(start_step);
-    let members = info.participants.iter().map(|name| node_index(name)).collect();
-    let plan = GroupPlan { round: info.round, group_rank: info.rank, members, start_step };
+    let members = info
+        .participants
+        .iter()
+        .map(|name| node_index(name))
+        .collect();
+    let plan = GroupPlan {
+        round: info.round,
+        group_rank: info.rank,
+        members,
+        start_step,
+    };
     let status = Arc::new(Mutex::new(WorkerStatus::Healthy));
     let task = spawn(job::train(env.clone(), plan, status.clone()));
     Ok(Workers { info, status, task })
 }
 
 fn node_index(name: &str) -> u32 {
-    name.strip_prefix("node-").and_then(|n| n.parse().ok()).expect("participants are named node-N")
+    name.strip_prefix("node-")
+        .and_then(|n| n.parse().ok())
+        .expect("participants are named node-N")
 }
 
 /// torch's `_exit_barrier`: every agent of the group waits (up to the barrier timeout) for the
 /// others to finish; errors are logged, never raised.
 async fn exit_barrier(env: &NodeEnv, info: &RendezvousInfo) {
     let timeout_us = env.scenario().agent.exit_barrier_timeout_us;
-    let Ok(mut store) = StoreClient::connect(env.store_addr(), timeout_us).await else { return };
-    let prefix = format!("torch.rendezvous.{RUN_ID}.{}/torchelastic/agent/terminal_state", info.round);
+    let Ok(mut store) = StoreClient::connect(env.store_addr(), timeout_us).await else {
+        return;
+    };
+    let prefix = format!(
+        "torch.rendezvous.{RUN_ID}.{}/torchelastic/agent/terminal_state",
+        info.round
+    );
     let count_key = format!("{prefix}/num_members");
     let last_key = format!("{prefix}/last_member");
     if let Ok(arrived) = store.add(&count_key, 1).await {

@@ -12,7 +12,9 @@ pub const SEEDS_MAX: u64 = 1_000_000;
 
 /// Arguments of `trainsim run`.
 #[derive(Debug, clap::Args)]
-#[command(after_help = "Examples:\n  trainsim run scenarios/late_joiner.toml\n  trainsim run scenarios/*.toml --format json\n  trainsim run scenarios/store_host_dies.toml --seeds 0..20")]
+#[command(
+    after_help = "Examples:\n  trainsim run scenarios/late_joiner.toml\n  trainsim run scenarios/*.toml --format json\n  trainsim run scenarios/store_host_dies.toml --seeds 0..20"
+)]
 pub struct RunArgs {
     /// Scenario files (TOML) to run.
     #[arg(required = true, value_name = "FILE")]
@@ -47,9 +49,15 @@ pub fn parse_seed_range(text: &str) -> Result<SeedRange, String> {
     let bad = || format!("'{text}' is not a seed range: write A..B (B excluded) or A..=B");
     let (start, end_exclusive) = if let Some((a, b)) = text.split_once("..=") {
         let b: u64 = b.trim().parse().map_err(|_| bad())?;
-        (a.trim().parse::<u64>().map_err(|_| bad())?, b.checked_add(1).ok_or_else(bad)?)
+        (
+            a.trim().parse::<u64>().map_err(|_| bad())?,
+            b.checked_add(1).ok_or_else(bad)?,
+        )
     } else if let Some((a, b)) = text.split_once("..") {
-        (a.trim().parse::<u64>().map_err(|_| bad())?, b.trim().parse::<u64>().map_err(|_| bad())?)
+        (
+            a.trim().parse::<u64>().map_err(|_| bad())?,
+            b.trim().parse::<u64>().map_err(|_| bad())?,
+        )
     } else {
         return Err(bad());
     };
@@ -57,9 +65,14 @@ pub fn parse_seed_range(text: &str) -> Result<SeedRange, String> {
         return Err(format!("the seed range '{text}' is empty"));
     }
     if end_exclusive - start > SEEDS_MAX {
-        return Err(format!("the seed range '{text}' asks for more than {SEEDS_MAX} seeds"));
+        return Err(format!(
+            "the seed range '{text}' asks for more than {SEEDS_MAX} seeds"
+        ));
     }
-    Ok(SeedRange { start, end_exclusive })
+    Ok(SeedRange {
+        start,
+        end_exclusive,
+    })
 }
 
 /// Runs the command; returns the exit code.

@@ -15,7 +15,11 @@ pub const COLLECTIVE_TIMEOUT_US: u64 = 600_000_000;
 pub enum WorkerStatus {
     Healthy,
     Succeeded,
-    Failed { local_rank: u32, exit_code: i32, reason: String },
+    Failed {
+        local_rank: u32,
+        exit_code: i32,
+        reason: String,
+    },
 }
 
 /// The group a node's workers train in.
@@ -48,8 +52,15 @@ pub async fn train(env: NodeEnv, plan: GroupPlan, status: Arc<Mutex<WorkerStatus
             return;
         }
         step += 1;
-        env.record(EventKind::Step { pid: env.pid, round: plan.round, step });
-        if plan.group_rank == 0 && job.checkpoint_every > 0 && step % job.checkpoint_every == 0 {
+        env.record(EventKind::Step {
+            pid: env.pid,
+            round: plan.round,
+            step,
+        });
+        if plan.group_rank == 0
+            && job.checkpoint_every > 0
+            && step.is_multiple_of(job.checkpoint_every)
+        {
             env.write_checkpoint(step);
             env.record(EventKind::Checkpoint { pid: env.pid, step });
         }

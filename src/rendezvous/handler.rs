@@ -95,7 +95,10 @@ pub struct RendezvousHandler {
 impl RendezvousHandler {
     /// Connects to the store and makes sure the state key exists, as the c10d backend's
     /// constructor does.
-    pub async fn create(env: NodeEnv, settings: RendezvousSettings) -> Result<Self, RendezvousError> {
+    pub async fn create(
+        env: NodeEnv,
+        settings: RendezvousSettings,
+    ) -> Result<Self, RendezvousError> {
         let mut store = StoreClient::connect(env.store_addr(), READ_TIMEOUT_US).await?;
         let key = settings.state_key();
         store.compare_set(&key, b"", NULL_SENTINEL).await?;
@@ -112,16 +115,23 @@ impl RendezvousHandler {
             last_sync_mono_us: None,
             pending_event: None,
         };
-        Ok(RendezvousHandler { holder: Arc::new(Mutex::new(holder)), keep_alive: std::sync::Mutex::new(None) })
+        Ok(RendezvousHandler {
+            holder: Arc::new(Mutex::new(holder)),
+            keep_alive: std::sync::Mutex::new(None),
+        })
     }
 
     /// torch's `next_rendezvous()`: leave the old round, join the next, restart heartbeats.
     pub async fn next_rendezvous(&self) -> Result<RendezvousInfo, RendezvousError> {
         self.stop_heartbeats();
         let mut h = self.holder.lock().await;
-        h.env.record(EventKind::RendezvousJoining { pid: h.env.pid });
+        h.env
+            .record(EventKind::RendezvousJoining { pid: h.env.pid });
         if h.state.round == 0 {
-            let delay_us = h.env.rng("first-round-delay").gen_range(0..=FIRST_ROUND_DELAY_US_MAX);
+            let delay_us = h
+                .env
+                .rng("first-round-delay")
+                .gen_range(0..=FIRST_ROUND_DELAY_US_MAX);
             time::sleep_us(delay_us).await;
         }
         let deadline = h.env.now_mono_us() + h.settings.join_timeout_us as i64;
@@ -194,29 +204,49 @@ impl Drop for RendezvousHandler {
 
 impl Holder {
     /// torch's `_DistributedRendezvousOpExecutor.run`: sync, decide, apply, until FINISH.
-    async fn run(&mut self, op: OpKind, mut deadline_mono_us: i64, update_deadline: bool) -> Result<(), RendezvousError> {
+    async fn run(
+        &mut self,
+        op: OpKind,
+        mut deadline_mono_us: i64,
+        update_deadline: bool,
+    ) -> Result<(), RendezvousError> {
         loop {
             self.sync().await?;
             let now_utc_us = self.env.now_utc_us();
             let now_mono_us = self.env.now_mono_us();
-            let ctx = OpContext { node: &self.node, state: &self.state, settings: &self.settings };
+            let ctx = OpContext {
+                node: &self.node,
+                state: &self.state,
+                settings: &self.settings,
+            };
             let action = decide(op, &ctx, now_utc_us, now_mono_us, deadline_mono_us)
                 .map_err(|e| RendezvousError::GracefulExit(e.run_id))?;
             match action {
                 Action::Finish => return Ok(()),
-                Action::ErrorClosed => return Err(RendezvousError::Closed(self.settings.run_id.clone())),
-                Action::ErrorTimeout => return Err(RendezvousError::Timeout(self.settings.run_id.clone())),
+                Action::ErrorClosed => {
+                    return Err(RendezvousError::Closed(self.settings.run_id.clone()))
+                }
+                Action::ErrorTimeout => {
+                    return Err(RendezvousError::Timeout(self.settings.run_id.clone()))
+                }
                 Action::Sync => time::sleep_us(SYNC_DELAY_US).await,
                 _ => {
-                    apply(action, &mut self.state, &self.node, &self.settings, now_utc_us);
+                    apply(
+                        action,
+                        &mut self.state,
+                        &self.node,
+                        &self.settings,
+                        now_utc_us,
+                    );
                     if action == Action::RemoveFromRedundancyList && update_deadline {
                         // A redundant node may now take part: it gets a fresh join timeout.
                         deadline_mono_us = now_mono_us + self.settings.join_timeout_us as i64;
                     }
                     self.pending_event = match action {
-                        Action::MarkRendezvousClosed => {
-                            Some(EventKind::RendezvousClosed { pid: self.env.pid, round: self.state.round })
-                        }
+                        Action::MarkRendezvousClosed => Some(EventKind::RendezvousClosed {
+                            pid: self.env.pid,
+                            round: self.state.round,
+                        }),
                         Action::KeepAlive => Some(EventKind::Heartbeat { pid: self.env.pid }),
                         _ => None,
                     };
@@ -246,7 +276,8 @@ impl Holder {
         };
         match bits {
             Some(bytes) if bytes != NULL_SENTINEL => {
-                self.state = RendezvousState::decode(&bytes).map_err(|e| RendezvousError::State(e.to_string()))?;
+                self.state = RendezvousState::decode(&bytes)
+                    .map_err(|e| RendezvousError::State(e.to_string()))?;
                 self.token = Some(bytes);
             }
             _ => {
@@ -269,8 +300,18 @@ impl Holder {
 
     /// torch's `_get_world`: this node's rank and the world, read from the synced state.
     fn world(&self) -> RendezvousInfo {
-        let rank = self.state.participants.get(&self.node).copied().expect("a finished join is a participant");
-        let mut by_rank: Vec<(u32, &NodeDesc)> = self.state.participants.iter().map(|(n, r)| (*r, n)).collect();
+        let rank = self
+            .state
+            .participants
+            .get(&self.node)
+            .copied()
+            .expect("a finished join is a participant");
+        let mut by_rank: Vec<(u32, &NodeDesc)> = self
+            .state
+            .participants
+            .iter()
+            .map(|(n, r)| (*r, n))
+            .collect();
         by_rank.sort();
         RendezvousInfo {
             round: self.state.round,

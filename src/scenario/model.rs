@@ -176,22 +176,64 @@ pub struct Fault {
 /// What a fault does. Nodes are indices (`node-3` is 3).
 #[derive(Debug, Clone, PartialEq)]
 pub enum FaultKind {
-    Kill { node: u32 },
-    Stop { node: u32 },
-    Restart { node: u32 },
-    Start { node: u32 },
-    Pause { node: u32 },
-    Resume { node: u32 },
-    Partition { groups: Vec<Vec<u32>> },
+    Kill {
+        node: u32,
+    },
+    Stop {
+        node: u32,
+    },
+    Restart {
+        node: u32,
+    },
+    Start {
+        node: u32,
+    },
+    Pause {
+        node: u32,
+    },
+    Resume {
+        node: u32,
+    },
+    Partition {
+        groups: Vec<Vec<u32>>,
+    },
     Heal,
-    ClogLink { from: u32, to: u32 },
-    UnclogLink { from: u32, to: u32 },
-    Latency { latency_us_min: u64, latency_us_max: u64, duration_us: Option<u64> },
-    Loss { probability: f64, duration_us: Option<u64> },
-    ClockSkew { node: u32, offset_us: i64 },
-    GpuSlow { node: u32, gpu: u32, factor: f64, duration_us: u64 },
-    GpuFail { node: u32, gpu: u32 },
-    WorkerCrash { node: u32, local_rank: u32, exit_code: i32 },
+    ClogLink {
+        from: u32,
+        to: u32,
+    },
+    UnclogLink {
+        from: u32,
+        to: u32,
+    },
+    Latency {
+        latency_us_min: u64,
+        latency_us_max: u64,
+        duration_us: Option<u64>,
+    },
+    Loss {
+        probability: f64,
+        duration_us: Option<u64>,
+    },
+    ClockSkew {
+        node: u32,
+        offset_us: i64,
+    },
+    GpuSlow {
+        node: u32,
+        gpu: u32,
+        factor: f64,
+        duration_us: u64,
+    },
+    GpuFail {
+        node: u32,
+        gpu: u32,
+    },
+    WorkerCrash {
+        node: u32,
+        local_rank: u32,
+        exit_code: i32,
+    },
     StoreCrash,
 }
 

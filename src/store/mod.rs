@@ -12,20 +12,42 @@ pub const VALUE_BYTES_MAX: usize = 16 << 20;
 /// One request, as TCPStore's client sends it.
 #[derive(Debug, Clone, PartialEq)]
 pub enum StoreRequest {
-    Set { key: String, value: Vec<u8> },
+    Set {
+        key: String,
+        value: Vec<u8>,
+    },
     /// Blocks until the key exists.
-    Get { key: String },
-    Add { key: String, delta: i64 },
+    Get {
+        key: String,
+    },
+    Add {
+        key: String,
+        delta: i64,
+    },
     /// Absent key: sets only when `expected` is empty. Present key: sets iff equal.
     /// Returns the value now stored (or `expected` when absent and not set, as TCPStore does).
-    CompareSet { key: String, expected: Vec<u8>, desired: Vec<u8> },
+    CompareSet {
+        key: String,
+        expected: Vec<u8>,
+        desired: Vec<u8>,
+    },
     /// Blocks until every key exists.
-    Wait { keys: Vec<String> },
-    Check { keys: Vec<String> },
-    DeleteKey { key: String },
+    Wait {
+        keys: Vec<String>,
+    },
+    Check {
+        keys: Vec<String>,
+    },
+    DeleteKey {
+        key: String,
+    },
     /// Blocks until every key exists.
-    MultiGet { keys: Vec<String> },
-    MultiSet { entries: Vec<(String, Vec<u8>)> },
+    MultiGet {
+        keys: Vec<String>,
+    },
+    MultiSet {
+        entries: Vec<(String, Vec<u8>)>,
+    },
     NumKeys,
 }
 
@@ -80,11 +102,15 @@ impl StoreState {
     pub fn apply(&mut self, request: &StoreRequest) -> Option<StoreResponse> {
         match request {
             StoreRequest::Set { key, value } => Some(self.set(key, value.clone())),
-            StoreRequest::Get { key } => self.data.get(key).map(|v| StoreResponse::Value(v.clone())),
-            StoreRequest::Add { key, delta } => Some(self.add(key, *delta)),
-            StoreRequest::CompareSet { key, expected, desired } => {
-                Some(self.compare_set(key, expected, desired))
+            StoreRequest::Get { key } => {
+                self.data.get(key).map(|v| StoreResponse::Value(v.clone()))
             }
+            StoreRequest::Add { key, delta } => Some(self.add(key, *delta)),
+            StoreRequest::CompareSet {
+                key,
+                expected,
+                desired,
+            } => Some(self.compare_set(key, expected, desired)),
             StoreRequest::Wait { keys } => self.all_present(keys).then_some(StoreResponse::Done),
             StoreRequest::Check { keys } => Some(StoreResponse::Bool(self.all_present(keys))),
             StoreRequest::DeleteKey { key } => {
@@ -127,7 +153,10 @@ impl StoreState {
     fn add(&mut self, key: &str, delta: i64) -> StoreResponse {
         let current = match self.data.get(key) {
             None => 0,
-            Some(bytes) => match std::str::from_utf8(bytes).ok().and_then(|s| s.parse::<i64>().ok()) {
+            Some(bytes) => match std::str::from_utf8(bytes)
+                .ok()
+                .and_then(|s| s.parse::<i64>().ok())
+            {
                 Some(v) => v,
                 None => return StoreResponse::Error(format!("add on non-integer key '{key}'")),
             },
@@ -161,49 +190,124 @@ mod tests {
     use super::*;
 
     fn cas(s: &mut StoreState, k: &str, e: &str, d: &str) -> Option<StoreResponse> {
-        s.apply(&StoreRequest::CompareSet { key: k.into(), expected: e.into(), desired: d.into() })
+        s.apply(&StoreRequest::CompareSet {
+            key: k.into(),
+            expected: e.into(),
+            desired: d.into(),
+        })
     }
 
     #[test]
     fn compare_set_follows_tcpstore() {
         let mut s = StoreState::new();
-        assert_eq!(cas(&mut s, "k", "x", "y"), Some(StoreResponse::Value(b"x".to_vec())));
-        assert_eq!(s.len(), 0, "absent key with non-empty expected sets nothing");
-        assert_eq!(cas(&mut s, "k", "", "a"), Some(StoreResponse::Value(b"a".to_vec())));
-        assert_eq!(cas(&mut s, "k", "zz", "b"), Some(StoreResponse::Value(b"a".to_vec())));
-        assert_eq!(cas(&mut s, "k", "a", "b"), Some(StoreResponse::Value(b"b".to_vec())));
+        assert_eq!(
+            cas(&mut s, "k", "x", "y"),
+            Some(StoreResponse::Value(b"x".to_vec()))
+        );
+        assert_eq!(
+            s.len(),
+            0,
+            "absent key with non-empty expected sets nothing"
+        );
+        assert_eq!(
+            cas(&mut s, "k", "", "a"),
+            Some(StoreResponse::Value(b"a".to_vec()))
+        );
+        assert_eq!(
+            cas(&mut s, "k", "zz", "b"),
+            Some(StoreResponse::Value(b"a".to_vec()))
+        );
+        assert_eq!(
+            cas(&mut s, "k", "a", "b"),
+            Some(StoreResponse::Value(b"b".to_vec()))
+        );
     }
 
     #[test]
     fn get_and_wait_block_until_set() {
         let mut s = StoreState::new();
         assert_eq!(s.apply(&StoreRequest::Get { key: "k".into() }), None);
-        assert_eq!(s.apply(&StoreRequest::Wait { keys: vec!["k".into()] }), None);
-        s.apply(&StoreRequest::Set { key: "k".into(), value: b"v".to_vec() });
-        assert_eq!(s.apply(&StoreRequest::Get { key: "k".into() }), Some(StoreResponse::Value(b"v".to_vec())));
-        assert_eq!(s.apply(&StoreRequest::Wait { keys: vec!["k".into()] }), Some(StoreResponse::Done));
+        assert_eq!(
+            s.apply(&StoreRequest::Wait {
+                keys: vec!["k".into()]
+            }),
+            None
+        );
+        s.apply(&StoreRequest::Set {
+            key: "k".into(),
+            value: b"v".to_vec(),
+        });
+        assert_eq!(
+            s.apply(&StoreRequest::Get { key: "k".into() }),
+            Some(StoreResponse::Value(b"v".to_vec()))
+        );
+        assert_eq!(
+            s.apply(&StoreRequest::Wait {
+                keys: vec!["k".into()]
+            }),
+            Some(StoreResponse::Done)
+        );
     }
 
     #[test]
     fn add_counts_in_decimal_text() {
         let mut s = StoreState::new();
-        assert_eq!(s.apply(&StoreRequest::Add { key: "c".into(), delta: 2 }), Some(StoreResponse::Int(2)));
-        assert_eq!(s.apply(&StoreRequest::Add { key: "c".into(), delta: 3 }), Some(StoreResponse::Int(5)));
-        assert_eq!(s.apply(&StoreRequest::Get { key: "c".into() }), Some(StoreResponse::Value(b"5".to_vec())));
-        s.apply(&StoreRequest::Set { key: "t".into(), value: b"x".to_vec() });
-        assert!(matches!(s.apply(&StoreRequest::Add { key: "t".into(), delta: 1 }), Some(StoreResponse::Error(_))));
+        assert_eq!(
+            s.apply(&StoreRequest::Add {
+                key: "c".into(),
+                delta: 2
+            }),
+            Some(StoreResponse::Int(2))
+        );
+        assert_eq!(
+            s.apply(&StoreRequest::Add {
+                key: "c".into(),
+                delta: 3
+            }),
+            Some(StoreResponse::Int(5))
+        );
+        assert_eq!(
+            s.apply(&StoreRequest::Get { key: "c".into() }),
+            Some(StoreResponse::Value(b"5".to_vec()))
+        );
+        s.apply(&StoreRequest::Set {
+            key: "t".into(),
+            value: b"x".to_vec(),
+        });
+        assert!(matches!(
+            s.apply(&StoreRequest::Add {
+                key: "t".into(),
+                delta: 1
+            }),
+            Some(StoreResponse::Error(_))
+        ));
     }
 
     #[test]
     fn multi_ops_check_and_delete() {
         let mut s = StoreState::new();
-        let entries = vec![("a".to_string(), b"1".to_vec()), ("b".to_string(), b"2".to_vec())];
+        let entries = vec![
+            ("a".to_string(), b"1".to_vec()),
+            ("b".to_string(), b"2".to_vec()),
+        ];
         s.apply(&StoreRequest::MultiSet { entries });
         let keys = vec!["a".to_string(), "b".to_string()];
-        assert_eq!(s.apply(&StoreRequest::MultiGet { keys: keys.clone() }), Some(StoreResponse::Values(vec![b"1".to_vec(), b"2".to_vec()])));
-        assert_eq!(s.apply(&StoreRequest::Check { keys: keys.clone() }), Some(StoreResponse::Bool(true)));
-        assert_eq!(s.apply(&StoreRequest::DeleteKey { key: "a".into() }), Some(StoreResponse::Bool(true)));
-        assert_eq!(s.apply(&StoreRequest::Check { keys }), Some(StoreResponse::Bool(false)));
+        assert_eq!(
+            s.apply(&StoreRequest::MultiGet { keys: keys.clone() }),
+            Some(StoreResponse::Values(vec![b"1".to_vec(), b"2".to_vec()]))
+        );
+        assert_eq!(
+            s.apply(&StoreRequest::Check { keys: keys.clone() }),
+            Some(StoreResponse::Bool(true))
+        );
+        assert_eq!(
+            s.apply(&StoreRequest::DeleteKey { key: "a".into() }),
+            Some(StoreResponse::Bool(true))
+        );
+        assert_eq!(
+            s.apply(&StoreRequest::Check { keys }),
+            Some(StoreResponse::Bool(false))
+        );
         assert_eq!(s.apply(&StoreRequest::NumKeys), Some(StoreResponse::Int(1)));
     }
 }

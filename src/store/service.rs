@@ -82,12 +82,18 @@ pub struct StoreClient {
 impl StoreClient {
     /// Opens a client of the store at `server`.
     pub async fn connect(server: SocketAddr, timeout_us: u64) -> Result<Self, StoreError> {
-        let rpc = RpcClient::connect(server).await.map_err(|e| StoreError::Connection(e.to_string()))?;
+        let rpc = RpcClient::connect(server)
+            .await
+            .map_err(|e| StoreError::Connection(e.to_string()))?;
         Ok(StoreClient { rpc, timeout_us })
     }
 
     async fn call(&mut self, request: StoreRequest) -> Result<StoreResponse, StoreError> {
-        match self.rpc.call::<StoreRequest, StoreResponse>(request, self.timeout_us).await {
+        match self
+            .rpc
+            .call::<StoreRequest, StoreResponse>(request, self.timeout_us)
+            .await
+        {
             Ok(StoreResponse::Error(e)) => Err(StoreError::Refused(e)),
             Ok(reply) => Ok(reply),
             Err(e) => Err(StoreError::Connection(e.to_string())),
@@ -95,7 +101,12 @@ impl StoreClient {
     }
 
     pub async fn set(&mut self, key: &str, value: Vec<u8>) -> Result<(), StoreError> {
-        self.call(StoreRequest::Set { key: key.into(), value }).await.map(|_| ())
+        self.call(StoreRequest::Set {
+            key: key.into(),
+            value,
+        })
+        .await
+        .map(|_| ())
     }
 
     /// Blocks until the key exists, up to the client's timeout.
@@ -107,15 +118,30 @@ impl StoreClient {
     }
 
     pub async fn add(&mut self, key: &str, delta: i64) -> Result<i64, StoreError> {
-        match self.call(StoreRequest::Add { key: key.into(), delta }).await? {
+        match self
+            .call(StoreRequest::Add {
+                key: key.into(),
+                delta,
+            })
+            .await?
+        {
             StoreResponse::Int(v) => Ok(v),
             other => Err(unexpected(other)),
         }
     }
 
     /// Returns the value stored after the operation (see `StoreRequest::CompareSet`).
-    pub async fn compare_set(&mut self, key: &str, expected: &[u8], desired: &[u8]) -> Result<Vec<u8>, StoreError> {
-        let request = StoreRequest::CompareSet { key: key.into(), expected: expected.to_vec(), desired: desired.to_vec() };
+    pub async fn compare_set(
+        &mut self,
+        key: &str,
+        expected: &[u8],
+        desired: &[u8],
+    ) -> Result<Vec<u8>, StoreError> {
+        let request = StoreRequest::CompareSet {
+            key: key.into(),
+            expected: expected.to_vec(),
+            desired: desired.to_vec(),
+        };
         match self.call(request).await? {
             StoreResponse::Value(v) => Ok(v),
             other => Err(unexpected(other)),
@@ -123,32 +149,51 @@ impl StoreClient {
     }
 
     pub async fn wait(&mut self, keys: &[String]) -> Result<(), StoreError> {
-        self.call(StoreRequest::Wait { keys: keys.to_vec() }).await.map(|_| ())
+        self.call(StoreRequest::Wait {
+            keys: keys.to_vec(),
+        })
+        .await
+        .map(|_| ())
     }
 
     pub async fn check(&mut self, keys: &[String]) -> Result<bool, StoreError> {
-        match self.call(StoreRequest::Check { keys: keys.to_vec() }).await? {
+        match self
+            .call(StoreRequest::Check {
+                keys: keys.to_vec(),
+            })
+            .await?
+        {
             StoreResponse::Bool(b) => Ok(b),
             other => Err(unexpected(other)),
         }
     }
 
     pub async fn delete_key(&mut self, key: &str) -> Result<bool, StoreError> {
-        match self.call(StoreRequest::DeleteKey { key: key.into() }).await? {
+        match self
+            .call(StoreRequest::DeleteKey { key: key.into() })
+            .await?
+        {
             StoreResponse::Bool(b) => Ok(b),
             other => Err(unexpected(other)),
         }
     }
 
     pub async fn multi_get(&mut self, keys: &[String]) -> Result<Vec<Vec<u8>>, StoreError> {
-        match self.call(StoreRequest::MultiGet { keys: keys.to_vec() }).await? {
+        match self
+            .call(StoreRequest::MultiGet {
+                keys: keys.to_vec(),
+            })
+            .await?
+        {
             StoreResponse::Values(v) => Ok(v),
             other => Err(unexpected(other)),
         }
     }
 
     pub async fn multi_set(&mut self, entries: Vec<(String, Vec<u8>)>) -> Result<(), StoreError> {
-        self.call(StoreRequest::MultiSet { entries }).await.map(|_| ())
+        self.call(StoreRequest::MultiSet { entries })
+            .await
+            .map(|_| ())
     }
 }
 

@@ -27,7 +27,11 @@ pub enum EventKind {
     AgentStarted { pid: u32 },
     /// The agent process ended: `state` is the worker group's final state
     /// (`SUCCEEDED`, `FAILED`, `STOPPED`, `UNKNOWN`), `reason` says why in words.
-    AgentExited { pid: u32, state: String, reason: String },
+    AgentExited {
+        pid: u32,
+        state: String,
+        reason: String,
+    },
     /// The agent process was killed (SIGKILL or power loss); nothing ran after this.
     AgentKilled { pid: u32 },
     /// The agent called `next_rendezvous()`.
@@ -44,26 +48,50 @@ pub enum EventKind {
     },
     /// `next_rendezvous()` raised: `error` is `closed`, `timeout`, `store_unreachable`, ...;
     /// `message` is the sentence torch would log.
-    RendezvousFailed { pid: u32, error: String, message: String },
+    RendezvousFailed {
+        pid: u32,
+        error: String,
+        message: String,
+    },
     /// This node's op committed `closed = true` to the shared state.
     RendezvousClosed { pid: u32, round: u64 },
     /// A node's keep-alive heartbeat was written to the shared state.
     Heartbeat { pid: u32 },
     /// The agent started its worker group for a round.
-    WorkersStarted { pid: u32, round: u64, group_rank: u32, world_size: u32, restart_count: u32 },
+    WorkersStarted {
+        pid: u32,
+        round: u64,
+        group_rank: u32,
+        world_size: u32,
+        restart_count: u32,
+    },
     /// The agent stopped its worker group (before a restart or at exit).
     WorkersStopped { pid: u32, reason: String },
     /// A worker failed (a `worker_crash`, or a collective timed out).
-    WorkerFailed { pid: u32, local_rank: u32, exit_code: i32, reason: String },
+    WorkerFailed {
+        pid: u32,
+        local_rank: u32,
+        exit_code: i32,
+        reason: String,
+    },
     /// The agent restarts its workers. `counted` restarts spend `max_restarts`;
     /// membership-change restarts are not counted.
-    AgentRestart { pid: u32, counted: bool, restart_count: u32, reason: String },
+    AgentRestart {
+        pid: u32,
+        counted: bool,
+        restart_count: u32,
+        reason: String,
+    },
     /// The group on this node reached global step `step`.
     Step { pid: u32, round: u64, step: u64 },
     /// A checkpoint of step `step` was written.
     Checkpoint { pid: u32, step: u64 },
     /// A group (re)started from checkpoint `step`, losing `lost_steps` of progress.
-    ResumedFromCheckpoint { pid: u32, step: u64, lost_steps: u64 },
+    ResumedFromCheckpoint {
+        pid: u32,
+        step: u64,
+        lost_steps: u64,
+    },
     /// The store server started (on its host's agent process or the dedicated node).
     StoreStarted,
     /// The store server died with its in-memory state.

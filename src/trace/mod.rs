@@ -11,7 +11,7 @@ use std::sync::{Arc, Mutex};
 pub const EVENTS_MAX: usize = 2_000_000;
 
 /// Everything a finished run hands to the checks and the report.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Default)]
 pub struct Trace {
     /// Events in the order they were recorded (simulated time never decreases).
     pub events: Vec<Event>,
@@ -53,12 +53,6 @@ pub struct Recorder {
     inner: Arc<Mutex<Trace>>,
 }
 
-impl Default for Trace {
-    fn default() -> Self {
-        Trace { events: Vec::new(), truncated: false }
-    }
-}
-
 impl Recorder {
     pub fn new() -> Self {
         Self::default()
@@ -71,12 +65,19 @@ impl Recorder {
             trace.truncated = true;
             return;
         }
-        trace.events.push(Event { at_us, node: node.map(str::to_owned), kind });
+        trace.events.push(Event {
+            at_us,
+            node: node.map(str::to_owned),
+            kind,
+        });
     }
 
     /// Whether the bound was hit.
     pub fn truncated(&self) -> bool {
-        self.inner.lock().expect("recorder lock is never poisoned").truncated
+        self.inner
+            .lock()
+            .expect("recorder lock is never poisoned")
+            .truncated
     }
 
     /// Takes the recorded trace out.

@@ -1,7 +1,7 @@
 //! What an agent process sees of the world: its identity, its clocks, the store's address,
 //! signals (graceful stop, crashed workers), the collective fabric and checkpoint storage.
 
-use super::state::{Barrier, Process, World, MONO_BASE_US_PER_NODE, UTC_EPOCH_US};
+use super::state::{Process, World, MONO_BASE_US_PER_NODE, UTC_EPOCH_US};
 use super::{rng, spawn, time};
 use crate::scenario::model::{node_name, Scenario, StoreHost};
 use crate::trace::EventKind;
@@ -43,13 +43,21 @@ pub(super) async fn process_main(world: Arc<World>, index: u32) {
         });
         pid
     };
-    let env = NodeEnv { world: world.clone(), index, name: node_name(index), pid };
+    let env = NodeEnv {
+        world: world.clone(),
+        index,
+        name: node_name(index),
+        pid,
+    };
     env.record(EventKind::AgentStarted { pid });
     if world.scenario.cluster.store == StoreHost::Node(index) {
         // TCPStore runs inside the host's agent process and dies with it.
         let task = spawn((world.programs.store)(world.store_addr));
         env.record(EventKind::StoreStarted);
-        if let Some(p) = world.state.lock().expect("world lock").nodes[index as usize].process.as_mut() {
+        if let Some(p) = world.state.lock().expect("world lock").nodes[index as usize]
+            .process
+            .as_mut()
+        {
             p.store_task = Some(task);
         }
     }
@@ -59,13 +67,22 @@ pub(super) async fn process_main(world: Arc<World>, index: u32) {
         if exit.state == "SUCCEEDED" {
             st.any_succeeded = true;
         }
-        st.nodes[index as usize].process.take().and_then(|p| p.store_task)
+        st.nodes[index as usize]
+            .process
+            .take()
+            .and_then(|p| p.store_task)
     };
     if let Some(task) = store_task {
         task.abort();
-        env.record(EventKind::StoreDied { reason: "its host agent process exited".into() });
+        env.record(EventKind::StoreDied {
+            reason: "its host agent process exited".into(),
+        });
     }
-    env.record(EventKind::AgentExited { pid, state: exit.state, reason: exit.reason });
+    env.record(EventKind::AgentExited {
+        pid,
+        state: exit.state,
+        reason: exit.reason,
+    });
     let _ = world.exits.unbounded_send(());
 }
 
@@ -76,12 +93,22 @@ impl NodeEnv {
 
     /// Records an event on this node at the current simulated time.
     pub fn record(&self, kind: EventKind) {
-        self.world.recorder.record(time::elapsed_us(), Some(&self.name), kind);
+        self.world
+            .recorder
+            .record(time::elapsed_us(), Some(&self.name), kind);
     }
 
     /// The node's wall clock (what `datetime.now(timezone.utc)` reads), skew included.
     pub fn now_utc_us(&self) -> i64 {
-        let skew = self.world.state.lock().expect("world lock").skew_us.get(&self.index).copied().unwrap_or(0);
+        let skew = self
+            .world
+            .state
+            .lock()
+            .expect("world lock")
+            .skew_us
+            .get(&self.index)
+            .copied()
+            .unwrap_or(0);
         UTC_EPOCH_US + time::elapsed_us() as i64 + skew
     }
 
@@ -92,7 +119,10 @@ impl NodeEnv {
 
     /// A random stream private to this process, derived from the run seed.
     pub fn rng(&self, purpose: &str) -> ChaCha8Rng {
-        rng::stream(self.world.seed, &format!("{}/{}/{purpose}", self.name, self.pid))
+        rng::stream(
+            self.world.seed,
+            &format!("{}/{}/{purpose}", self.name, self.pid),
+        )
     }
 
     /// Where the c10d store listens.
@@ -104,7 +134,9 @@ impl NodeEnv {
     pub async fn stop_signal(&self) {
         let rx = {
             let mut st = self.world.state.lock().expect("world lock");
-            let Some(p) = self.process_mut(&mut st) else { return };
+            let Some(p) = self.process_mut(&mut st) else {
+                return;
+            };
             if p.stop_requested {
                 return;
             }
@@ -130,20 +162,32 @@ impl NodeEnv {
     }
 
     fn process_mut<'a>(&self, st: &'a mut super::state::WorldState) -> Option<&'a mut Process> {
-        st.nodes[self.index as usize].process.as_mut().filter(|p| p.pid == self.pid)
+        st.nodes[self.index as usize]
+            .process
+            .as_mut()
+            .filter(|p| p.pid == self.pid)
     }
 
     /// The all-reduce of `step` among `members` (node indices) of round `round`: done when
     /// every member arrived over connected links; a member that never comes makes the others
     /// wait out `timeout_us`, as NCCL does.
-    pub async fn all_reduce(&self, round: u64, step: u64, members: &[u32], timeout_us: u64) -> Result<(), CollectiveTimeout> {
+    pub async fn all_reduce(
+        &self,
+        round: u64,
+        step: u64,
+        members: &[u32],
+        timeout_us: u64,
+    ) -> Result<(), CollectiveTimeout> {
         let rx = {
             let mut st = self.world.state.lock().expect("world lock");
             let connected = st.connected(members);
-            let barrier = st.barriers.entry((round, step)).or_insert_with(Barrier::default);
+            let barrier = st.barriers.entry((round, step)).or_default();
             barrier.arrived.insert(self.index);
             if connected && members.iter().all(|m| barrier.arrived.contains(m)) {
-                let done = st.barriers.remove(&(round, step)).expect("barrier just touched");
+                let done = st
+                    .barriers
+                    .remove(&(round, step))
+                    .expect("barrier just touched");
                 for waiter in done.waiters {
                     let _ = waiter.send(());
                 }
@@ -161,7 +205,11 @@ impl NodeEnv {
 
     /// Takes this node's arrivals back from every unfinished all-reduce: its workers are gone.
     pub fn leave_collectives(&self) {
-        self.world.state.lock().expect("world lock").withdraw(self.index);
+        self.world
+            .state
+            .lock()
+            .expect("world lock")
+            .withdraw(self.index);
     }
 
     /// The last checkpointed step on shared storage.

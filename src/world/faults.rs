@@ -22,9 +22,15 @@ pub(super) async fn apply_all(world: Arc<World>) {
         world.recorder.record(
             time::elapsed_us(),
             node.as_deref(),
-            EventKind::FaultApplied { fault: fault.kind.name().to_owned(), detail },
+            EventKind::FaultApplied {
+                fault: fault.kind.name().to_owned(),
+                detail,
+            },
         );
-        if matches!(fault.kind, FaultKind::Start { .. } | FaultKind::Restart { .. }) {
+        if matches!(
+            fault.kind,
+            FaultKind::Start { .. } | FaultKind::Restart { .. }
+        ) {
             world.state.lock().expect("world lock").pending_starts -= 1;
             let _ = world.exits.unbounded_send(());
         }
@@ -62,7 +68,10 @@ fn apply(world: &Arc<World>, fault: &Fault) -> String {
                 slot.started = true;
                 slot.id
             };
-            if world.state.lock().expect("world lock").nodes[*node as usize].process.is_some() {
+            if world.state.lock().expect("world lock").nodes[*node as usize]
+                .process
+                .is_some()
+            {
                 // Restarting a live node kills its current process first.
                 kill(world, &handle, *node);
             }
@@ -81,7 +90,10 @@ fn apply(world: &Arc<World>, fault: &Fault) -> String {
         }
         FaultKind::Partition { groups } => partition(world, &net, groups),
         FaultKind::Heal => {
-            let links: Vec<(u32, u32)> = std::mem::take(&mut world.state.lock().expect("world lock").clogged).into_iter().collect();
+            let links: Vec<(u32, u32)> =
+                std::mem::take(&mut world.state.lock().expect("world lock").clogged)
+                    .into_iter()
+                    .collect();
             for (a, b) in &links {
                 net.unclog_link(node_id(world, *a), node_id(world, *b));
             }
@@ -89,20 +101,37 @@ fn apply(world: &Arc<World>, fault: &Fault) -> String {
         }
         FaultKind::ClogLink { from, to } => {
             net.clog_link(node_id(world, *from), node_id(world, *to));
-            world.state.lock().expect("world lock").clogged.insert((*from, *to));
+            world
+                .state
+                .lock()
+                .expect("world lock")
+                .clogged
+                .insert((*from, *to));
             format!("link node-{from} -> node-{to} drops everything")
         }
         FaultKind::UnclogLink { from, to } => {
             net.unclog_link(node_id(world, *from), node_id(world, *to));
-            world.state.lock().expect("world lock").clogged.remove(&(*from, *to));
+            world
+                .state
+                .lock()
+                .expect("world lock")
+                .clogged
+                .remove(&(*from, *to));
             format!("link node-{from} -> node-{to} restored")
         }
-        FaultKind::Latency { latency_us_min, latency_us_max, duration_us } => {
+        FaultKind::Latency {
+            latency_us_min,
+            latency_us_max,
+            duration_us,
+        } => {
             set_latency(&net, *latency_us_min, *latency_us_max);
             restore_network_after(world, *duration_us);
             format!("latency {latency_us_min}..{latency_us_max} us")
         }
-        FaultKind::Loss { probability, duration_us } => {
+        FaultKind::Loss {
+            probability,
+            duration_us,
+        } => {
             let p = *probability;
             net.update_config(|c| c.packet_loss_rate = p);
             restore_network_after(world, *duration_us);
@@ -114,19 +143,28 @@ fn apply(world: &Arc<World>, fault: &Fault) -> String {
             *skew += offset_us;
             format!("node-{node} wall clock stepped by {offset_us} us (offset now {skew} us)")
         }
-        FaultKind::WorkerCrash { node, local_rank, exit_code } => {
+        FaultKind::WorkerCrash {
+            node,
+            local_rank,
+            exit_code,
+        } => {
             let mut st = world.state.lock().expect("world lock");
             match st.nodes[*node as usize].process.as_mut() {
                 Some(p) => {
                     p.worker_crash = Some((*local_rank, *exit_code));
-                    format!("worker {local_rank} of pid {} exits with {exit_code}", p.pid)
+                    format!(
+                        "worker {local_rank} of pid {} exits with {exit_code}",
+                        p.pid
+                    )
                 }
                 None => "no agent runs there; nothing crashed".to_owned(),
             }
         }
         FaultKind::StoreCrash => store_crash(world, &handle),
         // Validation rejects GPU faults until the GPU model exists.
-        FaultKind::GpuSlow { .. } | FaultKind::GpuFail { .. } => "GPU faults are not modelled yet".to_owned(),
+        FaultKind::GpuSlow { .. } | FaultKind::GpuFail { .. } => {
+            "GPU faults are not modelled yet".to_owned()
+        }
     }
 }
 
@@ -150,9 +188,17 @@ fn kill(world: &Arc<World>, handle: &Handle, node: u32) -> String {
     };
     let at = time::elapsed_us();
     let name = node_name(node);
-    world.recorder.record(at, Some(&name), EventKind::AgentKilled { pid: process.pid });
+    world
+        .recorder
+        .record(at, Some(&name), EventKind::AgentKilled { pid: process.pid });
     if process.store_task.is_some() {
-        world.recorder.record(at, Some(&name), EventKind::StoreDied { reason: "its host was killed".into() });
+        world.recorder.record(
+            at,
+            Some(&name),
+            EventKind::StoreDied {
+                reason: "its host was killed".into(),
+            },
+        );
     }
     let _ = world.exits.unbounded_send(());
     format!("node-{node} killed (pid {})", process.pid)
@@ -182,7 +228,12 @@ fn partition(world: &World, net: &NetSim, groups: &[Vec<u32>]) -> String {
             for a in a_group {
                 for b in b_group {
                     net.clog_link(node_id(world, *a), node_id(world, *b));
-                    world.state.lock().expect("world lock").clogged.insert((*a, *b));
+                    world
+                        .state
+                        .lock()
+                        .expect("world lock")
+                        .clogged
+                        .insert((*a, *b));
                     cut += 1;
                 }
             }
@@ -193,14 +244,22 @@ fn partition(world: &World, net: &NetSim, groups: &[Vec<u32>]) -> String {
 
 fn set_latency(net: &NetSim, min_us: u64, max_us: u64) {
     net.update_config(|c| {
-        c.send_latency = Duration::from_micros(min_us)..Duration::from_micros(max_us.max(min_us + 1));
+        c.send_latency =
+            Duration::from_micros(min_us)..Duration::from_micros(max_us.max(min_us + 1));
     });
 }
 
 /// After `duration_us`, puts latency and loss back to the scenario's `[network]`.
 fn restore_network_after(world: &Arc<World>, duration_us: Option<u64>) {
-    let Some(duration_us) = duration_us else { return };
-    let Network { latency_us_min, latency_us_max, loss, .. } = world.scenario.network.clone();
+    let Some(duration_us) = duration_us else {
+        return;
+    };
+    let Network {
+        latency_us_min,
+        latency_us_max,
+        loss,
+        ..
+    } = world.scenario.network.clone();
     spawn(async move {
         time::sleep_us(duration_us).await;
         let net = NetSim::current();
@@ -212,7 +271,10 @@ fn restore_network_after(world: &Arc<World>, duration_us: Option<u64>) {
 fn store_crash(world: &Arc<World>, handle: &Handle) -> String {
     let (hosted, dedicated) = {
         let mut st = world.state.lock().expect("world lock");
-        let hosted = st.nodes.iter_mut().find_map(|n| n.process.as_mut().and_then(|p| p.store_task.take()));
+        let hosted = st
+            .nodes
+            .iter_mut()
+            .find_map(|n| n.process.as_mut().and_then(|p| p.store_task.take()));
         let dedicated = st.dedicated_store.filter(|_| st.dedicated_store_alive);
         st.dedicated_store_alive = false;
         (hosted, dedicated)
@@ -231,7 +293,13 @@ fn store_crash(world: &Arc<World>, handle: &Handle) -> String {
         super::net::set_host_down(world.store_addr.ip(), true);
     }
     if alive {
-        world.recorder.record(time::elapsed_us(), Some(&store_node), EventKind::StoreDied { reason: "store_crash".into() });
+        world.recorder.record(
+            time::elapsed_us(),
+            Some(&store_node),
+            EventKind::StoreDied {
+                reason: "store_crash".into(),
+            },
+        );
         "the store died with its in-memory state".to_owned()
     } else {
         "the store was already down".to_owned()

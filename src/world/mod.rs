@@ -68,14 +68,23 @@ fn dedicated_store_ip() -> IpAddr {
 }
 
 /// Runs one scenario with one seed on a fresh runtime on its own thread.
-pub fn simulate(scenario: &Scenario, seed: u64, programs: Programs) -> Result<(Trace, RunEnd), HarnessError> {
+pub fn simulate(
+    scenario: &Scenario,
+    seed: u64,
+    programs: Programs,
+) -> Result<(Trace, RunEnd), HarnessError> {
     let scenario = scenario.clone();
     let thread = std::thread::Builder::new()
         .name(format!("trainsim-seed-{seed}"))
         .spawn(move || {
             let mut config = madsim::Config::default();
             config.net.send_latency = Duration::from_micros(scenario.network.latency_us_min)
-                ..Duration::from_micros(scenario.network.latency_us_max.max(scenario.network.latency_us_min + 1));
+                ..Duration::from_micros(
+                    scenario
+                        .network
+                        .latency_us_max
+                        .max(scenario.network.latency_us_min + 1),
+                );
             config.net.packet_loss_rate = scenario.network.loss;
             let runtime = madsim::runtime::Runtime::with_seed_and_config(seed, config);
             net::reset_registry();
@@ -106,12 +115,19 @@ pub fn panic_message(payload: &Box<dyn std::any::Any + Send>) -> String {
 }
 
 /// Builds the nodes, applies the faults and waits for the run to end.
-async fn supervise(scenario: Scenario, seed: u64, programs: Programs, recorder: Recorder) -> RunEnd {
+async fn supervise(
+    scenario: Scenario,
+    seed: u64,
+    programs: Programs,
+    recorder: Recorder,
+) -> RunEnd {
     let handle = madsim::runtime::Handle::current();
     let (exits_tx, mut exits_rx) = futures::channel::mpsc::unbounded::<()>();
     let store_addr = match scenario.cluster.store {
         StoreHost::Node(i) => SocketAddr::new(node_ip(i), crate::store::service::STORE_PORT),
-        StoreHost::Dedicated => SocketAddr::new(dedicated_store_ip(), crate::store::service::STORE_PORT),
+        StoreHost::Dedicated => {
+            SocketAddr::new(dedicated_store_ip(), crate::store::service::STORE_PORT)
+        }
     };
     let world = Arc::new(state::World {
         scenario: scenario.clone(),
@@ -170,6 +186,15 @@ async fn supervise(scenario: Scenario, seed: u64, programs: Programs, recorder: 
         Ok(()) if world.state.lock().expect("world lock").any_succeeded => Outcome::Succeeded,
         Ok(()) => Outcome::Failed,
     };
-    recorder.record(sim_time_us, None, EventKind::RunEnded { outcome: outcome.as_str().to_owned() });
-    RunEnd { sim_time_us, outcome }
+    recorder.record(
+        sim_time_us,
+        None,
+        EventKind::RunEnded {
+            outcome: outcome.as_str().to_owned(),
+        },
+    );
+    RunEnd {
+        sim_time_us,
+        outcome,
+    }
 }

@@ -94,7 +94,12 @@ impl RpcClient {
         let endpoint = Endpoint::bind("0.0.0.0:0")
             .await
             .map_err(|e| NetError::Bind(e.to_string()))?;
-        Ok(RpcClient { endpoint, server, next_id: 1, connected: false })
+        Ok(RpcClient {
+            endpoint,
+            server,
+            next_id: 1,
+            connected: false,
+        })
     }
 
     /// Sends `request` and waits up to `timeout_us` for the reply, resending on silence.
@@ -105,8 +110,7 @@ impl RpcClient {
     {
         let id = self.next_id;
         self.next_id += 1;
-        let started = madsim::time::Instant::now();
-        let deadline = started + Duration::from_micros(timeout_us);
+        let deadline_us = super::time::elapsed_us() + timeout_us;
         let mut rto_us = RTO_US_MIN;
         loop {
             if refused(self.server) {
@@ -114,8 +118,7 @@ impl RpcClient {
                 // connect, which TCPStore's client retries until its timeout; on an
                 // established connection the reset is an error at once.
                 madsim::time::sleep(Duration::from_micros(RESET_DELAY_US)).await;
-                let now = madsim::time::Instant::now();
-                if self.connected || now + Duration::from_micros(CONNECT_RETRY_US) >= deadline {
+                if self.connected || super::time::elapsed_us() + CONNECT_RETRY_US >= deadline_us {
                     return Err(NetError::Refused(self.server));
                 }
                 madsim::time::sleep(Duration::from_micros(CONNECT_RETRY_US)).await;
@@ -127,12 +130,13 @@ impl RpcClient {
                 .endpoint
                 .send_to_raw(self.server, REQUEST_TAG, Box::new((id, request.clone())))
                 .await;
-            let now = madsim::time::Instant::now();
-            if now >= deadline {
+            let now_us = super::time::elapsed_us();
+            if now_us >= deadline_us {
                 return Err(NetError::Timeout(self.server, timeout_us));
             }
-            let wait = Duration::from_micros(rto_us).min(deadline - now);
-            let reply = madsim::time::timeout(wait, self.endpoint.recv_from_raw(REPLY_TAG_BASE | id));
+            let wait = Duration::from_micros(rto_us.min(deadline_us - now_us));
+            let reply =
+                madsim::time::timeout(wait, self.endpoint.recv_from_raw(REPLY_TAG_BASE | id));
             if let Ok(Ok((payload, _from))) = reply.await {
                 self.connected = true;
                 let resp = payload
@@ -185,7 +189,11 @@ impl RpcServer {
             .await
             .map_err(|e| NetError::Bind(e.to_string()))?;
         LISTENING.with(|l| l.borrow_mut().insert(addr));
-        Ok(RpcServer { endpoint, _listening: Arc::new(ListenGuard(addr)), replies: Default::default() })
+        Ok(RpcServer {
+            endpoint,
+            _listening: Arc::new(ListenGuard(addr)),
+            replies: Default::default(),
+        })
     }
 
     /// Waits for the next request that is not a resend of one in progress. A resend of an
@@ -211,7 +219,10 @@ impl RpcServer {
             };
             match cached {
                 Some(Some(reply)) => {
-                    let _ = self.endpoint.send_to_raw(from, REPLY_TAG_BASE | id, reply).await;
+                    let _ = self
+                        .endpoint
+                        .send_to_raw(from, REPLY_TAG_BASE | id, reply)
+                        .await;
                 }
                 Some(None) => {}
                 None => return Incoming { from, id, request },
@@ -220,14 +231,22 @@ impl RpcServer {
     }
 
     /// Sends the reply to a request and remembers it for resends.
-    pub async fn reply<Resp: Clone + Send + Sync + 'static>(&self, to: SocketAddr, id: u64, reply: Resp) {
+    pub async fn reply<Resp: Clone + Send + Sync + 'static>(
+        &self,
+        to: SocketAddr,
+        id: u64,
+        reply: Resp,
+    ) {
         {
             let mut cache = self.replies.lock().expect("reply cache lock");
             if let Some(slot) = cache.entries.get_mut(&(to, id)) {
                 *slot = Some(Box::new(reply.clone()));
             }
         }
-        let _ = self.endpoint.send_to_raw(to, REPLY_TAG_BASE | id, Box::new(reply)).await;
+        let _ = self
+            .endpoint
+            .send_to_raw(to, REPLY_TAG_BASE | id, Box::new(reply))
+            .await;
     }
 }
 

@@ -43,7 +43,12 @@ pub struct NodeSlot {
 
 impl NodeSlot {
     pub fn new(id: NodeId, started: bool) -> Self {
-        NodeSlot { id, started, process: None, launching: started }
+        NodeSlot {
+            id,
+            started,
+            process: None,
+            launching: started,
+        }
     }
 }
 
@@ -110,7 +115,11 @@ impl WorldState {
 
     /// The run is over when no agent runs and no fault will start one.
     pub fn run_is_over(&self) -> bool {
-        self.pending_starts == 0 && self.nodes.iter().all(|n| n.process.is_none() && !n.launching)
+        self.pending_starts == 0
+            && self
+                .nodes
+                .iter()
+                .all(|n| n.process.is_none() && !n.launching)
     }
 
     /// Removes `node` from every unfinished all-reduce (its workers died or were stopped).
@@ -123,8 +132,10 @@ impl WorldState {
 
     /// Whether every pair of `members` can reach each other.
     pub fn connected(&self, members: &[u32]) -> bool {
-        members
-            .iter()
-            .all(|a| members.iter().all(|b| a == b || !self.clogged.contains(&(*a, *b))))
+        members.iter().all(|a| {
+            members
+                .iter()
+                .all(|b| a == b || !self.clogged.contains(&(*a, *b)))
+        })
     }
 }

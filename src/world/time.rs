@@ -18,5 +18,7 @@ pub async fn sleep_us(duration_us: u64) {
 
 /// Runs `future` for at most `duration_us`; `None` when time ran out.
 pub async fn timeout_us<F: Future>(duration_us: u64, future: F) -> Option<F::Output> {
-    madsim::time::timeout(Duration::from_micros(duration_us), future).await.ok()
+    madsim::time::timeout(Duration::from_micros(duration_us), future)
+        .await
+        .ok()
 }
