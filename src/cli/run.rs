@@ -13,7 +13,7 @@ pub const SEEDS_MAX: u64 = 1_000_000;
 /// Arguments of `trainsim run`.
 #[derive(Debug, clap::Args)]
 #[command(
-    after_help = "Examples:\n  trainsim run scenarios/late_joiner.toml\n  trainsim run scenarios/*.toml --format json\n  trainsim run scenarios/store_host_dies.toml --seeds 0..20"
+    after_help = "Examples:\n  trainsim run scenarios/late_joiner_next_round.toml\n  trainsim run scenarios/*.toml --format json\n  trainsim run scenarios/store_host_dies.toml --seeds 0..20"
 )]
 pub struct RunArgs {
     /// Scenario files (TOML) to run.
