@@ -1,1 +1,283 @@
-//! sampler torch_rng
+//! torch's CPU random generator, bit for bit: MT19937 seeding and output, `random()`,
+//! `random64()`, and the two draws built on them that samplers use, `randperm` and `randint`.
+
+use super::SamplerError;
+
+/// Number of 32-bit words in the MT19937 state.
+const STATE_WORDS: usize = 624;
+/// Offset of the word mixed into each twisted word.
+const SHIFT_WORDS: usize = 397;
+const MATRIX_A: u32 = 0x9908_b0df;
+const UPPER_MASK: u32 = 0x8000_0000;
+const LOWER_MASK: u32 = 0x7fff_ffff;
+
+/// From this `n` on, torch's `randperm` switches from the swap loop with 32-bit draws to the
+/// inside-out shuffle with 64-bit draws (`u32::MAX / 20`).
+pub const RANDPERM_64BIT_FROM_N: u64 = u32::MAX as u64 / 20;
+
+/// From this range on, torch's `randint` draws 64 bits per element instead of 32.
+pub const RANDINT_64BIT_FROM_RANGE: u64 = 1 << 28;
+
+/// How many draws ahead the shuffles compute their targets, so the memory they will touch is
+/// requested before it is needed (large permutations do not fit in cache).
+const LOOKAHEAD_DRAWS: usize = 32;
+
+/// torch's CPU generator (`torch.Generator()` after `manual_seed`).
+///
+/// The whole 624-word state is twisted and tempered in one pass whenever it runs out, so a
+/// draw is an array read; the output sequence is exactly that of `std::mt19937`.
+#[derive(Clone)]
+pub struct TorchGenerator {
+    state: [u32; STATE_WORDS],
+    tempered: [u32; STATE_WORDS],
+    next_word: usize,
+}
+
+impl std::fmt::Debug for TorchGenerator {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TorchGenerator")
+            .field("next_word", &self.next_word)
+            .finish_non_exhaustive()
+    }
+}
+
+impl TorchGenerator {
+    /// A generator after `manual_seed(seed)`: torch keeps only `seed mod 2^32`.
+    pub fn new(seed: u64) -> Self {
+        let mut state = [0u32; STATE_WORDS];
+        state[0] = seed as u32;
+        for i in 1..STATE_WORDS {
+            let prev = state[i - 1];
+            state[i] = 1_812_433_253u32
+                .wrapping_mul(prev ^ (prev >> 30))
+                .wrapping_add(i as u32);
+        }
+        // The first draw twists, as in the reference engine.
+        TorchGenerator {
+            state,
+            tempered: [0; STATE_WORDS],
+            next_word: STATE_WORDS,
+        }
+    }
+
+    /// A generator after `manual_seed(seed)` with a signed seed: torch takes a negative seed
+    /// as its two's-complement 64-bit pattern before reducing it mod 2^32.
+    pub fn from_signed_seed(seed: i64) -> Self {
+        Self::new(seed as u64)
+    }
+
+    /// One 32-bit word (torch's `random()`).
+    #[inline]
+    pub fn random(&mut self) -> u32 {
+        if self.next_word == STATE_WORDS {
+            self.refill();
+        }
+        let word = self.tempered[self.next_word];
+        self.next_word += 1;
+        word
+    }
+
+    /// Two words, the first as the high half (torch's `random64()`).
+    #[inline]
+    pub fn random64(&mut self) -> u64 {
+        let high = self.random() as u64;
+        let low = self.random() as u64;
+        (high << 32) | low
+    }
+
+    /// Twists the whole state and tempers it into the output buffer.
+    #[cold]
+    fn refill(&mut self) {
+        let s = &mut self.state;
+        #[inline(always)]
+        fn mix(upper_from: u32, lower_from: u32, far: u32) -> u32 {
+            let y = (upper_from & UPPER_MASK) | (lower_from & LOWER_MASK);
+            far ^ (y >> 1) ^ ((y & 1).wrapping_neg() & MATRIX_A)
+        }
+        for i in 0..STATE_WORDS - SHIFT_WORDS {
+            s[i] = mix(s[i], s[i + 1], s[i + SHIFT_WORDS]);
+        }
+        for i in STATE_WORDS - SHIFT_WORDS..STATE_WORDS - 1 {
+            s[i] = mix(s[i], s[i + 1], s[i + SHIFT_WORDS - STATE_WORDS]);
+        }
+        s[STATE_WORDS - 1] = mix(s[STATE_WORDS - 1], s[0], s[SHIFT_WORDS - 1]);
+        for (out, &word) in self.tempered.iter_mut().zip(s.iter()) {
+            let mut y = word;
+            y ^= y >> 11;
+            y ^= (y << 7) & 0x9d2c_5680;
+            y ^= (y << 15) & 0xefc6_0000;
+            y ^= y >> 18;
+            *out = y;
+        }
+        self.next_word = 0;
+    }
+
+    /// `torch.randperm(n, generator=self)` as `u64` values.
+    pub fn randperm(&mut self, n: u64) -> Result<Vec<u64>, SamplerError> {
+        let len = usize::try_from(n).map_err(|_| SamplerError::TooLarge { n })?;
+        let mut perm = Vec::new();
+        perm.try_reserve_exact(len)
+            .map_err(|_| SamplerError::TooLarge { n })?;
+        perm.extend(0..n);
+        self.shuffle_in_place(&mut perm);
+        Ok(perm)
+    }
+
+    /// `torch.randperm(n, generator=self)` with `u32` values: half the memory of
+    /// [`Self::randperm`] (which matters past two hundred million), same draws.
+    pub fn randperm_u32(&mut self, n: u32) -> Result<Vec<u32>, SamplerError> {
+        let mut perm = Vec::new();
+        perm.try_reserve_exact(n as usize)
+            .map_err(|_| SamplerError::TooLarge { n: n as u64 })?;
+        perm.extend(0..n);
+        self.shuffle_in_place(&mut perm);
+        Ok(perm)
+    }
+
+    /// Shuffles `0..len` held in `perm` the way torch's CPU randperm does; `perm[i]` must be
+    /// `i` on entry.
+    fn shuffle_in_place<T: PermValue>(&mut self, perm: &mut [T]) {
+        if (perm.len() as u64) < RANDPERM_64BIT_FROM_N {
+            self.swap_shuffle(perm);
+        } else {
+            self.inside_out_shuffle(perm);
+        }
+    }
+
+    /// torch's path for small `n`: swap `i` with `i + random() % (n - i)`.
+    fn swap_shuffle<T: PermValue>(&mut self, perm: &mut [T]) {
+        let n = perm.len();
+        let steps = n.saturating_sub(1);
+        // Targets are drawn LOOKAHEAD_DRAWS steps early so their cache lines can be
+        // prefetched; the draws stay in order, so the result is unchanged.
+        let mut targets = [0usize; LOOKAHEAD_DRAWS];
+        let early = steps.min(LOOKAHEAD_DRAWS);
+        for (i, target) in targets.iter_mut().enumerate().take(early) {
+            // n - i < 2^28 on this path, so the modulo fits in 32 bits.
+            *target = i + (self.random() % (n - i) as u32) as usize;
+            prefetch(perm, *target);
+        }
+        for i in 0..steps {
+            let slot = i % LOOKAHEAD_DRAWS;
+            let target = targets[slot];
+            let ahead = i + LOOKAHEAD_DRAWS;
+            if ahead < steps {
+                let next = ahead + (self.random() % (n - ahead) as u32) as usize;
+                targets[slot] = next;
+                prefetch(perm, next);
+            }
+            perm.swap(i, target);
+        }
+    }
+
+    /// torch's path for large `n`: the inside-out shuffle with `random64() % (i + 1)`.
+    fn inside_out_shuffle<T: PermValue>(&mut self, perm: &mut [T]) {
+        let n = perm.len();
+        let mut targets = [0usize; LOOKAHEAD_DRAWS];
+        for (i, target) in targets.iter_mut().enumerate().take(n.min(LOOKAHEAD_DRAWS)) {
+            *target = (self.random64() % (i as u64 + 1)) as usize;
+            prefetch(perm, *target);
+        }
+        for i in 0..n {
+            let slot = i % LOOKAHEAD_DRAWS;
+            let target = targets[slot];
+            let ahead = i + LOOKAHEAD_DRAWS;
+            if ahead < n {
+                let next = (self.random64() % (ahead as u64 + 1)) as usize;
+                targets[slot] = next;
+                prefetch(perm, next);
+            }
+            // perm[i] still holds i (it is only written from step i on), so this is
+            // "perm[i] = perm[target]; perm[target] = i".
+            perm.swap(i, target);
+        }
+    }
+
+    /// `torch.randint(high, (size,), generator=self)`: each element is a draw mod `high`,
+    /// the draw being 64 bits wide when `high >= 2^28`. `high = 0` is an error, as in torch.
+    pub fn randint(&mut self, high: u64, size: usize) -> Result<Vec<u64>, SamplerError> {
+        if high == 0 {
+            return Err(SamplerError::EmptyRandintRange);
+        }
+        let mut values = Vec::new();
+        values
+            .try_reserve_exact(size)
+            .map_err(|_| SamplerError::TooLarge { n: size as u64 })?;
+        if high >= RANDINT_64BIT_FROM_RANGE {
+            values.extend((0..size).map(|_| self.random64() % high));
+        } else {
+            let high = high as u32;
+            values.extend((0..size).map(|_| (self.random() % high) as u64));
+        }
+        Ok(values)
+    }
+}
+
+/// Element type of a permutation: `u32` (compact) or `u64`.
+trait PermValue: Copy {}
+impl PermValue for u32 {}
+impl PermValue for u64 {}
+
+/// Asks the cache for `values[index]`'s line; a hint only, with no effect on results.
+#[inline(always)]
+fn prefetch<T>(values: &[T], index: usize) {
+    #[cfg(target_arch = "x86_64")]
+    if let Some(value) = values.get(index) {
+        // SAFETY: prefetching never faults and never changes memory; the pointer is in bounds.
+        #[allow(unused_unsafe)]
+        unsafe {
+            use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
+            _mm_prefetch::<_MM_HINT_T0>((value as *const T).cast::<i8>());
+        }
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = (values, index);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn first_words_match_std_mt19937() {
+        // Published first output of std::mt19937 with its default seed 5489.
+        let mut g = TorchGenerator::new(5489);
+        assert_eq!(g.random(), 3_499_211_612);
+        // The 10000th output of default-seeded std::mt19937, as the C++ standard requires.
+        let mut g = TorchGenerator::new(5489);
+        let last = (0..10_000).map(|_| g.random()).last();
+        assert_eq!(last, Some(4_123_659_995));
+    }
+
+    #[test]
+    fn seed_is_taken_mod_2_pow_32() {
+        let mut a = TorchGenerator::new(7);
+        let mut b = TorchGenerator::new(7 + (1 << 32));
+        assert_eq!(a.random64(), b.random64());
+        let mut c = TorchGenerator::from_signed_seed(-1);
+        let mut d = TorchGenerator::new(u32::MAX as u64);
+        assert_eq!(c.random(), d.random());
+    }
+
+    #[test]
+    fn random64_puts_first_word_high() {
+        let mut words = TorchGenerator::new(3);
+        let mut wide = TorchGenerator::new(3);
+        let (high, low) = (words.random() as u64, words.random() as u64);
+        assert_eq!(wide.random64(), (high << 32) | low);
+    }
+
+    #[test]
+    fn randperm_is_a_permutation() {
+        let mut g = TorchGenerator::new(42);
+        let mut perm = g.randperm(1000).unwrap();
+        perm.sort_unstable();
+        assert!(perm.iter().copied().eq(0..1000));
+        assert_eq!(TorchGenerator::new(1).randperm(0).unwrap(), Vec::<u64>::new());
+    }
+
+    #[test]
+    fn randint_rejects_empty_range() {
+        assert!(TorchGenerator::new(0).randint(0, 3).is_err());
+    }
+}
