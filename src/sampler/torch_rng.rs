@@ -18,9 +18,9 @@ pub const RANDPERM_64BIT_FROM_N: u64 = u32::MAX as u64 / 20;
 /// From this range on, torch's `randint` draws 64 bits per element instead of 32.
 pub const RANDINT_64BIT_FROM_RANGE: u64 = 1 << 28;
 
-/// How many draws ahead the shuffles compute their targets, so the memory they will touch is
-/// requested before it is needed (large permutations do not fit in cache).
-const LOOKAHEAD_DRAWS: usize = 32;
+/// Draws per block of the shuffles, which also is how far ahead they request memory (large
+/// permutations do not fit in cache).
+const DRAW_BLOCK: usize = 64;
 
 /// torch's CPU generator (`torch.Generator()` after `manual_seed`).
 ///
@@ -118,6 +118,7 @@ impl TorchGenerator {
         let mut perm = Vec::new();
         perm.try_reserve_exact(len)
             .map_err(|_| SamplerError::TooLarge { n })?;
+        advise_huge_pages(&mut perm);
         perm.extend(0..n);
         self.shuffle_in_place(&mut perm);
         Ok(perm)
@@ -129,6 +130,7 @@ impl TorchGenerator {
         let mut perm = Vec::new();
         perm.try_reserve_exact(n as usize)
             .map_err(|_| SamplerError::TooLarge { n: n as u64 })?;
+        advise_huge_pages(&mut perm);
         perm.extend(0..n);
         self.shuffle_in_place(&mut perm);
         Ok(perm)
@@ -144,52 +146,93 @@ impl TorchGenerator {
         }
     }
 
-    /// torch's path for small `n`: swap `i` with `i + random() % (n - i)`.
-    fn swap_shuffle<T: PermValue>(&mut self, perm: &mut [T]) {
-        let n = perm.len();
-        let steps = n.saturating_sub(1);
-        // Targets are drawn LOOKAHEAD_DRAWS steps early so their cache lines can be
-        // prefetched; the draws stay in order, so the result is unchanged.
-        let mut targets = [0usize; LOOKAHEAD_DRAWS];
-        let early = steps.min(LOOKAHEAD_DRAWS);
-        for (i, target) in targets.iter_mut().enumerate().take(early) {
-            // n - i < 2^28 on this path, so the modulo fits in 32 bits.
-            *target = i + (self.random() % (n - i) as u32) as usize;
-            prefetch(perm, *target);
-        }
-        for i in 0..steps {
-            let slot = i % LOOKAHEAD_DRAWS;
-            let target = targets[slot];
-            let ahead = i + LOOKAHEAD_DRAWS;
-            if ahead < steps {
-                let next = ahead + (self.random() % (n - ahead) as u32) as usize;
-                targets[slot] = next;
-                prefetch(perm, next);
+    /// Fills `out` with consecutive `random()` words (the same words, faster than a loop).
+    pub fn fill_random(&mut self, out: &mut [u32]) {
+        let mut filled = 0;
+        while filled < out.len() {
+            if self.next_word == STATE_WORDS {
+                self.refill();
             }
-            perm.swap(i, target);
+            let take = (out.len() - filled).min(STATE_WORDS - self.next_word);
+            out[filled..filled + take]
+                .copy_from_slice(&self.tempered[self.next_word..self.next_word + take]);
+            self.next_word += take;
+            filled += take;
         }
     }
 
-    /// torch's path for large `n`: the inside-out shuffle with `random64() % (i + 1)`.
-    fn inside_out_shuffle<T: PermValue>(&mut self, perm: &mut [T]) {
-        let n = perm.len();
-        let mut targets = [0usize; LOOKAHEAD_DRAWS];
-        for (i, target) in targets.iter_mut().enumerate().take(n.min(LOOKAHEAD_DRAWS)) {
-            *target = (self.random64() % (i as u64 + 1)) as usize;
-            prefetch(perm, *target);
-        }
-        for i in 0..n {
-            let slot = i % LOOKAHEAD_DRAWS;
-            let target = targets[slot];
-            let ahead = i + LOOKAHEAD_DRAWS;
-            if ahead < n {
-                let next = (self.random64() % (ahead as u64 + 1)) as usize;
-                targets[slot] = next;
-                prefetch(perm, next);
+    /// Fills `out` with consecutive `random64()` values.
+    pub fn fill_random64(&mut self, out: &mut [u64]) {
+        let mut filled = 0;
+        while filled < out.len() {
+            let pairs_left = (STATE_WORDS - self.next_word) / 2;
+            let take = (out.len() - filled).min(pairs_left);
+            let words = &self.tempered[self.next_word..self.next_word + 2 * take];
+            for (slot, pair) in out[filled..filled + take].iter_mut().zip(words.chunks_exact(2)) {
+                *slot = ((pair[0] as u64) << 32) | pair[1] as u64;
             }
-            // perm[i] still holds i (it is only written from step i on), so this is
-            // "perm[i] = perm[target]; perm[target] = i".
-            perm.swap(i, target);
+            self.next_word += 2 * take;
+            filled += take;
+            if filled < out.len() {
+                // The buffer is empty or holds one word: this draw refills (and straddles).
+                out[filled] = self.random64();
+                filled += 1;
+            }
+        }
+    }
+
+    /// torch's path for small `n`: swap `i` with `i + random() % (n - i)`.
+    fn swap_shuffle<T: PermValue>(&mut self, perm: &mut [T]) {
+        let n = perm.len();
+        let mut words = [0u32; DRAW_BLOCK];
+        // n - i < 2^28 on this path, so the modulo fits in 32 bits.
+        self.shuffle_in_blocks(perm, n.saturating_sub(1), |g, start, targets| {
+            g.fill_random(&mut words[..targets.len()]);
+            for (j, (target, &word)) in targets.iter_mut().zip(&words).enumerate() {
+                let i = start + j;
+                *target = i + (word % (n - i) as u32) as usize;
+            }
+        });
+    }
+
+    /// torch's path for large `n`: the inside-out shuffle with `random64() % (i + 1)`.
+    /// As `perm[i]` still holds `i` at step `i`, "`perm[i] = perm[z]; perm[z] = i`" is a swap.
+    fn inside_out_shuffle<T: PermValue>(&mut self, perm: &mut [T]) {
+        let mut draws = [0u64; DRAW_BLOCK];
+        self.shuffle_in_blocks(perm, perm.len(), |g, start, targets| {
+            g.fill_random64(&mut draws[..targets.len()]);
+            for (j, (target, &draw)) in targets.iter_mut().zip(&draws).enumerate() {
+                *target = (draw % (start + j + 1) as u64) as usize;
+            }
+        });
+    }
+
+    /// Runs `steps` swaps `perm.swap(i, target_i)`, the targets drawn by `draw_targets` one
+    /// block ahead so that their cache lines are requested early: past the cache size every
+    /// swap would otherwise wait on memory in turn. The draws stay in order.
+    fn shuffle_in_blocks<T: PermValue>(
+        &mut self,
+        perm: &mut [T],
+        steps: usize,
+        mut draw_targets: impl FnMut(&mut Self, usize, &mut [usize]),
+    ) {
+        let mut current = [0usize; DRAW_BLOCK];
+        let mut next = [0usize; DRAW_BLOCK];
+        let mut current_len = steps.min(DRAW_BLOCK);
+        draw_targets(self, 0, &mut current[..current_len]);
+        let mut start = 0;
+        while start < steps {
+            let next_start = start + current_len;
+            let next_len = (steps - next_start).min(DRAW_BLOCK);
+            draw_targets(self, next_start, &mut next[..next_len]);
+            for &target in &next[..next_len] {
+                prefetch(perm, target);
+            }
+            for (j, &target) in current[..current_len].iter().enumerate() {
+                perm.swap(start + j, target);
+            }
+            std::mem::swap(&mut current, &mut next);
+            (start, current_len) = (next_start, next_len);
         }
     }
 
@@ -217,6 +260,41 @@ impl TorchGenerator {
 trait PermValue: Copy {}
 impl PermValue for u32 {}
 impl PermValue for u64 {}
+
+/// From this many bytes on, a permutation's buffer asks the kernel for huge pages: with 4 KiB
+/// pages nearly every swap of a huge permutation also misses the TLB.
+const HUGE_PAGES_FROM_BYTES: usize = 64 << 20;
+
+/// Advises the kernel to back `values`' (still untouched) spare capacity with huge pages; a
+/// hint only, ignored where unsupported.
+fn advise_huge_pages<T>(values: &mut Vec<T>) {
+    let bytes = values.capacity() * std::mem::size_of::<T>();
+    if bytes < HUGE_PAGES_FROM_BYTES {
+        return;
+    }
+    #[cfg(target_os = "linux")]
+    {
+        extern "C" {
+            fn madvise(addr: *mut std::ffi::c_void, len: usize, advice: i32) -> i32;
+        }
+        const MADV_HUGEPAGE: i32 = 14;
+        const HUGE_PAGE_BYTES: usize = 2 << 20;
+        let start = values.as_mut_ptr() as usize;
+        let aligned_start = start.next_multiple_of(HUGE_PAGE_BYTES);
+        let aligned_end = (start + bytes) / HUGE_PAGE_BYTES * HUGE_PAGE_BYTES;
+        if aligned_end > aligned_start {
+            // SAFETY: the range lies inside the vector's own allocation; MADV_HUGEPAGE only
+            // changes how the kernel backs it, never its contents. A failure is harmless.
+            unsafe {
+                madvise(
+                    aligned_start as *mut std::ffi::c_void,
+                    aligned_end - aligned_start,
+                    MADV_HUGEPAGE,
+                );
+            }
+        }
+    }
+}
 
 /// Asks the cache for `values[index]`'s line; a hint only, with no effect on results.
 #[inline(always)]
@@ -274,6 +352,42 @@ mod tests {
         perm.sort_unstable();
         assert!(perm.iter().copied().eq(0..1000));
         assert_eq!(TorchGenerator::new(1).randperm(0).unwrap(), Vec::<u64>::new());
+    }
+
+    #[test]
+    fn bulk_draws_match_single_draws() {
+        for skip in [0, 1, 2, 623, 624, 625] {
+            let mut single = TorchGenerator::new(11);
+            let mut bulk = TorchGenerator::new(11);
+            for _ in 0..skip {
+                single.random();
+                bulk.random();
+            }
+            let expected: Vec<u64> = (0..1500).map(|_| single.random64()).collect();
+            let mut got = vec![0u64; 1500];
+            bulk.fill_random64(&mut got);
+            assert_eq!(got, expected, "skip {skip}");
+            let expected: Vec<u32> = (0..1500).map(|_| single.random()).collect();
+            let mut got = vec![0u32; 1500];
+            bulk.fill_random(&mut got);
+            assert_eq!(got, expected, "skip {skip}");
+        }
+    }
+
+    /// The textbook inside-out shuffle, to check the blocked, prefetching one against.
+    #[test]
+    fn inside_out_matches_the_textbook_one() {
+        let n = 5000;
+        let mut g = TorchGenerator::new(9);
+        let mut expected: Vec<u64> = (0..n).collect();
+        for k in 0..n as usize {
+            let z = (g.random64() % (k as u64 + 1)) as usize;
+            expected[k] = expected[z];
+            expected[z] = k as u64;
+        }
+        let mut perm: Vec<u64> = (0..n).collect();
+        TorchGenerator::new(9).inside_out_shuffle(&mut perm);
+        assert_eq!(perm, expected);
     }
 
     #[test]
