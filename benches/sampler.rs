@@ -13,7 +13,11 @@ fn randperm_10m(c: &mut Criterion) {
     let mut group = c.benchmark_group("randperm");
     group.sample_size(10);
     group.bench_function("randperm_10M", |b| {
-        b.iter(|| TorchGenerator::new(black_box(42)).randperm(10_000_000).unwrap())
+        b.iter(|| {
+            TorchGenerator::new(black_box(42))
+                .randperm(10_000_000)
+                .unwrap()
+        })
     });
     group.finish();
 }
@@ -26,8 +30,7 @@ fn load_balancing_epoch_1m(c: &mut Criterion) {
         .into_iter()
         .map(|c| c as i64)
         .collect();
-    let mut sampler =
-        LoadBalancingSampler::new(complexities, 8, 0, true, 0, false, 0.1).unwrap();
+    let mut sampler = LoadBalancingSampler::new(complexities, 8, 0, true, 0, false, 0.1).unwrap();
     let mut group = c.benchmark_group("load_balancing");
     group.sample_size(10);
     group.bench_function("epoch_1M_items_8_ranks", |b| {

@@ -15,8 +15,18 @@ fn vector_file(name: &str) -> PathBuf {
 fn assert_all_pass(name: &str, min_cases: usize) {
     let report: ParityReport = run_files(&[vector_file(name)]).expect("vector file is valid");
     let listing: Vec<String> = report.mismatches.iter().map(ToString::to_string).collect();
-    assert!(listing.is_empty(), "{}\n{}", listing.join("\n"), report.summary());
-    assert!(report.passed >= min_cases, "{}: only {}", name, report.summary());
+    assert!(
+        listing.is_empty(),
+        "{}\n{}",
+        listing.join("\n"),
+        report.summary()
+    );
+    assert!(
+        report.passed >= min_cases,
+        "{}: only {}",
+        name,
+        report.summary()
+    );
 }
 
 #[test]

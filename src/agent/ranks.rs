@@ -79,7 +79,11 @@ mod tests {
         let ranks = assign_worker_ranks(&[group("ps", 2), group("tr", 1), group("ps", 1)]);
         let summary: Vec<Vec<(u64, u64, u64)>> = ranks
             .iter()
-            .map(|g| g.iter().map(|w| (w.global_rank, w.role_rank, w.role_world_size)).collect())
+            .map(|g| {
+                g.iter()
+                    .map(|w| (w.global_rank, w.role_rank, w.role_world_size))
+                    .collect()
+            })
             .collect();
         assert_eq!(
             summary,

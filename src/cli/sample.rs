@@ -134,7 +134,10 @@ fn compute(args: &SampleArgs) -> Result<Vec<(u64, RankOutput)>, String> {
         return Err(format!("--world-size must be in 1..={MAX_WORLD_SIZE}"));
     }
     if let Some(rank) = args.rank.filter(|&r| r >= args.world_size) {
-        return Err(format!("--rank {rank} must be below --world-size {}", args.world_size));
+        return Err(format!(
+            "--rank {rank} must be below --world-size {}",
+            args.world_size
+        ));
     }
     let fixes = args
         .fixes
@@ -197,7 +200,11 @@ fn distributed_len(args: &SampleArgs) -> Result<u64, String> {
 /// Refuses output larger than [`MAX_PRINTED_INDICES`].
 fn check_printed(dataset_len: u64, args: &SampleArgs) -> Result<(), String> {
     let per_rank = crate::sampler::samples_per_rank(dataset_len, args.world_size, args.drop_last).0;
-    let ranks_printed = if args.rank.is_some() { 1 } else { args.world_size };
+    let ranks_printed = if args.rank.is_some() {
+        1
+    } else {
+        args.world_size
+    };
     if per_rank.saturating_mul(ranks_printed) > MAX_PRINTED_INDICES {
         return Err(format!(
             "that would print {per_rank} indices for each of {ranks_printed} ranks, over the \
@@ -220,7 +227,9 @@ fn load_balancing(
     let complexities = read_complexities(source)?;
     let len = complexities.len() as u64;
     if args.dataset_len.is_some_and(|n| n != len) {
-        return Err(format!("--dataset-len disagrees with the {len} complexities given"));
+        return Err(format!(
+            "--dataset-len disagrees with the {len} complexities given"
+        ));
     }
     check_printed(len, args)?;
     if args.batch_size.is_none() && (args.drop_last_batches || !fixes.is_empty()) {

@@ -153,7 +153,11 @@ pub fn check_case(kind: &str, case: &Value) -> Result<Option<String>, String> {
 pub fn first_difference(expected: &Value, actual: &Value) -> Option<String> {
     let mut path = String::new();
     let (expected_at, actual_at, note) = locate(expected, actual, &mut path)?;
-    let at = if path.is_empty() { "top level" } else { path.as_str() };
+    let at = if path.is_empty() {
+        "top level"
+    } else {
+        path.as_str()
+    };
     Some(format!(
         "first difference at {at}{note}: expected {}, actual {}",
         shorten(expected_at),
@@ -226,7 +230,10 @@ mod tests {
         assert_eq!(d, "first difference at [1][1]: expected 4, actual 5");
         let d = first_difference(&json!([1, 2]), &json!([1])).unwrap();
         assert!(d.contains("length 2 expected, 1 actual"), "{d}");
-        assert_eq!(first_difference(&json!({"a": [1]}), &json!({"a": [1]})), None);
+        assert_eq!(
+            first_difference(&json!({"a": [1]}), &json!({"a": [1]})),
+            None
+        );
     }
 
     #[test]
@@ -248,6 +255,8 @@ mod tests {
         run_text(Path::new("v.jsonl"), text, &mut report).unwrap();
         assert_eq!(report.passed + report.failed(), 2);
         assert_eq!(report.passed, 1, "{:?}", report.mismatches);
-        assert!(report.mismatches[0].to_string().starts_with("randperm v.jsonl:1: "));
+        assert!(report.mismatches[0]
+            .to_string()
+            .starts_with("randperm v.jsonl:1: "));
     }
 }

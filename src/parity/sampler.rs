@@ -23,7 +23,9 @@ pub fn check_case(kind: &str, case: &Value) -> Result<Option<String>, String> {
     match kind {
         "randperm" => {
             let c: RandpermCase = parse(case)?;
-            let actual = generator(c.seed)?.randperm(c.n).map_err(|e| e.to_string())?;
+            let actual = generator(c.seed)?
+                .randperm(c.n)
+                .map_err(|e| e.to_string())?;
             Ok(compare(&c.expected, json!(actual)))
         }
         "randperm_digest" => check_randperm_digest(parse(case)?),
@@ -137,7 +139,9 @@ fn compare(expected: &Value, actual: Value) -> Option<String> {
 /// A generator after torch's `manual_seed(seed)`, which accepts `[-2^63, 2^64)`.
 fn generator(seed: i128) -> Result<TorchGenerator, String> {
     if seed < i64::MIN as i128 || seed > u64::MAX as i128 {
-        return Err(format!("seed {seed} is outside torch's range [-2^63, 2^64)"));
+        return Err(format!(
+            "seed {seed} is outside torch's range [-2^63, 2^64)"
+        ));
     }
     // Two's complement for negative seeds; only the low 32 bits matter anyway.
     Ok(TorchGenerator::new(seed as u64))

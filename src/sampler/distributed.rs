@@ -87,7 +87,9 @@ impl DistributedSampler {
             let mut order = Vec::new();
             order
                 .try_reserve_exact(len)
-                .map_err(|_| SamplerError::TooLarge { n: self.dataset_len })?;
+                .map_err(|_| SamplerError::TooLarge {
+                    n: self.dataset_len,
+                })?;
             order.extend(0..self.dataset_len);
             order
         };
@@ -144,6 +146,9 @@ mod tests {
     fn drop_last_truncates() {
         let s = DistributedSampler::new(7, 3, 0, false, 0, true).unwrap();
         assert_eq!(s.len(), 2);
-        assert_eq!(s.indices_all_ranks().unwrap(), vec![vec![0, 3], vec![1, 4], vec![2, 5]]);
+        assert_eq!(
+            s.indices_all_ranks().unwrap(),
+            vec![vec![0, 3], vec![1, 4], vec![2, 5]]
+        );
     }
 }

@@ -284,7 +284,10 @@ impl LoadBalancingBatchSampler {
 /// Cuts `indices` into consecutive batches of `batch_size` (Python's
 /// `[idx[i:i + k] for i in range(0, len(idx), k)]`).
 pub fn consecutive_batches(indices: &[u64], batch_size: usize) -> Vec<Vec<u64>> {
-    indices.chunks(batch_size.max(1)).map(<[u64]>::to_vec).collect()
+    indices
+        .chunks(batch_size.max(1))
+        .map(<[u64]>::to_vec)
+        .collect()
 }
 
 /// Bagua's `generate_batches` padding: every rank's list becomes
@@ -298,7 +301,12 @@ pub fn equalize_batch_counts(
     fix_negative_slice: bool,
 ) -> Vec<Vec<Vec<u64>>> {
     let counts = per_rank.iter().map(Vec::len);
-    let total = if drop_last { counts.min() } else { counts.max() }.unwrap_or(0);
+    let total = if drop_last {
+        counts.min()
+    } else {
+        counts.max()
+    }
+    .unwrap_or(0);
     per_rank
         .into_iter()
         .map(|mut batches| {

@@ -168,7 +168,10 @@ impl TorchGenerator {
             let pairs_left = (STATE_WORDS - self.next_word) / 2;
             let take = (out.len() - filled).min(pairs_left);
             let words = &self.tempered[self.next_word..self.next_word + 2 * take];
-            for (slot, pair) in out[filled..filled + take].iter_mut().zip(words.chunks_exact(2)) {
+            for (slot, pair) in out[filled..filled + take]
+                .iter_mut()
+                .zip(words.chunks_exact(2))
+            {
                 *slot = ((pair[0] as u64) << 32) | pair[1] as u64;
             }
             self.next_word += 2 * take;
@@ -351,7 +354,10 @@ mod tests {
         let mut perm = g.randperm(1000).unwrap();
         perm.sort_unstable();
         assert!(perm.iter().copied().eq(0..1000));
-        assert_eq!(TorchGenerator::new(1).randperm(0).unwrap(), Vec::<u64>::new());
+        assert_eq!(
+            TorchGenerator::new(1).randperm(0).unwrap(),
+            Vec::<u64>::new()
+        );
     }
 
     #[test]
