@@ -38,7 +38,7 @@ fn load_balancing_epoch_1m(c: &mut Criterion) {
         b.iter(|| {
             epoch += 1;
             sampler.set_epoch(epoch);
-            black_box(sampler.indices_all_ranks())
+            black_box(sampler.indices_all_ranks().unwrap())
         })
     });
     group.finish();

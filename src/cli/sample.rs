@@ -247,14 +247,14 @@ fn load_balancing(
     .map_err(|e| e.to_string())?;
     sampler.set_epoch(args.epoch);
     let Some(batch_size) = args.batch_size else {
-        let mut all = sampler.indices_all_ranks();
+        let mut all = sampler.indices_all_ranks().map_err(|e| e.to_string())?;
         let pick = |r: u64| (r, RankOutput::Indices(std::mem::take(&mut all[r as usize])));
         return Ok(ranks.into_iter().map(pick).collect());
     };
     let batcher = LoadBalancingBatchSampler::new(sampler, batch_size, args.drop_last_batches)
         .map_err(|e| format!("{e} (drop --drop-last when batching)"))?
         .with_fixes(fixes);
-    let mut all = batcher.batches_all_ranks();
+    let mut all = batcher.batches_all_ranks().map_err(|e| e.to_string())?;
     let pick = |r: u64| (r, RankOutput::Batches(std::mem::take(&mut all[r as usize])));
     Ok(ranks.into_iter().map(pick).collect())
 }

@@ -52,7 +52,9 @@ pub fn check_case(kind: &str, case: &Value) -> Result<Option<String>, String> {
         }
         "load_balancing_sampler" => {
             let c: LoadBalancingCase = parse(case)?;
-            let actual = load_balancing(&c)?.indices_all_ranks();
+            let actual = load_balancing(&c)?
+                .indices_all_ranks()
+                .map_err(|e| e.to_string())?;
             Ok(compare(&c.expected, json!(actual)))
         }
         "load_balancing_batch_sampler" => {
@@ -64,7 +66,8 @@ pub fn check_case(kind: &str, case: &Value) -> Result<Option<String>, String> {
             let sampler = load_balancing(&c)?;
             let batches = LoadBalancingBatchSampler::new(sampler, batch_size, drop_last_batches)
                 .map_err(|e| e.to_string())?;
-            Ok(compare(&c.expected, json!(batches.batches_all_ranks())))
+            let actual = batches.batches_all_ranks().map_err(|e| e.to_string())?;
+            Ok(compare(&c.expected, json!(actual)))
         }
         "assign_ranks" => {
             let c: AssignRanksCase = parse(case)?;

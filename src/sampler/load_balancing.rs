@@ -127,33 +127,29 @@ impl LoadBalancingSampler {
     }
 
     /// The indices this sampler's rank gets in the current epoch.
-    pub fn indices(&self) -> Vec<u64> {
-        self.epoch_chunks().rank_indices(self.rank)
+    pub fn indices(&self) -> Result<Vec<u64>, SamplerError> {
+        Ok(self.epoch_chunks()?.rank_indices(self.rank))
     }
 
     /// The indices of every rank in the current epoch, computing the order once.
-    pub fn indices_all_ranks(&self) -> Vec<Vec<u64>> {
-        let chunks = self.epoch_chunks();
-        (0..self.num_replicas)
+    pub fn indices_all_ranks(&self) -> Result<Vec<Vec<u64>>, SamplerError> {
+        let chunks = self.epoch_chunks()?;
+        Ok((0..self.num_replicas)
             .map(|rank| chunks.rank_indices(rank))
-            .collect()
+            .collect())
     }
 
     /// Bagua's `shuffle_chunks`: the complexity order and the order chunks are visited in.
-    pub fn epoch_chunks(&self) -> EpochChunks {
+    pub fn epoch_chunks(&self) -> Result<EpochChunks, SamplerError> {
         let num_samples = self.len();
         let num_chunks = num_samples.max(1);
         let (sorted_items, mut chunk_order) = if self.shuffle {
             let mut generator = TorchGenerator::new(epoch_seed(self.seed, self.epoch));
             // random_number >= 1, so Bagua always draws the jitter, even at random_level 0
             // where every draw is 0: the randperm below sees a generator advanced by n words.
-            let jitter = generator
-                .randint(self.random_number, self.complexities.len())
-                .expect("random_number is at least 1");
+            let jitter = generator.randint(self.random_number, self.complexities.len())?;
             let sorted_items = self.sorted_items(Some(&jitter));
-            let chunk_order = generator
-                .randperm(num_chunks)
-                .expect("at most one chunk per item");
+            let chunk_order = generator.randperm(num_chunks)?;
             (sorted_items, chunk_order)
         } else {
             (self.sorted_items(None), (0..num_chunks).collect())
@@ -161,11 +157,11 @@ impl LoadBalancingSampler {
         // There are max(1, num_samples) chunks, so the reference's padding never adds any;
         // only drop_last's truncation (to 0 chunks when items < ranks) can change the list.
         chunk_order.truncate(num_samples as usize);
-        EpochChunks {
+        Ok(EpochChunks {
             sorted_items,
             chunk_order,
             num_replicas: self.num_replicas,
-        }
+        })
     }
 
     /// Item indices stably sorted by complexity plus jitter (ties keep index order, as
@@ -253,31 +249,31 @@ impl LoadBalancingBatchSampler {
     }
 
     /// The batches this sampler's rank gets in the current epoch.
-    pub fn batches(&self) -> Vec<Vec<u64>> {
+    pub fn batches(&self) -> Result<Vec<Vec<u64>>, SamplerError> {
         let rank = self.sampler.rank() as usize;
-        self.batches_all_ranks().swap_remove(rank)
+        Ok(self.batches_all_ranks()?.swap_remove(rank))
     }
 
     /// The batches of every rank in the current epoch.
-    pub fn batches_all_ranks(&self) -> Vec<Vec<Vec<u64>>> {
+    pub fn batches_all_ranks(&self) -> Result<Vec<Vec<Vec<u64>>>, SamplerError> {
         let size = self.batch_size;
         self.batches_all_ranks_with(|indices| consecutive_batches(indices, size))
     }
 
     /// As [`Self::batches_all_ranks`] with any `batch_fn` (Bagua accepts any callable; with
     /// one that yields unequal batch counts the padding rules below start to matter).
-    pub fn batches_all_ranks_with<F>(&self, batch_fn: F) -> Vec<Vec<Vec<u64>>>
+    pub fn batches_all_ranks_with<F>(&self, batch_fn: F) -> Result<Vec<Vec<Vec<u64>>>, SamplerError>
     where
         F: Fn(&[u64]) -> Vec<Vec<u64>>,
     {
         let per_rank: Vec<Vec<Vec<u64>>> = self
             .sampler
-            .indices_all_ranks()
+            .indices_all_ranks()?
             .iter()
             .map(|indices| batch_fn(indices))
             .collect();
         let fixed = self.fixes.contains(&SamplerFix::BatchSamplerNegativeSlice);
-        equalize_batch_counts(per_rank, self.drop_last, fixed)
+        Ok(equalize_batch_counts(per_rank, self.drop_last, fixed))
     }
 }
 
@@ -346,7 +342,7 @@ mod tests {
     fn unshuffled_ranks_take_positions_in_sorted_chunks() {
         let s = LoadBalancingSampler::new(vec![5, 1, 4, 2, 3], 2, 0, false, 0, false, 0.0);
         // Sorted: items 1,3,4,2,0; chunks [1,3] [4,2] [0,1(wrapped)].
-        let all = s.unwrap().indices_all_ranks();
+        let all = s.unwrap().indices_all_ranks().unwrap();
         assert_eq!(all, vec![vec![1, 4, 0], vec![3, 2, 1]]);
     }
 
@@ -390,11 +386,12 @@ mod tests {
                 vec![idx.to_vec()]
             }
         };
-        let buggy = b.batches_all_ranks_with(uneven);
+        let buggy = b.batches_all_ranks_with(uneven).unwrap();
         let fixed = b
             .clone()
             .with_fixes(&[SamplerFix::BatchSamplerNegativeSlice])
-            .batches_all_ranks_with(uneven);
+            .batches_all_ranks_with(uneven)
+            .unwrap();
         assert!(buggy.iter().map(Vec::len).max() > Some(1));
         assert!(fixed.iter().all(|batches| batches.len() == 1));
     }
