@@ -64,7 +64,7 @@ pub enum SamplerError {
 /// dataset that does not divide evenly; that is `floor(n / p)` for `n >= p` and 0 below, which
 /// this computes exactly in integers (the float form only differs past 2^50 items).
 pub fn samples_per_rank(dataset_len: u64, num_replicas: u64, drop_last: bool) -> (u64, u64) {
-    let num_samples = if drop_last && dataset_len % num_replicas != 0 {
+    let num_samples = if drop_last && !dataset_len.is_multiple_of(num_replicas) {
         dataset_len / num_replicas
     } else {
         dataset_len.div_ceil(num_replicas)
