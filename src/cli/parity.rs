@@ -1,5 +1,7 @@
 //! `trainsim parity FILE.jsonl...`: checks the models against parity vectors.
 
+use crate::parity;
+
 /// Arguments of `trainsim parity`.
 #[derive(Debug, clap::Args)]
 pub struct ParityArgs {
@@ -8,8 +10,24 @@ pub struct ParityArgs {
     pub files: Vec<std::path::PathBuf>,
 }
 
-/// Runs the command; returns the exit code.
-pub fn execute(_args: ParityArgs) -> i32 {
-    eprintln!("trainsim parity: not written yet");
-    2
+/// Runs the command; returns the exit code: 0 when every case matched, 1 when some differ,
+/// 2 when a file cannot be read or holds a line that is not a valid case.
+pub fn execute(args: ParityArgs) -> i32 {
+    match parity::run_files(&args.files) {
+        Ok(report) => {
+            for mismatch in &report.mismatches {
+                println!("{mismatch}");
+            }
+            println!("{}", report.summary());
+            if report.failed() == 0 {
+                0
+            } else {
+                1
+            }
+        }
+        Err(error) => {
+            eprintln!("trainsim parity: {error}");
+            2
+        }
+    }
 }

@@ -1,1 +1,154 @@
-//! sampler distributed
+//! torch's `DistributedSampler`: the per-rank index lists of one epoch, bit for bit.
+
+use super::{check_rank, epoch_seed, samples_per_rank, SamplerError, TorchGenerator};
+
+/// `torch.utils.data.DistributedSampler` over a dataset of `dataset_len` items.
+///
+/// The epoch order is `randperm(dataset_len)` seeded with `seed + epoch` (or `0..dataset_len`
+/// without shuffling), padded by repeating itself until it divides evenly among the replicas
+/// (or truncated with `drop_last`), then dealt out with stride `num_replicas` from `rank`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DistributedSampler {
+    dataset_len: u64,
+    num_replicas: u64,
+    rank: u64,
+    shuffle: bool,
+    seed: i64,
+    drop_last: bool,
+    epoch: u64,
+}
+
+impl DistributedSampler {
+    /// A sampler for `rank` of `num_replicas`, at epoch 0. An invalid rank is an error, as
+    /// torch raises `ValueError`.
+    pub fn new(
+        dataset_len: u64,
+        num_replicas: u64,
+        rank: u64,
+        shuffle: bool,
+        seed: i64,
+        drop_last: bool,
+    ) -> Result<Self, SamplerError> {
+        check_rank(rank, num_replicas)?;
+        Ok(DistributedSampler {
+            dataset_len,
+            num_replicas,
+            rank,
+            shuffle,
+            seed,
+            drop_last,
+            epoch: 0,
+        })
+    }
+
+    /// Selects the epoch whose order the next call to [`Self::indices`] yields.
+    pub fn set_epoch(&mut self, epoch: u64) {
+        self.epoch = epoch;
+    }
+
+    /// The epoch currently selected.
+    pub fn epoch(&self) -> u64 {
+        self.epoch
+    }
+
+    /// Number of indices each rank gets per epoch (torch's `num_samples`).
+    pub fn len(&self) -> u64 {
+        samples_per_rank(self.dataset_len, self.num_replicas, self.drop_last).0
+    }
+
+    /// True when each rank gets no index at all.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The indices this sampler's rank gets in the current epoch.
+    pub fn indices(&self) -> Result<Vec<u64>, SamplerError> {
+        let order = self.padded_order()?;
+        Ok(deal(&order, self.rank, self.num_replicas))
+    }
+
+    /// The indices of every rank in the current epoch, computing the order once.
+    pub fn indices_all_ranks(&self) -> Result<Vec<Vec<u64>>, SamplerError> {
+        let order = self.padded_order()?;
+        Ok((0..self.num_replicas)
+            .map(|rank| deal(&order, rank, self.num_replicas))
+            .collect())
+    }
+
+    /// The epoch order before it is dealt out: `total_size` indices.
+    pub fn padded_order(&self) -> Result<Vec<u64>, SamplerError> {
+        let (_, total_size) = samples_per_rank(self.dataset_len, self.num_replicas, self.drop_last);
+        let mut order = if self.shuffle {
+            TorchGenerator::new(epoch_seed(self.seed, self.epoch)).randperm(self.dataset_len)?
+        } else {
+            let len = usize::try_from(self.dataset_len).map_err(|_| SamplerError::TooLarge {
+                n: self.dataset_len,
+            })?;
+            let mut order = Vec::new();
+            order
+                .try_reserve_exact(len)
+                .map_err(|_| SamplerError::TooLarge {
+                    n: self.dataset_len,
+                })?;
+            order.extend(0..self.dataset_len);
+            order
+        };
+        pad_or_truncate(&mut order, total_size as usize);
+        Ok(order)
+    }
+}
+
+/// Brings `order` to `target_len` as torch does: truncating, or appending the list's own
+/// prefix repeated as often as needed (the dataset may be shorter than the padding).
+pub(crate) fn pad_or_truncate<T: Copy>(order: &mut Vec<T>, target_len: usize) {
+    if order.len() >= target_len || order.is_empty() {
+        order.truncate(target_len);
+        return;
+    }
+    let original_len = order.len();
+    let padding = target_len - original_len;
+    order.reserve(padding);
+    for j in 0..padding {
+        order.push(order[j % original_len]);
+    }
+}
+
+/// `order[rank::num_replicas]`.
+fn deal(order: &[u64], rank: u64, num_replicas: u64) -> Vec<u64> {
+    order
+        .iter()
+        .skip(rank as usize)
+        .step_by(num_replicas as usize)
+        .copied()
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rank_out_of_range_is_an_error() {
+        assert!(DistributedSampler::new(10, 3, 3, true, 0, false).is_err());
+        assert!(DistributedSampler::new(10, 0, 0, true, 0, false).is_err());
+    }
+
+    #[test]
+    fn unshuffled_pads_by_wrapping() {
+        let s = DistributedSampler::new(7, 3, 1, false, 0, false).unwrap();
+        assert_eq!(s.indices().unwrap(), vec![1, 4, 0]);
+        // A dataset shorter than the padding repeats itself.
+        let s = DistributedSampler::new(2, 5, 0, false, 0, false).unwrap();
+        assert_eq!(s.padded_order().unwrap(), vec![0, 1, 0, 1, 0]);
+    }
+
+    #[test]
+    fn drop_last_truncates() {
+        let s = DistributedSampler::new(7, 3, 0, false, 0, true).unwrap();
+        assert_eq!(s.len(), 2);
+        assert_eq!(
+            s.indices_all_ranks().unwrap(),
+            vec![vec![0, 3], vec![1, 4], vec![2, 5]]
+        );
+    }
+}
