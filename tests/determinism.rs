@@ -1,0 +1,86 @@
+//! Every scenario file replays bit for bit from its seed (equal trace hashes), and other seeds give other traces.
+
+use std::path::{Path, PathBuf};
+
+/// Seeds besides the file's own; at least one must change the trace.
+const OTHER_SEEDS: [u64; 3] = [1_000_003, 2_000_029, 3_000_017];
+
+fn scenario_files() -> Vec<PathBuf> {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("scenarios");
+    let mut files: Vec<PathBuf> = std::fs::read_dir(&dir)
+        .expect("the scenarios directory exists")
+        .map(|e| e.expect("a readable directory entry").path())
+        .filter(|p| p.extension().is_some_and(|x| x == "toml"))
+        .collect();
+    files.sort();
+    assert!(!files.is_empty(), "no scenario files in {}", dir.display());
+    files
+}
+
+fn trace_hash(scenario: &trainsim::scenario::Scenario, file: &str, seed: u64) -> String {
+    let report = trainsim::runner::run_one(scenario, file, seed).unwrap_or_else(|e| panic!("{e}"));
+    // Read the hash the way consumers do: from the report's serialized form.
+    let json = serde_json::to_value(&report).expect("a report serializes");
+    let hash = json["trace_hash"]
+        .as_str()
+        .expect("the report has a trace_hash")
+        .to_owned();
+    assert_eq!(hash, report.trace_hash);
+    assert_eq!(hash.len(), 64, "a SHA-256 in hex: {hash}");
+    hash
+}
+
+/// One file: two runs of its own seed agree, and the other seeds are not all the same trace.
+fn check_file(path: &Path) -> Result<(), String> {
+    let file = path.display().to_string();
+    let scenario = trainsim::scenario::load(path).map_err(|e| e.to_string())?;
+    let first = trace_hash(&scenario, &file, scenario.seed);
+    let again = trace_hash(&scenario, &file, scenario.seed);
+    if first != again {
+        return Err(format!(
+            "{file}: seed {} gave {first} then {again}",
+            scenario.seed
+        ));
+    }
+    let others: Vec<String> = OTHER_SEEDS
+        .iter()
+        .map(|&seed| trace_hash(&scenario, &file, seed))
+        .collect();
+    if others.iter().all(|h| *h == first) {
+        return Err(format!(
+            "{file}: seeds {OTHER_SEEDS:?} all gave the trace of seed {} ({first})",
+            scenario.seed
+        ));
+    }
+    Ok(())
+}
+
+#[test]
+fn every_scenario_replays_from_its_seed_and_depends_on_it() {
+    let files = scenario_files();
+    // Two workers: each run has its own thread and runtime anyway.
+    let (left, right) = files.split_at(files.len() / 2);
+    let failures: Vec<String> = std::thread::scope(|scope| {
+        let workers: Vec<_> = [left, right]
+            .into_iter()
+            .map(|part| {
+                scope.spawn(move || {
+                    part.iter()
+                        .filter_map(|p| check_file(p).err())
+                        .collect::<Vec<_>>()
+                })
+            })
+            .collect();
+        workers
+            .into_iter()
+            .flat_map(|w| w.join().expect("a worker finishes"))
+            .collect()
+    });
+    assert!(
+        failures.is_empty(),
+        "{} of {} scenario files:\n{}",
+        failures.len(),
+        files.len(),
+        failures.join("\n")
+    );
+}

@@ -1,0 +1,132 @@
+//! Harness failures: a panic inside the simulation and a run over `EVENTS_MAX` events come back as `HarnessError`s, and the test process lives on.
+
+use futures::FutureExt;
+use std::sync::Arc;
+use trainsim::scenario::model::StoreHost;
+use trainsim::trace::{EventKind, EVENTS_MAX};
+use trainsim::world::time::sleep_us;
+use trainsim::world::{AgentExit, HarnessError, Programs};
+
+fn scenario(nodes: u32) -> trainsim::scenario::Scenario {
+    let mut s = trainsim::scenario::default_scenario("harness");
+    s.cluster.nodes = nodes;
+    s.cluster.spare_nodes = 0;
+    s.cluster.store = StoreHost::Dedicated;
+    s.faults.clear();
+    s
+}
+
+fn store(
+) -> Arc<dyn Fn(std::net::SocketAddr) -> futures::future::BoxFuture<'static, ()> + Send + Sync> {
+    trainsim::runner::programs().store
+}
+
+fn ok_exit() -> AgentExit {
+    AgentExit {
+        state: "SUCCEEDED".into(),
+        reason: "done".into(),
+    }
+}
+
+/// Node 1 panics after a second of simulated time; node 0 would run on.
+fn panicking() -> Programs {
+    Programs {
+        agent: Arc::new(|env| {
+            async move {
+                if env.index == 1 {
+                    sleep_us(1_000_000).await;
+                    panic!(
+                        "the agent on {} broke an invariant (pid {})",
+                        env.name, env.pid
+                    );
+                }
+                sleep_us(10_000_000).await;
+                ok_exit()
+            }
+            .boxed()
+        }),
+        store: store(),
+    }
+}
+
+#[test]
+fn a_panicking_agent_is_a_harness_error_with_its_message() {
+    let s = scenario(2);
+    let err = trainsim::world::simulate(&s, 3, panicking()).expect_err("the panic ends the run");
+    match &err {
+        HarnessError::Panic(message) => {
+            assert!(
+                message.contains("the agent on node-1 broke an invariant"),
+                "message: {message}"
+            );
+        }
+        other => panic!("expected a panic, got {other:?}"),
+    }
+    assert!(
+        err.to_string().starts_with("the simulation panicked: "),
+        "{err}"
+    );
+    // The process (and the simulator) are still usable: a normal run afterwards works.
+    let ok = Programs {
+        agent: Arc::new(|_env| async move { ok_exit() }.boxed()),
+        store: store(),
+    };
+    let (trace, end) = trainsim::world::simulate(&s, 3, ok).expect("a later run finishes");
+    assert_eq!(end.outcome, trainsim::scenario::model::Outcome::Succeeded);
+    assert_eq!(
+        trace
+            .events
+            .iter()
+            .filter(|e| matches!(e.kind, EventKind::AgentExited { .. }))
+            .count(),
+        2
+    );
+}
+
+#[test]
+fn a_panicking_store_is_a_harness_error_too() {
+    let s = scenario(1);
+    let programs = Programs {
+        agent: Arc::new(|_env| {
+            async move {
+                sleep_us(5_000_000).await;
+                ok_exit()
+            }
+            .boxed()
+        }),
+        store: Arc::new(|addr| async move { panic!("store at {addr} fell over") }.boxed()),
+    };
+    match trainsim::world::simulate(&s, 4, programs) {
+        Err(HarnessError::Panic(message)) => {
+            assert!(message.contains("fell over"), "message: {message}")
+        }
+        other => panic!("expected a panic, got {other:?}"),
+    }
+}
+
+#[test]
+fn more_than_events_max_events_is_an_error_not_an_oom() {
+    let s = scenario(1);
+    let programs = Programs {
+        agent: Arc::new(|env| {
+            async move {
+                // Each event is small; EVENTS_MAX + 10 of them take a few hundred MB at most,
+                // and the recorder drops everything past the bound.
+                for _ in 0..EVENTS_MAX + 10 {
+                    env.record(EventKind::StoreStarted);
+                }
+                ok_exit()
+            }
+            .boxed()
+        }),
+        store: store(),
+    };
+    match trainsim::world::simulate(&s, 5, programs) {
+        Err(HarnessError::EventsOverBound(bound)) => assert_eq!(bound, EVENTS_MAX),
+        Err(other) => panic!("expected EventsOverBound, got {other}"),
+        Ok((trace, _)) => panic!(
+            "expected EventsOverBound, got a trace of {} events",
+            trace.events.len()
+        ),
+    }
+}

@@ -1,0 +1,609 @@
+//! The c10d store served over the simulated network: every client call, blocking and timeouts, partitions, refused connections and lossy links.
+
+use futures::FutureExt;
+use std::collections::BTreeMap;
+use std::future::Future;
+use std::sync::{Arc, Mutex};
+use trainsim::scenario::model::*;
+use trainsim::store::service::{StoreClient, READ_TIMEOUT_US};
+use trainsim::trace::{EventKind, Trace};
+use trainsim::world::time::{elapsed_us, sleep_us};
+use trainsim::world::{AgentExit, NodeEnv, Programs};
+
+const SEED: u64 = 11;
+const SEC: u64 = 1_000_000;
+
+fn scenario(nodes: u32, store: StoreHost, faults: Vec<Fault>) -> Scenario {
+    let mut s = trainsim::scenario::default_scenario("store-service");
+    s.seed = SEED;
+    s.time_limit_us = 3_600 * SEC;
+    s.cluster.nodes = nodes;
+    s.cluster.spare_nodes = 0;
+    s.cluster.store = store;
+    s.cluster.clock_skew_us = BTreeMap::new();
+    s.network = Network {
+        latency_us_min: 1000,
+        latency_us_max: 5000,
+        loss: 0.0,
+        bandwidth_bits_per_sec: 100_000_000_000,
+    };
+    s.faults = faults;
+    s
+}
+
+/// Programs whose agent is `agent` and whose store is the real c10d store server.
+fn programs<F, Fut>(agent: F) -> Programs
+where
+    F: Fn(NodeEnv) -> Fut + Send + Sync + 'static,
+    Fut: Future<Output = AgentExit> + Send + 'static,
+{
+    Programs {
+        agent: Arc::new(move |env| agent(env).boxed()),
+        store: trainsim::runner::programs().store,
+    }
+}
+
+fn done() -> AgentExit {
+    AgentExit {
+        state: "SUCCEEDED".into(),
+        reason: "test program finished".into(),
+    }
+}
+
+fn run(s: &Scenario, programs: Programs) -> (Trace, trainsim::trace::RunEnd) {
+    trainsim::world::simulate(s, SEED, programs).expect("the run finishes")
+}
+
+/// A shared log of what the programs saw: (node, what, simulated time).
+type Log = Arc<Mutex<Vec<(u32, String, u64)>>>;
+
+fn note(log: &Log, env: &NodeEnv, what: String) {
+    log.lock().unwrap().push((env.index, what, elapsed_us()));
+}
+
+fn entries(log: &Log, node: u32) -> Vec<(String, u64)> {
+    log.lock()
+        .unwrap()
+        .iter()
+        .filter(|(n, _, _)| *n == node)
+        .map(|(_, w, t)| (w.clone(), *t))
+        .collect()
+}
+
+fn find(log: &Log, node: u32, prefix: &str) -> (String, u64) {
+    entries(log, node)
+        .into_iter()
+        .find(|(w, _)| w.starts_with(prefix))
+        .unwrap_or_else(|| {
+            panic!(
+                "node-{node} logged nothing starting with {prefix:?}; log: {:?}",
+                log.lock().unwrap()
+            )
+        })
+}
+
+async fn client(env: &NodeEnv, timeout_us: u64) -> StoreClient {
+    StoreClient::connect(env.store_addr(), timeout_us)
+        .await
+        .expect("a client binds")
+}
+
+fn keys(names: &[&str]) -> Vec<String> {
+    names.iter().map(|k| k.to_string()).collect()
+}
+
+#[test]
+fn set_get_add_and_multi_ops_over_the_network() {
+    let log: Log = Default::default();
+    let l = log.clone();
+    let s = scenario(1, StoreHost::Dedicated, vec![]);
+    run(
+        &s,
+        programs(move |env| {
+            let log = l.clone();
+            async move {
+                let mut c = client(&env, READ_TIMEOUT_US).await;
+                c.set("a", b"1".to_vec()).await.unwrap();
+                note(&log, &env, format!("get a = {:?}", c.get("a").await));
+                c.set("a", b"2".to_vec()).await.unwrap();
+                note(&log, &env, format!("get a again = {:?}", c.get("a").await));
+                note(&log, &env, format!("add c 2 = {:?}", c.add("c", 2).await));
+                note(&log, &env, format!("add c 3 = {:?}", c.add("c", 3).await));
+                note(
+                    &log,
+                    &env,
+                    format!("add c -10 = {:?}", c.add("c", -10).await),
+                );
+                note(&log, &env, format!("get c = {:?}", c.get("c").await));
+                c.set("t", b"x".to_vec()).await.unwrap();
+                note(&log, &env, format!("add t = {:?}", c.add("t", 1).await));
+                note(
+                    &log,
+                    &env,
+                    format!("check before = {:?}", c.check(&keys(&["m1", "m2"])).await),
+                );
+                c.multi_set(vec![
+                    ("m1".into(), b"x".to_vec()),
+                    ("m2".into(), b"y".to_vec()),
+                ])
+                .await
+                .unwrap();
+                note(
+                    &log,
+                    &env,
+                    format!("check after = {:?}", c.check(&keys(&["m1", "m2"])).await),
+                );
+                note(
+                    &log,
+                    &env,
+                    format!("check partial = {:?}", c.check(&keys(&["m1", "zz"])).await),
+                );
+                note(
+                    &log,
+                    &env,
+                    format!(
+                        "multi_get = {:?}",
+                        c.multi_get(&keys(&["m2", "m1", "a"])).await
+                    ),
+                );
+                note(
+                    &log,
+                    &env,
+                    format!("delete m1 = {:?}", c.delete_key("m1").await),
+                );
+                note(
+                    &log,
+                    &env,
+                    format!("delete m1 again = {:?}", c.delete_key("m1").await),
+                );
+                note(
+                    &log,
+                    &env,
+                    format!("check deleted = {:?}", c.check(&keys(&["m1"])).await),
+                );
+                note(
+                    &log,
+                    &env,
+                    format!("check kept = {:?}", c.check(&keys(&["m2"])).await),
+                );
+                done()
+            }
+        }),
+    );
+    let seen: Vec<String> = entries(&log, 0).into_iter().map(|(w, _)| w).collect();
+    assert_eq!(
+        seen,
+        vec![
+            "get a = Ok([49])",
+            "get a again = Ok([50])",
+            "add c 2 = Ok(2)",
+            "add c 3 = Ok(5)",
+            "add c -10 = Ok(-5)",
+            "get c = Ok([45, 53])",
+            "add t = Err(Refused(\"add on non-integer key 't'\"))",
+            "check before = Ok(false)",
+            "check after = Ok(true)",
+            "check partial = Ok(false)",
+            "multi_get = Ok([[121], [120], [50]])",
+            "delete m1 = Ok(true)",
+            "delete m1 again = Ok(false)",
+            "check deleted = Ok(false)",
+            "check kept = Ok(true)",
+        ]
+    );
+}
+
+#[test]
+fn compare_set_follows_tcpstore_over_the_network() {
+    let log: Log = Default::default();
+    let l = log.clone();
+    let s = scenario(1, StoreHost::Node(0), vec![]);
+    run(
+        &s,
+        programs(move |env| {
+            let log = l.clone();
+            async move {
+                let mut c = client(&env, READ_TIMEOUT_US).await;
+                // Absent key, non-empty expected: answers `expected`, sets nothing.
+                note(
+                    &log,
+                    &env,
+                    format!("{:?}", c.compare_set("k", b"x", b"y").await),
+                );
+                note(&log, &env, format!("{:?}", c.check(&keys(&["k"])).await));
+                // Absent key, empty expected: sets.
+                note(
+                    &log,
+                    &env,
+                    format!("{:?}", c.compare_set("k", b"", b"a").await),
+                );
+                note(&log, &env, format!("{:?}", c.get("k").await));
+                // Present key, not equal: unchanged, answers the current value.
+                note(
+                    &log,
+                    &env,
+                    format!("{:?}", c.compare_set("k", b"zz", b"b").await),
+                );
+                note(&log, &env, format!("{:?}", c.get("k").await));
+                // Present key, empty expected is not a wildcard.
+                note(
+                    &log,
+                    &env,
+                    format!("{:?}", c.compare_set("k", b"", b"c").await),
+                );
+                // Present key, equal: sets.
+                note(
+                    &log,
+                    &env,
+                    format!("{:?}", c.compare_set("k", b"a", b"b").await),
+                );
+                note(&log, &env, format!("{:?}", c.get("k").await));
+                done()
+            }
+        }),
+    );
+    let seen: Vec<String> = entries(&log, 0).into_iter().map(|(w, _)| w).collect();
+    let v = |s: &str| format!("Ok({:?})", s.as_bytes());
+    assert_eq!(
+        seen,
+        vec![
+            v("x"),
+            "Ok(false)".into(),
+            v("a"),
+            v("a"),
+            v("a"),
+            v("a"),
+            v("a"),
+            v("b"),
+            v("b")
+        ]
+    );
+}
+
+#[test]
+fn blocking_get_wait_and_multi_get_return_after_another_nodes_set() {
+    let log: Log = Default::default();
+    let l = log.clone();
+    let s = scenario(2, StoreHost::Dedicated, vec![]);
+    run(
+        &s,
+        programs(move |env| {
+            let log = l.clone();
+            async move {
+                let mut c = client(&env, READ_TIMEOUT_US).await;
+                if env.index == 0 {
+                    sleep_us(5 * SEC).await;
+                    note(&log, &env, "set late".into());
+                    c.set("late", b"v".to_vec()).await.unwrap();
+                    sleep_us(5 * SEC).await;
+                    c.set("w1", b"1".to_vec()).await.unwrap();
+                    sleep_us(5 * SEC).await;
+                    note(&log, &env, "set w2".into());
+                    c.set("w2", b"2".to_vec()).await.unwrap();
+                } else {
+                    note(&log, &env, format!("get late = {:?}", c.get("late").await));
+                    note(
+                        &log,
+                        &env,
+                        format!("wait = {:?}", c.wait(&keys(&["w1", "w2"])).await),
+                    );
+                    // Both keys exist by now; a second client on the same node works alongside.
+                    let mut other = client(&env, READ_TIMEOUT_US).await;
+                    note(
+                        &log,
+                        &env,
+                        format!(
+                            "multi_get = {:?}",
+                            other.multi_get(&keys(&["w1", "w2"])).await
+                        ),
+                    );
+                }
+                done()
+            }
+        }),
+    );
+    let (_, set_late) = find(&log, 0, "set late");
+    let (_, set_w2) = find(&log, 0, "set w2");
+    let (got, got_at) = find(&log, 1, "get late");
+    assert_eq!(got, "get late = Ok([118])");
+    assert!(
+        got_at >= set_late && got_at < set_late + SEC,
+        "get returned at {got_at}, the set was at {set_late}"
+    );
+    let (waited, waited_at) = find(&log, 1, "wait");
+    assert_eq!(waited, "wait = Ok(())");
+    assert!(
+        waited_at >= set_w2 && waited_at < set_w2 + SEC,
+        "wait returned at {waited_at}, w2 was set at {set_w2}"
+    );
+    assert_eq!(find(&log, 1, "multi_get").0, "multi_get = Ok([[49], [50]])");
+}
+
+#[test]
+fn get_of_a_key_that_never_comes_times_out_with_a_connection_error() {
+    let log: Log = Default::default();
+    let l = log.clone();
+    let s = scenario(1, StoreHost::Dedicated, vec![]);
+    run(
+        &s,
+        programs(move |env| {
+            let log = l.clone();
+            async move {
+                let mut c = client(&env, 2 * SEC).await;
+                c.set("other", b"x".to_vec()).await.unwrap();
+                let start = elapsed_us();
+                let r = c.get("never").await;
+                note(&log, &env, format!("started {start}"));
+                note(&log, &env, format!("get = {r:?}"));
+                // The client still works afterwards.
+                note(
+                    &log,
+                    &env,
+                    format!("get other = {:?}", c.get("other").await),
+                );
+                done()
+            }
+        }),
+    );
+    let (started, _) = find(&log, 0, "started");
+    let start: u64 = started.trim_start_matches("started ").parse().unwrap();
+    let (got, at) = find(&log, 0, "get =");
+    assert!(got.starts_with("get = Err(Connection("), "{got}");
+    assert!(got.contains("no reply"), "{got}");
+    assert!(
+        at >= start + 2 * SEC && at < start + 2 * SEC + 100_000,
+        "the get gave up at {at}, started at {start}"
+    );
+    assert_eq!(find(&log, 0, "get other").0, "get other = Ok([120])");
+}
+
+#[test]
+fn partition_longer_than_the_read_timeout_is_a_connection_error() {
+    let log: Log = Default::default();
+    let l = log.clone();
+    let faults = vec![
+        Fault {
+            at_us: SEC,
+            kind: FaultKind::Partition {
+                groups: vec![vec![0], vec![1]],
+            },
+        },
+        Fault {
+            at_us: 100 * SEC,
+            kind: FaultKind::Heal,
+        },
+    ];
+    let s = scenario(2, StoreHost::Node(0), faults);
+    run(
+        &s,
+        programs(move |env| {
+            let log = l.clone();
+            async move {
+                if env.index == 0 {
+                    // The store lives in this process: keep it up.
+                    sleep_us(200 * SEC).await;
+                    return done();
+                }
+                let mut c = client(&env, READ_TIMEOUT_US).await;
+                note(
+                    &log,
+                    &env,
+                    format!("before = {:?}", c.set("k", b"1".to_vec()).await),
+                );
+                sleep_us(2 * SEC).await;
+                note(&log, &env, format!("start {}", elapsed_us()));
+                note(&log, &env, format!("during = {:?}", c.get("k").await));
+                sleep_us(110 * SEC - elapsed_us()).await;
+                note(&log, &env, format!("after = {:?}", c.get("k").await));
+                done()
+            }
+        }),
+    );
+    assert_eq!(find(&log, 1, "before").0, "before = Ok(())");
+    let (start, _) = find(&log, 1, "start");
+    let start: u64 = start.trim_start_matches("start ").parse().unwrap();
+    let (during, at) = find(&log, 1, "during");
+    assert!(
+        during.starts_with("during = Err(Connection(") && during.contains("no reply"),
+        "{during}"
+    );
+    assert!(
+        at >= start + READ_TIMEOUT_US && at < start + READ_TIMEOUT_US + SEC,
+        "gave up at {at}, started at {start}"
+    );
+    assert_eq!(
+        find(&log, 1, "after").0,
+        "after = Ok([49])",
+        "the healed link carries calls again"
+    );
+}
+
+#[test]
+fn a_dead_store_process_on_a_live_host_refuses_at_once() {
+    let log: Log = Default::default();
+    let l = log.clone();
+    let s = scenario(
+        2,
+        StoreHost::Node(0),
+        vec![Fault {
+            at_us: 5 * SEC,
+            kind: FaultKind::StoreCrash,
+        }],
+    );
+    let (trace, _) = run(
+        &s,
+        programs(move |env| {
+            let log = l.clone();
+            async move {
+                if env.index == 0 {
+                    sleep_us(30 * SEC).await;
+                    return done();
+                }
+                let mut c = client(&env, READ_TIMEOUT_US).await;
+                note(
+                    &log,
+                    &env,
+                    format!("before = {:?}", c.set("k", b"1".to_vec()).await),
+                );
+                sleep_us(10 * SEC).await;
+                note(&log, &env, format!("start {}", elapsed_us()));
+                note(&log, &env, format!("after = {:?}", c.get("k").await));
+                // A new connection is retried until its timeout, then refused.
+                let mut fresh = client(&env, 3 * SEC).await;
+                note(&log, &env, format!("fresh start {}", elapsed_us()));
+                note(&log, &env, format!("fresh = {:?}", fresh.get("k").await));
+                done()
+            }
+        }),
+    );
+    assert!(trace
+        .events
+        .iter()
+        .any(|e| matches!(&e.kind, EventKind::StoreDied { reason } if reason == "store_crash")));
+    assert_eq!(find(&log, 1, "before").0, "before = Ok(())");
+    let start: u64 = find(&log, 1, "start")
+        .0
+        .trim_start_matches("start ")
+        .parse()
+        .unwrap();
+    let (after, at) = find(&log, 1, "after");
+    assert!(
+        after.starts_with("after = Err(Connection(") && after.contains("refused"),
+        "{after}"
+    );
+    assert!(at - start < 100_000, "refused after {} us", at - start);
+    let fresh_start: u64 = find(&log, 1, "fresh start")
+        .0
+        .trim_start_matches("fresh start ")
+        .parse()
+        .unwrap();
+    let (fresh, fresh_at) = find(&log, 1, "fresh =");
+    assert!(fresh.contains("refused"), "{fresh}");
+    assert!(
+        fresh_at - fresh_start <= 3 * SEC && fresh_at - fresh_start > 2 * SEC,
+        "a new connection retried for {} us",
+        fresh_at - fresh_start
+    );
+}
+
+#[test]
+#[ignore = "bug: a store_crash (or the host agent's exit) while a blocking get is pending leaves the port listening; clients time out after the read timeout instead of being refused"]
+fn a_dead_store_with_a_blocked_request_pending_still_refuses() {
+    let log: Log = Default::default();
+    let l = log.clone();
+    let s = scenario(
+        3,
+        StoreHost::Node(0),
+        vec![Fault {
+            at_us: 5 * SEC,
+            kind: FaultKind::StoreCrash,
+        }],
+    );
+    run(
+        &s,
+        programs(move |env| {
+            let log = l.clone();
+            async move {
+                match env.index {
+                    0 => sleep_us(200 * SEC).await,
+                    1 => {
+                        // Blocks in the server until the store dies.
+                        let mut c = client(&env, 150 * SEC).await;
+                        note(&log, &env, format!("blocked = {:?}", c.get("never").await));
+                    }
+                    _ => {
+                        let mut c = client(&env, READ_TIMEOUT_US).await;
+                        note(
+                            &log,
+                            &env,
+                            format!("before = {:?}", c.set("k", b"1".to_vec()).await),
+                        );
+                        sleep_us(10 * SEC).await;
+                        note(&log, &env, format!("start {}", elapsed_us()));
+                        note(&log, &env, format!("after = {:?}", c.get("k").await));
+                    }
+                }
+                done()
+            }
+        }),
+    );
+    assert_eq!(find(&log, 2, "before").0, "before = Ok(())");
+    let start: u64 = find(&log, 2, "start")
+        .0
+        .trim_start_matches("start ")
+        .parse()
+        .unwrap();
+    let (after, at) = find(&log, 2, "after");
+    assert!(
+        after.contains("refused"),
+        "{after} (after {} us)",
+        at - start
+    );
+    assert!(at - start < 100_000, "refused after {} us", at - start);
+}
+
+#[test]
+fn with_thirty_percent_loss_every_call_takes_effect_exactly_once() {
+    let log: Log = Default::default();
+    let l = log.clone();
+    let mut s = scenario(2, StoreHost::Dedicated, vec![]);
+    s.network.loss = 0.3;
+    run(
+        &s,
+        programs(move |env| {
+            let log = l.clone();
+            async move {
+                let mut c = client(&env, READ_TIMEOUT_US).await;
+                let mut seen = Vec::new();
+                for _ in 0..50 {
+                    seen.push(
+                        c.add("counter", 1)
+                            .await
+                            .expect("add succeeds despite loss"),
+                    );
+                }
+                for i in 0..20 {
+                    let key = format!("n{}-{i}", env.index);
+                    c.set(&key, vec![i as u8])
+                        .await
+                        .expect("set succeeds despite loss");
+                    assert_eq!(
+                        c.get(&key).await.expect("get succeeds despite loss"),
+                        vec![i as u8]
+                    );
+                }
+                note(&log, &env, format!("{seen:?}"));
+                // Read the total once both nodes are surely done.
+                sleep_us((300 * SEC).saturating_sub(elapsed_us())).await;
+                note(&log, &env, format!("final {:?}", c.add("counter", 0).await));
+                done()
+            }
+        }),
+    );
+    let mut all: Vec<i64> = Vec::new();
+    for node in 0..2 {
+        let (seen, at) = entries(&log, node)
+            .into_iter()
+            .next()
+            .expect("node-{node} logged");
+        assert!(at < 300 * SEC, "node-{node} took until {at} us");
+        let seen: Vec<i64> = seen
+            .trim_matches(['[', ']'])
+            .split(", ")
+            .map(|v| v.parse().unwrap())
+            .collect();
+        assert_eq!(seen.len(), 50);
+        assert!(
+            seen.windows(2).all(|w| w[0] < w[1]),
+            "node-{node}'s adds must see increasing counts: {seen:?}"
+        );
+        all.extend(seen);
+        assert_eq!(find(&log, node, "final").0, "final Ok(100)");
+    }
+    all.sort();
+    assert_eq!(
+        all,
+        (1..=100).collect::<Vec<i64>>(),
+        "every add counted once, none twice"
+    );
+}
