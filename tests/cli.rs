@@ -3,7 +3,10 @@
 use std::process::{Command, Output};
 
 fn trainsim(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_trainsim")).args(args).output().expect("the binary runs")
+    Command::new(env!("CARGO_BIN_EXE_trainsim"))
+        .args(args)
+        .output()
+        .expect("the binary runs")
 }
 
 fn text(bytes: &[u8]) -> String {
@@ -14,18 +17,33 @@ fn text(bytes: &[u8]) -> String {
 fn a_passing_scenario_exits_0_with_its_repro_line_in_json() {
     let out = trainsim(&["run", "scenarios/all_nodes_at_max.toml", "--format", "json"]);
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
-    let report: serde_json::Value = serde_json::from_str(text(&out.stdout).trim()).expect("one JSON line");
-    assert_eq!(report["repro"], "trainsim run scenarios/all_nodes_at_max.toml --seed 1");
+    let report: serde_json::Value =
+        serde_json::from_str(text(&out.stdout).trim()).expect("one JSON line");
+    assert_eq!(
+        report["repro"],
+        "trainsim run scenarios/all_nodes_at_max.toml --seed 1"
+    );
     assert_eq!(report["outcome"], "succeeded");
 }
 
 #[test]
 fn seeds_range_prints_one_line_per_seed() {
-    let out = trainsim(&["run", "scenarios/all_nodes_at_max.toml", "--seeds", "3..=5", "--format", "json"]);
+    let out = trainsim(&[
+        "run",
+        "scenarios/all_nodes_at_max.toml",
+        "--seeds",
+        "3..=5",
+        "--format",
+        "json",
+    ]);
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
     let seeds: Vec<u64> = text(&out.stdout)
         .lines()
-        .map(|l| serde_json::from_str::<serde_json::Value>(l).expect("JSON")["seed"].as_u64().expect("seed"))
+        .map(|l| {
+            serde_json::from_str::<serde_json::Value>(l).expect("JSON")["seed"]
+                .as_u64()
+                .expect("seed")
+        })
         .collect();
     assert_eq!(seeds, vec![3, 4, 5]);
 }
@@ -36,12 +54,19 @@ fn a_failed_expectation_exits_1_and_ends_with_the_repro_line() {
     std::fs::create_dir_all(&dir).expect("temp dir");
     let file = dir.join("wrong_expect.toml");
     let scenario = std::fs::read_to_string("scenarios/all_nodes_at_max.toml").expect("scenario");
-    std::fs::write(&file, scenario.replace("final_world_size = 3", "final_world_size = 2")).expect("write");
+    std::fs::write(
+        &file,
+        scenario.replace("final_world_size = 3", "final_world_size = 2"),
+    )
+    .expect("write");
     let out = trainsim(&["run", file.to_str().expect("utf-8 path"), "--seed", "9"]);
     assert_eq!(out.status.code(), Some(1));
     let stdout = text(&out.stdout);
     let last = stdout.trim_end().lines().last().expect("output");
-    assert!(last.starts_with("trainsim run ") && last.ends_with("--seed 9"), "{stdout}");
+    assert!(
+        last.starts_with("trainsim run ") && last.ends_with("--seed 9"),
+        "{stdout}"
+    );
 }
 
 #[test]
@@ -49,11 +74,18 @@ fn an_unreadable_scenario_exits_2_naming_file_line_and_field() {
     let dir = std::env::temp_dir().join(format!("trainsim-cli-bad-{}", std::process::id()));
     std::fs::create_dir_all(&dir).expect("temp dir");
     let file = dir.join("bad.toml");
-    std::fs::write(&file, "name = \"bad\"\n[rendezvous]\nmin_nodes = 3\nmax_nodes = 2\n").expect("write");
+    std::fs::write(
+        &file,
+        "name = \"bad\"\n[rendezvous]\nmin_nodes = 3\nmax_nodes = 2\n",
+    )
+    .expect("write");
     let out = trainsim(&["run", file.to_str().expect("utf-8 path")]);
     assert_eq!(out.status.code(), Some(2));
     let stderr = text(&out.stderr);
-    assert!(stderr.contains("bad.toml:3:") && stderr.contains("rendezvous.min_nodes"), "{stderr}");
+    assert!(
+        stderr.contains("bad.toml:3:") && stderr.contains("rendezvous.min_nodes"),
+        "{stderr}"
+    );
     assert!(!stderr.contains("panicked"), "{stderr}");
     let missing = trainsim(&["run", "scenarios/no_such_file.toml"]);
     assert_eq!(missing.status.code(), Some(2));
@@ -67,30 +99,73 @@ fn unbuilt_features_are_refused_with_exit_2() {
     std::fs::write(&file, "name = \"r\"\n[reader]\nworkers = 1\n").expect("write");
     let out = trainsim(&["run", file.to_str().expect("utf-8 path")]);
     assert_eq!(out.status.code(), Some(2));
-    assert!(text(&out.stderr).contains("reader"), "{}", text(&out.stderr));
+    assert!(
+        text(&out.stderr).contains("reader"),
+        "{}",
+        text(&out.stderr)
+    );
 }
 
 #[test]
 fn bad_usage_exits_2() {
     assert_eq!(trainsim(&["run"]).status.code(), Some(2));
-    assert_eq!(trainsim(&["run", "x.toml", "--seeds", "5..2"]).status.code(), Some(2));
+    assert_eq!(
+        trainsim(&["run", "x.toml", "--seeds", "5..2"])
+            .status
+            .code(),
+        Some(2)
+    );
     assert_eq!(trainsim(&["frobnicate"]).status.code(), Some(2));
 }
 
 #[test]
 fn parity_over_the_public_vectors_passes() {
     let mut args = vec!["parity".to_string()];
-    for f in ["randperm", "randint", "distributed_sampler", "load_balancing_sampler", "assign_ranks", "rendezvous", "sanitize"] {
+    for f in [
+        "randperm",
+        "randint",
+        "distributed_sampler",
+        "load_balancing_sampler",
+        "assign_ranks",
+        "rendezvous",
+        "sanitize",
+    ] {
         args.push(format!("tests/data/parity/{f}.jsonl"));
     }
-    let out = Command::new(env!("CARGO_BIN_EXE_trainsim")).args(&args).output().expect("runs");
-    assert_eq!(out.status.code(), Some(0), "{}{}", text(&out.stdout), text(&out.stderr));
-    assert!(text(&out.stdout).trim_end().ends_with("parity: 1039 passed, 0 failed"), "{}", text(&out.stdout));
+    let out = Command::new(env!("CARGO_BIN_EXE_trainsim"))
+        .args(&args)
+        .output()
+        .expect("runs");
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}{}",
+        text(&out.stdout),
+        text(&out.stderr)
+    );
+    assert!(
+        text(&out.stdout)
+            .trim_end()
+            .ends_with("parity: 1039 passed, 0 failed"),
+        "{}",
+        text(&out.stdout)
+    );
 }
 
 #[test]
 fn sample_answers_which_indices_a_rank_saw() {
-    let out = trainsim(&["sample", "distributed", "--dataset-len", "20", "--world-size", "4", "--rank", "1", "--epoch", "3"]);
+    let out = trainsim(&[
+        "sample",
+        "distributed",
+        "--dataset-len",
+        "20",
+        "--world-size",
+        "4",
+        "--rank",
+        "1",
+        "--epoch",
+        "3",
+    ]);
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
     assert_eq!(text(&out.stdout).trim(), "rank 1: 12 5 17 19 0");
 }

@@ -528,7 +528,6 @@ fn latency_without_a_duration_stays() {
 }
 
 #[test]
-#[ignore = "bug: the end of a fault's duration resets latency AND loss to the scenario's [network], undoing other network faults still in force (world/faults.rs restore_network_after)"]
 fn the_end_of_a_loss_fault_leaves_a_latency_fault_alone() {
     let log: Log = Default::default();
     let s = scenario(
@@ -565,7 +564,6 @@ fn the_end_of_a_loss_fault_leaves_a_latency_fault_alone() {
 }
 
 #[test]
-#[ignore = "bug: a latency fault with a duration restores the scenario's base latency, not the latency in force before it"]
 fn a_timed_latency_fault_restores_the_latency_before_it() {
     let log: Log = Default::default();
     let s = scenario(

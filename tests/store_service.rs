@@ -487,7 +487,6 @@ fn a_dead_store_process_on_a_live_host_refuses_at_once() {
 }
 
 #[test]
-#[ignore = "bug: a store_crash (or the host agent's exit) while a blocking get is pending leaves the port listening; clients time out after the read timeout instead of being refused"]
 fn a_dead_store_with_a_blocked_request_pending_still_refuses() {
     let log: Log = Default::default();
     let l = log.clone();

@@ -99,7 +99,7 @@ pub async fn agent_process(env: NodeEnv) -> AgentExit {
 struct Workers {
     info: RendezvousInfo,
     status: Arc<Mutex<WorkerStatus>>,
-    task: madsim::task::JoinHandle<()>,
+    task: crate::world::TaskHandle<()>,
 }
 
 impl Workers {

@@ -89,7 +89,7 @@ struct Holder {
 /// One node's rendezvous handler.
 pub struct RendezvousHandler {
     holder: Arc<Mutex<Holder>>,
-    keep_alive: std::sync::Mutex<Option<madsim::task::JoinHandle<()>>>,
+    keep_alive: std::sync::Mutex<Option<crate::world::TaskHandle<()>>>,
 }
 
 impl RendezvousHandler {

@@ -8,6 +8,7 @@ use super::{StoreRequest, StoreResponse, StoreState};
 use crate::world::net::{NetError, RpcClient, RpcServer};
 use crate::world::{spawn, time};
 use futures::channel::oneshot;
+use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 
@@ -35,18 +36,46 @@ struct Shared {
 }
 
 /// Serves a fresh, empty store at `addr` (on the current node) until the task is dropped.
+///
+/// Request tasks die with the server: a crashed store answers nothing more, and its port
+/// stops listening at once even while a blocking `get` was pending.
 pub async fn serve(addr: SocketAddr) -> Result<(), NetError> {
     let server = RpcServer::bind(addr).await?;
     let shared = Arc::new(Mutex::new(Shared::default()));
+    let requests = RequestTasks::default();
+    let mut next_task_id: u64 = 0;
     loop {
         let incoming = server.recv::<StoreRequest>().await;
-        let server = server.clone();
+        let replier = server.replier();
         let shared = shared.clone();
-        spawn(async move {
+        let task_id = next_task_id;
+        next_task_id += 1;
+        let live = requests.live.clone();
+        let task = spawn(async move {
             if let Some(reply) = answer(&shared, &incoming.request).await {
-                server.reply(incoming.from, incoming.id, reply).await;
+                replier.reply(incoming.from, incoming.id, reply).await;
             }
+            live.lock().expect("request tasks lock").remove(&task_id);
         });
+        requests
+            .live
+            .lock()
+            .expect("request tasks lock")
+            .insert(task_id, task.abort_handle());
+    }
+}
+
+/// The request tasks still running; dropping this (with the server) aborts them all.
+#[derive(Default)]
+struct RequestTasks {
+    live: Arc<Mutex<BTreeMap<u64, crate::world::AbortHandle>>>,
+}
+
+impl Drop for RequestTasks {
+    fn drop(&mut self) {
+        for (_, task) in std::mem::take(&mut *self.live.lock().expect("request tasks lock")) {
+            task.abort();
+        }
     }
 }
 

@@ -3,7 +3,7 @@
 
 use super::state::World;
 use super::{spawn, time};
-use crate::scenario::model::{node_name, Fault, FaultKind, Network};
+use crate::scenario::model::{node_name, Fault, FaultKind};
 use crate::trace::EventKind;
 use madsim::net::NetSim;
 use madsim::runtime::Handle;
@@ -124,18 +124,16 @@ fn apply(world: &Arc<World>, fault: &Fault) -> String {
             latency_us_max,
             duration_us,
         } => {
-            set_latency(&net, *latency_us_min, *latency_us_max);
-            restore_network_after(world, *duration_us);
+            let change = NetChange::Latency(*latency_us_min, *latency_us_max);
+            change_network_for(world, &net, change, *duration_us);
             format!("latency {latency_us_min}..{latency_us_max} us")
         }
         FaultKind::Loss {
             probability,
             duration_us,
         } => {
-            let p = *probability;
-            net.update_config(|c| c.packet_loss_rate = p);
-            restore_network_after(world, *duration_us);
-            format!("loss {p}")
+            change_network_for(world, &net, NetChange::Loss(*probability), *duration_us);
+            format!("loss {probability}")
         }
         FaultKind::ClockSkew { node, offset_us } => {
             let mut st = world.state.lock().expect("world lock");
@@ -249,23 +247,69 @@ fn set_latency(net: &NetSim, min_us: u64, max_us: u64) {
     });
 }
 
-/// After `duration_us`, puts latency and loss back to the scenario's `[network]`.
-fn restore_network_after(world: &Arc<World>, duration_us: Option<u64>) {
+/// One network parameter a fault sets.
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum NetChange {
+    Latency(u64, u64),
+    Loss(f64),
+}
+
+/// Applies `change`; with a duration, puts back what that parameter was before it when the
+/// duration ends, unless a later fault changed the same parameter meanwhile.
+fn change_network_for(
+    world: &Arc<World>,
+    net: &NetSim,
+    change: NetChange,
+    duration_us: Option<u64>,
+) {
+    let (previous, generation) = {
+        let mut st = world.state.lock().expect("world lock");
+        let previous = match change {
+            NetChange::Latency(..) => NetChange::Latency(st.latency_us.0, st.latency_us.1),
+            NetChange::Loss(_) => NetChange::Loss(st.loss),
+        };
+        (previous, record_change(&mut st, change))
+    };
+    apply_change(net, change);
     let Some(duration_us) = duration_us else {
         return;
     };
-    let Network {
-        latency_us_min,
-        latency_us_max,
-        loss,
-        ..
-    } = world.scenario.network.clone();
+    let world = world.clone();
     spawn(async move {
         time::sleep_us(duration_us).await;
-        let net = NetSim::current();
-        set_latency(&net, latency_us_min, latency_us_max);
-        net.update_config(|c| c.packet_loss_rate = loss);
+        let mut st = world.state.lock().expect("world lock");
+        let current = match previous {
+            NetChange::Latency(..) => st.latency_generation,
+            NetChange::Loss(_) => st.loss_generation,
+        };
+        if current == generation {
+            record_change(&mut st, previous);
+            apply_change(&NetSim::current(), previous);
+        }
     });
+}
+
+/// Notes the new value in the world state; returns that parameter's new generation.
+fn record_change(st: &mut super::state::WorldState, change: NetChange) -> u64 {
+    match change {
+        NetChange::Latency(min_us, max_us) => {
+            st.latency_us = (min_us, max_us);
+            st.latency_generation += 1;
+            st.latency_generation
+        }
+        NetChange::Loss(p) => {
+            st.loss = p;
+            st.loss_generation += 1;
+            st.loss_generation
+        }
+    }
+}
+
+fn apply_change(net: &NetSim, change: NetChange) {
+    match change {
+        NetChange::Latency(min_us, max_us) => set_latency(net, min_us, max_us),
+        NetChange::Loss(p) => net.update_config(|c| c.packet_loss_rate = p),
+    }
 }
 
 fn store_crash(world: &Arc<World>, handle: &Handle) -> String {

@@ -49,6 +49,11 @@ pub enum HarnessError {
     EventsOverBound(usize),
 }
 
+/// A spawned simulated task; dropping it detaches, `abort()` ends it.
+pub type TaskHandle<T> = madsim::task::JoinHandle<T>;
+/// Ends a spawned task from anywhere.
+pub use madsim::task::AbortHandle;
+
 /// Spawns a task on the current simulated node.
 pub fn spawn<F>(future: F) -> madsim::task::JoinHandle<F::Output>
 where

@@ -230,6 +230,23 @@ impl RpcServer {
         }
     }
 
+    /// A handle that can answer requests but does not keep the port listening: request
+    /// tasks hold this, so the port closes when the server itself goes away.
+    pub fn replier(&self) -> Replier {
+        Replier {
+            endpoint: self.endpoint.clone(),
+            replies: self.replies.clone(),
+        }
+    }
+}
+
+/// Sends replies on behalf of an `RpcServer`.
+pub struct Replier {
+    endpoint: Endpoint,
+    replies: std::sync::Arc<std::sync::Mutex<ReplyCache>>,
+}
+
+impl Replier {
     /// Sends the reply to a request and remembers it for resends.
     pub async fn reply<Resp: Clone + Send + Sync + 'static>(
         &self,

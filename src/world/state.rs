@@ -90,6 +90,12 @@ pub struct WorldState {
     pub checkpoint_step: u64,
     /// All-reduce barriers by (round, step).
     pub barriers: BTreeMap<(u64, u64), Barrier>,
+    /// The network's latency range and loss now, and how many times each was changed
+    /// (so a timed fault restores only what no later fault replaced).
+    pub latency_us: (u64, u64),
+    pub loss: f64,
+    pub latency_generation: u64,
+    pub loss_generation: u64,
 }
 
 impl WorldState {
@@ -110,6 +116,13 @@ impl WorldState {
             any_succeeded: false,
             checkpoint_step: 0,
             barriers: BTreeMap::new(),
+            latency_us: (
+                scenario.network.latency_us_min,
+                scenario.network.latency_us_max,
+            ),
+            loss: scenario.network.loss,
+            latency_generation: 0,
+            loss_generation: 0,
         }
     }
 
