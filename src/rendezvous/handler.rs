@@ -61,6 +61,30 @@ impl From<StoreError> for RendezvousError {
     }
 }
 
+thread_local! {
+    /// The last state decoded on this run's thread, by its bytes. Every node reads the same
+    /// latest state, so this saves decoding it once per node (decoding dominated large runs).
+    /// It only memoizes a pure function, so it cannot change a run.
+    static LAST_DECODED: std::cell::RefCell<Option<(Vec<u8>, RendezvousState)>> =
+        const { std::cell::RefCell::new(None) };
+}
+
+/// `RendezvousState::decode`, memoized for the most recent bytes.
+fn decode_shared(bytes: &[u8]) -> Result<RendezvousState, RendezvousError> {
+    LAST_DECODED.with(|cache| {
+        let mut cache = cache.borrow_mut();
+        if let Some((cached_bytes, state)) = cache.as_ref() {
+            if cached_bytes.as_slice() == bytes {
+                return Ok(state.clone());
+            }
+        }
+        let state =
+            RendezvousState::decode(bytes).map_err(|e| RendezvousError::State(e.to_string()))?;
+        *cache = Some((bytes.to_vec(), state.clone()));
+        Ok(state)
+    })
+}
+
 /// The round this node joined: its rank and the participants in rank order.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RendezvousInfo {
@@ -276,8 +300,7 @@ impl Holder {
         };
         match bits {
             Some(bytes) if bytes != NULL_SENTINEL => {
-                self.state = RendezvousState::decode(&bytes)
-                    .map_err(|e| RendezvousError::State(e.to_string()))?;
+                self.state = decode_shared(&bytes)?;
                 self.token = Some(bytes);
             }
             _ => {
