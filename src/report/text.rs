@@ -55,9 +55,19 @@ fn rounds(out: &mut String, r: &Report) {
             round.round,
             secs(round.completed_at_us),
             round.world_size,
-            round.participants.join(" ")
+            participant_list(&round.participants)
         );
     }
+}
+
+/// Participants in rank order; a long list is cut (the JSON report has it whole).
+fn participant_list(participants: &[String]) -> String {
+    const SHOWN_MAX: usize = 16;
+    if participants.len() <= SHOWN_MAX {
+        return participants.join(" ");
+    }
+    let shown = participants[..SHOWN_MAX].join(" ");
+    format!("{shown} … and {} more", participants.len() - SHOWN_MAX)
 }
 
 fn agents(out: &mut String, r: &Report) {
@@ -70,13 +80,51 @@ fn agents(out: &mut String, r: &Report) {
         "agents   {:<10} {:>8}  final state",
         "node", "restarts"
     );
-    for agent in &r.agents {
+    // A big cluster lists only the agents that differ from the usual one (the JSON report
+    // has every agent).
+    const LISTED_MAX: usize = 32;
+    let usual = most_common_state(r);
+    let notable = |a: &&crate::report::AgentSummary| a.restarts > 0 || a.final_state != usual;
+    let listed: Vec<_> = if r.agents.len() <= LISTED_MAX {
+        r.agents.iter().collect()
+    } else {
+        r.agents.iter().filter(notable).take(LISTED_MAX).collect()
+    };
+    for agent in &listed {
         let _ = writeln!(
             out,
             "         {:<10} {:>8}  {}",
             agent.node, agent.restarts, agent.final_state
         );
     }
+    let hidden = r.agents.len() - listed.len();
+    let hidden_notable =
+        r.agents.iter().filter(notable).count() - listed.iter().filter(notable).count();
+    if hidden > 0 && hidden_notable == 0 {
+        let _ = writeln!(
+            out,
+            "         … and {hidden} more, each {usual} with 0 restarts"
+        );
+    } else if hidden > 0 {
+        let _ = writeln!(
+            out,
+            "         … and {hidden} more (all of them in --format json)"
+        );
+    }
+}
+
+/// The final state most agents ended in (ties go to the first in name order).
+fn most_common_state(r: &Report) -> String {
+    let mut counts: std::collections::BTreeMap<&str, usize> = std::collections::BTreeMap::new();
+    for agent in &r.agents {
+        *counts.entry(agent.final_state.as_str()).or_default() += 1;
+    }
+    let best = counts.iter().map(|(_, n)| *n).max().unwrap_or(0);
+    counts
+        .into_iter()
+        .find(|(_, n)| *n == best)
+        .map(|(s, _)| s.to_owned())
+        .unwrap_or_default()
 }
 
 fn invariants(out: &mut String, r: &Report) {
