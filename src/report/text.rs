@@ -99,7 +99,7 @@ fn agents(out: &mut String, r: &Report) {
     }
     let hidden = r.agents.len() - listed.len();
     let hidden_notable =
-        r.agents.iter().filter(notable).count() - listed.iter().filter(notable).count();
+        r.agents.iter().filter(notable).count() - listed.iter().filter(|a| notable(a)).count();
     if hidden > 0 && hidden_notable == 0 {
         let _ = writeln!(
             out,
