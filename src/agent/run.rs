@@ -3,10 +3,11 @@
 //! failure while the budget lasts, restart uncounted on a membership change, exit barrier on
 //! success, and close the rendezvous on exit unless stopped by a signal.
 
+use super::rank_exchange::{exchange_ranks, DEFAULT_ROLE};
 use crate::job::{self, GroupPlan, WorkerStatus};
 use crate::rendezvous::handler::{RendezvousError, RendezvousHandler, RendezvousInfo};
 use crate::rendezvous::settings::RendezvousSettings;
-use crate::store::service::StoreClient;
+use crate::store::service::{StoreClient, READ_TIMEOUT_US};
 use crate::trace::EventKind;
 use crate::world::{spawn, time, AgentExit, NodeEnv};
 use futures::future::{select, Either};
@@ -46,7 +47,16 @@ pub async fn agent_process(env: NodeEnv) -> AgentExit {
             };
         }
     };
-    let run = Box::pin(invoke_run(&env, &handler));
+    let mut store = match StoreClient::connect(env.store_addr(), READ_TIMEOUT_US).await {
+        Ok(store) => store,
+        Err(e) => {
+            return AgentExit {
+                state: "FAILED".into(),
+                reason: e.to_string(),
+            }
+        }
+    };
+    let run = Box::pin(invoke_run(&env, &handler, &mut store));
     let stop = Box::pin(env.stop_signal());
     let finished = select(run, stop).await;
     let exit = match finished {
@@ -117,12 +127,13 @@ impl Workers {
 async fn invoke_run(
     env: &NodeEnv,
     handler: &RendezvousHandler,
+    store: &mut StoreClient,
 ) -> Result<AgentExit, RendezvousError> {
     let max_restarts = env.scenario().agent.max_restarts;
     let monitor_interval_us = env.scenario().agent.monitor_interval_us;
     let mut remaining_restarts = max_restarts;
     let mut highest_step = 0;
-    let mut workers = initialize_workers(env, handler, 0, &mut highest_step).await?;
+    let mut workers = initialize_workers(env, handler, store, 0, &mut highest_step).await?;
     loop {
         time::sleep_us(monitor_interval_us).await;
         match monitor(env, &workers) {
@@ -164,8 +175,8 @@ async fn invoke_run(
                     restart_count,
                     reason: "failure".into(),
                 });
-                workers =
-                    initialize_workers(env, handler, restart_count, &mut highest_step).await?;
+                workers = initialize_workers(env, handler, store, restart_count, &mut highest_step)
+                    .await?;
             }
             WorkerStatus::Healthy => {
                 if handler.num_nodes_waiting().await? > 0 {
@@ -178,7 +189,8 @@ async fn invoke_run(
                     });
                     workers.stop(env, "membership change");
                     workers =
-                        initialize_workers(env, handler, restart_count, &mut highest_step).await?;
+                        initialize_workers(env, handler, store, restart_count, &mut highest_step)
+                            .await?;
                 }
             }
         }
@@ -201,6 +213,7 @@ fn monitor(env: &NodeEnv, workers: &Workers) -> WorkerStatus {
 async fn initialize_workers(
     env: &NodeEnv,
     handler: &RendezvousHandler,
+    store: &mut StoreClient,
     restart_count: u32,
     highest_step: &mut u64,
 ) -> Result<Workers, RendezvousError> {
@@ -211,6 +224,20 @@ async fn initialize_workers(
         rank: info.rank,
         world_size: info.world_size,
         participants: info.participants.clone(),
+    });
+    let prefix = format!("{}/", settings_of(env).round_store_prefix(info.round));
+    let local_world_size = env.scenario().agent.nproc_per_node;
+    let ranks = exchange_ranks(store, &prefix, &info, u64::from(local_world_size)).await?;
+    env.record(EventKind::RanksAssigned {
+        pid: env.pid,
+        round: info.round,
+        group_rank: info.rank,
+        role: DEFAULT_ROLE.into(),
+        local_world_size,
+        base_global_rank: ranks.base_global_rank,
+        world_size: ranks.world_size,
+        base_role_rank: ranks.base_role_rank,
+        role_world_size: ranks.role_world_size,
     });
     env.record(EventKind::WorkersStarted {
         pid: env.pid,

@@ -1,5 +1,5 @@
-//! The `agent.*` invariants: the restart budget now; rank assignment and zombie steps are
-//! placeholders until the agent's worker model records what they need.
+//! The `agent.*` invariants: the restart budget; zombie steps are a placeholder until the
+//! worker model records per-worker steps. (Rank assignment is in `ranks.rs`.)
 
 use super::{InvariantResult, Violation};
 use crate::scenario::model::Scenario;
@@ -67,11 +67,6 @@ pub(super) fn restart_budget(scenario: &Scenario, trace: &Trace) -> InvariantRes
         }
     }
     InvariantResult::judge("agent.restart_budget", applicable, violations)
-}
-
-/// `agent.ranks`: not checked yet (needs role ranks in the trace).
-pub(super) fn ranks() -> InvariantResult {
-    InvariantResult::not_applicable("agent.ranks")
 }
 
 /// `agent.no_zombie_steps`: not checked yet (needs per-worker step events).
@@ -149,7 +144,6 @@ mod tests {
 
     #[test]
     fn placeholders_are_not_applicable() {
-        assert_eq!(ranks().status, Status::NotApplicable);
         assert_eq!(no_zombie_steps().status, Status::NotApplicable);
     }
 }

@@ -9,6 +9,7 @@
 mod agent;
 mod job;
 mod membership;
+mod ranks;
 mod reader;
 mod rendezvous;
 mod sampler;
@@ -130,7 +131,7 @@ pub fn check_all(scenario: &Scenario, trace: &Trace, end: &RunEnd) -> Vec<Invari
         rendezvous::liveness(scenario, trace, end),
         rendezvous::closed_is_final(trace),
         agent::restart_budget(scenario, trace),
-        agent::ranks(),
+        ranks::ranks(trace),
         agent::no_zombie_steps(),
         job::progress(scenario, trace, end),
         sampler::coverage(),

@@ -65,6 +65,20 @@ pub enum EventKind {
         world_size: u32,
         restart_count: u32,
     },
+    /// The agent learned its workers' ranks through the store (torch's
+    /// `_assign_worker_ranks`): local worker `i` gets global rank `base_global_rank + i` and
+    /// role rank `base_role_rank + i`.
+    RanksAssigned {
+        pid: u32,
+        round: u64,
+        group_rank: u32,
+        role: String,
+        local_world_size: u32,
+        base_global_rank: u64,
+        world_size: u64,
+        base_role_rank: u64,
+        role_world_size: u64,
+    },
     /// The agent stopped its worker group (before a restart or at exit).
     WorkersStopped { pid: u32, reason: String },
     /// A worker failed (a `worker_crash`, or a collective timed out).
@@ -114,6 +128,7 @@ impl EventKind {
             EventKind::RendezvousClosed { .. } => "rendezvous_closed",
             EventKind::Heartbeat { .. } => "heartbeat",
             EventKind::WorkersStarted { .. } => "workers_started",
+            EventKind::RanksAssigned { .. } => "ranks_assigned",
             EventKind::WorkersStopped { .. } => "workers_stopped",
             EventKind::WorkerFailed { .. } => "worker_failed",
             EventKind::AgentRestart { .. } => "agent_restart",

@@ -1,0 +1,98 @@
+//! Worker rank assignment through the store, as torch's `_assign_worker_ranks` does it:
+//! every agent publishes its role info, group rank 0 (collocated with the store in torchrun)
+//! computes everyone's ranks with the pure algorithm in `agent::ranks`, and every agent
+//! reads back its own assignment.
+
+use super::ranks::{assign_worker_ranks, GroupRole};
+use crate::rendezvous::handler::RendezvousInfo;
+use crate::store::service::{StoreClient, StoreError};
+use serde::{Deserialize, Serialize};
+
+/// torchrun's role when none is given.
+pub const DEFAULT_ROLE: &str = "default";
+const ROLE_INFO_PREFIX: &str = "torchelastic/role_info/";
+const ASSIGNED_RANKS_PREFIX: &str = "torchelastic/assigned_ranks/";
+
+/// What one agent publishes about itself.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+struct RoleInfo {
+    role: String,
+    rank: u32,
+    local_world_size: u64,
+}
+
+/// What an agent reads back: the ranks of its local worker 0, and the sizes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AssignedRanks {
+    pub base_global_rank: u64,
+    pub world_size: u64,
+    pub base_role_rank: u64,
+    pub role_world_size: u64,
+}
+
+/// Runs the exchange for this agent in the round `info`; `prefix` is the round's store
+/// prefix (`torch.rendezvous.<run_id>.<round>/`).
+pub async fn exchange_ranks(
+    store: &mut StoreClient,
+    prefix: &str,
+    info: &RendezvousInfo,
+    local_world_size: u64,
+) -> Result<AssignedRanks, StoreError> {
+    let me = RoleInfo {
+        role: DEFAULT_ROLE.into(),
+        rank: info.rank,
+        local_world_size,
+    };
+    let encoded = serde_json::to_vec(&me).expect("role info serializes");
+    store
+        .set(&format!("{prefix}{ROLE_INFO_PREFIX}{}", info.rank), encoded)
+        .await?;
+    if info.rank == 0 {
+        publish_assignments(store, prefix, info.world_size).await?;
+    }
+    // Blocks until rank 0 has written it, up to the store's timeout.
+    let bytes = store
+        .get(&format!("{prefix}{ASSIGNED_RANKS_PREFIX}{}", info.rank))
+        .await?;
+    serde_json::from_slice(&bytes)
+        .map_err(|e| StoreError::Refused(format!("bad assigned ranks: {e}")))
+}
+
+/// Group rank 0's part: read every role info, compute, write every assignment at once.
+async fn publish_assignments(
+    store: &mut StoreClient,
+    prefix: &str,
+    group_world_size: u32,
+) -> Result<(), StoreError> {
+    let keys: Vec<String> = (0..group_world_size)
+        .map(|r| format!("{prefix}{ROLE_INFO_PREFIX}{r}"))
+        .collect();
+    let mut roles = Vec::with_capacity(keys.len());
+    for bytes in store.multi_get(&keys).await? {
+        let info: RoleInfo = serde_json::from_slice(&bytes)
+            .map_err(|e| StoreError::Refused(format!("bad role info: {e}")))?;
+        roles.push(GroupRole {
+            role: info.role,
+            local_world_size: info.local_world_size,
+        });
+    }
+    let entries = assign_worker_ranks(&roles)
+        .iter()
+        .enumerate()
+        .map(|(group_rank, workers)| {
+            let first = workers.first();
+            let assigned = AssignedRanks {
+                base_global_rank: first.map_or(0, |w| w.global_rank),
+                world_size: first.map_or(0, |w| w.world_size),
+                base_role_rank: first.map_or(0, |w| w.role_rank),
+                role_world_size: first.map_or(0, |w| w.role_world_size),
+            };
+            let value = serde_json::to_vec(&assigned).expect("ranks serialize");
+            (
+                format!("{prefix}{ASSIGNED_RANKS_PREFIX}{group_rank}"),
+                value,
+            )
+        })
+        .collect();
+    store.multi_set(entries).await
+}
