@@ -57,7 +57,12 @@ fn listed_files(stdout: &str) -> Vec<String> {
         .lines()
         .skip(1)
         .take_while(|l| !l.starts_with("check: ") && !l.starts_with("shard "))
-        .map(|l| l.split_whitespace().next().expect("a file column").to_owned())
+        .map(|l| {
+            l.split_whitespace()
+                .next()
+                .expect("a file column")
+                .to_owned()
+        })
         .collect()
 }
 
@@ -65,13 +70,20 @@ fn listed_files(stdout: &str) -> Vec<String> {
 fn the_whole_suite_passes_lists_every_file_and_writes_junit() {
     let dir = temp_dir("suite");
     let xml_path = dir.join("report.xml");
-    let out = trainsim(&["check", "scenarios/", "--junit", xml_path.to_str().expect("utf-8")]);
+    let out = trainsim(&[
+        "check",
+        "scenarios/",
+        "--junit",
+        xml_path.to_str().expect("utf-8"),
+    ]);
     let stdout = text(&out.stdout);
     assert_eq!(out.status.code(), Some(0), "{stdout}{}", text(&out.stderr));
     let files = suite_files();
     assert_eq!(listed_files(&stdout), files, "{stdout}");
     assert!(
-        stdout.trim_end().ends_with(&format!("check: {} passed, 0 failed", files.len())),
+        stdout
+            .trim_end()
+            .ends_with(&format!("check: {} passed, 0 failed", files.len())),
         "{stdout}"
     );
     let xml = std::fs::read_to_string(&xml_path).expect("the JUnit file exists");
@@ -107,7 +119,13 @@ fn check_determinism_passes_on_a_scenario() {
         "scenarios/all_nodes_at_max.toml",
         "--check-determinism",
     ]);
-    assert_eq!(out.status.code(), Some(0), "{}{}", text(&out.stdout), text(&out.stderr));
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}{}",
+        text(&out.stdout),
+        text(&out.stderr)
+    );
     let run = trainsim(&[
         "run",
         "scenarios/too_few_nodes_join_timeout.toml",
@@ -129,11 +147,18 @@ fn an_unreadable_file_stops_the_suite_before_any_run_with_exit_2() {
     let dir = temp_dir("unreadable");
     small_suite(&dir);
     let bad = dir.join("zz_bad.toml");
-    std::fs::write(&bad, "name = \"bad\"\n[rendezvous]\nmin_nodes = 3\nmax_nodes = 2\n")
-        .expect("write");
+    std::fs::write(
+        &bad,
+        "name = \"bad\"\n[rendezvous]\nmin_nodes = 3\nmax_nodes = 2\n",
+    )
+    .expect("write");
     let out = trainsim(&["check", dir.to_str().expect("utf-8")]);
     assert_eq!(out.status.code(), Some(2));
-    assert!(text(&out.stderr).contains("zz_bad.toml:3:"), "{}", text(&out.stderr));
+    assert!(
+        text(&out.stderr).contains("zz_bad.toml:3:"),
+        "{}",
+        text(&out.stderr)
+    );
     assert!(text(&out.stdout).is_empty(), "no run started");
     let empty = temp_dir("empty");
     let out = trainsim(&["check", empty.to_str().expect("utf-8")]);
@@ -145,15 +170,22 @@ fn a_failing_scenario_exits_1_with_its_repro_line_in_the_summary_and_junit() {
     let dir = temp_dir("failing");
     let scenario = std::fs::read_to_string("scenarios/all_nodes_at_max.toml").expect("read");
     let file = dir.join("wrong_expect.toml");
-    std::fs::write(&file, scenario.replace("final_world_size = 3", "final_world_size = 2"))
-        .expect("write");
+    std::fs::write(
+        &file,
+        scenario.replace("final_world_size = 3", "final_world_size = 2"),
+    )
+    .expect("write");
     let xml_path = dir.join("junit.xml");
     let file = file.to_str().expect("utf-8");
     let out = trainsim(&["check", file, "--junit", xml_path.to_str().expect("utf-8")]);
     assert_eq!(out.status.code(), Some(1));
     let stdout = text(&out.stdout);
     let repro = format!("trainsim run {file} --seed 1");
-    assert_eq!(stdout.trim_end().lines().last(), Some(repro.as_str()), "{stdout}");
+    assert_eq!(
+        stdout.trim_end().lines().last(),
+        Some(repro.as_str()),
+        "{stdout}"
+    );
     assert!(stdout.contains("FAIL"), "{stdout}");
     let xml = std::fs::read_to_string(&xml_path).expect("the JUnit file exists");
     let report = quick_junit::Report::deserialize_from_str(&xml).expect("valid JUnit XML");

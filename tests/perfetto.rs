@@ -38,7 +38,10 @@ fn a_worker_crash_restart_shows_as_tracks_spans_and_instants() {
     assert_eq!(threads.iter().filter(|t| **t == "agent").count(), 3);
     assert_eq!(threads.iter().filter(|t| **t == "workers").count(), 3);
     // Every event sits on a named process.
-    let pids: Vec<&Value> = named(events, "M", "process_name").iter().map(|e| &e["pid"]).collect();
+    let pids: Vec<&Value> = named(events, "M", "process_name")
+        .iter()
+        .map(|e| &e["pid"])
+        .collect();
     assert!(events.iter().all(|e| pids.contains(&&e["pid"])));
     // The crash, the counted restart on node-1 and the free one on node-0.
     assert_eq!(named(events, "i", "fault: worker_crash").len(), 1);
@@ -52,7 +55,11 @@ fn a_worker_crash_restart_shows_as_tracks_spans_and_instants() {
     assert!(!named(events, "i", "resumed from step").is_empty());
     // Steps are coalesced into a few spans, so the file stays small.
     let steps = named(events, "X", "steps ");
-    assert!(!steps.is_empty() && steps.len() < 20, "{} step spans", steps.len());
+    assert!(
+        !steps.is_empty() && steps.len() < 20,
+        "{} step spans",
+        steps.len()
+    );
     assert_eq!(named(events, "X", "run: succeeded").len(), 1);
     for e in named(events, "X", "") {
         assert!(e["ts"].is_u64() && e["dur"].is_u64(), "{e}");
@@ -70,12 +77,25 @@ fn run_trace_writes_the_file_and_refuses_several_runs() {
         .arg(&path)
         .output()
         .expect("runs");
-    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let written: Value =
         serde_json::from_str(&std::fs::read_to_string(&path).expect("written")).expect("JSON");
-    assert!(written["traceEvents"].as_array().is_some_and(|a| !a.is_empty()));
+    assert!(written["traceEvents"]
+        .as_array()
+        .is_some_and(|a| !a.is_empty()));
     let several = std::process::Command::new(bin)
-        .args(["run", "scenarios/all_nodes_at_max.toml", "--seeds", "1..3", "--trace"])
+        .args([
+            "run",
+            "scenarios/all_nodes_at_max.toml",
+            "--seeds",
+            "1..3",
+            "--trace",
+        ])
         .arg(&path)
         .output()
         .expect("runs");

@@ -130,10 +130,8 @@ pub fn execute(args: CheckArgs) -> i32 {
     let jobs: Vec<Job> = (0..scenarios.len())
         .filter(|&i| shard.owns(i))
         .flat_map(|i| {
-            seeds_for(args.seed, args.seeds, &scenarios[i].1).map(move |seed| Job {
-                scenario: i,
-                seed,
-            })
+            seeds_for(args.seed, args.seeds, &scenarios[i].1)
+                .map(move |seed| Job { scenario: i, seed })
         })
         .collect();
     let results = run_jobs(&scenarios, &jobs, &args);
@@ -143,15 +141,20 @@ pub fn execute(args: CheckArgs) -> i32 {
         .map(|(job, result)| row(&scenarios[job.scenario], job.seed, result))
         .collect();
     // Name testcases by seed too only when a range asks for several seeds per file.
-    let several_seeds = args
-        .seeds
-        .is_some_and(|r| r.end_exclusive - r.start > 1);
+    let several_seeds = args.seeds.is_some_and(|r| r.end_exclusive - r.start > 1);
     print!("{}", summary(&rows, shard));
     if let Some(path) = &args.junit {
         let xml = junit(&rows, shard, several_seeds);
         if let Err(e) = super::write_atomically(path, xml.as_bytes()) {
-            eprintln!("error: cannot write the JUnit report to {}: {e}", path.display());
-            return if rows.iter().any(|r| r.result == "ERROR") { 3 } else { 2 };
+            eprintln!(
+                "error: cannot write the JUnit report to {}: {e}",
+                path.display()
+            );
+            return if rows.iter().any(|r| r.result == "ERROR") {
+                3
+            } else {
+                2
+            };
         }
     }
     exit_code(&rows)
@@ -269,7 +272,10 @@ fn run_job(scenario: &Scenario, file: &str, seed: u64, twice: bool) -> JobResult
         Ok(Err(failure)) => JobResult::Harness(failure),
         Err(payload) => JobResult::Harness(HarnessFailure {
             seed,
-            message: format!("the run panicked: {}", crate::world::panic_message(&payload)),
+            message: format!(
+                "the run panicked: {}",
+                crate::world::panic_message(&payload)
+            ),
             repro: crate::report::repro_line(file, seed),
         }),
     }
@@ -332,7 +338,12 @@ fn failed_items(scenario: &Scenario, report: &Report) -> Vec<String> {
 /// The summary table, a count line, then each failure's text ending with its repro line.
 fn summary(rows: &[Row], shard: Shard) -> String {
     let file_w = rows.iter().map(|r| r.file.len()).max().unwrap_or(0).max(4);
-    let outcome_w = rows.iter().map(|r| r.outcome.len()).max().unwrap_or(0).max(7);
+    let outcome_w = rows
+        .iter()
+        .map(|r| r.outcome.len())
+        .max()
+        .unwrap_or(0)
+        .max(7);
     let mut out = format!(
         "{:<file_w$}  {:>6}  {:<outcome_w$}  {:<6}  failed\n",
         "file", "seed", "outcome", "result"
@@ -362,7 +373,10 @@ fn summary(rows: &[Row], shard: Shard) -> String {
         rows.len() - passed
     ));
     for r in rows.iter().filter(|r| r.result != "pass") {
-        out.push_str(&format!("\n{} {} seed {}:\n{}\n", r.result, r.file, r.seed, r.details));
+        out.push_str(&format!(
+            "\n{} {} seed {}:\n{}\n",
+            r.result, r.file, r.seed, r.details
+        ));
     }
     out
 }
@@ -387,7 +401,11 @@ fn junit(rows: &[Row], shard: Shard, several_seeds: bool) -> String {
                 };
                 let mut status = TestCaseStatus::non_success(kind);
                 status.set_message(r.details.as_str());
-                status.set_type(if result == "ERROR" { "harness failure" } else { "scenario failed" });
+                status.set_type(if result == "ERROR" {
+                    "harness failure"
+                } else {
+                    "scenario failed"
+                });
                 if !r.text.is_empty() {
                     status.set_description(r.text.as_str());
                 }
@@ -407,7 +425,9 @@ fn junit(rows: &[Row], shard: Shard, several_seeds: bool) -> String {
     }
     let mut report = quick_junit::Report::new("trainsim");
     report.add_test_suite(suite);
-    report.to_string().expect("a JUnit report always serializes")
+    report
+        .to_string()
+        .expect("a JUnit report always serializes")
 }
 
 /// `scenarios/late_joiner.toml` → `scenarios.late_joiner`, the dotted form JUnit viewers group by.
@@ -415,6 +435,7 @@ fn class_name(file: &str) -> String {
     let stem = Path::new(file).with_extension("");
     stem.to_string_lossy()
         .trim_start_matches("./")
+        .trim_start_matches('/')
         .replace(['/', '\\'], ".")
 }
 

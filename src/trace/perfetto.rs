@@ -46,8 +46,8 @@ pub fn chrome_trace(trace: &Trace, title: &str) -> Value {
 
 /// [`chrome_trace`] as compact JSON text with a trailing newline.
 pub fn chrome_trace_json(trace: &Trace, title: &str) -> String {
-    let mut text = serde_json::to_string(&chrome_trace(trace, title))
-        .expect("a JSON value always serializes");
+    let mut text =
+        serde_json::to_string(&chrome_trace(trace, title)).expect("a JSON value always serializes");
     text.push('\n');
     text
 }
@@ -154,22 +154,57 @@ impl Export {
             v
         };
         let mut out = vec![
-            meta(CLUSTER_PID, None, "process_name", json!({ "name": "cluster" })),
-            meta(CLUSTER_PID, None, "process_sort_index", json!({ "sort_index": 0 })),
-            meta(CLUSTER_PID, Some(tid(CLUSTER_PID, RUN)), "thread_name", json!({ "name": "run" })),
-            meta(CLUSTER_PID, Some(tid(CLUSTER_PID, FAULTS)), "thread_name", json!({ "name": "faults" })),
+            meta(
+                CLUSTER_PID,
+                None,
+                "process_name",
+                json!({ "name": "cluster" }),
+            ),
+            meta(
+                CLUSTER_PID,
+                None,
+                "process_sort_index",
+                json!({ "sort_index": 0 }),
+            ),
+            meta(
+                CLUSTER_PID,
+                Some(tid(CLUSTER_PID, RUN)),
+                "thread_name",
+                json!({ "name": "run" }),
+            ),
+            meta(
+                CLUSTER_PID,
+                Some(tid(CLUSTER_PID, FAULTS)),
+                "thread_name",
+                json!({ "name": "faults" }),
+            ),
         ];
         for (node, &pid) in &self.pids {
             out.push(meta(pid, None, "process_name", json!({ "name": node })));
-            out.push(meta(pid, None, "process_sort_index", json!({ "sort_index": pid })));
+            out.push(meta(
+                pid,
+                None,
+                "process_sort_index",
+                json!({ "sort_index": pid }),
+            ));
             let has_store = self.nodes.get(node).is_some_and(|n| n.has_store);
-            for (slot, name) in [(AGENT, "agent"), (WORKERS, "workers"), (STORE, "store"), (FAULTS, "faults")] {
+            for (slot, name) in [
+                (AGENT, "agent"),
+                (WORKERS, "workers"),
+                (STORE, "store"),
+                (FAULTS, "faults"),
+            ] {
                 if slot == STORE && !has_store {
                     continue;
                 }
                 let t = tid(pid, slot);
                 out.push(meta(pid, Some(t), "thread_name", json!({ "name": name })));
-                out.push(meta(pid, Some(t), "thread_sort_index", json!({ "sort_index": slot })));
+                out.push(meta(
+                    pid,
+                    Some(t),
+                    "thread_sort_index",
+                    json!({ "sort_index": slot }),
+                ));
             }
         }
         out
@@ -190,13 +225,17 @@ impl Export {
             EventKind::RendezvousJoining { .. }
             | EventKind::RendezvousCompleted { .. }
             | EventKind::RendezvousFailed { .. }
-            | EventKind::RendezvousClosed { .. } => self.rendezvous_event(node, pid, at, &event.kind),
+            | EventKind::RendezvousClosed { .. } => {
+                self.rendezvous_event(node, pid, at, &event.kind)
+            }
             EventKind::WorkersStarted { .. }
             | EventKind::WorkersStopped { .. }
             | EventKind::WorkerFailed { .. }
             | EventKind::Step { .. }
             | EventKind::Checkpoint { .. }
-            | EventKind::ResumedFromCheckpoint { .. } => self.worker_event(node, pid, at, &event.kind),
+            | EventKind::ResumedFromCheckpoint { .. } => {
+                self.worker_event(node, pid, at, &event.kind)
+            }
             EventKind::StoreStarted | EventKind::StoreDied { .. } => {
                 self.store_event(node, pid, at, &event.kind)
             }
@@ -320,8 +359,13 @@ impl Export {
                 reason,
                 ..
             } => {
-                let what = if *counted { "counted" } else { "membership change" };
-                let args = json!({ "counted": counted, "restart_count": restart_count, "reason": reason });
+                let what = if *counted {
+                    "counted"
+                } else {
+                    "membership change"
+                };
+                let args =
+                    json!({ "counted": counted, "restart_count": restart_count, "reason": reason });
                 let name = format!("restart ({what})");
                 self.out.push(instant(pid, AGENT, at, name, args));
             }
@@ -347,7 +391,8 @@ impl Export {
                 if let Some(s) = span.as_mut() {
                     s.name = format!("rendezvous round {round}: rank {rank} of {world_size}");
                     s.args.insert("round".to_owned(), json!(round));
-                    s.args.insert("participants".to_owned(), json!(participants));
+                    s.args
+                        .insert("participants".to_owned(), json!(participants));
                 }
                 self.push_span(pid, AGENT, span, at);
             }
@@ -474,11 +519,51 @@ mod tests {
         let trace = Trace {
             events: vec![
                 ev(0, n, EventKind::AgentStarted { pid: 7 }),
-                ev(10, n, EventKind::WorkersStarted { pid: 7, round: 0, group_rank: 0, world_size: 1, restart_count: 0 }),
-                ev(20, n, EventKind::Step { pid: 7, round: 0, step: 1 }),
-                ev(30, n, EventKind::Step { pid: 7, round: 0, step: 2 }),
-                ev(40, n, EventKind::Step { pid: 7, round: 0, step: 3 }),
-                ev(50, None, EventKind::RunEnded { outcome: "timed_out".to_owned() }),
+                ev(
+                    10,
+                    n,
+                    EventKind::WorkersStarted {
+                        pid: 7,
+                        round: 0,
+                        group_rank: 0,
+                        world_size: 1,
+                        restart_count: 0,
+                    },
+                ),
+                ev(
+                    20,
+                    n,
+                    EventKind::Step {
+                        pid: 7,
+                        round: 0,
+                        step: 1,
+                    },
+                ),
+                ev(
+                    30,
+                    n,
+                    EventKind::Step {
+                        pid: 7,
+                        round: 0,
+                        step: 2,
+                    },
+                ),
+                ev(
+                    40,
+                    n,
+                    EventKind::Step {
+                        pid: 7,
+                        round: 0,
+                        step: 3,
+                    },
+                ),
+                ev(
+                    50,
+                    None,
+                    EventKind::RunEnded {
+                        outcome: "timed_out".to_owned(),
+                    },
+                ),
             ],
             truncated: false,
         };
