@@ -1,4 +1,5 @@
-//! The `trainsim` command line: run scenarios, check parity vectors, print sampler output.
+//! The `trainsim` command line: run scenarios or a whole suite, check parity vectors, print
+//! sampler output.
 
 use clap::{Parser, Subcommand};
 use trainsim::cli;
@@ -18,6 +19,8 @@ struct Cli {
 enum Command {
     /// Run scenario files and report which invariants held.
     Run(cli::run::RunArgs),
+    /// Run a scenario suite in parallel, as CI does: summary table, JUnit, shards.
+    Check(cli::check::CheckArgs),
     /// Check the models against parity vectors made by the real torch and Bagua code.
     Parity(cli::parity::ParityArgs),
     /// Print the indices or batches each rank gets from a sampler configuration.
@@ -35,6 +38,7 @@ fn main() {
     };
     let code = match cli.command {
         Command::Run(args) => cli::run::execute(args),
+        Command::Check(args) => cli::check::execute(args),
         Command::Parity(args) => cli::parity::execute(args),
         Command::Sample(args) => cli::sample::execute(args),
     };

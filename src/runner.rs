@@ -1,10 +1,15 @@
 //! One run end to end: scenario in, report out. The world runs on its own thread; a panic
 //! anywhere (simulation, checks, report) is caught and turned into a harness failure that
 //! names the seed and the line that reproduces it.
+//!
+//! `--check-determinism` lives here too: it runs a seed twice and, when the traces differ,
+//! says where they first diverge, because a bare "hashes differ" leaves the user to rerun
+//! both and diff them by hand.
 
 use crate::check;
 use crate::report::{self, Report};
 use crate::scenario::model::Scenario;
+use crate::trace::Trace;
 use crate::world::{self, Programs};
 use futures::FutureExt;
 use std::sync::Arc;
@@ -35,14 +40,19 @@ pub fn programs() -> Programs {
 
 /// Runs `scenario` (read from `file`) with `seed`, checks it and builds its report.
 pub fn run_one(scenario: &Scenario, file: &str, seed: u64) -> Result<Report, HarnessFailure> {
-    let failure = |message: String| HarnessFailure {
-        seed,
-        message,
-        repro: report::repro_line(file, seed),
-    };
+    run_traced(scenario, file, seed).map(|(report, _)| report)
+}
+
+/// Like [`run_one`], but also hands back the trace, for exports and determinism checks.
+pub fn run_traced(
+    scenario: &Scenario,
+    file: &str,
+    seed: u64,
+) -> Result<(Report, Trace), HarnessFailure> {
+    let failure = |message: String| harness_failure(file, seed, message);
     let (trace, end) =
         world::simulate(scenario, seed, programs()).map_err(|e| failure(e.to_string()))?;
-    std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+    let report = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
         let invariants = check::check_all(scenario, &trace, &end);
         report::build(scenario, file, seed, &trace, &end, invariants)
     }))
@@ -51,5 +61,122 @@ pub fn run_one(scenario: &Scenario, file: &str, seed: u64) -> Result<Report, Har
             "the checks panicked: {}",
             world::panic_message(&payload)
         ))
+    })?;
+    Ok((report, trace))
+}
+
+/// Runs `seed` twice and insists both runs are the same; returns the first run.
+///
+/// Differing traces (or, with equal traces, differing reports) are a harness failure whose
+/// message shows the first diverging event of each run.
+pub fn run_deterministic(
+    scenario: &Scenario,
+    file: &str,
+    seed: u64,
+) -> Result<(Report, Trace), HarnessFailure> {
+    let (first, first_trace) = run_traced(scenario, file, seed)?;
+    let (second, second_trace) = run_traced(scenario, file, seed)?;
+    if first.trace_hash != second.trace_hash {
+        let message = match first_divergence(&first_trace, &second_trace) {
+            Some(d) => format!(
+                "the run is not deterministic: trace hashes {} and {} differ; the traces \
+                 first diverge at event {}:\n  first run:  {}\n  second run: {}",
+                first.trace_hash, second.trace_hash, d.index, d.first, d.second
+            ),
+            // Equal events but a different hash can only come from a changed hash function.
+            None => format!(
+                "the run is not deterministic: trace hashes {} and {} differ over equal events",
+                first.trace_hash, second.trace_hash
+            ),
+        };
+        return Err(harness_failure(file, seed, message));
+    }
+    if first != second {
+        return Err(harness_failure(
+            file,
+            seed,
+            format!(
+                "the run is not deterministic: equal traces ({}) gave different reports:\n  \
+                 first run:  {}\n  second run: {}",
+                first.trace_hash,
+                first.to_json_line(),
+                second.to_json_line()
+            ),
+        ));
+    }
+    Ok((first, first_trace))
+}
+
+/// Where two traces of the same seed first differ.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Divergence {
+    /// Index of the first differing event (0-based).
+    pub index: usize,
+    /// That event's canonical line in the first trace, or `<end of trace>`.
+    pub first: String,
+    /// That event's canonical line in the second trace, or `<end of trace>`.
+    pub second: String,
+}
+
+/// The first event at which `a` and `b` differ, or `None` when they hold equal events.
+pub fn first_divergence(a: &Trace, b: &Trace) -> Option<Divergence> {
+    let (a, b) = (a.canonical_lines(), b.canonical_lines());
+    let index = a
+        .iter()
+        .zip(&b)
+        .position(|(x, y)| x != y)
+        .or_else(|| (a.len() != b.len()).then(|| a.len().min(b.len())))?;
+    let line = |lines: &[String]| {
+        lines
+            .get(index)
+            .cloned()
+            .unwrap_or_else(|| "<end of trace>".to_owned())
+    };
+    Some(Divergence {
+        index,
+        first: line(&a),
+        second: line(&b),
     })
+}
+
+fn harness_failure(file: &str, seed: u64, message: String) -> HarnessFailure {
+    HarnessFailure {
+        seed,
+        message,
+        repro: report::repro_line(file, seed),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::trace::{Event, EventKind};
+
+    fn trace(steps: &[u64]) -> Trace {
+        Trace {
+            events: steps
+                .iter()
+                .map(|&step| Event {
+                    at_us: step * 10,
+                    node: Some("node-0".to_owned()),
+                    kind: EventKind::Step {
+                        pid: 1,
+                        round: 0,
+                        step,
+                    },
+                })
+                .collect(),
+            truncated: false,
+        }
+    }
+
+    #[test]
+    fn the_first_divergence_names_the_index_and_both_lines() {
+        assert_eq!(first_divergence(&trace(&[1, 2]), &trace(&[1, 2])), None);
+        let d = first_divergence(&trace(&[1, 2, 3]), &trace(&[1, 5, 3])).expect("differ");
+        assert_eq!(d.index, 1);
+        assert!(d.first.contains("\"step\":2") && d.second.contains("\"step\":5"));
+        let d = first_divergence(&trace(&[1]), &trace(&[1, 2])).expect("differ");
+        assert_eq!((d.index, d.first.as_str()), (1, "<end of trace>"));
+    }
 }

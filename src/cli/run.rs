@@ -2,10 +2,13 @@
 //!
 //! Exit codes follow the contract: 0 every run passed, 1 a run failed its invariants or
 //! expectations, 2 a usage error or a scenario that cannot be read, 3 the harness failed.
+//! The seed options and their parsing live here and are shared with `trainsim check`.
 
+use crate::report::Report;
 use crate::runner::{self, HarnessFailure};
 use crate::scenario::{self, Scenario};
-use std::path::PathBuf;
+use crate::trace::{perfetto, Trace};
+use std::path::{Path, PathBuf};
 
 /// The most seeds one `--seeds` range may ask for.
 pub const SEEDS_MAX: u64 = 1_000_000;
@@ -13,7 +16,7 @@ pub const SEEDS_MAX: u64 = 1_000_000;
 /// Arguments of `trainsim run`.
 #[derive(Debug, clap::Args)]
 #[command(
-    after_help = "Examples:\n  trainsim run scenarios/late_joiner_next_round.toml\n  trainsim run scenarios/*.toml --format json\n  trainsim run scenarios/store_host_dies.toml --seeds 0..20"
+    after_help = "Examples:\n  trainsim run scenarios/late_joiner_next_round.toml\n  trainsim run scenarios/*.toml --format json\n  trainsim run scenarios/store_host_dies.toml --seeds 0..20 --check-determinism\n  trainsim run scenarios/worker_crash_restart.toml --trace run.json"
 )]
 pub struct RunArgs {
     /// Scenario files (TOML) to run.
@@ -28,6 +31,14 @@ pub struct RunArgs {
     /// `text` for people, `json` for one JSON object per run (one line each).
     #[arg(long, value_enum, default_value = "text")]
     pub format: Format,
+    /// Run every seed twice and fail (exit 3) if the traces differ, showing the first
+    /// differing event of each run.
+    #[arg(long)]
+    pub check_determinism: bool,
+    /// Write the run as a Chrome/Perfetto trace (JSON) to FILE, to open in
+    /// ui.perfetto.dev. Needs exactly one file and one seed.
+    #[arg(long, value_name = "FILE")]
+    pub trace: Option<PathBuf>,
 }
 
 /// Output format.
@@ -88,16 +99,31 @@ pub fn execute(args: RunArgs) -> i32 {
             }
         }
     }
+    if let Some(trace_path) = &args.trace {
+        let seeds = seeds_for(args.seed, args.seeds, &scenarios[0].1);
+        if scenarios.len() != 1 || seeds.start() != seeds.end() {
+            eprintln!(
+                "error: --trace {} writes one run: give exactly one FILE and one seed",
+                trace_path.display()
+            );
+            return 2;
+        }
+    }
     let mut any_failed = false;
     let mut any_harness_failure = false;
     for (file, scenario) in &scenarios {
-        for seed in seeds_for(&args, scenario) {
-            match runner::run_one(scenario, file, seed) {
-                Ok(report) => {
+        for seed in seeds_for(args.seed, args.seeds, scenario) {
+            match run_seed(scenario, file, seed, args.check_determinism) {
+                Ok((report, trace)) => {
                     any_failed |= !report.passed();
                     match args.format {
                         Format::Json => println!("{}", report.to_json_line()),
                         Format::Text => println!("{}", report.to_text()),
+                    }
+                    if let Some(path) = &args.trace {
+                        if let Err(code) = write_trace(path, &report, &trace) {
+                            return code;
+                        }
                     }
                 }
                 Err(failure) => {
@@ -116,8 +142,37 @@ pub fn execute(args: RunArgs) -> i32 {
     }
 }
 
-fn seeds_for(args: &RunArgs, scenario: &Scenario) -> std::ops::RangeInclusive<u64> {
-    match (args.seed, args.seeds) {
+/// One seed, once or (with `--check-determinism`) twice.
+pub(crate) fn run_seed(
+    scenario: &Scenario,
+    file: &str,
+    seed: u64,
+    check_determinism: bool,
+) -> Result<(Report, Trace), HarnessFailure> {
+    if check_determinism {
+        runner::run_deterministic(scenario, file, seed)
+    } else {
+        runner::run_traced(scenario, file, seed)
+    }
+}
+
+/// Writes the Perfetto export; an unwritable path is a usage error (exit 2).
+fn write_trace(path: &Path, report: &Report, trace: &Trace) -> Result<(), i32> {
+    let title = format!("{} (seed {})", report.scenario, report.seed);
+    let json = perfetto::chrome_trace_json(trace, &title);
+    super::write_atomically(path, json.as_bytes()).map_err(|e| {
+        eprintln!("error: cannot write the trace to {}: {e}", path.display());
+        2
+    })
+}
+
+/// The seeds to run: `--seed`, else the `--seeds` range, else the file's own seed.
+pub(crate) fn seeds_for(
+    seed: Option<u64>,
+    seeds: Option<SeedRange>,
+    scenario: &Scenario,
+) -> std::ops::RangeInclusive<u64> {
+    match (seed, seeds) {
         (Some(seed), _) => seed..=seed,
         (None, Some(range)) => range.start..=range.end_exclusive - 1,
         (None, None) => scenario.seed..=scenario.seed,

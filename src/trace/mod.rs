@@ -1,6 +1,8 @@
-//! The trace: typed events recorded during a run, bounded, with a canonical hash.
+//! The trace: typed events recorded during a run, bounded, with a canonical hash, and its
+//! Chrome/Perfetto export.
 
 pub mod event;
+pub mod perfetto;
 
 pub use event::{Event, EventKind};
 

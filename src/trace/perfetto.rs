@@ -1,0 +1,583 @@
+//! Chrome / Perfetto export: a run's trace as Trace Event Format JSON, to open in
+//! ui.perfetto.dev or chrome://tracing.
+//!
+//! Each node is a process with an `agent` thread (agent lifetimes, with rendezvous attempts
+//! nested inside, restarts as instants), a `workers` thread (worker-group lifetimes, with
+//! coalesced step spans nested inside, checkpoints and failures as instants) and a `faults`
+//! thread. A `cluster` process holds the whole run and faults that name no node. Heartbeats
+//! are left out: they are the bulk of a trace and say nothing on a timeline.
+//!
+//! The export is a pure function of the trace, and JSON objects keep sorted keys, so the
+//! same seed gives the same file byte for byte.
+
+use super::{Event, EventKind, Trace};
+use serde_json::{json, Map, Value};
+use std::collections::BTreeMap;
+
+/// The Chrome pid of the `cluster` process; nodes follow from 2 in node order.
+const CLUSTER_PID: u64 = 1;
+/// Thread slots within a process; tids are `pid * TIDS_PER_PID + slot` so they are unique
+/// across processes (Perfetto's JSON importer can merge threads that share a tid).
+const TIDS_PER_PID: u64 = 10;
+const AGENT: u64 = 1;
+const WORKERS: u64 = 2;
+const STORE: u64 = 3;
+const FAULTS: u64 = 4;
+const RUN: u64 = 1;
+
+/// The trace as a Trace Event Format object: `{"traceEvents": [...], "displayTimeUnit": "ms"}`.
+///
+/// `title` (for example the scenario name and seed) goes into `otherData`.
+pub fn chrome_trace(trace: &Trace, title: &str) -> Value {
+    let mut export = Export::new(trace);
+    for event in &trace.events {
+        export.event(event);
+    }
+    let end_us = trace.events.last().map_or(0, |e| e.at_us);
+    export.close_all(end_us);
+    let mut events = export.metadata();
+    events.append(&mut export.out);
+    json!({
+        "traceEvents": events,
+        "displayTimeUnit": "ms",
+        "otherData": { "title": title, "events": trace.events.len(), "trace_hash": trace.hash_hex() },
+    })
+}
+
+/// [`chrome_trace`] as compact JSON text with a trailing newline.
+pub fn chrome_trace_json(trace: &Trace, title: &str) -> String {
+    let mut text =
+        serde_json::to_string(&chrome_trace(trace, title)).expect("a JSON value always serializes");
+    text.push('\n');
+    text
+}
+
+/// A span opened by one event and closed by a later one.
+#[derive(Debug, Clone)]
+struct Open {
+    start_us: u64,
+    name: String,
+    args: Map<String, Value>,
+}
+
+/// Consecutive steps of one worker group, drawn as one span.
+#[derive(Debug, Clone)]
+struct StepRun {
+    start_us: u64,
+    last_us: u64,
+    first: u64,
+    last: u64,
+}
+
+/// What is open on one node.
+#[derive(Debug, Default)]
+struct NodeState {
+    agent: Option<Open>,
+    rendezvous: Option<Open>,
+    group: Option<Open>,
+    steps: Option<StepRun>,
+    store: Option<Open>,
+    /// Whether any store event happened here, so the thread gets a name.
+    has_store: bool,
+}
+
+struct Export {
+    /// Chrome pid by node name.
+    pids: BTreeMap<String, u64>,
+    nodes: BTreeMap<String, NodeState>,
+    out: Vec<Value>,
+}
+
+/// Sorts `node-N` by N, then any other name (the dedicated `store`) by name.
+fn node_order(node: &str) -> (u64, String) {
+    let index = node
+        .strip_prefix("node-")
+        .and_then(|n| n.parse::<u64>().ok());
+    (index.unwrap_or(u64::MAX), node.to_owned())
+}
+
+fn tid(pid: u64, slot: u64) -> u64 {
+    pid * TIDS_PER_PID + slot
+}
+
+fn complete(pid: u64, slot: u64, span: Open, end_us: u64) -> Value {
+    json!({
+        "ph": "X", "pid": pid, "tid": tid(pid, slot), "name": span.name,
+        "ts": span.start_us, "dur": end_us.saturating_sub(span.start_us), "args": span.args,
+    })
+}
+
+fn instant(pid: u64, slot: u64, at_us: u64, name: String, args: Value) -> Value {
+    json!({
+        "ph": "i", "s": "t", "pid": pid, "tid": tid(pid, slot), "name": name,
+        "ts": at_us, "args": args,
+    })
+}
+
+fn open(start_us: u64, name: String, args: Value) -> Option<Open> {
+    let Value::Object(args) = args else {
+        unreachable!("span args are always built with json!({{...}})")
+    };
+    Some(Open {
+        start_us,
+        name,
+        args,
+    })
+}
+
+impl Export {
+    fn new(trace: &Trace) -> Self {
+        let names: std::collections::BTreeSet<(u64, String)> = trace
+            .events
+            .iter()
+            .filter_map(|e| e.node.as_deref().map(node_order))
+            .collect();
+        let pids = names
+            .into_iter()
+            .zip(CLUSTER_PID + 1..)
+            .map(|((_, name), pid)| (name, pid))
+            .collect();
+        Export {
+            pids,
+            nodes: BTreeMap::new(),
+            out: Vec::new(),
+        }
+    }
+
+    /// Process and thread names and sort orders, so tracks read top to bottom.
+    fn metadata(&self) -> Vec<Value> {
+        let meta = |pid: u64, tid: Option<u64>, name: &str, args: Value| {
+            let mut v = json!({ "ph": "M", "pid": pid, "name": name, "args": args });
+            if let Some(tid) = tid {
+                v["tid"] = json!(tid);
+            }
+            v
+        };
+        let mut out = vec![
+            meta(
+                CLUSTER_PID,
+                None,
+                "process_name",
+                json!({ "name": "cluster" }),
+            ),
+            meta(
+                CLUSTER_PID,
+                None,
+                "process_sort_index",
+                json!({ "sort_index": 0 }),
+            ),
+            meta(
+                CLUSTER_PID,
+                Some(tid(CLUSTER_PID, RUN)),
+                "thread_name",
+                json!({ "name": "run" }),
+            ),
+            meta(
+                CLUSTER_PID,
+                Some(tid(CLUSTER_PID, FAULTS)),
+                "thread_name",
+                json!({ "name": "faults" }),
+            ),
+        ];
+        for (node, &pid) in &self.pids {
+            out.push(meta(pid, None, "process_name", json!({ "name": node })));
+            out.push(meta(
+                pid,
+                None,
+                "process_sort_index",
+                json!({ "sort_index": pid }),
+            ));
+            let has_store = self.nodes.get(node).is_some_and(|n| n.has_store);
+            for (slot, name) in [
+                (AGENT, "agent"),
+                (WORKERS, "workers"),
+                (STORE, "store"),
+                (FAULTS, "faults"),
+            ] {
+                if slot == STORE && !has_store {
+                    continue;
+                }
+                let t = tid(pid, slot);
+                out.push(meta(pid, Some(t), "thread_name", json!({ "name": name })));
+                out.push(meta(
+                    pid,
+                    Some(t),
+                    "thread_sort_index",
+                    json!({ "sort_index": slot }),
+                ));
+            }
+        }
+        out
+    }
+
+    fn event(&mut self, event: &Event) {
+        let at = event.at_us;
+        let Some(node) = event.node.as_deref() else {
+            self.cluster_event(at, &event.kind);
+            return;
+        };
+        let pid = self.pids[node];
+        match &event.kind {
+            EventKind::AgentStarted { .. }
+            | EventKind::AgentExited { .. }
+            | EventKind::AgentKilled { .. }
+            | EventKind::AgentRestart { .. } => self.agent_event(node, pid, at, &event.kind),
+            EventKind::RendezvousJoining { .. }
+            | EventKind::RendezvousCompleted { .. }
+            | EventKind::RendezvousFailed { .. }
+            | EventKind::RendezvousClosed { .. } => {
+                self.rendezvous_event(node, pid, at, &event.kind)
+            }
+            EventKind::WorkersStarted { .. }
+            | EventKind::WorkersStopped { .. }
+            | EventKind::WorkerFailed { .. }
+            | EventKind::Step { .. }
+            | EventKind::Checkpoint { .. }
+            | EventKind::ResumedFromCheckpoint { .. } => {
+                self.worker_event(node, pid, at, &event.kind)
+            }
+            EventKind::StoreStarted | EventKind::StoreDied { .. } => {
+                self.store_event(node, pid, at, &event.kind)
+            }
+            EventKind::FaultApplied { fault, detail } => self.out.push(instant(
+                pid,
+                FAULTS,
+                at,
+                format!("fault: {fault}"),
+                json!({ "detail": detail }),
+            )),
+            EventKind::Heartbeat { .. } => {}
+            EventKind::RunEnded { .. } => self.cluster_event(at, &event.kind),
+        }
+    }
+
+    /// Faults that name no node, and the end of the run.
+    fn cluster_event(&mut self, at: u64, kind: &EventKind) {
+        match kind {
+            EventKind::FaultApplied { fault, detail } => self.out.push(instant(
+                CLUSTER_PID,
+                FAULTS,
+                at,
+                format!("fault: {fault}"),
+                json!({ "detail": detail }),
+            )),
+            EventKind::RunEnded { outcome } => {
+                self.close_all(at);
+                let span = open(0, format!("run: {outcome}"), json!({ "outcome": outcome }));
+                self.push_span(CLUSTER_PID, RUN, span, at);
+            }
+            other => self.out.push(instant(
+                CLUSTER_PID,
+                RUN,
+                at,
+                other.type_name().to_owned(),
+                json!({}),
+            )),
+        }
+    }
+
+    fn state(&mut self, node: &str) -> &mut NodeState {
+        self.nodes.entry(node.to_owned()).or_default()
+    }
+
+    fn push_span(&mut self, pid: u64, slot: u64, span: Option<Open>, end_us: u64) {
+        if let Some(span) = span {
+            self.out.push(complete(pid, slot, span, end_us));
+        }
+    }
+
+    /// Closes the coalesced steps, then the worker group they belong to.
+    fn close_group(&mut self, node: &str, pid: u64, end_us: u64, why: &str) {
+        self.flush_steps(node, pid);
+        let mut group = self.state(node).group.take();
+        if let Some(g) = group.as_mut() {
+            g.args.insert("stopped".to_owned(), json!(why));
+        }
+        self.push_span(pid, WORKERS, group, end_us);
+    }
+
+    fn flush_steps(&mut self, node: &str, pid: u64) {
+        if let Some(run) = self.state(node).steps.take() {
+            let name = if run.first == run.last {
+                format!("step {}", run.first)
+            } else {
+                format!("steps {}-{}", run.first, run.last)
+            };
+            let args = json!({ "first": run.first, "last": run.last });
+            self.push_span(pid, WORKERS, open(run.start_us, name, args), run.last_us);
+        }
+    }
+
+    /// Closes everything open on a node whose agent process ended (exit, kill, run end).
+    fn close_node(&mut self, node: &str, pid: u64, end_us: u64, why: &str) {
+        let mut rendezvous = self.state(node).rendezvous.take();
+        if let Some(r) = rendezvous.as_mut() {
+            r.name = format!("{} (interrupted)", r.name);
+        }
+        self.push_span(pid, AGENT, rendezvous, end_us);
+        self.close_group(node, pid, end_us, why);
+        let agent = self.state(node).agent.take();
+        self.push_span(pid, AGENT, agent, end_us);
+    }
+
+    fn close_all(&mut self, end_us: u64) {
+        let nodes: Vec<(String, u64)> = self.pids.iter().map(|(n, &p)| (n.clone(), p)).collect();
+        for (node, pid) in nodes {
+            self.close_node(&node, pid, end_us, "run ended");
+            let store = self.state(&node).store.take();
+            self.push_span(pid, STORE, store, end_us);
+        }
+    }
+
+    fn agent_event(&mut self, node: &str, pid: u64, at: u64, kind: &EventKind) {
+        match kind {
+            EventKind::AgentStarted { pid: os_pid } => {
+                self.close_node(node, pid, at, "agent restarted");
+                let name = format!("agent pid {os_pid}");
+                self.state(node).agent = open(at, name, json!({ "pid": os_pid }));
+            }
+            EventKind::AgentExited { state, reason, .. } => {
+                if let Some(agent) = self.state(node).agent.as_mut() {
+                    agent.name = format!("{}: {state}", agent.name);
+                    agent.args.insert("state".to_owned(), json!(state));
+                    agent.args.insert("reason".to_owned(), json!(reason));
+                }
+                self.close_node(node, pid, at, "agent exited");
+            }
+            EventKind::AgentKilled { .. } => {
+                if let Some(agent) = self.state(node).agent.as_mut() {
+                    agent.name = format!("{}: KILLED", agent.name);
+                    agent.args.insert("state".to_owned(), json!("KILLED"));
+                }
+                self.close_node(node, pid, at, "agent killed");
+                self.out
+                    .push(instant(pid, AGENT, at, "killed".to_owned(), json!({})));
+            }
+            EventKind::AgentRestart {
+                counted,
+                restart_count,
+                reason,
+                ..
+            } => {
+                let what = if *counted {
+                    "counted"
+                } else {
+                    "membership change"
+                };
+                let args =
+                    json!({ "counted": counted, "restart_count": restart_count, "reason": reason });
+                let name = format!("restart ({what})");
+                self.out.push(instant(pid, AGENT, at, name, args));
+            }
+            _ => unreachable!("agent_event gets agent events only"),
+        }
+    }
+
+    fn rendezvous_event(&mut self, node: &str, pid: u64, at: u64, kind: &EventKind) {
+        match kind {
+            EventKind::RendezvousJoining { .. } => {
+                let stale = self.state(node).rendezvous.take();
+                self.push_span(pid, AGENT, stale, at);
+                self.state(node).rendezvous = open(at, "rendezvous".to_owned(), json!({}));
+            }
+            EventKind::RendezvousCompleted {
+                round,
+                rank,
+                world_size,
+                participants,
+                ..
+            } => {
+                let mut span = self.state(node).rendezvous.take();
+                if let Some(s) = span.as_mut() {
+                    s.name = format!("rendezvous round {round}: rank {rank} of {world_size}");
+                    s.args.insert("round".to_owned(), json!(round));
+                    s.args
+                        .insert("participants".to_owned(), json!(participants));
+                }
+                self.push_span(pid, AGENT, span, at);
+            }
+            EventKind::RendezvousFailed { error, message, .. } => {
+                let mut span = self.state(node).rendezvous.take();
+                if let Some(s) = span.as_mut() {
+                    s.name = format!("rendezvous failed: {error}");
+                    s.args.insert("message".to_owned(), json!(message));
+                }
+                self.push_span(pid, AGENT, span, at);
+            }
+            EventKind::RendezvousClosed { round, .. } => {
+                let name = format!("rendezvous closed (round {round})");
+                self.out.push(instant(pid, AGENT, at, name, json!({})));
+            }
+            _ => unreachable!("rendezvous_event gets rendezvous events only"),
+        }
+    }
+
+    fn worker_event(&mut self, node: &str, pid: u64, at: u64, kind: &EventKind) {
+        match kind {
+            EventKind::WorkersStarted {
+                round,
+                group_rank,
+                world_size,
+                restart_count,
+                ..
+            } => {
+                self.close_group(node, pid, at, "replaced");
+                let name = format!("workers round {round}: rank {group_rank} of {world_size}");
+                let args = json!({ "round": round, "restart_count": restart_count });
+                self.state(node).group = open(at, name, args);
+            }
+            EventKind::WorkersStopped { reason, .. } => self.close_group(node, pid, at, reason),
+            EventKind::Step { step, .. } => self.step(node, pid, at, *step),
+            EventKind::WorkerFailed {
+                local_rank,
+                exit_code,
+                reason,
+                ..
+            } => {
+                let name = format!("worker {local_rank} failed (exit {exit_code})");
+                self.out
+                    .push(instant(pid, WORKERS, at, name, json!({ "reason": reason })));
+            }
+            EventKind::Checkpoint { step, .. } => {
+                let name = format!("checkpoint step {step}");
+                self.out.push(instant(pid, WORKERS, at, name, json!({})));
+            }
+            EventKind::ResumedFromCheckpoint {
+                step, lost_steps, ..
+            } => {
+                let name = format!("resumed from step {step}, {lost_steps} steps lost");
+                self.out.push(instant(pid, WORKERS, at, name, json!({})));
+            }
+            _ => unreachable!("worker_event gets worker events only"),
+        }
+    }
+
+    /// Extends the current run of consecutive steps, or starts a new one; a step span
+    /// starts where the previous step (or the group) left off, since a step event marks
+    /// the end of the step's work.
+    fn step(&mut self, node: &str, pid: u64, at: u64, step: u64) {
+        let state = self.state(node);
+        if let Some(run) = state.steps.as_mut() {
+            if step == run.last + 1 {
+                run.last = step;
+                run.last_us = at;
+                return;
+            }
+        }
+        let start_us = match (&state.steps, &state.group) {
+            (Some(run), _) => run.last_us,
+            (None, Some(group)) => group.start_us,
+            (None, None) => at,
+        };
+        self.flush_steps(node, pid);
+        self.state(node).steps = Some(StepRun {
+            start_us,
+            last_us: at,
+            first: step,
+            last: step,
+        });
+    }
+
+    fn store_event(&mut self, node: &str, pid: u64, at: u64, kind: &EventKind) {
+        self.state(node).has_store = true;
+        match kind {
+            EventKind::StoreStarted => {
+                let stale = self.state(node).store.take();
+                self.push_span(pid, STORE, stale, at);
+                self.state(node).store = open(at, "store".to_owned(), json!({}));
+            }
+            EventKind::StoreDied { reason } => {
+                let mut span = self.state(node).store.take();
+                if let Some(s) = span.as_mut() {
+                    s.args.insert("died".to_owned(), json!(reason));
+                }
+                self.push_span(pid, STORE, span, at);
+                let name = "store died".to_owned();
+                self.out
+                    .push(instant(pid, STORE, at, name, json!({ "reason": reason })));
+            }
+            _ => unreachable!("store_event gets store events only"),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ev(at_us: u64, node: Option<&str>, kind: EventKind) -> Event {
+        Event {
+            at_us,
+            node: node.map(str::to_owned),
+            kind,
+        }
+    }
+
+    #[test]
+    fn consecutive_steps_become_one_span_inside_the_group() {
+        let n = Some("node-0");
+        let trace = Trace {
+            events: vec![
+                ev(0, n, EventKind::AgentStarted { pid: 7 }),
+                ev(
+                    10,
+                    n,
+                    EventKind::WorkersStarted {
+                        pid: 7,
+                        round: 0,
+                        group_rank: 0,
+                        world_size: 1,
+                        restart_count: 0,
+                    },
+                ),
+                ev(
+                    20,
+                    n,
+                    EventKind::Step {
+                        pid: 7,
+                        round: 0,
+                        step: 1,
+                    },
+                ),
+                ev(
+                    30,
+                    n,
+                    EventKind::Step {
+                        pid: 7,
+                        round: 0,
+                        step: 2,
+                    },
+                ),
+                ev(
+                    40,
+                    n,
+                    EventKind::Step {
+                        pid: 7,
+                        round: 0,
+                        step: 3,
+                    },
+                ),
+                ev(
+                    50,
+                    None,
+                    EventKind::RunEnded {
+                        outcome: "timed_out".to_owned(),
+                    },
+                ),
+            ],
+            truncated: false,
+        };
+        let v = chrome_trace(&trace, "t");
+        let events = v["traceEvents"].as_array().expect("array");
+        let steps: Vec<&Value> = events.iter().filter(|e| e["name"] == "steps 1-3").collect();
+        assert_eq!(steps.len(), 1);
+        assert_eq!(steps[0]["ts"], 10);
+        assert_eq!(steps[0]["dur"], 30);
+        let group = events
+            .iter()
+            .find(|e| e["name"] == "workers round 0: rank 0 of 1")
+            .expect("a group span");
+        assert_eq!(group["dur"], 40);
+        assert!(events.iter().any(|e| e["name"] == "run: timed_out"));
+    }
+}
