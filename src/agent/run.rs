@@ -12,6 +12,7 @@ use crate::trace::EventKind;
 use crate::world::{spawn, time, AgentExit, NodeEnv};
 use futures::future::{select, Either};
 use std::collections::BTreeSet;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 /// The run id every agent of a scenario uses.
@@ -132,8 +133,8 @@ async fn invoke_run(
     let max_restarts = env.scenario().agent.max_restarts;
     let monitor_interval_us = env.scenario().agent.monitor_interval_us;
     let mut remaining_restarts = max_restarts;
-    let mut highest_step = 0;
-    let mut workers = initialize_workers(env, handler, store, 0, &mut highest_step).await?;
+    let highest_step = Arc::new(AtomicU64::new(0));
+    let mut workers = initialize_workers(env, handler, store, 0, &highest_step).await?;
     loop {
         time::sleep_us(monitor_interval_us).await;
         match monitor(env, &workers) {
@@ -175,8 +176,8 @@ async fn invoke_run(
                     restart_count,
                     reason: "failure".into(),
                 });
-                workers = initialize_workers(env, handler, store, restart_count, &mut highest_step)
-                    .await?;
+                workers =
+                    initialize_workers(env, handler, store, restart_count, &highest_step).await?;
             }
             WorkerStatus::Healthy => {
                 if handler.num_nodes_waiting().await? > 0 {
@@ -188,9 +189,8 @@ async fn invoke_run(
                         reason: "membership_change".into(),
                     });
                     workers.stop(env, "membership change");
-                    workers =
-                        initialize_workers(env, handler, store, restart_count, &mut highest_step)
-                            .await?;
+                    workers = initialize_workers(env, handler, store, restart_count, &highest_step)
+                        .await?;
                 }
             }
         }
@@ -215,7 +215,7 @@ async fn initialize_workers(
     handler: &RendezvousHandler,
     store: &mut StoreClient,
     restart_count: u32,
-    highest_step: &mut u64,
+    highest_step: &Arc<AtomicU64>,
 ) -> Result<Workers, RendezvousError> {
     let info = handler.next_rendezvous().await?;
     env.record(EventKind::RendezvousCompleted {
@@ -250,9 +250,11 @@ async fn initialize_workers(
     env.record(EventKind::ResumedFromCheckpoint {
         pid: env.pid,
         step: start_step,
-        lost_steps: highest_step.saturating_sub(start_step),
+        lost_steps: highest_step
+            .load(Ordering::Relaxed)
+            .saturating_sub(start_step),
     });
-    *highest_step = (*highest_step).max(start_step);
+    highest_step.fetch_max(start_step, Ordering::Relaxed);
     let members = info
         .participants
         .iter()
@@ -265,7 +267,12 @@ async fn initialize_workers(
         start_step,
     };
     let status = Arc::new(Mutex::new(WorkerStatus::Healthy));
-    let task = spawn(job::train(env.clone(), plan, status.clone()));
+    let task = spawn(job::train(
+        env.clone(),
+        plan,
+        status.clone(),
+        highest_step.clone(),
+    ));
     Ok(Workers { info, status, task })
 }
 

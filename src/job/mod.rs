@@ -5,6 +5,7 @@
 
 use crate::trace::EventKind;
 use crate::world::{time, NodeEnv};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 /// torch's default process-group timeout: a collective whose peer is gone fails after it.
@@ -34,7 +35,14 @@ pub struct GroupPlan {
 }
 
 /// Runs this node's workers until the job's last step, or until a collective fails.
-pub async fn train(env: NodeEnv, plan: GroupPlan, status: Arc<Mutex<WorkerStatus>>) {
+/// `reached` keeps the highest step this node's workers ever completed, across groups, so
+/// the agent can tell how many steps a restart lost.
+pub async fn train(
+    env: NodeEnv,
+    plan: GroupPlan,
+    status: Arc<Mutex<WorkerStatus>>,
+    reached: Arc<AtomicU64>,
+) {
     let job = env.scenario().job.clone();
     let mut step = plan.start_step;
     while step < job.steps {
@@ -52,6 +60,7 @@ pub async fn train(env: NodeEnv, plan: GroupPlan, status: Arc<Mutex<WorkerStatus
             return;
         }
         step += 1;
+        reached.fetch_max(step, Ordering::Relaxed);
         env.record(EventKind::Step {
             pid: env.pid,
             round: plan.round,

@@ -246,7 +246,7 @@ impl Export {
                 format!("fault: {fault}"),
                 json!({ "detail": detail }),
             )),
-            EventKind::Heartbeat { .. } => {}
+            EventKind::Heartbeat { .. } | EventKind::RanksAssigned { .. } => {}
             EventKind::RunEnded { .. } => self.cluster_event(at, &event.kind),
         }
     }
