@@ -24,7 +24,7 @@ fn hugectr_case(workers: u32) -> ReaderConfig {
 fn seq(parts: &[(u32, usize)]) -> Vec<u32> {
     parts
         .iter()
-        .flat_map(|&(size, n)| std::iter::repeat(size).take(n))
+        .flat_map(|&(size, n)| std::iter::repeat_n(size, n))
         .collect()
 }
 

@@ -227,7 +227,7 @@ pub fn terminates(cfg: &ReaderConfig, out: &RunOutput) -> Verdict {
         BTreeSet::new()
     } else {
         (0..cfg.epochs)
-            .filter(|&e| out.epochs.get(e as usize).map_or(true, |ep| !ep.ended))
+            .filter(|&e| out.epochs.get(e as usize).is_none_or(|ep| !ep.ended))
             .collect()
     };
     for e in unfinished {

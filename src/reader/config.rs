@@ -217,7 +217,7 @@ impl ReaderConfig {
                 files: self.files,
             });
         }
-        if self.batch_size % self.nodes != 0 || self.node >= self.nodes {
+        if !self.batch_size.is_multiple_of(self.nodes) || self.node >= self.nodes {
             return Err(ConfigError::BadSlice {
                 batch_size: self.batch_size,
                 nodes: self.nodes,
