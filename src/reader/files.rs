@@ -128,6 +128,8 @@ impl Dataset {
         } else {
             self.slot_num
         };
+        // Label and dense widths are those of HugeCTR's unit test; the model never varies
+        // them because a mismatch there is a configuration error, not a data fault.
         Header {
             error_check: self.cfg_check.header_code(),
             number_of_records: self.records_per_file,
