@@ -8,6 +8,7 @@
 //! - [`rendezvous`]: torch's dynamic rendezvous: pure decisions plus the async handler.
 //! - [`agent`]: the elastic agent: rank assignment and the per-node run loop.
 //! - [`sampler`]: torch's RNG, `DistributedSampler` and Bagua's load-balancing samplers.
+//! - [`reader`]: HugeCTR's Norm data reader: workers, buffers, collector (a pure model).
 //! - [`job`]: the simulated training job (a timer-driven step counter until GPUs arrive).
 //! - [`trace`]: typed events, the recorder and the canonical trace hash.
 //! - [`check`]: named invariants over the trace.
@@ -21,6 +22,7 @@ pub mod check;
 pub mod cli;
 pub mod job;
 pub mod parity;
+pub mod reader;
 pub mod rendezvous;
 pub mod report;
 pub mod runner;

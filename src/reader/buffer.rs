@@ -1,0 +1,236 @@
+//! The buffers batches pass through (one per worker, one broadcast buffer), their HugeCTR
+//! `BufferState`s changed only by atomic compare-exchange or store, and the log of every
+//! change, from which the buffer-protocol invariant is checked.
+
+use std::fmt;
+
+use super::files::RecordId;
+
+/// HugeCTR's `BufferState`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize)]
+pub enum BufferState {
+    /// The reader took an end marker: the buffer is parked until the next `set_source`.
+    FileEof,
+    /// The reader owns the buffer.
+    Reading,
+    /// Holds a batch (or an end marker) for the reader.
+    ReadyForRead,
+    /// The writer owns the buffer.
+    Writing,
+    /// Free for the writer.
+    ReadyForWrite,
+}
+
+impl fmt::Display for BufferState {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let name = match self {
+            BufferState::FileEof => "FileEOF",
+            BufferState::Reading => "Reading",
+            BufferState::ReadyForRead => "ReadyForRead",
+            BufferState::Writing => "Writing",
+            BufferState::ReadyForWrite => "ReadyForWrite",
+        };
+        f.write_str(name)
+    }
+}
+
+/// One of the threads the model runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize)]
+pub enum ActorId {
+    /// Reader worker thread `w`: writes its own buffer.
+    Worker(u32),
+    /// The background collector thread: reads worker buffers, writes the broadcast buffer.
+    Collector,
+    /// The training (main) thread: reads the broadcast buffer and calls `set_source`.
+    Trainer,
+}
+
+impl fmt::Display for ActorId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ActorId::Worker(w) => write!(f, "worker {w}"),
+            ActorId::Collector => f.write_str("the collector"),
+            ActorId::Trainer => f.write_str("the trainer"),
+        }
+    }
+}
+
+/// A buffer: a worker's thread buffer or the node's broadcast buffer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize)]
+pub enum BufferId {
+    /// Worker `w`'s buffer (writer: worker `w`, reader: the collector).
+    Worker(u32),
+    /// The broadcast buffer (writer: the collector, reader: the trainer).
+    Broadcast,
+}
+
+impl BufferId {
+    /// The one thread that writes this buffer.
+    pub fn writer(self) -> ActorId {
+        match self {
+            BufferId::Worker(w) => ActorId::Worker(w),
+            BufferId::Broadcast => ActorId::Collector,
+        }
+    }
+
+    /// The one thread that reads this buffer.
+    pub fn reader(self) -> ActorId {
+        match self {
+            BufferId::Worker(_) => ActorId::Collector,
+            BufferId::Broadcast => ActorId::Trainer,
+        }
+    }
+}
+
+impl fmt::Display for BufferId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            BufferId::Worker(w) => write!(f, "worker {w}'s buffer"),
+            BufferId::Broadcast => f.write_str("the broadcast buffer"),
+        }
+    }
+}
+
+/// The atomic operation that changed a state.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize)]
+pub enum AtomicOp {
+    /// A successful `compare_exchange` (failed ones change nothing and are not logged).
+    CompareExchange,
+    /// A plain `store`, which HugeCTR uses to release a buffer it owns.
+    Store,
+}
+
+/// One state change of one buffer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+pub struct BufferEvent {
+    /// The run's step count when it happened.
+    pub step: u64,
+    /// Which buffer.
+    pub buffer: BufferId,
+    /// Which thread changed it.
+    pub actor: ActorId,
+    /// How.
+    pub op: AtomicOp,
+    /// State before.
+    pub from: BufferState,
+    /// State after.
+    pub to: BufferState,
+}
+
+/// A buffer's state and contents. A batch of size 0 is the end marker, exactly as
+/// HugeCTR's `current_batch_size == 0` is.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Buffer {
+    /// Current state.
+    pub state: BufferState,
+    /// The records of the batch it holds, in batch order.
+    pub records: Vec<RecordId>,
+}
+
+/// All buffers of one node plus the event log; the only way to change a state.
+#[derive(Debug, Clone)]
+pub struct Buffers {
+    workers: Vec<Buffer>,
+    broadcast: Buffer,
+    events: Vec<BufferEvent>,
+    step: u64,
+}
+
+impl Buffers {
+    /// `workers` worker buffers and a broadcast buffer, all `ReadyForWrite` and empty.
+    pub fn new(workers: u32) -> Self {
+        let free = Buffer {
+            state: BufferState::ReadyForWrite,
+            records: Vec::new(),
+        };
+        Buffers {
+            workers: vec![free.clone(); workers as usize],
+            broadcast: free,
+            events: Vec::new(),
+            step: 0,
+        }
+    }
+
+    /// Sets the step number stamped on the following events.
+    pub fn set_step(&mut self, step: u64) {
+        self.step = step;
+    }
+
+    /// The buffer `id`.
+    pub fn get(&self, id: BufferId) -> &Buffer {
+        match id {
+            BufferId::Worker(w) => &self.workers[w as usize],
+            BufferId::Broadcast => &self.broadcast,
+        }
+    }
+
+    fn get_mut(&mut self, id: BufferId) -> &mut Buffer {
+        match id {
+            BufferId::Worker(w) => &mut self.workers[w as usize],
+            BufferId::Broadcast => &mut self.broadcast,
+        }
+    }
+
+    /// `id`'s state (an atomic load).
+    pub fn state(&self, id: BufferId) -> BufferState {
+        self.get(id).state
+    }
+
+    /// Atomic compare-exchange: moves `id` from `expected` to `new` and logs it, or fails
+    /// and changes nothing.
+    pub fn cas(
+        &mut self,
+        id: BufferId,
+        actor: ActorId,
+        expected: BufferState,
+        new: BufferState,
+    ) -> bool {
+        assert_ne!(expected, new, "a compare-exchange must change the state");
+        if self.state(id) != expected {
+            return false;
+        }
+        self.set(id, actor, AtomicOp::CompareExchange, new);
+        true
+    }
+
+    /// Atomic store of `new` into `id`, logged.
+    pub fn store(&mut self, id: BufferId, actor: ActorId, new: BufferState) {
+        self.set(id, actor, AtomicOp::Store, new);
+    }
+
+    /// Replaces the records `id` holds; only its owner may, so it must be claimed.
+    pub fn put_records(&mut self, id: BufferId, records: Vec<RecordId>) {
+        let buffer = self.get_mut(id);
+        assert_eq!(
+            buffer.state,
+            BufferState::Writing,
+            "{id} written while not claimed"
+        );
+        buffer.records = records;
+    }
+
+    fn set(&mut self, id: BufferId, actor: ActorId, op: AtomicOp, new: BufferState) {
+        let step = self.step;
+        let buffer = self.get_mut(id);
+        let from = buffer.state;
+        buffer.state = new;
+        self.events.push(BufferEvent {
+            step,
+            buffer: id,
+            actor,
+            op,
+            from,
+            to: new,
+        });
+    }
+
+    /// Every logged state change, in order.
+    pub fn events(&self) -> &[BufferEvent] {
+        &self.events
+    }
+
+    /// Moves the event log out (at the end of a run).
+    pub fn take_events(&mut self) -> Vec<BufferEvent> {
+        std::mem::take(&mut self.events)
+    }
+}

@@ -1,0 +1,240 @@
+//! The `reader.*` invariants as pure functions over a run's output: `exactly_once`,
+//! `buffer_protocol` and `terminates`. The project's `check` module wraps them.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use super::buffer::{ActorId, BufferEvent, BufferId, BufferState};
+use super::config::ReaderConfig;
+use super::files::{Dataset, RecordId};
+use super::run::{Outcome, RunOutput};
+
+/// Most example records one violation sentence names.
+const EXAMPLES_MAX: usize = 5;
+
+/// One broken promise, in a sentence.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct Violation {
+    /// The epoch it concerns, when one does.
+    pub epoch: Option<u32>,
+    /// What went wrong.
+    pub sentence: String,
+}
+
+/// An invariant's verdict over one run.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub enum Verdict {
+    /// It held.
+    Held,
+    /// It was broken, with one violation per distinct problem.
+    Violated(Vec<Violation>),
+    /// It does not apply to this run, and why.
+    NotApplicable(String),
+}
+
+impl Verdict {
+    fn from_violations(violations: Vec<Violation>) -> Verdict {
+        if violations.is_empty() {
+            Verdict::Held
+        } else {
+            Verdict::Violated(violations)
+        }
+    }
+
+    /// Whether it was violated.
+    pub fn is_violated(&self) -> bool {
+        matches!(self, Verdict::Violated(_))
+    }
+
+    /// The violations (none unless violated).
+    pub fn violations(&self) -> &[Violation] {
+        match self {
+            Verdict::Violated(v) => v,
+            _ => &[],
+        }
+    }
+}
+
+fn examples<'a>(ids: impl IntoIterator<Item = &'a RecordId>) -> String {
+    let shown: Vec<String> = ids
+        .into_iter()
+        .take(EXAMPLES_MAX)
+        .map(|r| r.to_string())
+        .collect();
+    shown.join(", ")
+}
+
+/// `reader.exactly_once`: with `repeat = false`, in every epoch that ended, the collector
+/// hands out each intact record exactly once and no other record, and the consumer trains on
+/// every record it was handed. Epochs that never ended are `terminates`' business.
+pub fn exactly_once(cfg: &ReaderConfig, out: &RunOutput) -> Verdict {
+    if cfg.repeat {
+        return Verdict::NotApplicable("repeat mode has no epochs: files are read again".into());
+    }
+    let intact = Dataset::new(cfg).intact_records();
+    let mut violations = Vec::new();
+    for (e, epoch) in out.epochs.iter().enumerate().filter(|(_, ep)| ep.ended) {
+        let at = Some(e as u32);
+        let mut counts: BTreeMap<RecordId, u32> = BTreeMap::new();
+        for id in &epoch.delivered {
+            *counts.entry(*id).or_default() += 1;
+        }
+        let missing: Vec<&RecordId> = intact
+            .iter()
+            .filter(|id| !counts.contains_key(id))
+            .collect();
+        let repeated: Vec<&RecordId> = counts
+            .iter()
+            .filter(|(_, &n)| n > 1)
+            .map(|(id, _)| id)
+            .collect();
+        let foreign: Vec<&RecordId> = counts.keys().filter(|id| !intact.contains(id)).collect();
+        let mut say = |sentence: String| {
+            violations.push(Violation {
+                epoch: at,
+                sentence,
+            })
+        };
+        if !missing.is_empty() {
+            say(format!(
+                "epoch {e}: {} intact records were never delivered, e.g. {}",
+                missing.len(),
+                examples(missing.iter().copied())
+            ));
+        }
+        if !repeated.is_empty() {
+            say(format!(
+                "epoch {e}: {} records were delivered more than once, e.g. {}",
+                repeated.len(),
+                examples(repeated.iter().copied())
+            ));
+        }
+        if !foreign.is_empty() {
+            say(format!(
+                "epoch {e}: {} corrupt or unreadable records were delivered, e.g. {}",
+                foreign.len(),
+                examples(foreign.iter().copied())
+            ));
+        }
+        if !epoch.dropped.is_empty() {
+            say(format!(
+                "epoch {e}: Model::train dropped {} delivered records in incomplete batches of sizes {:?}, e.g. {}",
+                epoch.dropped.len(),
+                epoch.dropped_batch_sizes,
+                examples(&epoch.dropped)
+            ));
+        }
+    }
+    Verdict::from_violations(violations)
+}
+
+/// The moves the protocol allows, and which side of the buffer may make each.
+fn allowed(from: BufferState, to: BufferState) -> Option<Side> {
+    use BufferState::*;
+    match (from, to) {
+        (ReadyForWrite, Writing) | (Writing, ReadyForRead) => Some(Side::Writer),
+        // The collector gives the broadcast buffer back unused when a worker's end marker
+        // was not the last one: a claim released without publishing.
+        (Writing, ReadyForWrite) => Some(Side::Writer),
+        (ReadyForRead, Reading) | (Reading, ReadyForWrite) | (Reading, FileEof) => {
+            Some(Side::Reader)
+        }
+        (FileEof, ReadyForWrite) => Some(Side::SetSource),
+        _ => None,
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Side {
+    Writer,
+    Reader,
+    SetSource,
+}
+
+fn side_actor(buffer: BufferId, side: Side) -> ActorId {
+    match side {
+        Side::Writer => buffer.writer(),
+        Side::Reader => buffer.reader(),
+        Side::SetSource => ActorId::Trainer,
+    }
+}
+
+/// `reader.buffer_protocol`: every buffer moves only ReadyForWrite → Writing → ReadyForRead
+/// → Reading → ReadyForWrite, a reader may park a buffer at FileEOF, which only `set_source`
+/// leaves; a writer may release an unused claim. Each move is made by the buffer's own writer
+/// or reader, and each starts from the state the previous move left.
+pub fn buffer_protocol(events: &[BufferEvent]) -> Verdict {
+    let mut state: BTreeMap<BufferId, BufferState> = BTreeMap::new();
+    let mut violations = Vec::new();
+    for ev in events {
+        let known = *state.entry(ev.buffer).or_insert(BufferState::ReadyForWrite);
+        let mut say = |what: String| {
+            violations.push(Violation {
+                epoch: None,
+                sentence: format!("step {}: {} {what}", ev.step, ev.buffer),
+            })
+        };
+        if ev.from != known {
+            say(format!("was logged leaving {} but was {known}", ev.from));
+        }
+        match allowed(ev.from, ev.to) {
+            None => say(format!(
+                "moved {} → {}, which the protocol forbids",
+                ev.from, ev.to
+            )),
+            Some(side) if side_actor(ev.buffer, side) != ev.actor => say(format!(
+                "moved {} → {} by {}, not by {}",
+                ev.from,
+                ev.to,
+                ev.actor,
+                side_actor(ev.buffer, side)
+            )),
+            Some(_) => {}
+        }
+        state.insert(ev.buffer, ev.to);
+    }
+    Verdict::from_violations(violations)
+}
+
+/// `reader.terminates`: the run ends without a hang, a refused `set_source` or a spent step
+/// budget, and in epoch mode every epoch asked for ends with the end-of-data marker.
+pub fn terminates(cfg: &ReaderConfig, out: &RunOutput) -> Verdict {
+    let mut violations = Vec::new();
+    match &out.outcome {
+        Outcome::Finished => {}
+        Outcome::Hang {
+            step,
+            epoch,
+            blocked,
+        } => violations.push(Violation {
+            epoch: Some(*epoch),
+            sentence: format!(
+                "epoch {epoch} hangs at step {step}: every thread is blocked: {}",
+                blocked.join("; ")
+            ),
+        }),
+        Outcome::SetSourceRefused { epoch, worker } => violations.push(Violation {
+            epoch: Some(*epoch),
+            sentence: format!(
+                "epoch {epoch} cannot start: set_source throws because worker {worker} is not at end-of-data"
+            ),
+        }),
+        Outcome::StepLimit { steps } => violations.push(Violation {
+            epoch: None,
+            sentence: format!("the run did not finish within its budget of {steps} steps"),
+        }),
+    }
+    let unfinished: BTreeSet<u32> = if cfg.repeat || out.outcome != Outcome::Finished {
+        BTreeSet::new()
+    } else {
+        (0..cfg.epochs)
+            .filter(|&e| out.epochs.get(e as usize).is_none_or(|ep| !ep.ended))
+            .collect()
+    };
+    for e in unfinished {
+        violations.push(Violation {
+            epoch: Some(e),
+            sentence: format!("epoch {e} never delivered the end-of-data marker"),
+        });
+    }
+    Verdict::from_violations(violations)
+}

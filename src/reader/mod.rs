@@ -1,0 +1,32 @@
+//! A pure, deterministic model of HugeCTR's "Norm" data reader (tags v3.1 to v23.09): worker
+//! threads parse files into their own buffers, a collector moves those buffers round-robin to
+//! the broadcast buffer, and the trainer consumes them.
+//!
+//! There is no simulator here: a [`run::Run`] steps one thread at a time in an order chosen
+//! by a caller's [`run::Scheduler`], logs every buffer state change, detects hangs, and hands
+//! back per-epoch output that the pure [`checks`] judge. HugeCTR's quirks are reproduced by
+//! default; each has a named opt-in fix (see [`config::KNOWN_FIXES`]).
+
+pub mod buffer;
+pub mod checks;
+pub mod collector;
+pub mod config;
+pub mod files;
+pub mod run;
+pub mod trainer;
+pub mod worker;
+
+#[cfg(test)]
+mod tests;
+
+pub use buffer::{ActorId, AtomicOp, BufferEvent, BufferId, BufferState};
+pub use config::{
+    CheckKind, ConfigError, Consumer, ReaderConfig, FIX_BROKEN_READ_RECORD_INDEX,
+    FIX_EMPTY_BATCH_IS_END_MARKER, FIX_TRAIN_KEEPS_INCOMPLETE_BATCHES,
+    FIX_WORKER_FAILURE_IS_END_OF_DATA, KNOWN_FIXES,
+};
+pub use files::{FileSource, RecordId};
+pub use run::{
+    run, Action, EpochOutput, Outcome, Prefer, RoundRobin, Run, RunOutput, Scheduler, Scripted,
+    SeededScheduler,
+};
