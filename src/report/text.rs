@@ -119,7 +119,7 @@ fn most_common_state(r: &Report) -> String {
     for agent in &r.agents {
         *counts.entry(agent.final_state.as_str()).or_default() += 1;
     }
-    let best = counts.iter().map(|(_, n)| *n).max().unwrap_or(0);
+    let best = counts.values().copied().max().unwrap_or(0);
     counts
         .into_iter()
         .find(|(_, n)| *n == best)
