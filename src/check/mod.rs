@@ -20,22 +20,9 @@ use crate::scenario::model::Scenario;
 use crate::trace::{RunEnd, Trace};
 use serde::Serialize;
 
-/// The stable invariant names, in the contract's order.
-pub const NAMES: [&str; 13] = [
-    "rendezvous.agreement",
-    "rendezvous.exclusive",
-    "rendezvous.bounds",
-    "rendezvous.liveness",
-    "rendezvous.closed_is_final",
-    "agent.restart_budget",
-    "agent.ranks",
-    "agent.no_zombie_steps",
-    "job.progress",
-    "sampler.coverage",
-    "reader.exactly_once",
-    "reader.buffer_protocol",
-    "reader.terminates",
-];
+/// The stable invariant names, in the contract's order. They belong to the scenario
+/// contract (`expect.violations` names them), so the scenario module holds the one list.
+pub use crate::scenario::INVARIANT_NAMES as NAMES;
 
 /// The verdict of one invariant.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]

@@ -9,7 +9,8 @@ use super::values::*;
 use super::{cluster, faults, job};
 use std::collections::{BTreeMap, BTreeSet};
 
-/// The stable invariant names `expect.violations` may list.
+/// The stable invariant names, in the contract's order: what `expect.violations` may list and
+/// what every report lists.
 pub const INVARIANT_NAMES: &[&str] = &[
     "rendezvous.agreement",
     "rendezvous.exclusive",
