@@ -5,77 +5,25 @@
 
 use crate::scenario::model::*;
 use crate::trace::{Event, EventKind, RunEnd, Trace};
-use std::collections::BTreeMap;
 
 /// One simulated second.
 pub const S: u64 = 1_000_000;
 
 /// Three nodes (min 2, max 3), torch's default timeouts, 10 steps, checkpoint every 5.
 pub fn scenario() -> Scenario {
-    Scenario {
-        name: "test".into(),
-        description: String::new(),
-        seed: 1,
-        time_limit_us: 7200 * S,
-        cluster: Cluster {
-            nodes: 3,
-            spare_nodes: 1,
-            gpus_per_node: 8,
-            gpu: GpuProfile {
-                name: "h100".into(),
-                memory_bytes: 80 << 30,
-                h2d_bits_per_sec: 400_000_000_000,
-                d2d_bits_per_sec: 7_200_000_000_000,
-                compute_speed: 1.0,
-            },
-            store: StoreHost::Node(0),
-            clock_skew_us: BTreeMap::new(),
-        },
-        network: Network {
-            latency_us_min: 1000,
-            latency_us_max: 5000,
-            loss: 0.0,
-            bandwidth_bits_per_sec: 100_000_000_000,
-        },
-        rendezvous: RendezvousConfig {
-            min_nodes: 2,
-            max_nodes: 3,
-            join_timeout_us: 600 * S,
-            last_call_timeout_us: 30 * S,
-            close_timeout_us: 30 * S,
-            heartbeat_timeout_us: 5 * S,
-            keep_alive_interval_us: 5 * S,
-            keep_alive_max_attempt: 3,
-            fixes: Vec::new(),
-        },
-        agent: AgentConfig {
-            nproc_per_node: 8,
-            max_restarts: 1,
-            monitor_interval_us: 100_000,
-            exit_barrier_timeout_us: 300 * S,
-        },
-        job: JobConfig {
-            steps: 10,
-            step_time_us: 200_000,
-            model_size_bytes: 1 << 30,
-            checkpoint_every: 5,
-            dataset: Dataset {
-                len: 1000,
-                complexity: Complexity::Constant { value: 1 },
-            },
-            sampler: SamplerConfig {
-                kind: SamplerKind::Distributed,
-                shuffle: true,
-                seed: 0,
-                drop_last: false,
-                random_level: 0.0,
-                batch_size: 4,
-            },
-        },
-        reader: None,
-        faults: Vec::new(),
-        expect: Expect::default(),
-    }
+    let mut s = crate::scenario::default_scenario("test");
+    s.seed = 1;
+    s.time_limit_us = 7200 * S;
+    s.cluster.nodes = 3;
+    s.cluster.spare_nodes = 1;
+    s.rendezvous.min_nodes = 2;
+    s.rendezvous.max_nodes = 3;
+    s.agent.max_restarts = 1;
+    s.job.steps = 10;
+    s.job.checkpoint_every = 5;
+    s.job.dataset.len = 1000;
+    s.job.sampler.batch_size = 4;
+    s
 }
 
 /// An event at `at_s` seconds on `node` (empty string: no node).
