@@ -8,7 +8,7 @@
 use super::apply::apply;
 use super::ops::{decide, Action, OpContext, OpKind};
 use super::sanitize::sanitize;
-use super::settings::RendezvousSettings;
+use super::settings::{RendezvousSettings, FIX_DEAD_PARTICIPANT_REJOIN};
 use super::state::{NodeDesc, RendezvousState};
 use crate::store::service::{StoreClient, StoreError, READ_TIMEOUT_US};
 use crate::trace::EventKind;
@@ -108,6 +108,9 @@ struct Holder {
     last_sync_mono_us: Option<i64>,
     /// Events to record once the next write lands: a close or a heartbeat.
     pending_event: Option<EventKind>,
+    /// The round this node last joined and its participants (for the opt-in fix
+    /// `dead-participant-rejoin`).
+    joined: Option<(u64, Vec<NodeDesc>)>,
 }
 
 /// One node's rendezvous handler.
@@ -138,6 +141,7 @@ impl RendezvousHandler {
             dirty: false,
             last_sync_mono_us: None,
             pending_event: None,
+            joined: None,
         };
         Ok(RendezvousHandler {
             holder: Arc::new(Mutex::new(holder)),
@@ -162,6 +166,10 @@ impl RendezvousHandler {
         h.run(OpKind::Exit, deadline, false).await?;
         h.run(OpKind::Join, deadline, true).await?;
         let info = h.world();
+        h.joined = Some((
+            h.state.round,
+            h.state.participants.keys().cloned().collect(),
+        ));
         drop(h);
         self.start_heartbeats();
         Ok(info)
@@ -171,7 +179,7 @@ impl RendezvousHandler {
     pub async fn num_nodes_waiting(&self) -> Result<usize, RendezvousError> {
         let mut h = self.holder.lock().await;
         h.sync().await?;
-        Ok(h.state.num_nodes_waiting())
+        Ok(h.state.num_nodes_waiting() + h.dead_round_members())
     }
 
     /// torch's `is_closed()`.
@@ -319,6 +327,22 @@ impl Holder {
         self.last_sync_mono_us = Some(self.env.now_mono_us());
         sanitize(&mut self.state, &self.settings, self.env.now_utc_us());
         Ok(has_set)
+    }
+
+    /// With `dead-participant-rejoin`: how many members of the round this node joined are
+    /// gone from the (sanitized) state while that round is still current. Always 0 without
+    /// the fix, as in torch.
+    fn dead_round_members(&self) -> usize {
+        if !self.settings.has_fix(FIX_DEAD_PARTICIPANT_REJOIN) {
+            return 0;
+        }
+        match &self.joined {
+            Some((round, members)) if *round == self.state.round => members
+                .iter()
+                .filter(|m| !self.state.participants.contains_key(*m))
+                .count(),
+            _ => 0,
+        }
     }
 
     /// torch's `_get_world`: this node's rank and the world, read from the synced state.

@@ -17,6 +17,17 @@ pub const DEFAULT_KEEP_ALIVE_INTERVAL_US: u64 = 5_000_000;
 /// torch's default number of missed heartbeats before a node counts as dead.
 pub const DEFAULT_KEEP_ALIVE_MAX_ATTEMPT: u32 = 3;
 
+/// Fix for pytorch#111646: a participant that dies after its round completed is noticed.
+/// torch's `num_nodes_waiting()` counts only the wait list, so survivors of a dead
+/// participant keep training until the process group times out. With this fix,
+/// `num_nodes_waiting()` also counts members of this node's round that sanitize has since
+/// dropped for missing heartbeats, so the agent re-rendezvouses at its next monitor tick
+/// (a membership change, no restart spent).
+pub const FIX_DEAD_PARTICIPANT_REJOIN: &str = "dead-participant-rejoin";
+
+/// Every named fix `rendezvous.fixes` may switch on.
+pub const KNOWN_FIXES: &[&str] = &[FIX_DEAD_PARTICIPANT_REJOIN];
+
 /// The settings every node of one rendezvous shares.
 ///
 /// Field names follow the parity vectors' `settings` object. `fixes` is not part of torch:
@@ -123,7 +134,7 @@ impl RendezvousSettings {
         i64::try_from(expiry).unwrap_or(i64::MAX)
     }
 
-    /// Whether the named opt-in deviation from torch is switched on.
+    /// Whether the named opt-in deviation from torch is switched on (see [`KNOWN_FIXES`]).
     pub fn has_fix(&self, name: &str) -> bool {
         self.fixes.contains(name)
     }

@@ -10,7 +10,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 /// Named deviations from torch's behaviour that `rendezvous.fixes` may ask for. Empty until
 /// the rendezvous model grows its first fix; any other name is an error.
-pub const KNOWN_FIXES: &[&str] = &[];
+pub use crate::rendezvous::settings::KNOWN_FIXES;
 
 /// The built-in GPU profile called `name`, if there is one.
 pub fn builtin_gpu(name: &str) -> Option<GpuProfile> {
