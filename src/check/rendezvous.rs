@@ -67,12 +67,9 @@ pub(super) fn agreement(trace: &Trace) -> InvariantResult {
                 c.participants.len()
             ));
         }
-        let distinct: BTreeSet<&String> = c.participants.iter().collect();
-        if distinct.len() != c.participants.len() {
-            fail(format!(
-                "round {r} lists a participant twice: {:?}",
-                c.participants
-            ));
+        let mut distinct: BTreeSet<&String> = BTreeSet::new();
+        if let Some(twice) = c.participants.iter().find(|p| !distinct.insert(*p)) {
+            fail(format!("round {r} lists participant {twice} twice"));
         }
         let own = node.unwrap_or("?");
         match c.participants.get(c.rank as usize) {
@@ -92,8 +89,11 @@ pub(super) fn agreement(trace: &Trace) -> InvariantResult {
             }
             Some((parts, size)) if *parts == c.participants && *size == c.world_size => {}
             Some((parts, size)) => fail(format!(
-                "{own} sees round {r} as {:?} (world size {}), another node saw {:?} (world size {size})",
-                c.participants, c.world_size, parts
+                "{own} sees round {r} with {} participants (world size {}), another node saw {} (world size {size}); {}",
+                c.participants.len(),
+                c.world_size,
+                parts.len(),
+                first_difference(&c.participants, parts)
             )),
         }
         match rank_owner.get(&(r, c.rank)) {
@@ -215,6 +215,29 @@ pub(super) fn closed_is_final(trace: &Trace) -> InvariantResult {
         }
     }
     InvariantResult::judge("rendezvous.closed_is_final", closed.is_some(), violations)
+}
+
+/// Where two participant lists (in rank order) first differ, in words, without printing
+/// lists that may hold thousands of nodes.
+fn first_difference(ours: &[String], theirs: &[String]) -> String {
+    let at = ours.iter().zip(theirs).position(|(a, b)| a != b);
+    match at {
+        Some(rank) => format!(
+            "rank {rank} is {} in one view and {} in the other",
+            ours[rank], theirs[rank]
+        ),
+        None if ours.len() > theirs.len() => format!(
+            "the longer view adds {} from rank {}",
+            ours[theirs.len()],
+            theirs.len()
+        ),
+        None if theirs.len() > ours.len() => format!(
+            "the longer view adds {} from rank {}",
+            theirs[ours.len()],
+            ours.len()
+        ),
+        None => "the lists are equal".to_owned(),
+    }
 }
 
 #[cfg(test)]
