@@ -36,17 +36,7 @@ pub fn settings_of(env: &NodeEnv) -> RendezvousSettings {
 pub async fn agent_process(env: NodeEnv) -> AgentExit {
     let handler = match RendezvousHandler::create(env.clone(), settings_of(&env)).await {
         Ok(h) => h,
-        Err(e) => {
-            env.record(EventKind::RendezvousFailed {
-                pid: env.pid,
-                error: e.kind().into(),
-                message: e.to_string(),
-            });
-            return AgentExit {
-                state: "FAILED".into(),
-                reason: e.to_string(),
-            };
-        }
+        Err(e) => return rendezvous_error_exit(&env, e),
     };
     let mut store = match StoreClient::connect(env.store_addr(), READ_TIMEOUT_US).await {
         Ok(store) => store,
@@ -73,30 +63,7 @@ pub async fn agent_process(env: NodeEnv) -> AgentExit {
         Either::Left((result, _stop)) => {
             let exit = match result {
                 Ok(exit) => exit,
-                // `SimpleElasticAgent.run` logs a graceful exit and returns without a result:
-                // a redundant node leaves quietly once the rendezvous closes.
-                Err(e @ RendezvousError::GracefulExit(_)) => {
-                    env.record(EventKind::RendezvousFailed {
-                        pid: env.pid,
-                        error: e.kind().into(),
-                        message: e.to_string(),
-                    });
-                    AgentExit {
-                        state: "STOPPED".into(),
-                        reason: format!("graceful exit: {e}"),
-                    }
-                }
-                Err(e) => {
-                    env.record(EventKind::RendezvousFailed {
-                        pid: env.pid,
-                        error: e.kind().into(),
-                        message: e.to_string(),
-                    });
-                    AgentExit {
-                        state: "FAILED".into(),
-                        reason: e.to_string(),
-                    }
-                }
+                Err(e) => rendezvous_error_exit(&env, e),
             };
             // `launch_agent` closes the rendezvous on every other exit, success included.
             handler.shutdown().await;
@@ -104,6 +71,27 @@ pub async fn agent_process(env: NodeEnv) -> AgentExit {
         }
     };
     exit
+}
+
+/// Records a rendezvous error and turns it into the agent's exit. `SimpleElasticAgent.run`
+/// logs a graceful exit and returns without a result: a redundant node leaves quietly once
+/// the rendezvous closes. Every other error fails the agent.
+fn rendezvous_error_exit(env: &NodeEnv, e: RendezvousError) -> AgentExit {
+    env.record(EventKind::RendezvousFailed {
+        pid: env.pid,
+        error: e.kind().into(),
+        message: e.to_string(),
+    });
+    match e {
+        RendezvousError::GracefulExit(_) => AgentExit {
+            state: "STOPPED".into(),
+            reason: format!("graceful exit: {e}"),
+        },
+        _ => AgentExit {
+            state: "FAILED".into(),
+            reason: e.to_string(),
+        },
+    }
 }
 
 /// A running worker group on this node.
