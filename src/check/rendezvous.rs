@@ -93,7 +93,7 @@ pub(super) fn agreement(trace: &Trace) -> InvariantResult {
                 c.participants.len(),
                 c.world_size,
                 parts.len(),
-                first_difference(&c.participants, parts)
+                first_difference(c.participants, parts)
             )),
         }
         match rank_owner.get(&(r, c.rank)) {
