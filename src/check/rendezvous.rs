@@ -142,7 +142,8 @@ pub(super) fn exclusive(trace: &Trace) -> InvariantResult {
                     event.at_us,
                     node,
                     format!(
-                        "round {round} completed as two different groups: {first:?} and {set:?}"
+                        "round {round} completed as two different groups: {}",
+                        group_difference(first, &set)
                     ),
                 )),
             }
@@ -215,6 +216,27 @@ pub(super) fn closed_is_final(trace: &Trace) -> InvariantResult {
         }
     }
     InvariantResult::judge("rendezvous.closed_is_final", closed.is_some(), violations)
+}
+
+/// How two groups differ, naming at most a few nodes on each side.
+fn group_difference(first: &BTreeSet<&String>, second: &BTreeSet<&String>) -> String {
+    const NAMED_MAX: usize = 8;
+    let describe = |only: Vec<&&String>| -> String {
+        let shown: Vec<&str> = only.iter().take(NAMED_MAX).map(|s| s.as_str()).collect();
+        let more = only.len().saturating_sub(NAMED_MAX);
+        match (shown.is_empty(), more) {
+            (true, _) => "nobody".to_owned(),
+            (false, 0) => shown.join(", "),
+            (false, n) => format!("{} and {n} more", shown.join(", ")),
+        }
+    };
+    format!(
+        "{} nodes against {}; only in the first: {}; only in the second: {}",
+        first.len(),
+        second.len(),
+        describe(first.difference(second).collect()),
+        describe(second.difference(first).collect())
+    )
 }
 
 /// Where two participant lists (in rank order) first differ, in words, without printing
