@@ -61,25 +61,7 @@ fn apply(world: &Arc<World>, fault: &Fault) -> String {
     match &fault.kind {
         FaultKind::Kill { node } => kill(world, &handle, *node),
         FaultKind::Stop { node } => stop(world, *node),
-        FaultKind::Restart { node } | FaultKind::Start { node } => {
-            let id = {
-                let mut st = world.state.lock().expect("world lock");
-                let slot = &mut st.nodes[*node as usize];
-                slot.started = true;
-                slot.id
-            };
-            if world.state.lock().expect("world lock").nodes[*node as usize]
-                .process
-                .is_some()
-            {
-                // Restarting a live node kills its current process first.
-                kill(world, &handle, *node);
-            }
-            world.state.lock().expect("world lock").nodes[*node as usize].launching = true;
-            super::net::set_host_down(super::node_ip(*node), false);
-            handle.restart(id);
-            format!("node-{node} starts a new agent process")
-        }
+        FaultKind::Restart { node } | FaultKind::Start { node } => start(world, &handle, *node),
         FaultKind::Pause { node } => {
             handle.pause(node_id(world, *node));
             format!("node-{node} paused")
@@ -89,16 +71,7 @@ fn apply(world: &Arc<World>, fault: &Fault) -> String {
             format!("node-{node} resumed")
         }
         FaultKind::Partition { groups } => partition(world, &net, groups),
-        FaultKind::Heal => {
-            let links: Vec<(u32, u32)> =
-                std::mem::take(&mut world.state.lock().expect("world lock").clogged)
-                    .into_iter()
-                    .collect();
-            for (a, b) in &links {
-                net.unclog_link(node_id(world, *a), node_id(world, *b));
-            }
-            format!("{} cut links restored", links.len())
-        }
+        FaultKind::Heal => heal(world, &net),
         FaultKind::ClogLink { from, to } => {
             net.clog_link(node_id(world, *from), node_id(world, *to));
             world
@@ -145,24 +118,56 @@ fn apply(world: &Arc<World>, fault: &Fault) -> String {
             node,
             local_rank,
             exit_code,
-        } => {
-            let mut st = world.state.lock().expect("world lock");
-            match st.nodes[*node as usize].process.as_mut() {
-                Some(p) => {
-                    p.worker_crash = Some((*local_rank, *exit_code));
-                    format!(
-                        "worker {local_rank} of pid {} exits with {exit_code}",
-                        p.pid
-                    )
-                }
-                None => "no agent runs there; nothing crashed".to_owned(),
-            }
-        }
+        } => worker_crash(world, *node, *local_rank, *exit_code),
         FaultKind::StoreCrash => store_crash(world, &handle),
         // Validation rejects GPU faults until the GPU model exists.
         FaultKind::GpuSlow { .. } | FaultKind::GpuFail { .. } => {
             "GPU faults are not modelled yet".to_owned()
         }
+    }
+}
+
+/// `start` and `restart`: a new agent process (killing a running one first).
+fn start(world: &Arc<World>, handle: &Handle, node: u32) -> String {
+    let (id, running) = {
+        let mut st = world.state.lock().expect("world lock");
+        let slot = &mut st.nodes[node as usize];
+        slot.started = true;
+        (slot.id, slot.process.is_some())
+    };
+    if running {
+        kill(world, handle, node);
+    }
+    world.state.lock().expect("world lock").nodes[node as usize].launching = true;
+    super::net::set_host_down(super::node_ip(node), false);
+    handle.restart(id);
+    format!("node-{node} starts a new agent process")
+}
+
+/// `heal`: every link a partition or clog cut works again.
+fn heal(world: &World, net: &NetSim) -> String {
+    let links: Vec<(u32, u32)> =
+        std::mem::take(&mut world.state.lock().expect("world lock").clogged)
+            .into_iter()
+            .collect();
+    for (a, b) in &links {
+        net.unclog_link(node_id(world, *a), node_id(world, *b));
+    }
+    format!("{} cut links restored", links.len())
+}
+
+/// `worker_crash`: the agent's next monitor tick sees the worker failed.
+fn worker_crash(world: &World, node: u32, local_rank: u32, exit_code: i32) -> String {
+    let mut st = world.state.lock().expect("world lock");
+    match st.nodes[node as usize].process.as_mut() {
+        Some(p) => {
+            p.worker_crash = Some((local_rank, exit_code));
+            format!(
+                "worker {local_rank} of pid {} exits with {exit_code}",
+                p.pid
+            )
+        }
+        None => "no agent runs there; nothing crashed".to_owned(),
     }
 }
 

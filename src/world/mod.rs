@@ -126,7 +126,6 @@ async fn supervise(
     programs: Programs,
     recorder: Recorder,
 ) -> RunEnd {
-    let handle = madsim::runtime::Handle::current();
     let (exits_tx, mut exits_rx) = futures::channel::mpsc::unbounded::<()>();
     let store_addr = match scenario.cluster.store {
         StoreHost::Node(i) => SocketAddr::new(node_ip(i), crate::store::service::STORE_PORT),
@@ -143,34 +142,7 @@ async fn supervise(
         exits: exits_tx,
         state: Mutex::new(WorldState::new(&scenario)),
     });
-    if scenario.cluster.store == StoreHost::Dedicated {
-        let store_program = programs.store.clone();
-        let rec = recorder.clone();
-        let node = handle
-            .create_node()
-            .name("store")
-            .ip(dedicated_store_ip())
-            .init(move || {
-                rec.record(time::elapsed_us(), Some("store"), EventKind::StoreStarted);
-                store_program(store_addr)
-            })
-            .build();
-        world.state.lock().expect("world lock").dedicated_store = Some(node.id());
-    }
-    for index in 0..scenario.cluster.total_nodes() {
-        let starts_now = index < scenario.cluster.nodes;
-        let w = world.clone();
-        let node = handle
-            .create_node()
-            .name(node_name(index))
-            .ip(node_ip(index))
-            .init(move || env::process_main(w.clone(), index))
-            .build();
-        let mut st = world.state.lock().expect("world lock");
-        st.nodes.push(NodeSlot::new(node.id(), starts_now));
-    }
-    // Spares were created with the rest so their addresses exist; their init saw
-    // `started == false` and ran nothing.
+    create_nodes(&world);
     let faults = spawn(faults::apply_all(world.clone()));
     let time_limit = Duration::from_micros(scenario.time_limit_us);
     let ended = madsim::time::timeout(time_limit, async {
@@ -201,5 +173,39 @@ async fn supervise(
     RunEnd {
         sim_time_us,
         outcome,
+    }
+}
+
+/// Creates the dedicated store machine (if any) and every node, spares included, so every
+/// address exists from the start. A spare's init finds `started == false` and runs nothing.
+fn create_nodes(world: &Arc<state::World>) {
+    let handle = madsim::runtime::Handle::current();
+    let scenario = &world.scenario;
+    if scenario.cluster.store == StoreHost::Dedicated {
+        let store_program = world.programs.store.clone();
+        let rec = world.recorder.clone();
+        let store_addr = world.store_addr;
+        let node = handle
+            .create_node()
+            .name("store")
+            .ip(dedicated_store_ip())
+            .init(move || {
+                rec.record(time::elapsed_us(), Some("store"), EventKind::StoreStarted);
+                store_program(store_addr)
+            })
+            .build();
+        world.state.lock().expect("world lock").dedicated_store = Some(node.id());
+    }
+    for index in 0..scenario.cluster.total_nodes() {
+        let starts_now = index < scenario.cluster.nodes;
+        let w = world.clone();
+        let node = handle
+            .create_node()
+            .name(node_name(index))
+            .ip(node_ip(index))
+            .init(move || env::process_main(w.clone(), index))
+            .build();
+        let mut st = world.state.lock().expect("world lock");
+        st.nodes.push(NodeSlot::new(node.id(), starts_now));
     }
 }
