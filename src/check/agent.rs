@@ -1,5 +1,5 @@
-//! The `agent.*` invariants: the restart budget; zombie steps are a placeholder until the
-//! worker model records per-worker steps. (Rank assignment is in `ranks.rs`.)
+//! The `agent.*` invariants: the restart budget and zombie steps. (Rank assignment is in
+//! `ranks.rs`.)
 
 use super::{InvariantResult, Violation};
 use crate::scenario::model::Scenario;
@@ -69,9 +69,45 @@ pub(super) fn restart_budget(scenario: &Scenario, trace: &Trace) -> InvariantRes
     InvariantResult::judge("agent.restart_budget", applicable, violations)
 }
 
-/// `agent.no_zombie_steps`: not checked yet (needs per-worker step events).
-pub(super) fn no_zombie_steps() -> InvariantResult {
-    InvariantResult::not_applicable("agent.no_zombie_steps")
+/// `agent.no_zombie_steps`: a process's workers take steps only while their group runs:
+/// after `WorkersStarted` for a round and before that group is stopped
+/// (`WorkersStopped`), the agent exits or is killed. A step in any other window, or
+/// tagged with another round than the running group's, is a zombie. Not applicable when no
+/// step was taken.
+pub(super) fn no_zombie_steps(trace: &Trace) -> InvariantResult {
+    // pid -> the round of its running worker group, if one runs.
+    let mut running: BTreeMap<u32, Option<u64>> = BTreeMap::new();
+    let mut violations = Vec::new();
+    let mut applicable = false;
+    for event in &trace.events {
+        match &event.kind {
+            EventKind::WorkersStarted { pid, round, .. } => {
+                running.insert(*pid, Some(*round));
+            }
+            EventKind::WorkersStopped { pid, .. }
+            | EventKind::AgentExited { pid, .. }
+            | EventKind::AgentKilled { pid } => {
+                running.insert(*pid, None);
+            }
+            EventKind::Step { pid, round, step } => {
+                applicable = true;
+                let live = running.get(pid).copied().flatten();
+                if live != Some(*round) {
+                    let state = match live {
+                        Some(r) => format!("its running group is round {r}"),
+                        None => "no worker group of it was running".to_owned(),
+                    };
+                    violations.push(Violation::new(
+                        event.at_us,
+                        event.node.as_deref(),
+                        format!("pid {pid} took step {step} for round {round}, but {state}"),
+                    ));
+                }
+            }
+            _ => {}
+        }
+    }
+    InvariantResult::judge("agent.no_zombie_steps", applicable, violations)
 }
 
 #[cfg(test)]
@@ -143,7 +179,54 @@ mod tests {
     }
 
     #[test]
-    fn placeholders_are_not_applicable() {
-        assert_eq!(no_zombie_steps().status, Status::NotApplicable);
+    fn steps_inside_the_running_group_hold() {
+        let events = vec![
+            e(1, "node-0", workers_started(100, 0, 0, 2)),
+            e(2, "node-0", step(100, 0, 1)),
+            e(3, "node-0", stopped(100)),
+            e(4, "node-0", workers_started(100, 1, 0, 2)),
+            e(5, "node-0", step(100, 1, 2)),
+        ];
+        assert_eq!(no_zombie_steps(&trace(events)).status, Status::Held);
+    }
+
+    #[test]
+    fn a_step_after_the_group_stopped_is_a_zombie() {
+        let events = vec![
+            e(1, "node-0", workers_started(100, 0, 0, 2)),
+            e(3, "node-0", stopped(100)),
+            e(4, "node-0", step(100, 0, 1)),
+        ];
+        let r = no_zombie_steps(&trace(events));
+        assert_eq!(r.status, Status::Violated);
+        assert!(r.violations[0]
+            .message
+            .contains("no worker group of it was running"));
+    }
+
+    #[test]
+    fn a_step_of_an_old_round_is_a_zombie() {
+        let events = vec![
+            e(1, "node-0", workers_started(100, 0, 0, 2)),
+            e(3, "node-0", stopped(100)),
+            e(4, "node-0", workers_started(100, 1, 0, 2)),
+            e(5, "node-0", step(100, 0, 7)),
+        ];
+        assert_eq!(no_zombie_steps(&trace(events)).status, Status::Violated);
+    }
+
+    #[test]
+    fn no_steps_is_not_applicable() {
+        assert_eq!(
+            no_zombie_steps(&trace(vec![])).status,
+            Status::NotApplicable
+        );
+    }
+
+    fn stopped(pid: u32) -> EventKind {
+        EventKind::WorkersStopped {
+            pid,
+            reason: "membership change".into(),
+        }
     }
 }

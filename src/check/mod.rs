@@ -119,7 +119,7 @@ pub fn check_all(scenario: &Scenario, trace: &Trace, end: &RunEnd) -> Vec<Invari
         rendezvous::closed_is_final(trace),
         agent::restart_budget(scenario, trace),
         ranks::ranks(trace),
-        agent::no_zombie_steps(),
+        agent::no_zombie_steps(trace),
         job::progress(scenario, trace, end),
         sampler::coverage(),
         reader::exactly_once(),
