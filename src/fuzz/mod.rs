@@ -113,6 +113,9 @@ pub fn fuzz(config: &FuzzConfig) -> FuzzOutcome {
         max_local_rejects: 0,
         max_global_rejects: 0,
         verbose: 0,
+        // Set explicitly so no PROPTEST_* variable in the environment changes a session.
+        fork: false,
+        timeout: 0,
         ..Config::default()
     };
     let mut seed_bytes = [0u8; 32];
