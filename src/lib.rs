@@ -12,6 +12,7 @@
 //! - [`job`]: the simulated training job (a timer-driven step counter until GPUs arrive).
 //! - [`trace`]: typed events, the recorder and the canonical trace hash.
 //! - [`check`]: named invariants over the trace.
+//! - [`fuzz`]: proptest strategies over whole scenarios, mutants, shrunk repro files.
 //! - [`report`]: the JSON and text reports and `expect` checking.
 //! - [`parity`]: runs the parity vectors against the models.
 //! - [`cli`]: the subcommands behind the `trainsim` binary.
@@ -20,6 +21,7 @@
 pub mod agent;
 pub mod check;
 pub mod cli;
+pub mod fuzz;
 pub mod job;
 pub mod parity;
 pub mod reader;

@@ -1,5 +1,5 @@
-//! The `trainsim` command line: run scenarios or a whole suite, check parity vectors, print
-//! sampler output.
+//! The `trainsim` command line: run scenarios or a whole suite, fuzz the rendezvous, check
+//! parity vectors, print sampler output.
 
 use clap::{Parser, Subcommand};
 use trainsim::cli;
@@ -21,6 +21,8 @@ enum Command {
     Run(cli::run::RunArgs),
     /// Run a scenario suite in parallel, as CI does: summary table, JUnit, shards.
     Check(cli::check::CheckArgs),
+    /// Draw scenarios, run them, and shrink and write the first that fails.
+    Fuzz(cli::fuzz::FuzzArgs),
     /// Check the models against parity vectors made by the real torch and Bagua code.
     Parity(cli::parity::ParityArgs),
     /// Print the indices or batches each rank gets from a sampler configuration.
@@ -39,6 +41,7 @@ fn main() {
     let code = match cli.command {
         Command::Run(args) => cli::run::execute(args),
         Command::Check(args) => cli::check::execute(args),
+        Command::Fuzz(args) => cli::fuzz::execute(args),
         Command::Parity(args) => cli::parity::execute(args),
         Command::Sample(args) => cli::sample::execute(args),
     };

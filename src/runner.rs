@@ -12,6 +12,7 @@ use crate::scenario::model::Scenario;
 use crate::trace::Trace;
 use crate::world::{self, Programs};
 use futures::FutureExt;
+use std::collections::BTreeSet;
 use std::sync::Arc;
 
 /// The harness itself failed on this run (exit code 3).
@@ -23,10 +24,26 @@ pub struct HarnessFailure {
     pub repro: String,
 }
 
+/// How to run beyond what the scenario says: only the command line sets these.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct RunOptions {
+    /// Planted rendezvous bugs to switch on (see `rendezvous::settings::KNOWN_MUTANTS`);
+    /// empty runs torch's behaviour.
+    pub mutants: BTreeSet<String>,
+}
+
 /// The programs of a real run: torch's agent on every node and the c10d store.
 pub fn programs() -> Programs {
+    programs_with(&RunOptions::default())
+}
+
+/// Like [`programs`], with the options' mutants switched on in every agent.
+pub fn programs_with(options: &RunOptions) -> Programs {
+    let mutants = Arc::new(options.mutants.clone());
     Programs {
-        agent: Arc::new(|env| crate::agent::run::agent_process(env).boxed()),
+        agent: Arc::new(move |env| {
+            crate::agent::run::agent_process_with(env, Arc::clone(&mutants)).boxed()
+        }),
         store: Arc::new(|addr| {
             async move {
                 // A bind failure means the port is taken: the store simply never comes up,
@@ -43,18 +60,44 @@ pub fn run_one(scenario: &Scenario, file: &str, seed: u64) -> Result<Report, Har
     run_traced(scenario, file, seed).map(|(report, _)| report)
 }
 
+/// Like [`run_one`], with options (mutants) the scenario file cannot set.
+pub fn run_one_with(
+    scenario: &Scenario,
+    file: &str,
+    seed: u64,
+    options: &RunOptions,
+) -> Result<Report, HarnessFailure> {
+    run_traced_with(scenario, file, seed, options).map(|(report, _)| report)
+}
+
 /// Like [`run_one`], but also hands back the trace, for exports and determinism checks.
 pub fn run_traced(
     scenario: &Scenario,
     file: &str,
     seed: u64,
 ) -> Result<(Report, Trace), HarnessFailure> {
-    let failure = |message: String| harness_failure(file, seed, message);
-    let (trace, end) =
-        world::simulate(scenario, seed, programs()).map_err(|e| failure(e.to_string()))?;
+    run_traced_with(scenario, file, seed, &RunOptions::default())
+}
+
+/// Like [`run_traced`], with options; a run with mutants names them in its repro line.
+pub fn run_traced_with(
+    scenario: &Scenario,
+    file: &str,
+    seed: u64,
+    options: &RunOptions,
+) -> Result<(Report, Trace), HarnessFailure> {
+    let failure = |message: String| {
+        let mut f = harness_failure(file, seed, message);
+        f.repro.push_str(&mutant_flags(options));
+        f
+    };
+    let (trace, end) = world::simulate(scenario, seed, programs_with(options))
+        .map_err(|e| failure(e.to_string()))?;
     let report = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
         let invariants = check::check_all(scenario, &trace, &end);
-        report::build(scenario, file, seed, &trace, &end, invariants)
+        let mut report = report::build(scenario, file, seed, &trace, &end, invariants);
+        report.repro.push_str(&mutant_flags(options));
+        report
     }))
     .map_err(|payload| {
         failure(format!(
@@ -63,6 +106,15 @@ pub fn run_traced(
         ))
     })?;
     Ok((report, trace))
+}
+
+/// ` --mutant M` for each mutant, to append to a repro line.
+pub fn mutant_flags(options: &RunOptions) -> String {
+    options
+        .mutants
+        .iter()
+        .map(|m| format!(" --mutant {m}"))
+        .collect()
 }
 
 /// Runs `seed` twice and insists both runs are the same; returns the first run.
@@ -74,8 +126,18 @@ pub fn run_deterministic(
     file: &str,
     seed: u64,
 ) -> Result<(Report, Trace), HarnessFailure> {
-    let (first, first_trace) = run_traced(scenario, file, seed)?;
-    let (second, second_trace) = run_traced(scenario, file, seed)?;
+    run_deterministic_with(scenario, file, seed, &RunOptions::default())
+}
+
+/// Like [`run_deterministic`], with options.
+pub fn run_deterministic_with(
+    scenario: &Scenario,
+    file: &str,
+    seed: u64,
+    options: &RunOptions,
+) -> Result<(Report, Trace), HarnessFailure> {
+    let (first, first_trace) = run_traced_with(scenario, file, seed, options)?;
+    let (second, second_trace) = run_traced_with(scenario, file, seed, options)?;
     if first.trace_hash != second.trace_hash {
         let message = match first_divergence(&first_trace, &second_trace) {
             Some(d) => format!(

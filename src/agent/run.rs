@@ -18,6 +18,14 @@ use std::sync::{Arc, Mutex};
 /// The run id every agent of a scenario uses.
 pub const RUN_ID: &str = "trainsim";
 
+/// The rendezvous settings of a scenario, with the planted bugs (mutants) the command line
+/// switched on; a scenario file never sets them.
+pub fn settings_with_mutants(env: &NodeEnv, mutants: &BTreeSet<String>) -> RendezvousSettings {
+    let mut settings = settings_of(env);
+    settings.mutants = mutants.clone();
+    settings
+}
+
 /// The rendezvous settings of a scenario.
 pub fn settings_of(env: &NodeEnv) -> RendezvousSettings {
     let r = &env.scenario().rendezvous;
@@ -34,7 +42,13 @@ pub fn settings_of(env: &NodeEnv) -> RendezvousSettings {
 
 /// One agent process, from start to exit.
 pub async fn agent_process(env: NodeEnv) -> AgentExit {
-    let handler = match RendezvousHandler::create(env.clone(), settings_of(&env)).await {
+    agent_process_with(env, Arc::new(BTreeSet::new())).await
+}
+
+/// Like [`agent_process`], with the named mutants switched on in the rendezvous settings.
+pub async fn agent_process_with(env: NodeEnv, mutants: Arc<BTreeSet<String>>) -> AgentExit {
+    let settings = settings_with_mutants(&env, &mutants);
+    let handler = match RendezvousHandler::create(env.clone(), settings).await {
         Ok(h) => h,
         Err(e) => return rendezvous_error_exit(&env, e),
     };

@@ -265,7 +265,7 @@ fn run_jobs(scenarios: &[(String, Scenario)], jobs: &[Job], args: &CheckArgs) ->
 /// of the whole suite.
 fn run_job(scenario: &Scenario, file: &str, seed: u64, twice: bool) -> JobResult {
     let ran = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-        run_seed(scenario, file, seed, twice)
+        run_seed(scenario, file, seed, twice, &Default::default())
     }));
     match ran {
         Ok(Ok((report, _trace))) => JobResult::Ran(Box::new(report)),

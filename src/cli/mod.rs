@@ -1,6 +1,7 @@
 //! The subcommands behind the `trainsim` binary; each returns its process exit code.
 
 pub mod check;
+pub mod fuzz;
 pub mod parity;
 pub mod run;
 pub mod sample;

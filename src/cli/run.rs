@@ -5,7 +5,7 @@
 //! The seed options and their parsing live here and are shared with `trainsim check`.
 
 use crate::report::Report;
-use crate::runner::{self, HarnessFailure};
+use crate::runner::{self, HarnessFailure, RunOptions};
 use crate::scenario::{self, Scenario};
 use crate::trace::{perfetto, Trace};
 use std::path::{Path, PathBuf};
@@ -39,6 +39,11 @@ pub struct RunArgs {
     /// ui.perfetto.dev. Needs exactly one file and one seed.
     #[arg(long, value_name = "FILE")]
     pub trace: Option<PathBuf>,
+    /// Switch on a planted rendezvous bug (repeatable), to replay what `trainsim fuzz
+    /// --mutant M` found: late-joiner-joins-complete-round, rank-collision,
+    /// no-heartbeat-expiry.
+    #[arg(long, value_name = "M")]
+    pub mutant: Vec<String>,
 }
 
 /// Output format.
@@ -89,6 +94,13 @@ pub fn parse_seed_range(text: &str) -> Result<SeedRange, String> {
 /// Runs the command; returns the exit code.
 pub fn execute(args: RunArgs) -> i32 {
     // Read every file first, so a typo in the last one fails before an hour of runs.
+    let options = match crate::fuzz::mutants::options_of(&args.mutant) {
+        Ok(options) => options,
+        Err(message) => {
+            eprintln!("error: {message}");
+            return 2;
+        }
+    };
     let mut scenarios: Vec<(String, Scenario)> = Vec::new();
     for path in &args.files {
         match scenario::load(path) {
@@ -113,7 +125,7 @@ pub fn execute(args: RunArgs) -> i32 {
     let mut any_harness_failure = false;
     for (file, scenario) in &scenarios {
         for seed in seeds_for(args.seed, args.seeds, scenario) {
-            match run_seed(scenario, file, seed, args.check_determinism) {
+            match run_seed(scenario, file, seed, args.check_determinism, &options) {
                 Ok((report, trace)) => {
                     any_failed |= !report.passed();
                     match args.format {
@@ -148,11 +160,12 @@ pub(crate) fn run_seed(
     file: &str,
     seed: u64,
     check_determinism: bool,
+    options: &RunOptions,
 ) -> Result<(Report, Trace), HarnessFailure> {
     if check_determinism {
-        runner::run_deterministic(scenario, file, seed)
+        runner::run_deterministic_with(scenario, file, seed, options)
     } else {
-        runner::run_traced(scenario, file, seed)
+        runner::run_traced_with(scenario, file, seed, options)
     }
 }
 

@@ -44,7 +44,7 @@ pub fn apply(
             state.redundancy_list.remove(node);
             state.last_heartbeats.remove(node);
         }
-        Action::MarkRendezvousComplete => mark_complete(state),
+        Action::MarkRendezvousComplete => mark_complete(state, settings),
         Action::MarkRendezvousClosed => state.closed = true,
         Action::Sync | Action::ErrorClosed | Action::ErrorTimeout | Action::Finish => {}
     }
@@ -77,17 +77,24 @@ fn add_to_participants(
         state.deadline_utc_us = Some(now_utc_us.saturating_add(last_call_us));
     }
     if count == settings.max_nodes as usize {
-        mark_complete(state);
+        mark_complete(state, settings);
     }
     assert!(state.is_participant(node));
 }
 
 /// torch's `_mark_rendezvous_complete`: complete, no deadline, ranks 0.. in node order.
-fn mark_complete(state: &mut RendezvousState) {
+fn mark_complete(state: &mut RendezvousState, settings: &RendezvousSettings) {
     state.complete = true;
     state.deadline_utc_us = None;
     for (rank, slot) in state.participants.values_mut().enumerate() {
         *slot = u32::try_from(rank).expect("fewer than 2^32 participants");
+    }
+    // The planted bug for the fuzzer's canary: the second participant also gets rank 0.
+    if settings.has_mutant(super::settings::MUTANT_RANK_COLLISION) {
+        if let Some(slot) = state.participants.values_mut().nth(1) {
+            *slot = 0;
+        }
+        return;
     }
     assert!(state
         .participants

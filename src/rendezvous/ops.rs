@@ -253,6 +253,12 @@ fn decide_join(
         // Not a participant of a complete round: wait for the next one if this one is not
         // full, park on the redundancy list if it is.
         let waiting = state.wait_list.contains(node);
+        // The planted bug for the fuzzer's canary: join the running round directly.
+        if settings.has_mutant(super::settings::MUTANT_LATE_JOINER)
+            && state.participants.len() < max_nodes
+        {
+            return Ok(Action::AddToParticipants);
+        }
         if state.participants.len() < max_nodes {
             if !waiting {
                 return Ok(Action::AddToWaitList);

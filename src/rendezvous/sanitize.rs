@@ -16,6 +16,10 @@ pub fn sanitize(
     settings: &RendezvousSettings,
     now_utc_us: i64,
 ) -> Vec<NodeDesc> {
+    // The planted bug for the fuzzer's canary: nobody ever expires.
+    if settings.has_mutant(super::settings::MUTANT_NO_HEARTBEAT_EXPIRY) {
+        return Vec::new();
+    }
     let expire_us = now_utc_us.saturating_sub(settings.heartbeat_expiry_us());
     let dead: Vec<NodeDesc> = state
         .last_heartbeats

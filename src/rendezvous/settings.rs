@@ -28,6 +28,21 @@ pub const FIX_DEAD_PARTICIPANT_REJOIN: &str = "dead-participant-rejoin";
 /// Every named fix `rendezvous.fixes` may switch on.
 pub const KNOWN_FIXES: &[&str] = &[FIX_DEAD_PARTICIPANT_REJOIN];
 
+/// Mutant (a deliberately planted bug, for testing the fuzzer): the join op admits a
+/// joiner of a complete round straight into its participants instead of the wait list.
+pub const MUTANT_LATE_JOINER: &str = "late-joiner-joins-complete-round";
+/// Mutant: completing a round gives the first two participants the same rank.
+pub const MUTANT_RANK_COLLISION: &str = "rank-collision";
+/// Mutant: sanitize never drops a node, however old its heartbeat.
+pub const MUTANT_NO_HEARTBEAT_EXPIRY: &str = "no-heartbeat-expiry";
+
+/// Every mutant `trainsim fuzz --mutant` and `trainsim run --mutant` may switch on.
+pub const KNOWN_MUTANTS: &[&str] = &[
+    MUTANT_LATE_JOINER,
+    MUTANT_RANK_COLLISION,
+    MUTANT_NO_HEARTBEAT_EXPIRY,
+];
+
 /// The settings every node of one rendezvous shares.
 ///
 /// Field names follow the parity vectors' `settings` object. `fixes` is not part of torch:
@@ -55,6 +70,10 @@ pub struct RendezvousSettings {
     /// Opt-in named deviations from torch; empty reproduces torch exactly.
     #[serde(default)]
     pub fixes: BTreeSet<String>,
+    /// Planted bugs ([`KNOWN_MUTANTS`]) that only the command line switches on, so the
+    /// fuzzer can show it finds them; never set by a scenario file, empty in parity tests.
+    #[serde(default, skip_serializing_if = "BTreeSet::is_empty")]
+    pub mutants: BTreeSet<String>,
 }
 
 /// Why a settings value is refused; mirrors the `ValueError`s torch raises.
@@ -94,6 +113,7 @@ impl RendezvousSettings {
             keep_alive_interval_us: DEFAULT_KEEP_ALIVE_INTERVAL_US,
             keep_alive_max_attempt: DEFAULT_KEEP_ALIVE_MAX_ATTEMPT,
             fixes: BTreeSet::new(),
+            mutants: BTreeSet::new(),
         }
     }
 
@@ -137,6 +157,11 @@ impl RendezvousSettings {
     /// Whether the named opt-in deviation from torch is switched on (see [`KNOWN_FIXES`]).
     pub fn has_fix(&self, name: &str) -> bool {
         self.fixes.contains(name)
+    }
+
+    /// Whether the named planted bug is switched on (see [`KNOWN_MUTANTS`]).
+    pub fn has_mutant(&self, name: &str) -> bool {
+        self.mutants.contains(name)
     }
 
     /// The store key holding the encoded state (torch's c10d backend: `torch.rendezvous.<run_id>`).

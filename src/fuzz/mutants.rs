@@ -1,0 +1,50 @@
+//! The mutants: bugs planted in the pure rendezvous core that only the command line switches
+//! on, so a test can show the fuzzer finds a known bug (a canary). The hooks themselves live
+//! next to the code they break (`rendezvous::{ops, apply, sanitize}`), named by the
+//! constants in `rendezvous::settings`.
+
+use crate::rendezvous::settings::KNOWN_MUTANTS;
+use crate::runner::RunOptions;
+
+/// What each mutant breaks, for `--help` and error messages.
+pub const DESCRIPTIONS: &[(&str, &str)] = &[
+    (
+        "late-joiner-joins-complete-round",
+        "the join op admits a joiner of a complete round into its participants",
+    ),
+    (
+        "rank-collision",
+        "completing a round gives two participants the same rank",
+    ),
+    ("no-heartbeat-expiry", "sanitize never drops a dead node"),
+];
+
+/// Run options with the named mutants on; an unknown name is an error that lists the known
+/// ones (the CLI turns it into exit 2).
+pub fn options_of(names: &[String]) -> Result<RunOptions, String> {
+    let mut options = RunOptions::default();
+    for name in names {
+        if !KNOWN_MUTANTS.contains(&name.as_str()) {
+            return Err(format!(
+                "`{name}` is not a mutant (one of: {})",
+                KNOWN_MUTANTS.join(", ")
+            ));
+        }
+        options.mutants.insert(name.clone());
+    }
+    Ok(options)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_known_mutant_is_described_and_unknown_ones_are_refused() {
+        for name in KNOWN_MUTANTS {
+            assert!(DESCRIPTIONS.iter().any(|(n, _)| n == name));
+            assert!(options_of(&[name.to_string()]).is_ok());
+        }
+        assert!(options_of(&["no-such-bug".to_string()]).is_err());
+    }
+}

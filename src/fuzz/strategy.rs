@@ -1,0 +1,196 @@
+//! proptest strategies that draw whole scenarios for the rendezvous target.
+//!
+//! A case starts from `scenario::default_scenario` and sets: 2–6 nodes plus 0–2 spares,
+//! node bounds with min ≤ nodes ≤ max ≤ nodes + spares, a short job (50–200 steps of
+//! 200 ms), a 1 h time limit and a fault plan. The plan is swarm-style: each case first
+//! picks which fault kinds are enabled, then draws 0–6 faults among them, so some cases
+//! hammer one kind and others mix many. Paired faults (kill+restart, pause+resume,
+//! partition+heal, clog+unclog) are drawn as one unit so a plan is always valid. Every
+//! time falls in 0–120 s. Everything drawn is within the validation bounds; a test
+//! asserts it round-trips through `to_toml` and `parse`.
+
+use crate::scenario;
+use crate::scenario::model::{Fault, FaultKind, Scenario};
+use proptest::prelude::*;
+use std::collections::BTreeSet;
+
+/// One fuzz case: a scenario and the seed to run it with.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Case {
+    pub scenario: Scenario,
+    pub seed: u64,
+}
+
+/// The fault kinds a plan draws from, in the order of the enabled-kinds mask's bits.
+pub const FAULT_KINDS: [&str; 9] = [
+    "kill",
+    "restart",
+    "start",
+    "stop",
+    "pause",
+    "partition",
+    "clog_link",
+    "clock_skew",
+    "worker_crash",
+];
+
+/// Latest fault time, in microseconds (120 s).
+pub const FAULT_AT_US_MAX: u64 = 120_000_000;
+
+/// One drawn fault before it is made valid: which enabled kind, which nodes, when, for
+/// how long (paired faults) and by how much (clock skew).
+#[derive(Debug, Clone, PartialEq)]
+pub struct FaultDraw {
+    pub kind_pick: usize,
+    pub node: u32,
+    pub other: u32,
+    pub at_ms: u64,
+    pub span_ms: u64,
+    pub skew_ms: i64,
+}
+
+fn fault_draw() -> impl Strategy<Value = FaultDraw> {
+    (
+        0usize..FAULT_KINDS.len(),
+        0u32..8,
+        0u32..8,
+        0u64..=FAULT_AT_US_MAX / 1_000,
+        1u64..=60_000,
+        -20_000i64..=20_000,
+    )
+        .prop_map(
+            |(kind_pick, node, other, at_ms, span_ms, skew_ms)| FaultDraw {
+                kind_pick,
+                node,
+                other,
+                at_ms,
+                span_ms,
+                skew_ms,
+            },
+        )
+}
+
+/// Whole cases. Every part is drawn independently (no `prop_flat_map`) and made consistent
+/// afterwards, so shrinking can simplify each part on its own: fewer faults, fewer nodes,
+/// lower bounds, a shorter job.
+pub fn case() -> impl Strategy<Value = Case> {
+    (
+        (2u32..=6, 0u32..=2, 0u32..6, 0u32..=2, 50u64..=200),
+        // Swarm testing: a non-empty mask of enabled kinds.
+        1u16..(1 << FAULT_KINDS.len()),
+        proptest::collection::vec(fault_draw(), 0..=6),
+        any::<u64>(),
+    )
+        .prop_map(|(shape, mask, draws, seed)| {
+            let (nodes, spares, min_pick, max_extra, steps) = shape;
+            let mut s = scenario::default_scenario("fuzz case");
+            s.time_limit_us = 3_600_000_000;
+            s.cluster.nodes = nodes;
+            s.cluster.spare_nodes = spares;
+            // min ≤ nodes ≤ max ≤ nodes + spares.
+            s.rendezvous.min_nodes = 1 + min_pick % nodes;
+            s.rendezvous.max_nodes = nodes + max_extra.min(spares);
+            s.job.steps = steps;
+            s.job.step_time_us = 200_000;
+            s.faults = fault_plan(nodes, spares, mask, &draws);
+            // The validator's order: by time, stable for equal times.
+            s.faults.sort_by_key(|f| f.at_us);
+            // TOML integers are signed: keep the seed within them.
+            Case {
+                scenario: s,
+                seed: seed >> 1,
+            }
+        })
+}
+
+/// Turns draws into valid faults among the kinds `mask` enables.
+fn fault_plan(nodes: u32, spares: u32, mask: u16, draws: &[FaultDraw]) -> Vec<Fault> {
+    let enabled: Vec<&str> = FAULT_KINDS
+        .iter()
+        .enumerate()
+        .filter(|(i, _)| mask & (1 << i) != 0)
+        .map(|(_, k)| *k)
+        .collect();
+    let mut started: BTreeSet<u32> = BTreeSet::new();
+    let mut out = Vec::new();
+    for d in draws {
+        let kind = enabled[d.kind_pick % enabled.len()];
+        let at_us = d.at_ms * 1_000;
+        // The second fault of a pair, still within 120 s.
+        let later_us = (at_us + d.span_ms * 1_000).min(FAULT_AT_US_MAX);
+        let node = d.node % nodes;
+        let at = |kind| Fault { at_us, kind };
+        let later = |kind| Fault {
+            at_us: later_us,
+            kind,
+        };
+        match kind {
+            "kill" => out.push(at(FaultKind::Kill { node })),
+            "restart" => {
+                out.push(at(FaultKind::Kill { node }));
+                out.push(later(FaultKind::Restart { node }));
+            }
+            // A spare starts at most once; with no spare left the draw adds nothing.
+            "start" if spares > 0 => {
+                let spare = nodes + d.node % spares;
+                if started.insert(spare) {
+                    out.push(at(FaultKind::Start { node: spare }));
+                }
+            }
+            "stop" => out.push(at(FaultKind::Stop { node })),
+            "pause" => {
+                out.push(at(FaultKind::Pause { node }));
+                out.push(later(FaultKind::Resume { node }));
+            }
+            "partition" => {
+                let rest: Vec<u32> = (0..nodes + spares).filter(|&n| n != node).collect();
+                out.push(at(FaultKind::Partition {
+                    groups: vec![rest, vec![node]],
+                }));
+                out.push(later(FaultKind::Heal));
+            }
+            "clog_link" => {
+                let to = (node + 1 + d.other % (nodes - 1)) % nodes;
+                out.push(at(FaultKind::ClogLink { from: node, to }));
+                out.push(later(FaultKind::UnclogLink { from: node, to }));
+            }
+            "clock_skew" => out.push(at(FaultKind::ClockSkew {
+                node,
+                offset_us: d.skew_ms * 1_000,
+            })),
+            "worker_crash" => out.push(at(FaultKind::WorkerCrash {
+                node,
+                local_rank: 0,
+                exit_code: 1,
+            })),
+            _ => {}
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::test_runner::{Config, RngAlgorithm, TestRng, TestRunner};
+
+    #[test]
+    fn every_drawn_scenario_round_trips_through_toml() {
+        let config = Config {
+            cases: 500,
+            failure_persistence: None,
+            ..Config::default()
+        };
+        let rng = TestRng::from_seed(RngAlgorithm::ChaCha, &[7; 32]);
+        let mut runner = TestRunner::new_with_rng(config, rng);
+        runner
+            .run(&case(), |case| {
+                let text = scenario::to_toml(&case.scenario);
+                let back = scenario::parse(&text, "drawn.toml")
+                    .map_err(|e| TestCaseError::fail(format!("{e}\n{text}")))?;
+                prop_assert_eq!(back, case.scenario);
+                Ok(())
+            })
+            .expect("every drawn scenario parses back to itself");
+    }
+}
