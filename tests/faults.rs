@@ -1,14 +1,15 @@
 //! The world's fault semantics, seen through the trace and through what simple agent programs observe: kill/restart, start, clock_skew, pause/resume, partition/heal, latency.
 
-use futures::FutureExt;
+mod common;
+
+use common::{done, programs};
 use std::collections::BTreeMap;
-use std::future::Future;
 use std::sync::{Arc, Mutex};
 use trainsim::scenario::model::*;
 use trainsim::store::service::StoreClient;
 use trainsim::trace::{Event, EventKind, Trace};
 use trainsim::world::time::{elapsed_us, sleep_us};
-use trainsim::world::{AgentExit, NodeEnv, Programs};
+use trainsim::world::{NodeEnv, Programs};
 
 const SEED: u64 = 21;
 const SEC: u64 = 1_000_000;
@@ -34,24 +35,6 @@ fn scenario(nodes: u32, spare_nodes: u32, faults: Vec<Fault>) -> Scenario {
 
 fn at(at_us: u64, kind: FaultKind) -> Fault {
     Fault { at_us, kind }
-}
-
-fn programs<F, Fut>(agent: F) -> Programs
-where
-    F: Fn(NodeEnv) -> Fut + Send + Sync + 'static,
-    Fut: Future<Output = AgentExit> + Send + 'static,
-{
-    Programs {
-        agent: Arc::new(move |env| agent(env).boxed()),
-        store: trainsim::runner::programs().store,
-    }
-}
-
-fn done() -> AgentExit {
-    AgentExit {
-        state: "SUCCEEDED".into(),
-        reason: "test program finished".into(),
-    }
 }
 
 /// An agent that does nothing for `us` of simulated time.

@@ -1,14 +1,15 @@
 //! The c10d store served over the simulated network: every client call, blocking and timeouts, partitions, refused connections and lossy links.
 
-use futures::FutureExt;
+mod common;
+
+use common::{done, programs};
 use std::collections::BTreeMap;
-use std::future::Future;
 use std::sync::{Arc, Mutex};
 use trainsim::scenario::model::*;
 use trainsim::store::service::{StoreClient, READ_TIMEOUT_US};
 use trainsim::trace::{EventKind, Trace};
 use trainsim::world::time::{elapsed_us, sleep_us};
-use trainsim::world::{AgentExit, NodeEnv, Programs};
+use trainsim::world::{NodeEnv, Programs};
 
 const SEED: u64 = 11;
 const SEC: u64 = 1_000_000;
@@ -29,25 +30,6 @@ fn scenario(nodes: u32, store: StoreHost, faults: Vec<Fault>) -> Scenario {
     };
     s.faults = faults;
     s
-}
-
-/// Programs whose agent is `agent` and whose store is the real c10d store server.
-fn programs<F, Fut>(agent: F) -> Programs
-where
-    F: Fn(NodeEnv) -> Fut + Send + Sync + 'static,
-    Fut: Future<Output = AgentExit> + Send + 'static,
-{
-    Programs {
-        agent: Arc::new(move |env| agent(env).boxed()),
-        store: trainsim::runner::programs().store,
-    }
-}
-
-fn done() -> AgentExit {
-    AgentExit {
-        state: "SUCCEEDED".into(),
-        reason: "test program finished".into(),
-    }
 }
 
 fn run(s: &Scenario, programs: Programs) -> (Trace, trainsim::trace::RunEnd) {

@@ -1,0 +1,26 @@
+//! Helpers the world-level tests share: custom agent programs over the real store.
+
+use futures::FutureExt;
+use std::future::Future;
+use std::sync::Arc;
+use trainsim::world::{AgentExit, NodeEnv, Programs};
+
+/// Programs whose agent is `agent` and whose store is the real c10d store server.
+pub fn programs<F, Fut>(agent: F) -> Programs
+where
+    F: Fn(NodeEnv) -> Fut + Send + Sync + 'static,
+    Fut: Future<Output = AgentExit> + Send + 'static,
+{
+    Programs {
+        agent: Arc::new(move |env| agent(env).boxed()),
+        store: trainsim::runner::programs().store,
+    }
+}
+
+/// The exit of a test program that ran to its end.
+pub fn done() -> AgentExit {
+    AgentExit {
+        state: "SUCCEEDED".into(),
+        reason: "test program finished".into(),
+    }
+}
