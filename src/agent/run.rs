@@ -172,24 +172,14 @@ async fn invoke_run(
                 }
                 remaining_restarts -= 1;
                 let restart_count = max_restarts - remaining_restarts;
-                env.record(EventKind::AgentRestart {
-                    pid: env.pid,
-                    counted: true,
-                    restart_count,
-                    reason: "failure".into(),
-                });
+                record_restart(env, true, restart_count, "failure");
                 workers =
                     initialize_workers(env, handler, store, restart_count, &highest_step).await?;
             }
             WorkerStatus::Healthy => {
                 if handler.num_nodes_waiting().await? > 0 {
                     let restart_count = max_restarts - remaining_restarts;
-                    env.record(EventKind::AgentRestart {
-                        pid: env.pid,
-                        counted: false,
-                        restart_count,
-                        reason: "membership_change".into(),
-                    });
+                    record_restart(env, false, restart_count, "membership_change");
                     workers.stop(env, "membership change");
                     workers = initialize_workers(env, handler, store, restart_count, &highest_step)
                         .await?;
@@ -197,6 +187,16 @@ async fn invoke_run(
             }
         }
     }
+}
+
+/// Records a worker-group restart; `counted` ones spend `max_restarts`.
+fn record_restart(env: &NodeEnv, counted: bool, restart_count: u32, reason: &str) {
+    env.record(EventKind::AgentRestart {
+        pid: env.pid,
+        counted,
+        restart_count,
+        reason: reason.into(),
+    });
 }
 
 /// torch's `_monitor_workers` for local processes, with crashes injected by the world.
