@@ -41,6 +41,7 @@ pub fn programs() -> Programs {
 pub fn programs_with(options: &RunOptions) -> Programs {
     let mutants = Arc::new(options.mutants.clone());
     Programs {
+        mutants: Arc::clone(&mutants),
         agent: Arc::new(move |env| {
             crate::agent::run::agent_process_with(env, Arc::clone(&mutants)).boxed()
         }),
@@ -225,6 +226,8 @@ mod tests {
                         pid: 1,
                         round: 0,
                         step,
+                        epoch: 0,
+                        samples: 0,
                     },
                 })
                 .collect(),

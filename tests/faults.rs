@@ -397,6 +397,7 @@ fn partition_cuts_the_named_links_and_heal_restores_them() {
     let prober = prober(log.clone(), 30, 500 * MS);
     let host = idle(60 * SEC);
     let programs = Programs {
+        mutants: Default::default(),
         // node-0 only hosts the store; the others probe it.
         agent: Arc::new(move |env| {
             if env.index == 0 {

@@ -31,6 +31,7 @@ fn ok_exit() -> AgentExit {
 /// Node 1 panics after a second of simulated time; node 0 would run on.
 fn panicking() -> Programs {
     Programs {
+        mutants: Default::default(),
         agent: Arc::new(|env| {
             async move {
                 if env.index == 1 {
@@ -68,6 +69,7 @@ fn a_panicking_agent_is_a_harness_error_with_its_message() {
     );
     // The process (and the simulator) are still usable: a normal run afterwards works.
     let ok = Programs {
+        mutants: Default::default(),
         agent: Arc::new(|_env| async move { ok_exit() }.boxed()),
         store: store(),
     };
@@ -87,6 +89,7 @@ fn a_panicking_agent_is_a_harness_error_with_its_message() {
 fn a_panicking_store_is_a_harness_error_too() {
     let s = scenario(1);
     let programs = Programs {
+        mutants: Default::default(),
         agent: Arc::new(|_env| {
             async move {
                 sleep_us(5_000_000).await;
@@ -108,6 +111,7 @@ fn a_panicking_store_is_a_harness_error_too() {
 fn more_than_events_max_events_is_an_error_not_an_oom() {
     let s = scenario(1);
     let programs = Programs {
+        mutants: Default::default(),
         agent: Arc::new(|env| {
             async move {
                 // Each event is small; EVENTS_MAX + 10 of them take a few hundred MB at most,

@@ -248,7 +248,8 @@ async fn initialize_workers(
         world_size: info.world_size,
         restart_count,
     });
-    let start_step = env.checkpoint_step();
+    let checkpoint = env.checkpoint();
+    let start_step = checkpoint.step;
     env.record(EventKind::ResumedFromCheckpoint {
         pid: env.pid,
         step: start_step,
@@ -267,6 +268,10 @@ async fn initialize_workers(
         group_rank: info.rank,
         members,
         start_step,
+        checkpoint,
+        base_global_rank: ranks.base_global_rank,
+        world_size: ranks.world_size,
+        local_world_size,
     };
     let status = Arc::new(Mutex::new(WorkerStatus::Healthy));
     let task = spawn(job::train(

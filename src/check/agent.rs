@@ -89,7 +89,9 @@ pub(super) fn no_zombie_steps(trace: &Trace) -> InvariantResult {
             | EventKind::AgentKilled { pid } => {
                 running.insert(*pid, None);
             }
-            EventKind::Step { pid, round, step } => {
+            EventKind::Step {
+                pid, round, step, ..
+            } => {
                 applicable = true;
                 let live = running.get(pid).copied().flatten();
                 if live != Some(*round) {

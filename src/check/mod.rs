@@ -121,7 +121,7 @@ pub fn check_all(scenario: &Scenario, trace: &Trace, end: &RunEnd) -> Vec<Invari
         ranks::ranks(trace),
         agent::no_zombie_steps(trace),
         job::progress(scenario, trace, end),
-        sampler::coverage(),
+        sampler::coverage(scenario, trace),
         reader::exactly_once(),
         reader::buffer_protocol(),
         reader::terminates(),

@@ -124,8 +124,17 @@ pub fn workers_started(pid: u32, round: u64, group_rank: u32, world_size: u32) -
     }
 }
 
+/// Samples a node's ranks train on per step in test traces: 8 ranks × batch 4.
+pub const STEP_SAMPLES_PER_NODE: u64 = 32;
+
 pub fn step(pid: u32, round: u64, step: u64) -> EventKind {
-    EventKind::Step { pid, round, step }
+    EventKind::Step {
+        pid,
+        round,
+        step,
+        epoch: 0,
+        samples: STEP_SAMPLES_PER_NODE,
+    }
 }
 
 pub fn checkpoint(pid: u32, step: u64) -> EventKind {

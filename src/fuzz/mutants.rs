@@ -1,10 +1,16 @@
-//! The mutants: bugs planted in the pure rendezvous core that only the command line switches
-//! on, so a test can show the fuzzer finds a known bug (a canary). The hooks themselves live
-//! next to the code they break (`rendezvous::{ops, apply, sanitize}`), named by the
-//! constants in `rendezvous::settings`.
+//! The mutants: bugs planted in the pure cores that only the command line switches on, so a
+//! test can show the fuzzer finds a known bug (a canary). The hooks themselves live next to
+//! the code they break (`rendezvous::{ops, apply, sanitize}`, `job::data`), named by
+//! constants there.
 
-use crate::rendezvous::settings::KNOWN_MUTANTS;
 use crate::runner::RunOptions;
+
+/// Every mutant `--mutant` accepts: the rendezvous ones, then the job's.
+pub fn known_mutants() -> Vec<&'static str> {
+    let mut all = crate::rendezvous::settings::KNOWN_MUTANTS.to_vec();
+    all.push(crate::job::data::MUTANT_SAMPLER_OFF_BY_ONE);
+    all
+}
 
 /// What each mutant breaks, for `--help` and error messages.
 pub const DESCRIPTIONS: &[(&str, &str)] = &[
@@ -17,17 +23,22 @@ pub const DESCRIPTIONS: &[(&str, &str)] = &[
         "completing a round gives two participants the same rank",
     ),
     ("no-heartbeat-expiry", "sanitize never drops a dead node"),
+    (
+        "sampler-off-by-one",
+        "DistributedSampler's stride starts at rank + 1 instead of rank",
+    ),
 ];
 
 /// Run options with the named mutants on; an unknown name is an error that lists the known
 /// ones (the CLI turns it into exit 2).
 pub fn options_of(names: &[String]) -> Result<RunOptions, String> {
     let mut options = RunOptions::default();
+    let known = known_mutants();
     for name in names {
-        if !KNOWN_MUTANTS.contains(&name.as_str()) {
+        if !known.contains(&name.as_str()) {
             return Err(format!(
                 "`{name}` is not a mutant (one of: {})",
-                KNOWN_MUTANTS.join(", ")
+                known.join(", ")
             ));
         }
         options.mutants.insert(name.clone());
@@ -41,8 +52,8 @@ mod tests {
 
     #[test]
     fn every_known_mutant_is_described_and_unknown_ones_are_refused() {
-        for name in KNOWN_MUTANTS {
-            assert!(DESCRIPTIONS.iter().any(|(n, _)| n == name));
+        for name in known_mutants() {
+            assert!(DESCRIPTIONS.iter().any(|(n, _)| *n == name));
             assert!(options_of(&[name.to_string()]).is_ok());
         }
         assert!(options_of(&["no-such-bug".to_string()]).is_err());

@@ -1,15 +1,36 @@
-//! The simulated training job, as issue #2 models it: a worker group advances the global step
-//! every `job.step_time`, each step ending in an all-reduce across the group; rank 0 writes a
-//! checkpoint every `checkpoint_every` steps. (Issue #4 replaces the timer with GPUs and
-//! samplers.)
+//! The simulated training job: synchronous data parallel on virtual GPUs. Each step every
+//! local rank takes its next batch from its sampler, computes it on its GPU (cost from the
+//! batch's complexity, the GPU profile and any `gpu_slow`), and the group all-reduces the
+//! gradients (ring, α-β cost). Rank 0 of the group checkpoints every `checkpoint_every`
+//! steps; a restarted group resumes from the last checkpoint.
+//!
+//! Epochs and resumption: the samplers are rebuilt for every group with its world size and
+//! global ranks and `set_epoch(e)` is called at each epoch start, as training scripts do. A
+//! checkpoint records the epoch and the next batch; a group of the same world size resumes
+//! the epoch at that batch (a stateful data loader), a group of another world size starts
+//! the checkpoint's epoch over, because `DistributedSampler` cannot re-deal a half-consumed
+//! epoch over a different number of ranks (torch's elastic ImageNet example does the same).
+
+pub mod collective;
+pub mod data;
+pub mod ledger;
 
 use crate::trace::EventKind;
-use crate::world::{time, NodeEnv};
+use crate::world::gpu::{compute_time_us, gpu_of_local_rank};
+use crate::world::{rng, time, Checkpoint, NodeEnv};
+use data::{EpochPlan, PlanKey, MUTANT_SAMPLER_OFF_BY_ONE};
+use ledger::SampleLedger;
+use rand::RngCore;
+use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 /// torch's default process-group timeout: a collective whose peer is gone fails after it.
-pub const COLLECTIVE_TIMEOUT_US: u64 = 600_000_000;
+pub const COLLECTIVE_TIMEOUT_US: u64 = crate::scenario::limits::COLLECTIVE_TIMEOUT_US_DEFAULT;
+/// A worker killed by NCCL's watchdog after a collective timed out ends on SIGABRT.
+pub const COLLECTIVE_TIMEOUT_EXIT_CODE: i32 = -6;
+/// Epoch plans kept at once (a plan holds one permutation of the dataset).
+const PLANS_CACHED_MAX: usize = 4;
 
 /// What the workers of one node are doing, as the agent's monitor sees it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -32,9 +53,62 @@ pub struct GroupPlan {
     pub members: Vec<u32>,
     /// The global step the group resumes from (the last checkpoint).
     pub start_step: u64,
+    /// The checkpoint the group resumes from (all zero when there is none).
+    pub checkpoint: Checkpoint,
+    /// The global rank of this node's local rank 0, and the group's world size in ranks.
+    pub base_global_rank: u64,
+    pub world_size: u64,
+    pub local_world_size: u32,
 }
 
-/// Runs this node's workers until the job's last step, or until a collective fails.
+/// Caches shared by every process of a run: epoch plans and the dataset's complexities.
+#[derive(Default)]
+struct DataCache {
+    plans: Mutex<BTreeMap<PlanKey, Arc<EpochPlan>>>,
+    complexities: Mutex<Option<Arc<Vec<i64>>>>,
+}
+
+/// The key complexities are drawn under: the same for every process of a run.
+fn dataset_key(env: &NodeEnv) -> u64 {
+    rng::stream(env.run_seed(), "dataset/complexity").next_u64()
+}
+
+/// The plan of one epoch for this group, computed once per run and shared.
+fn plan_for(env: &NodeEnv, key: PlanKey) -> Result<Arc<EpochPlan>, String> {
+    let cache = env.shared::<DataCache>("job/data");
+    if let Some(plan) = cache.plans.lock().expect("plans").get(&key) {
+        return Ok(Arc::clone(plan));
+    }
+    let job = &env.scenario().job;
+    let complexities = || {
+        let mut slot = cache.complexities.lock().expect("complexities");
+        let all = slot.get_or_insert_with(|| {
+            Arc::new(data::complexities(
+                dataset_key(env),
+                &job.dataset.complexity,
+                job.dataset.len,
+            ))
+        });
+        all.as_ref().clone()
+    };
+    let plan = Arc::new(data::epoch_plan(job, key, complexities).map_err(|e| e.to_string())?);
+    let mut plans = cache.plans.lock().expect("plans");
+    while plans.len() >= PLANS_CACHED_MAX {
+        let oldest = *plans.keys().next().expect("non-empty");
+        plans.remove(&oldest);
+    }
+    plans.insert(key, Arc::clone(&plan));
+    Ok(plan)
+}
+
+/// Where the group is in the data.
+struct Position {
+    step: u64,
+    epoch: u64,
+    batch: u64,
+}
+
+/// Runs this node's workers until the job's last step, or until a worker fails.
 /// `reached` keeps the highest step this node's workers ever completed, across groups, so
 /// the agent can tell how many steps a restart lost.
 pub async fn train(
@@ -43,36 +117,220 @@ pub async fn train(
     status: Arc<Mutex<WorkerStatus>>,
     reached: Arc<AtomicU64>,
 ) {
+    let result = train_steps(&env, &plan, &reached).await;
+    *status.lock().expect("status lock") = match result {
+        Ok(()) => WorkerStatus::Succeeded,
+        Err(failed) => failed,
+    };
+}
+
+/// The step loop; an `Err` is the worker failure that ended it.
+async fn train_steps(
+    env: &NodeEnv,
+    plan: &GroupPlan,
+    reached: &AtomicU64,
+) -> Result<(), WorkerStatus> {
     let job = env.scenario().job.clone();
-    let mut step = plan.start_step;
-    while step < job.steps {
-        time::sleep_us(job.step_time_us).await;
-        if env
-            .all_reduce(plan.round, step + 1, &plan.members, COLLECTIVE_TIMEOUT_US)
-            .await
-            .is_err()
-        {
-            *status.lock().expect("status lock") = WorkerStatus::Failed {
-                local_rank: 0,
-                exit_code: 1,
-                reason: "an all-reduce timed out: a peer never joined it".into(),
-            };
-            return;
-        }
-        step += 1;
-        reached.fetch_max(step, Ordering::Relaxed);
+    let ck = plan.checkpoint;
+    let same_world = ck.world_size == plan.world_size;
+    let mut at = Position {
+        step: plan.start_step,
+        epoch: ck.epoch,
+        batch: if same_world { ck.batch_in_epoch } else { 0 },
+    };
+    let key_of = |epoch| PlanKey {
+        epoch,
+        world_size: plan.world_size,
+        off_by_one: env.mutant_enabled(MUTANT_SAMPLER_OFF_BY_ONE),
+    };
+    let mut epoch_plan = start_epoch(env, plan, key_of(at.epoch), &mut at)?;
+    let dataset_key = dataset_key(env);
+    let ledger = env.shared::<Mutex<SampleLedger>>("job/ledger");
+    let mut batches: Vec<Vec<u64>> = vec![Vec::new(); plan.local_world_size as usize];
+    while at.step < job.steps {
+        let compute_us = compute_batches(env, plan, &epoch_plan, at.batch, dataset_key, &mut batches)?;
+        time::sleep_us(compute_us).await;
+        all_reduce(env, plan, at.step + 1).await?;
+        at.step += 1;
+        reached.fetch_max(at.step, Ordering::Relaxed);
+        let samples = consume(&ledger, plan, at.epoch, &batches);
         env.record(EventKind::Step {
             pid: env.pid,
             round: plan.round,
-            step,
+            step: at.step,
+            epoch: at.epoch,
+            samples,
         });
-        if plan.group_rank == 0
-            && job.checkpoint_every > 0
-            && step.is_multiple_of(job.checkpoint_every)
-        {
-            env.write_checkpoint(step);
-            env.record(EventKind::Checkpoint { pid: env.pid, step });
+        at.batch += 1;
+        if at.batch >= epoch_plan.batches() {
+            finish_epoch(env, plan, &ledger, at.epoch);
+            at.epoch += 1;
+            at.batch = 0;
+            if at.step < job.steps {
+                epoch_plan = start_epoch(env, plan, key_of(at.epoch), &mut at)?;
+            }
+        }
+        if plan.group_rank == 0 && at.step.is_multiple_of(job.checkpoint_every) {
+            env.write_checkpoint(Checkpoint {
+                step: at.step,
+                epoch: at.epoch,
+                batch_in_epoch: at.batch,
+                world_size: plan.world_size,
+            });
+            env.record(EventKind::Checkpoint {
+                pid: env.pid,
+                step: at.step,
+            });
         }
     }
-    *status.lock().expect("status lock") = WorkerStatus::Succeeded;
+    Ok(())
+}
+
+/// A worker failure of local rank 0 with exit code 1 (a Python exception).
+fn script_error(reason: String) -> WorkerStatus {
+    WorkerStatus::Failed {
+        local_rank: 0,
+        exit_code: 1,
+        reason,
+    }
+}
+
+/// `set_epoch` on every rank's sampler: builds (or shares) the epoch's plan and opens the
+/// epoch in the ledger.
+fn start_epoch(
+    env: &NodeEnv,
+    plan: &GroupPlan,
+    key: PlanKey,
+    at: &mut Position,
+) -> Result<Arc<EpochPlan>, WorkerStatus> {
+    let epoch_plan = plan_for(env, key).map_err(|e| script_error(format!("sampler: {e}")))?;
+    if epoch_plan.batches() == 0 {
+        return Err(script_error(format!(
+            "the sampler gives each of {} ranks no sample: the training loop cannot step",
+            plan.world_size
+        )));
+    }
+    if at.batch >= epoch_plan.batches() {
+        at.batch = 0;
+    }
+    let len = env.scenario().job.dataset.len;
+    env.shared::<Mutex<SampleLedger>>("job/ledger")
+        .lock()
+        .expect("ledger")
+        .begin(plan.round, key.epoch, plan.world_size, at.batch, len);
+    if plan.group_rank == 0 {
+        env.record(EventKind::EpochStarted {
+            pid: env.pid,
+            round: plan.round,
+            epoch: key.epoch,
+            world_size: plan.world_size,
+            first_batch: at.batch,
+            batches: epoch_plan.batches(),
+        });
+    }
+    Ok(epoch_plan)
+}
+
+/// Fills each local rank's batch and returns the node's compute time: its slowest GPU's.
+fn compute_batches(
+    env: &NodeEnv,
+    plan: &GroupPlan,
+    epoch_plan: &EpochPlan,
+    batch: u64,
+    dataset_key: u64,
+    batches: &mut [Vec<u64>],
+) -> Result<u64, WorkerStatus> {
+    let scenario = env.scenario();
+    let job = &scenario.job;
+    let mut slowest_us = 0;
+    for (local_rank, out) in (0u32..).zip(batches.iter_mut()) {
+        let gpu = gpu_of_local_rank(local_rank, scenario.cluster.gpus_per_node);
+        if env.gpu_failed(gpu) {
+            return Err(WorkerStatus::Failed {
+                local_rank,
+                exit_code: crate::world::gpu::GPU_LOST_EXIT_CODE,
+                reason: format!("CUDA error on gpu {gpu}: the GPU has fallen off the bus"),
+            });
+        }
+        epoch_plan.batch_into(plan.base_global_rank + u64::from(local_rank), batch, out);
+        let complexity = data::complexity_sum(dataset_key, &job.dataset.complexity, out);
+        let us = compute_time_us(
+            job.step_time_us,
+            complexity,
+            job.sampler.batch_size,
+            env.gpu_slowdown(gpu),
+            scenario.cluster.gpu.compute_speed,
+        );
+        slowest_us = slowest_us.max(us);
+    }
+    Ok(slowest_us)
+}
+
+/// The step's all-reduce: wait for every member, then pay the ring's cost. A member that
+/// never arrives fails the worker after the process group's timeout.
+async fn all_reduce(env: &NodeEnv, plan: &GroupPlan, step: u64) -> Result<(), WorkerStatus> {
+    let scenario = env.scenario();
+    let timeout_us = scenario.job.collective_timeout_us;
+    if env
+        .all_reduce(plan.round, step, &plan.members, timeout_us)
+        .await
+        .is_err()
+    {
+        return Err(WorkerStatus::Failed {
+            local_rank: 0,
+            exit_code: COLLECTIVE_TIMEOUT_EXIT_CODE,
+            reason: format!(
+                "NCCL watchdog: the all-reduce of step {step} timed out after {timeout_us} us"
+            ),
+        });
+    }
+    let cost_us = collective::ring_all_reduce_us(
+        scenario.job.model_size_bytes,
+        plan.members.len() as u64,
+        u64::from(plan.local_world_size),
+        env.latency_mean_us(),
+        scenario.network.bandwidth_bits_per_sec,
+        scenario.cluster.gpu.d2d_bits_per_sec,
+    );
+    time::sleep_us(cost_us).await;
+    Ok(())
+}
+
+/// Adds the step's batches to the ledger; returns how many samples they held.
+fn consume(
+    ledger: &Mutex<SampleLedger>,
+    plan: &GroupPlan,
+    epoch: u64,
+    batches: &[Vec<u64>],
+) -> u64 {
+    let mut ledger = ledger.lock().expect("ledger");
+    let mut samples = 0;
+    for (local_rank, batch) in (0u64..).zip(batches) {
+        ledger.consume(plan.round, epoch, plan.base_global_rank + local_rank, batch);
+        samples += batch.len() as u64;
+    }
+    samples
+}
+
+/// This node finished `epoch`; the last node of the group records what the group covered.
+fn finish_epoch(env: &NodeEnv, plan: &GroupPlan, ledger: &Mutex<SampleLedger>, epoch: u64) {
+    let done = ledger.lock().expect("ledger").node_done(
+        plan.round,
+        epoch,
+        env.index,
+        plan.members.len(),
+    );
+    if let Some(c) = done {
+        env.record(EventKind::EpochCovered {
+            round: c.round,
+            epoch: c.epoch,
+            world_size: c.world_size,
+            first_batch: c.first_batch,
+            samples: c.samples,
+            distinct: c.distinct,
+            ranks: c.ranks,
+            rank_samples_min: c.rank_samples_min,
+            rank_samples_max: c.rank_samples_max,
+        });
+    }
 }

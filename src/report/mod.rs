@@ -72,7 +72,7 @@ pub struct JobSummary {
     pub steps_done: u64,
     /// Samples consumed by all ranks, counting re-executed steps again.
     pub samples_seen: u64,
-    /// Whole passes over the dataset: samples_seen / dataset.len.
+    /// Data epochs some group trained through to the end.
     pub epochs: u64,
 }
 
@@ -161,7 +161,7 @@ pub fn build(
         outcome: end.outcome.as_str().to_owned(),
         rounds,
         agents,
-        job: job(scenario, trace),
+        job: job(trace),
         reader: scenario
             .reader
             .as_ref()
@@ -241,42 +241,31 @@ fn agents(trace: &Trace) -> Vec<AgentSummary> {
     by_node.into_values().collect()
 }
 
-/// Steps done and samples consumed.
+/// Steps done, samples consumed and epochs finished.
 ///
-/// Each global step is counted once, on the group-rank-0 node, as the samples all ranks
-/// of its group drew: world_size × nproc_per_node × batch_size.
-fn job(scenario: &Scenario, trace: &Trace) -> JobSummary {
-    let per_rank = u64::from(scenario.agent.nproc_per_node) * scenario.job.sampler.batch_size;
-    // The (group_rank, world_size) each process's current worker group runs with.
-    let mut groups: BTreeMap<u32, (u32, u32)> = BTreeMap::new();
+/// `samples_seen` adds up what every node's ranks trained on in each step they completed,
+/// re-executed steps counted again; `epochs` counts the distinct data epochs some group
+/// finished (the ledger's `EpochCovered`).
+fn job(trace: &Trace) -> JobSummary {
     let mut steps_done = 0;
     let mut samples_seen: u64 = 0;
+    let mut epochs = std::collections::BTreeSet::new();
     for event in &trace.events {
         match &event.kind {
-            EventKind::WorkersStarted {
-                pid,
-                group_rank,
-                world_size,
-                ..
-            } => {
-                groups.insert(*pid, (*group_rank, *world_size));
-            }
-            EventKind::Step { pid, step, .. } => {
+            EventKind::Step { step, samples, .. } => {
                 steps_done = *step;
-                if let Some(&(0, world_size)) = groups.get(pid) {
-                    samples_seen = samples_seen.saturating_add(u64::from(world_size) * per_rank);
-                }
+                samples_seen = samples_seen.saturating_add(*samples);
+            }
+            EventKind::EpochCovered { epoch, .. } => {
+                epochs.insert(*epoch);
             }
             _ => {}
         }
     }
-    let epochs = samples_seen
-        .checked_div(scenario.job.dataset.len)
-        .unwrap_or(0);
     JobSummary {
         steps_done,
         samples_seen,
-        epochs,
+        epochs: epochs.len() as u64,
     }
 }
 

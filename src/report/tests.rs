@@ -4,6 +4,7 @@ use super::*;
 use crate::check::testkit::*;
 use crate::check::{check_all, Status, Violation};
 use crate::scenario::model::{Outcome, ReaderCheck, ReaderConfig, Scenario};
+use crate::trace::EventKind;
 
 /// The contract's top-level report fields, in order.
 const TOP_FIELDS: [&str; 14] = [
@@ -170,7 +171,7 @@ fn rounds_keep_the_earliest_completion_sorted_by_round() {
 }
 
 #[test]
-fn samples_count_only_group_rank_zero_and_repeat_after_rollback() {
+fn samples_add_up_over_nodes_and_repeat_after_rollback() {
     let mut s = scenario();
     s.job.dataset.len = 100;
     let mut events = happy_run(2, 7);
@@ -181,7 +182,28 @@ fn samples_count_only_group_rank_zero_and_repeat_after_rollback() {
     // 7 steps at world 2 and one at world 1, 8 × 4 samples per rank each.
     assert_eq!(r.job.samples_seen, (7 * 2 + 1) * 32);
     assert_eq!(r.job.steps_done, 6);
-    assert_eq!(r.job.epochs, 480 / 100);
+    assert_eq!(r.job.epochs, 0, "no epoch was finished");
+}
+
+#[test]
+fn epochs_count_distinct_finished_epochs() {
+    let covered = |epoch| EventKind::EpochCovered {
+        round: 0,
+        epoch,
+        world_size: 2,
+        first_batch: 0,
+        samples: 10,
+        distinct: 10,
+        ranks: 2,
+        rank_samples_min: 5,
+        rank_samples_max: 5,
+    };
+    let mut events = happy_run(2, 4);
+    events.push(e(5, "node-0", covered(0)));
+    events.push(e(6, "node-1", covered(0)));
+    events.push(e(7, "node-1", covered(1)));
+    let r = report_of(&scenario(), events, end(30, "succeeded"));
+    assert_eq!(r.job.epochs, 2);
 }
 
 #[test]

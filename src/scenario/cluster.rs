@@ -34,7 +34,8 @@ pub fn builtin_gpu(name: &str) -> Option<GpuProfile> {
 pub const BUILTIN_GPUS: &[&str] = &["h100", "a100"];
 
 /// `[cluster]`.
-pub fn cluster(raw: &Option<RawCluster>) -> Check<Cluster> {
+/// `top_profile` is the top-level `[gpu_profile]`; `[cluster.gpu_profile]` is its alias.
+pub fn cluster(raw: &Option<RawCluster>, top_profile: &Option<RawGpuProfile>) -> Check<Cluster> {
     let p = FieldPath::root().key("cluster");
     let c = raw.clone().unwrap_or_default();
     let nodes = in_range(&p.key("nodes"), c.nodes.unwrap_or(1), 1, NODES_MAX)?;
@@ -51,7 +52,15 @@ pub fn cluster(raw: &Option<RawCluster>) -> Check<Cluster> {
         1,
         GPUS_PER_NODE_MAX,
     )?;
-    let gpu = gpu(&p, &c.gpu, &c.gpu_profile)?;
+    let (profile_path, profile) = match (top_profile, &c.gpu_profile) {
+        (Some(_), Some(_)) => {
+            let msg = "a custom GPU is described twice: keep [gpu_profile] and drop [cluster.gpu_profile]";
+            return Err(issue(&p.key("gpu_profile"), msg));
+        }
+        (Some(top), None) => (FieldPath::root().key("gpu_profile"), Some(top.clone())),
+        (None, alias) => (p.key("gpu_profile"), alias.clone()),
+    };
+    let gpu = gpu(&p, &c.gpu, &profile_path, &profile)?;
     let store = store(&p.key("store"), &c.store, nodes, nodes + spare_nodes)?;
     let mut clock_skew_us = BTreeMap::new();
     for (name, offset) in c.clock_skew.iter().flatten() {
@@ -90,15 +99,16 @@ fn store(path: &FieldPath, raw: &Option<String>, nodes: u32, total: u32) -> Chec
 fn gpu(
     cluster: &FieldPath,
     name: &Option<String>,
+    profile_path: &FieldPath,
     profile: &Option<RawGpuProfile>,
 ) -> Check<GpuProfile> {
     let Some(raw) = profile else {
         let name = name.as_deref().unwrap_or("h100");
         let known = BUILTIN_GPUS.join(", ");
-        let msg = format!("`{name}` is not a built-in GPU (built-in: {known}); describe others in [cluster.gpu_profile]");
+        let msg = format!("`{name}` is not a built-in GPU (built-in: {known}); describe others in [gpu_profile]");
         return builtin_gpu(name).ok_or_else(|| issue(&cluster.key("gpu"), msg));
     };
-    let p = cluster.key("gpu_profile");
+    let p = profile_path.clone();
     let profile_name = required(&p.key("name"), &raw.name)?;
     let name_chars = profile_name.chars().count();
     if name_chars == 0 || name_chars > GPU_NAME_CHARS_MAX {
@@ -113,7 +123,7 @@ fn gpu(
     }
     if let Some(name) = name {
         if *name != profile_name {
-            let msg = format!("names `{name}` but [cluster.gpu_profile] is `{profile_name}`; leave gpu out or make them agree");
+            let msg = format!("names `{name}` but [gpu_profile] is `{profile_name}`; leave gpu out or make them agree");
             return Err(issue(&cluster.key("gpu"), msg));
         }
     }

@@ -44,6 +44,7 @@ pub fn to_raw(s: &Scenario) -> RawScenario {
         }),
         job: Some(job(&s.job)),
         reader: s.reader.as_ref().map(reader),
+        gpu_profile: gpu_profile(&s.cluster),
         faults: s.faults.iter().map(fault).collect(),
         expect: expect(&s.expect),
     }
@@ -70,14 +71,20 @@ fn cluster(c: &Cluster) -> RawCluster {
                 .map(|(n, us)| (node(*n), format_offset_us(*us)))
                 .collect()
         }),
-        gpu_profile: (!builtin).then(|| RawGpuProfile {
+        gpu_profile: None,
+    }
+}
+
+/// The contract's top-level `[gpu_profile]` for a custom GPU; none for a built-in one.
+fn gpu_profile(c: &Cluster) -> Option<RawGpuProfile> {
+    let builtin = builtin_gpu(&c.gpu.name).is_some_and(|b| b == c.gpu);
+    (!builtin).then(|| RawGpuProfile {
             name: Some(c.gpu.name.clone()),
             memory: Some(size(c.gpu.memory_bytes)),
             h2d_bandwidth: Some(bw(c.gpu.h2d_bits_per_sec)),
             d2d_bandwidth: Some(bw(c.gpu.d2d_bits_per_sec)),
             compute_speed: Some(c.gpu.compute_speed),
-        }),
-    }
+    })
 }
 
 fn rendezvous(r: &RendezvousConfig) -> RawRendezvous {
@@ -116,6 +123,7 @@ fn job(j: &JobConfig) -> RawJob {
         step_time: Some(dur(j.step_time_us)),
         model_size: Some(size(j.model_size_bytes)),
         checkpoint_every: Some(j.checkpoint_every),
+        collective_timeout: Some(dur(j.collective_timeout_us)),
         dataset: Some(RawDataset {
             len: Some(j.dataset.len),
             complexity: Some(c),

@@ -36,6 +36,12 @@ pub fn job(raw: &Option<RawJob>) -> Check<JobConfig> {
         1,
         STEPS_MAX,
     )?;
+    let collective_timeout_us = positive_duration(
+        &p.key("collective_timeout"),
+        &j.collective_timeout,
+        COLLECTIVE_TIMEOUT_US_DEFAULT,
+        TIMEOUT_US_MAX,
+    )?;
     let dataset = dataset(
         &p.key("dataset"),
         j.dataset.as_ref().map(|d| (d.len, &d.complexity)),
@@ -46,6 +52,7 @@ pub fn job(raw: &Option<RawJob>) -> Check<JobConfig> {
         step_time_us,
         model_size_bytes,
         checkpoint_every,
+        collective_timeout_us,
         dataset,
         sampler,
     })

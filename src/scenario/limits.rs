@@ -43,8 +43,11 @@ pub const STEPS_MAX: u64 = 10_000_000;
 pub const STEP_TIME_US_MAX: u64 = 3_600 * 1_000_000;
 /// Largest model (all-reduced bytes per step): 16 TiB.
 pub const MODEL_SIZE_BYTES_MAX: u64 = 16 << 40;
-/// Most samples in the dataset: 2^34.
-pub const DATASET_LEN_MAX: u64 = 1 << 34;
+/// Most samples in the dataset: 2^25 (33.5 M). The samplers materialise a permutation of the
+/// whole dataset every epoch, as torch does, so this bounds a run's memory (268 MB of indices).
+pub const DATASET_LEN_MAX: u64 = 1 << 25;
+/// torch's default process-group timeout (10 minutes).
+pub const COLLECTIVE_TIMEOUT_US_DEFAULT: u64 = 600_000_000;
 /// Most entries in a `dist = "list"` complexity (it must equal the dataset length).
 pub const COMPLEXITY_LIST_LEN_MAX: u64 = 1 << 20;
 /// Largest per-sample complexity.

@@ -109,6 +109,8 @@ pub struct JobConfig {
     pub model_size_bytes: u64,
     /// Steps between checkpoints; a restarted group resumes from the last one.
     pub checkpoint_every: u64,
+    /// The process group's timeout: a collective whose peer is gone fails after it.
+    pub collective_timeout_us: u64,
     pub dataset: Dataset,
     pub sampler: SamplerConfig,
 }

@@ -18,6 +18,9 @@ pub struct RawScenario {
     pub agent: Option<RawAgent>,
     pub job: Option<RawJob>,
     pub reader: Option<RawReader>,
+    /// `[gpu_profile]`: the contract's place for a custom GPU (`[cluster.gpu_profile]` is an
+    /// accepted alias).
+    pub gpu_profile: Option<RawGpuProfile>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub faults: Vec<RawFault>,
     pub expect: Option<RawExpect>,
@@ -36,7 +39,7 @@ pub struct RawCluster {
     pub gpu_profile: Option<RawGpuProfile>,
 }
 
-/// `[cluster.gpu_profile]`: a GPU model of the user's own.
+/// `[gpu_profile]` (or `[cluster.gpu_profile]`): a GPU model of the user's own.
 #[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct RawGpuProfile {
@@ -89,6 +92,7 @@ pub struct RawJob {
     pub step_time: Option<String>,
     pub model_size: Option<String>,
     pub checkpoint_every: Option<u64>,
+    pub collective_timeout: Option<String>,
     pub dataset: Option<RawDataset>,
     pub sampler: Option<RawSampler>,
 }

@@ -96,10 +96,39 @@ pub enum EventKind {
         restart_count: u32,
         reason: String,
     },
-    /// The group on this node reached global step `step`.
-    Step { pid: u32, round: u64, step: u64 },
+    /// The group on this node reached global step `step`, in data epoch `epoch`, its ranks
+    /// having trained on `samples` samples in the step.
+    Step {
+        pid: u32,
+        round: u64,
+        step: u64,
+        epoch: u64,
+        samples: u64,
+    },
     /// A checkpoint of step `step` was written.
     Checkpoint { pid: u32, step: u64 },
+    /// The group's samplers were set to `epoch` (`set_epoch`) for a world of `world_size`
+    /// ranks, starting at batch `first_batch` of `batches` per rank. Recorded by group rank 0.
+    EpochStarted {
+        pid: u32,
+        round: u64,
+        epoch: u64,
+        world_size: u64,
+        first_batch: u64,
+        batches: u64,
+    },
+    /// Every node of the group finished `epoch`: what its ranks trained on, from the ledger.
+    EpochCovered {
+        round: u64,
+        epoch: u64,
+        world_size: u64,
+        first_batch: u64,
+        samples: u64,
+        distinct: u64,
+        ranks: u64,
+        rank_samples_min: u64,
+        rank_samples_max: u64,
+    },
     /// A group (re)started from checkpoint `step`, losing `lost_steps` of progress.
     ResumedFromCheckpoint {
         pid: u32,
@@ -134,6 +163,8 @@ impl EventKind {
             EventKind::AgentRestart { .. } => "agent_restart",
             EventKind::Step { .. } => "step",
             EventKind::Checkpoint { .. } => "checkpoint",
+            EventKind::EpochStarted { .. } => "epoch_started",
+            EventKind::EpochCovered { .. } => "epoch_covered",
             EventKind::ResumedFromCheckpoint { .. } => "resumed_from_checkpoint",
             EventKind::StoreStarted => "store_started",
             EventKind::StoreDied { .. } => "store_died",

@@ -246,7 +246,10 @@ impl Export {
                 format!("fault: {fault}"),
                 json!({ "detail": detail }),
             )),
-            EventKind::Heartbeat { .. } | EventKind::RanksAssigned { .. } => {}
+            EventKind::Heartbeat { .. }
+            | EventKind::RanksAssigned { .. }
+            | EventKind::EpochStarted { .. }
+            | EventKind::EpochCovered { .. } => {}
             EventKind::RunEnded { .. } => self.cluster_event(at, &event.kind),
         }
     }
@@ -537,6 +540,8 @@ mod tests {
                         pid: 7,
                         round: 0,
                         step: 1,
+                        epoch: 0,
+                        samples: 0,
                     },
                 ),
                 ev(
@@ -546,6 +551,8 @@ mod tests {
                         pid: 7,
                         round: 0,
                         step: 2,
+                        epoch: 0,
+                        samples: 0,
                     },
                 ),
                 ev(
@@ -555,6 +562,8 @@ mod tests {
                         pid: 7,
                         round: 0,
                         step: 3,
+                        epoch: 0,
+                        samples: 0,
                     },
                 ),
                 ev(

@@ -1,7 +1,7 @@
 //! What an agent process sees of the world: its identity, its clocks, the store's address,
 //! signals (graceful stop, crashed workers), the collective fabric and checkpoint storage.
 
-use super::state::{Process, World, MONO_BASE_US_PER_NODE, UTC_EPOCH_US};
+use super::state::{Checkpoint, Process, World, MONO_BASE_US_PER_NODE, UTC_EPOCH_US};
 use super::{rng, spawn, time};
 use crate::scenario::model::{node_name, Scenario, StoreHost};
 use crate::trace::EventKind;
@@ -125,6 +125,11 @@ impl NodeEnv {
         )
     }
 
+    /// The run's seed, for draws every process must agree on (the dataset).
+    pub fn run_seed(&self) -> u64 {
+        self.world.seed
+    }
+
     /// Where the c10d store listens.
     pub fn store_addr(&self) -> SocketAddr {
         self.world.store_addr
@@ -214,11 +219,60 @@ impl NodeEnv {
 
     /// The last checkpointed step on shared storage.
     pub fn checkpoint_step(&self) -> u64 {
-        self.world.state.lock().expect("world lock").checkpoint_step
+        self.checkpoint().step
     }
 
-    /// Writes a checkpoint of `step`.
-    pub fn write_checkpoint(&self, step: u64) {
-        self.world.state.lock().expect("world lock").checkpoint_step = step;
+    /// The last checkpoint on shared storage (all zero before the first).
+    pub fn checkpoint(&self) -> Checkpoint {
+        self.world.state.lock().expect("world lock").checkpoint
+    }
+
+    /// Writes a checkpoint.
+    pub fn write_checkpoint(&self, checkpoint: Checkpoint) {
+        self.world.state.lock().expect("world lock").checkpoint = checkpoint;
+    }
+
+    /// The slowdown of this node's `gpu` now (1.0 when no `gpu_slow` is in force).
+    pub fn gpu_slowdown(&self, gpu: u32) -> f64 {
+        let now_us = time::elapsed_us();
+        self.world
+            .state
+            .lock()
+            .expect("world lock")
+            .gpus
+            .slowdown(self.index, gpu, now_us)
+    }
+
+    /// Whether this node's `gpu` was lost to a `gpu_fail`.
+    pub fn gpu_failed(&self, gpu: u32) -> bool {
+        self.world
+            .state
+            .lock()
+            .expect("world lock")
+            .gpus
+            .is_failed(self.index, gpu)
+    }
+
+    /// The network's mean one-way latency now, `latency` faults included.
+    pub fn latency_mean_us(&self) -> u64 {
+        let (min, max) = self.world.state.lock().expect("world lock").latency_us;
+        min / 2 + max / 2 + (min % 2 + max % 2) / 2
+    }
+
+    /// Whether the command line switched on the planted bug `name` (`--mutant`).
+    pub fn mutant_enabled(&self, name: &str) -> bool {
+        self.world.programs.mutants.contains(name)
+    }
+
+    /// A value every process of the run shares (caches of pure results, the sample ledger),
+    /// created on first use. The world only keeps it; the caller gives it meaning.
+    pub fn shared<T: std::any::Any + Send + Sync + Default>(&self, key: &'static str) -> Arc<T> {
+        let mut slots = self.world.shared.lock().expect("shared lock");
+        let slot = slots
+            .entry(key)
+            .or_insert_with(|| Arc::new(T::default()) as Arc<dyn std::any::Any + Send + Sync>);
+        Arc::clone(slot)
+            .downcast::<T>()
+            .unwrap_or_else(|_| panic!("shared slot {key} holds another type"))
     }
 }

@@ -120,10 +120,22 @@ fn apply(world: &Arc<World>, fault: &Fault) -> String {
             exit_code,
         } => worker_crash(world, *node, *local_rank, *exit_code),
         FaultKind::StoreCrash => store_crash(world, &handle),
-        // Validation rejects GPU faults until the GPU model exists.
-        FaultKind::GpuSlow { .. } | FaultKind::GpuFail { .. } => {
-            "GPU faults are not modelled yet".to_owned()
+        FaultKind::GpuSlow {
+            node,
+            gpu,
+            factor,
+            duration_us,
+        } => {
+            let now_us = super::time::elapsed_us();
+            let mut st = world.state.lock().expect("world lock");
+            st.gpus.slow_down(*node, *gpu, *factor, now_us, *duration_us);
+            let lasting = match duration_us {
+                0 => "for the rest of the run".to_owned(),
+                us => format!("for {us} us"),
+            };
+            format!("node-{node} gpu {gpu} computes {factor}x slower {lasting}")
         }
+        FaultKind::GpuFail { node, gpu } => gpu_fail(world, *node, *gpu),
     }
 }
 
@@ -133,7 +145,9 @@ fn start(world: &Arc<World>, handle: &Handle, node: u32) -> String {
         let mut st = world.state.lock().expect("world lock");
         let slot = &mut st.nodes[node as usize];
         slot.started = true;
-        (slot.id, slot.process.is_some())
+        let started = (slot.id, slot.process.is_some());
+        st.gpus.reset_node(node);
+        started
     };
     if running {
         kill(world, handle, node);
@@ -154,6 +168,23 @@ fn heal(world: &World, net: &NetSim) -> String {
         net.unclog_link(node_id(world, *a), node_id(world, *b));
     }
     format!("{} cut links restored", links.len())
+}
+
+/// `gpu_fail`: the GPU is lost (Xid 79) and the worker pinned to it dies with exit code 1, as
+/// a CUDA error raised in the training script ends it.
+fn gpu_fail(world: &World, node: u32, gpu: u32) -> String {
+    let gpus_per_node = world.scenario.cluster.gpus_per_node;
+    let nproc = world.scenario.agent.nproc_per_node;
+    let mut st = world.state.lock().expect("world lock");
+    st.gpus.fail(node, gpu);
+    let worker = (0..nproc).find(|r| super::gpu::gpu_of_local_rank(*r, gpus_per_node) == gpu);
+    match (st.nodes[node as usize].process.as_mut(), worker) {
+        (Some(p), Some(local_rank)) => {
+            p.worker_crash = Some((local_rank, super::gpu::GPU_LOST_EXIT_CODE));
+            format!("gpu {gpu} lost (Xid 79); worker {local_rank} of pid {} dies", p.pid)
+        }
+        _ => format!("gpu {gpu} lost (Xid 79); no worker runs on it"),
+    }
 }
 
 /// `worker_crash`: the agent's next monitor tick sees the worker failed.

@@ -8,12 +8,14 @@
 
 pub mod env;
 mod faults;
+pub mod gpu;
 pub mod net;
 pub mod rng;
 mod state;
 pub mod time;
 
 pub use env::NodeEnv;
+pub use state::Checkpoint;
 
 use crate::scenario::model::{node_name, Outcome, Scenario, StoreHost};
 use crate::trace::{EventKind, Recorder, RunEnd, Trace};
@@ -38,6 +40,8 @@ pub struct Programs {
     pub agent: Arc<dyn Fn(NodeEnv) -> BoxFuture<'static, AgentExit> + Send + Sync>,
     /// The store server, given the address to listen on.
     pub store: Arc<dyn Fn(SocketAddr) -> BoxFuture<'static, ()> + Send + Sync>,
+    /// Planted bugs the command line switched on (`--mutant`); empty runs the real code.
+    pub mutants: Arc<std::collections::BTreeSet<String>>,
 }
 
 /// A run that could not finish: the harness itself failed.
@@ -141,6 +145,7 @@ async fn supervise(
         programs: programs.clone(),
         exits: exits_tx,
         state: Mutex::new(WorldState::new(&scenario)),
+        shared: Mutex::new(std::collections::BTreeMap::new()),
     });
     create_nodes(&world);
     let faults = spawn(faults::apply_all(world.clone()));

@@ -28,6 +28,8 @@ pub struct World {
     /// Tells the supervisor that a process ended (it then looks whether the run is over).
     pub exits: mpsc::UnboundedSender<()>,
     pub state: Mutex<WorldState>,
+    /// Values the processes of the run share, by key (see `NodeEnv::shared`).
+    pub shared: Mutex<BTreeMap<&'static str, std::sync::Arc<dyn std::any::Any + Send + Sync>>>,
 }
 
 /// One node's slot.
@@ -64,6 +66,17 @@ pub struct Process {
     pub store_task: Option<madsim::task::JoinHandle<()>>,
 }
 
+/// A training checkpoint on shared storage: the global step and where in the data the job
+/// was (the world stores it; the job decides what it means).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Checkpoint {
+    pub step: u64,
+    pub epoch: u64,
+    pub batch_in_epoch: u64,
+    /// The world size (in ranks) the job trained with when it wrote the checkpoint.
+    pub world_size: u64,
+}
+
 /// One step's all-reduce among a group: who arrived, and who waits.
 #[derive(Default)]
 pub struct Barrier {
@@ -86,8 +99,10 @@ pub struct WorldState {
     pub pending_starts: usize,
     /// Whether some agent exited SUCCEEDED.
     pub any_succeeded: bool,
-    /// The last checkpointed global step, on storage every node shares.
-    pub checkpoint_step: u64,
+    /// The last checkpoint, on storage every node shares.
+    pub checkpoint: Checkpoint,
+    /// What faults did to the GPUs.
+    pub gpus: super::gpu::Gpus,
     /// All-reduce barriers by (round, step).
     pub barriers: BTreeMap<(u64, u64), Barrier>,
     /// The network's latency range and loss now, and how many times each was changed
@@ -114,7 +129,8 @@ impl WorldState {
             next_pid: PID_FIRST,
             pending_starts,
             any_succeeded: false,
-            checkpoint_step: 0,
+            checkpoint: Checkpoint::default(),
+            gpus: super::gpu::Gpus::default(),
             barriers: BTreeMap::new(),
             latency_us: (
                 scenario.network.latency_us_min,

@@ -12,6 +12,7 @@ where
     Fut: Future<Output = AgentExit> + Send + 'static,
 {
     Programs {
+        mutants: Default::default(),
         agent: Arc::new(move |env| agent(env).boxed()),
         store: trainsim::runner::programs().store,
     }

@@ -1,0 +1,276 @@
+//! What each rank trains on: the per-sample complexity of the dataset and each epoch's
+//! per-rank batches, drawn by torch's `DistributedSampler` or Bagua's
+//! `LoadBalancingDistributedSampler` and cut into batches as a `DataLoader` does
+//! (`batch_size` per rank, the last batch of an epoch possibly short).
+//!
+//! Pure: no clock, no I/O. Complexities are a function of (dataset key, index), so nothing
+//! dataset-sized is kept unless the load-balancing sampler needs the whole list.
+
+use crate::sampler::{DistributedSampler, LoadBalancingSampler, SamplerError};
+use crate::scenario::limits::COMPLEXITY_MAX;
+use crate::scenario::model::{Complexity, JobConfig, SamplerKind};
+
+/// The planted bug `sampler-off-by-one`: each rank's stride starts at rank + 1.
+pub const MUTANT_SAMPLER_OFF_BY_ONE: &str = "sampler-off-by-one";
+
+/// splitmix64: a fast, well-mixed hash of one word, so sample `i`'s complexity needs no
+/// table and no sequential draw.
+fn mix(mut z: u64) -> u64 {
+    z = z.wrapping_add(0x9e37_79b9_7f4a_7c15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    z ^ (z >> 31)
+}
+
+/// A uniform draw in (0, 1) from a hash.
+fn unit_open(h: u64) -> f64 {
+    ((h >> 11) as f64 + 0.5) / (1u64 << 53) as f64
+}
+
+/// The complexity of sample `index`, drawn from the scenario's distribution under `key`
+/// (derived from the run seed).
+pub fn complexity(key: u64, dist: &Complexity, index: u64) -> u64 {
+    let h = mix(key ^ mix(index));
+    match dist {
+        Complexity::Constant { value } => *value,
+        Complexity::Uniform { min, max } => min + h % (max - min + 1),
+        Complexity::Lognormal { median, sigma } => {
+            // Box-Muller from two independent hashes.
+            let u1 = unit_open(h);
+            let u2 = unit_open(mix(h ^ 0x5151_5151_5151_5151));
+            let z = (-2.0 * u1.ln()).sqrt() * (std::f64::consts::TAU * u2).cos();
+            let v = (median * (sigma * z).exp()).round();
+            if v.is_finite() {
+                (v.max(1.0) as u64).min(COMPLEXITY_MAX)
+            } else {
+                COMPLEXITY_MAX
+            }
+        }
+        Complexity::List { values } => values[index as usize],
+    }
+}
+
+/// The sum of the complexities of `indices`.
+pub fn complexity_sum(key: u64, dist: &Complexity, indices: &[u64]) -> u64 {
+    match dist {
+        Complexity::Constant { value } => value * indices.len() as u64,
+        _ => indices.iter().map(|&i| complexity(key, dist, i)).sum(),
+    }
+}
+
+/// Every sample's complexity, as Bagua's `complexity_fn` sees the dataset.
+pub fn complexities(key: u64, dist: &Complexity, len: u64) -> Vec<i64> {
+    (0..len).map(|i| complexity(key, dist, i) as i64).collect()
+}
+
+/// How the epoch's samples are laid out over the ranks.
+#[derive(Debug, Clone, PartialEq)]
+enum Layout {
+    /// torch's `indices[rank + extra : total_size : world]` over the padded order.
+    Dealt { order: Vec<u64>, extra_offset: u64 },
+    /// One list per rank (the load-balancing sampler).
+    Lists(Vec<Vec<u64>>),
+}
+
+/// One epoch's samples for every rank of a world.
+#[derive(Debug, Clone, PartialEq)]
+pub struct EpochPlan {
+    layout: Layout,
+    world_size: u64,
+    /// Samples per rank (torch's `num_samples`).
+    pub num_samples: u64,
+    pub batch_size: u64,
+}
+
+impl EpochPlan {
+    /// Batches per rank in the epoch: a `DataLoader` keeps the short last batch.
+    pub fn batches(&self) -> u64 {
+        self.num_samples.div_ceil(self.batch_size)
+    }
+
+    /// The sample indices of `rank`'s batch `batch`, into `out` (cleared first).
+    pub fn batch_into(&self, rank: u64, batch: u64, out: &mut Vec<u64>) {
+        out.clear();
+        let first = batch * self.batch_size;
+        let end = (first + self.batch_size).min(self.num_samples);
+        match &self.layout {
+            Layout::Dealt {
+                order,
+                extra_offset,
+            } => {
+                for k in first..end {
+                    let at = rank + extra_offset + k * self.world_size;
+                    if let Some(&i) = order.get(at as usize) {
+                        out.push(i);
+                    }
+                }
+            }
+            Layout::Lists(lists) => {
+                let list = &lists[rank as usize];
+                let end = (end as usize).min(list.len());
+                out.extend_from_slice(&list[(first as usize).min(end)..end]);
+            }
+        }
+    }
+}
+
+/// What an epoch plan depends on besides the scenario.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub struct PlanKey {
+    pub epoch: u64,
+    pub world_size: u64,
+    pub off_by_one: bool,
+}
+
+/// Builds the plan of `key.epoch` for a world of `key.world_size` ranks, calling
+/// `set_epoch(epoch)` on the sampler as training scripts do. `complexities` is needed only by
+/// the load-balancing sampler.
+pub fn epoch_plan(
+    job: &JobConfig,
+    key: PlanKey,
+    complexities: impl FnOnce() -> Vec<i64>,
+) -> Result<EpochPlan, SamplerError> {
+    let s = &job.sampler;
+    let len = job.dataset.len;
+    let (layout, num_samples) = match s.kind {
+        SamplerKind::Distributed => {
+            let mut sampler =
+                DistributedSampler::new(len, key.world_size, 0, s.shuffle, s.seed, s.drop_last)?;
+            sampler.set_epoch(key.epoch);
+            let layout = Layout::Dealt {
+                order: sampler.padded_order()?,
+                extra_offset: u64::from(key.off_by_one),
+            };
+            (layout, sampler.len())
+        }
+        SamplerKind::LoadBalancing => {
+            let mut sampler = LoadBalancingSampler::new(
+                complexities(),
+                key.world_size,
+                0,
+                s.shuffle,
+                s.seed,
+                s.drop_last,
+                s.random_level,
+            )?;
+            sampler.set_epoch(key.epoch);
+            let num_samples = sampler.len();
+            (Layout::Lists(sampler.indices_all_ranks()?), num_samples)
+        }
+    };
+    Ok(EpochPlan {
+        layout,
+        world_size: key.world_size,
+        num_samples,
+        batch_size: s.batch_size,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::scenario::model::{Dataset, SamplerConfig};
+
+    fn job(kind: SamplerKind, len: u64, batch_size: u64, drop_last: bool) -> JobConfig {
+        JobConfig {
+            steps: 10,
+            step_time_us: 1000,
+            model_size_bytes: 1,
+            checkpoint_every: 1,
+            collective_timeout_us: 1,
+            dataset: Dataset {
+                len,
+                complexity: Complexity::Uniform { min: 1, max: 100 },
+            },
+            sampler: SamplerConfig {
+                kind,
+                shuffle: true,
+                seed: 3,
+                drop_last,
+                random_level: 0.0,
+                batch_size,
+            },
+        }
+    }
+
+    fn all_batches(plan: &EpochPlan, world: u64) -> Vec<Vec<u64>> {
+        let mut out = Vec::new();
+        let mut buf = Vec::new();
+        for rank in 0..world {
+            let mut rank_all = Vec::new();
+            for b in 0..plan.batches() {
+                plan.batch_into(rank, b, &mut buf);
+                rank_all.extend_from_slice(&buf);
+            }
+            out.push(rank_all);
+        }
+        out
+    }
+
+    #[test]
+    fn distributed_plan_matches_the_sampler_of_each_rank() {
+        let j = job(SamplerKind::Distributed, 103, 4, false);
+        let key = PlanKey {
+            epoch: 2,
+            world_size: 5,
+            off_by_one: false,
+        };
+        let plan = epoch_plan(&j, key, Vec::new).unwrap();
+        assert_eq!(plan.num_samples, 21);
+        assert_eq!(plan.batches(), 6);
+        for (rank, got) in all_batches(&plan, 5).into_iter().enumerate() {
+            let mut s = DistributedSampler::new(103, 5, rank as u64, true, 3, false).unwrap();
+            s.set_epoch(2);
+            assert_eq!(got, s.indices().unwrap());
+        }
+    }
+
+    #[test]
+    fn off_by_one_mutant_shifts_the_stride() {
+        let j = job(SamplerKind::Distributed, 100, 10, false);
+        let key = PlanKey {
+            epoch: 0,
+            world_size: 4,
+            off_by_one: true,
+        };
+        let plan = epoch_plan(&j, key, Vec::new).unwrap();
+        let ranks = all_batches(&plan, 4);
+        assert_eq!(ranks[0].len(), 25);
+        assert_eq!(ranks[3].len(), 24, "the last rank runs off the end");
+    }
+
+    #[test]
+    fn load_balancing_plan_covers_each_rank_list() {
+        let j = job(SamplerKind::LoadBalancing, 50, 3, false);
+        let key = PlanKey {
+            epoch: 1,
+            world_size: 4,
+            off_by_one: false,
+        };
+        let cx = complexities(9, &j.dataset.complexity, 50);
+        let plan = epoch_plan(&j, key, || cx.clone()).unwrap();
+        let ranks = all_batches(&plan, 4);
+        for (rank, got) in ranks.iter().enumerate() {
+            let mut s =
+                LoadBalancingSampler::new(cx.clone(), 4, rank as u64, true, 3, false, 0.0).unwrap();
+            s.set_epoch(1);
+            assert_eq!(*got, s.indices().unwrap());
+        }
+    }
+
+    #[test]
+    fn complexities_follow_their_distribution() {
+        let u = Complexity::Uniform { min: 5, max: 7 };
+        assert!((0..1000).all(|i| (5..=7).contains(&complexity(1, &u, i))));
+        let ln = Complexity::Lognormal {
+            median: 20.0,
+            sigma: 1.0,
+        };
+        let mut v: Vec<u64> = (0..4001).map(|i| complexity(1, &ln, i)).collect();
+        v.sort_unstable();
+        assert!((15..=25).contains(&v[2000]), "median {}", v[2000]);
+        assert!(v.iter().all(|&x| x >= 1));
+        let c = Complexity::Constant { value: 3 };
+        assert_eq!(complexity_sum(0, &c, &[1, 2, 3]), 9);
+    }
+}

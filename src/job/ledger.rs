@@ -1,0 +1,149 @@
+//! The sample ledger: which dataset indices the ranks of a group actually trained on in
+//! each epoch, so `sampler.coverage` judges what the job did rather than what a sampler
+//! would give. Every node of a group adds its ranks' batches after each completed step;
+//! when the last node of the group finishes the epoch, the ledger hands back a summary for
+//! the trace. Epochs a restart cuts short are dropped unsummarised.
+//!
+//! Pure: the world only stores it. Bounded: a bitset of `dataset.len` bits per open epoch,
+//! at most `OPEN_EPOCHS_MAX` open at once (the oldest is dropped first).
+
+use std::collections::{BTreeMap, BTreeSet};
+
+/// Open (round, epoch) tallies kept at once.
+pub const OPEN_EPOCHS_MAX: usize = 8;
+
+/// What one group consumed in one epoch.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EpochCoverage {
+    pub round: u64,
+    pub epoch: u64,
+    pub world_size: u64,
+    /// The batch the group started the epoch at (non-zero when resumed mid-epoch).
+    pub first_batch: u64,
+    /// Samples consumed, repeats counted.
+    pub samples: u64,
+    /// Distinct dataset indices consumed.
+    pub distinct: u64,
+    /// Ranks that consumed anything, and the least and most any one of them consumed.
+    pub ranks: u64,
+    pub rank_samples_min: u64,
+    pub rank_samples_max: u64,
+}
+
+#[derive(Debug)]
+struct Tally {
+    world_size: u64,
+    first_batch: u64,
+    seen: Vec<u64>,
+    samples: u64,
+    distinct: u64,
+    per_rank: BTreeMap<u64, u64>,
+    nodes_done: BTreeSet<u32>,
+}
+
+/// The ledger of one run.
+#[derive(Debug, Default)]
+pub struct SampleLedger {
+    open: BTreeMap<(u64, u64), Tally>,
+}
+
+impl SampleLedger {
+    /// Opens the tally of (round, epoch) if no node of the group opened it yet.
+    pub fn begin(&mut self, round: u64, epoch: u64, world_size: u64, first_batch: u64, len: u64) {
+        if self.open.contains_key(&(round, epoch)) {
+            return;
+        }
+        while self.open.len() >= OPEN_EPOCHS_MAX {
+            let oldest = *self.open.keys().next().expect("non-empty");
+            self.open.remove(&oldest);
+        }
+        self.open.insert(
+            (round, epoch),
+            Tally {
+                world_size,
+                first_batch,
+                seen: vec![0; len.div_ceil(64) as usize],
+                samples: 0,
+                distinct: 0,
+                per_rank: BTreeMap::new(),
+                nodes_done: BTreeSet::new(),
+            },
+        );
+    }
+
+    /// `rank` trained on `indices` in (round, epoch).
+    pub fn consume(&mut self, round: u64, epoch: u64, rank: u64, indices: &[u64]) {
+        let Some(t) = self.open.get_mut(&(round, epoch)) else {
+            return;
+        };
+        for &i in indices {
+            let (word, bit) = ((i / 64) as usize, 1u64 << (i % 64));
+            if let Some(w) = t.seen.get_mut(word) {
+                if *w & bit == 0 {
+                    *w |= bit;
+                    t.distinct += 1;
+                }
+            }
+        }
+        t.samples += indices.len() as u64;
+        *t.per_rank.entry(rank).or_default() += indices.len() as u64;
+    }
+
+    /// `node` finished the epoch; when all `members` have, the summary.
+    pub fn node_done(
+        &mut self,
+        round: u64,
+        epoch: u64,
+        node: u32,
+        members: usize,
+    ) -> Option<EpochCoverage> {
+        let t = self.open.get_mut(&(round, epoch))?;
+        t.nodes_done.insert(node);
+        if t.nodes_done.len() < members {
+            return None;
+        }
+        let t = self.open.remove(&(round, epoch))?;
+        Some(EpochCoverage {
+            round,
+            epoch,
+            world_size: t.world_size,
+            first_batch: t.first_batch,
+            samples: t.samples,
+            distinct: t.distinct,
+            ranks: t.per_rank.len() as u64,
+            rank_samples_min: t.per_rank.values().copied().min().unwrap_or(0),
+            rank_samples_max: t.per_rank.values().copied().max().unwrap_or(0),
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn summarises_when_every_node_is_done() {
+        let mut l = SampleLedger::default();
+        l.begin(1, 0, 2, 0, 5);
+        l.begin(1, 0, 2, 3, 5);
+        l.consume(1, 0, 0, &[0, 1, 2]);
+        l.consume(1, 0, 1, &[3, 4, 0]);
+        assert_eq!(l.node_done(1, 0, 0, 2), None);
+        let c = l.node_done(1, 0, 1, 2).unwrap();
+        assert_eq!((c.samples, c.distinct, c.ranks), (6, 5, 2));
+        assert_eq!((c.rank_samples_min, c.rank_samples_max), (3, 3));
+        assert_eq!(c.first_batch, 0, "the first node to begin sets the start");
+        assert_eq!(l.node_done(1, 0, 1, 2), None, "summarised once");
+    }
+
+    #[test]
+    fn keeps_a_bounded_number_of_open_epochs() {
+        let mut l = SampleLedger::default();
+        for e in 0..20 {
+            l.begin(0, e, 1, 0, 1000);
+        }
+        assert_eq!(l.open.len(), OPEN_EPOCHS_MAX);
+        assert!(l.node_done(0, 0, 0, 1).is_none(), "the oldest was dropped");
+        assert!(l.node_done(0, 19, 0, 1).is_some());
+    }
+}

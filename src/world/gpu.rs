@@ -1,0 +1,128 @@
+//! The virtual GPUs: per-GPU slowdown windows (`gpu_slow`), Xid-style losses (`gpu_fail`) and
+//! the compute cost of a rank's batch on a GPU profile.
+//!
+//! A slowdown window multiplies the compute time of every batch that *starts* inside it
+//! (a step is short next to a straggler window, so no batch is split across a window's
+//! edge). A lost GPU stays lost across worker restarts, as after Xid 79 ("fallen off the
+//! bus") where only a reset brings it back: a `restart` of the node (a new process after a
+//! reboot) gives it back.
+
+use std::collections::BTreeMap;
+
+/// A worker whose GPU fell off the bus dies on a CUDA error: Python exits with 1.
+pub const GPU_LOST_EXIT_CODE: i32 = 1;
+
+/// One `gpu_slow` window.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct SlowWindow {
+    pub factor: f64,
+    /// Simulated time the window ends; `u64::MAX` for a slowdown without a `duration`.
+    pub until_us: u64,
+}
+
+/// The GPUs of every node: what faults did to them.
+#[derive(Debug, Default)]
+pub struct Gpus {
+    slow: BTreeMap<(u32, u32), Vec<SlowWindow>>,
+    failed: BTreeMap<u32, std::collections::BTreeSet<u32>>,
+}
+
+impl Gpus {
+    /// `gpu_slow`: from `now_us`, for `duration_us` (0: for the rest of the run).
+    pub fn slow_down(&mut self, node: u32, gpu: u32, factor: f64, now_us: u64, duration_us: u64) {
+        let until_us = if duration_us == 0 {
+            u64::MAX
+        } else {
+            now_us.saturating_add(duration_us)
+        };
+        self.slow
+            .entry((node, gpu))
+            .or_default()
+            .push(SlowWindow { factor, until_us });
+    }
+
+    /// The slowdown of `gpu` on `node` at `now_us`: the product of the windows in force.
+    pub fn slowdown(&mut self, node: u32, gpu: u32, now_us: u64) -> f64 {
+        let Some(windows) = self.slow.get_mut(&(node, gpu)) else {
+            return 1.0;
+        };
+        windows.retain(|w| w.until_us > now_us);
+        windows.iter().map(|w| w.factor).product()
+    }
+
+    /// `gpu_fail`: the GPU is lost until the node restarts.
+    pub fn fail(&mut self, node: u32, gpu: u32) {
+        self.failed.entry(node).or_default().insert(gpu);
+    }
+
+    /// Whether `gpu` of `node` is lost.
+    pub fn is_failed(&self, node: u32, gpu: u32) -> bool {
+        self.failed.get(&node).is_some_and(|g| g.contains(&gpu))
+    }
+
+    /// A node restart resets its GPUs.
+    pub fn reset_node(&mut self, node: u32) {
+        self.failed.remove(&node);
+    }
+}
+
+/// The GPU a local rank runs on: torchrun's scripts pin local rank r to device
+/// `r % gpus_per_node`.
+pub fn gpu_of_local_rank(local_rank: u32, gpus_per_node: u32) -> u32 {
+    local_rank % gpus_per_node.max(1)
+}
+
+/// SCENARIO.md's compute cost of one rank's batch:
+/// `step_time × (sum of complexities) / batch_size × slowdown`, divided by the profile's
+/// relative speed (h100 = 1). Rounded to the microsecond.
+pub fn compute_time_us(
+    step_time_us: u64,
+    complexity_sum: u64,
+    batch_size: u64,
+    slowdown: f64,
+    compute_speed: f64,
+) -> u64 {
+    let per_sample_us = step_time_us as f64 / batch_size.max(1) as f64;
+    let us = per_sample_us * complexity_sum as f64 * slowdown / compute_speed;
+    if us.is_finite() {
+        us.round().min(u64::MAX as f64) as u64
+    } else {
+        u64::MAX
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn complexity_one_batch_takes_step_time() {
+        assert_eq!(compute_time_us(200_000, 32, 32, 1.0, 1.0), 200_000);
+        assert_eq!(compute_time_us(200_000, 64, 32, 1.0, 1.0), 400_000);
+        assert_eq!(compute_time_us(200_000, 32, 32, 3.0, 1.0), 600_000);
+        assert_eq!(compute_time_us(200_000, 32, 32, 1.0, 0.5), 400_000);
+    }
+
+    #[test]
+    fn windows_multiply_and_expire() {
+        let mut g = Gpus::default();
+        g.slow_down(1, 2, 3.0, 100, 50);
+        assert_eq!(g.slowdown(1, 2, 110), 3.0);
+        g.slow_down(1, 2, 2.0, 120, 0);
+        assert_eq!(g.slowdown(1, 2, 130), 6.0);
+        assert_eq!(g.slowdown(1, 2, 150), 2.0);
+        assert_eq!(g.slowdown(1, 3, 150), 1.0);
+        assert_eq!(g.slowdown(1, 2, u64::MAX - 1), 2.0);
+    }
+
+    #[test]
+    fn failures_last_until_reset() {
+        let mut g = Gpus::default();
+        g.fail(0, 3);
+        assert!(g.is_failed(0, 3));
+        assert!(!g.is_failed(0, 2));
+        g.reset_node(0);
+        assert!(!g.is_failed(0, 3));
+        assert_eq!(gpu_of_local_rank(9, 8), 1);
+    }
+}
