@@ -35,12 +35,17 @@ fn line_after<'a>(out: &'a str, prefix: &str) -> &'a str {
 
 /// Fuzzes with `mutant`, then replays what was found; returns the written file's text.
 fn finds_and_replays(mutant: &str, cases: &str) -> String {
+    finds_and_replays_on("rendezvous", mutant, cases)
+}
+
+/// [`finds_and_replays`] for a fuzz target of the caller's choice.
+fn finds_and_replays_on(target: &str, mutant: &str, cases: &str) -> String {
     let dir = scratch(mutant);
     let dir_s = dir.to_str().expect("utf-8 path");
     let out = trainsim(&[
         "fuzz",
         "--target",
-        "rendezvous",
+        target,
         "--cases",
         cases,
         "--seed",
@@ -106,6 +111,13 @@ fn finds_the_rank_collision_mutant_and_the_same_seed_writes_the_same_file() {
 #[test]
 fn finds_the_no_heartbeat_expiry_mutant() {
     finds_and_replays("no-heartbeat-expiry", "300");
+}
+
+#[test]
+fn the_job_target_finds_the_sampler_off_by_one_mutant() {
+    let contents = finds_and_replays_on("job", "sampler-off-by-one", "300");
+    assert!(contents.contains("--target job"), "{contents}");
+    assert!(contents.contains("sampler.coverage"), "{contents}");
 }
 
 #[test]

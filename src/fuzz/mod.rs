@@ -10,12 +10,14 @@
 //!   violated with the mutant but held or not applicable without it count. The canary is
 //!   then what the fuzzer finds, not torch's known bugs.
 
+pub mod job_case;
 pub mod mutants;
 pub mod strategy;
 
 use crate::check::Status;
 use crate::runner::{self, RunOptions};
 use crate::scenario::{self, Scenario};
+use proptest::strategy::Strategy;
 use proptest::test_runner::{Config, RngAlgorithm, TestCaseError, TestError, TestRng, TestRunner};
 use std::cell::Cell;
 use std::collections::BTreeSet;
@@ -26,9 +28,28 @@ use strategy::Case;
 /// (not a wall-clock budget) keeps the result the same on every machine.
 pub const SHRINK_ITERS_MAX: u32 = 1024;
 
+/// Which part of the system the drawn scenarios aim at.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FuzzTarget {
+    /// Cluster shapes, rendezvous settings and node/network fault plans.
+    Rendezvous,
+    /// The training job: data, samplers, GPUs and job faults.
+    Job,
+}
+
+impl FuzzTarget {
+    pub fn name(self) -> &'static str {
+        match self {
+            FuzzTarget::Rendezvous => "rendezvous",
+            FuzzTarget::Job => "job",
+        }
+    }
+}
+
 /// What to fuzz.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct FuzzConfig {
+    pub target: FuzzTarget,
     /// Cases to draw (shrink steps not counted).
     pub cases: u32,
     /// Seeds proptest's generator; the same seed draws the same cases.
@@ -126,7 +147,11 @@ pub fn fuzz(config: &FuzzConfig) -> FuzzOutcome {
     let calls = Cell::new(0u64);
     let first_failure_at = Cell::new(None::<u64>);
     let mutant = config.mutant.as_deref();
-    let result = runner.run(&strategy::case(), |case| {
+    let strategy = match config.target {
+        FuzzTarget::Rendezvous => strategy::case().boxed(),
+        FuzzTarget::Job => job_case::case().boxed(),
+    };
+    let result = runner.run(&strategy, |case| {
         calls.set(calls.get() + 1);
         match evaluate(&case, mutant) {
             None => Ok(()),
@@ -155,7 +180,7 @@ fn failure_reason(f: &Finding) -> String {
 
 /// The finding as a scenario file's contents: the shrunk scenario with its seed, the
 /// violated invariants as `expect.violations`, and a description of where it came from.
-pub fn repro_scenario(finding: &Finding, mutant: Option<&str>) -> Scenario {
+pub fn repro_scenario(finding: &Finding, target: FuzzTarget, mutant: Option<&str>) -> Scenario {
     let mut s = finding.case.scenario.clone();
     s.seed = finding.case.seed;
     s.name = "found by trainsim fuzz".to_owned();
@@ -172,7 +197,8 @@ pub fn repro_scenario(finding: &Finding, mutant: Option<&str>) -> Scenario {
         None => format!("It violates {}.", finding.new_violations.join(", ")),
     };
     s.description = format!(
-        "Found and shrunk by the fuzzer (`trainsim fuzz --target rendezvous`) {with}. {what}"
+        "Found and shrunk by the fuzzer (`trainsim fuzz --target {}`) {with}. {what}",
+        target.name()
     );
     s.expect = scenario::model::Expect {
         violations: finding.all_violations.clone(),

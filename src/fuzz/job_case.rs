@@ -1,0 +1,195 @@
+//! proptest strategies that draw whole scenarios for the `job` target: the training job's
+//! data and hardware rather than the rendezvous.
+//!
+//! A case draws 1–4 nodes (plus 0–1 spare) of 1–4 GPUs, a dataset of 1–2,000 samples with a
+//! constant, uniform or lognormal cost, either sampler with its shuffle and `drop_last`,
+//! a per-rank batch of 1–32, 5–150 steps with checkpoints every 1–40, and a swarm-style plan
+//! of job faults within 0–60 s: stragglers (`gpu_slow`), lost GPUs, worker crashes,
+//! kill-and-restart, graceful stops and late starts. The time limit (1 h) leaves a liveness
+//! phase after the last fault. Every value is within the validation bounds; a test asserts
+//! each case round-trips through `to_toml` and `parse`.
+
+use super::strategy::Case;
+use crate::scenario;
+use crate::scenario::model::{Complexity, Fault, FaultKind, SamplerKind};
+use proptest::prelude::*;
+
+/// The job fault kinds, in the order of the enabled-kinds mask's bits.
+pub const JOB_FAULT_KINDS: [&str; 6] = [
+    "gpu_slow",
+    "gpu_fail",
+    "worker_crash",
+    "restart",
+    "stop",
+    "start",
+];
+
+/// Latest fault time, in microseconds (60 s).
+const FAULT_AT_US_MAX: u64 = 60_000_000;
+
+/// One drawn fault: which enabled kind, where, when, how long and how slow.
+#[derive(Debug, Clone, PartialEq)]
+struct JobFaultDraw {
+    kind_pick: usize,
+    node: u32,
+    gpu: u32,
+    at_ms: u64,
+    span_ms: u64,
+    factor_tenths: u32,
+}
+
+fn fault_draw() -> impl Strategy<Value = JobFaultDraw> {
+    (
+        0usize..JOB_FAULT_KINDS.len(),
+        0u32..8,
+        0u32..8,
+        0u64..=FAULT_AT_US_MAX / 1_000,
+        1u64..=30_000,
+        11u32..=50,
+    )
+        .prop_map(
+            |(kind_pick, node, gpu, at_ms, span_ms, factor_tenths)| JobFaultDraw {
+                kind_pick,
+                node,
+                gpu,
+                at_ms,
+                span_ms,
+                factor_tenths,
+            },
+        )
+}
+
+fn complexity() -> impl Strategy<Value = Complexity> {
+    prop_oneof![
+        (1u64..=4).prop_map(|value| Complexity::Constant { value }),
+        (1u64..=10, 0u64..=90).prop_map(|(min, spread)| Complexity::Uniform {
+            min,
+            max: min + spread
+        }),
+        (1u64..=20, 1u32..=15).prop_map(|(median, sigma_tenths)| Complexity::Lognormal {
+            median: median as f64,
+            sigma: f64::from(sigma_tenths) / 10.0,
+        }),
+    ]
+}
+
+/// Whole job cases; parts are drawn independently and made consistent afterwards, so
+/// shrinking simplifies each on its own.
+pub fn case() -> impl Strategy<Value = Case> {
+    (
+        (1u32..=4, 0u32..=1, 1u32..=4, 0u32..=3),
+        (1u64..=2_000, complexity(), any::<bool>(), any::<bool>(), any::<bool>()),
+        (1u64..=32, 5u64..=150, 1u64..=40, 10u64..=200),
+        1u8..(1 << JOB_FAULT_KINDS.len()),
+        proptest::collection::vec(fault_draw(), 0..=4),
+        any::<u64>(),
+    )
+        .prop_map(|(shape, data, steps, mask, draws, seed)| {
+            let (nodes, spares, gpus, max_restarts) = shape;
+            let (len, complexity, balanced, shuffle, drop_last) = data;
+            let (batch_size, steps, checkpoint_every, step_ms) = steps;
+            let mut s = scenario::default_scenario("fuzz job case");
+            s.time_limit_us = 3_600_000_000;
+            s.cluster.nodes = nodes;
+            s.cluster.spare_nodes = spares;
+            s.cluster.gpus_per_node = gpus;
+            s.cluster.store = scenario::model::StoreHost::Dedicated;
+            s.agent.nproc_per_node = gpus;
+            s.agent.max_restarts = max_restarts;
+            s.rendezvous.min_nodes = 1;
+            s.rendezvous.max_nodes = nodes + spares;
+            s.job.steps = steps;
+            s.job.step_time_us = step_ms * 1_000;
+            s.job.model_size_bytes = 16 << 20;
+            s.job.checkpoint_every = checkpoint_every;
+            s.job.dataset.len = len;
+            s.job.dataset.complexity = complexity;
+            s.job.sampler.kind = if balanced {
+                SamplerKind::LoadBalancing
+            } else {
+                SamplerKind::Distributed
+            };
+            s.job.sampler.shuffle = shuffle;
+            s.job.sampler.drop_last = drop_last;
+            s.job.sampler.batch_size = batch_size;
+            s.faults = fault_plan(nodes, spares, gpus, mask, &draws);
+            s.faults.sort_by_key(|f| f.at_us);
+            Case {
+                scenario: s,
+                seed: seed >> 1,
+            }
+        })
+}
+
+/// Turns draws into valid faults among the kinds `mask` enables.
+fn fault_plan(nodes: u32, spares: u32, gpus: u32, mask: u8, draws: &[JobFaultDraw]) -> Vec<Fault> {
+    let enabled: Vec<&str> = JOB_FAULT_KINDS
+        .iter()
+        .enumerate()
+        .filter(|(i, _)| mask & (1 << i) != 0)
+        .map(|(_, k)| *k)
+        .collect();
+    let mut spare_started = false;
+    let mut out = Vec::new();
+    for d in draws {
+        let at_us = d.at_ms * 1_000;
+        let later_us = (at_us + d.span_ms * 1_000).min(FAULT_AT_US_MAX);
+        let node = d.node % nodes;
+        let gpu = d.gpu % gpus;
+        let at = |kind| Fault { at_us, kind };
+        match enabled[d.kind_pick % enabled.len()] {
+            "gpu_slow" => out.push(at(FaultKind::GpuSlow {
+                node,
+                gpu,
+                factor: f64::from(d.factor_tenths) / 10.0,
+                duration_us: d.span_ms * 1_000,
+            })),
+            "gpu_fail" => out.push(at(FaultKind::GpuFail { node, gpu })),
+            "worker_crash" => out.push(at(FaultKind::WorkerCrash {
+                node,
+                local_rank: gpu,
+                exit_code: 1,
+            })),
+            "restart" => {
+                out.push(at(FaultKind::Kill { node }));
+                out.push(Fault {
+                    at_us: later_us,
+                    kind: FaultKind::Restart { node },
+                });
+            }
+            "stop" => out.push(at(FaultKind::Stop { node })),
+            "start" if spares > 0 && !spare_started => {
+                spare_started = true;
+                out.push(at(FaultKind::Start { node: nodes }));
+            }
+            _ => {}
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::test_runner::{Config, RngAlgorithm, TestRng, TestRunner};
+
+    #[test]
+    fn every_drawn_job_scenario_round_trips_through_toml() {
+        let config = Config {
+            cases: 500,
+            failure_persistence: None,
+            ..Config::default()
+        };
+        let rng = TestRng::from_seed(RngAlgorithm::ChaCha, &[9; 32]);
+        let mut runner = TestRunner::new_with_rng(config, rng);
+        runner
+            .run(&case(), |case| {
+                let text = scenario::to_toml(&case.scenario);
+                let back = scenario::parse(&text, "drawn.toml")
+                    .map_err(|e| TestCaseError::fail(format!("{e}\n{text}")))?;
+                prop_assert_eq!(back, case.scenario);
+                Ok(())
+            })
+            .expect("every drawn job scenario parses back to itself");
+    }
+}
