@@ -60,6 +60,13 @@ pub fn validate(raw: &RawScenario, allow_unbuilt: bool) -> Check<Scenario> {
     let rendezvous = cluster::rendezvous(&raw.rendezvous, &cluster)?;
     let agent = cluster::agent(&raw.agent, &cluster)?;
     let job = job::job(&raw.job)?;
+    if job.model_size_bytes > cluster.gpu.memory_bytes {
+        let msg = format!(
+            "the gradients ({} bytes) must fit in the memory of one `{}` GPU ({} bytes)",
+            job.model_size_bytes, cluster.gpu.name, cluster.gpu.memory_bytes
+        );
+        return Err(issue(&root.key("job").key("model_size"), msg));
+    }
     let reader = job::reader(&raw.reader)?;
     let ctx = faults::FaultContext {
         nodes: cluster.nodes,
