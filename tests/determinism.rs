@@ -1,9 +1,13 @@
-//! Every scenario file replays bit for bit from its seed (equal trace hashes), and other seeds give other traces.
+//! Every scenario file replays bit for bit (equal trace hashes) from each of 10 seeds, its
+//! own and nine others, and the seeds do not all give the same trace.
 
 use std::path::{Path, PathBuf};
 
-/// Seeds besides the file's own; at least one must change the trace.
-const OTHER_SEEDS: [u64; 3] = [1_000_003, 2_000_029, 3_000_017];
+/// Seeds besides the file's own; each must replay, and at least one must change the trace.
+const OTHER_SEEDS: [u64; 9] = [
+    1_000_003, 2_000_029, 3_000_017, 4_000_037, 5_000_011, 6_000_047, 7_000_003, 8_000_009,
+    9_000_011,
+];
 
 fn scenario_files() -> Vec<PathBuf> {
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("scenarios");
@@ -30,22 +34,25 @@ fn trace_hash(scenario: &trainsim::scenario::Scenario, file: &str, seed: u64) ->
     hash
 }
 
-/// One file: two runs of its own seed agree, and the other seeds are not all the same trace.
+/// Runs `seed` twice; the hash when both runs agree.
+fn replayed_hash(scenario: &trainsim::scenario::Scenario, file: &str, seed: u64) -> Result<String, String> {
+    let first = trace_hash(scenario, file, seed);
+    let again = trace_hash(scenario, file, seed);
+    if first != again {
+        return Err(format!("{file}: seed {seed} gave {first} then {again}"));
+    }
+    Ok(first)
+}
+
+/// One file: every seed replays, and the other seeds are not all the file seed's trace.
 fn check_file(path: &Path) -> Result<(), String> {
     let file = path.display().to_string();
     let scenario = trainsim::scenario::load(path).map_err(|e| e.to_string())?;
-    let first = trace_hash(&scenario, &file, scenario.seed);
-    let again = trace_hash(&scenario, &file, scenario.seed);
-    if first != again {
-        return Err(format!(
-            "{file}: seed {} gave {first} then {again}",
-            scenario.seed
-        ));
-    }
+    let first = replayed_hash(&scenario, &file, scenario.seed)?;
     let others: Vec<String> = OTHER_SEEDS
         .iter()
-        .map(|&seed| trace_hash(&scenario, &file, seed))
-        .collect();
+        .map(|&seed| replayed_hash(&scenario, &file, seed))
+        .collect::<Result<_, _>>()?;
     if others.iter().all(|h| *h == first) {
         return Err(format!(
             "{file}: seeds {OTHER_SEEDS:?} all gave the trace of seed {} ({first})",
