@@ -17,17 +17,30 @@ pub const DESCRIPTIONS: &[(&str, &str)] = &[
         "completing a round gives two participants the same rank",
     ),
     ("no-heartbeat-expiry", "sanitize never drops a dead node"),
+    (
+        "reader-double-publish",
+        "the reader's collector hands a batch out twice",
+    ),
 ];
+
+/// Every mutant the command line knows: the rendezvous core's and the reader's.
+pub fn known() -> Vec<&'static str> {
+    KNOWN_MUTANTS
+        .iter()
+        .chain(crate::reader::KNOWN_MUTANTS.iter())
+        .copied()
+        .collect()
+}
 
 /// Run options with the named mutants on; an unknown name is an error that lists the known
 /// ones (the CLI turns it into exit 2).
 pub fn options_of(names: &[String]) -> Result<RunOptions, String> {
     let mut options = RunOptions::default();
     for name in names {
-        if !KNOWN_MUTANTS.contains(&name.as_str()) {
+        if !known().contains(&name.as_str()) {
             return Err(format!(
                 "`{name}` is not a mutant (one of: {})",
-                KNOWN_MUTANTS.join(", ")
+                known().join(", ")
             ));
         }
         options.mutants.insert(name.clone());
@@ -41,7 +54,7 @@ mod tests {
 
     #[test]
     fn every_known_mutant_is_described_and_unknown_ones_are_refused() {
-        for name in KNOWN_MUTANTS {
+        for name in known() {
             assert!(DESCRIPTIONS.iter().any(|(n, _)| n == name));
             assert!(options_of(&[name.to_string()]).is_ok());
         }

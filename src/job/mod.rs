@@ -3,6 +3,8 @@
 //! checkpoint every `checkpoint_every` steps. (Issue #4 replaces the timer with GPUs and
 //! samplers.)
 
+pub mod reader_feed;
+
 use crate::trace::EventKind;
 use crate::world::{time, NodeEnv};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -45,7 +47,14 @@ pub async fn train(
 ) {
     let job = env.scenario().job.clone();
     let mut step = plan.start_step;
+    let mut reader = reader_feed::ReaderFeed::start(&env, plan.round);
     while step < job.steps {
+        if let Some(feed) = reader.as_mut() {
+            match feed.take_batch(&env, time::elapsed_us(), 1.0) {
+                reader_feed::Taken::Batch { stall_us, .. } => time::sleep_us(stall_us).await,
+                reader_feed::Taken::Hang => std::future::pending::<()>().await,
+            }
+        }
         time::sleep_us(job.step_time_us).await;
         if env
             .all_reduce(plan.round, step + 1, &plan.members, COLLECTIVE_TIMEOUT_US)

@@ -246,9 +246,51 @@ impl Export {
                 format!("fault: {fault}"),
                 json!({ "detail": detail }),
             )),
-            EventKind::Heartbeat { .. } | EventKind::RanksAssigned { .. } => {}
+            EventKind::Heartbeat { .. }
+            | EventKind::RanksAssigned { .. }
+            | EventKind::ReaderBuffer { .. }
+            | EventKind::ReaderSkipped { .. } => {}
+            EventKind::ReaderBatch { .. }
+            | EventKind::ReaderEndOfData { .. }
+            | EventKind::ReaderWorkerFailed { .. }
+            | EventKind::ReaderHang { .. } => self.reader_event(pid, at, &event.kind),
             EventKind::RunEnded { .. } => self.cluster_event(at, &event.kind),
         }
+    }
+
+    /// The reader's deliveries on the workers' track: a span for each batch the trainer
+    /// waited for (from asking to having it), an instant for the rest.
+    fn reader_event(&mut self, pid: u64, at: u64, kind: &EventKind) {
+        let (name, args) = match kind {
+            EventKind::ReaderBatch {
+                epoch,
+                size,
+                trained,
+                stall_us,
+                ..
+            } => {
+                let name = format!("reader batch of {size} (epoch {epoch})");
+                let args = json!({ "trained": trained, "stall_us": stall_us });
+                if *stall_us > 0 {
+                    let span = open(at.saturating_sub(*stall_us), name, args);
+                    self.push_span(pid, WORKERS, span, at);
+                    return;
+                }
+                (name, args)
+            }
+            EventKind::ReaderEndOfData { epoch, .. } => {
+                (format!("reader end of data (epoch {epoch})"), json!({}))
+            }
+            EventKind::ReaderWorkerFailed { worker, reason, .. } => (
+                format!("reader worker {worker} died"),
+                json!({ "reason": reason }),
+            ),
+            EventKind::ReaderHang { reason, .. } => {
+                ("reader hangs".to_owned(), json!({ "reason": reason }))
+            }
+            _ => return,
+        };
+        self.out.push(instant(pid, WORKERS, at, name, args));
     }
 
     /// Faults that name no node, and the end of the run.
