@@ -5,7 +5,7 @@
 use super::{InvariantResult, Violation};
 use crate::reader::checks::{self, Verdict};
 use crate::reader::feed::{config_of, expand_runs};
-use crate::reader::{BufferEvent, EpochOutput, Outcome, ReaderConfig, RunOutput};
+use crate::reader::{EpochOutput, Outcome, ReaderConfig, RunOutput};
 use crate::scenario::model::Scenario;
 use crate::trace::{EventKind, Trace};
 use std::collections::BTreeMap;
@@ -20,6 +20,8 @@ pub(crate) struct ReaderLog {
     /// Simulated time each epoch's end marker was taken.
     ended_at_us: BTreeMap<u32, u64>,
     hang_at_us: u64,
+    /// The epoch and reason of the reader's hang, if it hung.
+    hang: Option<(u32, String)>,
     /// Time the trainer waited on this reader.
     pub stall_us: u64,
 }
@@ -66,6 +68,7 @@ pub(crate) fn readers(trace: &Trace) -> Vec<ReaderLog> {
                 step_at_us: BTreeMap::new(),
                 ended_at_us: BTreeMap::new(),
                 hang_at_us: 0,
+                hang: None,
                 stall_us: 0,
             }
         });
@@ -113,11 +116,7 @@ fn add(log: &mut ReaderLog, at_us: u64, kind: &EventKind) {
         EventKind::ReaderWorkerFailed { .. } => {}
         EventKind::ReaderHang { epoch, reason, .. } => {
             log.hang_at_us = at_us;
-            log.output.outcome = Outcome::Hang {
-                step: log.output.events.last().map_or(0, |e: &BufferEvent| e.step),
-                epoch: *epoch,
-                blocked: vec![reason.clone()],
-            };
+            log.hang = Some((*epoch, reason.clone()));
         }
         _ => {}
     }
@@ -196,12 +195,22 @@ pub(super) fn buffer_protocol(scenario: &Scenario, trace: &Trace) -> InvariantRe
 }
 
 /// `reader.terminates`: no reader hangs; its trainer always gets a batch or an end marker.
+/// (The model's own `terminates` also owes every epoch of a fixed count; a job instead
+/// stops when its steps are done, so only the hang is judged here, with the job's reason:
+/// every thread blocked, a refused `set_source`, or `Model::train` dropping every batch.)
 pub(super) fn terminates(scenario: &Scenario, trace: &Trace) -> InvariantResult {
     judge(
         "reader.terminates",
         scenario,
         trace,
         |_, _| true,
-        |cfg, log| checks::terminates(cfg, &log.output),
+        |_, log| match &log.hang {
+            None => Verdict::Held,
+            Some((epoch, reason)) => Verdict::Violated(vec![checks::Violation {
+                epoch: Some(*epoch),
+                step: None,
+                sentence: format!("epoch {epoch}: the trainer waits forever: {reason}"),
+            }]),
+        },
     )
 }

@@ -55,7 +55,7 @@ mod tests {
     #[test]
     fn every_known_mutant_is_described_and_unknown_ones_are_refused() {
         for name in known() {
-            assert!(DESCRIPTIONS.iter().any(|(n, _)| n == name));
+            assert!(DESCRIPTIONS.iter().any(|(n, _)| *n == name));
             assert!(options_of(&[name.to_string()]).is_ok());
         }
         assert!(options_of(&["no-such-bug".to_string()]).is_err());

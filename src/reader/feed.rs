@@ -140,13 +140,18 @@ pub struct NodeFeed {
 }
 
 impl NodeFeed {
-    /// The pipeline of `cfg` at the start of epoch 0, every thread idle at time 0.
-    pub fn new(cfg: &ReaderConfig, costs: FeedCosts) -> Result<NodeFeed, ConfigError> {
+    /// The pipeline of `cfg` at the start of epoch 0, every thread starting at `start_us`
+    /// (when the trainer's process builds its `DataReader`).
+    pub fn new(
+        cfg: &ReaderConfig,
+        costs: FeedCosts,
+        start_us: u64,
+    ) -> Result<NodeFeed, ConfigError> {
         let run = Run::new(cfg)?;
         Ok(NodeFeed {
             run,
             costs,
-            ready_at_us: vec![0; cfg.workers as usize + 1],
+            ready_at_us: vec![start_us; cfg.workers as usize + 1],
             broadcast_ready_at_us: 0,
             holding: false,
             epoch: 0,
@@ -418,7 +423,7 @@ mod tests {
 
     /// Takes batches every `step_us` of compute until the first end marker.
     fn epoch_sizes(cfg: &ReaderConfig, step_us: u64) -> (Vec<usize>, u64) {
-        let mut feed = NodeFeed::new(cfg, costs()).unwrap();
+        let mut feed = NodeFeed::new(cfg, costs(), 0).unwrap();
         let (mut now, mut sizes, mut stalled) = (0, Vec::new(), 0);
         loop {
             match feed.next_batch(now, 1.0) {
@@ -449,12 +454,12 @@ mod tests {
 
     #[test]
     fn costs_follow_bandwidth_and_reading_overlaps_compute() {
-        // 10 records of 1000 B: 80 µs at 1 GB/s h2d, then 8 µs to each of two more GPUs.
-        assert_eq!(costs().copy_us(10, 1.0), 96);
-        assert_eq!(costs().copy_us(10, 2.0), 192);
+        // 10 records of 1000 B: 10 µs at 8 Gbps h2d, then 1 µs to each of two more GPUs.
+        assert_eq!(costs().copy_us(10, 1.0), 12);
+        assert_eq!(costs().copy_us(10, 2.0), 24);
         let cfg = ReaderConfig::new(2, 4, 64, 16);
-        // Parsing a batch takes 16 µs and copying it 140 µs: a slow trainer never waits
-        // after the first batch, a fast one waits on the copies.
+        // Parsing a batch takes 16 µs and copying it 20 µs: a slow trainer waits only for
+        // the first batch, a fast one waits on the copies of every batch.
         let (_, slow_trainer_stall) = epoch_sizes(&cfg, 10_000);
         let (_, fast_trainer_stall) = epoch_sizes(&cfg, 1);
         assert_eq!(slow_trainer_stall, 16 + costs().copy_us(16, 1.0));
@@ -465,7 +470,7 @@ mod tests {
     fn a_dead_worker_hangs_the_feed_and_runs_round_trip() {
         let mut cfg = ReaderConfig::new(1, 12, 4, 4);
         cfg.broken_files = (0..10).collect();
-        let mut feed = NodeFeed::new(&cfg, costs()).unwrap();
+        let mut feed = NodeFeed::new(&cfg, costs(), 0).unwrap();
         assert!(matches!(feed.next_batch(0, 1.0), Delivery::Hang { .. }));
         let records = [(0, 1), (0, 2), (0, 4), (1, 5)].map(|(f, r)| RecordId::new(f, r));
         let runs = record_runs(&records);
