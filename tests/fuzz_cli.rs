@@ -33,14 +33,20 @@ fn line_after<'a>(out: &'a str, prefix: &str) -> &'a str {
         .unwrap_or_else(|| panic!("no line starting with {prefix:?} in:\n{out}"))
 }
 
-/// Fuzzes with `mutant`, then replays what was found; returns the written file's text.
+/// Fuzzes the rendezvous with `mutant`, then replays what was found; returns the written
+/// file's text.
 fn finds_and_replays(mutant: &str, cases: &str) -> String {
+    finds_and_replays_on("rendezvous", mutant, cases)
+}
+
+/// Fuzzes `target` with `mutant`, then replays what was found; returns the file's text.
+fn finds_and_replays_on(target: &str, mutant: &str, cases: &str) -> String {
     let dir = scratch(mutant);
     let dir_s = dir.to_str().expect("utf-8 path");
     let out = trainsim(&[
         "fuzz",
         "--target",
-        "rendezvous",
+        target,
         "--cases",
         cases,
         "--seed",
@@ -106,6 +112,13 @@ fn finds_the_rank_collision_mutant_and_the_same_seed_writes_the_same_file() {
 #[test]
 fn finds_the_no_heartbeat_expiry_mutant() {
     finds_and_replays("no-heartbeat-expiry", "300");
+}
+
+#[test]
+fn the_reader_target_finds_the_double_publish_mutant_within_5000_cases() {
+    let contents = finds_and_replays_on("reader", "reader-double-publish", "5000");
+    assert!(contents.contains("[reader]"), "{contents}");
+    assert!(contents.contains("reader.exactly_once"), "{contents}");
 }
 
 #[test]

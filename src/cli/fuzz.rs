@@ -1,4 +1,4 @@
-//! `trainsim fuzz --target rendezvous`: draws scenarios, runs them, shrinks the first that
+//! `trainsim fuzz --target rendezvous|reader`: draws scenarios, runs them, shrinks the first that
 //! fails and writes it as a scenario file to commit, with the line that replays it.
 //!
 //! Exit codes: 0 nothing found, 1 a failure was found (and written), 2 bad arguments,
@@ -10,10 +10,10 @@ use std::path::PathBuf;
 /// Arguments of `trainsim fuzz`.
 #[derive(Debug, clap::Args)]
 #[command(
-    after_help = "Examples:\n  trainsim fuzz --target rendezvous --cases 200 --seed 1 --out findings/\n  trainsim fuzz --target rendezvous --cases 300 --seed 1 --mutant rank-collision --out /tmp/f"
+    after_help = "Examples:\n  trainsim fuzz --target rendezvous --cases 200 --seed 1 --out findings/\n  trainsim fuzz --target rendezvous --cases 300 --seed 1 --mutant rank-collision --out /tmp/f\n  trainsim fuzz --target reader --cases 500 --seed 1 --mutant reader-double-publish --out /tmp/f"
 )]
 pub struct FuzzArgs {
-    /// What to fuzz; only the rendezvous exists so far.
+    /// What to fuzz: the rendezvous (fault plans) or the reader (data faults).
     #[arg(long, value_enum)]
     pub target: Target,
     /// How many scenarios to draw (shrink steps not counted).
@@ -23,7 +23,7 @@ pub struct FuzzArgs {
     #[arg(long, default_value_t = 0)]
     pub seed: u64,
     /// Switch on a planted bug and count only what it breaks: late-joiner-joins-complete-round,
-    /// rank-collision, no-heartbeat-expiry.
+    /// rank-collision, no-heartbeat-expiry (rendezvous); reader-double-publish (reader).
     #[arg(long, value_name = "M")]
     pub mutant: Option<String>,
     /// Directory the shrunk failing scenario is written to.
@@ -35,6 +35,16 @@ pub struct FuzzArgs {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum Target {
     Rendezvous,
+    Reader,
+}
+
+impl Target {
+    fn fuzz_target(self) -> fuzz::FuzzTarget {
+        match self {
+            Target::Rendezvous => fuzz::FuzzTarget::Rendezvous,
+            Target::Reader => fuzz::FuzzTarget::Reader,
+        }
+    }
 }
 
 /// Runs the command; returns the exit code.
@@ -50,6 +60,7 @@ pub fn execute(args: FuzzArgs) -> i32 {
         return 2;
     }
     let config = FuzzConfig {
+        target: args.target.fuzz_target(),
         cases: args.cases,
         seed: args.seed,
         mutant: args.mutant.clone(),
@@ -80,9 +91,11 @@ pub fn execute(args: FuzzArgs) -> i32 {
 /// Writes the shrunk scenario and prints where, what and how to replay it.
 fn report_finding(args: &FuzzArgs, finding: &fuzz::Finding) -> Result<(), i32> {
     let mutant = args.mutant.as_deref();
-    let scenario = fuzz::repro_scenario(finding, mutant);
+    let target = args.target.fuzz_target();
+    let scenario = fuzz::repro_scenario_for(target, finding, mutant);
     let name = format!(
-        "fuzz-rendezvous-seed{}-{}.toml",
+        "fuzz-{}-seed{}-{}.toml",
+        target.name(),
         args.seed,
         mutant.unwrap_or("no-mutant")
     );

@@ -11,11 +11,13 @@
 //!   then what the fuzzer finds, not torch's known bugs.
 
 pub mod mutants;
+pub mod reader_strategy;
 pub mod strategy;
 
 use crate::check::Status;
 use crate::runner::{self, RunOptions};
 use crate::scenario::{self, Scenario};
+use proptest::strategy::{BoxedStrategy, Strategy};
 use proptest::test_runner::{Config, RngAlgorithm, TestCaseError, TestError, TestRng, TestRunner};
 use std::cell::Cell;
 use std::collections::BTreeSet;
@@ -26,9 +28,38 @@ use strategy::Case;
 /// (not a wall-clock budget) keeps the result the same on every machine.
 pub const SHRINK_ITERS_MAX: u32 = 1024;
 
+/// Which part of the system the drawn scenarios exercise.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum FuzzTarget {
+    /// Cluster shapes, rendezvous settings and fault plans ([`strategy`]).
+    #[default]
+    Rendezvous,
+    /// Reader configurations with broken files and corrupt records ([`reader_strategy`]).
+    Reader,
+}
+
+impl FuzzTarget {
+    /// The target's name as `--target` spells it.
+    pub fn name(self) -> &'static str {
+        match self {
+            FuzzTarget::Rendezvous => "rendezvous",
+            FuzzTarget::Reader => "reader",
+        }
+    }
+
+    fn strategy(self) -> BoxedStrategy<Case> {
+        match self {
+            FuzzTarget::Rendezvous => strategy::case().boxed(),
+            FuzzTarget::Reader => reader_strategy::case().boxed(),
+        }
+    }
+}
+
 /// What to fuzz.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct FuzzConfig {
+    /// Which scenarios to draw.
+    pub target: FuzzTarget,
     /// Cases to draw (shrink steps not counted).
     pub cases: u32,
     /// Seeds proptest's generator; the same seed draws the same cases.
@@ -126,7 +157,7 @@ pub fn fuzz(config: &FuzzConfig) -> FuzzOutcome {
     let calls = Cell::new(0u64);
     let first_failure_at = Cell::new(None::<u64>);
     let mutant = config.mutant.as_deref();
-    let result = runner.run(&strategy::case(), |case| {
+    let result = runner.run(&config.target.strategy(), |case| {
         calls.set(calls.get() + 1);
         match evaluate(&case, mutant) {
             None => Ok(()),
@@ -156,6 +187,15 @@ fn failure_reason(f: &Finding) -> String {
 /// The finding as a scenario file's contents: the shrunk scenario with its seed, the
 /// violated invariants as `expect.violations`, and a description of where it came from.
 pub fn repro_scenario(finding: &Finding, mutant: Option<&str>) -> Scenario {
+    repro_scenario_for(FuzzTarget::Rendezvous, finding, mutant)
+}
+
+/// Like [`repro_scenario`], naming the target that found it.
+pub fn repro_scenario_for(
+    target: FuzzTarget,
+    finding: &Finding,
+    mutant: Option<&str>,
+) -> Scenario {
     let mut s = finding.case.scenario.clone();
     s.seed = finding.case.seed;
     s.name = "found by trainsim fuzz".to_owned();
@@ -172,7 +212,8 @@ pub fn repro_scenario(finding: &Finding, mutant: Option<&str>) -> Scenario {
         None => format!("It violates {}.", finding.new_violations.join(", ")),
     };
     s.description = format!(
-        "Found and shrunk by the fuzzer (`trainsim fuzz --target rendezvous`) {with}. {what}"
+        "Found and shrunk by the fuzzer (`trainsim fuzz --target {}`) {with}. {what}",
+        target.name()
     );
     s.expect = scenario::model::Expect {
         violations: finding.all_violations.clone(),
