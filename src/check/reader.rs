@@ -74,10 +74,7 @@ pub(crate) fn readers(trace: &Trace) -> Vec<ReaderLog> {
         });
         add(log, event.at_us, &event.kind);
     }
-    order
-        .into_iter()
-        .filter_map(|k| logs.remove(&k))
-        .collect()
+    order.into_iter().filter_map(|k| logs.remove(&k)).collect()
 }
 
 fn add(log: &mut ReaderLog, at_us: u64, kind: &EventKind) {
@@ -110,9 +107,9 @@ fn add(log: &mut ReaderLog, at_us: u64, kind: &EventKind) {
             log.step_at_us.entry(event.step).or_insert(at_us);
             log.output.events.push(*event);
         }
-        EventKind::ReaderSkipped {
-            epoch, records, ..
-        } => log.epoch(*epoch).skipped.extend(expand_runs(records)),
+        EventKind::ReaderSkipped { epoch, records, .. } => {
+            log.epoch(*epoch).skipped.extend(expand_runs(records))
+        }
         EventKind::ReaderWorkerFailed { .. } => {}
         EventKind::ReaderHang { epoch, reason, .. } => {
             log.hang_at_us = at_us;

@@ -191,11 +191,7 @@ pub fn repro_scenario(finding: &Finding, mutant: Option<&str>) -> Scenario {
 }
 
 /// Like [`repro_scenario`], naming the target that found it.
-pub fn repro_scenario_for(
-    target: FuzzTarget,
-    finding: &Finding,
-    mutant: Option<&str>,
-) -> Scenario {
+pub fn repro_scenario_for(target: FuzzTarget, finding: &Finding, mutant: Option<&str>) -> Scenario {
     let mut s = finding.case.scenario.clone();
     s.seed = finding.case.seed;
     s.name = "found by trainsim fuzz".to_owned();

@@ -40,7 +40,14 @@ fn picks() -> impl Strategy<Value = FaultPicks> {
 /// Whole reader cases.
 pub fn case() -> impl Strategy<Value = Case> {
     (
-        (1u32..=4, 0u32..=8, 1u64..=RECORDS_PER_FILE_MAX, 1u64..=32, 0u8..4, any::<bool>()),
+        (
+            1u32..=4,
+            0u32..=8,
+            1u64..=RECORDS_PER_FILE_MAX,
+            1u64..=32,
+            0u8..4,
+            any::<bool>(),
+        ),
         (1u32..=2, 10u64..=60),
         // Swarm: which fault families this case uses at all.
         0u8..16,

@@ -41,7 +41,8 @@ impl ReaderFeed {
         let scenario = env.scenario();
         let cfg = config_of(scenario.reader.as_ref()?);
         let costs = costs_of(scenario)?;
-        let feed = NodeFeed::new(&cfg, costs, crate::world::time::elapsed_us()).expect("a validated [reader] is a valid config");
+        let feed = NodeFeed::new(&cfg, costs, crate::world::time::elapsed_us())
+            .expect("a validated [reader] is a valid config");
         Some(ReaderFeed {
             feed,
             pid: env.pid,

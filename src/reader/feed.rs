@@ -183,7 +183,10 @@ impl NodeFeed {
                 .iter()
                 .min_by_key(|a| (self.ready_at_us[self.slot(**a)], self.slot(**a)))
             else {
-                let outcome = self.run.outcome().unwrap_or(Outcome::StepLimit { steps: 0 });
+                let outcome = self
+                    .run
+                    .outcome()
+                    .unwrap_or(Outcome::StepLimit { steps: 0 });
                 return self.stuck(outcome);
             };
             self.step_background(actor, copy_slowdown);
@@ -292,7 +295,10 @@ impl NodeFeed {
         let slot = self.slot(actor);
         self.ready_at_us[slot] = done_us;
         if matches!(action, Action::Collector(CollectorAction::Broadcast { .. }))
-            || matches!(action, Action::Collector(CollectorAction::EndOfEpoch { .. }))
+            || matches!(
+                action,
+                Action::Collector(CollectorAction::EndOfEpoch { .. })
+            )
         {
             self.broadcast_ready_at_us = done_us;
         }
@@ -356,8 +362,9 @@ pub fn record_runs(records: &[RecordId]) -> Vec<[u32; 3]> {
 
 /// The records of `[file, first record, count]` runs, in order.
 pub fn expand_runs(runs: &[[u32; 3]]) -> impl Iterator<Item = RecordId> + '_ {
-    runs.iter()
-        .flat_map(|&[file, first, count]| (first..first + count).map(move |r| RecordId::new(file, r)))
+    runs.iter().flat_map(|&[file, first, count]| {
+        (first..first + count).map(move |r| RecordId::new(file, r))
+    })
 }
 
 /// The reader model's configuration for a scenario's `[reader]` as the job runs it: every

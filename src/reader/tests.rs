@@ -254,7 +254,11 @@ fn repeat_mode_with_no_intact_record_stops_the_worker_instead_of_spinning() {
         .flat_map(|f| (0..5).map(move |r| RecordId::new(f, r)))
         .collect();
     let out = run(&cfg, &mut RoundRobin::default()).unwrap();
-    assert!(matches!(out.outcome, Outcome::Hang { .. }), "{:?}", out.outcome);
+    assert!(
+        matches!(out.outcome, Outcome::Hang { .. }),
+        "{:?}",
+        out.outcome
+    );
     assert_eq!(
         out.epochs[0].worker_failures,
         vec![(0, super::worker::WorkerFailure::NoIntactRecord)]

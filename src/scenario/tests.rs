@@ -121,7 +121,11 @@ fn reader_fixes_and_costs_are_checked_where_they_stand() {
     assert_eq!(r.fixes, vec!["empty-batch-is-end-marker".to_string()]);
     assert_eq!(parse(&to_toml(&s), "again.toml"), Ok(s));
     let e = parse(&text("fixes = [\"x\"]\n"), "r.toml").unwrap_err();
-    assert_eq!((e.field.as_str(), e.line, e.column), ("reader.fixes[0]", 5, 10), "{e}");
+    assert_eq!(
+        (e.field.as_str(), e.line, e.column),
+        ("reader.fixes[0]", 5, 10),
+        "{e}"
+    );
     assert!(e.message.contains("not a known reader fix"), "{e}");
     let e = parse("name = \"r\"\n[reader]\nworkers = 5\nfiles = 4\n", "r.toml").unwrap_err();
     assert_eq!((e.field.as_str(), e.line), ("reader.workers", 3), "{e}");
