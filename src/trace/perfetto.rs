@@ -259,7 +259,7 @@ impl Export {
     }
 
     /// The reader's deliveries on the workers' track: a span for each batch the trainer
-    /// waited for (from asking to having it), an instant for the rest.
+    /// waited for (recorded when it asked, lasting the stall), an instant for the rest.
     fn reader_event(&mut self, pid: u64, at: u64, kind: &EventKind) {
         let (name, args) = match kind {
             EventKind::ReaderBatch {
@@ -272,8 +272,8 @@ impl Export {
                 let name = format!("reader batch of {size} (epoch {epoch})");
                 let args = json!({ "trained": trained, "stall_us": stall_us });
                 if *stall_us > 0 {
-                    let span = open(at.saturating_sub(*stall_us), name, args);
-                    self.push_span(pid, WORKERS, span, at);
+                    let span = open(at, name, args);
+                    self.push_span(pid, WORKERS, span, at.saturating_add(*stall_us));
                     return;
                 }
                 (name, args)
