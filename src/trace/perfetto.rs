@@ -14,6 +14,8 @@ use super::{Event, EventKind, Trace};
 use serde_json::{json, Map, Value};
 use std::collections::BTreeMap;
 
+mod reader;
+
 /// The Chrome pid of the `cluster` process; nodes follow from 2 in node order.
 const CLUSTER_PID: u64 = 1;
 /// Thread slots within a process; tids are `pid * TIDS_PER_PID + slot` so they are unique
@@ -256,41 +258,6 @@ impl Export {
             | EventKind::ReaderHang { .. } => self.reader_event(pid, at, &event.kind),
             EventKind::RunEnded { .. } => self.cluster_event(at, &event.kind),
         }
-    }
-
-    /// The reader's deliveries on the workers' track: a span for each batch the trainer
-    /// waited for (recorded when it asked, lasting the stall), an instant for the rest.
-    fn reader_event(&mut self, pid: u64, at: u64, kind: &EventKind) {
-        let (name, args) = match kind {
-            EventKind::ReaderBatch {
-                epoch,
-                size,
-                trained,
-                stall_us,
-                ..
-            } => {
-                let name = format!("reader batch of {size} (epoch {epoch})");
-                let args = json!({ "trained": trained, "stall_us": stall_us });
-                if *stall_us > 0 {
-                    let span = open(at, name, args);
-                    self.push_span(pid, WORKERS, span, at.saturating_add(*stall_us));
-                    return;
-                }
-                (name, args)
-            }
-            EventKind::ReaderEndOfData { epoch, .. } => {
-                (format!("reader end of data (epoch {epoch})"), json!({}))
-            }
-            EventKind::ReaderWorkerFailed { worker, reason, .. } => (
-                format!("reader worker {worker} died"),
-                json!({ "reason": reason }),
-            ),
-            EventKind::ReaderHang { reason, .. } => {
-                ("reader hangs".to_owned(), json!({ "reason": reason }))
-            }
-            _ => return,
-        };
-        self.out.push(instant(pid, WORKERS, at, name, args));
     }
 
     /// Faults that name no node, and the end of the run.
