@@ -211,3 +211,123 @@ pub(super) fn terminates(scenario: &Scenario, trace: &Trace) -> InvariantResult 
         },
     )
 }
+
+#[cfg(test)]
+mod tests {
+    use super::super::testkit::*;
+    use super::super::Status;
+    use super::*;
+    use crate::reader::{ActorId, AtomicOp, BufferEvent, BufferId, BufferState};
+
+    fn with_reader() -> Scenario {
+        let mut s = scenario();
+        let text = "name = \"r\"\n[reader]\nworkers = 1\nfiles = 1\nrecords_per_file = 2\nbatch_size = 2\n";
+        s.reader = crate::scenario::parse(text, "r.toml").unwrap().reader;
+        s
+    }
+
+    fn buffer(step: u64, actor: ActorId, from: BufferState, to: BufferState) -> EventKind {
+        EventKind::ReaderBuffer {
+            pid: 1,
+            round: 0,
+            event: BufferEvent {
+                step,
+                buffer: BufferId::Broadcast,
+                actor,
+                op: AtomicOp::CompareExchange,
+                from,
+                to,
+            },
+        }
+    }
+
+    fn batch(records: Vec<[u32; 3]>) -> EventKind {
+        EventKind::ReaderBatch {
+            pid: 1,
+            round: 0,
+            epoch: 0,
+            size: records.iter().map(|r| r[2]).sum(),
+            records,
+            trained: true,
+            stall_us: 5,
+        }
+    }
+
+    #[test]
+    fn without_a_reader_every_reader_invariant_is_not_applicable() {
+        let t = trace(vec![e(1, "node-0", batch(vec![[0, 0, 2]]))]);
+        for result in [
+            exactly_once(&scenario(), &t),
+            buffer_protocol(&scenario(), &t),
+            terminates(&scenario(), &t),
+        ] {
+            assert_eq!(result.status, Status::NotApplicable, "{}", result.name);
+        }
+    }
+
+    #[test]
+    fn a_repeated_record_a_wrong_move_and_a_hang_are_located() {
+        let s = with_reader();
+        use BufferState::*;
+        let end = EventKind::ReaderEndOfData {
+            pid: 1,
+            round: 0,
+            epoch: 0,
+        };
+        let hang = EventKind::ReaderHang {
+            pid: 1,
+            round: 0,
+            epoch: 1,
+            reason: "every reader thread is blocked".into(),
+        };
+        let t = trace(vec![
+            e(
+                1,
+                "node-0",
+                buffer(1, ActorId::Collector, ReadyForWrite, Writing),
+            ),
+            e(2, "node-0", buffer(2, ActorId::Trainer, Writing, Reading)),
+            e(3, "node-0", batch(vec![[0, 0, 2], [0, 1, 1]])),
+            e(4, "node-0", end),
+            e(9, "node-0", hang),
+        ]);
+        let once = exactly_once(&s, &t);
+        assert_eq!(once.status, Status::Violated);
+        assert_eq!(once.violations[0].at_us, 4_000_000);
+        assert!(once.violations[0]
+            .message
+            .contains("more than once, e.g. (0, 1)"));
+        let protocol = buffer_protocol(&s, &t);
+        assert_eq!(protocol.status, Status::Violated);
+        assert_eq!(protocol.violations.len(), 1);
+        assert_eq!(protocol.violations[0].at_us, 2_000_000);
+        let ends = terminates(&s, &t);
+        assert_eq!(ends.violations[0].at_us, 9_000_000);
+        assert_eq!(ends.violations[0].node.as_deref(), Some("node-0"));
+        // Without the hang and the bad batch, all three hold.
+        let good = trace(vec![
+            e(
+                1,
+                "node-0",
+                buffer(1, ActorId::Collector, ReadyForWrite, Writing),
+            ),
+            e(3, "node-0", batch(vec![[0, 0, 2]])),
+            e(
+                4,
+                "node-0",
+                EventKind::ReaderEndOfData {
+                    pid: 1,
+                    round: 0,
+                    epoch: 0,
+                },
+            ),
+        ]);
+        for result in [
+            exactly_once(&s, &good),
+            buffer_protocol(&s, &good),
+            terminates(&s, &good),
+        ] {
+            assert_eq!(result.status, Status::Held, "{}", result.name);
+        }
+    }
+}
