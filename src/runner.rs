@@ -92,7 +92,9 @@ pub fn run_traced_with(
         f.repro.push_str(&mutant_flags(options));
         f
     };
-    let (trace, end) = world::simulate(scenario, seed, programs_with(options))
+    let with_reader_mutants = reader_mutants(scenario, options);
+    let simulated = with_reader_mutants.as_ref().unwrap_or(scenario);
+    let (trace, end) = world::simulate(simulated, seed, programs_with(options))
         .map_err(|e| failure(e.to_string()))?;
     let report = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
         let invariants = check::check_all(scenario, &trace, &end);
@@ -107,6 +109,25 @@ pub fn run_traced_with(
         ))
     })?;
     Ok((report, trace))
+}
+
+/// The scenario with the options' reader mutants switched on in its `[reader]`, when it has
+/// one and any is named (the job's reader reads them from there); `None` leaves it as is.
+fn reader_mutants(scenario: &Scenario, options: &RunOptions) -> Option<Scenario> {
+    let names: Vec<String> = options
+        .mutants
+        .iter()
+        .filter(|m| crate::reader::KNOWN_MUTANTS.contains(&m.as_str()))
+        .cloned()
+        .collect();
+    if names.is_empty() || scenario.reader.is_none() {
+        return None;
+    }
+    let mut with = scenario.clone();
+    if let Some(reader) = with.reader.as_mut() {
+        reader.mutants = names;
+    }
+    Some(with)
 }
 
 /// ` --mutant M` for each mutant, to append to a repro line.

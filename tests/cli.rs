@@ -92,15 +92,17 @@ fn an_unreadable_scenario_exits_2_naming_file_line_and_field() {
 }
 
 #[test]
-fn unbuilt_features_are_refused_with_exit_2() {
-    let dir = std::env::temp_dir().join(format!("trainsim-cli-unbuilt-{}", std::process::id()));
+fn a_gpu_the_node_does_not_have_is_refused_with_exit_2() {
+    let dir = std::env::temp_dir().join(format!("trainsim-cli-gpu-{}", std::process::id()));
     std::fs::create_dir_all(&dir).expect("temp dir");
-    let file = dir.join("reader.toml");
-    std::fs::write(&file, "name = \"r\"\n[reader]\nworkers = 1\n").expect("write");
+    let file = dir.join("gpu_fail.toml");
+    let gpu_fail =
+        "name = \"g\"\n[[faults]]\nat = \"1s\"\nkind = \"gpu_fail\"\nnode = \"node-0\"\ngpu = 8\n";
+    std::fs::write(&file, gpu_fail).expect("write");
     let out = trainsim(&["run", file.to_str().expect("utf-8 path")]);
     assert_eq!(out.status.code(), Some(2));
     assert!(
-        text(&out.stderr).contains("reader"),
+        text(&out.stderr).contains("faults[0].gpu"),
         "{}",
         text(&out.stderr)
     );

@@ -33,12 +33,13 @@ fn line_after<'a>(out: &'a str, prefix: &str) -> &'a str {
         .unwrap_or_else(|| panic!("no line starting with {prefix:?} in:\n{out}"))
 }
 
-/// Fuzzes with `mutant`, then replays what was found; returns the written file's text.
+/// Fuzzes the rendezvous with `mutant`, then replays what was found; returns the written
+/// file's text.
 fn finds_and_replays(mutant: &str, cases: &str) -> String {
     finds_and_replays_on("rendezvous", mutant, cases)
 }
 
-/// [`finds_and_replays`] for a fuzz target of the caller's choice.
+/// Fuzzes `target` with `mutant`, then replays what was found; returns the file's text.
 fn finds_and_replays_on(target: &str, mutant: &str, cases: &str) -> String {
     let dir = scratch(mutant);
     let dir_s = dir.to_str().expect("utf-8 path");
@@ -118,6 +119,13 @@ fn the_job_target_finds_the_sampler_off_by_one_mutant() {
     let contents = finds_and_replays_on("job", "sampler-off-by-one", "300");
     assert!(contents.contains("--target job"), "{contents}");
     assert!(contents.contains("sampler.coverage"), "{contents}");
+}
+
+#[test]
+fn the_reader_target_finds_the_double_publish_mutant_within_5000_cases() {
+    let contents = finds_and_replays_on("reader", "reader-double-publish", "5000");
+    assert!(contents.contains("[reader]"), "{contents}");
+    assert!(contents.contains("reader.exactly_once"), "{contents}");
 }
 
 #[test]

@@ -10,7 +10,7 @@ mod agent;
 mod job;
 mod membership;
 mod ranks;
-mod reader;
+pub(crate) mod reader;
 mod rendezvous;
 mod sampler;
 #[cfg(test)]
@@ -122,9 +122,9 @@ pub fn check_all(scenario: &Scenario, trace: &Trace, end: &RunEnd) -> Vec<Invari
         agent::no_zombie_steps(trace),
         job::progress(scenario, trace, end),
         sampler::coverage(scenario, trace),
-        reader::exactly_once(),
-        reader::buffer_protocol(),
-        reader::terminates(),
+        reader::exactly_once(scenario, trace),
+        reader::buffer_protocol(scenario, trace),
+        reader::terminates(scenario, trace),
     ];
     debug_assert!(results
         .iter()

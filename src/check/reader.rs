@@ -1,19 +1,333 @@
-//! The `reader.*` invariants: placeholders until the HugeCTR-style reader pipeline records
-//! its buffers and deliveries.
+//! The `reader.*` invariants over a run's trace: each worker group's reader on each node is
+//! rebuilt from its `reader_*` events into the reader model's output, and the model's pure
+//! checks (`reader::checks`) judge it. `not_applicable` without a `[reader]`.
 
-use super::InvariantResult;
+use super::{InvariantResult, Violation};
+use crate::reader::checks::{self, Verdict};
+use crate::reader::feed::{config_of, expand_runs};
+use crate::reader::{EpochOutput, Outcome, ReaderConfig, RunOutput};
+use crate::scenario::model::Scenario;
+use crate::trace::{EventKind, Trace};
+use std::collections::BTreeMap;
 
-/// `reader.exactly_once`: not checked yet (the reader pipeline comes later).
-pub(super) fn exactly_once() -> InvariantResult {
-    InvariantResult::not_applicable("reader.exactly_once")
+/// One reader as the trace saw it: which node and process ran it, and what it did.
+#[derive(Debug, Clone)]
+pub(crate) struct ReaderLog {
+    pub node: String,
+    pub output: RunOutput,
+    /// Simulated time of each buffer event, by the reader's step.
+    step_at_us: BTreeMap<u64, u64>,
+    /// Simulated time each epoch's end marker was taken.
+    ended_at_us: BTreeMap<u32, u64>,
+    hang_at_us: u64,
+    /// The epoch and reason of the reader's hang, if it hung.
+    hang: Option<(u32, String)>,
+    /// Time the trainer waited on this reader.
+    pub stall_us: u64,
 }
 
-/// `reader.buffer_protocol`: not checked yet (the reader pipeline comes later).
-pub(super) fn buffer_protocol() -> InvariantResult {
-    InvariantResult::not_applicable("reader.buffer_protocol")
+impl ReaderLog {
+    fn epoch(&mut self, epoch: u32) -> &mut EpochOutput {
+        let i = epoch as usize;
+        if self.output.epochs.len() <= i {
+            self.output.epochs.resize(i + 1, EpochOutput::default());
+        }
+        &mut self.output.epochs[i]
+    }
 }
 
-/// `reader.terminates`: not checked yet (the reader pipeline comes later).
-pub(super) fn terminates() -> InvariantResult {
-    InvariantResult::not_applicable("reader.terminates")
+/// Every reader in the trace, in the order each first appears (one per node, `pid` and
+/// `round`: a restarted group builds a new reader).
+pub(crate) fn readers(trace: &Trace) -> Vec<ReaderLog> {
+    let mut order: Vec<(String, u32, u64)> = Vec::new();
+    let mut logs: BTreeMap<(String, u32, u64), ReaderLog> = BTreeMap::new();
+    for event in &trace.events {
+        let Some(node) = event.node.as_deref() else {
+            continue;
+        };
+        let (pid, round) = match &event.kind {
+            EventKind::ReaderBatch { pid, round, .. }
+            | EventKind::ReaderEndOfData { pid, round, .. }
+            | EventKind::ReaderBuffer { pid, round, .. }
+            | EventKind::ReaderSkipped { pid, round, .. }
+            | EventKind::ReaderWorkerFailed { pid, round, .. }
+            | EventKind::ReaderHang { pid, round, .. } => (*pid, *round),
+            _ => continue,
+        };
+        let key = (node.to_owned(), pid, round);
+        let log = logs.entry(key.clone()).or_insert_with(|| {
+            order.push(key);
+            ReaderLog {
+                node: node.to_owned(),
+                output: RunOutput {
+                    epochs: Vec::new(),
+                    events: Vec::new(),
+                    outcome: Outcome::Finished,
+                    steps: 0,
+                },
+                step_at_us: BTreeMap::new(),
+                ended_at_us: BTreeMap::new(),
+                hang_at_us: 0,
+                hang: None,
+                stall_us: 0,
+            }
+        });
+        add(log, event.at_us, &event.kind);
+    }
+    order.into_iter().filter_map(|k| logs.remove(&k)).collect()
+}
+
+fn add(log: &mut ReaderLog, at_us: u64, kind: &EventKind) {
+    match kind {
+        EventKind::ReaderBatch {
+            epoch,
+            size,
+            records,
+            trained,
+            stall_us,
+            ..
+        } => {
+            log.stall_us = log.stall_us.saturating_add(*stall_us);
+            let out = log.epoch(*epoch);
+            out.batch_sizes.push(*size);
+            out.delivered.extend(expand_runs(records));
+            if *trained {
+                out.trained_batch_sizes.push(*size);
+                out.trained.extend(expand_runs(records));
+            } else {
+                out.dropped_batch_sizes.push(*size);
+                out.dropped.extend(expand_runs(records));
+            }
+        }
+        EventKind::ReaderEndOfData { epoch, .. } => {
+            log.epoch(*epoch).ended = true;
+            log.ended_at_us.insert(*epoch, at_us);
+        }
+        EventKind::ReaderBuffer { event, .. } => {
+            log.step_at_us.entry(event.step).or_insert(at_us);
+            log.output.events.push(*event);
+        }
+        EventKind::ReaderSkipped { epoch, records, .. } => {
+            log.epoch(*epoch).skipped.extend(expand_runs(records))
+        }
+        EventKind::ReaderWorkerFailed { .. } => {}
+        EventKind::ReaderHang { epoch, reason, .. } => {
+            log.hang_at_us = at_us;
+            log.hang = Some((*epoch, reason.clone()));
+        }
+        _ => {}
+    }
+}
+
+/// The model configuration the checks judge against (the scenario's, epochs not required).
+fn config(scenario: &Scenario) -> Option<ReaderConfig> {
+    let mut cfg = config_of(scenario.reader.as_ref()?);
+    // The job ends when its steps are done, not at an epoch boundary: no epoch is owed.
+    cfg.epochs = 0;
+    Some(cfg)
+}
+
+/// The model's violations as the report's: on the reader's node, at the time of the buffer
+/// move or end marker they name (a hang: when the trainer found it).
+fn located(log: &ReaderLog, verdict: &Verdict, at_hang: bool) -> Vec<Violation> {
+    verdict
+        .violations()
+        .iter()
+        .map(|v| {
+            let at_us = match (v.step, v.epoch) {
+                _ if at_hang => log.hang_at_us,
+                (Some(step), _) => log
+                    .step_at_us
+                    .range(..=step)
+                    .next_back()
+                    .map_or(0, |(_, t)| *t),
+                (None, Some(e)) => log.ended_at_us.get(&e).copied().unwrap_or(log.hang_at_us),
+                (None, None) => log.hang_at_us,
+            };
+            Violation::new(at_us, Some(&log.node), v.sentence.clone())
+        })
+        .collect()
+}
+
+fn judge(
+    name: &'static str,
+    scenario: &Scenario,
+    trace: &Trace,
+    applies: impl Fn(&ReaderConfig, &ReaderLog) -> bool,
+    check: impl Fn(&ReaderConfig, &ReaderLog) -> Verdict,
+) -> InvariantResult {
+    let Some(cfg) = config(scenario) else {
+        return InvariantResult::not_applicable(name);
+    };
+    let logs = readers(trace);
+    let applicable = logs.iter().any(|log| applies(&cfg, log));
+    let violations = logs
+        .iter()
+        .flat_map(|log| located(log, &check(&cfg, log), name == "reader.terminates"))
+        .collect();
+    InvariantResult::judge(name, applicable, violations)
+}
+
+/// `reader.exactly_once`: in every epoch a reader ended (repeat = false), each intact record
+/// was delivered once and trained on; corrupt ones never.
+pub(super) fn exactly_once(scenario: &Scenario, trace: &Trace) -> InvariantResult {
+    judge(
+        "reader.exactly_once",
+        scenario,
+        trace,
+        |cfg, log| !cfg.repeat && log.output.epochs.iter().any(|e| e.ended),
+        |cfg, log| checks::exactly_once(cfg, &log.output),
+    )
+}
+
+/// `reader.buffer_protocol`: every buffer of every reader moved only as the protocol allows.
+pub(super) fn buffer_protocol(scenario: &Scenario, trace: &Trace) -> InvariantResult {
+    judge(
+        "reader.buffer_protocol",
+        scenario,
+        trace,
+        |_, log| !log.output.events.is_empty(),
+        |_, log| checks::buffer_protocol(&log.output.events),
+    )
+}
+
+/// `reader.terminates`: no reader hangs; its trainer always gets a batch or an end marker.
+/// (The model's own `terminates` also owes every epoch of a fixed count; a job instead
+/// stops when its steps are done, so only the hang is judged here, with the job's reason:
+/// every thread blocked, a refused `set_source`, or `Model::train` dropping every batch.)
+pub(super) fn terminates(scenario: &Scenario, trace: &Trace) -> InvariantResult {
+    judge(
+        "reader.terminates",
+        scenario,
+        trace,
+        |_, _| true,
+        |_, log| match &log.hang {
+            None => Verdict::Held,
+            Some((epoch, reason)) => Verdict::Violated(vec![checks::Violation {
+                epoch: Some(*epoch),
+                step: None,
+                sentence: format!("epoch {epoch}: the trainer waits forever: {reason}"),
+            }]),
+        },
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::testkit::*;
+    use super::super::Status;
+    use super::*;
+    use crate::reader::{ActorId, AtomicOp, BufferEvent, BufferId, BufferState};
+
+    fn with_reader() -> Scenario {
+        let mut s = scenario();
+        let text = "name = \"r\"\n[reader]\nworkers = 1\nfiles = 1\nrecords_per_file = 2\nbatch_size = 2\n";
+        s.reader = crate::scenario::parse(text, "r.toml").unwrap().reader;
+        s
+    }
+
+    fn buffer(step: u64, actor: ActorId, from: BufferState, to: BufferState) -> EventKind {
+        EventKind::ReaderBuffer {
+            pid: 1,
+            round: 0,
+            event: BufferEvent {
+                step,
+                buffer: BufferId::Broadcast,
+                actor,
+                op: AtomicOp::CompareExchange,
+                from,
+                to,
+            },
+        }
+    }
+
+    fn batch(records: Vec<[u32; 3]>) -> EventKind {
+        EventKind::ReaderBatch {
+            pid: 1,
+            round: 0,
+            epoch: 0,
+            size: records.iter().map(|r| r[2]).sum(),
+            records,
+            trained: true,
+            stall_us: 5,
+        }
+    }
+
+    #[test]
+    fn without_a_reader_every_reader_invariant_is_not_applicable() {
+        let t = trace(vec![e(1, "node-0", batch(vec![[0, 0, 2]]))]);
+        for result in [
+            exactly_once(&scenario(), &t),
+            buffer_protocol(&scenario(), &t),
+            terminates(&scenario(), &t),
+        ] {
+            assert_eq!(result.status, Status::NotApplicable, "{}", result.name);
+        }
+    }
+
+    #[test]
+    fn a_repeated_record_a_wrong_move_and_a_hang_are_located() {
+        let s = with_reader();
+        use BufferState::*;
+        let end = EventKind::ReaderEndOfData {
+            pid: 1,
+            round: 0,
+            epoch: 0,
+        };
+        let hang = EventKind::ReaderHang {
+            pid: 1,
+            round: 0,
+            epoch: 1,
+            reason: "every reader thread is blocked".into(),
+        };
+        let t = trace(vec![
+            e(
+                1,
+                "node-0",
+                buffer(1, ActorId::Collector, ReadyForWrite, Writing),
+            ),
+            e(2, "node-0", buffer(2, ActorId::Trainer, Writing, Reading)),
+            e(3, "node-0", batch(vec![[0, 0, 2], [0, 1, 1]])),
+            e(4, "node-0", end),
+            e(9, "node-0", hang),
+        ]);
+        let once = exactly_once(&s, &t);
+        assert_eq!(once.status, Status::Violated);
+        assert_eq!(once.violations[0].at_us, 4_000_000);
+        assert!(once.violations[0]
+            .message
+            .contains("more than once, e.g. (0, 1)"));
+        let protocol = buffer_protocol(&s, &t);
+        assert_eq!(protocol.status, Status::Violated);
+        assert_eq!(protocol.violations.len(), 1);
+        assert_eq!(protocol.violations[0].at_us, 2_000_000);
+        let ends = terminates(&s, &t);
+        assert_eq!(ends.violations[0].at_us, 9_000_000);
+        assert_eq!(ends.violations[0].node.as_deref(), Some("node-0"));
+        // Without the hang and the bad batch, all three hold.
+        let good = trace(vec![
+            e(
+                1,
+                "node-0",
+                buffer(1, ActorId::Collector, ReadyForWrite, Writing),
+            ),
+            e(3, "node-0", batch(vec![[0, 0, 2]])),
+            e(
+                4,
+                "node-0",
+                EventKind::ReaderEndOfData {
+                    pid: 1,
+                    round: 0,
+                    epoch: 0,
+                },
+            ),
+        ]);
+        for result in [
+            exactly_once(&s, &good),
+            buffer_protocol(&s, &good),
+            terminates(&s, &good),
+        ] {
+            assert_eq!(result.status, Status::Held, "{}", result.name);
+        }
+    }
 }

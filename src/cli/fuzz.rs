@@ -1,4 +1,4 @@
-//! `trainsim fuzz --target rendezvous|job`: draws scenarios, runs them, shrinks the first that
+//! `trainsim fuzz --target rendezvous|job|reader`: draws scenarios, runs them, shrinks the first that
 //! fails and writes it as a scenario file to commit, with the line that replays it.
 //!
 //! Exit codes: 0 nothing found, 1 a failure was found (and written), 2 bad arguments,
@@ -10,11 +10,11 @@ use std::path::PathBuf;
 /// Arguments of `trainsim fuzz`.
 #[derive(Debug, clap::Args)]
 #[command(
-    after_help = "Examples:\n  trainsim fuzz --target rendezvous --cases 200 --seed 1 --out findings/\n  trainsim fuzz --target rendezvous --cases 300 --seed 1 --mutant rank-collision --out /tmp/f\n  trainsim fuzz --target job --cases 200 --seed 1 --mutant sampler-off-by-one --out /tmp/f"
+    after_help = "Examples:\n  trainsim fuzz --target rendezvous --cases 200 --seed 1 --out findings/\n  trainsim fuzz --target rendezvous --cases 300 --seed 1 --mutant rank-collision --out /tmp/f\n  trainsim fuzz --target job --cases 200 --seed 1 --mutant sampler-off-by-one --out /tmp/f\n  trainsim fuzz --target reader --cases 500 --seed 1 --mutant reader-double-publish --out /tmp/f"
 )]
 pub struct FuzzArgs {
-    /// What to fuzz: the rendezvous (cluster shapes, node and network faults) or the job
-    /// (data, samplers, GPUs, job faults).
+    /// What to fuzz: the rendezvous (cluster shapes, node and network faults), the job
+    /// (data, samplers, GPUs, job faults) or the reader (data faults).
     #[arg(long, value_enum)]
     pub target: Target,
     /// How many scenarios to draw (shrink steps not counted).
@@ -24,7 +24,8 @@ pub struct FuzzArgs {
     #[arg(long, default_value_t = 0)]
     pub seed: u64,
     /// Switch on a planted bug and count only what it breaks: late-joiner-joins-complete-round,
-    /// rank-collision, no-heartbeat-expiry, sampler-off-by-one.
+    /// rank-collision, no-heartbeat-expiry (rendezvous); sampler-off-by-one (job);
+    /// reader-double-publish (reader).
     #[arg(long, value_name = "M")]
     pub mutant: Option<String>,
     /// Directory the shrunk failing scenario is written to.
@@ -37,6 +38,7 @@ pub struct FuzzArgs {
 pub enum Target {
     Rendezvous,
     Job,
+    Reader,
 }
 
 impl Target {
@@ -44,6 +46,7 @@ impl Target {
         match self {
             Target::Rendezvous => fuzz::FuzzTarget::Rendezvous,
             Target::Job => fuzz::FuzzTarget::Job,
+            Target::Reader => fuzz::FuzzTarget::Reader,
         }
     }
 }
@@ -92,10 +95,11 @@ pub fn execute(args: FuzzArgs) -> i32 {
 /// Writes the shrunk scenario and prints where, what and how to replay it.
 fn report_finding(args: &FuzzArgs, finding: &fuzz::Finding) -> Result<(), i32> {
     let mutant = args.mutant.as_deref();
-    let scenario = fuzz::repro_scenario(finding, args.target.fuzz_target(), mutant);
+    let target = args.target.fuzz_target();
+    let scenario = fuzz::repro_scenario_for(target, finding, mutant);
     let name = format!(
         "fuzz-{}-seed{}-{}.toml",
-        args.target.fuzz_target().name(),
+        target.name(),
         args.seed,
         mutant.unwrap_or("no-mutant")
     );

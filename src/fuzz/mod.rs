@@ -12,12 +12,13 @@
 
 pub mod job_case;
 pub mod mutants;
+pub mod reader_strategy;
 pub mod strategy;
 
 use crate::check::Status;
 use crate::runner::{self, RunOptions};
 use crate::scenario::{self, Scenario};
-use proptest::strategy::Strategy;
+use proptest::strategy::{BoxedStrategy, Strategy};
 use proptest::test_runner::{Config, RngAlgorithm, TestCaseError, TestError, TestRng, TestRunner};
 use std::cell::Cell;
 use std::collections::BTreeSet;
@@ -28,20 +29,33 @@ use strategy::Case;
 /// (not a wall-clock budget) keeps the result the same on every machine.
 pub const SHRINK_ITERS_MAX: u32 = 1024;
 
-/// Which part of the system the drawn scenarios aim at.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// Which part of the system the drawn scenarios exercise.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum FuzzTarget {
-    /// Cluster shapes, rendezvous settings and node/network fault plans.
+    /// Cluster shapes, rendezvous settings and fault plans ([`strategy`]).
+    #[default]
     Rendezvous,
-    /// The training job: data, samplers, GPUs and job faults.
+    /// The training job: data, samplers, GPUs and job faults ([`job_case`]).
     Job,
+    /// Reader configurations with broken files and corrupt records ([`reader_strategy`]).
+    Reader,
 }
 
 impl FuzzTarget {
+    /// The target's name as `--target` spells it.
     pub fn name(self) -> &'static str {
         match self {
             FuzzTarget::Rendezvous => "rendezvous",
             FuzzTarget::Job => "job",
+            FuzzTarget::Reader => "reader",
+        }
+    }
+
+    fn strategy(self) -> BoxedStrategy<Case> {
+        match self {
+            FuzzTarget::Rendezvous => strategy::case().boxed(),
+            FuzzTarget::Job => job_case::case().boxed(),
+            FuzzTarget::Reader => reader_strategy::case().boxed(),
         }
     }
 }
@@ -49,6 +63,7 @@ impl FuzzTarget {
 /// What to fuzz.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct FuzzConfig {
+    /// Which scenarios to draw.
     pub target: FuzzTarget,
     /// Cases to draw (shrink steps not counted).
     pub cases: u32,
@@ -147,11 +162,7 @@ pub fn fuzz(config: &FuzzConfig) -> FuzzOutcome {
     let calls = Cell::new(0u64);
     let first_failure_at = Cell::new(None::<u64>);
     let mutant = config.mutant.as_deref();
-    let strategy = match config.target {
-        FuzzTarget::Rendezvous => strategy::case().boxed(),
-        FuzzTarget::Job => job_case::case().boxed(),
-    };
-    let result = runner.run(&strategy, |case| {
+    let result = runner.run(&config.target.strategy(), |case| {
         calls.set(calls.get() + 1);
         match evaluate(&case, mutant) {
             None => Ok(()),
@@ -180,7 +191,12 @@ fn failure_reason(f: &Finding) -> String {
 
 /// The finding as a scenario file's contents: the shrunk scenario with its seed, the
 /// violated invariants as `expect.violations`, and a description of where it came from.
-pub fn repro_scenario(finding: &Finding, target: FuzzTarget, mutant: Option<&str>) -> Scenario {
+pub fn repro_scenario(finding: &Finding, mutant: Option<&str>) -> Scenario {
+    repro_scenario_for(FuzzTarget::Rendezvous, finding, mutant)
+}
+
+/// Like [`repro_scenario`], naming the target that found it.
+pub fn repro_scenario_for(target: FuzzTarget, finding: &Finding, mutant: Option<&str>) -> Scenario {
     let mut s = finding.case.scenario.clone();
     s.seed = finding.case.seed;
     s.name = "found by trainsim fuzz".to_owned();

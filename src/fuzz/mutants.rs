@@ -1,16 +1,9 @@
 //! The mutants: bugs planted in the pure cores that only the command line switches on, so a
 //! test can show the fuzzer finds a known bug (a canary). The hooks themselves live next to
-//! the code they break (`rendezvous::{ops, apply, sanitize}`, `job::data`), named by
-//! constants there.
+//! the code they break (`rendezvous::{ops, apply, sanitize}`, `job::data`, the reader's
+//! collector), named by constants there.
 
 use crate::runner::RunOptions;
-
-/// Every mutant `--mutant` accepts: the rendezvous ones, then the job's.
-pub fn known_mutants() -> Vec<&'static str> {
-    let mut all = crate::rendezvous::settings::KNOWN_MUTANTS.to_vec();
-    all.push(crate::job::data::MUTANT_SAMPLER_OFF_BY_ONE);
-    all
-}
 
 /// What each mutant breaks, for `--help` and error messages.
 pub const DESCRIPTIONS: &[(&str, &str)] = &[
@@ -27,18 +20,31 @@ pub const DESCRIPTIONS: &[(&str, &str)] = &[
         "sampler-off-by-one",
         "DistributedSampler's stride starts at rank + 1 instead of rank",
     ),
+    (
+        "reader-double-publish",
+        "the reader's collector hands a batch out twice",
+    ),
 ];
+
+/// Every mutant the command line knows: the rendezvous core's, the job's and the reader's.
+pub fn known() -> Vec<&'static str> {
+    crate::rendezvous::settings::KNOWN_MUTANTS
+        .iter()
+        .chain(std::iter::once(&crate::job::data::MUTANT_SAMPLER_OFF_BY_ONE))
+        .chain(crate::reader::KNOWN_MUTANTS.iter())
+        .copied()
+        .collect()
+}
 
 /// Run options with the named mutants on; an unknown name is an error that lists the known
 /// ones (the CLI turns it into exit 2).
 pub fn options_of(names: &[String]) -> Result<RunOptions, String> {
     let mut options = RunOptions::default();
-    let known = known_mutants();
     for name in names {
-        if !known.contains(&name.as_str()) {
+        if !known().contains(&name.as_str()) {
             return Err(format!(
                 "`{name}` is not a mutant (one of: {})",
-                known.join(", ")
+                known().join(", ")
             ));
         }
         options.mutants.insert(name.clone());
@@ -52,7 +58,7 @@ mod tests {
 
     #[test]
     fn every_known_mutant_is_described_and_unknown_ones_are_refused() {
-        for name in known_mutants() {
+        for name in known() {
             assert!(DESCRIPTIONS.iter().any(|(n, _)| *n == name));
             assert!(options_of(&[name.to_string()]).is_ok());
         }

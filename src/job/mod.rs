@@ -14,6 +14,7 @@
 pub mod collective;
 pub mod data;
 pub mod ledger;
+pub mod reader_feed;
 
 use crate::trace::EventKind;
 use crate::world::gpu::{compute_time_us, gpu_of_local_rank};
@@ -147,7 +148,9 @@ async fn train_steps(
     let dataset_key = dataset_key(env);
     let ledger = env.shared::<Mutex<SampleLedger>>("job/ledger");
     let mut batches: Vec<Vec<u64>> = vec![Vec::new(); plan.local_world_size as usize];
+    let mut reader = reader_feed::ReaderFeed::start(env, plan.round);
     while at.step < job.steps {
+        wait_for_reader(env, plan, &mut reader).await;
         let compute_us = compute_batches(env, plan, &epoch_plan, at.batch, dataset_key, &mut batches)?;
         time::sleep_us(compute_us).await;
         all_reduce(env, plan, at.step + 1).await?;
@@ -184,6 +187,28 @@ async fn train_steps(
         }
     }
     Ok(())
+}
+
+/// With a `[reader]`, the trainer first takes its step's batch from the node's reader,
+/// stalling while the pipeline is behind; a hung reader blocks the trainer forever, as in
+/// HugeCTR. Copies to the GPUs run as slow as the node's slowest GPU (the broadcast waits
+/// for every device).
+async fn wait_for_reader(
+    env: &NodeEnv,
+    plan: &GroupPlan,
+    reader: &mut Option<reader_feed::ReaderFeed>,
+) {
+    let Some(feed) = reader.as_mut() else {
+        return;
+    };
+    let gpus = env.scenario().cluster.gpus_per_node;
+    let copy_slowdown = (0..plan.local_world_size)
+        .map(|r| env.gpu_slowdown(gpu_of_local_rank(r, gpus)))
+        .fold(1.0, f64::max);
+    match feed.take_batch(env, time::elapsed_us(), copy_slowdown) {
+        reader_feed::Taken::Batch { stall_us, .. } => time::sleep_us(stall_us).await,
+        reader_feed::Taken::Hang => std::future::pending::<()>().await,
+    }
 }
 
 /// A worker failure of local rank 0 with exit code 1 (a Python exception).

@@ -16,6 +16,8 @@ const EXAMPLES_MAX: usize = 5;
 pub struct Violation {
     /// The epoch it concerns, when one does.
     pub epoch: Option<u32>,
+    /// The run's step it happened at, when one applies (buffer moves).
+    pub step: Option<u64>,
     /// What went wrong.
     pub sentence: String,
 }
@@ -91,6 +93,7 @@ pub fn exactly_once(cfg: &ReaderConfig, out: &RunOutput) -> Verdict {
         let mut say = |sentence: String| {
             violations.push(Violation {
                 epoch: at,
+                step: None,
                 sentence,
             })
         };
@@ -170,6 +173,7 @@ pub fn buffer_protocol(events: &[BufferEvent]) -> Verdict {
         let mut say = |what: String| {
             violations.push(Violation {
                 epoch: None,
+                step: Some(ev.step),
                 sentence: format!("step {}: {} {what}", ev.step, ev.buffer),
             })
         };
@@ -207,6 +211,7 @@ pub fn terminates(cfg: &ReaderConfig, out: &RunOutput) -> Verdict {
             blocked,
         } => violations.push(Violation {
             epoch: Some(*epoch),
+            step: Some(*step),
             sentence: format!(
                 "epoch {epoch} hangs at step {step}: every thread is blocked: {}",
                 blocked.join("; ")
@@ -214,12 +219,14 @@ pub fn terminates(cfg: &ReaderConfig, out: &RunOutput) -> Verdict {
         }),
         Outcome::SetSourceRefused { epoch, worker } => violations.push(Violation {
             epoch: Some(*epoch),
+            step: None,
             sentence: format!(
                 "epoch {epoch} cannot start: set_source throws because worker {worker} is not at end-of-data"
             ),
         }),
         Outcome::StepLimit { steps } => violations.push(Violation {
             epoch: None,
+            step: Some(*steps),
             sentence: format!("the run did not finish within its budget of {steps} steps"),
         }),
     }
@@ -233,6 +240,7 @@ pub fn terminates(cfg: &ReaderConfig, out: &RunOutput) -> Verdict {
     for e in unfinished {
         violations.push(Violation {
             epoch: Some(e),
+            step: None,
             sentence: format!("epoch {e} never delivered the end-of-data marker"),
         });
     }

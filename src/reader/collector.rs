@@ -46,6 +46,10 @@ pub struct Collector {
     counter: u32,
     ended: Vec<bool>,
     ended_count: u32,
+    /// The `reader-double-publish` mutant is on.
+    double_publish: bool,
+    /// Under the mutant: the held source's batch was already broadcast once.
+    republishing: bool,
 }
 
 impl Collector {
@@ -57,7 +61,15 @@ impl Collector {
             counter: 0,
             ended: vec![false; workers as usize],
             ended_count: 0,
+            double_publish: false,
+            republishing: false,
         }
+    }
+
+    /// Switches the `reader-double-publish` mutant on: a planted bug for the fuzzer's canary.
+    pub fn with_double_publish(mut self) -> Self {
+        self.double_publish = true;
+        self
     }
 
     /// The worker the collector is waiting on or visiting next.
@@ -128,7 +140,12 @@ impl Collector {
             self.ended_count = 0;
             self.counter = 0;
             CollectorAction::EndOfEpoch { worker }
+        } else if self.double_publish && worker > 0 && !self.republishing {
+            // The planted bug: keep the source held, so the next iteration sends it again.
+            self.republishing = true;
+            CollectorAction::Broadcast { worker, records }
         } else {
+            self.republishing = false;
             bufs.store(src, me, BufferState::ReadyForWrite);
             self.advance();
             CollectorAction::Broadcast { worker, records }

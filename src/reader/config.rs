@@ -30,6 +30,14 @@ pub const KNOWN_FIXES: [&str; 4] = [
     FIX_WORKER_FAILURE_IS_END_OF_DATA,
 ];
 
+/// Mutant (a planted bug, off unless the command line names it): the collector hands a
+/// batch from worker 1 or higher out twice, by broadcasting it again before releasing the
+/// worker's buffer. The fuzzer's canary for the reader target.
+pub const MUTANT_DOUBLE_PUBLISH: &str = "reader-double-publish";
+
+/// Every reader mutant name.
+pub const KNOWN_MUTANTS: [&str; 1] = [MUTANT_DOUBLE_PUBLISH];
+
 /// Most reader worker threads.
 pub const WORKERS_MAX: u32 = 1024;
 /// Most records over all files, so a run's logs stay bounded.
@@ -147,6 +155,8 @@ pub struct ReaderConfig {
     pub steps_max: u64,
     /// Opt-in deviations from HugeCTR, by name (see `KNOWN_FIXES`).
     pub fixes: BTreeSet<String>,
+    /// Planted bugs switched on, by name (see `KNOWN_MUTANTS`); empty is HugeCTR.
+    pub mutants: BTreeSet<String>,
 }
 
 impl ReaderConfig {
@@ -172,6 +182,7 @@ impl ReaderConfig {
             repeat_batches: 100,
             steps_max: 10_000_000,
             fixes: BTreeSet::new(),
+            mutants: BTreeSet::new(),
         }
     }
 

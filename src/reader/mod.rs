@@ -11,6 +11,7 @@ pub mod buffer;
 pub mod checks;
 pub mod collector;
 pub mod config;
+pub mod feed;
 pub mod files;
 pub mod run;
 pub mod trainer;
@@ -23,8 +24,9 @@ pub use buffer::{ActorId, AtomicOp, BufferEvent, BufferId, BufferState};
 pub use config::{
     CheckKind, ConfigError, Consumer, ReaderConfig, FIX_BROKEN_READ_RECORD_INDEX,
     FIX_EMPTY_BATCH_IS_END_MARKER, FIX_TRAIN_KEEPS_INCOMPLETE_BATCHES,
-    FIX_WORKER_FAILURE_IS_END_OF_DATA, KNOWN_FIXES,
+    FIX_WORKER_FAILURE_IS_END_OF_DATA, KNOWN_FIXES, KNOWN_MUTANTS, MUTANT_DOUBLE_PUBLISH,
 };
+pub use feed::{Delivery, FeedCosts, NodeFeed, WorkerNote};
 pub use files::{FileSource, RecordId};
 pub use run::{
     run, Action, EpochOutput, Outcome, Prefer, RoundRobin, Run, RunOutput, Scheduler, Scripted,

@@ -6,7 +6,7 @@ use rand_chacha::ChaCha8Rng;
 
 use super::buffer::{ActorId, BufferEvent, BufferId, Buffers};
 use super::collector::{Collector, CollectorAction};
-use super::config::{ConfigError, ReaderConfig};
+use super::config::{ConfigError, ReaderConfig, MUTANT_DOUBLE_PUBLISH};
 use super::files::{Dataset, RecordId};
 use super::trainer::{Trainer, TrainerAction, TrainerPc};
 use super::worker::{Worker, WorkerAction, WorkerFailure, WorkerPc};
@@ -202,7 +202,14 @@ impl Run {
             bufs: Buffers::new(cfg.workers),
             workers: (0..cfg.workers).map(|w| Worker::new(w, cfg)).collect(),
             worker_epoch: vec![0; cfg.workers as usize],
-            collector: Collector::new(cfg.workers),
+            collector: {
+                let c = Collector::new(cfg.workers);
+                if cfg.mutants.contains(MUTANT_DOUBLE_PUBLISH) {
+                    c.with_double_publish()
+                } else {
+                    c
+                }
+            },
             collector_epoch: 0,
             trainer: Trainer::new(),
             epochs: vec![EpochOutput::default()],
@@ -230,6 +237,16 @@ impl Run {
     /// The buffers, for inspection between steps.
     pub fn buffers(&self) -> &Buffers {
         &self.bufs
+    }
+
+    /// Moves out the buffer state changes logged since the last call.
+    pub fn take_events(&mut self) -> Vec<BufferEvent> {
+        self.bufs.take_events()
+    }
+
+    /// The configuration the run was built from.
+    pub fn config(&self) -> &ReaderConfig {
+        &self.cfg
     }
 
     /// How the run ended, once it has: the trainer is done, every thread is blocked, or the

@@ -245,3 +245,23 @@ fn the_step_budget_ends_a_run_and_terminates_says_so() {
         .sentence
         .contains("budget of 7 steps"));
 }
+
+#[test]
+fn repeat_mode_with_no_intact_record_stops_the_worker_instead_of_spinning() {
+    let mut cfg = small(1);
+    cfg.repeat = true;
+    cfg.corrupt_records = (0..4)
+        .flat_map(|f| (0..5).map(move |r| RecordId::new(f, r)))
+        .collect();
+    let out = run(&cfg, &mut RoundRobin::default()).unwrap();
+    assert!(
+        matches!(out.outcome, Outcome::Hang { .. }),
+        "{:?}",
+        out.outcome
+    );
+    assert_eq!(
+        out.epochs[0].worker_failures,
+        vec![(0, super::worker::WorkerFailure::NoIntactRecord)]
+    );
+    assert!(terminates(&cfg, &out).is_violated());
+}

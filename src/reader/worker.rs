@@ -21,6 +21,11 @@ pub enum WorkerFailure {
     },
     /// Ten opened files in a row had a header that did not match (`read_new_file`).
     HeaderRetriesExhausted,
+    /// In repeat mode, a whole pass over the files gave no intact record (every one fails
+    /// its checksum or every file breaks at once): HugeCTR's worker would read in circles
+    /// forever without publishing. The model stops the thread there, so the run stays
+    /// bounded; for the collector it is the same as a thread that never publishes again.
+    NoIntactRecord,
 }
 
 impl fmt::Display for WorkerFailure {
@@ -29,6 +34,9 @@ impl fmt::Display for WorkerFailure {
             WorkerFailure::OpenRetriesExhausted { last_file } => write!(
                 f,
                 "{OPEN_TRIES_MAX} files in a row could not be opened (the last was file {last_file})"
+            ),
+            WorkerFailure::NoIntactRecord => f.write_str(
+                "a whole pass over the files gave no intact record, so the thread reads in circles forever",
             ),
             WorkerFailure::HeaderRetriesExhausted => write!(
                 f,
@@ -122,6 +130,8 @@ pub struct Worker {
     is_eof: bool,
     /// Under the failure fix: the retries ran out, so every later read is end-of-data.
     gave_up: bool,
+    /// Record reads since the last intact one (see `WorkerFailure::NoIntactRecord`).
+    reads_since_intact: u64,
     pc: WorkerPc,
 }
 
@@ -135,6 +145,7 @@ impl Worker {
             record_index: 0,
             is_eof: false,
             gave_up: false,
+            reads_since_intact: 0,
             pc: WorkerPc::Read,
         }
     }
@@ -164,6 +175,7 @@ impl Worker {
         self.record_index = 0;
         self.is_eof = false;
         self.gave_up = false;
+        self.reads_since_intact = 0;
         // HugeCTR stores `ReadyForWrite` unconditionally; the log shows the state it left.
         bufs.store(self.buffer(), ActorId::Trainer, BufferState::ReadyForWrite);
         true
@@ -303,9 +315,18 @@ impl Worker {
         report: &mut ReadReport,
     ) -> Result<(), Stop> {
         report.records_parsed += 1;
+        self.reads_since_intact += 1;
+        // More reads than records and files together without an intact one is a full pass
+        // that found nothing; only repeat mode gets here (otherwise the data ends).
+        if self.reads_since_intact > cfg.records_total() + u64::from(cfg.files) {
+            return Err(Stop::Failed(WorkerFailure::NoIntactRecord));
+        }
         let mut reopened = false;
         match self.source.read_record(ds, cfg.check) {
-            RecordRead::Ok(id) => records.push(id),
+            RecordRead::Ok(id) => {
+                self.reads_since_intact = 0;
+                records.push(id)
+            }
             RecordRead::ChecksumFailed(id) => report.skipped.push(id),
             RecordRead::Broken => {
                 self.read_new_file(ds, cfg, report)?;

@@ -76,10 +76,14 @@ pub struct JobSummary {
     pub epochs: u64,
 }
 
-/// The reader pipeline's deliveries (empty until the pipeline exists).
+/// The reader pipeline's deliveries, as node-0's trainer took them.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct ReaderSummary {
+    /// node-0's reader epochs in order; a restarted worker group's new reader starts at
+    /// epoch 0 again and its epochs follow the earlier reader's.
     pub epochs: Vec<ReaderEpoch>,
+    /// Time node-0's trainer waited for batches (the pipeline fell behind), over the run.
+    pub stall_us: u64,
 }
 
 /// One reader epoch as node-0's collector handed it out.
@@ -162,14 +166,32 @@ pub fn build(
         rounds,
         agents,
         job: job(trace),
-        reader: scenario
-            .reader
-            .as_ref()
-            .map(|_| ReaderSummary { epochs: Vec::new() }),
+        reader: scenario.reader.as_ref().map(|_| reader(trace)),
         invariants,
         expect,
         repro: repro_line(file, seed),
     }
+}
+
+/// node-0's readers: batch sizes per epoch (the end marker not counted), records
+/// delivered and skipped, and the trainer's stall.
+fn reader(trace: &Trace) -> ReaderSummary {
+    let mut summary = ReaderSummary {
+        epochs: Vec::new(),
+        stall_us: 0,
+    };
+    let logs = crate::check::reader::readers(trace);
+    for log in logs.iter().filter(|l| l.node == "node-0") {
+        summary.stall_us = summary.stall_us.saturating_add(log.stall_us);
+        summary
+            .epochs
+            .extend(log.output.epochs.iter().map(|e| ReaderEpoch {
+                batch_sizes: e.batch_sizes.iter().map(|&s| u64::from(s)).collect(),
+                records_delivered: e.delivered.len() as u64,
+                records_skipped: e.skipped.len() as u64,
+            }));
+    }
+    summary
 }
 
 /// Completed rounds, each as its earliest completion saw it.

@@ -55,6 +55,11 @@ fn with_reader(mut s: Scenario) -> Scenario {
         check: ReaderCheck::Sum,
         broken_files: vec![],
         corrupt_records: vec![],
+        truncated_files: vec![],
+        parse_time_us: 1,
+        record_size_bytes: 368,
+        fixes: vec![],
+        mutants: vec![],
     });
     s
 }
@@ -90,7 +95,10 @@ fn json_has_the_contract_fields_in_order() {
     assert_in_order(&json, &["expect", "met", "failures", "repro"]);
     let value: serde_json::Value = serde_json::from_str(&json).unwrap();
     assert_eq!(value.as_object().unwrap().len(), TOP_FIELDS.len());
-    assert_eq!(value["reader"], serde_json::json!({"epochs": []}));
+    assert_eq!(
+        value["reader"],
+        serde_json::json!({"epochs": [], "stall_us": 0})
+    );
     assert_eq!(value["repro"], "trainsim run scenarios/x.toml --seed 7");
 }
 

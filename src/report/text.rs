@@ -34,7 +34,14 @@ fn header(out: &mut String, r: &Report) {
         r.job.steps_done, r.job.samples_seen, r.job.epochs
     );
     if let Some(reader) = &r.reader {
-        let _ = writeln!(out, "reader   {} epochs delivered", reader.epochs.len());
+        let records: u64 = reader.epochs.iter().map(|e| e.records_delivered).sum();
+        let skipped: u64 = reader.epochs.iter().map(|e| e.records_skipped).sum();
+        let _ = writeln!(
+            out,
+            "reader   {} epochs on node-0, {records} records delivered, {skipped} skipped, trainer stalled {}",
+            reader.epochs.len(),
+            secs(reader.stall_us)
+        );
     }
 }
 

@@ -155,6 +155,10 @@ fn reader(r: &ReaderConfig) -> RawReader {
         }),
         broken_files: Some(r.broken_files.clone()),
         corrupt_records: Some(r.corrupt_records.clone()),
+        truncated_files: Some(r.truncated_files.clone()),
+        parse_time: Some(dur(r.parse_time_us)),
+        record_size: Some(size(r.record_size_bytes)),
+        fixes: Some(r.fixes.clone()),
     }
 }
 

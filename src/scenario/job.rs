@@ -206,6 +206,11 @@ pub fn reader(raw: &Option<RawReader>) -> Check<Option<ReaderConfig>> {
         READER_WORKERS_MAX,
     )?;
     let files = in_range(&p.key("files"), r.files.unwrap_or(12), 1, READER_FILES_MAX)?;
+    if workers > files {
+        // HugeCTR's `FileSource` refuses a worker that would have no file.
+        let msg = format!("{workers} workers need at least as many files (files = {files})");
+        return Err(issue(&p.key("workers"), msg));
+    }
     let per_file = r.records_per_file.unwrap_or(740);
     let records_per_file = in_range(
         &p.key("records_per_file"),
@@ -234,11 +239,28 @@ pub fn reader(raw: &Option<RawReader>) -> Check<Option<ReaderConfig>> {
         files,
         records_per_file,
     )?;
+    let truncated = truncated_files(
+        &p.key("truncated_files"),
+        r.truncated_files.as_deref().unwrap_or(&[]),
+        files,
+        records_per_file,
+    )?;
     let check = match r.check.unwrap_or(RawReaderCheck::Sum) {
         RawReaderCheck::Sum => ReaderCheck::Sum,
         RawReaderCheck::None => ReaderCheck::None,
     };
     let repeat = r.repeat.unwrap_or(false);
+    let parse_time_us = match &r.parse_time {
+        Some(t) => duration_in(&p.key("parse_time"), t, 0, READER_PARSE_TIME_US_MAX)?,
+        None => READER_PARSE_TIME_US_DEFAULT,
+    };
+    let record_size_bytes = size_in(
+        &p.key("record_size"),
+        &r.record_size,
+        READER_RECORD_SIZE_BYTES_DEFAULT,
+        READER_RECORD_SIZE_BYTES_MAX,
+    )?;
+    let fixes = reader_fixes(&p.key("fixes"), r.fixes.as_deref().unwrap_or(&[]))?;
     Ok(Some(ReaderConfig {
         workers,
         files,
@@ -248,7 +270,41 @@ pub fn reader(raw: &Option<RawReader>) -> Check<Option<ReaderConfig>> {
         check,
         broken_files: broken,
         corrupt_records: corrupt,
+        truncated_files: truncated,
+        parse_time_us,
+        record_size_bytes,
+        fixes,
+        mutants: Vec::new(),
     }))
+}
+
+/// Default `reader.parse_time`: one microsecond per record and worker thread, the order of
+/// a Criteo-style record's parse (a label, 13 dense floats, 26 sparse keys).
+pub const READER_PARSE_TIME_US_DEFAULT: u64 = 1;
+
+/// Default `reader.record_size`: a Criteo-style record as the collector copies it (label
+/// and 13 dense floats, 26 slots of one 8-byte key with its 4-byte count).
+pub const READER_RECORD_SIZE_BYTES_DEFAULT: u64 = 368;
+
+/// `reader.fixes`: distinct names from the reader model's `KNOWN_FIXES`.
+fn reader_fixes(path: &FieldPath, names: &[String]) -> Check<Vec<String>> {
+    let known = &crate::reader::config::KNOWN_FIXES;
+    list_len(path, names, known.len())?;
+    let mut seen = BTreeSet::new();
+    for (i, name) in names.iter().enumerate() {
+        let at = path.index(i);
+        if !known.contains(&name.as_str()) {
+            let msg = format!(
+                "`{name}` is not a known reader fix (known: {})",
+                known.join(", ")
+            );
+            return Err(issue(&at, msg));
+        }
+        if !seen.insert(name.as_str()) {
+            return Err(issue(&at, format!("`{name}` is listed twice")));
+        }
+    }
+    Ok(names.to_vec())
 }
 
 /// `reader.broken_files`: existing files, each once.
@@ -268,6 +324,33 @@ fn broken_files(p: &FieldPath, broken: &[u32], files: u32) -> Check<Vec<u32>> {
         }
     }
     Ok(broken.to_vec())
+}
+
+/// `reader.truncated_files`: `[file, records on disk]` for existing files, each once, cut
+/// no later than the file's end.
+fn truncated_files(
+    p: &FieldPath,
+    truncated: &[(u32, u64)],
+    files: u32,
+    per_file: u64,
+) -> Check<Vec<(u32, u64)>> {
+    list_len(p, truncated, files as usize)?;
+    let mut seen = BTreeSet::new();
+    for (i, (f, kept)) in truncated.iter().enumerate() {
+        let at = p.index(i);
+        if *f >= files {
+            let msg = format!("file {f} does not exist (files are 0 .. {})", files - 1);
+            return Err(issue(&at, msg));
+        }
+        if *kept > per_file {
+            let msg = format!("file {f} cannot keep {kept} records: it has {per_file}");
+            return Err(issue(&at, msg));
+        }
+        if !seen.insert(*f) {
+            return Err(issue(&at, format!("file {f} is listed twice")));
+        }
+    }
+    Ok(truncated.to_vec())
 }
 
 /// `reader.corrupt_records`: existing `[file, record]` pairs, each once.

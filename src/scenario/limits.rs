@@ -60,10 +60,15 @@ pub const BATCH_SIZE_MAX: u64 = 1 << 20;
 pub const READER_WORKERS_MAX: u32 = 256;
 /// Most reader files.
 pub const READER_FILES_MAX: u32 = 100_000;
-/// Most records in one reader file.
-pub const READER_RECORDS_PER_FILE_MAX: u64 = 1 << 32;
-/// Most records over all reader files.
-pub const READER_RECORDS_MAX: u64 = 1 << 34;
+/// Most records in one reader file (the reader model counts them in 32 bits).
+pub const READER_RECORDS_PER_FILE_MAX: u64 = u32::MAX as u64;
+/// Most records over all reader files: the reader model's bound, which keeps a run's
+/// delivery logs bounded.
+pub const READER_RECORDS_MAX: u64 = crate::reader::config::RECORDS_MAX;
+/// Longest per-record parse time of a reader worker.
+pub const READER_PARSE_TIME_US_MAX: u64 = 1_000_000;
+/// Largest reader record.
+pub const READER_RECORD_SIZE_BYTES_MAX: u64 = 1 << 30;
 /// Most entries in `reader.corrupt_records`.
 pub const READER_CORRUPT_RECORDS_MAX: usize = 1 << 20;
 /// Most faults in one scenario.

@@ -73,8 +73,8 @@ pub fn parse(text: &str, file: &str) -> Result<Scenario, ScenarioError> {
     parse_with(text, file, false)
 }
 
-/// Like `parse`, but accepts the features that are not built yet (`gpu_slow`, `gpu_fail`,
-/// `[reader]`), so their parsing can be tested and the work that builds them can use it.
+/// Like `parse`, but accepts the features that are not built yet (`gpu_slow`, `gpu_fail`),
+/// so their parsing can be tested and the work that builds them can use it.
 pub fn parse_unchecked(text: &str, file: &str) -> Result<Scenario, ScenarioError> {
     parse_with(text, file, true)
 }

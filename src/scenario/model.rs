@@ -20,7 +20,8 @@ pub struct Scenario {
     pub rendezvous: RendezvousConfig,
     pub agent: AgentConfig,
     pub job: JobConfig,
-    /// The `[reader]` table when present (the pipeline itself comes with issue #5).
+    /// The `[reader]` table when present: every node's trainer then takes one reader batch
+    /// per step.
     pub reader: Option<ReaderConfig>,
     /// Faults in the order of their time (stable for equal times: file order).
     pub faults: Vec<Fault>,
@@ -148,7 +149,7 @@ pub enum SamplerKind {
     LoadBalancing,
 }
 
-/// `[reader]`: the HugeCTR-style pipeline (parsed now, run with issue #5).
+/// `[reader]`: the HugeCTR-style pipeline feeding every node (see `reader::feed`).
 #[derive(Debug, Clone, PartialEq)]
 pub struct ReaderConfig {
     pub workers: u32,
@@ -160,6 +161,18 @@ pub struct ReaderConfig {
     pub broken_files: Vec<u32>,
     /// `(file, record)` pairs failing their checksum.
     pub corrupt_records: Vec<(u32, u64)>,
+    /// `(file, records on disk)`: files cut short, so reading past the cut is a broken read
+    /// that sends the worker to its next file.
+    pub truncated_files: Vec<(u32, u64)>,
+    /// Time one reader worker thread takes to parse one record.
+    pub parse_time_us: u64,
+    /// Bytes of one record as copied to the GPUs.
+    pub record_size_bytes: u64,
+    /// Opt-in named deviations from HugeCTR (`reader::config::KNOWN_FIXES`).
+    pub fixes: Vec<String>,
+    /// Planted reader bugs (`reader::config::KNOWN_MUTANTS`): set only by the runner from
+    /// `--mutant`, never by a file, and never written back.
+    pub mutants: Vec<String>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -151,6 +151,10 @@ pub struct RawReader {
     pub check: Option<RawReaderCheck>,
     pub broken_files: Option<Vec<u32>>,
     pub corrupt_records: Option<Vec<(u32, u64)>>,
+    pub truncated_files: Option<Vec<(u32, u64)>>,
+    pub parse_time: Option<String>,
+    pub record_size: Option<String>,
+    pub fixes: Option<Vec<String>>,
 }
 
 /// `reader.check`.

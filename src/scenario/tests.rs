@@ -102,9 +102,35 @@ fn the_contract_example_parses() {
         }]
     );
     assert_eq!(s.expect.rounds, Some((2, 3)));
-    // The reader is not built yet, so the checked parse refuses it, pointing at its header.
-    let e = parse(EXAMPLE, "example.toml").unwrap_err();
-    assert_eq!((e.field.as_str(), e.line), ("reader", 55), "{e}");
+    // The reader is built: the checked parse takes it, with the cost defaults.
+    let r = parse(EXAMPLE, "example.toml").unwrap().reader.unwrap();
+    assert_eq!((r.parse_time_us, r.record_size_bytes), (1, 368));
+    assert!(r.fixes.is_empty());
+}
+
+#[test]
+fn reader_fixes_and_costs_are_checked_where_they_stand() {
+    let text = |extra: &str| format!("name = \"r\"\n[reader]\nworkers = 2\nfiles = 4\n{extra}");
+    let s = parse(
+        &text("parse_time = \"3us\"\nrecord_size = \"1KiB\"\nfixes = [\"empty-batch-is-end-marker\"]\n"),
+        "r.toml",
+    )
+    .unwrap();
+    let r = s.reader.clone().unwrap();
+    assert_eq!((r.parse_time_us, r.record_size_bytes), (3, 1024));
+    assert_eq!(r.fixes, vec!["empty-batch-is-end-marker".to_string()]);
+    assert_eq!(parse(&to_toml(&s), "again.toml"), Ok(s));
+    let e = parse(&text("fixes = [\"x\"]\n"), "r.toml").unwrap_err();
+    assert_eq!(
+        (e.field.as_str(), e.line, e.column),
+        ("reader.fixes[0]", 5, 10),
+        "{e}"
+    );
+    assert!(e.message.contains("not a known reader fix"), "{e}");
+    let e = parse("name = \"r\"\n[reader]\nworkers = 5\nfiles = 4\n", "r.toml").unwrap_err();
+    assert_eq!((e.field.as_str(), e.line), ("reader.workers", 3), "{e}");
+    let e = parse(&text("record_size = \"0B\"\n"), "r.toml").unwrap_err();
+    assert_eq!(e.field, "reader.record_size", "{e}");
 }
 
 #[test]
@@ -470,7 +496,8 @@ fn scenario() -> impl Strategy<Value = Scenario> {
                 s.rendezvous.max_nodes = min_nodes + extra;
                 s.agent.nproc_per_node = gpus;
                 s.job.step_time_us = step_us;
-                s.job.model_size_bytes = model_bytes;
+                // Gradients must fit in one GPU's memory.
+                s.job.model_size_bytes = model_bytes.min(s.cluster.gpu.memory_bytes);
                 s.job.dataset = Dataset { len, complexity };
                 faults.sort_by_key(|f| f.at_us);
                 s.faults = faults;

@@ -5,6 +5,7 @@
 //! `node-N`; the dedicated store node is `store`. Nothing here holds a `HashMap`, so the
 //! canonical serialization is stable.
 
+use crate::reader::BufferEvent;
 use serde::Serialize;
 
 /// One recorded event.
@@ -141,6 +142,51 @@ pub enum EventKind {
     StoreDied { reason: String },
     /// The run ended: every started agent exited, or the time limit was reached.
     RunEnded { outcome: String },
+    /// The node's trainer took a reader batch of `size` records in reader epoch `epoch`
+    /// (`records` as `[file, first record, count]` runs, in batch order), after waiting
+    /// `stall_us` for it. `trained` is false when `Model::train` dropped it as incomplete.
+    /// A reader is one worker group's `DataReader`: `pid` and `round` name it.
+    ReaderBatch {
+        pid: u32,
+        round: u64,
+        epoch: u32,
+        size: u32,
+        records: Vec<[u32; 3]>,
+        trained: bool,
+        stall_us: u64,
+    },
+    /// The trainer took the end-of-data marker of reader epoch `epoch`.
+    ReaderEndOfData { pid: u32, round: u64, epoch: u32 },
+    /// A reader buffer changed state (`event.step` orders them within the reader).
+    ReaderBuffer {
+        pid: u32,
+        round: u64,
+        event: BufferEvent,
+    },
+    /// A reader worker skipped records whose checksum failed (`[file, first, count]` runs).
+    ReaderSkipped {
+        pid: u32,
+        round: u64,
+        epoch: u32,
+        worker: u32,
+        records: Vec<[u32; 3]>,
+    },
+    /// A reader worker's retries ran out; `lost` records of its batch in hand were dropped.
+    ReaderWorkerFailed {
+        pid: u32,
+        round: u64,
+        epoch: u32,
+        worker: u32,
+        reason: String,
+        lost: u32,
+    },
+    /// The trainer will never get another batch: the reader hangs (or refused a new epoch).
+    ReaderHang {
+        pid: u32,
+        round: u64,
+        epoch: u32,
+        reason: String,
+    },
 }
 
 impl EventKind {
@@ -169,6 +215,12 @@ impl EventKind {
             EventKind::StoreStarted => "store_started",
             EventKind::StoreDied { .. } => "store_died",
             EventKind::RunEnded { .. } => "run_ended",
+            EventKind::ReaderBatch { .. } => "reader_batch",
+            EventKind::ReaderEndOfData { .. } => "reader_end_of_data",
+            EventKind::ReaderBuffer { .. } => "reader_buffer",
+            EventKind::ReaderSkipped { .. } => "reader_skipped",
+            EventKind::ReaderWorkerFailed { .. } => "reader_worker_failed",
+            EventKind::ReaderHang { .. } => "reader_hang",
         }
     }
 }

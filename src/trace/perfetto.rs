@@ -14,6 +14,8 @@ use super::{Event, EventKind, Trace};
 use serde_json::{json, Map, Value};
 use std::collections::BTreeMap;
 
+mod reader;
+
 /// The Chrome pid of the `cluster` process; nodes follow from 2 in node order.
 const CLUSTER_PID: u64 = 1;
 /// Thread slots within a process; tids are `pid * TIDS_PER_PID + slot` so they are unique
@@ -249,7 +251,13 @@ impl Export {
             EventKind::Heartbeat { .. }
             | EventKind::RanksAssigned { .. }
             | EventKind::EpochStarted { .. }
-            | EventKind::EpochCovered { .. } => {}
+            | EventKind::EpochCovered { .. }
+            | EventKind::ReaderBuffer { .. }
+            | EventKind::ReaderSkipped { .. } => {}
+            EventKind::ReaderBatch { .. }
+            | EventKind::ReaderEndOfData { .. }
+            | EventKind::ReaderWorkerFailed { .. }
+            | EventKind::ReaderHang { .. } => self.reader_event(pid, at, &event.kind),
             EventKind::RunEnded { .. } => self.cluster_event(at, &event.kind),
         }
     }

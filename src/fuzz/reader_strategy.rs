@@ -1,0 +1,151 @@
+//! proptest strategies that draw whole scenarios for the reader target.
+//!
+//! A case is a short fault-free job (1–2 nodes, 10–60 steps of 10 ms, a 5 min time
+//! limit) fed by a drawn `[reader]`: 1–4 workers over as many to 12 files of 1–40 records,
+//! a batch of 1–32, repeat mode one time in four, either check, and swarm-style data
+//! faults: each case first picks which of broken files, corrupt records, truncated files
+//! and fixes it draws at all, then draws up to a few of each. Every part is drawn
+//! independently and made valid afterwards, so shrinking simplifies each on its own;
+//! everything drawn is within the validation bounds (a test checks the round trip).
+
+use super::strategy::Case;
+use crate::reader::config::KNOWN_FIXES;
+use crate::scenario;
+use crate::scenario::model::{ReaderCheck, ReaderConfig};
+use proptest::prelude::*;
+use std::collections::{BTreeMap, BTreeSet};
+
+/// Most files a drawn reader has.
+pub const FILES_MAX: u32 = 12;
+/// Most records per drawn file.
+pub const RECORDS_PER_FILE_MAX: u64 = 40;
+
+/// The reader's shape: workers, extra files beyond them, records per file, batch size,
+/// repeat, check.
+type Shape = (u32, u32, u64, u64, u8, bool);
+
+/// Data faults before they are made valid: file and record picks, reduced modulo the
+/// drawn shape.
+type FaultPicks = (Vec<u32>, Vec<(u32, u64)>, Vec<(u32, u64)>, Vec<usize>);
+
+fn picks() -> impl Strategy<Value = FaultPicks> {
+    (
+        proptest::collection::vec(0u32..FILES_MAX, 0..=4),
+        proptest::collection::vec((0u32..FILES_MAX, 0u64..RECORDS_PER_FILE_MAX), 0..=6),
+        proptest::collection::vec((0u32..FILES_MAX, 0u64..RECORDS_PER_FILE_MAX), 0..=2),
+        proptest::collection::vec(0usize..KNOWN_FIXES.len(), 0..=3),
+    )
+}
+
+/// Whole reader cases.
+pub fn case() -> impl Strategy<Value = Case> {
+    (
+        (
+            1u32..=4,
+            0u32..=8,
+            1u64..=RECORDS_PER_FILE_MAX,
+            1u64..=32,
+            0u8..4,
+            any::<bool>(),
+        ),
+        (1u32..=2, 10u64..=60),
+        // Swarm: which fault families this case uses at all.
+        0u8..16,
+        picks(),
+        any::<u64>(),
+    )
+        .prop_map(|(shape, (nodes, steps), mask, picks, seed)| {
+            let mut s = scenario::default_scenario("fuzz reader case");
+            s.time_limit_us = 300_000_000;
+            s.cluster.nodes = nodes;
+            s.rendezvous.min_nodes = nodes;
+            s.rendezvous.max_nodes = nodes;
+            s.job.steps = steps;
+            s.job.step_time_us = 10_000;
+            s.job.checkpoint_every = 10;
+            s.reader = Some(reader(shape, mask, &picks));
+            Case {
+                scenario: s,
+                // TOML integers are signed: keep the seed within them.
+                seed: seed >> 1,
+            }
+        })
+}
+
+fn reader(shape: Shape, mask: u8, picks: &FaultPicks) -> ReaderConfig {
+    let (workers, extra_files, records_per_file, batch_size, repeat_pick, sum) = shape;
+    let files = (workers + extra_files).min(FILES_MAX);
+    let (broken, corrupt, truncated, fixes) = picks;
+    let on = |bit: u8| mask & (1 << bit) != 0;
+    let broken: BTreeSet<u32> = if on(0) {
+        broken.iter().map(|f| f % files).collect()
+    } else {
+        BTreeSet::new()
+    };
+    let corrupt: BTreeSet<(u32, u64)> = if on(1) {
+        corrupt
+            .iter()
+            .map(|&(f, r)| (f % files, r % records_per_file))
+            .collect()
+    } else {
+        BTreeSet::new()
+    };
+    let truncated: BTreeMap<u32, u64> = if on(2) {
+        truncated
+            .iter()
+            .map(|&(f, kept)| (f % files, kept % records_per_file))
+            .collect()
+    } else {
+        BTreeMap::new()
+    };
+    let fixes: BTreeSet<String> = if on(3) {
+        fixes.iter().map(|&i| KNOWN_FIXES[i].to_owned()).collect()
+    } else {
+        BTreeSet::new()
+    };
+    ReaderConfig {
+        workers,
+        files,
+        records_per_file,
+        batch_size,
+        repeat: repeat_pick == 0,
+        check: if sum {
+            ReaderCheck::Sum
+        } else {
+            ReaderCheck::None
+        },
+        broken_files: broken.into_iter().collect(),
+        corrupt_records: corrupt.into_iter().collect(),
+        truncated_files: truncated.into_iter().collect(),
+        parse_time_us: 1,
+        record_size_bytes: 368,
+        fixes: fixes.into_iter().collect(),
+        mutants: Vec::new(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::test_runner::{Config, RngAlgorithm, TestRng, TestRunner};
+
+    #[test]
+    fn every_drawn_reader_scenario_round_trips_through_toml() {
+        let config = Config {
+            cases: 500,
+            failure_persistence: None,
+            ..Config::default()
+        };
+        let rng = TestRng::from_seed(RngAlgorithm::ChaCha, &[9; 32]);
+        let mut runner = TestRunner::new_with_rng(config, rng);
+        runner
+            .run(&case(), |case| {
+                let text = scenario::to_toml(&case.scenario);
+                let back = scenario::parse(&text, "drawn.toml")
+                    .map_err(|e| TestCaseError::fail(format!("{e}\n{text}")))?;
+                prop_assert_eq!(back, case.scenario);
+                Ok(())
+            })
+            .expect("every drawn reader scenario parses back to itself");
+    }
+}

@@ -1,0 +1,157 @@
+//! The job's side of the reader pipeline: each worker group's trainer on a node takes one
+//! reader batch per step from its own `DataReader` (a [`NodeFeed`]), waits for it when the
+//! pipeline is behind, starts the next epoch at end of data, and records what happened.
+//!
+//! A restarted worker group builds a new `DataReader`, as a new HugeCTR process would: it
+//! reads from the first file again, in epoch 0. A reader is named in the trace by the
+//! agent's `pid` and the group's rendezvous `round`.
+
+use crate::reader::feed::{config_of, costs_of, record_runs, WorkerNote};
+use crate::reader::{Delivery, NodeFeed};
+use crate::trace::EventKind;
+use crate::world::NodeEnv;
+
+/// Most epochs one step may run through without a trained batch: past it, `Model::train`
+/// is dropping every batch (all are incomplete) and the trainer is reported stuck rather
+/// than looping over epochs forever.
+pub const EMPTY_EPOCHS_PER_STEP_MAX: u32 = 3;
+
+/// What the trainer got for one step.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Taken {
+    /// A batch of `size` records, after waiting `stall_us` for it (dropped batches and new
+    /// epochs on the way included).
+    Batch { stall_us: u64, size: u32 },
+    /// No batch will ever come: the trainer waits forever.
+    Hang,
+}
+
+/// One worker group's reader on one node.
+#[derive(Debug)]
+pub struct ReaderFeed {
+    feed: NodeFeed,
+    pid: u32,
+    round: u64,
+}
+
+impl ReaderFeed {
+    /// A new `DataReader` for the group of `round`, or `None` when the scenario has no
+    /// `[reader]`. The scenario was validated, so the configuration is too.
+    pub fn start(env: &NodeEnv, round: u64) -> Option<ReaderFeed> {
+        let scenario = env.scenario();
+        let cfg = config_of(scenario.reader.as_ref()?);
+        let costs = costs_of(scenario)?;
+        let feed = NodeFeed::new(&cfg, costs, crate::world::time::elapsed_us())
+            .expect("a validated [reader] is a valid config");
+        Some(ReaderFeed {
+            feed,
+            pid: env.pid,
+            round,
+        })
+    }
+
+    /// The trainer asks for its next batch at `now_us`; copies run `copy_slowdown` times
+    /// slower than the GPU profile says (1.0 for healthy GPUs).
+    pub fn take_batch(&mut self, env: &NodeEnv, now_us: u64, copy_slowdown: f64) -> Taken {
+        let mut at_us = now_us;
+        let mut empty_epochs = 0;
+        loop {
+            let delivery = self.feed.next_batch(at_us, copy_slowdown);
+            self.flush(env);
+            match delivery {
+                Delivery::Batch {
+                    ready_at_us,
+                    epoch,
+                    records,
+                    trained,
+                } => {
+                    let size = records.len() as u32;
+                    env.record(EventKind::ReaderBatch {
+                        pid: self.pid,
+                        round: self.round,
+                        epoch,
+                        size,
+                        records: record_runs(&records),
+                        trained,
+                        stall_us: ready_at_us - at_us,
+                    });
+                    if trained {
+                        let stall_us = ready_at_us - now_us;
+                        return Taken::Batch { stall_us, size };
+                    }
+                    at_us = ready_at_us;
+                }
+                Delivery::EndOfData { ready_at_us, epoch } => {
+                    env.record(EventKind::ReaderEndOfData {
+                        pid: self.pid,
+                        round: self.round,
+                        epoch,
+                    });
+                    empty_epochs += 1;
+                    if empty_epochs > EMPTY_EPOCHS_PER_STEP_MAX {
+                        let reason = format!(
+                            "{EMPTY_EPOCHS_PER_STEP_MAX} epochs in a row gave no full batch: Model::train drops them all"
+                        );
+                        return self.hang(env, epoch, reason);
+                    }
+                    let started = self.feed.set_source(ready_at_us);
+                    self.flush(env);
+                    if let Err(reason) = started {
+                        return self.hang(env, epoch, reason);
+                    }
+                    at_us = ready_at_us;
+                }
+                Delivery::Hang { epoch, reason } => return self.hang(env, epoch, reason),
+            }
+        }
+    }
+
+    fn hang(&self, env: &NodeEnv, epoch: u32, reason: String) -> Taken {
+        env.record(EventKind::ReaderHang {
+            pid: self.pid,
+            round: self.round,
+            epoch,
+            reason,
+        });
+        Taken::Hang
+    }
+
+    /// Records the buffer changes and worker notes since the last flush.
+    fn flush(&mut self, env: &NodeEnv) {
+        for event in self.feed.take_buffer_events() {
+            env.record(EventKind::ReaderBuffer {
+                pid: self.pid,
+                round: self.round,
+                event,
+            });
+        }
+        for note in self.feed.take_worker_notes() {
+            env.record(match note {
+                WorkerNote::Skipped {
+                    worker,
+                    epoch,
+                    records,
+                } => EventKind::ReaderSkipped {
+                    pid: self.pid,
+                    round: self.round,
+                    epoch,
+                    worker,
+                    records: record_runs(&records),
+                },
+                WorkerNote::Failed {
+                    worker,
+                    epoch,
+                    failure,
+                    lost,
+                } => EventKind::ReaderWorkerFailed {
+                    pid: self.pid,
+                    round: self.round,
+                    epoch,
+                    worker,
+                    reason: failure.to_string(),
+                    lost,
+                },
+            });
+        }
+    }
+}

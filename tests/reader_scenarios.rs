@@ -1,0 +1,103 @@
+//! The reader scenarios end to end: the batch-size sequences node-0's collector hands out
+//! match what HugeCTR's code yields (worked out in tests/reader_model.rs), each quirk
+//! violates its invariant and its fix removes it, and the double-publish canary replays.
+
+use std::collections::BTreeSet;
+use trainsim::report::Report;
+use trainsim::runner::{run_one, run_one_with, RunOptions};
+
+fn run(file: &str) -> Report {
+    let scenario = trainsim::scenario::load(std::path::Path::new(file)).expect("scenario loads");
+    run_one(&scenario, file, scenario.seed).expect("the harness runs it")
+}
+
+fn seq(parts: &[(u64, usize)]) -> Vec<u64> {
+    parts
+        .iter()
+        .flat_map(|&(size, n)| std::iter::repeat_n(size, n))
+        .collect()
+}
+
+fn epoch_sizes(report: &Report, epoch: usize) -> Vec<u64> {
+    report.reader.as_ref().expect("a reader section").epochs[epoch]
+        .batch_sizes
+        .clone()
+}
+
+fn status(report: &Report, name: &str) -> String {
+    let result = report.invariants.iter().find(|i| i.name == name).unwrap();
+    result.status.as_str().to_owned()
+}
+
+#[test]
+fn hugectrs_unit_test_case_gives_23_batches_of_32_then_4_each_epoch() {
+    let report = run("scenarios/reader_hugectr_unit_case.toml");
+    assert!(report.passed(), "{}", report.to_text());
+    assert_eq!(epoch_sizes(&report, 0), seq(&[(32, 23), (4, 1)]));
+    // The next epoch, after set_source, starts the same sequence again.
+    assert!(epoch_sizes(&report, 1).iter().all(|&s| s == 32));
+    let reader = report.reader.as_ref().unwrap();
+    assert_eq!(reader.epochs[0].records_delivered, 740);
+    // Parsing and copying the first batch is not hidden behind any compute.
+    assert!(reader.stall_us > 0);
+    assert_eq!(status(&report, "reader.exactly_once"), "held");
+}
+
+#[test]
+fn three_workers_give_hugectrs_round_robin_sequence() {
+    let report = run("scenarios/reader_workers_not_dividing.toml");
+    assert!(report.passed(), "{}", report.to_text());
+    assert_eq!(
+        epoch_sizes(&report, 0),
+        seq(&[(32, 19), (30, 2), (32, 2), (8, 1)])
+    );
+}
+
+#[test]
+fn each_quirk_violates_its_invariant_and_its_fix_removes_it() {
+    for (quirk, fixed, invariant) in [
+        (
+            "reader_train_drops_incomplete",
+            "reader_hugectr_unit_case",
+            "reader.exactly_once",
+        ),
+        (
+            "reader_broken_read",
+            "reader_broken_read_fixed",
+            "reader.exactly_once",
+        ),
+        (
+            "reader_empty_batch_collides",
+            "reader_empty_batch_collides_fixed",
+            "reader.terminates",
+        ),
+        (
+            "reader_worker_dies",
+            "reader_worker_dies_fixed",
+            "reader.terminates",
+        ),
+    ] {
+        let q = run(&format!("scenarios/{quirk}.toml"));
+        let f = run(&format!("scenarios/{fixed}.toml"));
+        assert!(q.passed() && f.passed(), "{}\n{}", q.to_text(), f.to_text());
+        assert_eq!(status(&q, invariant), "violated", "{quirk}");
+        assert_eq!(status(&f, invariant), "held", "{fixed}");
+    }
+    // The broken read loses exactly file 4's last record: 740 - 34 cut - 1 lost.
+    let q = run("scenarios/reader_broken_read.toml");
+    assert_eq!(epoch_sizes(&q, 0), seq(&[(32, 22), (1, 1)]));
+    let f = run("scenarios/reader_broken_read_fixed.toml");
+    assert_eq!(epoch_sizes(&f, 0), seq(&[(32, 22), (2, 1)]));
+}
+
+#[test]
+fn the_double_publish_mutant_is_caught_by_exactly_once() {
+    let file = "scenarios/reader_workers_not_dividing.toml";
+    let scenario = trainsim::scenario::load(std::path::Path::new(file)).unwrap();
+    let options = RunOptions {
+        mutants: BTreeSet::from(["reader-double-publish".to_string()]),
+    };
+    let report = run_one_with(&scenario, file, scenario.seed, &options).unwrap();
+    assert_eq!(status(&report, "reader.exactly_once"), "violated");
+    assert!(report.repro.ends_with("--mutant reader-double-publish"));
+}
