@@ -37,6 +37,54 @@ struct Budget {
 }
 
 impl Budget {
+    /// Follows one event; returns the pid of a process it took beyond `max` restarts.
+    fn observe(&mut self, event: &crate::trace::Event, max: u32) -> Option<u32> {
+        match &event.kind {
+            EventKind::AgentStarted { pid } => {
+                let node = event.node.clone().unwrap_or_default();
+                self.processes.entry(*pid).or_default().node = node;
+                None
+            }
+            EventKind::AgentRestart { pid, counted, .. } => {
+                let process = self.processes.entry(*pid).or_default();
+                process.restart_counted |= *counted;
+                process.counted_restarts += u32::from(*counted);
+                (process.counted_restarts > max).then_some(*pid)
+            }
+            EventKind::WorkerFailed { pid, .. } | EventKind::AgentKilled { pid } => {
+                self.member_failed(*pid);
+                None
+            }
+            EventKind::WorkersStarted { pid, round, .. } => self
+                .workers_started(*pid, *round)
+                .filter(|made| *made > max)
+                .map(|_| *pid),
+            EventKind::RendezvousJoining { pid } => {
+                self.processes
+                    .entry(*pid)
+                    .or_default()
+                    .rendezvous_failed_last = false;
+                None
+            }
+            EventKind::RendezvousCompleted {
+                pid, participants, ..
+            } => {
+                let process = self.processes.entry(*pid).or_default();
+                process.rendezvous_failed_last = false;
+                process.participants = participants.clone();
+                None
+            }
+            EventKind::RendezvousFailed { pid, .. } => {
+                self.processes
+                    .entry(*pid)
+                    .or_default()
+                    .rendezvous_failed_last = true;
+                None
+            }
+            _ => None,
+        }
+    }
+
     /// A member of a running group failed: its workers failed or its agent was killed.
     fn member_failed(&mut self, pid: u32) {
         if let Some(process) = self.processes.get(&pid) {
@@ -88,80 +136,35 @@ pub(super) fn restart_budget(scenario: &Scenario, trace: &Trace) -> InvariantRes
     let mut applicable = false;
     for event in &trace.events {
         let node = event.node.as_deref();
-        let beyond = match &event.kind {
-            EventKind::AgentStarted { pid } => {
-                budget.processes.entry(*pid).or_default().node = node.unwrap_or("").into();
-                None
-            }
-            EventKind::AgentRestart { pid, counted, .. } => {
-                applicable = true;
-                let process = budget.processes.entry(*pid).or_default();
-                process.restart_counted |= *counted;
-                process.counted_restarts += u32::from(*counted);
-                (process.counted_restarts > max).then_some(*pid)
-            }
-            EventKind::WorkerFailed { pid, .. } | EventKind::AgentKilled { pid } => {
-                budget.member_failed(*pid);
-                None
-            }
-            EventKind::WorkersStarted { pid, round, .. } => budget
-                .workers_started(*pid, *round)
-                .filter(|n| *n > max)
-                .map(|_| *pid),
-            EventKind::RendezvousJoining { pid } => {
-                budget
-                    .processes
-                    .entry(*pid)
-                    .or_default()
-                    .rendezvous_failed_last = false;
-                None
-            }
-            EventKind::RendezvousCompleted {
-                pid, participants, ..
-            } => {
-                let process = budget.processes.entry(*pid).or_default();
-                process.rendezvous_failed_last = false;
-                process.participants = participants.clone();
-                None
-            }
-            EventKind::RendezvousFailed { pid, .. } => {
-                budget
-                    .processes
-                    .entry(*pid)
-                    .or_default()
-                    .rendezvous_failed_last = true;
-                None
-            }
-            EventKind::AgentExited { pid, state, .. } if state == "FAILED" => {
-                applicable = true;
-                let process = budget.processes.entry(*pid).or_default();
-                let spent = process.counted_restarts.max(process.failure_restarts) >= max;
-                if !spent && !process.rendezvous_failed_last {
-                    violations.push(Violation::new(
-                        event.at_us,
-                        node,
-                        format!(
-                            "agent pid {pid} exited FAILED after {} of {max} restarts, with no rendezvous error",
-                            process.counted_restarts.max(process.failure_restarts)
-                        ),
-                    ));
-                }
-                None
-            }
-            _ => None,
-        };
-        if let Some(pid) = beyond {
-            let process = budget.processes.entry(pid).or_default();
-            if !std::mem::replace(&mut process.reported, true) {
-                let n = process.counted_restarts.max(process.failure_restarts);
+        applicable |= matches!(&event.kind, EventKind::AgentRestart { .. })
+            || matches!(&event.kind, EventKind::AgentExited { state, .. } if state == "FAILED");
+        if let EventKind::AgentExited { pid, state, .. } = &event.kind {
+            let process = budget.processes.entry(*pid).or_default();
+            let made = process.counted_restarts.max(process.failure_restarts);
+            if state == "FAILED" && made < max && !process.rendezvous_failed_last {
                 violations.push(Violation::new(
                     event.at_us,
                     node,
                     format!(
-                        "agent pid {pid}'s worker group made {n} restarts after failures, beyond max_restarts {max}"
+                        "agent pid {pid} exited FAILED after {made} of {max} restarts, with no rendezvous error"
                     ),
                 ));
             }
+            continue;
+        }
+        let Some(pid) = budget.observe(event, max) else {
+            continue;
+        };
+        let process = budget.processes.entry(pid).or_default();
+        if !std::mem::replace(&mut process.reported, true) {
+            let made = process.counted_restarts.max(process.failure_restarts);
+            violations.push(Violation::new(
+                event.at_us,
+                node,
+                format!(
+                    "agent pid {pid}'s worker group made {made} restarts after failures, beyond max_restarts {max}"
+                ),
+            ));
         }
     }
     InvariantResult::judge("agent.restart_budget", applicable, violations)
