@@ -18,8 +18,27 @@ pub const FIX_SHARED_RESTART_COUNT: &str = "shared-restart-count";
 /// replaced: a failure, not a scale-up).
 pub const FIX_COUNT_REJOINED_FAILURES: &str = "count-rejoined-failures";
 
+/// Fix for one agent's failure closing the rendezvous for all: torch's `launch_agent`
+/// calls `shutdown()`, which closes the rendezvous, on every exit but a signal, so one
+/// agent that fails (its budget spent, or a rendezvous error of its own) ends every other
+/// agent at its next re-rendezvous. With this fix a FAILED agent leaves the rendezvous open,
+/// as torch already does for a signal and as forks do for an unhealthy node.
+pub const FIX_KEEP_OPEN_ON_FAILURE: &str = "keep-open-on-failure";
+
 /// Every named fix `agent.fixes` may switch on.
-pub const KNOWN_AGENT_FIXES: &[&str] = &[FIX_SHARED_RESTART_COUNT, FIX_COUNT_REJOINED_FAILURES];
+pub const KNOWN_AGENT_FIXES: &[&str] = &[
+    FIX_SHARED_RESTART_COUNT,
+    FIX_COUNT_REJOINED_FAILURES,
+    FIX_KEEP_OPEN_ON_FAILURE,
+];
+
+/// `launch_agent`'s shutdown rule for an agent that exits in `state` (not by a signal):
+/// torch closes the rendezvous whatever the state; with [`FIX_KEEP_OPEN_ON_FAILURE`] a
+/// FAILED agent leaves it open.
+pub fn closes_rendezvous_on_exit(state: &str, fixes: &[String]) -> bool {
+    let keep_open = fixes.iter().any(|f| f == FIX_KEEP_OPEN_ON_FAILURE);
+    !(keep_open && state == "FAILED")
+}
 
 /// torch's `WorkerState`, as the agent's worker group moves through it. `LocalElasticAgent`
 /// reports a failed process as FAILED; it never reports UNHEALTHY, so neither does the model.
@@ -201,6 +220,15 @@ mod tests {
             p.on_nodes_waiting(1, &names(&["node-1"]), &members),
             Decision::GiveUp
         );
+    }
+
+    #[test]
+    fn a_failed_agent_closes_the_rendezvous_unless_fixed() {
+        assert!(closes_rendezvous_on_exit("FAILED", &[]));
+        assert!(closes_rendezvous_on_exit("SUCCEEDED", &[]));
+        let fixed = vec![FIX_KEEP_OPEN_ON_FAILURE.to_owned()];
+        assert!(!closes_rendezvous_on_exit("FAILED", &fixed));
+        assert!(closes_rendezvous_on_exit("SUCCEEDED", &fixed));
     }
 
     #[test]

@@ -4,8 +4,8 @@
 //! success, and close the rendezvous on exit unless stopped by a signal.
 
 use super::policy::{
-    Decision, RestartPolicy, WorkerGroupState, FIX_COUNT_REJOINED_FAILURES,
-    FIX_SHARED_RESTART_COUNT,
+    closes_rendezvous_on_exit, Decision, RestartPolicy, WorkerGroupState,
+    FIX_COUNT_REJOINED_FAILURES, FIX_SHARED_RESTART_COUNT,
 };
 use super::rank_exchange::{
     exchange_ranks, group_restart_count_max, publish_restart_count, DEFAULT_ROLE,
@@ -85,8 +85,13 @@ pub async fn agent_process_with(env: NodeEnv, mutants: Arc<BTreeSet<String>>) ->
                 Ok(exit) => exit,
                 Err(e) => rendezvous_error_exit(&env, e),
             };
-            // `launch_agent` closes the rendezvous on every other exit, success included.
-            handler.shutdown().await;
+            // `launch_agent` closes the rendezvous on every other exit, success included
+            // (unless the fix `keep-open-on-failure` keeps it open for a failed agent).
+            if closes_rendezvous_on_exit(&exit.state, &env.scenario().agent.fixes) {
+                handler.shutdown().await;
+            } else {
+                handler.stop_heartbeats();
+            }
             exit
         }
     };
