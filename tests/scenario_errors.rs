@@ -213,6 +213,15 @@ fn expectations_and_fixes() {
     assert_at(&e, 3, 31, "expect.violations[1]", "not an invariant");
     let e = error("name = \"x\"\n[rendezvous]\nfixes = [\"keep_alive_race\"]\n");
     assert_at(&e, 3, 10, "rendezvous.fixes[0]", "not a known fix");
+    let e = error(
+        "name = \"x\"\n[agent]\nfixes = [\"shared-restart-count\", \"dead-participant-rejoin\"]\n",
+    );
+    assert_at(&e, 3, 34, "agent.fixes[1]", "not a known fix");
+    assert!(e.message.contains("count-rejoined-failures"), "{e}");
+    let e = error(
+        "name = \"x\"\n[agent]\nfixes = [\"shared-restart-count\", \"shared-restart-count\"]\n",
+    );
+    assert_at(&e, 3, 34, "agent.fixes[1]", "listed twice");
     let e = error("name = \"x\"\n[expect]\nrounds = { min = 3, max = 1 }\n");
     assert_at(&e, 3, 18, "expect.rounds.min", "greater than max");
 }

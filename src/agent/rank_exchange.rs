@@ -96,3 +96,43 @@ async fn publish_assignments(
         .collect();
     store.multi_set(entries).await
 }
+
+/// Where the agent fix `shared-restart-count` publishes each agent's restart count; torch
+/// has no such key.
+const RESTART_COUNT_PREFIX: &str = "torchelastic/restart_count/";
+
+/// `shared-restart-count`, first half: publish this agent's restart count for the round.
+/// Called before [`exchange_ranks`], so once rank 0 has read every role info, every count
+/// is in the store too.
+pub async fn publish_restart_count(
+    store: &mut StoreClient,
+    prefix: &str,
+    info: &RendezvousInfo,
+    restart_count: u32,
+) -> Result<(), StoreError> {
+    let key = format!("{prefix}{RESTART_COUNT_PREFIX}{}", info.rank);
+    store
+        .set(&key, restart_count.to_string().into_bytes())
+        .await
+}
+
+/// `shared-restart-count`, second half: the highest restart count of the round's agents
+/// (blocks until every agent of the round has published its own).
+pub async fn group_restart_count_max(
+    store: &mut StoreClient,
+    prefix: &str,
+    info: &RendezvousInfo,
+) -> Result<u32, StoreError> {
+    let keys: Vec<String> = (0..info.world_size)
+        .map(|r| format!("{prefix}{RESTART_COUNT_PREFIX}{r}"))
+        .collect();
+    let mut max = 0;
+    for bytes in store.multi_get(&keys).await? {
+        let count = std::str::from_utf8(&bytes)
+            .ok()
+            .and_then(|text| text.parse::<u32>().ok())
+            .ok_or_else(|| StoreError::Refused("bad restart count".into()))?;
+        max = max.max(count);
+    }
+    Ok(max)
+}

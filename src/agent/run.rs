@@ -3,7 +3,14 @@
 //! failure while the budget lasts, restart uncounted on a membership change, exit barrier on
 //! success, and close the rendezvous on exit unless stopped by a signal.
 
-use super::rank_exchange::{exchange_ranks, DEFAULT_ROLE};
+use super::policy::{
+    closes_rendezvous_on_exit, Decision, RestartPolicy, WorkerGroupState,
+    FIX_COUNT_REJOINED_FAILURES, FIX_SHARED_RESTART_COUNT,
+};
+use super::rank_exchange::{
+    AssignedRanks,
+    exchange_ranks, group_restart_count_max, publish_restart_count, DEFAULT_ROLE,
+};
 use crate::job::{self, GroupPlan, WorkerStatus};
 use crate::rendezvous::handler::{RendezvousError, RendezvousHandler, RendezvousInfo};
 use crate::rendezvous::settings::RendezvousSettings;
@@ -14,6 +21,10 @@ use futures::future::{select, Either};
 use std::collections::BTreeSet;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
+
+/// How the exit reason of an agent whose restart budget is spent ends: the job failed as
+/// `max_restarts` promised, and the checks tell that end from an error's.
+pub const BUDGET_SPENT: &str = " and no restarts remain";
 
 /// The run id every agent of a scenario uses.
 pub const RUN_ID: &str = "trainsim";
@@ -79,8 +90,13 @@ pub async fn agent_process_with(env: NodeEnv, mutants: Arc<BTreeSet<String>>) ->
                 Ok(exit) => exit,
                 Err(e) => rendezvous_error_exit(&env, e),
             };
-            // `launch_agent` closes the rendezvous on every other exit, success included.
-            handler.shutdown().await;
+            // `launch_agent` closes the rendezvous on every other exit, success included
+            // (unless the fix `keep-open-on-failure` keeps it open for a failed agent).
+            if closes_rendezvous_on_exit(&exit.state, &env.scenario().agent.fixes) {
+                handler.shutdown().await;
+            } else {
+                handler.stop_heartbeats();
+            }
             exit
         }
     };
@@ -126,21 +142,44 @@ impl Workers {
     }
 }
 
-/// torch's `_invoke_run`: the monitor loop.
+/// The worker group's state as torch's `WorkerGroup.state`, recorded when it changes.
+struct GroupState {
+    last: Option<WorkerGroupState>,
+}
+
+impl GroupState {
+    fn enter(&mut self, env: &NodeEnv, state: WorkerGroupState) {
+        if self.last == Some(state) {
+            return;
+        }
+        self.last = Some(state);
+        env.record(EventKind::WorkerGroupState {
+            pid: env.pid,
+            state: state.name().into(),
+        });
+    }
+}
+
+/// torch's `_invoke_run`: the monitor loop. The group starts in INIT, is HEALTHY once its
+/// workers run, takes the monitored state (FAILED, SUCCEEDED) each tick, and is STOPPED
+/// between a restart's stop and the next start.
 async fn invoke_run(
     env: &NodeEnv,
     handler: &RendezvousHandler,
     store: &mut StoreClient,
 ) -> Result<AgentExit, RendezvousError> {
-    let max_restarts = env.scenario().agent.max_restarts;
-    let monitor_interval_us = env.scenario().agent.monitor_interval_us;
-    let mut remaining_restarts = max_restarts;
+    let agent = &env.scenario().agent;
+    let mut policy = RestartPolicy::new(agent.max_restarts, agent.fixes.iter().cloned().collect());
     let highest_step = Arc::new(AtomicU64::new(0));
-    let mut workers = initialize_workers(env, handler, store, 0, &highest_step).await?;
+    let mut group = GroupState { last: None };
+    group.enter(env, WorkerGroupState::Init);
+    let mut workers = initialize_workers(env, handler, store, &mut policy, &highest_step).await?;
+    group.enter(env, WorkerGroupState::Healthy);
     loop {
-        time::sleep_us(monitor_interval_us).await;
-        match monitor(env, &workers) {
+        time::sleep_us(agent.monitor_interval_us).await;
+        let (decision, why) = match monitor(env, &workers) {
             WorkerStatus::Succeeded => {
+                group.enter(env, WorkerGroupState::Succeeded);
                 let info = workers.info.clone();
                 workers.stop(env, "succeeded");
                 exit_barrier(env, &info).await;
@@ -160,33 +199,64 @@ async fn invoke_run(
                     exit_code,
                     reason: reason.clone(),
                 });
-                workers.stop(env, "a worker failed");
                 env.clear_worker_crash();
-                if remaining_restarts == 0 {
-                    return Ok(AgentExit {
-                        state: "FAILED".into(),
-                        reason: format!(
-                            "worker {local_rank} failed ({reason}) and no restarts remain"
-                        ),
-                    });
-                }
-                remaining_restarts -= 1;
-                let restart_count = max_restarts - remaining_restarts;
-                record_restart(env, true, restart_count, "failure");
-                workers =
-                    initialize_workers(env, handler, store, restart_count, &highest_step).await?;
+                group.enter(env, WorkerGroupState::Failed);
+                let why = format!("worker {local_rank} failed ({reason})");
+                (policy.on_failure(), why)
             }
             WorkerStatus::Healthy => {
-                if handler.num_nodes_waiting().await? > 0 {
-                    let restart_count = max_restarts - remaining_restarts;
-                    record_restart(env, false, restart_count, "membership_change");
-                    workers.stop(env, "membership change");
-                    workers = initialize_workers(env, handler, store, restart_count, &highest_step)
-                        .await?;
-                }
+                let decision = nodes_waiting(handler, &mut policy, &workers.info).await?;
+                (
+                    decision,
+                    "a member of the group came back as a new process".into(),
+                )
+            }
+        };
+        match decision {
+            Decision::Continue => {}
+            Decision::GiveUp => {
+                workers.stop(env, "no restarts remain");
+                group.enter(env, WorkerGroupState::Failed);
+                return Ok(AgentExit {
+                    state: "FAILED".into(),
+                    reason: format!("{why}{BUDGET_SPENT}"),
+                });
+            }
+            Decision::Restart { counted, reason } => {
+                record_restart(env, counted, policy.restart_count(), reason);
+                workers.stop(env, restart_stop_reason(reason));
+                group.enter(env, WorkerGroupState::Stopped);
+                workers =
+                    initialize_workers(env, handler, store, &mut policy, &highest_step).await?;
+                group.enter(env, WorkerGroupState::Healthy);
             }
         }
     }
+}
+
+/// Why the workers stop before a restart, in the words the trace has always used.
+fn restart_stop_reason(reason: &str) -> &'static str {
+    match reason {
+        "failure" => "a worker failed",
+        "member_rejoined" => "a member rejoined after a failure",
+        _ => "membership change",
+    }
+}
+
+/// The HEALTHY branch: torch asks `num_nodes_waiting()`; the waiting nodes' addresses are
+/// read only when the fix `count-rejoined-failures` needs them.
+async fn nodes_waiting(
+    handler: &RendezvousHandler,
+    policy: &mut RestartPolicy,
+    info: &RendezvousInfo,
+) -> Result<Decision, RendezvousError> {
+    let waiting_count = handler.num_nodes_waiting().await?;
+    let waiting = if waiting_count > 0 && policy.has_fix(FIX_COUNT_REJOINED_FAILURES) {
+        handler.waiting_addrs().await?
+    } else {
+        Vec::new()
+    };
+    Ok(policy.on_nodes_waiting(waiting_count, &waiting, &info.participants))
 }
 
 /// Records a worker-group restart; `counted` ones spend `max_restarts`.
@@ -211,12 +281,13 @@ fn monitor(env: &NodeEnv, workers: &Workers) -> WorkerStatus {
     workers.status.lock().expect("status lock").clone()
 }
 
-/// torch's `_initialize_workers`: rendezvous, then start the workers from the last checkpoint.
+/// torch's `_initialize_workers`: rendezvous, assign ranks, then start the workers from the
+/// last checkpoint with the restart count (`TORCHELASTIC_RESTART_COUNT`) of this moment.
 async fn initialize_workers(
     env: &NodeEnv,
     handler: &RendezvousHandler,
     store: &mut StoreClient,
-    restart_count: u32,
+    policy: &mut RestartPolicy,
     highest_step: &Arc<AtomicU64>,
 ) -> Result<Workers, RendezvousError> {
     let info = handler.next_rendezvous().await?;
@@ -228,8 +299,15 @@ async fn initialize_workers(
         participants: info.participants.clone(),
     });
     let prefix = format!("{}/", settings_of(env).round_store_prefix(info.round));
+    let shared = policy.has_fix(FIX_SHARED_RESTART_COUNT);
+    if shared {
+        publish_restart_count(store, &prefix, &info, policy.restart_count()).await?;
+    }
     let local_world_size = env.scenario().agent.nproc_per_node;
     let ranks = exchange_ranks(store, &prefix, &info, u64::from(local_world_size)).await?;
+    if shared {
+        policy.adopt_group_count(group_restart_count_max(store, &prefix, &info).await?);
+    }
     env.record(EventKind::RanksAssigned {
         pid: env.pid,
         round: info.round,
@@ -241,6 +319,24 @@ async fn initialize_workers(
         base_role_rank: ranks.base_role_rank,
         role_world_size: ranks.role_world_size,
     });
+    Ok(start_workers(
+        env,
+        info,
+        &ranks,
+        policy.restart_count(),
+        highest_step,
+    ))
+}
+
+/// torch's `_start_workers`: the one place a [`GroupPlan`] is built, from the round and the
+/// assigned ranks.
+fn start_workers(
+    env: &NodeEnv,
+    info: RendezvousInfo,
+    ranks: &AssignedRanks,
+    restart_count: u32,
+    highest_step: &Arc<AtomicU64>,
+) -> Workers {
     env.record(EventKind::WorkersStarted {
         pid: env.pid,
         round: info.round,
@@ -271,7 +367,7 @@ async fn initialize_workers(
         checkpoint,
         base_global_rank: ranks.base_global_rank,
         world_size: ranks.world_size,
-        local_world_size,
+        local_world_size: env.scenario().agent.nproc_per_node,
     };
     let status = Arc::new(Mutex::new(WorkerStatus::Healthy));
     let task = spawn(job::train(
@@ -280,7 +376,7 @@ async fn initialize_workers(
         status.clone(),
         highest_step.clone(),
     ));
-    Ok(Workers { info, status, task })
+    Workers { info, status, task }
 }
 
 fn node_index(name: &str) -> u32 {

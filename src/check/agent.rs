@@ -4,66 +4,167 @@
 use super::{InvariantResult, Violation};
 use crate::scenario::model::Scenario;
 use crate::trace::{EventKind, Trace};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 /// What one agent process has done so far that the budget cares about.
 #[derive(Default)]
 struct Process {
+    node: String,
+    /// Restarts the agent itself counted (`AgentRestart { counted: true }`).
     counted_restarts: u32,
+    /// Restarts of its worker group that followed a failure in the group (see
+    /// [`restart_budget`]), counted when the new workers start.
+    failure_restarts: u32,
+    /// The round of its running (or last) worker group.
+    group_round: Option<u64>,
+    /// Whether its pending restart was counted by the agent.
+    restart_counted: bool,
+    /// The participants of its latest completed round.
+    participants: Vec<String>,
     /// Whether its latest `next_rendezvous()` call raised.
     rendezvous_failed_last: bool,
+    /// Whether a beyond-budget violation was already reported for it.
+    reported: bool,
 }
 
-/// `agent.restart_budget`: per agent process, counted restarts ≤ max_restarts; and a process
-/// that exits FAILED either spent its whole budget or was ended by a rendezvous error
-/// (its latest `next_rendezvous()` raised).
+/// The budget's bookkeeping over the whole trace.
+#[derive(Default)]
+struct Budget {
+    processes: BTreeMap<u32, Process>,
+    /// Round -> nodes of that round's group whose workers failed or whose agent was killed
+    /// while the group ran.
+    failed_members: BTreeMap<u64, BTreeSet<String>>,
+}
+
+impl Budget {
+    /// Follows one event; returns the pid of a process it took beyond `max` restarts.
+    fn observe(&mut self, event: &crate::trace::Event, max: u32) -> Option<u32> {
+        match &event.kind {
+            EventKind::AgentStarted { pid } => {
+                let node = event.node.clone().unwrap_or_default();
+                self.processes.entry(*pid).or_default().node = node;
+                None
+            }
+            EventKind::AgentRestart { pid, counted, .. } => {
+                let process = self.processes.entry(*pid).or_default();
+                process.restart_counted |= *counted;
+                process.counted_restarts += u32::from(*counted);
+                (process.counted_restarts > max).then_some(*pid)
+            }
+            EventKind::WorkerFailed { pid, .. } | EventKind::AgentKilled { pid } => {
+                self.member_failed(*pid);
+                None
+            }
+            EventKind::WorkersStarted { pid, round, .. } => self
+                .workers_started(*pid, *round)
+                .filter(|made| *made > max)
+                .map(|_| *pid),
+            EventKind::RendezvousJoining { pid } => {
+                self.processes
+                    .entry(*pid)
+                    .or_default()
+                    .rendezvous_failed_last = false;
+                None
+            }
+            EventKind::RendezvousCompleted {
+                pid, participants, ..
+            } => {
+                let process = self.processes.entry(*pid).or_default();
+                process.rendezvous_failed_last = false;
+                process.participants = participants.clone();
+                None
+            }
+            EventKind::RendezvousFailed { pid, .. } => {
+                self.processes
+                    .entry(*pid)
+                    .or_default()
+                    .rendezvous_failed_last = true;
+                None
+            }
+            _ => None,
+        }
+    }
+
+    /// A member of a running group failed: its workers failed or its agent was killed.
+    fn member_failed(&mut self, pid: u32) {
+        if let Some(process) = self.processes.get(&pid) {
+            if let Some(round) = process.group_round {
+                let node = process.node.clone();
+                self.failed_members.entry(round).or_default().insert(node);
+            }
+        }
+    }
+
+    /// New workers started for `round`: a restart when the process ran a group before. It
+    /// follows a failure when the agent counted it, or when a member of the old group
+    /// failed and that member's node is back in the new group (a replaced process; a member
+    /// that never comes back is a scale-down, which torch rightly does not count).
+    /// Returns the process's failure restarts if this was one.
+    fn workers_started(&mut self, pid: u32, round: u64) -> Option<u32> {
+        let process = self.processes.entry(pid).or_default();
+        let previous = process.group_round.replace(round)?;
+        let counted = std::mem::take(&mut process.restart_counted);
+        let failed = self.failed_members.get(&previous);
+        let rejoined = failed.is_some_and(|nodes| {
+            process
+                .participants
+                .iter()
+                .any(|n| *n != process.node && nodes.contains(n))
+        });
+        if !(counted || rejoined) {
+            return None;
+        }
+        process.failure_restarts += 1;
+        Some(process.failure_restarts)
+    }
+}
+
+/// `agent.restart_budget`: per agent process, restarts after failures ≤ max_restarts; and a
+/// process that exits FAILED either spent its whole budget or was ended by a rendezvous
+/// error (its latest `next_rendezvous()` raised).
 ///
-/// Not applicable when no process restarted and none failed.
+/// torch's documentation promises that when workers fail, all workers are stopped and
+/// restarted up to max_restarts; node departures and arrivals are free. So a restart of a
+/// process's group counts when it follows a failure anywhere in that group: its own
+/// counted restart, or another member's failed workers or killed agent when that member
+/// is back in the new group. torch counts only the first (pytorch#108158, #135712,
+/// #147064). Not applicable when no process restarted and none failed.
 pub(super) fn restart_budget(scenario: &Scenario, trace: &Trace) -> InvariantResult {
     let max = scenario.agent.max_restarts;
-    let mut processes: BTreeMap<u32, Process> = BTreeMap::new();
+    let mut budget = Budget::default();
     let mut violations = Vec::new();
     let mut applicable = false;
     for event in &trace.events {
         let node = event.node.as_deref();
-        match &event.kind {
-            EventKind::AgentRestart {
-                pid, counted: true, ..
-            } => {
-                applicable = true;
-                let process = processes.entry(*pid).or_default();
-                process.counted_restarts += 1;
-                if process.counted_restarts == max + 1 {
-                    violations.push(Violation::new(
-                        event.at_us,
-                        node,
-                        format!("agent pid {pid} restarted its workers beyond max_restarts {max}"),
-                    ));
-                }
+        applicable |= matches!(&event.kind, EventKind::AgentRestart { .. })
+            || matches!(&event.kind, EventKind::AgentExited { state, .. } if state == "FAILED");
+        if let EventKind::AgentExited { pid, state, .. } = &event.kind {
+            let process = budget.processes.entry(*pid).or_default();
+            let made = process.counted_restarts.max(process.failure_restarts);
+            if state == "FAILED" && made < max && !process.rendezvous_failed_last {
+                violations.push(Violation::new(
+                    event.at_us,
+                    node,
+                    format!(
+                        "agent pid {pid} exited FAILED after {made} of {max} restarts, with no rendezvous error"
+                    ),
+                ));
             }
-            EventKind::AgentRestart { .. } => applicable = true,
-            EventKind::RendezvousJoining { pid } | EventKind::RendezvousCompleted { pid, .. } => {
-                processes.entry(*pid).or_default().rendezvous_failed_last = false;
-            }
-            EventKind::RendezvousFailed { pid, .. } => {
-                processes.entry(*pid).or_default().rendezvous_failed_last = true;
-            }
-            EventKind::AgentExited { pid, state, .. } if state == "FAILED" => {
-                applicable = true;
-                let process = processes.entry(*pid).or_default();
-                let spent = process.counted_restarts >= max;
-                if !spent && !process.rendezvous_failed_last {
-                    violations.push(Violation::new(
-                        event.at_us,
-                        node,
-                        format!(
-                            "agent pid {pid} exited FAILED after {} of {max} restarts, with no rendezvous error",
-                            process.counted_restarts
-                        ),
-                    ));
-                }
-            }
-            _ => {}
+            continue;
+        }
+        let Some(pid) = budget.observe(event, max) else {
+            continue;
+        };
+        let process = budget.processes.entry(pid).or_default();
+        if !std::mem::replace(&mut process.reported, true) {
+            let made = process.counted_restarts.max(process.failure_restarts);
+            violations.push(Violation::new(
+                event.at_us,
+                node,
+                format!(
+                    "agent pid {pid}'s worker group made {made} restarts after failures, beyond max_restarts {max}"
+                ),
+            ));
         }
     }
     InvariantResult::judge("agent.restart_budget", applicable, violations)
@@ -161,7 +262,11 @@ mod tests {
         let r = restart_budget(&scenario(), &trace(events));
         assert_eq!(r.status, Status::Violated);
         assert_eq!(r.violations.len(), 2);
-        assert!(r.violations[0].message.contains("beyond max_restarts 1"));
+        assert!(
+            r.violations[0].message.contains("beyond max_restarts 1"),
+            "{:?}",
+            r.violations
+        );
         assert!(r.violations[1].message.contains("after 0 of 1 restarts"));
     }
 
@@ -178,6 +283,99 @@ mod tests {
             restart_budget(&scenario(), &trace(events)).status,
             Status::Held
         );
+    }
+
+    /// Two nodes in round 0 (pids 100, 101), both with workers running.
+    fn pair_in_round_zero() -> Vec<crate::trace::Event> {
+        let mut events = round_zero(2);
+        events.push(e(2, "node-0", workers_started(100, 0, 0, 2)));
+        events.push(e(2, "node-1", workers_started(101, 0, 1, 2)));
+        events
+    }
+
+    /// `pid` on `node` re-forms the group of nodes 0 and 1 in `round`.
+    fn regroup(events: &mut Vec<crate::trace::Event>, at: u64, node: &str, pid: u32, round: u64) {
+        let rank = u32::from(node == "node-1");
+        events.push(e(at, node, joining(pid)));
+        events.push(e(at + 1, node, completed(pid, round, rank, &[0, 1])));
+        events.push(e(at + 1, node, workers_started(pid, round, rank, 2)));
+    }
+
+    fn worker_failed(pid: u32) -> EventKind {
+        EventKind::WorkerFailed {
+            pid,
+            local_rank: 0,
+            exit_code: 1,
+            reason: "worker_crash".into(),
+        }
+    }
+
+    #[test]
+    fn failures_on_alternating_nodes_spend_the_groups_budget() {
+        // pytorch#135712: node-1 fails (counted by node-1, free for node-0), then node-0
+        // fails (counted by node-0, free for node-1). Each agent counted one restart, but
+        // both groups restarted twice after failures; max_restarts is 1.
+        let mut events = pair_in_round_zero();
+        events.push(e(10, "node-1", worker_failed(101)));
+        events.push(e(10, "node-1", restart(101, true, 1)));
+        events.push(e(10, "node-0", restart(100, false, 0)));
+        regroup(&mut events, 11, "node-0", 100, 1);
+        regroup(&mut events, 11, "node-1", 101, 1);
+        let first = restart_budget(&scenario(), &trace(events.clone()));
+        assert_eq!(first.status, Status::Held, "{:?}", first.violations);
+        events.push(e(20, "node-0", worker_failed(100)));
+        events.push(e(20, "node-0", restart(100, true, 1)));
+        events.push(e(20, "node-1", restart(101, false, 1)));
+        regroup(&mut events, 21, "node-0", 100, 2);
+        regroup(&mut events, 21, "node-1", 101, 2);
+        let r = restart_budget(&scenario(), &trace(events));
+        assert_eq!(r.status, Status::Violated);
+        assert_eq!(r.violations.len(), 2, "{:?}", r.violations);
+        assert!(r.violations[0]
+            .message
+            .contains("made 2 restarts after failures"));
+    }
+
+    #[test]
+    fn a_killed_member_that_comes_back_is_a_failure_and_one_that_leaves_is_not() {
+        let mut s = scenario();
+        s.agent.max_restarts = 0;
+        // Scale-down: node-1 is killed and never returns; node-0 goes on alone for free.
+        let mut events = pair_in_round_zero();
+        events.push(e(10, "node-1", killed(101)));
+        events.push(e(30, "node-0", restart(100, false, 0)));
+        events.push(e(30, "node-0", joining(100)));
+        events.push(e(31, "node-0", completed(100, 1, 0, &[0])));
+        events.push(e(31, "node-0", workers_started(100, 1, 0, 1)));
+        let r = restart_budget(&s, &trace(events));
+        assert_eq!(r.status, Status::Held, "{:?}", r.violations);
+        // pytorch#147064: node-1 is killed and comes back at once as pid 102.
+        let mut events = pair_in_round_zero();
+        events.push(e(10, "node-1", killed(101)));
+        events.push(e(11, "node-1", started(102)));
+        events.push(e(12, "node-0", restart(100, false, 0)));
+        regroup(&mut events, 12, "node-0", 100, 1);
+        regroup(&mut events, 12, "node-1", 102, 1);
+        let r = restart_budget(&s, &trace(events));
+        assert_eq!(r.status, Status::Violated);
+        assert_eq!(r.violations[0].node.as_deref(), Some("node-0"));
+        assert!(r.violations[0].message.contains("beyond max_restarts 0"));
+    }
+
+    #[test]
+    fn a_membership_restart_after_a_failure_counts_toward_spent() {
+        // node-0 restarted for free after node-1's failure, then failed itself: its group's
+        // budget (1) was spent, so exiting FAILED is within the rules.
+        let mut events = pair_in_round_zero();
+        events.push(e(10, "node-1", worker_failed(101)));
+        events.push(e(10, "node-1", restart(101, true, 1)));
+        events.push(e(10, "node-0", restart(100, false, 0)));
+        regroup(&mut events, 11, "node-0", 100, 1);
+        regroup(&mut events, 11, "node-1", 101, 1);
+        events.push(e(20, "node-0", worker_failed(100)));
+        events.push(e(20, "node-0", exited(100, "FAILED")));
+        let r = restart_budget(&scenario(), &trace(events));
+        assert_eq!(r.status, Status::Held, "{:?}", r.violations);
     }
 
     #[test]

@@ -182,6 +182,14 @@ impl RendezvousHandler {
         Ok(h.state.num_nodes_waiting() + h.dead_round_members())
     }
 
+    /// The addresses of the nodes on the wait list, from a (possibly cached) sync. Not part
+    /// of torch's handler: the agent fix `count-rejoined-failures` reads it.
+    pub async fn waiting_addrs(&self) -> Result<Vec<String>, RendezvousError> {
+        let mut h = self.holder.lock().await;
+        h.sync().await?;
+        Ok(h.state.wait_list.iter().map(|n| n.addr.clone()).collect())
+    }
+
     /// torch's `is_closed()`.
     pub async fn is_closed(&self) -> Result<bool, RendezvousError> {
         let mut h = self.holder.lock().await;

@@ -63,6 +63,16 @@ pub struct AgentSummary {
     pub restarts: u32,
     /// The last exit state; `KILLED` if it was killed last; `RUNNING` if it never ended.
     pub final_state: String,
+    /// Membership-change restarts (free in torch), summed over its processes.
+    pub membership_restarts: u32,
+    /// Agent processes it ran (1, plus one per `restart` of a killed node).
+    pub processes: u32,
+    /// `TORCHELASTIC_RESTART_COUNT` its last worker group started with.
+    pub restart_count: u32,
+    /// The last state its worker group entered (torch's `WorkerState`), empty if none.
+    pub worker_group_state: String,
+    /// Why its last process exited, in words; empty if it was killed or still runs.
+    pub exit_reason: String,
 }
 
 /// Training progress.
@@ -225,7 +235,8 @@ fn node_order(node: &str) -> (u64, String) {
     (index.unwrap_or(u64::MAX), node.to_owned())
 }
 
-/// Every node whose agent ever started, with its counted restarts and final state.
+/// Every node whose agent ever started: its restarts, processes, restart count, worker
+/// group state and final state.
 fn agents(trace: &Trace) -> Vec<AgentSummary> {
     let mut by_node: BTreeMap<(u64, String), AgentSummary> = BTreeMap::new();
     for event in &trace.events {
@@ -233,29 +244,38 @@ fn agents(trace: &Trace) -> Vec<AgentSummary> {
             continue;
         };
         let key = node_order(node);
+        if let EventKind::AgentStarted { .. } = &event.kind {
+            let summary = by_node.entry(key).or_insert_with(|| AgentSummary {
+                node: node.to_owned(),
+                restarts: 0,
+                final_state: String::new(),
+                membership_restarts: 0,
+                processes: 0,
+                restart_count: 0,
+                worker_group_state: String::new(),
+                exit_reason: String::new(),
+            });
+            summary.final_state = "RUNNING".to_owned();
+            summary.processes += 1;
+            summary.exit_reason.clear();
+            continue;
+        }
+        let Some(summary) = by_node.get_mut(&key) else {
+            continue;
+        };
         match &event.kind {
-            EventKind::AgentStarted { .. } => {
-                let summary = by_node.entry(key).or_insert_with(|| AgentSummary {
-                    node: node.to_owned(),
-                    restarts: 0,
-                    final_state: String::new(),
-                });
-                summary.final_state = "RUNNING".to_owned();
+            EventKind::AgentExited { state, reason, .. } => {
+                summary.final_state = state.clone();
+                summary.exit_reason = reason.clone();
             }
-            EventKind::AgentExited { state, .. } => {
-                if let Some(summary) = by_node.get_mut(&key) {
-                    summary.final_state = state.clone();
-                }
+            EventKind::AgentKilled { .. } => summary.final_state = "KILLED".to_owned(),
+            EventKind::AgentRestart { counted: true, .. } => summary.restarts += 1,
+            EventKind::AgentRestart { counted: false, .. } => summary.membership_restarts += 1,
+            EventKind::WorkersStarted { restart_count, .. } => {
+                summary.restart_count = *restart_count;
             }
-            EventKind::AgentKilled { .. } => {
-                if let Some(summary) = by_node.get_mut(&key) {
-                    summary.final_state = "KILLED".to_owned();
-                }
-            }
-            EventKind::AgentRestart { counted: true, .. } => {
-                if let Some(summary) = by_node.get_mut(&key) {
-                    summary.restarts += 1;
-                }
+            EventKind::WorkerGroupState { state, .. } => {
+                summary.worker_group_state = state.clone();
             }
             _ => {}
         }

@@ -161,6 +161,56 @@ fn agents_sort_by_index_and_track_kills_and_restarts() {
             ("node-10", 0, "RUNNING")
         ]
     );
+    let node_0 = &r.agents[0];
+    assert_eq!((node_0.processes, node_0.membership_restarts), (2, 0));
+    let node_1 = &r.agents[1];
+    assert_eq!((node_1.processes, node_1.membership_restarts), (1, 1));
+}
+
+#[test]
+fn agents_report_the_restart_count_group_state_and_exit_reason() {
+    let mut events = round_zero(1);
+    events.push(e(
+        2,
+        "node-0",
+        EventKind::WorkersStarted {
+            pid: 100,
+            round: 0,
+            group_rank: 0,
+            world_size: 1,
+            restart_count: 2,
+        },
+    ));
+    events.push(e(
+        2,
+        "node-0",
+        EventKind::WorkerGroupState {
+            pid: 100,
+            state: "HEALTHY".into(),
+        },
+    ));
+    events.push(e(
+        3,
+        "node-0",
+        EventKind::WorkerGroupState {
+            pid: 100,
+            state: "FAILED".into(),
+        },
+    ));
+    events.push(e(
+        3,
+        "node-0",
+        EventKind::AgentExited {
+            pid: 100,
+            state: "FAILED".into(),
+            reason: "no restarts remain".into(),
+        },
+    ));
+    let r = report_of(&scenario(), events, end(4, "failed"));
+    let a = &r.agents[0];
+    assert_eq!(a.restart_count, 2);
+    assert_eq!(a.worker_group_state, "FAILED");
+    assert_eq!(a.exit_reason, "no restarts remain");
 }
 
 #[test]
@@ -302,7 +352,7 @@ fn text_of_a_failed_run_ends_with_the_repro_line() {
         text.contains("on node-0: node-0 stayed in round 0"),
         "{text}"
     );
-    assert!(text.contains("node-2            0  KILLED"), "{text}");
+    assert!(text.contains("node-2            0     0  KILLED"), "{text}");
     assert!(
         text.contains("  - rendezvous.liveness was violated"),
         "{text}"

@@ -84,8 +84,8 @@ fn agents(out: &mut String, r: &Report) {
     }
     let _ = writeln!(
         out,
-        "agents   {:<10} {:>8}  final state",
-        "node", "restarts"
+        "agents   {:<10} {:>8} {:>5}  final state",
+        "node", "restarts", "free"
     );
     // A big cluster lists only the agents that differ from the usual one (the JSON report
     // has every agent).
@@ -100,8 +100,8 @@ fn agents(out: &mut String, r: &Report) {
     for agent in &listed {
         let _ = writeln!(
             out,
-            "         {:<10} {:>8}  {}",
-            agent.node, agent.restarts, agent.final_state
+            "         {:<10} {:>8} {:>5}  {}",
+            agent.node, agent.restarts, agent.membership_restarts, agent.final_state
         );
     }
     let hidden = r.agents.len() - listed.len();

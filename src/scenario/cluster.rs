@@ -8,8 +8,10 @@ use super::raw::{RawAgent, RawCluster, RawGpuProfile, RawNetwork, RawRendezvous}
 use super::values::*;
 use std::collections::{BTreeMap, BTreeSet};
 
-/// Named deviations from torch's behaviour that `rendezvous.fixes` may ask for. Empty until
-/// the rendezvous model grows its first fix; any other name is an error.
+/// Named deviations from torch's agent behaviour that `agent.fixes` may ask for.
+pub use crate::agent::policy::KNOWN_AGENT_FIXES;
+/// Named deviations from torch's behaviour that `rendezvous.fixes` may ask for; any other
+/// name is an error.
 pub use crate::rendezvous::settings::KNOWN_FIXES;
 
 /// The built-in GPU profile called `name`, if there is one.
@@ -204,12 +206,16 @@ pub fn rendezvous(raw: &Option<RawRendezvous>, cluster: &Cluster) -> Check<Rende
             1,
             KEEP_ALIVE_MAX_ATTEMPT_MAX,
         )?,
-        fixes: fixes(&p.key("fixes"), r.fixes.as_deref().unwrap_or(&[]))?,
+        fixes: fixes(
+            &p.key("fixes"),
+            r.fixes.as_deref().unwrap_or(&[]),
+            KNOWN_FIXES,
+        )?,
     })
 }
 
-/// `rendezvous.fixes`: non-empty, distinct names from `KNOWN_FIXES`.
-pub fn fixes(path: &FieldPath, names: &[String]) -> Check<Vec<String>> {
+/// `rendezvous.fixes` and `agent.fixes`: non-empty, distinct names from `known`.
+pub fn fixes(path: &FieldPath, names: &[String], known: &[&str]) -> Check<Vec<String>> {
     list_len(path, names, FIXES_MAX)?;
     let mut seen = BTreeSet::new();
     for (i, name) in names.iter().enumerate() {
@@ -220,11 +226,11 @@ pub fn fixes(path: &FieldPath, names: &[String]) -> Check<Vec<String>> {
         if !seen.insert(name.as_str()) {
             return Err(issue(&at, format!("`{name}` is listed twice")));
         }
-        if !KNOWN_FIXES.contains(&name.as_str()) {
-            let known = if KNOWN_FIXES.is_empty() {
+        if !known.contains(&name.as_str()) {
+            let known = if known.is_empty() {
                 "none yet".to_string()
             } else {
-                KNOWN_FIXES.join(", ")
+                known.join(", ")
             };
             return Err(issue(
                 &at,
@@ -259,6 +265,11 @@ pub fn agent(raw: &Option<RawAgent>, cluster: &Cluster) -> Check<AgentConfig> {
             &a.exit_barrier_timeout,
             300_000_000,
             TIMEOUT_US_MAX,
+        )?,
+        fixes: fixes(
+            &p.key("fixes"),
+            a.fixes.as_deref().unwrap_or(&[]),
+            KNOWN_AGENT_FIXES,
         )?,
     })
 }

@@ -41,6 +41,7 @@ pub fn to_raw(s: &Scenario) -> RawScenario {
             max_restarts: Some(s.agent.max_restarts),
             monitor_interval: Some(dur(s.agent.monitor_interval_us)),
             exit_barrier_timeout: Some(dur(s.agent.exit_barrier_timeout_us)),
+            fixes: Some(s.agent.fixes.clone()),
         }),
         job: Some(job(&s.job)),
         reader: s.reader.as_ref().map(reader),

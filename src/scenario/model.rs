@@ -100,6 +100,8 @@ pub struct AgentConfig {
     pub max_restarts: u32,
     pub monitor_interval_us: u64,
     pub exit_barrier_timeout_us: u64,
+    /// Opt-in named deviations from torch's agent behaviour.
+    pub fixes: Vec<String>,
 }
 
 /// `[job]`: the training job.

@@ -82,6 +82,7 @@ pub struct RawAgent {
     pub max_restarts: Option<u32>,
     pub monitor_interval: Option<String>,
     pub exit_barrier_timeout: Option<String>,
+    pub fixes: Option<Vec<String>>,
 }
 
 /// `[job]`.

@@ -495,6 +495,10 @@ fn scenario() -> impl Strategy<Value = Scenario> {
                 s.rendezvous.min_nodes = min_nodes;
                 s.rendezvous.max_nodes = min_nodes + extra;
                 s.agent.nproc_per_node = gpus;
+                if flag {
+                    s.agent.fixes = vec!["shared-restart-count".into()];
+                    s.rendezvous.fixes = vec!["dead-participant-rejoin".into()];
+                }
                 s.job.step_time_us = step_us;
                 // Gradients must fit in one GPU's memory.
                 s.job.model_size_bytes = model_bytes.min(s.cluster.gpu.memory_bytes);

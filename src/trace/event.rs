@@ -97,6 +97,9 @@ pub enum EventKind {
         restart_count: u32,
         reason: String,
     },
+    /// The agent's worker group entered a state of torch's `WorkerState` (`INIT`, `HEALTHY`,
+    /// `UNHEALTHY`, `FAILED`, `SUCCEEDED`, `STOPPED`); recorded on each change only.
+    WorkerGroupState { pid: u32, state: String },
     /// The group on this node reached global step `step`, in data epoch `epoch`, its ranks
     /// having trained on `samples` samples in the step.
     Step {
@@ -207,6 +210,7 @@ impl EventKind {
             EventKind::WorkersStopped { .. } => "workers_stopped",
             EventKind::WorkerFailed { .. } => "worker_failed",
             EventKind::AgentRestart { .. } => "agent_restart",
+            EventKind::WorkerGroupState { .. } => "worker_group_state",
             EventKind::Step { .. } => "step",
             EventKind::Checkpoint { .. } => "checkpoint",
             EventKind::EpochStarted { .. } => "epoch_started",

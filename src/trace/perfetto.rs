@@ -248,6 +248,10 @@ impl Export {
                 format!("fault: {fault}"),
                 json!({ "detail": detail }),
             )),
+            EventKind::WorkerGroupState { state, .. } => {
+                let name = format!("worker group {state}");
+                self.out.push(instant(pid, AGENT, at, name, json!({})));
+            }
             EventKind::Heartbeat { .. }
             | EventKind::RanksAssigned { .. }
             | EventKind::EpochStarted { .. }

@@ -18,6 +18,10 @@ thread_local! {
     static LISTENING: RefCell<BTreeSet<SocketAddr>> = const { RefCell::new(BTreeSet::new()) };
     /// Hosts that are powered off: they answer nothing, not even a reset.
     static HOSTS_DOWN: RefCell<BTreeSet<IpAddr>> = const { RefCell::new(BTreeSet::new()) };
+    /// Clients made so far in this run: each numbers its requests in a range of its own, so a
+    /// restarted process that binds its dead predecessor's port is a new connection to the
+    /// server's reply cache (as a new TCP connection is), not a replay of the old one's ids.
+    static CLIENTS_MADE: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
 }
 
 /// Marks a host powered off (killed) or back on.
@@ -36,6 +40,7 @@ pub fn set_host_down(ip: IpAddr, down: bool) {
 pub fn reset_registry() {
     LISTENING.with(|l| l.borrow_mut().clear());
     HOSTS_DOWN.with(|h| h.borrow_mut().clear());
+    CLIENTS_MADE.with(|c| c.set(0));
 }
 
 /// Whether a live host would answer a connection to `addr` with a reset: its kernel is up
@@ -94,10 +99,15 @@ impl RpcClient {
         let endpoint = Endpoint::bind("0.0.0.0:0")
             .await
             .map_err(|e| NetError::Bind(e.to_string()))?;
+        let client = CLIENTS_MADE.with(|c| {
+            let n = c.get() + 1;
+            c.set(n);
+            n
+        });
         Ok(RpcClient {
             endpoint,
             server,
-            next_id: 1,
+            next_id: (client << 32) | 1,
             connected: false,
         })
     }

@@ -109,6 +109,12 @@ impl Agents {
 /// Part (a): after the last fault, whenever at least min_nodes healthy agents wait at once,
 /// some round completes within [`completion_bound_us`].
 ///
+/// A closed rendezvous never completes another round, so healthy agents that call
+/// `next_rendezvous()` and are refused with `closed` before any agent succeeded still want
+/// to train: once min_nodes of them are refused, the miss is decided at once (see
+/// [`Refusals`]). After an agent succeeded, or failed with its restart budget spent, the job
+/// is over as torch promises and the close is its end.
+///
 /// Waiting agents are not owed a round while the live groups already hold max_nodes
 /// members: torch parks such joiners on its redundancy list until a member leaves.
 /// One stall is reported once; the next completion re-arms the check.
@@ -135,7 +141,15 @@ fn waiting_nodes_get_a_round(scenario: &Scenario, trace: &Trace, end: &RunEnd) -
         Violation::new(since_us + bound_us, None, message)
     };
     let mut waiting_at_start = 0;
+    let mut refusals = Refusals::default();
     for (index, event) in trace.events.iter().enumerate() {
+        if index >= phase_from && membership.len() < max {
+            if let Some(message) = refusals.observe(event, &agents, min) {
+                violations.push(Violation::new(event.at_us, None, message));
+            }
+        } else {
+            refusals.note_success(event);
+        }
         if let Some(since_us) = pending_since_us {
             if event.at_us > since_us + bound_us {
                 violations.push(miss(since_us, waiting_at_start));
@@ -164,6 +178,49 @@ fn waiting_nodes_get_a_round(scenario: &Scenario, trace: &Trace, end: &RunEnd) -
         }
     }
     violations
+}
+
+/// Healthy agents refused by a closed rendezvous before the job succeeded.
+#[derive(Default)]
+struct Refusals {
+    succeeded: bool,
+    refused: BTreeSet<u32>,
+    reported: bool,
+}
+
+impl Refusals {
+    /// A success, or a failure with the restart budget spent, ends the job: a close after it
+    /// is the job's end, not a liveness miss.
+    fn note_success(&mut self, event: &Event) {
+        if let EventKind::AgentExited { state, reason, .. } = &event.kind {
+            self.succeeded |= state == "SUCCEEDED"
+                || (state == "FAILED" && reason.ends_with(crate::agent::run::BUDGET_SPENT));
+        }
+    }
+
+    /// Follows one event; returns the violation's sentence when the min_nodes-th healthy
+    /// agent is refused.
+    fn observe(&mut self, event: &Event, agents: &Agents, min: usize) -> Option<String> {
+        self.note_success(event);
+        let EventKind::RendezvousFailed { pid, error, .. } = &event.kind else {
+            return None;
+        };
+        let healthy = agents
+            .live
+            .get(pid)
+            .is_some_and(|node| !agents.paused_nodes.contains(node));
+        if error != "closed" || self.succeeded || !healthy {
+            return None;
+        }
+        self.refused.insert(*pid);
+        if self.refused.len() < min || std::mem::replace(&mut self.reported, true) {
+            return None;
+        }
+        Some(format!(
+            "{} healthy nodes wanted a new round but the rendezvous was closed before the job succeeded; no round can complete after a close",
+            self.refused.len()
+        ))
+    }
 }
 
 /// A survivor's obligation to leave the group of a killed participant.
@@ -312,6 +369,47 @@ mod tests {
         }
         events.push(e(1000, "node-1", fault("pause")));
         let r = liveness(&scenario(), &trace(events), &end(5000, "timed_out"));
+        assert_eq!(r.status, Status::Held, "{:?}", r.violations);
+    }
+
+    #[test]
+    fn healthy_nodes_refused_by_an_early_close_violate_at_once() {
+        let mut events = round_zero(3);
+        events.push(e(10, "node-2", exited(102, "FAILED")));
+        events.push(e(10, "node-2", closed(102, 0)));
+        for pid in [100, 101] {
+            let node = format!("node-{}", pid - 100);
+            events.push(e(610, &node, joining(pid)));
+            events.push(e(611, &node, rdzv_failed(pid, "closed")));
+            events.push(e(611, &node, exited(pid, "FAILED")));
+        }
+        let r = liveness(&scenario(), &trace(events.clone()), &end(611, "failed"));
+        assert_eq!(r.status, Status::Violated);
+        assert_eq!(r.violations.len(), 1);
+        assert!(r.violations[0]
+            .message
+            .contains("2 healthy nodes wanted a new round"));
+        // After a success the close is the job's end, and one refused node is not owed.
+        let mut done = round_zero(3);
+        done.push(e(10, "node-2", exited(102, "SUCCEEDED")));
+        done.extend(events[events.len() - 6..].iter().cloned());
+        let r = liveness(&scenario(), &trace(done), &end(611, "failed"));
+        assert_eq!(r.status, Status::Held, "{:?}", r.violations);
+        // A failure with the budget spent is the job's end too.
+        let mut spent = events.clone();
+        spent[round_zero(3).len()] = e(
+            10,
+            "node-2",
+            EventKind::AgentExited {
+                pid: 102,
+                state: "FAILED".into(),
+                reason: format!("worker 0 failed{}", crate::agent::run::BUDGET_SPENT),
+            },
+        );
+        let r = liveness(&scenario(), &trace(spent), &end(611, "failed"));
+        assert_eq!(r.status, Status::Held, "{:?}", r.violations);
+        let one = events[..events.len() - 3].to_vec();
+        let r = liveness(&scenario(), &trace(one), &end(611, "failed"));
         assert_eq!(r.status, Status::Held, "{:?}", r.violations);
     }
 

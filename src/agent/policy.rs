@@ -1,0 +1,249 @@
+//! The agent's restart policy (pure): torch's `_remaining_restarts` bookkeeping in
+//! `SimpleElasticAgent._invoke_run`, the worker-group states it moves through, and the
+//! opt-in agent fixes (`agent.fixes`) that change how restarts are counted.
+
+use std::collections::BTreeSet;
+
+/// Fix for pytorch#135712 / pytorch#108158: `TORCHELASTIC_RESTART_COUNT` is per agent, so
+/// after one node's failure the agents of the same new group hold different counts, and the
+/// group as a whole can restart after failures more often than `max_restarts`. With this
+/// fix every agent publishes its count through the round's store when it starts workers and
+/// adopts the group's highest, so the count and the budget left are the group's.
+pub const FIX_SHARED_RESTART_COUNT: &str = "shared-restart-count";
+
+/// Fix for pytorch#147064: a node whose agent was killed and came back quickly lands on the
+/// wait list, and the survivors restart as a free membership change, so `max_restarts = 0`
+/// does not stop a crash loop. With this fix a membership restart counts against the budget
+/// when a waiting node has the address of a member of the running group (its process was
+/// replaced: a failure, not a scale-up).
+pub const FIX_COUNT_REJOINED_FAILURES: &str = "count-rejoined-failures";
+
+/// Fix for one agent's failure closing the rendezvous for all: torch's `launch_agent`
+/// calls `shutdown()`, which closes the rendezvous, on every exit but a signal, so one
+/// agent that fails (its budget spent, or a rendezvous error of its own) ends every other
+/// agent at its next re-rendezvous. With this fix a FAILED agent leaves the rendezvous open,
+/// as torch already does for a signal and as forks do for an unhealthy node.
+pub const FIX_KEEP_OPEN_ON_FAILURE: &str = "keep-open-on-failure";
+
+/// Every named fix `agent.fixes` may switch on.
+pub const KNOWN_AGENT_FIXES: &[&str] = &[
+    FIX_SHARED_RESTART_COUNT,
+    FIX_COUNT_REJOINED_FAILURES,
+    FIX_KEEP_OPEN_ON_FAILURE,
+];
+
+/// `launch_agent`'s shutdown rule for an agent that exits in `state` (not by a signal):
+/// torch closes the rendezvous whatever the state; with [`FIX_KEEP_OPEN_ON_FAILURE`] a
+/// FAILED agent leaves it open.
+pub fn closes_rendezvous_on_exit(state: &str, fixes: &[String]) -> bool {
+    let keep_open = fixes.iter().any(|f| f == FIX_KEEP_OPEN_ON_FAILURE);
+    !(keep_open && state == "FAILED")
+}
+
+/// torch's `WorkerState`, as the agent's worker group moves through it. `LocalElasticAgent`
+/// reports a failed process as FAILED; it never reports UNHEALTHY, so neither does the model.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WorkerGroupState {
+    Init,
+    Healthy,
+    Unhealthy,
+    Failed,
+    Succeeded,
+    Stopped,
+}
+
+impl WorkerGroupState {
+    /// The name torch's enum value prints as.
+    pub fn name(self) -> &'static str {
+        match self {
+            WorkerGroupState::Init => "INIT",
+            WorkerGroupState::Healthy => "HEALTHY",
+            WorkerGroupState::Unhealthy => "UNHEALTHY",
+            WorkerGroupState::Failed => "FAILED",
+            WorkerGroupState::Succeeded => "SUCCEEDED",
+            WorkerGroupState::Stopped => "STOPPED",
+        }
+    }
+}
+
+/// What the monitor loop does next.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Decision {
+    /// Keep monitoring.
+    Continue,
+    /// Stop the workers and re-rendezvous; `counted` restarts spent the budget.
+    Restart { counted: bool, reason: &'static str },
+    /// Stop the workers and end the agent FAILED: no restarts remain.
+    GiveUp,
+}
+
+/// One agent process's restart budget.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RestartPolicy {
+    max_restarts: u32,
+    remaining_restarts: u32,
+    fixes: BTreeSet<String>,
+}
+
+impl RestartPolicy {
+    /// A fresh budget: every process starts with `max_restarts` left.
+    pub fn new(max_restarts: u32, fixes: BTreeSet<String>) -> Self {
+        Self {
+            max_restarts,
+            remaining_restarts: max_restarts,
+            fixes,
+        }
+    }
+
+    /// Whether the named agent fix is switched on.
+    pub fn has_fix(&self, name: &str) -> bool {
+        self.fixes.contains(name)
+    }
+
+    /// `TORCHELASTIC_RESTART_COUNT`: `max_restarts - remaining_restarts`.
+    pub fn restart_count(&self) -> u32 {
+        self.max_restarts - self.remaining_restarts
+    }
+
+    /// The monitor saw a FAILED (or UNHEALTHY) group: restart while the budget lasts.
+    pub fn on_failure(&mut self) -> Decision {
+        self.spend("failure")
+    }
+
+    /// The monitor saw a HEALTHY group and `waiting` nodes want to join (their addresses,
+    /// when the caller read them; only [`FIX_COUNT_REJOINED_FAILURES`] needs them).
+    /// `members` are the addresses of the running group. torch restarts uncounted.
+    pub fn on_nodes_waiting(
+        &mut self,
+        waiting_count: usize,
+        waiting: &[String],
+        members: &[String],
+    ) -> Decision {
+        if waiting_count == 0 {
+            return Decision::Continue;
+        }
+        let rejoined = waiting.iter().any(|addr| members.contains(addr));
+        if rejoined && self.has_fix(FIX_COUNT_REJOINED_FAILURES) {
+            return self.spend("member_rejoined");
+        }
+        Decision::Restart {
+            counted: false,
+            reason: "membership_change",
+        }
+    }
+
+    /// With [`FIX_SHARED_RESTART_COUNT`]: adopt the highest restart count of the new group's
+    /// agents, so the group shares one count and one budget. Without it, does nothing.
+    pub fn adopt_group_count(&mut self, group_count_max: u32) {
+        if !self.has_fix(FIX_SHARED_RESTART_COUNT) {
+            return;
+        }
+        let adopted = group_count_max.min(self.max_restarts);
+        if adopted > self.restart_count() {
+            self.remaining_restarts = self.max_restarts - adopted;
+        }
+    }
+
+    fn spend(&mut self, reason: &'static str) -> Decision {
+        if self.remaining_restarts == 0 {
+            return Decision::GiveUp;
+        }
+        self.remaining_restarts -= 1;
+        Decision::Restart {
+            counted: true,
+            reason,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn policy(max: u32, fixes: &[&str]) -> RestartPolicy {
+        RestartPolicy::new(max, fixes.iter().map(|f| f.to_string()).collect())
+    }
+
+    fn names(list: &[&str]) -> Vec<String> {
+        list.iter().map(|s| s.to_string()).collect()
+    }
+
+    #[test]
+    fn failures_spend_the_budget_then_give_up() {
+        let mut p = policy(2, &[]);
+        assert_eq!(p.restart_count(), 0);
+        assert!(matches!(
+            p.on_failure(),
+            Decision::Restart { counted: true, .. }
+        ));
+        assert!(matches!(
+            p.on_failure(),
+            Decision::Restart { counted: true, .. }
+        ));
+        assert_eq!(p.restart_count(), 2);
+        assert_eq!(p.on_failure(), Decision::GiveUp);
+    }
+
+    #[test]
+    fn membership_changes_are_free_as_in_torch() {
+        let mut p = policy(0, &[]);
+        let members = names(&["node-0", "node-1"]);
+        assert_eq!(p.on_nodes_waiting(0, &[], &members), Decision::Continue);
+        // Even a replaced member (a crash loop) restarts for free: pytorch#147064.
+        let d = p.on_nodes_waiting(1, &names(&["node-1"]), &members);
+        assert_eq!(
+            d,
+            Decision::Restart {
+                counted: false,
+                reason: "membership_change"
+            }
+        );
+        assert_eq!(p.restart_count(), 0);
+    }
+
+    #[test]
+    fn rejoined_members_count_with_the_fix() {
+        let mut p = policy(1, &[FIX_COUNT_REJOINED_FAILURES]);
+        let members = names(&["node-0", "node-1"]);
+        // A new node (scale-up) stays free.
+        let d = p.on_nodes_waiting(1, &names(&["node-2"]), &members);
+        assert!(matches!(d, Decision::Restart { counted: false, .. }));
+        let d = p.on_nodes_waiting(1, &names(&["node-1"]), &members);
+        assert_eq!(
+            d,
+            Decision::Restart {
+                counted: true,
+                reason: "member_rejoined"
+            }
+        );
+        assert_eq!(
+            p.on_nodes_waiting(1, &names(&["node-1"]), &members),
+            Decision::GiveUp
+        );
+    }
+
+    #[test]
+    fn a_failed_agent_closes_the_rendezvous_unless_fixed() {
+        assert!(closes_rendezvous_on_exit("FAILED", &[]));
+        assert!(closes_rendezvous_on_exit("SUCCEEDED", &[]));
+        let fixed = vec![FIX_KEEP_OPEN_ON_FAILURE.to_owned()];
+        assert!(!closes_rendezvous_on_exit("FAILED", &fixed));
+        assert!(closes_rendezvous_on_exit("SUCCEEDED", &fixed));
+    }
+
+    #[test]
+    fn group_count_is_adopted_only_with_the_fix() {
+        let mut torch = policy(3, &[]);
+        torch.adopt_group_count(2);
+        assert_eq!(torch.restart_count(), 0);
+        let mut fixed = policy(3, &[FIX_SHARED_RESTART_COUNT]);
+        fixed.adopt_group_count(2);
+        assert_eq!(fixed.restart_count(), 2);
+        // Never backwards, never past the budget.
+        fixed.adopt_group_count(1);
+        assert_eq!(fixed.restart_count(), 2);
+        fixed.adopt_group_count(9);
+        assert_eq!(fixed.restart_count(), 3);
+        assert_eq!(fixed.on_failure(), Decision::GiveUp);
+    }
+}
