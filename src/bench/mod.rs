@@ -107,7 +107,7 @@ fn reference() -> Result<Figures, String> {
     let (wall_us, report) =
         timed(|| runner::run_one(&scenario, workloads::REFERENCE_FILE, BENCH_SEED));
     let report = report.map_err(|e| e.to_string())?;
-    let (floor_wall_us, _) = timed(|| floor::timers_and_messages(report.events as u64, BENCH_SEED));
+    let (floor_wall_us, _) = timed(|| floor::timers_and_messages(report.events, BENCH_SEED));
     // Events per second of each over the same count: the ratio of their wall times.
     let floor_ratio = floor_wall_us as f64 / wall_us as f64;
     Ok(Figures::new(
