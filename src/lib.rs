@@ -19,6 +19,7 @@
 //! - [`runner`]: one run end to end: scenario in, report out, panics caught.
 
 pub mod agent;
+pub mod bench;
 pub mod check;
 pub mod cli;
 pub mod fuzz;

@@ -25,6 +25,8 @@ enum Command {
     Fuzz(cli::fuzz::FuzzArgs),
     /// Check the models against parity vectors made by the real torch and Bagua code.
     Parity(cli::parity::ParityArgs),
+    /// Run the fixed performance workloads and print their figures, one line each.
+    Bench(cli::bench::BenchArgs),
     /// Print the indices or batches each rank gets from a sampler configuration.
     Sample(cli::sample::SampleArgs),
 }
@@ -44,6 +46,7 @@ fn main() {
         Command::Fuzz(args) => cli::fuzz::execute(args),
         Command::Parity(args) => cli::parity::execute(args),
         Command::Sample(args) => cli::sample::execute(args),
+        Command::Bench(args) => cli::bench::execute(args),
     };
     std::process::exit(code);
 }

@@ -1,5 +1,6 @@
 //! The subcommands behind the `trainsim` binary; each returns its process exit code.
 
+pub mod bench;
 pub mod check;
 pub mod fuzz;
 pub mod parity;

@@ -83,24 +83,60 @@ pub fn case() -> impl Strategy<Value = Case> {
     )
         .prop_map(|(shape, mask, draws, seed)| {
             let (nodes, spares, min_pick, max_extra, steps) = shape;
-            let mut s = scenario::default_scenario("fuzz case");
-            s.time_limit_us = 3_600_000_000;
-            s.cluster.nodes = nodes;
-            s.cluster.spare_nodes = spares;
-            // min ≤ nodes ≤ max ≤ nodes + spares.
-            s.rendezvous.min_nodes = 1 + min_pick % nodes;
-            s.rendezvous.max_nodes = nodes + max_extra.min(spares);
-            s.job.steps = steps;
-            s.job.step_time_us = 200_000;
-            s.faults = fault_plan(nodes, spares, mask, &draws);
-            // The validator's order: by time, stable for equal times.
-            s.faults.sort_by_key(|f| f.at_us);
-            // TOML integers are signed: keep the seed within them.
-            Case {
-                scenario: s,
-                seed: seed >> 1,
-            }
+            build_case(
+                nodes,
+                spares,
+                (min_pick, max_extra),
+                steps,
+                mask,
+                &draws,
+                seed,
+            )
         })
+}
+
+/// Cases of one fixed shape (`trainsim bench`'s fuzz workload): `nodes` started and
+/// `spares` spare nodes, `steps` steps of 200 ms, with node bounds and fault plans drawn as
+/// [`case`] draws them.
+pub fn case_of_shape(nodes: u32, spares: u32, steps: u64) -> impl Strategy<Value = Case> {
+    (
+        (0u32..nodes, 0u32..=spares),
+        1u16..(1 << FAULT_KINDS.len()),
+        proptest::collection::vec(fault_draw(), 0..=6),
+        any::<u64>(),
+    )
+        .prop_map(move |(bounds, mask, draws, seed)| {
+            build_case(nodes, spares, bounds, steps, mask, &draws, seed)
+        })
+}
+
+/// One case from its drawn parts; `bounds` = (min_nodes pick, max_nodes beyond `nodes`).
+fn build_case(
+    nodes: u32,
+    spares: u32,
+    (min_pick, max_extra): (u32, u32),
+    steps: u64,
+    mask: u16,
+    draws: &[FaultDraw],
+    seed: u64,
+) -> Case {
+    let mut s = scenario::default_scenario("fuzz case");
+    s.time_limit_us = 3_600_000_000;
+    s.cluster.nodes = nodes;
+    s.cluster.spare_nodes = spares;
+    // min ≤ nodes ≤ max ≤ nodes + spares.
+    s.rendezvous.min_nodes = 1 + min_pick % nodes;
+    s.rendezvous.max_nodes = nodes + max_extra.min(spares);
+    s.job.steps = steps;
+    s.job.step_time_us = 200_000;
+    s.faults = fault_plan(nodes, spares, mask, draws);
+    // The validator's order: by time, stable for equal times.
+    s.faults.sort_by_key(|f| f.at_us);
+    // TOML integers are signed: keep the seed within them.
+    Case {
+        scenario: s,
+        seed: seed >> 1,
+    }
 }
 
 /// Turns draws into valid faults among the kinds `mask` enables.

@@ -9,6 +9,7 @@ use super::apply::apply;
 use super::ops::{decide, Action, OpContext, OpKind};
 use super::sanitize::sanitize;
 use super::settings::{RendezvousSettings, FIX_DEAD_PARTICIPANT_REJOIN};
+use super::shared::{self, SharedState};
 use super::state::{NodeDesc, RendezvousState};
 use crate::store::service::{StoreClient, StoreError, READ_TIMEOUT_US};
 use crate::trace::EventKind;
@@ -61,30 +62,6 @@ impl From<StoreError> for RendezvousError {
     }
 }
 
-thread_local! {
-    /// The last state decoded on this run's thread, by its bytes. Every node reads the same
-    /// latest state, so this saves decoding it once per node (decoding dominated large runs).
-    /// It only memoizes a pure function, so it cannot change a run.
-    static LAST_DECODED: std::cell::RefCell<Option<(Vec<u8>, RendezvousState)>> =
-        const { std::cell::RefCell::new(None) };
-}
-
-/// `RendezvousState::decode`, memoized for the most recent bytes.
-fn decode_shared(bytes: &[u8]) -> Result<RendezvousState, RendezvousError> {
-    LAST_DECODED.with(|cache| {
-        let mut cache = cache.borrow_mut();
-        if let Some((cached_bytes, state)) = cache.as_ref() {
-            if cached_bytes.as_slice() == bytes {
-                return Ok(state.clone());
-            }
-        }
-        let state =
-            RendezvousState::decode(bytes).map_err(|e| RendezvousError::State(e.to_string()))?;
-        *cache = Some((bytes.to_vec(), state.clone()));
-        Ok(state)
-    })
-}
-
 /// The round this node joined: its rank and the participants in rank order.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RendezvousInfo {
@@ -102,7 +79,8 @@ struct Holder {
     settings: RendezvousSettings,
     store: StoreClient,
     key: String,
-    state: RendezvousState,
+    /// The synced state, shared with every node that read the same bytes; copied on write.
+    state: Arc<RendezvousState>,
     token: Option<Vec<u8>>,
     dirty: bool,
     last_sync_mono_us: Option<i64>,
@@ -136,7 +114,7 @@ impl RendezvousHandler {
             settings,
             store,
             key,
-            state: RendezvousState::default(),
+            state: Arc::default(),
             token: None,
             dirty: false,
             last_sync_mono_us: None,
@@ -273,7 +251,7 @@ impl Holder {
                 _ => {
                     apply(
                         action,
-                        &mut self.state,
+                        Arc::make_mut(&mut self.state),
                         &self.node,
                         &self.settings,
                         now_utc_us,
@@ -314,16 +292,22 @@ impl Holder {
             }
             (Some(self.store.get(&self.key).await?), None)
         };
-        match bits {
+        let synced = match bits {
             Some(bytes) if bytes != NULL_SENTINEL => {
-                self.state = decode_shared(&bytes)?;
+                let synced = if has_set == Some(true) {
+                    // Our own write landed: the stored bytes encode the state we hold.
+                    shared::remember(&bytes, Arc::clone(&self.state))
+                } else {
+                    shared::decode(&bytes).map_err(|e| RendezvousError::State(e.to_string()))?
+                };
                 self.token = Some(bytes);
+                synced
             }
             _ => {
-                self.state = RendezvousState::default();
                 self.token = None;
+                SharedState::new(Arc::default())
             }
-        }
+        };
         if has_set == Some(true) {
             if let Some(event) = self.pending_event.take() {
                 self.env.record(event);
@@ -333,7 +317,11 @@ impl Holder {
         }
         self.dirty = false;
         self.last_sync_mono_us = Some(self.env.now_mono_us());
-        sanitize(&mut self.state, &self.settings, self.env.now_utc_us());
+        let now_utc_us = self.env.now_utc_us();
+        self.state = synced.state.clone();
+        if synced.may_expire(&self.settings, now_utc_us) {
+            sanitize(Arc::make_mut(&mut self.state), &self.settings, now_utc_us);
+        }
         Ok(has_set)
     }
 

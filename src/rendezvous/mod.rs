@@ -10,6 +10,7 @@ pub mod handler;
 pub mod ops;
 pub mod sanitize;
 pub mod settings;
+pub mod shared;
 pub mod state;
 
 #[cfg(test)]

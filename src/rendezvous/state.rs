@@ -80,7 +80,7 @@ pub enum DecodeError {
 }
 
 /// The encoded form: the parity vectors' `state` object, with every list sorted by node.
-#[derive(Serialize, Deserialize)]
+#[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct Wire {
     round: u64,
@@ -93,16 +93,31 @@ struct Wire {
     last_heartbeats: Vec<(NodeDesc, i64)>,
 }
 
+/// [`Wire`] borrowing from a state: the same fields in the same order, so it serializes to
+/// the same bytes without copying a node.
+#[derive(Serialize)]
+struct WireRef<'a> {
+    round: u64,
+    complete: bool,
+    deadline_utc_us: Option<i64>,
+    closed: bool,
+    participants: Vec<(&'a NodeDesc, u32)>,
+    wait_list: Vec<&'a NodeDesc>,
+    redundancy_list: Vec<&'a NodeDesc>,
+    last_heartbeats: Vec<(&'a NodeDesc, i64)>,
+}
+
 fn into_map<V>(
     field: &'static str,
     pairs: Vec<(NodeDesc, V)>,
 ) -> Result<BTreeMap<NodeDesc, V>, DecodeError> {
     let mut map = BTreeMap::new();
     for (node, value) in pairs {
-        let shown = node.to_string();
-        if map.insert(node, value).is_some() {
-            return Err(DecodeError::Duplicate { field, node: shown });
+        if map.contains_key(&node) {
+            let node = node.to_string();
+            return Err(DecodeError::Duplicate { field, node });
         }
+        map.insert(node, value);
     }
     Ok(map)
 }
@@ -110,10 +125,11 @@ fn into_map<V>(
 fn into_set(field: &'static str, nodes: Vec<NodeDesc>) -> Result<BTreeSet<NodeDesc>, DecodeError> {
     let mut set = BTreeSet::new();
     for node in nodes {
-        let shown = node.to_string();
-        if !set.insert(node) {
-            return Err(DecodeError::Duplicate { field, node: shown });
+        if set.contains(&node) {
+            let node = node.to_string();
+            return Err(DecodeError::Duplicate { field, node });
         }
+        set.insert(node);
     }
     Ok(set)
 }
@@ -123,23 +139,15 @@ impl RendezvousState {
     /// node order. Equal states give equal bytes, so the bytes can serve as the CAS token the
     /// way torch's c10d backend uses the stored base64 text as its fencing token.
     pub fn encode(&self) -> Vec<u8> {
-        let wire = Wire {
+        let wire = WireRef {
             round: self.round,
             complete: self.complete,
             deadline_utc_us: self.deadline_utc_us,
             closed: self.closed,
-            participants: self
-                .participants
-                .iter()
-                .map(|(n, r)| (n.clone(), *r))
-                .collect(),
-            wait_list: self.wait_list.iter().cloned().collect(),
-            redundancy_list: self.redundancy_list.iter().cloned().collect(),
-            last_heartbeats: self
-                .last_heartbeats
-                .iter()
-                .map(|(n, t)| (n.clone(), *t))
-                .collect(),
+            participants: self.participants.iter().map(|(n, r)| (n, *r)).collect(),
+            wait_list: self.wait_list.iter().collect(),
+            redundancy_list: self.redundancy_list.iter().collect(),
+            last_heartbeats: self.last_heartbeats.iter().map(|(n, t)| (n, *t)).collect(),
         };
         // Serializing plain integers, strings and vectors cannot fail.
         serde_json::to_vec(&wire).expect("state serializes")

@@ -8,6 +8,7 @@
 
 pub mod env;
 mod faults;
+pub mod floor;
 pub mod gpu;
 pub mod net;
 pub mod rng;

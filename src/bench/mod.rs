@@ -1,0 +1,267 @@
+//! `trainsim bench`'s fixed workloads (issue #7) and the figures each one prints: the
+//! reference job, rendezvous fuzzing, rendezvous rounds at scale with their fitted growth,
+//! and torch's `randperm` at 10M.
+//!
+//! This is the one place that reads the host clock, to time the workloads; no time read here
+//! reaches a simulation, a trace or a report.
+
+pub mod workloads;
+
+use crate::fuzz;
+use crate::runner;
+use crate::sampler::TorchGenerator;
+use crate::world::floor;
+use proptest::strategy::{Strategy, ValueTree};
+use proptest::test_runner::{Config, RngAlgorithm, TestRng, TestRunner};
+use serde_json::{json, Map, Value};
+
+/// Every workload name, in the order `trainsim bench` runs them. `scale` is the growth fit
+/// over the `scale-N` lines and needs them all.
+pub const WORKLOADS: &[&str] = &[
+    "reference",
+    "fuzz",
+    "scale-64",
+    "scale-256",
+    "scale-1024",
+    "scale-4096",
+    "scale",
+    "randperm-10m",
+];
+
+/// Node counts of the scale workloads.
+pub const SCALE_NODES: [u32; 4] = [64, 256, 1024, 4096];
+/// Fuzz cases the fuzz workload runs; enough for a few seconds of work.
+pub const FUZZ_CASES: u32 = 12;
+/// The seed every workload runs with.
+pub const BENCH_SEED: u64 = 1;
+/// Items `randperm-10m` permutes.
+pub const RANDPERM_ITEMS: u64 = 10_000_000;
+
+/// One workload's figures: `workload` first, then its fields.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Figures {
+    pub workload: String,
+    pub fields: Map<String, Value>,
+}
+
+impl Figures {
+    fn new(workload: &str, fields: Value) -> Self {
+        let fields = match fields {
+            Value::Object(map) => map,
+            _ => Map::new(),
+        };
+        Figures {
+            workload: workload.to_owned(),
+            fields,
+        }
+    }
+
+    /// The JSON line: `{"workload": …, <fields>}`, `workload` first.
+    pub fn to_json_line(&self) -> String {
+        let mut line = format!("{{\"workload\":{}", Value::String(self.workload.clone()));
+        for (key, value) in &self.fields {
+            line.push_str(&format!(",{}:{value}", Value::String(key.clone())));
+        }
+        line.push('}');
+        line
+    }
+
+    /// The text line: `workload  key=value …`.
+    pub fn to_text_line(&self) -> String {
+        let fields: Vec<String> = self
+            .fields
+            .iter()
+            .map(|(k, v)| format!("{k}={v}"))
+            .collect();
+        format!("{:<14} {}", self.workload, fields.join(" "))
+    }
+}
+
+/// Microseconds `work` takes on the host clock, and its result.
+fn timed<T>(work: impl FnOnce() -> T) -> (u64, T) {
+    // The benchmark's own stopwatch: it measures the harness and is never simulated.
+    #[allow(clippy::disallowed_methods)]
+    let started = std::time::Instant::now();
+    let out = work();
+    (started.elapsed().as_micros().max(1) as u64, out)
+}
+
+/// Runs one workload other than `scale`. `Err` names what failed (a harness failure).
+pub fn run(workload: &str) -> Result<Figures, String> {
+    match workload {
+        "reference" => reference(),
+        "fuzz" => fuzz_cases(),
+        "randperm-10m" => Ok(randperm()),
+        _ => match workload
+            .strip_prefix("scale-")
+            .and_then(|n| n.parse::<u32>().ok())
+        {
+            Some(nodes) if SCALE_NODES.contains(&nodes) => scale(nodes),
+            _ => Err(format!("unknown workload `{workload}`")),
+        },
+    }
+}
+
+fn reference() -> Result<Figures, String> {
+    let scenario = workloads::reference();
+    let (wall_us, report) =
+        timed(|| runner::run_one(&scenario, workloads::REFERENCE_FILE, BENCH_SEED));
+    let report = report.map_err(|e| e.to_string())?;
+    let (floor_wall_us, _) = timed(|| floor::timers_and_messages(report.events, BENCH_SEED));
+    // Events per second of each over the same count: the ratio of their wall times.
+    let floor_ratio = floor_wall_us as f64 / wall_us as f64;
+    Ok(Figures::new(
+        "reference",
+        json!({
+            "sim_time_us": report.sim_time_us,
+            "wall_us": wall_us,
+            "speedup": round2(report.sim_time_us as f64 / wall_us as f64),
+            "events": report.events,
+            "floor_wall_us": floor_wall_us,
+            "floor_ratio": round2(floor_ratio),
+            "outcome": report.outcome,
+        }),
+    ))
+}
+
+fn fuzz_cases() -> Result<Figures, String> {
+    let cases = fuzz_workload_cases();
+    let (wall_us, sim_time_us) = timed(|| {
+        let mut sim_time_us = 0u64;
+        for case in &cases {
+            let report = runner::run_one(&case.scenario, "fuzz-case.toml", case.seed);
+            sim_time_us += report.map(|r| r.sim_time_us).unwrap_or(0);
+        }
+        sim_time_us
+    });
+    Ok(Figures::new(
+        "fuzz",
+        json!({
+            "cases": cases.len(),
+            "nodes": workloads::FUZZ_NODES + workloads::FUZZ_SPARES,
+            "mean_sim_time_us": sim_time_us / cases.len().max(1) as u64,
+            "wall_us": wall_us,
+            "cases_per_s": round2(cases.len() as f64 * 1e6 / wall_us as f64),
+        }),
+    ))
+}
+
+/// The fuzz workload's cases: drawn by the fuzzer's strategy with the bench's fixed seed.
+pub fn fuzz_workload_cases() -> Vec<fuzz::strategy::Case> {
+    let strategy = fuzz::strategy::case_of_shape(
+        workloads::FUZZ_NODES,
+        workloads::FUZZ_SPARES,
+        workloads::FUZZ_STEPS,
+    );
+    let mut seed_bytes = [0u8; 32];
+    seed_bytes[..8].copy_from_slice(&BENCH_SEED.to_le_bytes());
+    let rng = TestRng::from_seed(RngAlgorithm::ChaCha, &seed_bytes);
+    let mut runner = TestRunner::new_with_rng(Config::default(), rng);
+    (0..FUZZ_CASES)
+        .map(|_| {
+            strategy
+                .new_tree(&mut runner)
+                .expect("the strategy never rejects")
+                .current()
+        })
+        .collect()
+}
+
+fn scale(nodes: u32) -> Result<Figures, String> {
+    let scenario = workloads::scale(nodes);
+    let (wall_us, report) = timed(|| runner::run_one(&scenario, "scale.toml", BENCH_SEED));
+    let report = report.map_err(|e| e.to_string())?;
+    let formed = report.rounds.first().map(|r| r.world_size).unwrap_or(0);
+    Ok(Figures::new(
+        &format!("scale-{nodes}"),
+        json!({
+            "nodes": nodes,
+            "wall_us": wall_us,
+            "round_world_size": formed,
+            "round_completed_at_us": report.rounds.first().map(|r| r.completed_at_us),
+            "events": report.events,
+        }),
+    ))
+}
+
+/// The `scale` line: the least-squares slope of log(wall) over log(nodes).
+pub fn scale_fit(points: &[(u32, u64)]) -> Figures {
+    Figures::new(
+        "scale",
+        json!({
+            "exponent": round2(growth_exponent(points)),
+            "points": points.len(),
+        }),
+    )
+}
+
+/// The slope of the least-squares line through `(ln n, ln wall)`; 0 with fewer than 2 points.
+pub fn growth_exponent(points: &[(u32, u64)]) -> f64 {
+    if points.len() < 2 {
+        return 0.0;
+    }
+    let xs: Vec<f64> = points.iter().map(|(n, _)| f64::from(*n).ln()).collect();
+    let ys: Vec<f64> = points.iter().map(|(_, w)| (*w as f64).ln()).collect();
+    let count = xs.len() as f64;
+    let (mean_x, mean_y) = (
+        xs.iter().sum::<f64>() / count,
+        ys.iter().sum::<f64>() / count,
+    );
+    let covariance: f64 = xs
+        .iter()
+        .zip(&ys)
+        .map(|(x, y)| (x - mean_x) * (y - mean_y))
+        .sum();
+    let variance: f64 = xs.iter().map(|x| (x - mean_x).powi(2)).sum();
+    covariance / variance
+}
+
+fn randperm() -> Figures {
+    let (wall_us, perm) = timed(|| TorchGenerator::new(42).randperm(RANDPERM_ITEMS));
+    let items = perm.map(|p| p.len()).unwrap_or(0);
+    Figures::new(
+        "randperm-10m",
+        json!({ "items": items, "wall_us": wall_us }),
+    )
+}
+
+fn round2(x: f64) -> f64 {
+    (x * 100.0).round() / 100.0
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_exponent_of_a_power_law_is_its_power() {
+        let points: Vec<(u32, u64)> = [64u32, 256, 1024]
+            .iter()
+            .map(|&n| (n, u64::from(n) * u64::from(n)))
+            .collect();
+        assert!((growth_exponent(&points) - 2.0).abs() < 1e-9);
+        assert_eq!(growth_exponent(&points[..1]), 0.0);
+    }
+
+    #[test]
+    fn fuzz_cases_have_the_bench_shape_and_are_fixed() {
+        let cases = fuzz_workload_cases();
+        assert_eq!(cases.len(), FUZZ_CASES as usize);
+        assert_eq!(cases, fuzz_workload_cases());
+        for case in &cases {
+            assert_eq!(
+                case.scenario.cluster.total_nodes(),
+                workloads::FUZZ_NODES + workloads::FUZZ_SPARES
+            );
+            assert_eq!(case.scenario.job.steps, workloads::FUZZ_STEPS);
+        }
+    }
+
+    #[test]
+    fn lines_start_with_the_workload() {
+        let f = Figures::new("x", json!({"wall_us": 3}));
+        assert_eq!(f.to_json_line(), r#"{"workload":"x","wall_us":3}"#);
+        assert!(f.to_text_line().starts_with("x "));
+        assert!(run("nope").is_err());
+    }
+}

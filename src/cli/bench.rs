@@ -1,0 +1,89 @@
+//! `trainsim bench`: runs the fixed performance workloads of issue #7 and prints one line of
+//! figures per workload (JSON or text). Exit codes: 0 done, 2 bad arguments, 3 a workload's
+//! run failed inside the harness.
+
+use crate::bench::{self, Figures, SCALE_NODES, WORKLOADS};
+
+/// Arguments of `trainsim bench`.
+#[derive(Debug, clap::Args)]
+#[command(
+    after_help = "Examples:\n  trainsim bench --format json\n  trainsim bench --workload randperm-10m"
+)]
+pub struct BenchArgs {
+    /// Output format: one line per workload.
+    #[arg(long, value_enum, default_value_t = Format::Text)]
+    pub format: Format,
+    /// Run only this workload: reference, fuzz, scale-64, scale-256, scale-1024, scale-4096,
+    /// scale (all four scale runs, then the fit), randperm-10m.
+    #[arg(long, value_name = "NAME")]
+    pub workload: Option<String>,
+}
+
+/// How `trainsim bench` prints.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Format {
+    Text,
+    Json,
+}
+
+/// Runs the command; returns the exit code.
+pub fn execute(args: BenchArgs) -> i32 {
+    let names: Vec<&str> = match args.workload.as_deref() {
+        None => WORKLOADS.to_vec(),
+        Some(name) if WORKLOADS.contains(&name) => vec![name],
+        Some(name) => {
+            eprintln!(
+                "error: `{name}` is not a workload (one of: {})",
+                WORKLOADS.join(", ")
+            );
+            return 2;
+        }
+    };
+    let print = |f: &Figures| match args.format {
+        Format::Json => println!("{}", f.to_json_line()),
+        Format::Text => println!("{}", f.to_text_line()),
+    };
+    let mut scale_points: Vec<(u32, u64)> = Vec::new();
+    for name in names {
+        if name == "scale" {
+            // The fit needs every scale point; alone, `scale` runs them first.
+            for nodes in SCALE_NODES {
+                if !scale_points.iter().any(|(n, _)| *n == nodes) {
+                    match bench::run(&format!("scale-{nodes}")) {
+                        Ok(f) => {
+                            print(&f);
+                            scale_points.push((nodes, wall_us(&f)));
+                        }
+                        Err(e) => return failed(name, &e),
+                    }
+                }
+            }
+            print(&bench::scale_fit(&scale_points));
+            continue;
+        }
+        match bench::run(name) {
+            Ok(f) => {
+                if let Some(nodes) = f.fields.get("nodes").and_then(|n| n.as_u64()) {
+                    if name.starts_with("scale-") {
+                        scale_points.push((nodes as u32, wall_us(&f)));
+                    }
+                }
+                print(&f);
+            }
+            Err(e) => return failed(name, &e),
+        }
+    }
+    0
+}
+
+fn wall_us(f: &Figures) -> u64 {
+    f.fields
+        .get("wall_us")
+        .and_then(|w| w.as_u64())
+        .unwrap_or(1)
+}
+
+fn failed(name: &str, message: &str) -> i32 {
+    eprintln!("error: the `{name}` workload failed: {message}");
+    3
+}

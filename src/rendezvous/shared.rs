@@ -1,0 +1,164 @@
+//! Decoded rendezvous states shared between the nodes of one run, so the simulator does not
+//! pay per node what torch pays per process.
+//!
+//! In torch every process decodes the state it reads; here every node of a run reads the same
+//! few latest byte strings, so each distinct state is decoded once per run thread and handed
+//! out as an `Arc`. A node whose write landed seeds the cache with the state it encoded
+//! (decoding canonical bytes gives that state back), so its readers never decode it at all.
+//! The cache memoizes a pure function, so it cannot change a run.
+
+use super::settings::RendezvousSettings;
+use super::state::{DecodeError, RendezvousState};
+use std::cell::RefCell;
+use std::collections::VecDeque;
+use std::sync::Arc;
+
+/// Distinct states the cache keeps. Reads answered before a write can arrive after it, so
+/// the two or three latest states are in use at once; a few more entries stop them evicting
+/// each other.
+pub const DECODED_CACHE_MAX: usize = 4;
+
+/// A decoded state, shared, with its oldest heartbeat (for the sanitize shortcut).
+#[derive(Clone, Debug)]
+pub struct SharedState {
+    pub state: Arc<RendezvousState>,
+    /// The smallest value in `last_heartbeats`, `None` when there is none.
+    pub oldest_heartbeat_us: Option<i64>,
+}
+
+impl SharedState {
+    /// Wraps a state, computing its oldest heartbeat.
+    pub fn new(state: Arc<RendezvousState>) -> Self {
+        let oldest_heartbeat_us = state.last_heartbeats.values().min().copied();
+        SharedState {
+            state,
+            oldest_heartbeat_us,
+        }
+    }
+
+    /// Whether `sanitize` could drop a node at `now_utc_us`: it drops exactly the nodes whose
+    /// heartbeat is strictly older than `now − heartbeat expiry`, so when even the oldest
+    /// heartbeat is not, the sanitized state is this one and the copy can be skipped.
+    pub fn may_expire(&self, settings: &RendezvousSettings, now_utc_us: i64) -> bool {
+        let expire_us = now_utc_us.saturating_sub(settings.heartbeat_expiry_us());
+        self.oldest_heartbeat_us
+            .is_some_and(|oldest_us| oldest_us < expire_us)
+    }
+}
+
+thread_local! {
+    /// The latest distinct states decoded or written on this run's thread, newest first.
+    static DECODED: RefCell<VecDeque<(Vec<u8>, SharedState)>> =
+        const { RefCell::new(VecDeque::new()) };
+}
+
+/// `RendezvousState::decode`, memoized for the latest few byte strings.
+pub fn decode(bytes: &[u8]) -> Result<SharedState, DecodeError> {
+    if let Some(hit) = lookup(bytes) {
+        return Ok(hit);
+    }
+    let shared = SharedState::new(Arc::new(RendezvousState::decode(bytes)?));
+    insert(bytes, shared.clone());
+    Ok(shared)
+}
+
+/// Records that `bytes` are the encoding of `state` (a write that landed), and returns it
+/// shared. `bytes` must be `state.encode()`.
+pub fn remember(bytes: &[u8], state: Arc<RendezvousState>) -> SharedState {
+    debug_assert_eq!(state.encode(), bytes);
+    if let Some(hit) = lookup(bytes) {
+        return hit;
+    }
+    let shared = SharedState::new(state);
+    insert(bytes, shared.clone());
+    shared
+}
+
+/// Forgets every cached state (a new run on a reused thread starts clean; the cache is only
+/// a memo, so this is for tidiness and memory, not for correctness).
+pub fn clear() {
+    DECODED.with(|cache| cache.borrow_mut().clear());
+}
+
+fn lookup(bytes: &[u8]) -> Option<SharedState> {
+    DECODED.with(|cache| {
+        let mut cache = cache.borrow_mut();
+        let at = cache.iter().position(|(b, _)| b.as_slice() == bytes)?;
+        let entry = cache.remove(at)?;
+        let shared = entry.1.clone();
+        cache.push_front(entry);
+        Some(shared)
+    })
+}
+
+fn insert(bytes: &[u8], shared: SharedState) {
+    DECODED.with(|cache| {
+        let mut cache = cache.borrow_mut();
+        cache.push_front((bytes.to_vec(), shared));
+        cache.truncate(DECODED_CACHE_MAX);
+    });
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::rendezvous::sanitize::sanitize;
+    use crate::rendezvous::state::NodeDesc;
+
+    fn state(heartbeats: &[(&str, i64)]) -> RendezvousState {
+        let mut s = RendezvousState::default();
+        for (i, (addr, at_us)) in heartbeats.iter().enumerate() {
+            let node = NodeDesc::new(*addr, 1, 0);
+            s.participants.insert(node.clone(), i as u32);
+            s.last_heartbeats.insert(node, *at_us);
+        }
+        s.complete = true;
+        s
+    }
+
+    #[test]
+    fn decode_is_memoized_and_equal_to_a_fresh_decode() {
+        clear();
+        let s = state(&[("a", 5), ("b", 7)]);
+        let bytes = s.encode();
+        let first = decode(&bytes).expect("decodes");
+        let second = decode(&bytes).expect("decodes");
+        assert!(Arc::ptr_eq(&first.state, &second.state));
+        assert_eq!(*first.state, s);
+        assert_eq!(first.oldest_heartbeat_us, Some(5));
+        assert!(decode(b"nope").is_err());
+    }
+
+    #[test]
+    fn a_remembered_write_is_what_readers_get() {
+        clear();
+        let s = Arc::new(state(&[("a", 1)]));
+        let bytes = s.encode();
+        let written = remember(&bytes, Arc::clone(&s));
+        let read = decode(&bytes).expect("decodes");
+        assert!(Arc::ptr_eq(&written.state, &read.state));
+        for i in 0..DECODED_CACHE_MAX as i64 {
+            decode(&state(&[("b", i)]).encode()).expect("decodes");
+        }
+        let evicted = decode(&bytes).expect("decodes");
+        assert!(!Arc::ptr_eq(&written.state, &evicted.state));
+        assert_eq!(*evicted.state, *s);
+    }
+
+    /// The shortcut never skips a sanitize that would change the state.
+    #[test]
+    fn may_expire_is_false_only_when_sanitize_changes_nothing() {
+        let settings = RendezvousSettings::new("r", 1, 3);
+        let expiry_us = settings.heartbeat_expiry_us();
+        let now_us = 1_000_000_000;
+        for oldest_us in [now_us - expiry_us - 1, now_us - expiry_us, now_us] {
+            let s = state(&[("a", oldest_us), ("b", now_us)]);
+            let shared = SharedState::new(Arc::new(s.clone()));
+            let mut sanitized = s.clone();
+            sanitize(&mut sanitized, &settings, now_us);
+            assert_eq!(shared.may_expire(&settings, now_us), sanitized != s);
+        }
+        let empty = SharedState::new(Arc::new(RendezvousState::default()));
+        assert!(!empty.may_expire(&settings, now_us));
+    }
+}
