@@ -61,3 +61,17 @@ fn a_slowdown_window_only_slows_steps_inside_it() {
         "extra {extra_us} us"
     );
 }
+
+#[test]
+fn a_slow_gpu_starves_a_copy_bound_reader_pipeline() {
+    let (slow, file) = load("reader_slow_gpu_starves.toml");
+    let mut healthy = slow.clone();
+    healthy.faults.clear();
+    let stall_us = |s: &Scenario| {
+        let report = trainsim::runner::run_one(s, &file, s.seed).unwrap_or_else(|e| panic!("{e}"));
+        assert!(report.passed(), "{}", report.repro);
+        report.reader.expect("the scenario has a reader").stall_us
+    };
+    let (slow_us, healthy_us) = (stall_us(&slow), stall_us(&healthy));
+    assert!(slow_us > healthy_us + 500_000, "stalled {slow_us} us vs {healthy_us} us");
+}
