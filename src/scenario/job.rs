@@ -195,10 +195,8 @@ fn sampler(p: &FieldPath, s: &RawSampler) -> Check<SamplerConfig> {
     })
 }
 
-/// `[reader]`, when present.
-pub fn reader(raw: &Option<RawReader>) -> Check<Option<ReaderConfig>> {
-    let Some(r) = raw else { return Ok(None) };
-    let p = FieldPath::root().key("reader");
+/// `[reader]`'s shape: workers, files, records per file and the global batch.
+fn reader_shape(p: &FieldPath, r: &RawReader) -> Check<(u32, u32, u64, u64)> {
     let workers = in_range(
         &p.key("workers"),
         r.workers.unwrap_or(4),
@@ -228,6 +226,14 @@ pub fn reader(raw: &Option<RawReader>) -> Check<Option<ReaderConfig>> {
         1,
         BATCH_SIZE_MAX,
     )?;
+    Ok((workers, files, records_per_file, batch_size))
+}
+
+/// `[reader]`, when present.
+pub fn reader(raw: &Option<RawReader>) -> Check<Option<ReaderConfig>> {
+    let Some(r) = raw else { return Ok(None) };
+    let p = FieldPath::root().key("reader");
+    let (workers, files, records_per_file, batch_size) = reader_shape(&p, r)?;
     let broken = broken_files(
         &p.key("broken_files"),
         r.broken_files.as_deref().unwrap_or(&[]),

@@ -125,16 +125,7 @@ fn apply(world: &Arc<World>, fault: &Fault) -> String {
             gpu,
             factor,
             duration_us,
-        } => {
-            let now_us = super::time::elapsed_us();
-            let mut st = world.state.lock().expect("world lock");
-            st.gpus.slow_down(*node, *gpu, *factor, now_us, *duration_us);
-            let lasting = match duration_us {
-                0 => "for the rest of the run".to_owned(),
-                us => format!("for {us} us"),
-            };
-            format!("node-{node} gpu {gpu} computes {factor}x slower {lasting}")
-        }
+        } => gpu_slow(world, *node, *gpu, *factor, *duration_us),
         FaultKind::GpuFail { node, gpu } => gpu_fail(world, *node, *gpu),
     }
 }
@@ -168,6 +159,18 @@ fn heal(world: &World, net: &NetSim) -> String {
         net.unclog_link(node_id(world, *a), node_id(world, *b));
     }
     format!("{} cut links restored", links.len())
+}
+
+/// `gpu_slow`: a slowdown window on one GPU, from now.
+fn gpu_slow(world: &World, node: u32, gpu: u32, factor: f64, duration_us: u64) -> String {
+    let now_us = super::time::elapsed_us();
+    let mut st = world.state.lock().expect("world lock");
+    st.gpus.slow_down(node, gpu, factor, now_us, duration_us);
+    let lasting = match duration_us {
+        0 => "for the rest of the run".to_owned(),
+        us => format!("for {us} us"),
+    };
+    format!("node-{node} gpu {gpu} computes {factor}x slower {lasting}")
 }
 
 /// `gpu_fail`: the GPU is lost (Xid 79) and the worker pinned to it dies with exit code 1, as
