@@ -126,26 +126,8 @@ fn reader(shape: Shape, mask: u8, picks: &FaultPicks) -> ReaderConfig {
 
 #[cfg(test)]
 mod tests {
-    use super::*;
-    use proptest::test_runner::{Config, RngAlgorithm, TestRng, TestRunner};
-
     #[test]
     fn every_drawn_reader_scenario_round_trips_through_toml() {
-        let config = Config {
-            cases: 500,
-            failure_persistence: None,
-            ..Config::default()
-        };
-        let rng = TestRng::from_seed(RngAlgorithm::ChaCha, &[9; 32]);
-        let mut runner = TestRunner::new_with_rng(config, rng);
-        runner
-            .run(&case(), |case| {
-                let text = scenario::to_toml(&case.scenario);
-                let back = scenario::parse(&text, "drawn.toml")
-                    .map_err(|e| TestCaseError::fail(format!("{e}\n{text}")))?;
-                prop_assert_eq!(back, case.scenario);
-                Ok(())
-            })
-            .expect("every drawn reader scenario parses back to itself");
+        crate::fuzz::strategy::assert_cases_round_trip(super::case(), 9);
     }
 }

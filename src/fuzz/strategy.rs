@@ -205,28 +205,33 @@ fn fault_plan(nodes: u32, spares: u32, mask: u16, draws: &[FaultDraw]) -> Vec<Fa
     out
 }
 
+/// Asserts that 500 cases drawn by `strategy` (from a generator seeded by `seed_byte`) each
+/// round-trip through `to_toml` and `parse`: every drawn scenario is a valid file.
+#[cfg(test)]
+pub(crate) fn assert_cases_round_trip(strategy: impl Strategy<Value = Case>, seed_byte: u8) {
+    use proptest::test_runner::{Config, RngAlgorithm, TestRng, TestRunner};
+    let config = Config {
+        cases: 500,
+        failure_persistence: None,
+        ..Config::default()
+    };
+    let rng = TestRng::from_seed(RngAlgorithm::ChaCha, &[seed_byte; 32]);
+    let mut runner = TestRunner::new_with_rng(config, rng);
+    runner
+        .run(&strategy, |case| {
+            let text = scenario::to_toml(&case.scenario);
+            let back = scenario::parse(&text, "drawn.toml")
+                .map_err(|e| TestCaseError::fail(format!("{e}\n{text}")))?;
+            prop_assert_eq!(back, case.scenario);
+            Ok(())
+        })
+        .expect("every drawn scenario parses back to itself");
+}
+
 #[cfg(test)]
 mod tests {
-    use super::*;
-    use proptest::test_runner::{Config, RngAlgorithm, TestRng, TestRunner};
-
     #[test]
     fn every_drawn_scenario_round_trips_through_toml() {
-        let config = Config {
-            cases: 500,
-            failure_persistence: None,
-            ..Config::default()
-        };
-        let rng = TestRng::from_seed(RngAlgorithm::ChaCha, &[7; 32]);
-        let mut runner = TestRunner::new_with_rng(config, rng);
-        runner
-            .run(&case(), |case| {
-                let text = scenario::to_toml(&case.scenario);
-                let back = scenario::parse(&text, "drawn.toml")
-                    .map_err(|e| TestCaseError::fail(format!("{e}\n{text}")))?;
-                prop_assert_eq!(back, case.scenario);
-                Ok(())
-            })
-            .expect("every drawn scenario parses back to itself");
+        super::assert_cases_round_trip(super::case(), 7);
     }
 }
