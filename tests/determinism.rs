@@ -16,7 +16,11 @@ fn scenario_files() -> Vec<PathBuf> {
         .map(|e| e.expect("a readable directory entry").path())
         .filter(|p| p.extension().is_some_and(|x| x == "toml"))
         .collect();
-    files.sort();
+    // The biggest clusters first, so the queue ends with short runs on both workers.
+    files.sort_by_key(|p| {
+        let nodes = trainsim::scenario::load(p).map_or(0, |s| s.cluster.total_nodes());
+        (std::cmp::Reverse(nodes), p.clone())
+    });
     assert!(!files.is_empty(), "no scenario files in {}", dir.display());
     files
 }
@@ -65,16 +69,21 @@ fn check_file(path: &Path) -> Result<(), String> {
 #[test]
 fn every_scenario_replays_from_its_seed_and_depends_on_it() {
     let files = scenario_files();
-    // Two workers: each run has its own thread and runtime anyway.
-    let (left, right) = files.split_at(files.len() / 2);
+    // Two workers take files from one queue, so a slow scenario does not leave the other
+    // worker idle; each run has its own thread and runtime anyway.
+    let next = std::sync::atomic::AtomicUsize::new(0);
     let failures: Vec<String> = std::thread::scope(|scope| {
-        let workers: Vec<_> = [left, right]
-            .into_iter()
-            .map(|part| {
-                scope.spawn(move || {
-                    part.iter()
-                        .filter_map(|p| check_file(p).err())
-                        .collect::<Vec<_>>()
+        let workers: Vec<_> = (0..2)
+            .map(|_| {
+                scope.spawn(|| {
+                    let mut failed = Vec::new();
+                    loop {
+                        let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                        let Some(path) = files.get(i) else {
+                            return failed;
+                        };
+                        failed.extend(check_file(path).err());
+                    }
                 })
             })
             .collect();
