@@ -65,8 +65,9 @@ fn drop_stale_entries_of(
     node: &NodeDesc,
     settings: &RendezvousSettings,
 ) {
-    let is_stale =
-        |other: &NodeDesc| other.addr == node.addr && other.local_id == node.local_id && other.pid != node.pid;
+    let is_stale = |other: &NodeDesc| {
+        other.addr == node.addr && other.local_id == node.local_id && other.pid != node.pid
+    };
     let stale: Vec<NodeDesc> = state
         .last_heartbeats
         .keys()
@@ -76,16 +77,7 @@ fn drop_stale_entries_of(
         .filter(|other| is_stale(other))
         .cloned()
         .collect();
-    let mut participant_removed = false;
-    for other in &stale {
-        state.last_heartbeats.remove(other);
-        participant_removed |= state.participants.remove(other).is_some();
-        state.wait_list.remove(other);
-        state.redundancy_list.remove(other);
-    }
-    if participant_removed {
-        remove_participant_epilogue(state, settings);
-    }
+    super::sanitize::drop_nodes(state, settings, &stale);
 }
 
 /// torch's `_keep_alive`: the node's heartbeat becomes "now" on the wall clock.

@@ -34,10 +34,18 @@ pub const FIX_DEAD_PARTICIPANT_REJOIN: &str = "dead-participant-rejoin";
 /// heartbeat), running the participant epilogue as sanitize does.
 pub const FIX_RESTARTED_NODE_REPLACES_ENTRY: &str = "restarted-node-replaces-entry";
 
+/// Fix for wall-clock skew eating the heartbeat margin. torch stamps a heartbeat with the
+/// writer's wall clock and expires it against the reader's, so a writer whose clock runs
+/// more than `keep_alive_interval × (keep_alive_max_attempt − 1)` behind is dropped between
+/// its heartbeats while alive. With this fix each reader judges a heartbeat's age by its own
+/// monotonic clock since it saw the stamp change (`sanitize::HeartbeatReceipts`).
+pub const FIX_MONOTONIC_HEARTBEATS: &str = "monotonic-heartbeats";
+
 /// Every named fix `rendezvous.fixes` may switch on.
 pub const KNOWN_FIXES: &[&str] = &[
     FIX_DEAD_PARTICIPANT_REJOIN,
     FIX_RESTARTED_NODE_REPLACES_ENTRY,
+    FIX_MONOTONIC_HEARTBEATS,
 ];
 
 /// Mutant (a deliberately planted bug, for testing the fuzzer): the join op admits a
