@@ -17,6 +17,13 @@ pub fn apply(
     settings: &RendezvousSettings,
     now_utc_us: i64,
 ) {
+    let enters_state = matches!(
+        action,
+        Action::AddToParticipants | Action::AddToWaitList | Action::AddToRedundancyList
+    );
+    if enters_state && settings.has_fix(super::settings::FIX_RESTARTED_NODE_REPLACES_ENTRY) {
+        drop_stale_entries_of(state, node, settings);
+    }
     match action {
         Action::KeepAlive => keep_alive(state, node, now_utc_us),
         Action::AddToParticipants => add_to_participants(state, node, settings, now_utc_us),
@@ -48,6 +55,29 @@ pub fn apply(
         Action::MarkRendezvousClosed => state.closed = true,
         Action::Sync | Action::ErrorClosed | Action::ErrorTimeout | Action::Finish => {}
     }
+}
+
+/// The `restarted-node-replaces-entry` fix: a process on `node`'s host (same address and
+/// local id, another pid) is an earlier incarnation that died, since one host runs one
+/// agent per local id; its entries go, as sanitize would drop them once its heartbeat expired.
+fn drop_stale_entries_of(
+    state: &mut RendezvousState,
+    node: &NodeDesc,
+    settings: &RendezvousSettings,
+) {
+    let is_stale = |other: &NodeDesc| {
+        other.addr == node.addr && other.local_id == node.local_id && other.pid != node.pid
+    };
+    let stale: Vec<NodeDesc> = state
+        .last_heartbeats
+        .keys()
+        .chain(state.participants.keys())
+        .chain(state.wait_list.iter())
+        .chain(state.redundancy_list.iter())
+        .filter(|other| is_stale(other))
+        .cloned()
+        .collect();
+    super::sanitize::drop_nodes(state, settings, &stale);
 }
 
 /// torch's `_keep_alive`: the node's heartbeat becomes "now" on the wall clock.
@@ -212,5 +242,60 @@ mod tests {
             apply(a, &mut st, &n("a"), &s, 1);
         }
         assert_eq!(st, before);
+    }
+
+    /// Settings with the `restarted-node-replaces-entry` fix on (or off).
+    fn with_replace_fix(min: u32, max: u32, on: bool) -> RendezvousSettings {
+        let mut s = RendezvousSettings::new("r", min, max);
+        if on {
+            s.fixes
+                .insert(crate::rendezvous::settings::FIX_RESTARTED_NODE_REPLACES_ENTRY.to_owned());
+        }
+        s
+    }
+
+    #[test]
+    fn restarted_node_fills_an_open_round_twice_without_the_fix() {
+        let s = with_replace_fix(2, 3, false);
+        let mut st = RendezvousState::default();
+        let (old, new) = (NodeDesc::new("b", 1, 0), NodeDesc::new("b", 2, 0));
+        apply(Action::AddToParticipants, &mut st, &n("a"), &s, 1);
+        apply(Action::AddToParticipants, &mut st, &old, &s, 2);
+        apply(Action::AddToParticipants, &mut st, &new, &s, 3);
+        // torch: the dead pid counts toward max_nodes and the round completes with it.
+        assert!(st.complete && st.participants.len() == 3);
+        assert!(st.is_participant(&old) && st.is_participant(&new));
+    }
+
+    #[test]
+    fn restarted_node_replaces_its_dead_entry_with_the_fix() {
+        let s = with_replace_fix(2, 3, true);
+        let mut st = RendezvousState::default();
+        let (old, new) = (NodeDesc::new("b", 1, 0), NodeDesc::new("b", 2, 0));
+        let other_local = NodeDesc::new("b", 7, 1);
+        apply(Action::AddToParticipants, &mut st, &n("a"), &s, 1);
+        apply(Action::AddToParticipants, &mut st, &old, &s, 2);
+        st.wait_list.insert(other_local.clone());
+        st.last_heartbeats.insert(other_local.clone(), 2);
+        apply(Action::AddToParticipants, &mut st, &new, &s, 3);
+        assert!(!st.complete && st.participants.len() == 2);
+        assert!(!st.knows(&old) && !st.last_heartbeats.contains_key(&old));
+        // Another local id on the same host is another handler, not a restart.
+        assert!(st.wait_list.contains(&other_local));
+        // Still two participants = min_nodes: the last call keeps running.
+        assert!(st.deadline_utc_us.is_some());
+    }
+
+    #[test]
+    fn restarted_node_of_a_complete_round_reopens_it_when_alone() {
+        let s = with_replace_fix(1, 1, true);
+        let mut st = RendezvousState::default();
+        let (old, new) = (NodeDesc::new("b", 1, 0), NodeDesc::new("b", 2, 0));
+        apply(Action::AddToParticipants, &mut st, &old, &s, 1);
+        assert!(st.complete);
+        apply(Action::AddToRedundancyList, &mut st, &new, &s, 2);
+        // The dead entry was the last participant: the epilogue opens the next round.
+        assert_eq!((st.round, st.complete), (1, false));
+        assert!(st.redundancy_list.contains(&new) && !st.knows(&old));
     }
 }

@@ -7,8 +7,8 @@
 
 use super::apply::apply;
 use super::ops::{decide, Action, OpContext, OpKind};
-use super::sanitize::sanitize;
-use super::settings::{RendezvousSettings, FIX_DEAD_PARTICIPANT_REJOIN};
+use super::sanitize::{drop_nodes, sanitize, HeartbeatReceipts};
+use super::settings::{RendezvousSettings, FIX_DEAD_PARTICIPANT_REJOIN, FIX_MONOTONIC_HEARTBEATS};
 use super::shared::{self, SharedState};
 use super::state::{NodeDesc, RendezvousState};
 use crate::store::service::{StoreClient, StoreError, READ_TIMEOUT_US};
@@ -89,6 +89,9 @@ struct Holder {
     /// The round this node last joined and its participants (for the opt-in fix
     /// `dead-participant-rejoin`).
     joined: Option<(u64, Vec<NodeDesc>)>,
+    /// When this node saw each heartbeat stamp change (for the opt-in fix
+    /// `monotonic-heartbeats`); empty without it.
+    receipts: HeartbeatReceipts,
 }
 
 /// One node's rendezvous handler.
@@ -120,6 +123,7 @@ impl RendezvousHandler {
             last_sync_mono_us: None,
             pending_event: None,
             joined: None,
+            receipts: HeartbeatReceipts::default(),
         };
         Ok(RendezvousHandler {
             holder: Arc::new(Mutex::new(holder)),
@@ -319,7 +323,14 @@ impl Holder {
         self.last_sync_mono_us = Some(self.env.now_mono_us());
         let now_utc_us = self.env.now_utc_us();
         self.state = synced.state.clone();
-        if synced.may_expire(&self.settings, now_utc_us) {
+        if self.settings.has_fix(FIX_MONOTONIC_HEARTBEATS) {
+            let now_mono_us = self.env.now_mono_us();
+            self.receipts.observe(&self.state, now_mono_us);
+            let dead = self.receipts.expired(&self.settings, now_mono_us);
+            if !dead.is_empty() {
+                drop_nodes(Arc::make_mut(&mut self.state), &self.settings, &dead);
+            }
+        } else if synced.may_expire(&self.settings, now_utc_us) {
             sanitize(Arc::make_mut(&mut self.state), &self.settings, now_utc_us);
         }
         Ok(has_set)

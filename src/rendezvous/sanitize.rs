@@ -1,4 +1,7 @@
-//! Dead-node removal after every sync: torch's `_BackendRendezvousStateHolder._sanitize`.
+//! Dead-node removal after every sync: torch's `_BackendRendezvousStateHolder._sanitize`,
+//! and the receipt-time expiry of the opt-in fix `monotonic-heartbeats`.
+
+use std::collections::BTreeMap;
 
 use super::apply::remove_participant_epilogue;
 use super::settings::RendezvousSettings;
@@ -27,8 +30,16 @@ pub fn sanitize(
         .filter(|(_, &last_us)| last_us < expire_us)
         .map(|(node, _)| node.clone())
         .collect();
+    drop_nodes(state, settings, &dead);
+    assert!(state.last_heartbeats.values().all(|&t| t >= expire_us));
+    dead
+}
+
+/// Removes `dead` from the heartbeats, participants, wait list and redundancy list, then
+/// runs the participant epilogue once if any participant went, as torch's `_sanitize` does.
+pub fn drop_nodes(state: &mut RendezvousState, settings: &RendezvousSettings, dead: &[NodeDesc]) {
     let mut participant_removed = false;
-    for node in &dead {
+    for node in dead {
         state.last_heartbeats.remove(node);
         participant_removed |= state.participants.remove(node).is_some();
         state.wait_list.remove(node);
@@ -37,8 +48,49 @@ pub fn sanitize(
     if participant_removed {
         remove_participant_epilogue(state, settings);
     }
-    assert!(state.last_heartbeats.values().all(|&t| t >= expire_us));
-    dead
+}
+
+/// For the fix `monotonic-heartbeats`: when this reader first saw each node's current
+/// heartbeat stamp, on its own monotonic clock.
+///
+/// torch compares a stamp written with the writer's wall clock against the reader's wall
+/// clock, so skew between the two adds to (or eats) the expiry margin. Judging age by the
+/// time since the stamp last changed, as this reader observed it, involves one clock only.
+/// The price: a reader that first sees a stamp counts its age from then, so a node that
+/// died before the reader started is dropped up to one expiry later than torch would.
+#[derive(Clone, Debug, Default)]
+pub struct HeartbeatReceipts {
+    /// node → (stamp last seen, monotonic time it was first seen).
+    seen_mono_us: BTreeMap<NodeDesc, (i64, i64)>,
+}
+
+impl HeartbeatReceipts {
+    /// Records the stamps of a freshly synced state; forgets nodes that left it.
+    pub fn observe(&mut self, state: &RendezvousState, now_mono_us: i64) {
+        self.seen_mono_us
+            .retain(|node, _| state.last_heartbeats.contains_key(node));
+        for (node, &stamp_us) in &state.last_heartbeats {
+            match self.seen_mono_us.get_mut(node) {
+                Some((seen_stamp_us, _)) if *seen_stamp_us == stamp_us => {}
+                Some(entry) => *entry = (stamp_us, now_mono_us),
+                None => {
+                    self.seen_mono_us
+                        .insert(node.clone(), (stamp_us, now_mono_us));
+                }
+            }
+        }
+    }
+
+    /// Nodes whose stamp has not changed for strictly longer than the heartbeat expiry, by
+    /// this reader's monotonic clock, in node order.
+    pub fn expired(&self, settings: &RendezvousSettings, now_mono_us: i64) -> Vec<NodeDesc> {
+        let horizon_us = now_mono_us.saturating_sub(settings.heartbeat_expiry_us());
+        self.seen_mono_us
+            .iter()
+            .filter(|(_, &(_, seen_us))| seen_us < horizon_us)
+            .map(|(node, _)| node.clone())
+            .collect()
+    }
 }
 
 #[cfg(test)]
@@ -62,6 +114,30 @@ mod tests {
         assert_eq!(dead, vec![b.clone()]);
         assert!(st.is_participant(&a) && !st.knows(&b));
         assert!(st.complete);
+    }
+
+    #[test]
+    fn receipts_ignore_the_writers_clock() {
+        let s = RendezvousSettings::new("r", 1, 3);
+        let expiry = s.heartbeat_expiry_us();
+        let (a, b) = (NodeDesc::new("a", 1, 0), NodeDesc::new("b", 1, 0));
+        let mut st = RendezvousState::default();
+        // b's clock runs far behind: its stamp already looks older than the expiry.
+        st.last_heartbeats.insert(a.clone(), 1_000_000_000);
+        st.last_heartbeats
+            .insert(b.clone(), 1_000_000_000 - 2 * expiry);
+        let mut receipts = HeartbeatReceipts::default();
+        receipts.observe(&st, 0);
+        assert!(receipts.expired(&s, expiry).is_empty());
+        // b heartbeats again (a new stamp); a does not.
+        st.last_heartbeats.insert(b.clone(), 1_000_000_000 - expiry);
+        receipts.observe(&st, 10);
+        assert_eq!(receipts.expired(&s, expiry + 1), vec![a.clone()]);
+        // A node gone from the state is forgotten.
+        st.last_heartbeats.remove(&a);
+        receipts.observe(&st, 20);
+        assert!(receipts.expired(&s, expiry + 10).is_empty());
+        assert_eq!(receipts.expired(&s, expiry + 11), vec![b]);
     }
 
     #[test]

@@ -25,8 +25,28 @@ pub const DEFAULT_KEEP_ALIVE_MAX_ATTEMPT: u32 = 3;
 /// (a membership change, no restart spent).
 pub const FIX_DEAD_PARTICIPANT_REJOIN: &str = "dead-participant-rejoin";
 
+/// Fix for a restarted node's stale entry. torch names a node by (address, pid, local id),
+/// so an agent killed and restarted on the same host joins as a new node while its dead
+/// entry stays in the state until its heartbeat expires. In an open round the dead entry
+/// counts toward `max_nodes` and the round completes listing the host twice, with a rank
+/// nobody will ever fill. With this fix, a node entering the state first drops every entry
+/// with its address and local id but another pid (participant, wait list, redundancy list,
+/// heartbeat), running the participant epilogue as sanitize does.
+pub const FIX_RESTARTED_NODE_REPLACES_ENTRY: &str = "restarted-node-replaces-entry";
+
+/// Fix for wall-clock skew eating the heartbeat margin. torch stamps a heartbeat with the
+/// writer's wall clock and expires it against the reader's, so a writer whose clock runs
+/// more than `keep_alive_interval × (keep_alive_max_attempt − 1)` behind is dropped between
+/// its heartbeats while alive. With this fix each reader judges a heartbeat's age by its own
+/// monotonic clock since it saw the stamp change (`sanitize::HeartbeatReceipts`).
+pub const FIX_MONOTONIC_HEARTBEATS: &str = "monotonic-heartbeats";
+
 /// Every named fix `rendezvous.fixes` may switch on.
-pub const KNOWN_FIXES: &[&str] = &[FIX_DEAD_PARTICIPANT_REJOIN];
+pub const KNOWN_FIXES: &[&str] = &[
+    FIX_DEAD_PARTICIPANT_REJOIN,
+    FIX_RESTARTED_NODE_REPLACES_ENTRY,
+    FIX_MONOTONIC_HEARTBEATS,
+];
 
 /// Mutant (a deliberately planted bug, for testing the fuzzer): the join op admits a
 /// joiner of a complete round straight into its participants instead of the wait list.
