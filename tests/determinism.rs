@@ -39,7 +39,11 @@ fn trace_hash(scenario: &trainsim::scenario::Scenario, file: &str, seed: u64) ->
 }
 
 /// Runs `seed` twice; the hash when both runs agree.
-fn replayed_hash(scenario: &trainsim::scenario::Scenario, file: &str, seed: u64) -> Result<String, String> {
+fn replayed_hash(
+    scenario: &trainsim::scenario::Scenario,
+    file: &str,
+    seed: u64,
+) -> Result<String, String> {
     let first = trace_hash(scenario, file, seed);
     let again = trace_hash(scenario, file, seed);
     if first != again {

@@ -44,16 +44,7 @@ fn finds_and_replays_on(target: &str, mutant: &str, cases: &str) -> String {
     let dir = scratch(mutant);
     let dir_s = dir.to_str().expect("utf-8 path");
     let out = trainsim(&[
-        "fuzz",
-        "--target",
-        target,
-        "--cases",
-        cases,
-        "--seed",
-        "1",
-        "--mutant",
-        mutant,
-        "--out",
+        "fuzz", "--target", target, "--cases", cases, "--seed", "1", "--mutant", mutant, "--out",
         dir_s,
     ]);
     let stdout = text(&out.stdout);

@@ -9,7 +9,10 @@ use trainsim::trace::EventKind;
 fn load(name: &str) -> (Scenario, String) {
     let file = format!("scenarios/{name}");
     let path = Path::new(env!("CARGO_MANIFEST_DIR")).join(&file);
-    (scenario::load(&path).unwrap_or_else(|e| panic!("{e}")), file)
+    (
+        scenario::load(&path).unwrap_or_else(|e| panic!("{e}")),
+        file,
+    )
 }
 
 /// Simulated microseconds from the first training step to the last.
@@ -39,7 +42,10 @@ fn a_3x_slow_gpu_stretches_a_compute_bound_job_about_3x() {
 fn the_load_balancing_sampler_shortens_a_variable_cost_job() {
     let (plain, plain_file) = load("variable_cost_plain.toml");
     let (balanced, balanced_file) = load("variable_cost_load_balancing.toml");
-    assert_eq!(plain.job.dataset, balanced.job.dataset, "the twins train the same data");
+    assert_eq!(
+        plain.job.dataset, balanced.job.dataset,
+        "the twins train the same data"
+    );
     let plain_us = training_span_us(&plain, &plain_file);
     let balanced_us = training_span_us(&balanced, &balanced_file);
     assert!(
@@ -73,5 +79,8 @@ fn a_slow_gpu_starves_a_copy_bound_reader_pipeline() {
         report.reader.expect("the scenario has a reader").stall_us
     };
     let (slow_us, healthy_us) = (stall_us(&slow), stall_us(&healthy));
-    assert!(slow_us > healthy_us + 500_000, "stalled {slow_us} us vs {healthy_us} us");
+    assert!(
+        slow_us > healthy_us + 500_000,
+        "stalled {slow_us} us vs {healthy_us} us"
+    );
 }

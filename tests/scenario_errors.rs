@@ -132,7 +132,13 @@ fn over_a_bound() {
 #[test]
 fn a_model_larger_than_the_gpu_memory_is_refused() {
     let e = error("name = \"x\"\n[job]\nmodel_size = \"100GiB\"\n");
-    assert_at(&e, 3, 14, "job.model_size", "must fit in the memory of one `h100` GPU");
+    assert_at(
+        &e,
+        3,
+        14,
+        "job.model_size",
+        "must fit in the memory of one `h100` GPU",
+    );
 }
 
 #[test]

@@ -8,8 +8,7 @@ use super::policy::{
     FIX_COUNT_REJOINED_FAILURES, FIX_SHARED_RESTART_COUNT,
 };
 use super::rank_exchange::{
-    AssignedRanks,
-    exchange_ranks, group_restart_count_max, publish_restart_count, DEFAULT_ROLE,
+    exchange_ranks, group_restart_count_max, publish_restart_count, AssignedRanks, DEFAULT_ROLE,
 };
 use crate::job::{self, GroupPlan, WorkerStatus};
 use crate::rendezvous::handler::{RendezvousError, RendezvousHandler, RendezvousInfo};

@@ -78,7 +78,13 @@ fn complexity() -> impl Strategy<Value = Complexity> {
 pub fn case() -> impl Strategy<Value = Case> {
     (
         (1u32..=4, 0u32..=1, 1u32..=4, 0u32..=3),
-        (1u64..=2_000, complexity(), any::<bool>(), any::<bool>(), any::<bool>()),
+        (
+            1u64..=2_000,
+            complexity(),
+            any::<bool>(),
+            any::<bool>(),
+            any::<bool>(),
+        ),
         (1u64..=32, 5u64..=150, 1u64..=40, 10u64..=200),
         1u8..(1 << JOB_FAULT_KINDS.len()),
         proptest::collection::vec(fault_draw(), 0..=4),

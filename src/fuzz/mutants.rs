@@ -30,7 +30,9 @@ pub const DESCRIPTIONS: &[(&str, &str)] = &[
 pub fn known() -> Vec<&'static str> {
     crate::rendezvous::settings::KNOWN_MUTANTS
         .iter()
-        .chain(std::iter::once(&crate::job::data::MUTANT_SAMPLER_OFF_BY_ONE))
+        .chain(std::iter::once(
+            &crate::job::data::MUTANT_SAMPLER_OFF_BY_ONE,
+        ))
         .chain(crate::reader::KNOWN_MUTANTS.iter())
         .copied()
         .collect()

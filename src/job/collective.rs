@@ -21,7 +21,8 @@ pub fn ring_all_reduce_us(
     };
     let inter_us = if nodes > 1 && bandwidth_bits_per_sec > 0 {
         let steps = 2.0 * (nodes - 1) as f64;
-        steps * latency_us as f64 + steps / nodes as f64 * bits / bandwidth_bits_per_sec as f64 * 1e6
+        steps * latency_us as f64
+            + steps / nodes as f64 * bits / bandwidth_bits_per_sec as f64 * 1e6
     } else {
         0.0
     };
@@ -53,6 +54,9 @@ mod tests {
         let big = ring_all_reduce_us(1_000_000_000, 1000, 1, 0, 8_000_000_000, 1);
         assert!((1_990_000..2_000_000).contains(&big), "{big}");
         // NVLink phase for 8 GPUs: 2·7/8 · 8e9 bits / 8e12 = 1750 us.
-        assert_eq!(ring_all_reduce_us(1_000_000_000, 1, 8, 0, 1, 8_000_000_000_000), 1750);
+        assert_eq!(
+            ring_all_reduce_us(1_000_000_000, 1, 8, 0, 1, 8_000_000_000_000),
+            1750
+        );
     }
 }

@@ -151,7 +151,8 @@ async fn train_steps(
     let mut reader = reader_feed::ReaderFeed::start(env, plan.round);
     while at.step < job.steps {
         wait_for_reader(env, plan, &mut reader).await;
-        let compute_us = compute_batches(env, plan, &epoch_plan, at.batch, dataset_key, &mut batches)?;
+        let compute_us =
+            compute_batches(env, plan, &epoch_plan, at.batch, dataset_key, &mut batches)?;
         time::sleep_us(compute_us).await;
         all_reduce(env, plan, at.step + 1).await?;
         at.step += 1;
@@ -339,12 +340,11 @@ fn consume(
 
 /// This node finished `epoch`; the last node of the group records what the group covered.
 fn finish_epoch(env: &NodeEnv, plan: &GroupPlan, ledger: &Mutex<SampleLedger>, epoch: u64) {
-    let done = ledger.lock().expect("ledger").node_done(
-        plan.round,
-        epoch,
-        env.index,
-        plan.members.len(),
-    );
+    let done =
+        ledger
+            .lock()
+            .expect("ledger")
+            .node_done(plan.round, epoch, env.index, plan.members.len());
     if let Some(c) = done {
         env.record(EventKind::EpochCovered {
             round: c.round,

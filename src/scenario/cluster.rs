@@ -107,7 +107,9 @@ fn gpu(
     let Some(raw) = profile else {
         let name = name.as_deref().unwrap_or("h100");
         let known = BUILTIN_GPUS.join(", ");
-        let msg = format!("`{name}` is not a built-in GPU (built-in: {known}); describe others in [gpu_profile]");
+        let msg = format!(
+            "`{name}` is not a built-in GPU (built-in: {known}); describe others in [gpu_profile]"
+        );
         return builtin_gpu(name).ok_or_else(|| issue(&cluster.key("gpu"), msg));
     };
     let p = profile_path.clone();

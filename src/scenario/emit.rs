@@ -80,11 +80,11 @@ fn cluster(c: &Cluster) -> RawCluster {
 fn gpu_profile(c: &Cluster) -> Option<RawGpuProfile> {
     let builtin = builtin_gpu(&c.gpu.name).is_some_and(|b| b == c.gpu);
     (!builtin).then(|| RawGpuProfile {
-            name: Some(c.gpu.name.clone()),
-            memory: Some(size(c.gpu.memory_bytes)),
-            h2d_bandwidth: Some(bw(c.gpu.h2d_bits_per_sec)),
-            d2d_bandwidth: Some(bw(c.gpu.d2d_bits_per_sec)),
-            compute_speed: Some(c.gpu.compute_speed),
+        name: Some(c.gpu.name.clone()),
+        memory: Some(size(c.gpu.memory_bytes)),
+        h2d_bandwidth: Some(bw(c.gpu.h2d_bits_per_sec)),
+        d2d_bandwidth: Some(bw(c.gpu.d2d_bits_per_sec)),
+        compute_speed: Some(c.gpu.compute_speed),
     })
 }
 

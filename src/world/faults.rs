@@ -184,7 +184,10 @@ fn gpu_fail(world: &World, node: u32, gpu: u32) -> String {
     match (st.nodes[node as usize].process.as_mut(), worker) {
         (Some(p), Some(local_rank)) => {
             p.worker_crash = Some((local_rank, super::gpu::GPU_LOST_EXIT_CODE));
-            format!("gpu {gpu} lost (Xid 79); worker {local_rank} of pid {} dies", p.pid)
+            format!(
+                "gpu {gpu} lost (Xid 79); worker {local_rank} of pid {} dies",
+                p.pid
+            )
         }
         _ => format!("gpu {gpu} lost (Xid 79); no worker runs on it"),
     }
