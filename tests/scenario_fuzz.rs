@@ -4,7 +4,7 @@
 
 use proptest::prelude::*;
 use proptest::test_runner::Config;
-use trainsim::scenario::{parse, parse_unchecked, to_toml};
+use trainsim::scenario::{parse, to_toml};
 
 /// A valid scenario using every section and most fault kinds, as the seed for mutations.
 const SEED_SCENARIO: &str = r#"name = "fuzz seed"
@@ -126,19 +126,17 @@ fn config() -> Config {
     }
 }
 
-/// Runs both parsers on `text` and checks the properties.
+/// Runs the parser on `text` and checks the properties.
 fn check(text: &str) -> Result<(), TestCaseError> {
-    for result in [parse(text, "fuzz.toml"), parse_unchecked(text, "fuzz.toml")] {
-        match result {
-            Err(e) => {
-                prop_assert!(e.line >= 1 && e.column >= 1, "unlocated error: {}", e);
-                prop_assert!(e.to_string().starts_with("fuzz.toml:"), "{}", e);
-                prop_assert!(!e.field.is_empty(), "{}", e);
-            }
-            Ok(s) => {
-                let again = parse_unchecked(&to_toml(&s), "again.toml");
-                prop_assert_eq!(again, Ok(s), "round trip of:\n{}", text);
-            }
+    match parse(text, "fuzz.toml") {
+        Err(e) => {
+            prop_assert!(e.line >= 1 && e.column >= 1, "unlocated error: {}", e);
+            prop_assert!(e.to_string().starts_with("fuzz.toml:"), "{}", e);
+            prop_assert!(!e.field.is_empty(), "{}", e);
+        }
+        Ok(s) => {
+            let again = parse(&to_toml(&s), "again.toml");
+            prop_assert_eq!(again, Ok(s), "round trip of:\n{}", text);
         }
     }
     Ok(())
@@ -217,8 +215,8 @@ fn apply(lines: &mut Vec<String>, edit: &Edit) {
 
 #[test]
 fn the_seed_scenario_is_valid() {
-    let s = parse_unchecked(SEED_SCENARIO, "seed.toml").unwrap();
-    assert_eq!(parse_unchecked(&to_toml(&s), "again.toml"), Ok(s));
+    let s = parse(SEED_SCENARIO, "seed.toml").unwrap();
+    assert_eq!(parse(&to_toml(&s), "again.toml"), Ok(s));
 }
 
 proptest! {

@@ -9,9 +9,7 @@ pub const REFERENCE_FILE: &str = "bench-reference.toml";
 /// The reference job (issue #7): 64 nodes × 8 GPUs, one simulated hour at one step per
 /// second, a kill and a restart, a late join and a straggler.
 ///
-/// The straggler is a `gpu_slow` fault; the world records it but does not model GPUs yet,
-/// so it is parsed with the unbuilt features allowed and slows nothing until the GPU model
-/// lands.
+/// The straggler is a `gpu_slow` fault on one GPU.
 pub const REFERENCE_TOML: &str = r#"
 name = "bench reference: 64 nodes x 8 GPUs, one hour"
 seed = 1
@@ -66,8 +64,7 @@ pub const FUZZ_STEPS: u64 = 3_000;
 
 /// The reference scenario.
 pub fn reference() -> Scenario {
-    scenario::parse_unchecked(REFERENCE_TOML, REFERENCE_FILE)
-        .expect("the reference scenario is valid")
+    scenario::parse(REFERENCE_TOML, REFERENCE_FILE).expect("the reference scenario is valid")
 }
 
 /// One rendezvous round of `nodes` nodes: all start at once, the round completes when the

@@ -68,24 +68,13 @@ pub fn load(path: &Path) -> Result<Scenario, ScenarioError> {
     parse(&text, &file)
 }
 
-/// Parses and validates scenario text; `file` names it in errors.
-pub fn parse(text: &str, file: &str) -> Result<Scenario, ScenarioError> {
-    parse_with(text, file, false)
-}
-
-/// Like `parse`, but accepts the features that are not built yet (`gpu_slow`, `gpu_fail`),
-/// so their parsing can be tested and the work that builds them can use it.
-pub fn parse_unchecked(text: &str, file: &str) -> Result<Scenario, ScenarioError> {
-    parse_with(text, file, true)
-}
-
 /// A scenario with every default and the given name: what a file holding only `name` gives.
 pub fn default_scenario(name: &str) -> Scenario {
     let raw = raw::RawScenario {
         name: Some(name.to_string()),
         ..raw::RawScenario::default()
     };
-    match validate::validate(&raw, false) {
+    match validate::validate(&raw) {
         Ok(s) => s,
         // The defaults are valid for any name the bounds allow; a name outside them is the
         // caller's bug, so fall back to a fixed one rather than fail.
@@ -93,9 +82,10 @@ pub fn default_scenario(name: &str) -> Scenario {
     }
 }
 
-fn parse_with(text: &str, file: &str, allow_unbuilt: bool) -> Result<Scenario, ScenarioError> {
+/// Parses and validates scenario text; `file` names it in errors.
+pub fn parse(text: &str, file: &str) -> Result<Scenario, ScenarioError> {
     let raw: raw::RawScenario = toml::from_str(text).map_err(|e| toml_error(text, file, &e))?;
-    let issue = match validate::validate(&raw, allow_unbuilt) {
+    let issue = match validate::validate(&raw) {
         Ok(s) => return Ok(s),
         Err(issue) => issue,
     };

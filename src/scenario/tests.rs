@@ -85,7 +85,7 @@ violations = []
 
 #[test]
 fn the_contract_example_parses() {
-    let s = parse_unchecked(EXAMPLE, "example.toml").unwrap();
+    let s = parse(EXAMPLE, "example.toml").unwrap();
     assert_eq!(s.cluster.total_nodes(), 4);
     assert_eq!(s.cluster.clock_skew_us.get(&2), Some(&3_000_000));
     assert_eq!((s.rendezvous.min_nodes, s.rendezvous.max_nodes), (2, 3));
@@ -309,7 +309,7 @@ kind = "store_crash"
 #[test]
 fn every_fault_kind_parses() {
     let text = ALL_FAULTS;
-    let s = parse_unchecked(text, "f.toml").unwrap();
+    let s = parse(text, "f.toml").unwrap();
     let kinds: Vec<&str> = s.faults.iter().map(|f| f.kind.name()).collect();
     assert_eq!(kinds.len(), 17);
     assert_eq!(kinds[0], "stop", "faults are sorted by time");
@@ -327,7 +327,7 @@ fn every_fault_kind_parses() {
         duration_us: 60_000_000,
     };
     assert!(s.faults.iter().any(|f| f.kind == slow));
-    assert_eq!(parse_unchecked(&to_toml(&s), "again.toml"), Ok(s.clone()));
+    assert_eq!(parse(&to_toml(&s), "again.toml"), Ok(s.clone()));
     assert_eq!(parse(text, "f.toml"), Ok(s), "GPU faults are built");
 }
 
@@ -518,6 +518,6 @@ proptest! {
     #[test]
     fn generated_scenarios_round_trip(s in scenario()) {
         let text = to_toml(&s);
-        prop_assert_eq!(parse_unchecked(&text, "generated.toml"), Ok(s), "{}", text);
+        prop_assert_eq!(parse(&text, "generated.toml"), Ok(s), "{}", text);
     }
 }

@@ -3,7 +3,7 @@
 
 use super::limits::*;
 use super::locate::FieldPath;
-use super::model::{Expect, Fault, Outcome, Scenario};
+use super::model::{Expect, Outcome, Scenario};
 use super::raw::{RawExpect, RawOutcome, RawRounds, RawScenario};
 use super::values::*;
 use super::{cluster, faults, job};
@@ -30,8 +30,8 @@ pub const INVARIANT_NAMES: &[&str] = &[
 /// Default simulated time budget: 2 hours.
 pub const TIME_LIMIT_US_DEFAULT: u64 = 2 * 3_600 * 1_000_000;
 
-/// Checks a raw scenario and builds the model; `allow_unbuilt` skips `reject_unbuilt`.
-pub fn validate(raw: &RawScenario, allow_unbuilt: bool) -> Check<Scenario> {
+/// Checks a raw scenario and builds the model.
+pub fn validate(raw: &RawScenario) -> Check<Scenario> {
     let root = FieldPath::root();
     let name = required(&root.key("name"), &raw.name)?;
     let name_chars = name.chars().count();
@@ -77,9 +77,6 @@ pub fn validate(raw: &RawScenario, allow_unbuilt: bool) -> Check<Scenario> {
     };
     let mut indexed = faults::faults(&raw.faults, &ctx)?;
     let expect = expect(&raw.expect, cluster.total_nodes())?;
-    if !allow_unbuilt {
-        reject_unbuilt(&indexed)?;
-    }
     // Stable: faults at the same time keep their file order.
     indexed.sort_by_key(|(_, f)| f.at_us);
     let faults = indexed.into_iter().map(|(_, f)| f).collect();
@@ -97,13 +94,6 @@ pub fn validate(raw: &RawScenario, allow_unbuilt: bool) -> Check<Scenario> {
         faults,
         expect,
     })
-}
-
-/// Refuses the parts of the format whose simulation is not built yet. Every part of
-/// contract v1 is built now (the GPU faults and `[reader]` were the last), so nothing is
-/// refused; the hook stays so a later field can land parsed but refused, never ignored.
-pub fn reject_unbuilt(_faults: &[(usize, Fault)]) -> Check<()> {
-    Ok(())
 }
 
 /// `[expect]`.
