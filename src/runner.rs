@@ -253,6 +253,7 @@ mod tests {
                 })
                 .collect(),
             truncated: false,
+            sim_events: 0,
         }
     }
 

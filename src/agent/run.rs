@@ -15,6 +15,7 @@ use crate::rendezvous::handler::{RendezvousError, RendezvousHandler, RendezvousI
 use crate::rendezvous::settings::RendezvousSettings;
 use crate::store::service::{StoreClient, READ_TIMEOUT_US};
 use crate::trace::EventKind;
+use crate::world::wake::Wake;
 use crate::world::{spawn, time, AgentExit, NodeEnv};
 use futures::future::{select, Either};
 use std::collections::BTreeSet;
@@ -174,8 +175,12 @@ async fn invoke_run(
     group.enter(env, WorkerGroupState::Init);
     let mut workers = initialize_workers(env, handler, store, &mut policy, &highest_step).await?;
     group.enter(env, WorkerGroupState::Healthy);
+    let wake = env.monitor_wake();
+    let mut quiet = false;
     loop {
-        time::sleep_us(agent.monitor_interval_us).await;
+        next_tick(env, handler, &wake, agent.monitor_interval_us, quiet).await;
+        // Whatever changes from here on is seen by this tick or wakes the next one.
+        wake.clear();
         let (decision, why) = match monitor(env, &workers) {
             WorkerStatus::Succeeded => {
                 group.enter(env, WorkerGroupState::Succeeded);
@@ -211,6 +216,7 @@ async fn invoke_run(
                 )
             }
         };
+        quiet = decision == Decision::Continue;
         match decision {
             Decision::Continue => {}
             Decision::GiveUp => {
@@ -230,6 +236,41 @@ async fn invoke_run(
                 group.enter(env, WorkerGroupState::Healthy);
             }
         }
+    }
+}
+
+/// Waits for the monitor's next tick that can see something new. Ticks fall every
+/// `interval_us` from now, as torch's `time.sleep(monitor_interval)` loop puts them. After a
+/// `quiet` tick (workers healthy, nobody waiting) the ticks that would only re-read the
+/// same worker status and the same cached rendezvous state are skipped: the wait ends at the
+/// first tick at which the holder's cache has gone stale (that tick reads the store), or at
+/// the first tick after a worker crash, the workers' end or a keep-alive sync (`wake`).
+/// Skipping changes no decision and no recorded time; it saves one event per idle tick.
+async fn next_tick(
+    env: &NodeEnv,
+    handler: &RendezvousHandler,
+    wake: &Wake,
+    interval_us: u64,
+    quiet: bool,
+) {
+    if !quiet {
+        time::sleep_us(interval_us).await;
+        return;
+    }
+    let start_us = time::elapsed_us();
+    let start_mono_us = env.now_mono_us();
+    let ticks_to_stale = match handler.cache_fresh_until_mono_us().await {
+        // The first tick strictly after the cache's last fresh moment reads the store.
+        Some(fresh_until_mono_us) => {
+            let fresh_for_us = u64::try_from(fresh_until_mono_us - start_mono_us).unwrap_or(0);
+            fresh_for_us / interval_us + 1
+        }
+        None => 1,
+    };
+    let idle = std::pin::pin!(time::sleep_us(ticks_to_stale * interval_us));
+    if let Either::Right(((), _)) = select(idle, wake.notified()).await {
+        let ticks = (time::elapsed_us() - start_us).div_ceil(interval_us).max(1);
+        time::sleep_until_us(start_us + ticks * interval_us).await;
     }
 }
 

@@ -46,6 +46,7 @@ pub fn trace(events: Vec<Event>) -> Trace {
     Trace {
         events,
         truncated: false,
+        sim_events: 0,
     }
 }
 

@@ -123,6 +123,7 @@ pub async fn train(
         Ok(()) => WorkerStatus::Succeeded,
         Err(failed) => failed,
     };
+    env.monitor_wake().notify();
 }
 
 /// The step loop; an `Err` is the worker failure that ended it.

@@ -164,12 +164,22 @@ impl RendezvousHandler {
         Ok(h.state.num_nodes_waiting() + h.dead_round_members())
     }
 
+    /// The monotonic time until which the cached state is served without a read: a
+    /// `num_nodes_waiting()` before then asks the store nothing. `None` before any sync.
+    pub async fn cache_fresh_until_mono_us(&self) -> Option<i64> {
+        self.holder
+            .lock()
+            .await
+            .last_sync_mono_us
+            .map(|last| last + CACHE_US)
+    }
+
     /// The addresses of the nodes on the wait list, from a (possibly cached) sync. Not part
     /// of torch's handler: the agent fix `count-rejoined-failures` reads it.
     pub async fn waiting_addrs(&self) -> Result<Vec<String>, RendezvousError> {
         let mut h = self.holder.lock().await;
         h.sync().await?;
-        Ok(h.state.wait_list.iter().map(|n| n.addr.clone()).collect())
+        Ok(h.state.wait_list.iter().map(|n| n.addr.to_string()).collect())
     }
 
     /// torch's `is_closed()`.
@@ -210,6 +220,8 @@ impl RendezvousHandler {
                 let deadline = h.env.now_mono_us() + h.settings.heartbeat_timeout_us as i64;
                 // torch logs a failed keep-alive and tries again at the next tick.
                 let _ = h.run(OpKind::KeepAlive, deadline, false).await;
+                // The sync may have changed the state the agent's monitor reads from cache.
+                h.env.monitor_wake().notify();
             }
         });
         if let Some(old) = self.keep_alive.lock().expect("timer lock").replace(task) {
@@ -371,7 +383,7 @@ impl Holder {
             round: self.state.round,
             rank,
             world_size: self.state.participants.len() as u32,
-            participants: by_rank.into_iter().map(|(_, n)| n.addr.clone()).collect(),
+            participants: by_rank.into_iter().map(|(_, n)| n.addr.to_string()).collect(),
         }
     }
 }

@@ -3,6 +3,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
+use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
@@ -12,8 +13,9 @@ use serde::{Deserialize, Serialize};
 /// is the order torch's `sorted(participants)` uses when it hands out ranks.
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 pub struct NodeDesc {
-    /// The node's address (torch: the FQDN or the user-given local address).
-    pub addr: String,
+    /// The node's address (torch: the FQDN or the user-given local address). Shared, so
+    /// copying a state (every heartbeat does) copies no address text.
+    pub addr: Arc<str>,
     /// The process id of the handler.
     pub pid: u32,
     /// A process-wide counter that tells handlers of one process apart.
@@ -22,7 +24,7 @@ pub struct NodeDesc {
 
 impl NodeDesc {
     /// A node descriptor from its three parts.
-    pub fn new(addr: impl Into<String>, pid: u32, local_id: u32) -> Self {
+    pub fn new(addr: impl Into<Arc<str>>, pid: u32, local_id: u32) -> Self {
         Self {
             addr: addr.into(),
             pid,
@@ -95,6 +97,7 @@ struct Wire {
 
 /// [`Wire`] borrowing from a state: the same fields in the same order, so it serializes to
 /// the same bytes without copying a node.
+#[cfg(test)]
 #[derive(Serialize)]
 struct WireRef<'a> {
     round: u64,
@@ -134,11 +137,99 @@ fn into_set(field: &'static str, nodes: Vec<NodeDesc>) -> Result<BTreeSet<NodeDe
     Ok(set)
 }
 
+/// Appends an integer as JSON writes it.
+fn push_int(out: &mut Vec<u8>, value: impl itoa::Integer) {
+    out.extend_from_slice(itoa::Buffer::new().format(value).as_bytes());
+}
+
+/// Appends `{"addr":…,"pid":…,"local_id":…}`, the serde form of a [`NodeDesc`].
+fn push_node(out: &mut Vec<u8>, node: &NodeDesc) {
+    out.extend_from_slice(b"{\"addr\":");
+    let plain = node
+        .addr
+        .bytes()
+        .all(|b| b >= 0x20 && b != b'"' && b != b'\\' && b < 0x7f);
+    if plain {
+        out.push(b'"');
+        out.extend_from_slice(node.addr.as_bytes());
+        out.push(b'"');
+    } else {
+        // Escaping is serde_json's; such addresses are rare.
+        serde_json::to_writer(&mut *out, &node.addr).expect("a string serializes");
+    }
+    out.extend_from_slice(b",\"pid\":");
+    push_int(out, node.pid);
+    out.extend_from_slice(b",\"local_id\":");
+    push_int(out, node.local_id);
+    out.push(b'}');
+}
+
+/// Appends `[node,…]`.
+fn push_nodes(out: &mut Vec<u8>, nodes: &BTreeSet<NodeDesc>) {
+    out.push(b'[');
+    for (i, node) in nodes.iter().enumerate() {
+        if i > 0 {
+            out.push(b',');
+        }
+        push_node(out, node);
+    }
+    out.push(b']');
+}
+
+/// Appends `[[node,value],…]`.
+fn push_pairs<'a, V: itoa::Integer>(
+    out: &mut Vec<u8>,
+    pairs: impl Iterator<Item = (&'a NodeDesc, V)>,
+) {
+    out.push(b'[');
+    for (i, (node, value)) in pairs.enumerate() {
+        if i > 0 {
+            out.push(b',');
+        }
+        out.push(b'[');
+        push_node(out, node);
+        out.push(b',');
+        push_int(out, value);
+        out.push(b']');
+    }
+    out.push(b']');
+}
+
 impl RendezvousState {
     /// The canonical bytes of this state: compact JSON in the parity `state` format, lists in
     /// node order. Equal states give equal bytes, so the bytes can serve as the CAS token the
     /// way torch's c10d backend uses the stored base64 text as its fencing token.
     pub fn encode(&self) -> Vec<u8> {
+        // Written by hand: this runs on every CAS and was the harness's hottest function as
+        // serde output. `encode_with_serde` is the reference it must equal byte for byte.
+        let nodes = self.participants.len() + self.last_heartbeats.len();
+        let mut out = Vec::with_capacity(160 + nodes * 64);
+        out.extend_from_slice(b"{\"round\":");
+        push_int(&mut out, self.round);
+        out.extend_from_slice(b",\"complete\":");
+        out.extend_from_slice(if self.complete { b"true" } else { b"false" });
+        out.extend_from_slice(b",\"deadline_utc_us\":");
+        match self.deadline_utc_us {
+            Some(deadline) => push_int(&mut out, deadline),
+            None => out.extend_from_slice(b"null"),
+        }
+        out.extend_from_slice(b",\"closed\":");
+        out.extend_from_slice(if self.closed { b"true" } else { b"false" });
+        out.extend_from_slice(b",\"participants\":");
+        push_pairs(&mut out, self.participants.iter().map(|(n, r)| (n, *r)));
+        out.extend_from_slice(b",\"wait_list\":");
+        push_nodes(&mut out, &self.wait_list);
+        out.extend_from_slice(b",\"redundancy_list\":");
+        push_nodes(&mut out, &self.redundancy_list);
+        out.extend_from_slice(b",\"last_heartbeats\":");
+        push_pairs(&mut out, self.last_heartbeats.iter().map(|(n, t)| (n, *t)));
+        out.push(b'}');
+        out
+    }
+
+    /// The serde encoding [`RendezvousState::encode`] reproduces (kept for its tests).
+    #[cfg(test)]
+    pub(crate) fn encode_with_serde(&self) -> Vec<u8> {
         let wire = WireRef {
             round: self.round,
             complete: self.complete,
@@ -149,7 +240,6 @@ impl RendezvousState {
             redundancy_list: self.redundancy_list.iter().collect(),
             last_heartbeats: self.last_heartbeats.iter().map(|(n, t)| (n, *t)).collect(),
         };
-        // Serializing plain integers, strings and vectors cannot fail.
         serde_json::to_vec(&wire).expect("state serializes")
     }
 

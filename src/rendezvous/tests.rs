@@ -311,3 +311,28 @@ proptest! {
         }
     }
 }
+
+fn arb_any_node() -> impl Strategy<Value = NodeDesc> {
+    ("[a-z\"\\\\\u{1}é0-9._-]{0,12}", any::<u32>(), any::<u32>())
+        .prop_map(|(addr, pid, local_id)| NodeDesc::new(addr, pid, local_id))
+}
+
+proptest! {
+    /// The hand-written encoder writes exactly the bytes serde_json writes, for any state,
+    /// addresses that need escaping included.
+    #[test]
+    fn encode_equals_the_serde_encoding(
+        round in any::<u64>(), complete in any::<bool>(), closed in any::<bool>(),
+        deadline in prop::option::of(any::<i64>()),
+        participants in prop::collection::btree_map(arb_any_node(), any::<u32>(), 0..6),
+        wait_list in prop::collection::btree_set(arb_any_node(), 0..4),
+        redundancy_list in prop::collection::btree_set(arb_any_node(), 0..4),
+        last_heartbeats in prop::collection::btree_map(arb_any_node(), any::<i64>(), 0..6),
+    ) {
+        let st = RendezvousState {
+            round, complete, deadline_utc_us: deadline, closed,
+            participants, wait_list, redundancy_list, last_heartbeats,
+        };
+        prop_assert_eq!(st.encode(), st.encode_with_serde());
+    }
+}

@@ -587,6 +587,7 @@ mod tests {
                 ),
             ],
             truncated: false,
+            sim_events: 0,
         };
         let v = chrome_trace(&trace, "t");
         let events = v["traceEvents"].as_array().expect("array");

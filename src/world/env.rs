@@ -40,6 +40,7 @@ pub(super) async fn process_main(world: Arc<World>, index: u32) {
             stop_waiters: Vec::new(),
             worker_crash: None,
             store_task: None,
+            monitor_wake: Arc::default(),
         });
         pid
     };
@@ -156,6 +157,16 @@ impl NodeEnv {
     pub fn worker_crash(&self) -> Option<(u32, i32)> {
         let mut st = self.world.state.lock().expect("world lock");
         self.process_mut(&mut st).and_then(|p| p.worker_crash)
+    }
+
+    /// The wake-up of this process's agent monitor: notified when a worker crash, a worker
+    /// group's end or a rendezvous sync may have changed what the monitor's next tick sees.
+    /// A process that is gone gets a wake nobody waits on.
+    pub fn monitor_wake(&self) -> Arc<super::wake::Wake> {
+        let mut st = self.world.state.lock().expect("world lock");
+        self.process_mut(&mut st)
+            .map(|p| Arc::clone(&p.monitor_wake))
+            .unwrap_or_default()
     }
 
     /// Forgets a crash once the agent has restarted its workers.

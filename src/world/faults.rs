@@ -184,6 +184,7 @@ fn gpu_fail(world: &World, node: u32, gpu: u32) -> String {
     match (st.nodes[node as usize].process.as_mut(), worker) {
         (Some(p), Some(local_rank)) => {
             p.worker_crash = Some((local_rank, super::gpu::GPU_LOST_EXIT_CODE));
+            p.monitor_wake.notify();
             format!(
                 "gpu {gpu} lost (Xid 79); worker {local_rank} of pid {} dies",
                 p.pid
@@ -199,6 +200,7 @@ fn worker_crash(world: &World, node: u32, local_rank: u32, exit_code: i32) -> St
     match st.nodes[node as usize].process.as_mut() {
         Some(p) => {
             p.worker_crash = Some((local_rank, exit_code));
+            p.monitor_wake.notify();
             format!(
                 "worker {local_rank} of pid {} exits with {exit_code}",
                 p.pid

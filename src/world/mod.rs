@@ -14,6 +14,7 @@ pub mod net;
 pub mod rng;
 mod state;
 pub mod time;
+pub mod wake;
 
 pub use env::NodeEnv;
 pub use state::Checkpoint;
@@ -98,9 +99,12 @@ pub fn simulate(
             config.net.packet_loss_rate = scenario.network.loss;
             let runtime = madsim::runtime::Runtime::with_seed_and_config(seed, config);
             net::reset_registry();
+            time::take_sim_events();
             let recorder = Recorder::new();
             let end = runtime.block_on(supervise(scenario, seed, programs, recorder.clone()));
-            (recorder.finish(), end)
+            let mut trace = recorder.finish();
+            trace.sim_events = time::take_sim_events();
+            (trace, end)
         })
         .map_err(|e| HarnessError::Panic(format!("cannot start the run's thread: {e}")))?;
     match thread.join() {

@@ -11,7 +11,6 @@ use std::cell::RefCell;
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
-use std::time::Duration;
 
 thread_local! {
     /// Server ports listening now. Each run has its own thread, so this is per run.
@@ -127,15 +126,16 @@ impl RpcClient {
                 // The reset comes back after a round trip. Before the first reply this is a
                 // connect, which TCPStore's client retries until its timeout; on an
                 // established connection the reset is an error at once.
-                madsim::time::sleep(Duration::from_micros(RESET_DELAY_US)).await;
+                super::time::sleep_us(RESET_DELAY_US).await;
                 if self.connected || super::time::elapsed_us() + CONNECT_RETRY_US >= deadline_us {
                     return Err(NetError::Refused(self.server));
                 }
-                madsim::time::sleep(Duration::from_micros(CONNECT_RETRY_US)).await;
+                super::time::sleep_us(CONNECT_RETRY_US).await;
                 continue;
             }
             // A send error means the destination is unknown: treat it as silence, as a SYN
             // to a dead host would be.
+            super::time::count_sim_event();
             let _ = self
                 .endpoint
                 .send_to_raw(self.server, REQUEST_TAG, Box::new((id, request.clone())))
@@ -144,10 +144,10 @@ impl RpcClient {
             if now_us >= deadline_us {
                 return Err(NetError::Timeout(self.server, timeout_us));
             }
-            let wait = Duration::from_micros(rto_us.min(deadline_us - now_us));
+            let wait_us = rto_us.min(deadline_us - now_us);
             let reply =
-                madsim::time::timeout(wait, self.endpoint.recv_from_raw(REPLY_TAG_BASE | id));
-            if let Ok(Ok((payload, _from))) = reply.await {
+                super::time::timeout_us(wait_us, self.endpoint.recv_from_raw(REPLY_TAG_BASE | id));
+            if let Some(Ok((payload, _from))) = reply.await {
                 self.connected = true;
                 let resp = payload
                     .downcast::<Resp>()
@@ -229,6 +229,7 @@ impl RpcServer {
             };
             match cached {
                 Some(Some(reply)) => {
+                    super::time::count_sim_event();
                     let _ = self
                         .endpoint
                         .send_to_raw(from, REPLY_TAG_BASE | id, reply)
@@ -270,6 +271,7 @@ impl Replier {
                 *slot = Some(Box::new(reply.clone()));
             }
         }
+        super::time::count_sim_event();
         let _ = self
             .endpoint
             .send_to_raw(to, REPLY_TAG_BASE | id, Box::new(reply))

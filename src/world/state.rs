@@ -64,6 +64,8 @@ pub struct Process {
     pub worker_crash: Option<(u32, i32)>,
     /// The store server task this process hosts.
     pub store_task: Option<madsim::task::JoinHandle<()>>,
+    /// Wakes the agent's monitor when something its next tick would see has changed.
+    pub monitor_wake: std::sync::Arc<super::wake::Wake>,
 }
 
 /// A training checkpoint on shared storage: the global step and where in the data the job

@@ -2,9 +2,35 @@
 //!
 //! Only `world/` touches madsim; the rendezvous handler, the agent and the store service call
 //! these instead.
+//!
+//! madsim's timers cannot be cancelled, and its `Sleep` arms a new timer each time it is
+//! polled. A timeout that is won by its future (every RPC answered in time, every all-reduce
+//! that completes) would leave a timer that later wakes its task for nothing, and that
+//! spurious poll arms yet another timer. [`Sleep`] here arms one timer per sleep and
+//! disarms its wake-up when dropped, so a task is only woken for sleeps it still waits on.
 
+use futures::future::{select, Either};
 use std::future::Future;
+use std::pin::{pin, Pin};
+use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll, Wake, Waker};
 use std::time::Duration;
+
+thread_local! {
+    /// Simulator events of the run on this thread: timers armed and messages sent.
+    static SIM_EVENTS: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
+}
+
+/// Counts one simulator event (a timer armed or a message sent). Each run has its own
+/// thread, so the count is the run's.
+pub(super) fn count_sim_event() {
+    SIM_EVENTS.with(|n| n.set(n.get() + 1));
+}
+
+/// The simulator events counted on this thread so far, and a fresh count from zero.
+pub(super) fn take_sim_events() -> u64 {
+    SIM_EVENTS.with(|n| n.replace(0))
+}
 
 /// Simulated microseconds since the run began.
 pub fn elapsed_us() -> u64 {
@@ -12,13 +38,83 @@ pub fn elapsed_us() -> u64 {
 }
 
 /// Sleeps for `duration_us` of simulated time (madsim rounds short sleeps up to 1 ms).
-pub async fn sleep_us(duration_us: u64) {
-    madsim::time::sleep(Duration::from_micros(duration_us)).await;
+pub fn sleep_us(duration_us: u64) -> Sleep {
+    Sleep {
+        inner: madsim::time::sleep(Duration::from_micros(duration_us)),
+        armed: None,
+    }
 }
 
-/// Runs `future` for at most `duration_us`; `None` when time ran out.
+/// Sleeps until `at_us` simulated microseconds since the run began; returns at once when that
+/// moment has come (madsim would otherwise round the sleep up to 1 ms).
+pub async fn sleep_until_us(at_us: u64) {
+    let now_us = elapsed_us();
+    if at_us > now_us {
+        sleep_us(at_us - now_us).await;
+    }
+}
+
+/// Runs `future` for at most `duration_us`; `None` when time ran out. The future is polled
+/// first, so one that is ready when time runs out still wins (as with madsim's `timeout`).
 pub async fn timeout_us<F: Future>(duration_us: u64, future: F) -> Option<F::Output> {
-    madsim::time::timeout(Duration::from_micros(duration_us), future)
-        .await
-        .ok()
+    let deadline = sleep_us(duration_us);
+    match select(pin!(future), deadline).await {
+        Either::Left((output, _)) => Some(output),
+        Either::Right(((), _)) => None,
+    }
+}
+
+/// A simulated sleep with one timer whose wake-up is disarmed when the sleep is dropped.
+pub struct Sleep {
+    inner: madsim::time::Sleep,
+    armed: Option<Arc<ArmedWake>>,
+}
+
+/// The wake-up a sleep's timer delivers: to the task that last polled the sleep, while the
+/// sleep lives.
+struct ArmedWake {
+    task: Mutex<Option<Waker>>,
+}
+
+impl Wake for ArmedWake {
+    fn wake(self: Arc<Self>) {
+        let task = self.task.lock().expect("sleep waker lock").take();
+        if let Some(task) = task {
+            task.wake();
+        }
+    }
+}
+
+impl Future for Sleep {
+    type Output = ();
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
+        if self.inner.is_elapsed() {
+            return Poll::Ready(());
+        }
+        if let Some(armed) = &self.armed {
+            // The timer is armed: only keep the task it must wake current.
+            *armed.task.lock().expect("sleep waker lock") = Some(cx.waker().clone());
+            return Poll::Pending;
+        }
+        let armed = Arc::new(ArmedWake {
+            task: Mutex::new(Some(cx.waker().clone())),
+        });
+        let timer_waker = Waker::from(Arc::clone(&armed));
+        let mut timer_cx = Context::from_waker(&timer_waker);
+        let poll = Pin::new(&mut self.inner).poll(&mut timer_cx);
+        if poll.is_pending() {
+            count_sim_event();
+        }
+        self.armed = Some(armed);
+        poll
+    }
+}
+
+impl Drop for Sleep {
+    fn drop(&mut self) {
+        if let Some(armed) = &self.armed {
+            armed.task.lock().expect("sleep waker lock").take();
+        }
+    }
 }
