@@ -253,20 +253,17 @@ async fn next_tick(
     interval_us: u64,
     quiet: bool,
 ) {
-    if !quiet {
+    // Not read while an op (a keep-alive) holds the rendezvous state: the monitor never
+    // waits on that lock before looking at its workers.
+    let fresh_until_mono_us = handler.cache_fresh_until_mono_us();
+    let (true, Some(fresh_until_mono_us)) = (quiet, fresh_until_mono_us) else {
         time::sleep_us(interval_us).await;
         return;
-    }
-    let start_us = time::elapsed_us();
-    let start_mono_us = env.now_mono_us();
-    let ticks_to_stale = match handler.cache_fresh_until_mono_us().await {
-        // The first tick strictly after the cache's last fresh moment reads the store.
-        Some(fresh_until_mono_us) => {
-            let fresh_for_us = u64::try_from(fresh_until_mono_us - start_mono_us).unwrap_or(0);
-            fresh_for_us / interval_us + 1
-        }
-        None => 1,
     };
+    let start_us = time::elapsed_us();
+    // The first tick strictly after the cache's last fresh moment reads the store.
+    let fresh_for_us = u64::try_from(fresh_until_mono_us - env.now_mono_us()).unwrap_or(0);
+    let ticks_to_stale = fresh_for_us / interval_us + 1;
     let idle = std::pin::pin!(time::sleep_us(ticks_to_stale * interval_us));
     if let Either::Right(((), _)) = select(idle, wake.notified()).await {
         let ticks = (time::elapsed_us() - start_us).div_ceil(interval_us).max(1);

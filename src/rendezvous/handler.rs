@@ -165,11 +165,11 @@ impl RendezvousHandler {
     }
 
     /// The monotonic time until which the cached state is served without a read: a
-    /// `num_nodes_waiting()` before then asks the store nothing. `None` before any sync.
-    pub async fn cache_fresh_until_mono_us(&self) -> Option<i64> {
+    /// `num_nodes_waiting()` before then asks the store nothing. `None` before any sync, and
+    /// while an op holds the state (it may sync at any moment; the caller must not wait).
+    pub fn cache_fresh_until_mono_us(&self) -> Option<i64> {
         self.holder
-            .lock()
-            .await
+            .try_lock()?
             .last_sync_mono_us
             .map(|last| last + CACHE_US)
     }

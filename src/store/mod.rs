@@ -63,6 +63,23 @@ impl StoreRequest {
                 | StoreRequest::MultiSet { .. }
         )
     }
+
+    /// The keys it reads or writes (none for `NumKeys`). A blocked request can only be
+    /// unblocked by a change to one of its keys.
+    pub fn keys(&self) -> Vec<&str> {
+        match self {
+            StoreRequest::Set { key, .. }
+            | StoreRequest::Get { key }
+            | StoreRequest::Add { key, .. }
+            | StoreRequest::CompareSet { key, .. }
+            | StoreRequest::DeleteKey { key } => vec![key.as_str()],
+            StoreRequest::Wait { keys }
+            | StoreRequest::Check { keys }
+            | StoreRequest::MultiGet { keys } => keys.iter().map(String::as_str).collect(),
+            StoreRequest::MultiSet { entries } => entries.iter().map(|(k, _)| k.as_str()).collect(),
+            StoreRequest::NumKeys => Vec::new(),
+        }
+    }
 }
 
 /// The server's answer.

@@ -4,6 +4,7 @@
 //! and retries blocked requests after every change. Clients see a connection error when no
 //! reply arrives within their read timeout (TCPStore's 60 s by default).
 
+use futures::future::{select, Either};
 use super::{StoreRequest, StoreResponse, StoreState};
 use crate::world::net::{NetError, RpcClient, RpcServer};
 use crate::world::{spawn, time};
@@ -32,7 +33,8 @@ pub enum StoreError {
 #[derive(Default)]
 struct Shared {
     state: StoreState,
-    waiters: Vec<oneshot::Sender<()>>,
+    /// Blocked requests: the keys each waits for, and how to wake it.
+    waiters: Vec<(Vec<String>, oneshot::Sender<()>)>,
 }
 
 /// Serves a fresh, empty store at `addr` (on the current node) until the task is dropped.
@@ -81,24 +83,39 @@ impl Drop for RequestTasks {
 
 /// Applies one request, waiting for keys when it must.
 async fn answer(shared: &Arc<Mutex<Shared>>, request: &StoreRequest) -> Option<StoreResponse> {
-    let started_us = time::elapsed_us();
+    // One deadline for the whole wait: every store change wakes every blocked request, and
+    // a timer armed per wake-up would pile up in madsim's timer heap (timers there cannot be
+    // cancelled), which made long blocked gets cost more than the rest of a run.
+    let mut deadline = std::pin::pin!(time::sleep_us(BLOCKED_REQUEST_US_MAX));
     loop {
         let wake = {
             let mut guard = shared.lock().expect("store lock");
             if let Some(reply) = guard.state.apply(request) {
                 if request.may_change() {
-                    for waiter in guard.waiters.drain(..) {
-                        let _ = waiter.send(());
-                    }
+                    wake_waiters_of(&mut guard.waiters, &request.keys());
                 }
                 return Some(reply);
             }
             let (tx, rx) = oneshot::channel();
-            guard.waiters.push(tx);
+            let keys = request.keys().into_iter().map(str::to_owned).collect();
+            guard.waiters.push((keys, tx));
             rx
         };
-        let left_us = BLOCKED_REQUEST_US_MAX.saturating_sub(time::elapsed_us() - started_us);
-        let _woken = time::timeout_us(left_us, wake).await?;
+        if let Either::Right(((), _)) = select(wake, deadline.as_mut()).await {
+            return None;
+        }
+    }
+}
+
+/// Wakes the blocked requests waiting for any of `changed` keys; the others could not be
+/// answered yet and keep waiting without being woken.
+fn wake_waiters_of(waiters: &mut Vec<(Vec<String>, oneshot::Sender<()>)>, changed: &[&str]) {
+    let (woken, waiting): (Vec<_>, Vec<_>) = std::mem::take(waiters)
+        .into_iter()
+        .partition(|(keys, _)| keys.iter().any(|k| changed.contains(&k.as_str())));
+    *waiters = waiting;
+    for (_, waiter) in woken {
+        let _ = waiter.send(());
     }
 }
 
