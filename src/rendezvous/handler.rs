@@ -179,7 +179,11 @@ impl RendezvousHandler {
     pub async fn waiting_addrs(&self) -> Result<Vec<String>, RendezvousError> {
         let mut h = self.holder.lock().await;
         h.sync().await?;
-        Ok(h.state.wait_list.iter().map(|n| n.addr.to_string()).collect())
+        Ok(h.state
+            .wait_list
+            .iter()
+            .map(|n| n.addr.to_string())
+            .collect())
     }
 
     /// torch's `is_closed()`.
@@ -383,7 +387,10 @@ impl Holder {
             round: self.state.round,
             rank,
             world_size: self.state.participants.len() as u32,
-            participants: by_rank.into_iter().map(|(_, n)| n.addr.to_string()).collect(),
+            participants: by_rank
+                .into_iter()
+                .map(|(_, n)| n.addr.to_string())
+                .collect(),
         }
     }
 }

@@ -4,11 +4,11 @@
 //! and retries blocked requests after every change. Clients see a connection error when no
 //! reply arrives within their read timeout (TCPStore's 60 s by default).
 
-use futures::future::{select, Either};
 use super::{StoreRequest, StoreResponse, StoreState};
 use crate::world::net::{NetError, RpcClient, RpcServer};
 use crate::world::{spawn, time};
 use futures::channel::oneshot;
+use futures::future::{select, Either};
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
