@@ -42,7 +42,7 @@ struct Shared {
 /// Request tasks die with the server: a crashed store answers nothing more, and its port
 /// stops listening at once even while a blocking `get` was pending.
 pub async fn serve(addr: SocketAddr) -> Result<(), NetError> {
-    let server = RpcServer::bind(addr).await?;
+    let mut server = RpcServer::bind(addr).await?;
     let shared = Arc::new(Mutex::new(Shared::default()));
     let requests = RequestTasks::default();
     let mut next_task_id: u64 = 0;
