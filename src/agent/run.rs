@@ -245,7 +245,8 @@ async fn invoke_run(
 /// same worker status and the same cached rendezvous state are skipped: the wait ends at the
 /// first tick at which the holder's cache has gone stale (that tick reads the store), or at
 /// the first tick after a worker crash, the workers' end or a keep-alive sync (`wake`).
-/// Skipping changes no decision and no recorded time; it saves one event per idle tick.
+/// Skipping changes no decision; it saves one event per idle tick. A tick woken less than
+/// 1 ms before it is due lands 1 ms after the wake (madsim's shortest sleep).
 async fn next_tick(
     env: &NodeEnv,
     handler: &RendezvousHandler,

@@ -83,15 +83,15 @@ impl Drop for RequestTasks {
 
 /// Applies one request, waiting for keys when it must.
 async fn answer(shared: &Arc<Mutex<Shared>>, request: &StoreRequest) -> Option<StoreResponse> {
-    // One deadline for the whole wait: every store change wakes every blocked request, and
-    // a timer armed per wake-up would pile up in madsim's timer heap (timers there cannot be
-    // cancelled), which made long blocked gets cost more than the rest of a run.
+    // One deadline for the whole wait: a blocked request is woken by every change to its
+    // keys, and a timer armed per wake-up would pile up in madsim's timer heap (timers there
+    // cannot be cancelled), which made long blocked gets cost more than the rest of a run.
     let mut deadline = std::pin::pin!(time::sleep_us(BLOCKED_REQUEST_US_MAX));
     loop {
         let wake = {
             let mut guard = shared.lock().expect("store lock");
             if let Some(reply) = guard.state.apply(request) {
-                if request.may_change() {
+                if request.may_change() && !guard.waiters.is_empty() {
                     wake_waiters_of(&mut guard.waiters, &request.keys());
                 }
                 return Some(reply);

@@ -134,13 +134,13 @@ impl RpcClient {
                 super::time::sleep_us(CONNECT_RETRY_US).await;
                 continue;
             }
-            // A send error means the destination is unknown: treat it as silence, as a SYN
-            // to a dead host would be.
-            super::time::count_sim_event();
-            let _ = self
-                .endpoint
-                .send_to_raw(self.server, REQUEST_TAG, Box::new((id, request.clone())))
-                .await;
+            send(
+                &self.endpoint,
+                self.server,
+                REQUEST_TAG,
+                Box::new((id, request.clone())),
+            )
+            .await;
             let now_us = super::time::elapsed_us();
             if now_us >= deadline_us {
                 return Err(NetError::Timeout(self.server, timeout_us));
@@ -158,6 +158,13 @@ impl RpcClient {
             rto_us = (rto_us * 2).min(RTO_US_MAX);
         }
     }
+}
+
+/// Sends one message, counted as a simulator event. A send error means the destination is
+/// unknown; the sender sees silence, as a SYN to a dead host would.
+async fn send(endpoint: &Endpoint, to: SocketAddr, tag: u64, payload: madsim::net::Payload) {
+    super::time::count_sim_event();
+    let _ = endpoint.send_to_raw(to, tag, payload).await;
 }
 
 /// Receives a server keeps waiting at once. madsim charges every receive a random delay
@@ -248,11 +255,7 @@ impl RpcServer {
             };
             match cached {
                 Some(Some(reply)) => {
-                    super::time::count_sim_event();
-                    let _ = self
-                        .endpoint
-                        .send_to_raw(from, REPLY_TAG_BASE | id, reply)
-                        .await;
+                    send(&self.endpoint, from, REPLY_TAG_BASE | id, reply).await;
                 }
                 Some(None) => {}
                 None => return Incoming { from, id, request },
@@ -290,11 +293,7 @@ impl Replier {
                 *slot = Some(Box::new(reply.clone()));
             }
         }
-        super::time::count_sim_event();
-        let _ = self
-            .endpoint
-            .send_to_raw(to, REPLY_TAG_BASE | id, Box::new(reply))
-            .await;
+        send(&self.endpoint, to, REPLY_TAG_BASE | id, Box::new(reply)).await;
     }
 }
 

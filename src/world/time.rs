@@ -46,7 +46,8 @@ pub fn sleep_us(duration_us: u64) -> Sleep {
 }
 
 /// Sleeps until `at_us` simulated microseconds since the run began; returns at once when that
-/// moment has come (madsim would otherwise round the sleep up to 1 ms).
+/// moment has come. A moment less than 1 ms away is reached 1 ms from now (madsim's shortest
+/// sleep).
 pub async fn sleep_until_us(at_us: u64) {
     let now_us = elapsed_us();
     if at_us > now_us {
