@@ -12,6 +12,7 @@ use super::settings::{RendezvousSettings, FIX_DEAD_PARTICIPANT_REJOIN, FIX_MONOT
 use super::shared::{self, SharedState};
 use super::state::{NodeDesc, RendezvousState};
 use crate::store::service::{StoreClient, StoreError, READ_TIMEOUT_US};
+use crate::store::Value;
 use crate::trace::EventKind;
 use crate::world::{spawn, time, NodeEnv};
 use futures::lock::Mutex;
@@ -81,7 +82,7 @@ struct Holder {
     key: String,
     /// The synced state, shared with every node that read the same bytes; copied on write.
     state: Arc<RendezvousState>,
-    token: Option<Vec<u8>>,
+    token: Option<Value>,
     dirty: bool,
     last_sync_mono_us: Option<i64>,
     /// Events to record once the next write lands: a close or a heartbeat.
@@ -92,6 +93,20 @@ struct Holder {
     /// When this node saw each heartbeat stamp change (for the opt-in fix
     /// `monotonic-heartbeats`); empty without it.
     receipts: HeartbeatReceipts,
+}
+
+/// torch's `has_set`: whether the bytes now stored are the bytes written. The server
+/// answers a write that landed with the very value sent; otherwise a canonical encoding is
+/// injective, so equal bytes are equal states, and comparing the states spares encoding a
+/// write that lost.
+fn landed(stored: &Value, ours: &Value, synced: &SharedState) -> bool {
+    if Value::same(stored, ours) {
+        return true;
+    }
+    match ours.source::<RendezvousState>() {
+        Some(state) if stored.bytes() != NULL_SENTINEL => *synced.state == *state,
+        _ => stored == ours,
+    }
 }
 
 /// One node's rendezvous handler.
@@ -109,7 +124,9 @@ impl RendezvousHandler {
     ) -> Result<Self, RendezvousError> {
         let mut store = StoreClient::connect(env.store_addr(), READ_TIMEOUT_US).await?;
         let key = settings.state_key();
-        store.compare_set(&key, b"", NULL_SENTINEL).await?;
+        store
+            .compare_set(&key, Value::from(&b""[..]), Value::from(NULL_SENTINEL))
+            .await?;
         let node = NodeDesc::new(env.name.clone(), env.pid, 0);
         let holder = Holder {
             env,
@@ -297,37 +314,19 @@ impl Holder {
     /// torch's `_BackendRendezvousStateHolder.sync`: write if dirty (CAS on the token), else
     /// read unless the cache is fresh; then sanitize. Returns whether a write landed.
     async fn sync(&mut self) -> Result<Option<bool>, RendezvousError> {
-        let now_mono_us = self.env.now_mono_us();
-        let (bits, has_set) = if self.dirty {
-            let ours = self.state.encode();
-            let expected = self.token.clone().unwrap_or_else(|| NULL_SENTINEL.to_vec());
-            let stored = self.store.compare_set(&self.key, &expected, &ours).await?;
-            let has_set = stored == ours;
-            (Some(stored), Some(has_set))
+        let Some((bits, written)) = self.write_or_read().await? else {
+            return Ok(None);
+        };
+        let synced = if *bits != *NULL_SENTINEL {
+            let synced =
+                shared::decode(&bits).map_err(|e| RendezvousError::State(e.to_string()))?;
+            self.token = Some(bits.clone());
+            synced
         } else {
-            if let Some(last) = self.last_sync_mono_us {
-                if last >= (now_mono_us - CACHE_US).max(0) {
-                    return Ok(None);
-                }
-            }
-            (Some(self.store.get(&self.key).await?), None)
+            self.token = None;
+            SharedState::new(Arc::default())
         };
-        let synced = match bits {
-            Some(bytes) if bytes != NULL_SENTINEL => {
-                let synced = if has_set == Some(true) {
-                    // Our own write landed: the stored bytes encode the state we hold.
-                    shared::remember(&bytes, Arc::clone(&self.state))
-                } else {
-                    shared::decode(&bytes).map_err(|e| RendezvousError::State(e.to_string()))?
-                };
-                self.token = Some(bytes);
-                synced
-            }
-            _ => {
-                self.token = None;
-                SharedState::new(Arc::default())
-            }
-        };
+        let has_set = written.map(|ours| landed(&bits, &ours, &synced));
         if has_set == Some(true) {
             if let Some(event) = self.pending_event.take() {
                 self.env.record(event);
@@ -350,6 +349,30 @@ impl Holder {
             sanitize(Arc::make_mut(&mut self.state), &self.settings, now_utc_us);
         }
         Ok(has_set)
+    }
+
+    /// The exchange with the store: a compare-and-set of this node's state when dirty, else
+    /// a read, unless the last sync is under a second old. Returns the value now stored, and
+    /// the value written, if any. The write is lazy: its bytes are made only if it lands.
+    async fn write_or_read(&mut self) -> Result<Option<(Value, Option<Value>)>, RendezvousError> {
+        if self.dirty {
+            let ours = Value::lazy(Arc::clone(&self.state));
+            let expected = self
+                .token
+                .clone()
+                .unwrap_or_else(|| Value::from(NULL_SENTINEL));
+            let stored = self
+                .store
+                .compare_set(&self.key, expected, ours.clone())
+                .await?;
+            return Ok(Some((stored, Some(ours))));
+        }
+        if let Some(last) = self.last_sync_mono_us {
+            if last >= (self.env.now_mono_us() - CACHE_US).max(0) {
+                return Ok(None);
+            }
+        }
+        Ok(Some((self.store.get(&self.key).await?, None)))
     }
 
     /// With `dead-participant-rejoin`: how many members of the round this node joined are

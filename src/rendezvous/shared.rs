@@ -3,12 +3,13 @@
 //!
 //! In torch every process decodes the state it reads; here every node of a run reads the same
 //! few latest byte strings, so each distinct state is decoded once per run thread and handed
-//! out as an `Arc`. A node whose write landed seeds the cache with the state it encoded
-//! (decoding canonical bytes gives that state back), so its readers never decode it at all.
+//! out as an `Arc`. A written value carries the state it encodes (decoding canonical bytes
+//! gives that state back), so its readers never parse it at all.
 //! The cache memoizes a pure function, so it cannot change a run.
 
 use super::settings::RendezvousSettings;
 use super::state::{DecodeError, RendezvousState};
+use crate::store::Value;
 use std::cell::RefCell;
 use std::collections::VecDeque;
 use std::sync::Arc;
@@ -48,30 +49,23 @@ impl SharedState {
 
 thread_local! {
     /// The latest distinct states decoded or written on this run's thread, newest first.
-    static DECODED: RefCell<VecDeque<(Vec<u8>, SharedState)>> =
+    static DECODED: RefCell<VecDeque<(Value, SharedState)>> =
         const { RefCell::new(VecDeque::new()) };
 }
 
-/// `RendezvousState::decode`, memoized for the latest few byte strings.
-pub fn decode(bytes: &[u8]) -> Result<SharedState, DecodeError> {
+/// `RendezvousState::decode`, memoized for the latest few values. A value made from a state
+/// (a write) gives that state back without parsing: decoding canonical bytes would too.
+pub fn decode(bytes: &Value) -> Result<SharedState, DecodeError> {
     if let Some(hit) = lookup(bytes) {
         return Ok(hit);
     }
-    let shared = SharedState::new(Arc::new(RendezvousState::decode(bytes)?));
-    insert(bytes, shared.clone());
-    Ok(shared)
-}
-
-/// Records that `bytes` are the encoding of `state` (a write that landed), and returns it
-/// shared. `bytes` must be `state.encode()`.
-pub fn remember(bytes: &[u8], state: Arc<RendezvousState>) -> SharedState {
-    debug_assert_eq!(state.encode(), bytes);
-    if let Some(hit) = lookup(bytes) {
-        return hit;
-    }
+    let state = match bytes.source::<RendezvousState>() {
+        Some(state) => state,
+        None => Arc::new(RendezvousState::decode(bytes)?),
+    };
     let shared = SharedState::new(state);
     insert(bytes, shared.clone());
-    shared
+    Ok(shared)
 }
 
 /// Forgets every cached state (a new run on a reused thread starts clean; the cache is only
@@ -80,10 +74,11 @@ pub fn clear() {
     DECODED.with(|cache| cache.borrow_mut().clear());
 }
 
-fn lookup(bytes: &[u8]) -> Option<SharedState> {
+fn lookup(bytes: &Value) -> Option<SharedState> {
     DECODED.with(|cache| {
         let mut cache = cache.borrow_mut();
-        let at = cache.iter().position(|(b, _)| b.as_slice() == bytes)?;
+        // Values read from the store are shared, so a hit is usually an identity check.
+        let at = cache.iter().position(|(b, _)| b == bytes)?;
         let entry = cache.remove(at)?;
         let shared = entry.1.clone();
         cache.push_front(entry);
@@ -91,10 +86,10 @@ fn lookup(bytes: &[u8]) -> Option<SharedState> {
     })
 }
 
-fn insert(bytes: &[u8], shared: SharedState) {
+fn insert(bytes: &Value, shared: SharedState) {
     DECODED.with(|cache| {
         let mut cache = cache.borrow_mut();
-        cache.push_front((bytes.to_vec(), shared));
+        cache.push_front((bytes.clone(), shared));
         cache.truncate(DECODED_CACHE_MAX);
     });
 }
@@ -120,28 +115,35 @@ mod tests {
     fn decode_is_memoized_and_equal_to_a_fresh_decode() {
         clear();
         let s = state(&[("a", 5), ("b", 7)]);
-        let bytes = s.encode();
+        let bytes = Value::from(s.encode());
         let first = decode(&bytes).expect("decodes");
         let second = decode(&bytes).expect("decodes");
         assert!(Arc::ptr_eq(&first.state, &second.state));
         assert_eq!(*first.state, s);
         assert_eq!(first.oldest_heartbeat_us, Some(5));
-        assert!(decode(b"nope").is_err());
+        assert!(decode(&Value::from(&b"nope"[..])).is_err());
+        // Equal bytes in another allocation hit the cache too.
+        let copy = Value::from(s.encode());
+        assert!(Arc::ptr_eq(
+            &decode(&copy).expect("decodes").state,
+            &first.state
+        ));
     }
 
     #[test]
-    fn a_remembered_write_is_what_readers_get() {
+    fn a_written_state_is_what_readers_get() {
         clear();
         let s = Arc::new(state(&[("a", 1)]));
-        let bytes = s.encode();
-        let written = remember(&bytes, Arc::clone(&s));
+        let bytes = Value::lazy(Arc::clone(&s));
         let read = decode(&bytes).expect("decodes");
-        assert!(Arc::ptr_eq(&written.state, &read.state));
+        assert!(Arc::ptr_eq(&s, &read.state));
+        assert_eq!(RendezvousState::decode(&bytes).expect("decodes"), *s);
         for i in 0..DECODED_CACHE_MAX as i64 {
-            decode(&state(&[("b", i)]).encode()).expect("decodes");
+            decode(&Value::from(state(&[("b", i)]).encode())).expect("decodes");
         }
-        let evicted = decode(&bytes).expect("decodes");
-        assert!(!Arc::ptr_eq(&written.state, &evicted.state));
+        let copy = Value::from(bytes.to_vec());
+        let evicted = decode(&copy).expect("decodes");
+        assert!(!Arc::ptr_eq(&s, &evicted.state));
         assert_eq!(*evicted.state, *s);
     }
 

@@ -195,6 +195,12 @@ fn push_pairs<'a, V: itoa::Integer>(
     out.push(b']');
 }
 
+impl crate::store::Encode for RendezvousState {
+    fn encode(&self) -> Vec<u8> {
+        RendezvousState::encode(self)
+    }
+}
+
 impl RendezvousState {
     /// The canonical bytes of this state: compact JSON in the parity `state` format, lists in
     /// node order. Equal states give equal bytes, so the bytes can serve as the CAS token the

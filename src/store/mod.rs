@@ -2,6 +2,9 @@
 //! and client over the simulated network (`store::service`).
 
 pub mod service;
+pub mod value;
+
+pub use value::{Encode, Value};
 
 use std::collections::BTreeMap;
 
@@ -14,7 +17,7 @@ pub const VALUE_BYTES_MAX: usize = 16 << 20;
 pub enum StoreRequest {
     Set {
         key: String,
-        value: Vec<u8>,
+        value: Value,
     },
     /// Blocks until the key exists.
     Get {
@@ -28,8 +31,8 @@ pub enum StoreRequest {
     /// Returns the value now stored (or `expected` when absent and not set, as TCPStore does).
     CompareSet {
         key: String,
-        expected: Vec<u8>,
-        desired: Vec<u8>,
+        expected: Value,
+        desired: Value,
     },
     /// Blocks until every key exists.
     Wait {
@@ -46,7 +49,7 @@ pub enum StoreRequest {
         keys: Vec<String>,
     },
     MultiSet {
-        entries: Vec<(String, Vec<u8>)>,
+        entries: Vec<(String, Value)>,
     },
     NumKeys,
 }
@@ -86,8 +89,8 @@ impl StoreRequest {
 #[derive(Debug, Clone, PartialEq)]
 pub enum StoreResponse {
     Done,
-    Value(Vec<u8>),
-    Values(Vec<Vec<u8>>),
+    Value(Value),
+    Values(Vec<Value>),
     Int(i64),
     Bool(bool),
     /// The request was refused (a bound was exceeded or `add` found a non-integer).
@@ -97,7 +100,7 @@ pub enum StoreResponse {
 /// The store's contents.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct StoreState {
-    data: BTreeMap<String, Vec<u8>>,
+    data: BTreeMap<String, Value>,
 }
 
 impl StoreState {
@@ -152,7 +155,7 @@ impl StoreState {
         keys.iter().all(|k| self.data.contains_key(k))
     }
 
-    fn set(&mut self, key: &str, value: Vec<u8>) -> StoreResponse {
+    fn set(&mut self, key: &str, value: Value) -> StoreResponse {
         if value.len() > VALUE_BYTES_MAX {
             return StoreResponse::Error(format!(
                 "value of {} bytes is over the store's bound of {VALUE_BYTES_MAX}",
@@ -179,23 +182,23 @@ impl StoreState {
             },
         };
         let next = current.wrapping_add(delta);
-        match self.set(key, next.to_string().into_bytes()) {
+        match self.set(key, Value::from(next.to_string().into_bytes())) {
             StoreResponse::Done => StoreResponse::Int(next),
             error => error,
         }
     }
 
-    fn compare_set(&mut self, key: &str, expected: &[u8], desired: &[u8]) -> StoreResponse {
+    fn compare_set(&mut self, key: &str, expected: &Value, desired: &Value) -> StoreResponse {
         match self.data.get(key) {
-            None if expected.is_empty() => match self.set(key, desired.to_vec()) {
-                StoreResponse::Done => StoreResponse::Value(desired.to_vec()),
+            None if expected.is_empty() => match self.set(key, desired.clone()) {
+                StoreResponse::Done => StoreResponse::Value(desired.clone()),
                 error => error,
             },
             // TCPStore answers an absent key with the expected value it was given.
-            None => StoreResponse::Value(expected.to_vec()),
-            Some(current) if current.as_slice() == expected => {
-                self.data.insert(key.to_owned(), desired.to_vec());
-                StoreResponse::Value(desired.to_vec())
+            None => StoreResponse::Value(expected.clone()),
+            Some(current) if current == expected => {
+                self.data.insert(key.to_owned(), desired.clone());
+                StoreResponse::Value(desired.clone())
             }
             Some(current) => StoreResponse::Value(current.clone()),
         }
@@ -209,8 +212,8 @@ mod tests {
     fn cas(s: &mut StoreState, k: &str, e: &str, d: &str) -> Option<StoreResponse> {
         s.apply(&StoreRequest::CompareSet {
             key: k.into(),
-            expected: e.into(),
-            desired: d.into(),
+            expected: e.as_bytes().into(),
+            desired: d.as_bytes().into(),
         })
     }
 
@@ -219,7 +222,7 @@ mod tests {
         let mut s = StoreState::new();
         assert_eq!(
             cas(&mut s, "k", "x", "y"),
-            Some(StoreResponse::Value(b"x".to_vec()))
+            Some(StoreResponse::Value(b"x"[..].into()))
         );
         assert_eq!(
             s.len(),
@@ -228,15 +231,15 @@ mod tests {
         );
         assert_eq!(
             cas(&mut s, "k", "", "a"),
-            Some(StoreResponse::Value(b"a".to_vec()))
+            Some(StoreResponse::Value(b"a"[..].into()))
         );
         assert_eq!(
             cas(&mut s, "k", "zz", "b"),
-            Some(StoreResponse::Value(b"a".to_vec()))
+            Some(StoreResponse::Value(b"a"[..].into()))
         );
         assert_eq!(
             cas(&mut s, "k", "a", "b"),
-            Some(StoreResponse::Value(b"b".to_vec()))
+            Some(StoreResponse::Value(b"b"[..].into()))
         );
     }
 
@@ -252,11 +255,11 @@ mod tests {
         );
         s.apply(&StoreRequest::Set {
             key: "k".into(),
-            value: b"v".to_vec(),
+            value: b"v"[..].into(),
         });
         assert_eq!(
             s.apply(&StoreRequest::Get { key: "k".into() }),
-            Some(StoreResponse::Value(b"v".to_vec()))
+            Some(StoreResponse::Value(b"v"[..].into()))
         );
         assert_eq!(
             s.apply(&StoreRequest::Wait {
@@ -285,11 +288,11 @@ mod tests {
         );
         assert_eq!(
             s.apply(&StoreRequest::Get { key: "c".into() }),
-            Some(StoreResponse::Value(b"5".to_vec()))
+            Some(StoreResponse::Value(b"5"[..].into()))
         );
         s.apply(&StoreRequest::Set {
             key: "t".into(),
-            value: b"x".to_vec(),
+            value: b"x"[..].into(),
         });
         assert!(matches!(
             s.apply(&StoreRequest::Add {
@@ -304,14 +307,17 @@ mod tests {
     fn multi_ops_check_and_delete() {
         let mut s = StoreState::new();
         let entries = vec![
-            ("a".to_string(), b"1".to_vec()),
-            ("b".to_string(), b"2".to_vec()),
+            ("a".to_string(), b"1"[..].into()),
+            ("b".to_string(), b"2"[..].into()),
         ];
         s.apply(&StoreRequest::MultiSet { entries });
         let keys = vec!["a".to_string(), "b".to_string()];
         assert_eq!(
             s.apply(&StoreRequest::MultiGet { keys: keys.clone() }),
-            Some(StoreResponse::Values(vec![b"1".to_vec(), b"2".to_vec()]))
+            Some(StoreResponse::Values(vec![
+                b"1"[..].into(),
+                b"2"[..].into()
+            ]))
         );
         assert_eq!(
             s.apply(&StoreRequest::Check { keys: keys.clone() }),

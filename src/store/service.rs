@@ -4,7 +4,7 @@
 //! and retries blocked requests after every change. Clients see a connection error when no
 //! reply arrives within their read timeout (TCPStore's 60 s by default).
 
-use super::{StoreRequest, StoreResponse, StoreState};
+use super::{StoreRequest, StoreResponse, StoreState, Value};
 use crate::world::net::{NetError, RpcClient, RpcServer};
 use crate::world::{spawn, time};
 use futures::channel::oneshot;
@@ -146,17 +146,17 @@ impl StoreClient {
         }
     }
 
-    pub async fn set(&mut self, key: &str, value: Vec<u8>) -> Result<(), StoreError> {
+    pub async fn set(&mut self, key: &str, value: impl Into<Value>) -> Result<(), StoreError> {
         self.call(StoreRequest::Set {
             key: key.into(),
-            value,
+            value: value.into(),
         })
         .await
         .map(|_| ())
     }
 
     /// Blocks until the key exists, up to the client's timeout.
-    pub async fn get(&mut self, key: &str) -> Result<Vec<u8>, StoreError> {
+    pub async fn get(&mut self, key: &str) -> Result<Value, StoreError> {
         match self.call(StoreRequest::Get { key: key.into() }).await? {
             StoreResponse::Value(v) => Ok(v),
             other => Err(unexpected(other)),
@@ -180,13 +180,13 @@ impl StoreClient {
     pub async fn compare_set(
         &mut self,
         key: &str,
-        expected: &[u8],
-        desired: &[u8],
-    ) -> Result<Vec<u8>, StoreError> {
+        expected: Value,
+        desired: Value,
+    ) -> Result<Value, StoreError> {
         let request = StoreRequest::CompareSet {
             key: key.into(),
-            expected: expected.to_vec(),
-            desired: desired.to_vec(),
+            expected,
+            desired,
         };
         match self.call(request).await? {
             StoreResponse::Value(v) => Ok(v),
@@ -224,7 +224,7 @@ impl StoreClient {
         }
     }
 
-    pub async fn multi_get(&mut self, keys: &[String]) -> Result<Vec<Vec<u8>>, StoreError> {
+    pub async fn multi_get(&mut self, keys: &[String]) -> Result<Vec<Value>, StoreError> {
         match self
             .call(StoreRequest::MultiGet {
                 keys: keys.to_vec(),
@@ -237,6 +237,10 @@ impl StoreClient {
     }
 
     pub async fn multi_set(&mut self, entries: Vec<(String, Vec<u8>)>) -> Result<(), StoreError> {
+        let entries = entries
+            .into_iter()
+            .map(|(key, value)| (key, Value::from(value)))
+            .collect();
         self.call(StoreRequest::MultiSet { entries })
             .await
             .map(|_| ())

@@ -1,0 +1,152 @@
+//! A store value: shared bytes, or the structure they encode, encoded at most once and only
+//! when something reads the bytes.
+//!
+//! In a join storm of N nodes torch sends O(N²) compare-and-sets of an O(N)-byte state, and
+//! all but N of them lose. A losing write's bytes are never stored, compared or read, so
+//! the simulator need not produce them: a write carries its state and the store encodes it
+//! when the write lands (the store must check its size bound then). Every byte anyone looks
+//! at is the byte torch would have sent; only bytes nobody looks at are skipped.
+
+use std::any::Any;
+use std::fmt;
+use std::sync::{Arc, OnceLock};
+
+/// A structure that knows its wire bytes.
+pub trait Encode: Send + Sync + 'static {
+    fn encode(&self) -> Vec<u8>;
+}
+
+/// The type-erased source of a lazy value.
+trait Source: Send + Sync {
+    fn encode(&self) -> Vec<u8>;
+    fn into_any(self: Arc<Self>) -> Arc<dyn Any + Send + Sync>;
+}
+
+impl<T: Encode> Source for T {
+    fn encode(&self) -> Vec<u8> {
+        Encode::encode(self)
+    }
+
+    fn into_any(self: Arc<Self>) -> Arc<dyn Any + Send + Sync> {
+        self
+    }
+}
+
+struct Inner {
+    bytes: OnceLock<Box<[u8]>>,
+    source: Option<Arc<dyn Source>>,
+}
+
+/// A stored value. Clones share it: handing one value to every reader, keeping it as a
+/// token or remembering it for a resent request copies nothing.
+#[derive(Clone)]
+pub struct Value(Arc<Inner>);
+
+impl Value {
+    /// A value whose bytes are `source.encode()`, computed when first read.
+    pub fn lazy<T: Encode>(source: Arc<T>) -> Self {
+        Value(Arc::new(Inner {
+            bytes: OnceLock::new(),
+            source: Some(source),
+        }))
+    }
+
+    /// The bytes (encoding them now if nobody has yet).
+    pub fn bytes(&self) -> &[u8] {
+        self.0.bytes.get_or_init(|| match &self.0.source {
+            Some(source) => source.encode().into_boxed_slice(),
+            None => Box::default(),
+        })
+    }
+
+    /// The structure a lazy value was made from, when it is a `T`.
+    pub fn source<T: Encode>(&self) -> Option<Arc<T>> {
+        let source = Arc::clone(self.0.source.as_ref()?);
+        source.into_any().downcast::<T>().ok()
+    }
+
+    /// Whether the two are one value (not merely equal bytes).
+    pub fn same(a: &Value, b: &Value) -> bool {
+        Arc::ptr_eq(&a.0, &b.0)
+    }
+
+    pub fn len(&self) -> usize {
+        self.bytes().len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+impl std::ops::Deref for Value {
+    type Target = [u8];
+
+    fn deref(&self) -> &[u8] {
+        self.bytes()
+    }
+}
+
+/// Byte equality, as TCPStore compares; one value is equal to itself without a byte compare.
+impl PartialEq for Value {
+    fn eq(&self, other: &Value) -> bool {
+        Value::same(self, other) || self.bytes() == other.bytes()
+    }
+}
+
+impl Eq for Value {}
+
+impl From<Vec<u8>> for Value {
+    fn from(bytes: Vec<u8>) -> Self {
+        Value(Arc::new(Inner {
+            bytes: OnceLock::from(bytes.into_boxed_slice()),
+            source: None,
+        }))
+    }
+}
+
+impl From<&[u8]> for Value {
+    fn from(bytes: &[u8]) -> Self {
+        Value::from(bytes.to_vec())
+    }
+}
+
+impl fmt::Debug for Value {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "Value({:?})", String::from_utf8_lossy(self.bytes()))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    struct Counted(&'static str, AtomicUsize);
+
+    impl Encode for Counted {
+        fn encode(&self) -> Vec<u8> {
+            self.1.fetch_add(1, Ordering::Relaxed);
+            self.0.as_bytes().to_vec()
+        }
+    }
+
+    #[test]
+    fn a_lazy_value_encodes_once_and_only_when_read() {
+        let source = Arc::new(Counted("abc", AtomicUsize::new(0)));
+        let lazy = Value::lazy(Arc::clone(&source));
+        let copy = lazy.clone();
+        assert_eq!(source.1.load(Ordering::Relaxed), 0);
+        assert!(lazy == copy, "one value equals itself without encoding");
+        assert_eq!(source.1.load(Ordering::Relaxed), 0);
+        assert_eq!(copy.bytes(), b"abc");
+        assert_eq!(lazy, Value::from(&b"abc"[..]));
+        assert_eq!(source.1.load(Ordering::Relaxed), 1);
+        assert!(Arc::ptr_eq(
+            &lazy.source::<Counted>().expect("source"),
+            &source
+        ));
+        assert!(Value::from(&b"abc"[..]).source::<Counted>().is_none());
+        assert_ne!(lazy, Value::from(&b"abd"[..]));
+    }
+}
