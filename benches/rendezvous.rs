@@ -41,7 +41,7 @@ fn bench_state(c: &mut Criterion) {
         });
         group.bench_with_input(
             BenchmarkId::new("shared_decode_hit", nodes),
-            &bytes,
+            &trainsim::store::Value::from(bytes.clone()),
             |b, bytes| {
                 shared::decode(bytes).expect("decodes");
                 b.iter(|| shared::decode(black_box(bytes)).expect("decodes"))

@@ -549,8 +549,11 @@ fn with_thirty_percent_loss_every_call_takes_effect_exactly_once() {
                         .await
                         .expect("set succeeds despite loss");
                     assert_eq!(
-                        c.get(&key).await.expect("get succeeds despite loss"),
-                        vec![i as u8]
+                        c.get(&key)
+                            .await
+                            .expect("get succeeds despite loss")
+                            .bytes(),
+                        [i as u8]
                     );
                 }
                 note(&log, &env, format!("{seen:?}"));

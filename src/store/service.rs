@@ -180,13 +180,13 @@ impl StoreClient {
     pub async fn compare_set(
         &mut self,
         key: &str,
-        expected: Value,
-        desired: Value,
+        expected: impl Into<Value>,
+        desired: impl Into<Value>,
     ) -> Result<Value, StoreError> {
         let request = StoreRequest::CompareSet {
             key: key.into(),
-            expected,
-            desired,
+            expected: expected.into(),
+            desired: desired.into(),
         };
         match self.call(request).await? {
             StoreResponse::Value(v) => Ok(v),

@@ -111,9 +111,16 @@ impl From<&[u8]> for Value {
     }
 }
 
+impl<const N: usize> From<&[u8; N]> for Value {
+    fn from(bytes: &[u8; N]) -> Self {
+        Value::from(bytes.to_vec())
+    }
+}
+
+/// Shown as its bytes, as the `Vec<u8>` values it replaced were.
 impl fmt::Debug for Value {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "Value({:?})", String::from_utf8_lossy(self.bytes()))
+        fmt::Debug::fmt(self.bytes(), f)
     }
 }
 
