@@ -116,13 +116,14 @@ fn add_to_participants(
 fn mark_complete(state: &mut RendezvousState, settings: &RendezvousSettings) {
     state.complete = true;
     state.deadline_utc_us = None;
-    for (rank, slot) in state.participants.values_mut().enumerate() {
-        *slot = u32::try_from(rank).expect("fewer than 2^32 participants");
-    }
+    state.participants = (0u32..)
+        .zip(state.participants.keys())
+        .map(|(rank, node)| (node.clone(), rank))
+        .collect();
     // The planted bug for the fuzzer's canary: the second participant also gets rank 0.
     if settings.has_mutant(super::settings::MUTANT_RANK_COLLISION) {
-        if let Some(slot) = state.participants.values_mut().nth(1) {
-            *slot = 0;
+        if let Some(second) = state.participants.keys().nth(1).cloned() {
+            state.participants.insert(second, 0);
         }
         return;
     }

@@ -1,7 +1,6 @@
 //! The shared rendezvous state (torch's `_RendezvousState` and `_NodeDesc`), its byte encoding
 //! for the store, and read-only helpers the async shell needs.
 
-use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 use std::sync::Arc;
 
@@ -40,6 +39,13 @@ impl fmt::Display for NodeDesc {
     }
 }
 
+/// A map keyed by node. Persistent (structure-sharing): copying a state to change one entry,
+/// as every write does, costs O(log nodes) rather than a copy of every node, which in a
+/// join storm's O(nodes²) writes made the simulator O(nodes³).
+pub type NodeMap<V> = imbl::OrdMap<NodeDesc, V>;
+/// A set of nodes, persistent like [`NodeMap`].
+pub type NodeSet = imbl::OrdSet<NodeDesc>;
+
 /// The state every node reads from and writes to the store.
 ///
 /// `Default` is torch's freshly constructed `_RendezvousState`: round 0, open, incomplete,
@@ -56,13 +62,13 @@ pub struct RendezvousState {
     /// Whether the rendezvous is closed for good.
     pub closed: bool,
     /// Participants of the current round and their ranks (all 0 until completion).
-    pub participants: BTreeMap<NodeDesc, u32>,
+    pub participants: NodeMap<u32>,
     /// Nodes waiting for the next round; their number is `num_nodes_waiting`.
-    pub wait_list: BTreeSet<NodeDesc>,
+    pub wait_list: NodeSet,
     /// Nodes that found the round full; they join the next round without asking for one.
-    pub redundancy_list: BTreeSet<NodeDesc>,
+    pub redundancy_list: NodeSet,
     /// Each known node's last heartbeat, wall clock.
-    pub last_heartbeats: BTreeMap<NodeDesc, i64>,
+    pub last_heartbeats: NodeMap<i64>,
 }
 
 /// Why bytes from the store could not be read back as a state.
@@ -110,11 +116,11 @@ struct WireRef<'a> {
     last_heartbeats: Vec<(&'a NodeDesc, i64)>,
 }
 
-fn into_map<V>(
+fn into_map<V: Clone>(
     field: &'static str,
     pairs: Vec<(NodeDesc, V)>,
-) -> Result<BTreeMap<NodeDesc, V>, DecodeError> {
-    let mut map = BTreeMap::new();
+) -> Result<NodeMap<V>, DecodeError> {
+    let mut map = NodeMap::new();
     for (node, value) in pairs {
         if map.contains_key(&node) {
             let node = node.to_string();
@@ -125,8 +131,8 @@ fn into_map<V>(
     Ok(map)
 }
 
-fn into_set(field: &'static str, nodes: Vec<NodeDesc>) -> Result<BTreeSet<NodeDesc>, DecodeError> {
-    let mut set = BTreeSet::new();
+fn into_set(field: &'static str, nodes: Vec<NodeDesc>) -> Result<NodeSet, DecodeError> {
+    let mut set = NodeSet::new();
     for node in nodes {
         if set.contains(&node) {
             let node = node.to_string();
@@ -165,7 +171,7 @@ fn push_node(out: &mut Vec<u8>, node: &NodeDesc) {
 }
 
 /// Appends `[node,…]`.
-fn push_nodes(out: &mut Vec<u8>, nodes: &BTreeSet<NodeDesc>) {
+fn push_nodes(out: &mut Vec<u8>, nodes: &NodeSet) {
     out.push(b'[');
     for (i, node) in nodes.iter().enumerate() {
         if i > 0 {

@@ -306,7 +306,7 @@ proptest! {
                 prop_assert!(ranks_distinct(&st), "rank collision in {:?}", st);
                 prop_assert!(st.participants.len() <= s.max_nodes as usize);
             }
-            prop_assert!(st.wait_list.intersection(&st.redundancy_list).next().is_none());
+            prop_assert!(st.wait_list.iter().all(|n| !st.redundancy_list.contains(n)));
             prop_assert_eq!(RendezvousState::decode(&st.encode()).unwrap(), st.clone());
         }
     }
@@ -331,7 +331,10 @@ proptest! {
     ) {
         let st = RendezvousState {
             round, complete, deadline_utc_us: deadline, closed,
-            participants, wait_list, redundancy_list, last_heartbeats,
+            participants: participants.into_iter().collect(),
+            wait_list: wait_list.into_iter().collect(),
+            redundancy_list: redundancy_list.into_iter().collect(),
+            last_heartbeats: last_heartbeats.into_iter().collect(),
         };
         prop_assert_eq!(st.encode(), st.encode_with_serde());
     }
