@@ -254,6 +254,7 @@ mod tests {
                 .collect(),
             truncated: false,
             sim_events: 0,
+            store: Default::default(),
         }
     }
 

@@ -171,9 +171,10 @@ pub fn fuzz_workload_cases() -> Vec<fuzz::strategy::Case> {
 
 fn scale(nodes: u32) -> Result<Figures, String> {
     let scenario = workloads::scale(nodes);
-    let (wall_us, report) = timed(|| runner::run_one(&scenario, "scale.toml", BENCH_SEED));
-    let report = report.map_err(|e| e.to_string())?;
+    let (wall_us, run) = timed(|| runner::run_traced(&scenario, "scale.toml", BENCH_SEED));
+    let (report, trace) = run.map_err(|e| e.to_string())?;
     let formed = report.rounds.first().map(|r| r.world_size).unwrap_or(0);
+    let store = trace.store;
     Ok(Figures::new(
         &format!("scale-{nodes}"),
         json!({
@@ -182,6 +183,11 @@ fn scale(nodes: u32) -> Result<Figures, String> {
             "round_world_size": formed,
             "round_completed_at_us": report.rounds.first().map(|r| r.completed_at_us),
             "events": report.events,
+            "sim_events": trace.sim_events,
+            "cas_attempts": store.compare_sets,
+            "cas_landed": store.compare_sets_landed,
+            "store_value_bytes_sent": store.value_bytes_sent,
+            "wall_ns_per_cas": round2(wall_us as f64 * 1000.0 / store.compare_sets.max(1) as f64),
         }),
     ))
 }

@@ -47,6 +47,7 @@ pub fn trace(events: Vec<Event>) -> Trace {
         events,
         truncated: false,
         sim_events: 0,
+        store: Default::default(),
     }
 }
 

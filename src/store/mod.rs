@@ -97,6 +97,37 @@ pub enum StoreResponse {
     Error(String),
 }
 
+/// What a store served in one run: the protocol's own cost, which `trainsim bench` sets
+/// against the simulator's. Not part of the trace's hash or the report.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct StoreStats {
+    /// Requests answered.
+    pub requests: u64,
+    /// Compare-and-sets answered, and how many of them wrote.
+    pub compare_sets: u64,
+    pub compare_sets_landed: u64,
+    /// Bytes of the values in the answers (a compare-and-set answers the value it finds).
+    pub value_bytes_sent: u64,
+}
+
+impl StoreStats {
+    /// Counts one answered request.
+    pub fn count(&mut self, request: &StoreRequest, response: &StoreResponse) {
+        self.requests += 1;
+        if let StoreRequest::CompareSet { desired, .. } = request {
+            self.compare_sets += 1;
+            if matches!(response, StoreResponse::Value(v) if Value::same(v, desired)) {
+                self.compare_sets_landed += 1;
+            }
+        }
+        self.value_bytes_sent += match response {
+            StoreResponse::Value(v) => v.len() as u64,
+            StoreResponse::Values(vs) => vs.iter().map(|v| v.len() as u64).sum(),
+            _ => 0,
+        };
+    }
+}
+
 /// The store's contents.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct StoreState {

@@ -4,7 +4,7 @@
 //! and retries blocked requests after every change. Clients see a connection error when no
 //! reply arrives within their read timeout (TCPStore's 60 s by default).
 
-use super::{StoreRequest, StoreResponse, StoreState, Value};
+use super::{StoreRequest, StoreResponse, StoreState, StoreStats, Value};
 use crate::world::net::{NetError, RpcClient, RpcServer};
 use crate::world::{spawn, time};
 use futures::channel::oneshot;
@@ -27,6 +27,23 @@ pub enum StoreError {
     Connection(String),
     #[error("the c10d store refused the request: {0}")]
     Refused(String),
+}
+
+thread_local! {
+    /// What the stores of the run on this thread answered (each run has its own thread).
+    static STATS: std::cell::Cell<StoreStats> = const {
+        std::cell::Cell::new(StoreStats {
+            requests: 0,
+            compare_sets: 0,
+            compare_sets_landed: 0,
+            value_bytes_sent: 0,
+        })
+    };
+}
+
+/// What the stores answered on this thread so far, and a fresh count from zero.
+pub fn take_stats() -> StoreStats {
+    STATS.with(|s| s.replace(StoreStats::default()))
 }
 
 /// Shared server state: the data and the requests waiting for keys.
@@ -91,6 +108,11 @@ async fn answer(shared: &Arc<Mutex<Shared>>, request: &StoreRequest) -> Option<S
         let wake = {
             let mut guard = shared.lock().expect("store lock");
             if let Some(reply) = guard.state.apply(request) {
+                STATS.with(|s| {
+                    let mut stats = s.get();
+                    stats.count(request, &reply);
+                    s.set(stats);
+                });
                 if request.may_change() && !guard.waiters.is_empty() {
                     wake_waiters_of(&mut guard.waiters, &request.keys());
                 }

@@ -100,10 +100,12 @@ pub fn simulate(
             let runtime = madsim::runtime::Runtime::with_seed_and_config(seed, config);
             net::reset_registry();
             time::take_sim_events();
+            crate::store::service::take_stats();
             let recorder = Recorder::new();
             let end = runtime.block_on(supervise(scenario, seed, programs, recorder.clone()));
             let mut trace = recorder.finish();
             trace.sim_events = time::take_sim_events();
+            trace.store = crate::store::service::take_stats();
             (trace, end)
         })
         .map_err(|e| HarnessError::Panic(format!("cannot start the run's thread: {e}")))?;
