@@ -30,6 +30,9 @@ pub struct RunOptions {
     /// Planted rendezvous bugs to switch on (see `rendezvous::settings::KNOWN_MUTANTS`);
     /// empty runs torch's behaviour.
     pub mutants: BTreeSet<String>,
+    /// A tighter bound than `world::SIM_EVENTS_MAX` on the simulator events the run may
+    /// cost (`trainsim bench` stops its largest workloads with it).
+    pub sim_events_max: Option<u64>,
 }
 
 /// The programs of a real run: torch's agent on every node and the c10d store.
@@ -94,21 +97,35 @@ pub fn run_traced_with(
     };
     let with_reader_mutants = reader_mutants(scenario, options);
     let simulated = with_reader_mutants.as_ref().unwrap_or(scenario);
-    let (trace, end) = world::simulate(simulated, seed, programs_with(options))
-        .map_err(|e| failure(e.to_string()))?;
-    let report = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-        let invariants = check::check_all(scenario, &trace, &end);
-        let mut report = report::build(scenario, file, seed, &trace, &end, invariants);
+    let sim_events_max = options.sim_events_max.unwrap_or(world::SIM_EVENTS_MAX);
+    let (trace, end) =
+        world::simulate_bounded(simulated, seed, programs_with(options), sim_events_max)
+            .map_err(|e| failure(e.to_string()))?;
+    let report = checked_report(scenario, file, seed, &trace, &end, options)?;
+    Ok((report, trace))
+}
+
+/// Checks a finished run and builds its report; a panic in either is a harness failure.
+pub fn checked_report(
+    scenario: &Scenario,
+    file: &str,
+    seed: u64,
+    trace: &Trace,
+    end: &crate::trace::RunEnd,
+    options: &RunOptions,
+) -> Result<Report, HarnessFailure> {
+    std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        let invariants = check::check_all(scenario, trace, end);
+        let mut report = report::build(scenario, file, seed, trace, end, invariants);
         report.repro.push_str(&mutant_flags(options));
         report
     }))
     .map_err(|payload| {
-        failure(format!(
-            "the checks panicked: {}",
-            world::panic_message(&payload)
-        ))
-    })?;
-    Ok((report, trace))
+        let message = format!("the checks panicked: {}", world::panic_message(&payload));
+        let mut f = harness_failure(file, seed, message);
+        f.repro.push_str(&mutant_flags(options));
+        f
+    })
 }
 
 /// The scenario with the options' reader mutants switched on in its `[reader]`, when it has

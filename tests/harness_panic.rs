@@ -1,4 +1,4 @@
-//! Harness failures: a panic inside the simulation and a run over `EVENTS_MAX` events come back as `HarnessError`s, and the test process lives on.
+//! Harness failures: a panic inside the simulation, a run over `EVENTS_MAX` events and a run over its bound on simulator events come back as `HarnessError`s, and the test process lives on.
 
 use futures::FutureExt;
 use std::sync::Arc;
@@ -133,4 +133,32 @@ fn more_than_events_max_events_is_an_error_not_an_oom() {
             trace.events.len()
         ),
     }
+}
+
+/// A run that would never end (an agent spinning on short sleeps for a simulated century)
+/// stops at its bound on simulator events with an error that names the bound, and the next
+/// run on the same process starts from a fresh count.
+#[test]
+fn more_than_the_sim_events_bound_is_an_error_not_a_hang() {
+    let spinning = || Programs {
+        mutants: Default::default(),
+        agent: Arc::new(|_env| {
+            async move {
+                loop {
+                    sleep_us(1_000).await;
+                }
+            }
+            .boxed()
+        }),
+        store: store(),
+    };
+    let s = scenario(2);
+    match trainsim::world::simulate_bounded(&s, 6, spinning(), 5_000) {
+        Err(HarnessError::SimEventsOverBound { max, .. }) => assert_eq!(max, 5_000),
+        Err(other) => panic!("expected SimEventsOverBound, got {other}"),
+        Ok(_) => panic!("expected SimEventsOverBound, got a finished run"),
+    }
+    let err = trainsim::world::simulate_bounded(&s, 6, spinning(), 5_000)
+        .expect_err("the same bound stops the same run again");
+    assert!(err.to_string().contains("5000 simulator events"), "{err}");
 }

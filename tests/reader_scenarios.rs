@@ -96,6 +96,7 @@ fn the_double_publish_mutant_is_caught_by_exactly_once() {
     let scenario = trainsim::scenario::load(std::path::Path::new(file)).unwrap();
     let options = RunOptions {
         mutants: BTreeSet::from(["reader-double-publish".to_string()]),
+        ..RunOptions::default()
     };
     let report = run_one_with(&scenario, file, scenario.seed, &options).unwrap();
     assert_eq!(status(&report, "reader.exactly_once"), "violated");

@@ -10,7 +10,7 @@ pub mod workloads;
 use crate::fuzz;
 use crate::runner;
 use crate::sampler::TorchGenerator;
-use crate::world::floor;
+use crate::world::{self, floor};
 use proptest::strategy::{Strategy, ValueTree};
 use proptest::test_runner::{Config, RngAlgorithm, TestRng, TestRunner};
 use serde_json::{json, Map, Value};
@@ -34,6 +34,10 @@ pub const SCALE_NODES: [u32; 4] = [64, 256, 1024, 4096];
 pub const FUZZ_CASES: u32 = 12;
 /// The seed every workload runs with.
 pub const BENCH_SEED: u64 = 1;
+/// Simulator events one scale workload may cost. The 1024-node round costs about 3.0
+/// million; the 4096-node one would cost many times more (torch's compare-and-sets grow
+/// faster than nodes², see the README), so it stops here and its line says how far it got.
+pub const SCALE_SIM_EVENTS_MAX: u64 = 6_000_000;
 /// Items `randperm-10m` permutes.
 pub const RANDPERM_ITEMS: u64 = 10_000_000;
 
@@ -171,34 +175,77 @@ pub fn fuzz_workload_cases() -> Vec<fuzz::strategy::Case> {
 
 fn scale(nodes: u32) -> Result<Figures, String> {
     let scenario = workloads::scale(nodes);
-    let (wall_us, run) = timed(|| runner::run_traced(&scenario, "scale.toml", BENCH_SEED));
-    let (report, trace) = run.map_err(|e| e.to_string())?;
-    let formed = report.rounds.first().map(|r| r.world_size).unwrap_or(0);
-    let store = trace.store;
-    Ok(Figures::new(
-        &format!("scale-{nodes}"),
-        json!({
-            "nodes": nodes,
-            "wall_us": wall_us,
-            "round_world_size": formed,
-            "round_completed_at_us": report.rounds.first().map(|r| r.completed_at_us),
-            "events": report.events,
-            "sim_events": trace.sim_events,
-            "cas_attempts": store.compare_sets,
-            "cas_landed": store.compare_sets_landed,
-            "store_value_bytes_sent": store.value_bytes_sent,
-            "wall_ns_per_cas": round2(wall_us as f64 * 1000.0 / store.compare_sets.max(1) as f64),
-        }),
-    ))
+    let file = "bench-scale.toml";
+    let options = runner::RunOptions::default();
+    let (wall_us, run) = timed(|| {
+        world::simulate_bounded(
+            &scenario,
+            BENCH_SEED,
+            runner::programs(),
+            SCALE_SIM_EVENTS_MAX,
+        )
+        .map(|(trace, end)| {
+            let report =
+                runner::checked_report(&scenario, file, BENCH_SEED, &trace, &end, &options);
+            (report, trace)
+        })
+    });
+    let mut fields = json!({ "nodes": nodes, "wall_us": wall_us });
+    let store = match run {
+        Ok((report, trace)) => {
+            let report = report.map_err(|e| e.to_string())?;
+            let round = report.rounds.first();
+            fields["completed"] = json!(true);
+            fields["round_world_size"] = json!(round.map(|r| r.world_size).unwrap_or(0));
+            fields["round_completed_at_us"] = json!(round.map(|r| r.completed_at_us));
+            fields["events"] = json!(report.events);
+            fields["sim_events"] = json!(trace.sim_events);
+            trace.store
+        }
+        // Stopped at the bound: how far it got is the figure.
+        Err(world::HarnessError::SimEventsOverBound { max, store }) => {
+            fields["completed"] = json!(false);
+            fields["stopped_at_sim_events"] = json!(max);
+            store
+        }
+        Err(e) => return Err(e.to_string()),
+    };
+    fields["cas_attempts"] = json!(store.compare_sets);
+    fields["cas_landed"] = json!(store.compare_sets_landed);
+    fields["store_value_bytes_sent"] = json!(store.value_bytes_sent);
+    let per_cas_ns = wall_us as f64 * 1000.0 / store.compare_sets.max(1) as f64;
+    fields["wall_ns_per_cas"] = json!(per_cas_ns.round());
+    Ok(Figures::new(&format!("scale-{nodes}"), fields))
 }
 
-/// The `scale` line: the least-squares slope of log(wall) over log(nodes).
-pub fn scale_fit(points: &[(u32, u64)]) -> Figures {
+/// The `scale` line, from the `scale-N` lines: the growth exponents (least-squares slopes in
+/// log-log) of wall time and of the protocol's compare-and-sets over the rounds that
+/// completed, and their difference, which is what the simulator adds on top of torch's
+/// protocol.
+pub fn scale_fit(lines: &[Figures]) -> Figures {
+    let completed: Vec<&Figures> = lines
+        .iter()
+        .filter(|f| f.fields.get("completed") == Some(&Value::Bool(true)))
+        .collect();
+    let points = |field: &str| -> Vec<(u32, u64)> {
+        completed
+            .iter()
+            .filter_map(|f| {
+                let nodes = f.fields.get("nodes")?.as_u64()?;
+                Some((u32::try_from(nodes).ok()?, f.fields.get(field)?.as_u64()?))
+            })
+            .collect()
+    };
+    let wall = growth_exponent(&points("wall_us"));
+    let cas = growth_exponent(&points("cas_attempts"));
     Figures::new(
         "scale",
         json!({
-            "exponent": round2(growth_exponent(points)),
-            "points": points.len(),
+            "exponent": round2(wall),
+            "cas_attempts_exponent": round2(cas),
+            "wall_per_cas_exponent": round2(wall - cas),
+            "points": completed.len(),
+            "stopped_at_bound": lines.len() - completed.len(),
         }),
     )
 }
@@ -249,6 +296,43 @@ mod tests {
             .collect();
         assert!((growth_exponent(&points) - 2.0).abs() < 1e-9);
         assert_eq!(growth_exponent(&points[..1]), 0.0);
+    }
+
+    fn scale_line(nodes: u64, completed: bool, wall_us: u64, cas_attempts: u64) -> Figures {
+        Figures::new(
+            &format!("scale-{nodes}"),
+            json!({"nodes": nodes, "completed": completed, "wall_us": wall_us,
+                   "cas_attempts": cas_attempts}),
+        )
+    }
+
+    #[test]
+    fn the_scale_fit_uses_completed_rounds_and_splits_protocol_from_simulator() {
+        let lines = [
+            // wall = nodes², compare-and-sets = nodes^1.5.
+            scale_line(64, true, 64 * 64, 64 * 8),
+            scale_line(256, true, 256 * 256, 256 * 16),
+            scale_line(4096, false, 5, 5),
+        ];
+        let fit = scale_fit(&lines).fields;
+        assert_eq!(fit["exponent"], json!(2.0));
+        assert_eq!(fit["cas_attempts_exponent"], json!(1.5));
+        assert_eq!(fit["wall_per_cas_exponent"], json!(0.5));
+        assert_eq!(
+            (fit["points"].clone(), fit["stopped_at_bound"].clone()),
+            (json!(2), json!(1))
+        );
+    }
+
+    /// A 64-node round forms, and every node's join is a compare-and-set that landed.
+    #[test]
+    fn a_small_scale_round_completes_and_counts_its_protocol() {
+        let f = scale(64).expect("the round runs").fields;
+        assert_eq!(f["completed"], json!(true));
+        assert_eq!(f["round_world_size"], json!(64));
+        let landed = f["cas_landed"].as_u64().expect("a count");
+        assert!(landed >= 64, "{f:?}");
+        assert!(f["cas_attempts"].as_u64().expect("a count") >= landed);
     }
 
     #[test]

@@ -43,44 +43,36 @@ pub fn execute(args: BenchArgs) -> i32 {
         Format::Json => println!("{}", f.to_json_line()),
         Format::Text => println!("{}", f.to_text_line()),
     };
-    let mut scale_points: Vec<(u32, u64)> = Vec::new();
+    let mut scale_lines: Vec<Figures> = Vec::new();
     for name in names {
         if name == "scale" {
-            // The fit needs every scale point; alone, `scale` runs them first.
+            // The fit needs every scale line; alone, `scale` runs them first.
             for nodes in SCALE_NODES {
-                if !scale_points.iter().any(|(n, _)| *n == nodes) {
-                    match bench::run(&format!("scale-{nodes}")) {
+                let workload = format!("scale-{nodes}");
+                if !scale_lines.iter().any(|f| f.workload == workload) {
+                    match bench::run(&workload) {
                         Ok(f) => {
                             print(&f);
-                            scale_points.push((nodes, wall_us(&f)));
+                            scale_lines.push(f);
                         }
                         Err(e) => return failed(name, &e),
                     }
                 }
             }
-            print(&bench::scale_fit(&scale_points));
+            print(&bench::scale_fit(&scale_lines));
             continue;
         }
         match bench::run(name) {
             Ok(f) => {
-                if let Some(nodes) = f.fields.get("nodes").and_then(|n| n.as_u64()) {
-                    if name.starts_with("scale-") {
-                        scale_points.push((nodes as u32, wall_us(&f)));
-                    }
-                }
                 print(&f);
+                if name.starts_with("scale-") {
+                    scale_lines.push(f);
+                }
             }
             Err(e) => return failed(name, &e),
         }
     }
     0
-}
-
-fn wall_us(f: &Figures) -> u64 {
-    f.fields
-        .get("wall_us")
-        .and_then(|w| w.as_u64())
-        .unwrap_or(1)
 }
 
 fn failed(name: &str, message: &str) -> i32 {

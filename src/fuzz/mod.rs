@@ -101,6 +101,7 @@ const CASE_FILE: &str = "fuzz-case.toml";
 pub fn evaluate(case: &Case, mutant: Option<&str>) -> Option<Finding> {
     let options = RunOptions {
         mutants: mutant.into_iter().map(str::to_owned).collect(),
+        ..RunOptions::default()
     };
     let violated = |options: &RunOptions| -> Result<Vec<String>, String> {
         let report = runner::run_one_with(&case.scenario, CASE_FILE, case.seed, options)

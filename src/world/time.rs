@@ -19,12 +19,35 @@ use std::time::Duration;
 thread_local! {
     /// Simulator events of the run on this thread: timers armed and messages sent.
     static SIM_EVENTS: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
+    /// The run's bound on them.
+    static SIM_EVENTS_MAX: std::cell::Cell<u64> = const { std::cell::Cell::new(u64::MAX) };
 }
 
+/// What a run that passed its bound on simulator events unwinds with: the bound, and what
+/// the store had served by then.
+#[derive(Debug)]
+pub(super) struct SimEventsOverBound(pub u64, pub crate::store::StoreStats);
+
 /// Counts one simulator event (a timer armed or a message sent). Each run has its own
-/// thread, so the count is the run's.
+/// thread, so the count is the run's. Past the run's bound the run unwinds at once (with
+/// `resume_unwind`, so no panic message is printed): `simulate` reports the bound, which
+/// is the only way to stop a run whose simulated time barely moves, such as a join storm.
 pub(super) fn count_sim_event() {
-    SIM_EVENTS.with(|n| n.set(n.get() + 1));
+    let count = SIM_EVENTS.with(|n| {
+        n.set(n.get() + 1);
+        n.get()
+    });
+    let max = SIM_EVENTS_MAX.with(std::cell::Cell::get);
+    if count > max {
+        let served = crate::store::service::take_stats();
+        std::panic::resume_unwind(Box::new(SimEventsOverBound(max, served)));
+    }
+}
+
+/// Starts counting a run's simulator events from zero, with its bound.
+pub(super) fn start_counting(sim_events_max: u64) {
+    SIM_EVENTS.with(|n| n.set(0));
+    SIM_EVENTS_MAX.with(|m| m.set(sim_events_max));
 }
 
 /// The simulator events counted on this thread so far, and a fresh count from zero.
