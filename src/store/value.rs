@@ -34,6 +34,8 @@ impl<T: Encode> Source for T {
 
 struct Inner {
     bytes: OnceLock<Box<[u8]>>,
+    /// A hash of the bytes, made the first time the value is compared with another.
+    fingerprint: OnceLock<u64>,
     source: Option<Arc<dyn Source>>,
 }
 
@@ -47,6 +49,7 @@ impl Value {
     pub fn lazy<T: Encode>(source: Arc<T>) -> Self {
         Value(Arc::new(Inner {
             bytes: OnceLock::new(),
+            fingerprint: OnceLock::new(),
             source: Some(source),
         }))
     }
@@ -70,6 +73,16 @@ impl Value {
         Arc::ptr_eq(&a.0, &b.0)
     }
 
+    /// A hash of the bytes, computed once per value.
+    fn fingerprint(&self) -> u64 {
+        *self.0.fingerprint.get_or_init(|| {
+            // Only ever compared for equality within one run, so any fixed hash will do.
+            let mut hasher = std::hash::DefaultHasher::new();
+            std::hash::Hasher::write(&mut hasher, self.bytes());
+            std::hash::Hasher::finish(&hasher)
+        })
+    }
+
     pub fn len(&self) -> usize {
         self.bytes().len()
     }
@@ -87,10 +100,16 @@ impl std::ops::Deref for Value {
     }
 }
 
-/// Byte equality, as TCPStore compares; one value is equal to itself without a byte compare.
+/// Byte equality, as TCPStore compares. One value is equal to itself without a byte
+/// compare, and values of different lengths or fingerprints differ without one: a stale
+/// token and the state that replaced it often have the same length (a keep-alive changes a
+/// timestamp), and comparing them byte by byte cost a join storm O(nodes) per attempt.
 impl PartialEq for Value {
     fn eq(&self, other: &Value) -> bool {
-        Value::same(self, other) || self.bytes() == other.bytes()
+        Value::same(self, other)
+            || (self.len() == other.len()
+                && self.fingerprint() == other.fingerprint()
+                && self.bytes() == other.bytes())
     }
 }
 
@@ -100,6 +119,7 @@ impl From<Vec<u8>> for Value {
     fn from(bytes: Vec<u8>) -> Self {
         Value(Arc::new(Inner {
             bytes: OnceLock::from(bytes.into_boxed_slice()),
+            fingerprint: OnceLock::new(),
             source: None,
         }))
     }

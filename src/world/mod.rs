@@ -25,6 +25,7 @@ use futures::future::BoxFuture;
 use futures::StreamExt;
 use state::{NodeSlot, WorldState};
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::pin::pin;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -127,22 +128,19 @@ pub fn simulate_bounded(
             let mut trace = recorder.finish();
             trace.sim_events = time::take_sim_events();
             trace.store = crate::store::service::take_stats();
-            (trace, end)
+            (trace, end, time::over_bound())
         })
         .map_err(|e| HarnessError::Panic(format!("cannot start the run's thread: {e}")))?;
     match thread.join() {
-        Ok((trace, end)) if trace.truncated => {
-            let _ = end;
+        Ok((trace, _, true)) => Err(HarnessError::SimEventsOverBound {
+            max: sim_events_max,
+            store: trace.store,
+        }),
+        Ok((trace, _, false)) if trace.truncated => {
             Err(HarnessError::EventsOverBound(crate::trace::EVENTS_MAX))
         }
-        Ok((trace, end)) => Ok((trace, end)),
-        Err(payload) => match payload.downcast_ref::<time::SimEventsOverBound>() {
-            Some(time::SimEventsOverBound(max, store)) => Err(HarnessError::SimEventsOverBound {
-                max: *max,
-                store: *store,
-            }),
-            None => Err(HarnessError::Panic(panic_message(&payload))),
-        },
+        Ok((trace, end, false)) => Ok((trace, end)),
+        Err(payload) => Err(HarnessError::Panic(panic_message(&payload))),
     }
 }
 
@@ -184,7 +182,7 @@ async fn supervise(
     create_nodes(&world);
     let faults = spawn(faults::apply_all(world.clone()));
     let time_limit = Duration::from_micros(scenario.time_limit_us);
-    let ended = madsim::time::timeout(time_limit, async {
+    let exits = async {
         loop {
             if world.state.lock().expect("world lock").run_is_over() {
                 break;
@@ -193,8 +191,14 @@ async fn supervise(
                 break;
             }
         }
-    })
-    .await;
+    };
+    // Past its bound on simulator events the run ends here; `simulate` reports the bound.
+    let ended = madsim::time::timeout(
+        time_limit,
+        futures::future::select(pin!(exits), pin!(time::sim_events_bound_reached())),
+    )
+    .await
+    .map(|_| ());
     faults.abort();
     let sim_time_us = time::elapsed_us();
     let outcome = match ended {

@@ -21,26 +21,28 @@ thread_local! {
     static SIM_EVENTS: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
     /// The run's bound on them.
     static SIM_EVENTS_MAX: std::cell::Cell<u64> = const { std::cell::Cell::new(u64::MAX) };
+    /// Whether the run passed its bound, and the supervisor to tell when it does.
+    static OVER_BOUND: std::cell::RefCell<(bool, Option<Waker>)> =
+        const { std::cell::RefCell::new((false, None)) };
 }
 
-/// What a run that passed its bound on simulator events unwinds with: the bound, and what
-/// the store had served by then.
-#[derive(Debug)]
-pub(super) struct SimEventsOverBound(pub u64, pub crate::store::StoreStats);
-
 /// Counts one simulator event (a timer armed or a message sent). Each run has its own
-/// thread, so the count is the run's. Past the run's bound the run unwinds at once (with
-/// `resume_unwind`, so no panic message is printed): `simulate` reports the bound, which
-/// is the only way to stop a run whose simulated time barely moves, such as a join storm.
+/// thread, so the count is the run's. Past the run's bound it wakes the supervisor, which
+/// ends the run: the only way to stop a run whose simulated time barely moves, such as a
+/// join storm, that the time limit cannot stop.
 pub(super) fn count_sim_event() {
     let count = SIM_EVENTS.with(|n| {
         n.set(n.get() + 1);
         n.get()
     });
-    let max = SIM_EVENTS_MAX.with(std::cell::Cell::get);
-    if count > max {
-        let served = crate::store::service::take_stats();
-        std::panic::resume_unwind(Box::new(SimEventsOverBound(max, served)));
+    if count > SIM_EVENTS_MAX.with(std::cell::Cell::get) {
+        OVER_BOUND.with(|over| {
+            let mut over = over.borrow_mut();
+            over.0 = true;
+            if let Some(supervisor) = over.1.take() {
+                supervisor.wake();
+            }
+        });
     }
 }
 
@@ -48,6 +50,27 @@ pub(super) fn count_sim_event() {
 pub(super) fn start_counting(sim_events_max: u64) {
     SIM_EVENTS.with(|n| n.set(0));
     SIM_EVENTS_MAX.with(|m| m.set(sim_events_max));
+    OVER_BOUND.with(|over| *over.borrow_mut() = (false, None));
+}
+
+/// Whether the run on this thread passed its bound on simulator events.
+pub(super) fn over_bound() -> bool {
+    OVER_BOUND.with(|over| over.borrow().0)
+}
+
+/// Completes when the run passes its bound on simulator events.
+pub(super) fn sim_events_bound_reached() -> impl Future<Output = ()> {
+    std::future::poll_fn(|cx| {
+        OVER_BOUND.with(|over| {
+            let mut over = over.borrow_mut();
+            if over.0 {
+                Poll::Ready(())
+            } else {
+                over.1 = Some(cx.waker().clone());
+                Poll::Pending
+            }
+        })
+    })
 }
 
 /// The simulator events counted on this thread so far, and a fresh count from zero.
