@@ -33,14 +33,7 @@ pub enum StoreError {
 
 thread_local! {
     /// What the stores of the run on this thread answered (each run has its own thread).
-    static STATS: std::cell::Cell<StoreStats> = const {
-        std::cell::Cell::new(StoreStats {
-            requests: 0,
-            compare_sets: 0,
-            compare_sets_landed: 0,
-            value_bytes_sent: 0,
-        })
-    };
+    static STATS: std::cell::Cell<StoreStats> = std::cell::Cell::new(StoreStats::default());
 }
 
 /// What the stores answered on this thread so far, and a fresh count from zero.
