@@ -37,8 +37,37 @@ struct Tally {
     seen: Vec<u64>,
     samples: u64,
     distinct: u64,
-    per_rank: BTreeMap<u64, u64>,
+    /// Samples per global rank below `world_size`, `None` until the rank consumes: a plain
+    /// vector, as every step of every node adds to it.
+    per_rank: Vec<Option<u64>>,
+    /// Ranks at or past `world_size` (none in a well-formed group), kept so the summary
+    /// counts whatever it is given.
+    other_ranks: BTreeMap<u64, u64>,
     nodes_done: BTreeSet<u32>,
+}
+
+impl Tally {
+    fn add(&mut self, rank: u64, indices: &[u64]) {
+        for &i in indices {
+            if let Some(w) = self.seen.get_mut((i / 64) as usize) {
+                let bit = 1u64 << (i % 64);
+                self.distinct += u64::from(*w & bit == 0);
+                *w |= bit;
+            }
+        }
+        let n = indices.len() as u64;
+        self.samples += n;
+        match self.per_rank.get_mut(rank as usize) {
+            Some(count) => *count = Some(count.unwrap_or(0) + n),
+            None => *self.other_ranks.entry(rank).or_default() += n,
+        }
+    }
+
+    /// Per-rank sample counts of every rank that consumed, in no particular order.
+    fn rank_counts(&self) -> impl Iterator<Item = u64> + '_ {
+        let listed = self.per_rank.iter().flatten().copied();
+        listed.chain(self.other_ranks.values().copied())
+    }
 }
 
 /// The ledger of one run.
@@ -65,7 +94,8 @@ impl SampleLedger {
                 seen: vec![0; len.div_ceil(64) as usize],
                 samples: 0,
                 distinct: 0,
-                per_rank: BTreeMap::new(),
+                per_rank: vec![None; usize::try_from(world_size).unwrap_or(0)],
+                other_ranks: BTreeMap::new(),
                 nodes_done: BTreeSet::new(),
             },
         );
@@ -73,20 +103,32 @@ impl SampleLedger {
 
     /// `rank` trained on `indices` in (round, epoch).
     pub fn consume(&mut self, round: u64, epoch: u64, rank: u64, indices: &[u64]) {
-        let Some(t) = self.open.get_mut(&(round, epoch)) else {
-            return;
-        };
-        for &i in indices {
-            let (word, bit) = ((i / 64) as usize, 1u64 << (i % 64));
-            if let Some(w) = t.seen.get_mut(word) {
-                if *w & bit == 0 {
-                    *w |= bit;
-                    t.distinct += 1;
-                }
+        if let Some(t) = self.open.get_mut(&(round, epoch)) {
+            t.add(rank, indices);
+        }
+    }
+
+    /// Local rank `r` of a node whose first global rank is `base_rank` trained on
+    /// `batches[r]` in (round, epoch): one step of one node, with one look-up of the tally.
+    /// Returns how many samples the batches held.
+    pub fn consume_step(
+        &mut self,
+        round: u64,
+        epoch: u64,
+        base_rank: u64,
+        batches: &[Vec<u64>],
+    ) -> u64 {
+        let tally = self.open.get_mut(&(round, epoch));
+        let mut samples = 0;
+        if let Some(t) = tally {
+            for (local_rank, batch) in (0u64..).zip(batches) {
+                t.add(base_rank + local_rank, batch);
             }
         }
-        t.samples += indices.len() as u64;
-        *t.per_rank.entry(rank).or_default() += indices.len() as u64;
+        for batch in batches {
+            samples += batch.len() as u64;
+        }
+        samples
     }
 
     /// `node` finished the epoch; when all `members` have, the summary.
@@ -110,9 +152,9 @@ impl SampleLedger {
             first_batch: t.first_batch,
             samples: t.samples,
             distinct: t.distinct,
-            ranks: t.per_rank.len() as u64,
-            rank_samples_min: t.per_rank.values().copied().min().unwrap_or(0),
-            rank_samples_max: t.per_rank.values().copied().max().unwrap_or(0),
+            ranks: t.rank_counts().count() as u64,
+            rank_samples_min: t.rank_counts().min().unwrap_or(0),
+            rank_samples_max: t.rank_counts().max().unwrap_or(0),
         })
     }
 }
@@ -134,6 +176,24 @@ mod tests {
         assert_eq!((c.rank_samples_min, c.rank_samples_max), (3, 3));
         assert_eq!(c.first_batch, 0, "the first node to begin sets the start");
         assert_eq!(l.node_done(1, 0, 1, 2), None, "summarised once");
+    }
+
+    #[test]
+    fn a_step_counts_as_its_ranks_one_by_one() {
+        let batches = vec![vec![0, 1, 2], vec![], vec![2, 9]];
+        let mut by_step = SampleLedger::default();
+        let mut by_rank = SampleLedger::default();
+        for l in [&mut by_step, &mut by_rank] {
+            l.begin(1, 0, 4, 0, 10);
+        }
+        assert_eq!(by_step.consume_step(1, 0, 2, &batches), 5);
+        for (r, b) in (2u64..).zip(&batches) {
+            by_rank.consume(1, 0, r, b);
+        }
+        let step = by_step.node_done(1, 0, 0, 1).unwrap();
+        assert_eq!(step, by_rank.node_done(1, 0, 0, 1).unwrap());
+        assert_eq!((step.samples, step.distinct, step.ranks), (5, 4, 3));
+        assert_eq!((step.rank_samples_min, step.rank_samples_max), (0, 3));
     }
 
     #[test]

@@ -270,9 +270,12 @@ fn compute_batches(
     let scenario = env.scenario();
     let job = &scenario.job;
     let mut slowest_us = 0;
+    let gpus_per_node = scenario.cluster.gpus_per_node;
+    let gpus = env.gpus_now(gpus_per_node.max(1));
     for (local_rank, out) in (0u32..).zip(batches.iter_mut()) {
-        let gpu = gpu_of_local_rank(local_rank, scenario.cluster.gpus_per_node);
-        if env.gpu_failed(gpu) {
+        let gpu = gpu_of_local_rank(local_rank, gpus_per_node);
+        let now = gpus[gpu as usize];
+        if now.failed {
             return Err(WorkerStatus::Failed {
                 local_rank,
                 exit_code: crate::world::gpu::GPU_LOST_EXIT_CODE,
@@ -285,7 +288,7 @@ fn compute_batches(
             job.step_time_us,
             complexity,
             job.sampler.batch_size,
-            env.gpu_slowdown(gpu),
+            now.slowdown,
             scenario.cluster.gpu.compute_speed,
         );
         slowest_us = slowest_us.max(us);
@@ -330,13 +333,10 @@ fn consume(
     epoch: u64,
     batches: &[Vec<u64>],
 ) -> u64 {
-    let mut ledger = ledger.lock().expect("ledger");
-    let mut samples = 0;
-    for (local_rank, batch) in (0u64..).zip(batches) {
-        ledger.consume(plan.round, epoch, plan.base_global_rank + local_rank, batch);
-        samples += batch.len() as u64;
-    }
-    samples
+    ledger
+        .lock()
+        .expect("ledger")
+        .consume_step(plan.round, epoch, plan.base_global_rank, batches)
 }
 
 /// This node finished `epoch`; the last node of the group records what the group covered.

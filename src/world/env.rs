@@ -19,6 +19,15 @@ pub struct NodeEnv {
     pub pid: u32,
 }
 
+/// One GPU of a node at one moment (see [`NodeEnv::gpus_now`]).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct GpuNow {
+    /// Lost to a `gpu_fail`.
+    pub failed: bool,
+    /// The product of the `gpu_slow` windows in force (1.0 without one).
+    pub slowdown: f64,
+}
+
 /// Why an all-reduce did not finish.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct CollectiveTimeout;
@@ -262,6 +271,20 @@ impl NodeEnv {
             .expect("world lock")
             .gpus
             .is_failed(self.index, gpu)
+    }
+
+    /// Every GPU `0..gpus` of this node now, read under one lock at one instant: a step
+    /// looks at each local rank's GPU, and one read per step is cheaper than two per rank.
+    /// Same answers as [`Self::gpu_failed`] and [`Self::gpu_slowdown`] at this moment.
+    pub fn gpus_now(&self, gpus: u32) -> Vec<GpuNow> {
+        let now_us = time::elapsed_us();
+        let mut st = self.world.state.lock().expect("world lock");
+        (0..gpus)
+            .map(|gpu| GpuNow {
+                failed: st.gpus.is_failed(self.index, gpu),
+                slowdown: st.gpus.slowdown(self.index, gpu, now_us),
+            })
+            .collect()
     }
 
     /// The network's mean one-way latency now, `latency` faults included.
