@@ -124,7 +124,12 @@ pub fn simulate_bounded(
             time::start_counting(sim_events_max);
             crate::store::service::take_stats();
             let recorder = Recorder::new();
-            let end = runtime.block_on(supervise(scenario, seed, programs, recorder.clone()));
+            let run_recorder = recorder.clone();
+            let end = runtime.block_on(async move {
+                time::enter_run();
+                supervise(scenario, seed, programs, run_recorder).await
+            });
+            time::leave_run();
             let mut trace = recorder.finish();
             trace.sim_events = time::take_sim_events();
             trace.store = crate::store::service::take_stats();

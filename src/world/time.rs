@@ -78,15 +78,43 @@ pub(super) fn take_sim_events() -> u64 {
     SIM_EVENTS.with(|n| n.replace(0))
 }
 
+thread_local! {
+    /// The time handle of the run on this thread, between [`enter_run`] and [`leave_run`].
+    /// madsim's `TimeHandle::current()` clones two `Arc`s on every call; the shells read the
+    /// clock and arm sleeps millions of times a run, so they borrow this one instead.
+    static RUN_TIME: std::cell::RefCell<Option<madsim::time::TimeHandle>> =
+        const { std::cell::RefCell::new(None) };
+}
+
+/// Keeps the current runtime's time handle for this thread's run. Called inside the run's
+/// runtime; the handle is the one `TimeHandle::current()` would give until [`leave_run`].
+pub(super) fn enter_run() {
+    let handle = madsim::time::TimeHandle::current();
+    RUN_TIME.with(|t| *t.borrow_mut() = Some(handle));
+}
+
+/// Forgets the run's time handle (the runtime is about to go away).
+pub(super) fn leave_run() {
+    RUN_TIME.with(|t| t.borrow_mut().take());
+}
+
+/// `f` on the current runtime's time handle: the kept one during a run, else madsim's.
+fn with_handle<T>(f: impl FnOnce(&madsim::time::TimeHandle) -> T) -> T {
+    RUN_TIME.with(|t| match t.borrow().as_ref() {
+        Some(handle) => f(handle),
+        None => f(&madsim::time::TimeHandle::current()),
+    })
+}
+
 /// Simulated microseconds since the run began.
 pub fn elapsed_us() -> u64 {
-    madsim::time::TimeHandle::current().elapsed().as_micros() as u64
+    with_handle(|h| h.elapsed().as_micros() as u64)
 }
 
 /// Sleeps for `duration_us` of simulated time (madsim rounds short sleeps up to 1 ms).
 pub fn sleep_us(duration_us: u64) -> Sleep {
     Sleep {
-        inner: madsim::time::sleep(Duration::from_micros(duration_us)),
+        inner: with_handle(|h| h.sleep(Duration::from_micros(duration_us))),
         armed: None,
     }
 }
