@@ -69,8 +69,6 @@ pub const SIM_EVENTS_MAX: u64 = 200_000_000;
 
 /// A spawned simulated task; dropping it detaches, `abort()` ends it.
 pub type TaskHandle<T> = madsim::task::JoinHandle<T>;
-/// Ends a spawned task from anywhere.
-pub use madsim::task::AbortHandle;
 
 /// Spawns a task on the current simulated node.
 pub fn spawn<F>(future: F) -> madsim::task::JoinHandle<F::Output>
