@@ -15,6 +15,7 @@
 //! - [`fuzz`]: proptest strategies over whole scenarios, mutants, shrunk repro files.
 //! - [`report`]: the JSON and text reports and `expect` checking.
 //! - [`parity`]: runs the parity vectors against the models.
+//! - [`conform`]: the same scenario on real torchrun and in the simulator, compared.
 //! - [`cli`]: the subcommands behind the `trainsim` binary.
 //! - [`runner`]: one run end to end: scenario in, report out, panics caught.
 
@@ -22,6 +23,7 @@ pub mod agent;
 pub mod bench;
 pub mod check;
 pub mod cli;
+pub mod conform;
 pub mod fuzz;
 pub mod job;
 pub mod parity;

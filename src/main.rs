@@ -29,6 +29,8 @@ enum Command {
     Bench(cli::bench::BenchArgs),
     /// Print the indices or batches each rank gets from a sampler configuration.
     Sample(cli::sample::SampleArgs),
+    /// Run scenarios on the real torchrun and in the simulator, and compare the outcomes.
+    Conform(cli::conform::ConformArgs),
 }
 
 fn main() {
@@ -47,6 +49,7 @@ fn main() {
         Command::Parity(args) => cli::parity::execute(args),
         Command::Sample(args) => cli::sample::execute(args),
         Command::Bench(args) => cli::bench::execute(args),
+        Command::Conform(args) => cli::conform::execute(args),
     };
     std::process::exit(code);
 }

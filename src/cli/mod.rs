@@ -2,6 +2,7 @@
 
 pub mod bench;
 pub mod check;
+pub mod conform;
 pub mod fuzz;
 pub mod parity;
 pub mod run;

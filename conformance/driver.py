@@ -1,0 +1,480 @@
+#!/usr/bin/env python3
+"""Runs a trainsim scenario file on the real torchrun on this machine and writes its signature.
+
+    driver.py run SCENARIO.toml --out DIR [--python PY]   run it; print the signature JSON
+    driver.py check SCENARIO.toml                         exit 2 (with the reason) if it cannot run
+    driver.py parse DIR                                   the signature of a saved run
+
+One `python -m torch.distributed.run` agent per node, each on its own loopback address
+(node-N is 127.0.0.(N+1)), with the c10d rendezvous backend: the store lives in the store
+node's agent (`is_host=1`) or, with `cluster.store = "dedicated"`, in a TCPStore process of
+its own. Faults land at their times on a node's agent and every process below it. Every
+agent's output, the workers' JSON lines and the driver's own event log stay in DIR, so the
+signature can be parsed again (and tested) without torch: see `signature.py`.
+
+Only the standard library; torchrun runs under `--python` (default: this interpreter).
+"""
+
+import argparse
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import signature  # noqa: E402  (the log parser, shared with the tests)
+
+try:
+    import tomllib
+except ImportError:  # Python < 3.11
+    tomllib = None
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+WORKER = os.path.join(HERE, "worker.py")
+# The most worker processes per node: this driver runs every node on one machine.
+NPROC_CAP = 2
+# No run lasts longer than this, whatever its `time_limit`.
+HARD_CAP_S = 150.0
+# Faults the real machine cannot apply.
+UNSUPPORTED = {
+    "partition": "network partitions need separate hosts",
+    "heal": "network partitions need separate hosts",
+    "clog_link": "per-link loss needs separate hosts",
+    "unclog_link": "per-link loss needs separate hosts",
+    "latency": "loopback latency cannot be changed without root",
+    "loss": "loopback loss cannot be changed without root",
+    "clock_skew": "the nodes share one wall clock",
+    "gpu_slow": "workers run on the CPU",
+    "gpu_fail": "workers run on the CPU",
+    "power_off": "a process cannot vanish without its kernel resetting its connections",
+}
+UNITS = {"us": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0, "h": 3600.0}
+
+
+class Refused(Exception):
+    """The scenario cannot run on the real torch (exit code 2)."""
+
+
+def seconds(text, field):
+    for unit in ("us", "ms", "s", "m", "h"):
+        if text.endswith(unit):
+            number = text[: -len(unit)]
+            if unit == "s" and number.endswith(("m", "u")):
+                continue
+            try:
+                return float(number) * UNITS[unit]
+            except ValueError:
+                break
+    raise Refused(f"{field}: '{text}' is not a duration")
+
+
+def whole_seconds(text, field):
+    value = seconds(text, field)
+    if value != int(value) or value < 1:
+        raise Refused(f"{field}: torch reads it as whole seconds; '{text}' is not")
+    return int(value)
+
+
+def node_index(name, field):
+    if not isinstance(name, str) or not name.startswith("node-"):
+        raise Refused(f"{field}: '{name}' is not a node name")
+    return int(name[len("node-"):])
+
+
+def load_plan(path):
+    """Reads the scenario and turns it into what the driver needs, refusing what it can't run."""
+    if tomllib is None:
+        raise Refused("the driver needs Python 3.11 or later (tomllib)")
+    try:
+        with open(path, "rb") as f:
+            doc = tomllib.load(f)
+    except (OSError, tomllib.TOMLDecodeError) as e:
+        raise Refused(f"cannot read: {e}")
+    cluster = doc.get("cluster", {})
+    rdzv = doc.get("rendezvous", {})
+    agent = doc.get("agent", {})
+    job = doc.get("job", {})
+    net = doc.get("network", {})
+    if cluster.get("clock_skew"):
+        raise Refused("cluster.clock_skew: the nodes share one wall clock")
+    if float(net.get("loss", 0.0)) > 0:
+        raise Refused("network.loss: loopback loss cannot be changed without root")
+    if "reader" in doc:
+        raise Refused("[reader]: the driver runs no HugeCTR reader")
+    fixes = list(rdzv.get("fixes", [])) + list(agent.get("fixes", []))
+    if fixes:
+        raise Refused(
+            f"fixes {fixes}: real torch has no fixes; run the unfixed twin instead"
+        )
+    if job.get("backend", "nccl") != "gloo":
+        raise Refused("job.backend: the workers use gloo on the CPU; set backend = \"gloo\"")
+    nodes = int(cluster.get("nodes", 3))
+    spares = int(cluster.get("spare_nodes", 0))
+    gpus = int(cluster.get("gpus_per_node", 8))
+    store = cluster.get("store", "node-0")
+    plan = {
+        "name": doc.get("name", os.path.basename(path)),
+        "nodes": nodes,
+        "spare_nodes": spares,
+        "store": store,
+        "store_node": None if store == "dedicated" else node_index(store, "cluster.store"),
+        "min_nodes": int(rdzv.get("min_nodes", 1)),
+        "max_nodes": int(rdzv.get("max_nodes", nodes)),
+        "join_timeout": whole_seconds(rdzv.get("join_timeout", "600s"), "rendezvous.join_timeout"),
+        "last_call_timeout": whole_seconds(
+            rdzv.get("last_call_timeout", "30s"), "rendezvous.last_call_timeout"
+        ),
+        "close_timeout": whole_seconds(rdzv.get("close_timeout", "30s"), "rendezvous.close_timeout"),
+        "heartbeat_timeout": whole_seconds(
+            rdzv.get("heartbeat_timeout", "5s"), "rendezvous.heartbeat_timeout"
+        ),
+        "keep_alive_interval": whole_seconds(
+            rdzv.get("keep_alive_interval", "5s"), "rendezvous.keep_alive_interval"
+        ),
+        "keep_alive_max_attempt": int(rdzv.get("keep_alive_max_attempt", 3)),
+        "nproc_per_node": min(int(agent.get("nproc_per_node", gpus)), NPROC_CAP),
+        "max_restarts": int(agent.get("max_restarts", 0)),
+        "monitor_interval": seconds(agent.get("monitor_interval", "100ms"), "agent.monitor_interval"),
+        "share_store": bool(agent.get("share_store", True)),
+        "steps": int(job.get("steps", 500)),
+        "step_time": seconds(job.get("step_time", "200ms"), "job.step_time"),
+        "checkpoint_every": int(job.get("checkpoint_every", 50)),
+        "collective_timeout": seconds(job.get("collective_timeout", "10m"), "job.collective_timeout"),
+        "time_limit": min(seconds(doc.get("time_limit", "2h"), "time_limit"), HARD_CAP_S),
+        "faults": [],
+    }
+    if "exit_barrier_timeout" in agent:
+        plan["exit_barrier_timeout"] = seconds(agent["exit_barrier_timeout"], "agent.exit_barrier_timeout")
+    if nodes + spares > 200:
+        raise Refused("cluster: more than 200 nodes on one machine")
+    for i, fault in enumerate(doc.get("faults", [])):
+        field = f"faults[{i}]"
+        kind = fault.get("kind")
+        if kind in UNSUPPORTED:
+            raise Refused(f"{field}.kind: '{kind}' cannot run on the real machine: {UNSUPPORTED[kind]}")
+        entry = {"at": seconds(fault.get("at", "0s"), f"{field}.at"), "kind": kind}
+        if kind in ("kill", "stop", "restart", "start", "pause", "resume", "worker_crash"):
+            entry["node"] = node_index(fault.get("node"), f"{field}.node")
+        if kind == "worker_crash":
+            entry["local_rank"] = int(fault.get("local_rank", 0))
+            entry["exit_code"] = int(fault.get("exit_code", 1))
+            if entry["local_rank"] >= plan["nproc_per_node"]:
+                raise Refused(
+                    f"{field}.local_rank: the driver runs {plan['nproc_per_node']} workers per node"
+                )
+        elif kind == "store_crash":
+            if store != "dedicated":
+                raise Refused(f"{field}: store_crash needs cluster.store = \"dedicated\"")
+        elif kind not in ("kill", "stop", "restart", "start", "pause", "resume"):
+            raise Refused(f"{field}.kind: unknown fault kind '{kind}'")
+        plan["faults"].append(entry)
+    plan["faults"].sort(key=lambda f: f["at"])
+    return plan
+
+
+def free_port(host="127.0.0.1"):
+    with socket.socket() as s:
+        s.bind((host, 0))
+        return s.getsockname()[1]
+
+
+def proc_table():
+    """Every process's (parent pid, start time) from /proc."""
+    table = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as f:
+                stat = f.read()
+        except OSError:
+            continue
+        fields = stat[stat.rindex(")") + 2:].split()
+        table[int(entry)] = (int(fields[1]), int(fields[19]))
+    return table
+
+
+def descendants(pid, table):
+    """`pid` and every process below it, each with its start time."""
+    children = {}
+    for child, (parent, _) in table.items():
+        children.setdefault(parent, []).append(child)
+    found, todo = {}, [pid]
+    while todo:
+        p = todo.pop()
+        if p in table and p not in found:
+            found[p] = table[p][1]
+            todo.extend(children.get(p, []))
+    return found
+
+
+class Run:
+    """One run: the processes it started, the faults it applies, the logs it keeps."""
+
+    def __init__(self, plan, out, python):
+        self.plan, self.out, self.python = plan, out, python
+        self.events = open(os.path.join(out, "driver.jsonl"), "a")
+        self.agents = {}  # node -> (proc index, Popen)
+        self.procs = {}  # node -> number of agent processes started
+        self.known = {}  # pid -> start time: every process this run started, for clean-up
+        self.paused = {}  # node -> pids stopped by `pause`
+        self.store = None
+        self.port = None
+        self.t0 = None
+
+    def record(self, event, **fields):
+        fields.update(t=time.time(), event=event)
+        self.events.write(json.dumps(fields, sort_keys=True) + "\n")
+        self.events.flush()
+
+    def remember(self, pid):
+        self.known.update(descendants(pid, proc_table()))
+
+    def start_store(self):
+        code = (
+            "import sys, time, datetime, torch.distributed as d\n"
+            "s = d.TCPStore(sys.argv[1], 0, is_master=True, wait_for_workers=False,"
+            " timeout=datetime.timedelta(seconds=300))\n"
+            "print(s.port, flush=True)\n"
+            "time.sleep(86400)\n"
+        )
+        log = open(os.path.join(self.out, "store.log"), "w")
+        self.store = subprocess.Popen(
+            [self.python, "-c", code, "127.0.0.250"],
+            stdout=subprocess.PIPE, stderr=log, start_new_session=True, text=True,
+        )
+        self.known[self.store.pid] = proc_table().get(self.store.pid, (0, 0))[1]
+        line = self.store.stdout.readline().strip()
+        if not line.isdigit():
+            raise RuntimeError(f"the dedicated store did not start (see {log.name})")
+        self.port = int(line)
+        self.record("store_started", pid=self.store.pid, port=self.port)
+
+    def endpoint_and_host(self, node):
+        if self.plan["store_node"] is None:
+            return f"127.0.0.250:{self.port}", 0
+        host = self.plan["store_node"]
+        return f"127.0.0.{host + 1}:{self.port}", int(node == host)
+
+    def start_agent(self, node):
+        p = self.plan
+        index = self.procs.get(node, 0)
+        self.procs[node] = index + 1
+        name = f"node-{node}"
+        worker_cfg = os.path.join(self.out, f"worker-{name}.json")
+        with open(worker_cfg, "w") as f:
+            json.dump({
+                "node": name,
+                "log": os.path.join(self.out, f"workers-{name}.jsonl"),
+                "control_dir": self.out,
+                "checkpoint": os.path.join(self.out, "checkpoint.json"),
+                "steps": p["steps"],
+                "step_time": p["step_time"],
+                "checkpoint_every": p["checkpoint_every"],
+                "collective_timeout": p["collective_timeout"],
+            }, f)
+        endpoint, is_host = self.endpoint_and_host(node)
+        conf = ",".join(f"{k}={p[k]}" for k in (
+            "join_timeout", "last_call_timeout", "close_timeout", "heartbeat_timeout",
+            "keep_alive_interval", "keep_alive_max_attempt")) + f",is_host={is_host}"
+        cmd = [
+            self.python, "-m", "torch.distributed.run",
+            "--nnodes", f"{p['min_nodes']}:{p['max_nodes']}",
+            "--nproc-per-node", str(p["nproc_per_node"]),
+            "--max-restarts", str(p["max_restarts"]),
+            "--monitor-interval", str(p["monitor_interval"]),
+            "--rdzv-backend", "c10d", "--rdzv-endpoint", endpoint, "--rdzv-id", "conform",
+            "--rdzv-conf", conf, "--local-addr", f"127.0.0.{node + 1}",
+            WORKER, worker_cfg,
+        ]
+        env = dict(os.environ)
+        env.update(
+            LOGLEVEL="INFO", PYTHONUNBUFFERED="1", OMP_NUM_THREADS="1",
+            TORCH_LOGS="torch.distributed.elastic.rendezvous.dynamic_rendezvous",
+            PATH=os.path.dirname(self.python) + os.pathsep + env.get("PATH", ""),
+        )
+        if not p["share_store"]:
+            env["TORCH_DISABLE_SHARE_RDZV_TCP_STORE"] = "1"
+        log_name = f"agent-{name}-{index}.log"
+        log = open(os.path.join(self.out, log_name), "w")
+        proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env,
+                                start_new_session=True)
+        log.close()
+        self.agents[node] = (index, proc)
+        self.remember(proc.pid)
+        self.record("agent_started", node=name, proc=index, pid=proc.pid, log=log_name)
+
+    def signal_tree(self, node, sig, whole=True):
+        index, proc = self.agents[node]
+        pids = descendants(proc.pid, proc_table()) if whole else {proc.pid: None}
+        self.known.update({k: v for k, v in pids.items() if v is not None})
+        for pid in pids:
+            try:
+                os.kill(pid, sig)
+            except ProcessLookupError:
+                pass
+        return pids
+
+    def apply(self, fault):
+        kind, node = fault["kind"], fault.get("node")
+        alive = node in self.agents and self.agents[node][1].poll() is None
+        self.record("fault", kind=kind, node=None if node is None else f"node-{node}",
+                    applied=alive or kind in ("start", "restart", "store_crash"))
+        if kind == "kill" and alive:
+            self.signal_tree(node, signal.SIGKILL)
+            self.record("agent_killed", node=f"node-{node}", proc=self.agents[node][0])
+        elif kind == "stop" and alive:
+            self.signal_tree(node, signal.SIGCONT, whole=False)
+            self.signal_tree(node, signal.SIGTERM, whole=False)
+        elif kind == "pause" and alive:
+            self.paused[node] = self.signal_tree(node, signal.SIGSTOP)
+        elif kind == "resume" and alive:
+            for pid in self.paused.pop(node, {}):
+                try:
+                    os.kill(pid, signal.SIGCONT)
+                except ProcessLookupError:
+                    pass
+        elif kind in ("restart", "start"):
+            if alive:  # a reboot of a live node: it dies first
+                self.signal_tree(node, signal.SIGKILL)
+                self.record("agent_killed", node=f"node-{node}", proc=self.agents[node][0])
+                self.agents[node][1].wait(timeout=10)
+            self.start_agent(node)
+        elif kind == "worker_crash":
+            path = os.path.join(self.out, f"crash-node-{node}-{fault['local_rank']}")
+            with open(path + ".tmp", "w") as f:
+                f.write(str(fault["exit_code"]))
+            os.replace(path + ".tmp", path)
+        elif kind == "store_crash" and self.store is not None:
+            self.store.kill()
+            self.record("store_crashed", pid=self.store.pid)
+
+    def reap(self):
+        for node, (index, proc) in self.agents.items():
+            if proc.poll() is not None and not getattr(proc, "_reported", False):
+                proc._reported = True
+                self.record("agent_exited", node=f"node-{node}", proc=index,
+                            returncode=proc.returncode)
+
+    def main_loop(self):
+        p = self.plan
+        self.t0 = time.time()
+        self.record("run", plan=p, t0=self.t0)
+        if p["store_node"] is None:
+            self.start_store()
+        else:
+            self.port = free_port()
+        for node in range(p["nodes"]):
+            self.start_agent(node)
+        pending = list(p["faults"])
+        tick = 0
+        while True:
+            now = time.time() - self.t0
+            while pending and pending[0]["at"] <= now:
+                self.apply(pending.pop(0))
+            self.reap()
+            tick += 1
+            if tick % 5 == 0:  # a /proc scan every quarter second is enough to track workers
+                table = proc_table()
+                for index, proc in self.agents.values():
+                    if proc.poll() is None:
+                        self.known.update(descendants(proc.pid, table))
+            starts_left = any(f["kind"] in ("start", "restart") for f in pending)
+            if not starts_left and all(proc.poll() is not None for _, proc in self.agents.values()):
+                self.record("end", reason="every agent exited", at=now)
+                return
+            if now >= p["time_limit"]:
+                self.record("end", reason="time limit", at=now)
+                return
+            time.sleep(0.05)
+
+    def cleanup(self):
+        """Kills every process this run started that still lives, checked by start time."""
+        table = proc_table()
+        for node, (index, proc) in self.agents.items():
+            if proc.poll() is None:
+                self.known.update(descendants(proc.pid, table))
+        for pid, started in sorted(self.known.items()):
+            if pid in table and table[pid][1] == started and pid != os.getpid():
+                for sig in (signal.SIGCONT, signal.SIGKILL):
+                    try:
+                        os.kill(pid, sig)
+                    except ProcessLookupError:
+                        break
+        for index, proc in self.agents.values():
+            try:
+                proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                pass
+        if self.store is not None:
+            self.store.kill()
+            self.store.wait(timeout=10)
+        self.reap()
+        self.events.close()
+
+
+def interrupted(signum, frame):
+    raise KeyboardInterrupt(f"signal {signum}")
+
+
+def cmd_run(args):
+    try:
+        plan = load_plan(args.scenario)
+    except Refused as e:
+        print(f"error: {args.scenario}: {e}", file=sys.stderr)
+        return 2
+    python = args.python or sys.executable
+    os.makedirs(args.out, exist_ok=True)
+    if os.listdir(args.out):
+        print(f"error: {args.out} is not empty", file=sys.stderr)
+        return 2
+    signal.signal(signal.SIGTERM, interrupted)
+    signal.signal(signal.SIGINT, interrupted)
+    run = Run(plan, args.out, python)
+    try:
+        run.main_loop()
+    except KeyboardInterrupt:
+        run.record("end", reason="interrupted", at=time.time() - (run.t0 or time.time()))
+        run.cleanup()
+        return 130
+    finally:
+        if not run.events.closed:
+            run.cleanup()
+    sig = signature.parse_dir(args.out)
+    text = json.dumps(sig, sort_keys=True)
+    with open(os.path.join(args.out, "signature.json"), "w") as f:
+        f.write(text + "\n")
+    print(text)
+    return 0
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    sub = p.add_subparsers(dest="command", required=True)
+    r = sub.add_parser("run", help="run a scenario on real torchrun")
+    r.add_argument("scenario")
+    r.add_argument("--out", required=True, help="an empty directory for the logs")
+    r.add_argument("--python", help="the interpreter with torch (default: this one)")
+    c = sub.add_parser("check", help="exit 2 if the scenario cannot run on real torch")
+    c.add_argument("scenario")
+    s = sub.add_parser("parse", help="print the signature of a saved run directory")
+    s.add_argument("dir")
+    args = p.parse_args(argv)
+    if args.command == "run":
+        return cmd_run(args)
+    if args.command == "check":
+        try:
+            load_plan(args.scenario)
+        except Refused as e:
+            print(f"error: {args.scenario}: {e}", file=sys.stderr)
+            return 2
+        return 0
+    print(json.dumps(signature.parse_dir(args.dir), sort_keys=True))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,145 @@
+//! The run signature both sides of a conformance check produce: rounds, per-node outcomes,
+//! whether the job finished.
+//!
+//! It is deliberately coarse. Round numbers and times depend on how fast processes start
+//! (real torch spends seconds importing itself; simulated agents start at once), so a round
+//! is only its world size and its member nodes, in the order rounds completed. Per node it
+//! keeps the final state, the exit code of its last agent process and the restarts it
+//! counted. The real side comes from `conformance/signature.py`; the simulated side from a
+//! report, here.
+
+use crate::report::Report;
+use serde::{Deserialize, Serialize};
+use std::collections::{BTreeMap, BTreeSet};
+
+/// One completed rendezvous round.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct RoundSig {
+    pub world_size: u32,
+    /// The member nodes, by node index (not rank order), each once.
+    pub members: Vec<String>,
+}
+
+/// What one node ended as.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct NodeSig {
+    /// `SUCCEEDED`, `FAILED`, `STOPPED`, `KILLED` or `RUNNING`.
+    pub final_state: String,
+    /// The last agent process's exit code: negative for a signal, absent while running.
+    pub exit_code: Option<i32>,
+    /// Restarts counted after failures, over all the node's agent processes.
+    pub restarts: u32,
+}
+
+/// A run's signature.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct Signature {
+    pub rounds: Vec<RoundSig>,
+    pub nodes: BTreeMap<String, NodeSig>,
+    pub finished: bool,
+}
+
+/// torchrun's exit code for SIGTERM: `SignalException` escapes `main`, and Python exits 1
+/// (measured on torch 2.15.0).
+pub const EXIT_SIGTERM: i32 = 1;
+/// torchrun's exit code after a redundant node's graceful exit: `SimpleElasticAgent.run`
+/// returns no result and `launch_agent`'s `result.is_failed()` raises (measured on torch
+/// 2.15.0).
+pub const EXIT_GRACEFUL: i32 = 1;
+/// A SIGKILLed process, as Python's `subprocess` reports it.
+pub const EXIT_KILLED: i32 = -9;
+
+/// The exit code torchrun's process gives for an agent that ended in `final_state` with
+/// `exit_reason` (the simulator's report does not carry exit codes).
+pub fn exit_code_of(final_state: &str, exit_reason: &str) -> Option<i32> {
+    match final_state {
+        "SUCCEEDED" => Some(0),
+        "FAILED" => Some(1),
+        "KILLED" => Some(EXIT_KILLED),
+        "STOPPED" if exit_reason.starts_with("graceful exit") => Some(EXIT_GRACEFUL),
+        "STOPPED" => Some(EXIT_SIGTERM),
+        _ => None,
+    }
+}
+
+/// Sorts `node-N` by N, anything else after them by name.
+pub fn node_order(node: &str) -> (u64, String) {
+    let index = node
+        .strip_prefix("node-")
+        .and_then(|n| n.parse::<u64>().ok());
+    (index.unwrap_or(u64::MAX), node.to_owned())
+}
+
+/// The signature of a simulated run, read from its public report.
+pub fn from_report(report: &Report, steps: u64) -> Signature {
+    let mut rounds: Vec<_> = report.rounds.iter().collect();
+    rounds.sort_by_key(|r| (r.completed_at_us, r.round));
+    let rounds = rounds
+        .into_iter()
+        .map(|r| {
+            let members: BTreeSet<(u64, String)> =
+                r.participants.iter().map(|p| node_order(p)).collect();
+            RoundSig {
+                world_size: r.world_size,
+                members: members.into_iter().map(|(_, name)| name).collect(),
+            }
+        })
+        .collect();
+    let nodes = report
+        .agents
+        .iter()
+        .map(|a| {
+            let sig = NodeSig {
+                final_state: a.final_state.clone(),
+                exit_code: exit_code_of(&a.final_state, &a.exit_reason),
+                restarts: a.restarts,
+            };
+            (a.node.clone(), sig)
+        })
+        .collect();
+    Signature {
+        rounds,
+        nodes,
+        finished: report.outcome == "succeeded" || report.job.steps_done >= steps,
+    }
+}
+
+impl Signature {
+    /// One line for people: `rounds 3{0,1,2} > 2{0,1} | node-0 SUCCEEDED(0) r1, … | finished`.
+    pub fn compact(&self) -> String {
+        let rounds: Vec<String> = self.rounds.iter().map(round_compact).collect();
+        let mut nodes: Vec<(&String, &NodeSig)> = self.nodes.iter().collect();
+        nodes.sort_by_key(|(name, _)| node_order(name));
+        let nodes: Vec<String> = nodes
+            .into_iter()
+            .map(|(name, n)| format!("{name} {}", node_compact(n)))
+            .collect();
+        let rounds = if rounds.is_empty() {
+            "no round".to_owned()
+        } else {
+            format!("rounds {}", rounds.join(" > "))
+        };
+        let finished = if self.finished {
+            "finished"
+        } else {
+            "not finished"
+        };
+        format!("{rounds} | {} | {finished}", nodes.join(", "))
+    }
+}
+
+/// `3{0,1,2}`: the world size and the member node indices.
+pub fn round_compact(r: &RoundSig) -> String {
+    let members: Vec<&str> = r
+        .members
+        .iter()
+        .map(|m| m.strip_prefix("node-").unwrap_or(m))
+        .collect();
+    format!("{}{{{}}}", r.world_size, members.join(","))
+}
+
+/// `SUCCEEDED(0) r1`: final state, exit code (`-` while running) and counted restarts.
+pub fn node_compact(n: &NodeSig) -> String {
+    let code = n.exit_code.map_or("-".to_owned(), |c| c.to_string());
+    format!("{}({code}) r{}", n.final_state, n.restarts)
+}
