@@ -362,7 +362,7 @@ class Run:
     def main_loop(self):
         p = self.plan
         self.t0 = time.time()
-        self.record("run", plan=p, t0=self.t0)
+        self.record("run", plan=p, t0=self.t0, utc_offset=time.localtime(self.t0).tm_gmtoff)
         if p["store_node"] is None:
             self.start_store()
         else:

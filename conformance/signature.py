@@ -17,6 +17,7 @@ one output file per agent process (`agent-node-N-K.log`) and the workers' JSON l
 Standard library only, so the tests run it with any Python 3.
 """
 
+import calendar
 import json
 import os
 import re
@@ -44,12 +45,13 @@ def node_key(name):
     return int(name.split("-", 1)[1])
 
 
-def glog_time(match, t0):
-    """A glog line's local time as epoch seconds, taking the year from the run's start."""
+def glog_time(match, t0, utc_offset):
+    """A glog line's local time as epoch seconds, taking the year from the run's start and
+    the run machine's UTC offset from the driver (not this machine's time zone)."""
     month, day, hour, minute, sec, frac = (match.group(i) for i in range(1, 7))
-    year = time.localtime(t0).tm_year
-    base = time.mktime((year, int(month), int(day), int(hour), int(minute), int(sec), 0, 0, -1))
-    return base + float("0." + frac)
+    year = time.gmtime(t0 + utc_offset).tm_year
+    local = (year, int(month), int(day), int(hour), int(minute), int(sec), 0, 0, 0)
+    return calendar.timegm(local) - utc_offset + float("0." + frac)
 
 
 def read_events(run_dir):
@@ -57,7 +59,7 @@ def read_events(run_dir):
         return [json.loads(line) for line in f if line.strip()]
 
 
-def parse_agent_log(path, t0):
+def parse_agent_log(path, t0, utc_offset):
     """The joins, counted restarts and exit kind one agent process logged."""
     joins, restarts, stopped, graceful = [], 0, False, False
     try:
@@ -73,7 +75,7 @@ def parse_agent_log(path, t0):
         j = JOINED.search(message)
         if j:
             joins.append({
-                "t": glog_time(m, t0),
+                "t": glog_time(m, t0, utc_offset),
                 "node": node_of_addr(j.group(1)),
                 "round": int(j.group(4)),
                 "rank": int(j.group(5)),
@@ -144,6 +146,7 @@ def parse_dir(run_dir):
     events = read_events(run_dir)
     run = next(e for e in events if e["event"] == "run")
     plan, t0 = run["plan"], run["t0"]
+    utc_offset = run.get("utc_offset", 0)
     end = next((e for e in events if e["event"] == "end"), None)
     end_t = end["t"] if end is not None and end["reason"] != "every agent exited" else None
     procs = {}  # (node, proc) -> what the driver saw of it
@@ -157,7 +160,7 @@ def parse_dir(run_dir):
     joins, nodes = [], {}
     for (node, index) in sorted(procs, key=lambda k: (node_key(k[0]), k[1])):
         info = procs[(node, index)]
-        log = parse_agent_log(os.path.join(run_dir, info["log"]), t0)
+        log = parse_agent_log(os.path.join(run_dir, info["log"]), t0, utc_offset)
         joins.extend(log["joins"])
         entry = nodes.setdefault(node, {"restarts": 0})
         entry["restarts"] += log["restarts"]
