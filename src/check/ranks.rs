@@ -172,6 +172,7 @@ mod tests {
 
     fn assigned(group_rank: u32, base: u64, world: u64, role_base: u64) -> EventKind {
         EventKind::RanksAssigned {
+            store_incarnation: 1,
             pid: 100 + group_rank,
             round: 0,
             group_rank,

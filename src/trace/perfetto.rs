@@ -545,6 +545,8 @@ mod tests {
                     10,
                     n,
                     EventKind::WorkersStarted {
+                        store_incarnation: 1,
+                        master: "node-0:32768".into(),
                         pid: 7,
                         round: 0,
                         group_rank: 0,
