@@ -84,7 +84,7 @@ fn set_get_add_and_multi_ops_over_the_network() {
         programs(move |env| {
             let log = l.clone();
             async move {
-                let mut c = client(&env, READ_TIMEOUT_US).await;
+                let c = client(&env, READ_TIMEOUT_US).await;
                 c.set("a", b"1".to_vec()).await.unwrap();
                 note(&log, &env, format!("get a = {:?}", c.get("a").await));
                 c.set("a", b"2".to_vec()).await.unwrap();
@@ -185,7 +185,7 @@ fn compare_set_follows_tcpstore_over_the_network() {
         programs(move |env| {
             let log = l.clone();
             async move {
-                let mut c = client(&env, READ_TIMEOUT_US).await;
+                let c = client(&env, READ_TIMEOUT_US).await;
                 // Absent key, non-empty expected: answers `expected`, sets nothing.
                 note(
                     &log,
@@ -252,7 +252,7 @@ fn blocking_get_wait_and_multi_get_return_after_another_nodes_set() {
         programs(move |env| {
             let log = l.clone();
             async move {
-                let mut c = client(&env, READ_TIMEOUT_US).await;
+                let c = client(&env, READ_TIMEOUT_US).await;
                 if env.index == 0 {
                     sleep_us(5 * SEC).await;
                     note(&log, &env, "set late".into());
@@ -270,7 +270,7 @@ fn blocking_get_wait_and_multi_get_return_after_another_nodes_set() {
                         format!("wait = {:?}", c.wait(&keys(&["w1", "w2"])).await),
                     );
                     // Both keys exist by now; a second client on the same node works alongside.
-                    let mut other = client(&env, READ_TIMEOUT_US).await;
+                    let other = client(&env, READ_TIMEOUT_US).await;
                     note(
                         &log,
                         &env,
@@ -311,7 +311,7 @@ fn get_of_a_key_that_never_comes_times_out_with_a_connection_error() {
         programs(move |env| {
             let log = l.clone();
             async move {
-                let mut c = client(&env, 2 * SEC).await;
+                let c = client(&env, 2 * SEC).await;
                 c.set("other", b"x".to_vec()).await.unwrap();
                 let start = elapsed_us();
                 let r = c.get("never").await;
@@ -366,7 +366,7 @@ fn partition_longer_than_the_read_timeout_is_a_connection_error() {
                     sleep_us(200 * SEC).await;
                     return done();
                 }
-                let mut c = client(&env, READ_TIMEOUT_US).await;
+                let c = client(&env, READ_TIMEOUT_US).await;
                 note(
                     &log,
                     &env,
@@ -421,7 +421,7 @@ fn a_dead_store_process_on_a_live_host_refuses_at_once() {
                     sleep_us(30 * SEC).await;
                     return done();
                 }
-                let mut c = client(&env, READ_TIMEOUT_US).await;
+                let c = client(&env, READ_TIMEOUT_US).await;
                 note(
                     &log,
                     &env,
@@ -489,11 +489,11 @@ fn a_dead_store_with_a_blocked_request_pending_still_refuses() {
                     0 => sleep_us(200 * SEC).await,
                     1 => {
                         // Blocks in the server until the store dies.
-                        let mut c = client(&env, 150 * SEC).await;
+                        let c = client(&env, 150 * SEC).await;
                         note(&log, &env, format!("blocked = {:?}", c.get("never").await));
                     }
                     _ => {
-                        let mut c = client(&env, READ_TIMEOUT_US).await;
+                        let c = client(&env, READ_TIMEOUT_US).await;
                         note(
                             &log,
                             &env,
@@ -534,7 +534,7 @@ fn with_thirty_percent_loss_every_call_takes_effect_exactly_once() {
         programs(move |env| {
             let log = l.clone();
             async move {
-                let mut c = client(&env, READ_TIMEOUT_US).await;
+                let c = client(&env, READ_TIMEOUT_US).await;
                 let mut seen = Vec::new();
                 for _ in 0..50 {
                     seen.push(

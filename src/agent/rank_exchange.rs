@@ -33,7 +33,7 @@ pub struct AssignedRanks {
 /// Runs the exchange for this agent in the round `info`; `prefix` is the round's store
 /// prefix (`torch.rendezvous.<run_id>.<round>/`).
 pub async fn exchange_ranks(
-    store: &mut StoreClient,
+    store: &StoreClient,
     prefix: &str,
     info: &RendezvousInfo,
     local_world_size: u64,
@@ -60,7 +60,7 @@ pub async fn exchange_ranks(
 
 /// Group rank 0's part: read every role info, compute, write every assignment at once.
 async fn publish_assignments(
-    store: &mut StoreClient,
+    store: &StoreClient,
     prefix: &str,
     group_world_size: u32,
 ) -> Result<(), StoreError> {
@@ -105,7 +105,7 @@ const RESTART_COUNT_PREFIX: &str = "torchelastic/restart_count/";
 /// Called before [`exchange_ranks`], so once rank 0 has read every role info, every count
 /// is in the store too.
 pub async fn publish_restart_count(
-    store: &mut StoreClient,
+    store: &StoreClient,
     prefix: &str,
     info: &RendezvousInfo,
     restart_count: u32,
@@ -119,7 +119,7 @@ pub async fn publish_restart_count(
 /// `shared-restart-count`, second half: the highest restart count of the round's agents
 /// (blocks until every agent of the round has published its own).
 pub async fn group_restart_count_max(
-    store: &mut StoreClient,
+    store: &StoreClient,
     prefix: &str,
     info: &RendezvousInfo,
 ) -> Result<u32, StoreError> {

@@ -10,6 +10,7 @@ use super::policy::{
 use super::rank_exchange::{
     exchange_ranks, group_restart_count_max, publish_restart_count, AssignedRanks, DEFAULT_ROLE,
 };
+use crate::job::bootstrap::WorkerBootstrap;
 use crate::job::{self, GroupPlan, WorkerStatus};
 use crate::rendezvous::handler::{RendezvousError, RendezvousHandler, RendezvousInfo};
 use crate::rendezvous::settings::RendezvousSettings;
@@ -59,11 +60,8 @@ pub async fn agent_process(env: NodeEnv) -> AgentExit {
 /// Like [`agent_process`], with the named mutants switched on in the rendezvous settings.
 pub async fn agent_process_with(env: NodeEnv, mutants: Arc<BTreeSet<String>>) -> AgentExit {
     let settings = settings_with_mutants(&env, &mutants);
-    let handler = match RendezvousHandler::create(env.clone(), settings).await {
-        Ok(h) => h,
-        Err(e) => return rendezvous_error_exit(&env, e),
-    };
-    let mut store = match StoreClient::connect(env.store_addr(), READ_TIMEOUT_US).await {
+    // `create_backend` makes the one TCPStore client the whole agent process uses.
+    let store = match StoreClient::connect(env.store_addr(), READ_TIMEOUT_US).await {
         Ok(store) => store,
         Err(e) => {
             return AgentExit {
@@ -72,14 +70,21 @@ pub async fn agent_process_with(env: NodeEnv, mutants: Arc<BTreeSet<String>>) ->
             }
         }
     };
-    let run = Box::pin(invoke_run(&env, &handler, &mut store));
+    let handler = match RendezvousHandler::create(env.clone(), settings, store.clone()).await {
+        Ok(h) => h,
+        Err(e) => return rendezvous_error_exit(&env, e),
+    };
+    let run = Box::pin(invoke_run(&env, &handler, &store));
     let stop = Box::pin(env.stop_signal());
     let finished = select(run, stop).await;
     let exit = match finished {
         // torchrun's SignalException path: workers stop, the rendezvous stays open so the
         // rest of the job can go on without this node.
-        Either::Right(((), _run)) => {
-            handler.stop_heartbeats();
+        Either::Right(((), run)) => {
+            // The run future owns the workers: dropping it is SIGTERM reaching them.
+            drop(run);
+            stop_workers_wait().await;
+            handler.stop_heartbeats().await;
             AgentExit {
                 state: "STOPPED".into(),
                 reason: "SIGTERM: the agent shut down its workers".into(),
@@ -95,7 +100,7 @@ pub async fn agent_process_with(env: NodeEnv, mutants: Arc<BTreeSet<String>>) ->
             if closes_rendezvous_on_exit(&exit.state, &env.scenario().agent.fixes) {
                 handler.shutdown().await;
             } else {
-                handler.stop_heartbeats();
+                handler.stop_heartbeats().await;
             }
             exit
         }
@@ -103,9 +108,10 @@ pub async fn agent_process_with(env: NodeEnv, mutants: Arc<BTreeSet<String>>) ->
     exit
 }
 
-/// Records a rendezvous error and turns it into the agent's exit. `SimpleElasticAgent.run`
-/// logs a graceful exit and returns without a result: a redundant node leaves quietly once
-/// the rendezvous closes. Every other error fails the agent.
+/// Records a rendezvous error and turns it into the agent's exit. Every error fails the
+/// agent. A graceful exit too: `SimpleElasticAgent.run` logs it and returns no result, and
+/// `launch_agent` then fails on that missing result (`'NoneType' object has no attribute
+/// 'is_failed'`), so a redundant node's torchrun exits 1 once the rendezvous closes.
 fn rendezvous_error_exit(env: &NodeEnv, e: RendezvousError) -> AgentExit {
     env.record(EventKind::RendezvousFailed {
         pid: env.pid,
@@ -114,14 +120,26 @@ fn rendezvous_error_exit(env: &NodeEnv, e: RendezvousError) -> AgentExit {
     });
     match e {
         RendezvousError::GracefulExit(_) => AgentExit {
-            state: "STOPPED".into(),
-            reason: format!("graceful exit: {e}"),
+            state: "FAILED".into(),
+            reason: format!(
+                "graceful exit ({e}); launch_agent then fails on the missing run result"
+            ),
         },
         _ => AgentExit {
             state: "FAILED".into(),
             reason: e.to_string(),
         },
     }
+}
+
+/// How long the agent waits for its workers to exit after SIGTERM: they die at once (no
+/// handler is installed for it), and `Popen.wait`'s poll backs off to 50 ms between looks.
+/// Far below torch's `shutdown_timeout` (30 s), after which it would send SIGKILL.
+const WORKERS_EXIT_WAIT_US: u64 = 50_000;
+
+/// The agent's wait in `_shutdown` / `_stop_workers` for its workers to be gone.
+async fn stop_workers_wait() {
+    time::sleep_us(WORKERS_EXIT_WAIT_US).await;
 }
 
 /// A running worker group on this node.
@@ -132,9 +150,12 @@ struct Workers {
 }
 
 impl Workers {
-    fn stop(self, env: &NodeEnv, reason: &str) {
+    /// torch's `_stop_workers`: SIGTERM ends the workers at once (their peers' connections
+    /// reset), and the agent waits for them to exit.
+    async fn stop(self, env: &NodeEnv, reason: &str) {
         self.task.abort();
         env.leave_collectives();
+        stop_workers_wait().await;
         env.record(EventKind::WorkersStopped {
             pid: env.pid,
             reason: reason.into(),
@@ -166,7 +187,7 @@ impl GroupState {
 async fn invoke_run(
     env: &NodeEnv,
     handler: &RendezvousHandler,
-    store: &mut StoreClient,
+    store: &StoreClient,
 ) -> Result<AgentExit, RendezvousError> {
     let agent = &env.scenario().agent;
     let mut policy = RestartPolicy::new(agent.max_restarts, agent.fixes.iter().cloned().collect());
@@ -185,8 +206,8 @@ async fn invoke_run(
             WorkerStatus::Succeeded => {
                 group.enter(env, WorkerGroupState::Succeeded);
                 let info = workers.info.clone();
-                workers.stop(env, "succeeded");
-                exit_barrier(env, &info).await;
+                workers.stop(env, "succeeded").await;
+                exit_barrier(env, store, &info).await;
                 return Ok(AgentExit {
                     state: "SUCCEEDED".into(),
                     reason: "every worker finished".into(),
@@ -220,7 +241,7 @@ async fn invoke_run(
         match decision {
             Decision::Continue => {}
             Decision::GiveUp => {
-                workers.stop(env, "no restarts remain");
+                workers.stop(env, "no restarts remain").await;
                 group.enter(env, WorkerGroupState::Failed);
                 return Ok(AgentExit {
                     state: "FAILED".into(),
@@ -229,7 +250,7 @@ async fn invoke_run(
             }
             Decision::Restart { counted, reason } => {
                 record_restart(env, counted, policy.restart_count(), reason);
-                workers.stop(env, restart_stop_reason(reason));
+                workers.stop(env, restart_stop_reason(reason)).await;
                 group.enter(env, WorkerGroupState::Stopped);
                 workers =
                     initialize_workers(env, handler, store, &mut policy, &highest_step).await?;
@@ -324,7 +345,7 @@ fn monitor(env: &NodeEnv, workers: &Workers) -> WorkerStatus {
 async fn initialize_workers(
     env: &NodeEnv,
     handler: &RendezvousHandler,
-    store: &mut StoreClient,
+    store: &StoreClient,
     policy: &mut RestartPolicy,
     highest_step: &Arc<AtomicU64>,
 ) -> Result<Workers, RendezvousError> {
@@ -335,6 +356,7 @@ async fn initialize_workers(
         rank: info.rank,
         world_size: info.world_size,
         participants: info.participants.clone(),
+        store_incarnation: info.store_incarnation,
     });
     let prefix = format!("{}/", settings_of(env).round_store_prefix(info.round));
     let shared = policy.has_fix(FIX_SHARED_RESTART_COUNT);
@@ -349,6 +371,7 @@ async fn initialize_workers(
     env.record(EventKind::RanksAssigned {
         pid: env.pid,
         round: info.round,
+        store_incarnation: info.store_incarnation,
         group_rank: info.rank,
         role: DEFAULT_ROLE.into(),
         local_world_size,
@@ -381,6 +404,8 @@ fn start_workers(
         group_rank: info.rank,
         world_size: info.world_size,
         restart_count,
+        store_incarnation: info.store_incarnation,
+        master: info.master.to_string(),
     });
     let checkpoint = env.checkpoint();
     let start_step = checkpoint.step;
@@ -399,6 +424,12 @@ fn start_workers(
         .collect();
     let plan = GroupPlan {
         round: info.round,
+        store_incarnation: info.store_incarnation,
+        bootstrap: WorkerBootstrap {
+            master: info.master.to_string(),
+            master_addr: env.resolve(&info.master.addr, info.master.port),
+            hosts_store: !info.master.agent_hosted && info.rank == 0,
+        },
         group_rank: info.rank,
         members,
         start_step,
@@ -424,22 +455,29 @@ fn node_index(name: &str) -> u32 {
 }
 
 /// torch's `_exit_barrier`: every agent of the group waits (up to the barrier timeout) for the
-/// others to finish; errors are logged, never raised.
-async fn exit_barrier(env: &NodeEnv, info: &RendezvousInfo) {
+/// others to finish; errors are logged, never raised. It runs on the agent's shared client
+/// (the round's prefix store over it): while it waits for the last member, the client's
+/// lock is held, so this agent's keep-alives wait too and its heartbeat goes stale. The
+/// barrier timeout is set on the client (`store_timeout`) and, as `store_timeout` restores
+/// it without a `finally`, stays set when the barrier raises.
+async fn exit_barrier(env: &NodeEnv, store: &StoreClient, info: &RendezvousInfo) {
     let timeout_us = env.scenario().agent.exit_barrier_timeout_us;
-    let Ok(mut store) = StoreClient::connect(env.store_addr(), timeout_us).await else {
-        return;
-    };
     let prefix = format!(
-        "torch.rendezvous.{RUN_ID}.{}/torchelastic/agent/terminal_state",
-        info.round
+        "{}/torchelastic/agent/terminal_state",
+        settings_of(env).round_store_prefix(info.round)
     );
     let count_key = format!("{prefix}/num_members");
     let last_key = format!("{prefix}/last_member");
-    if let Ok(arrived) = store.add(&count_key, 1).await {
+    let old_timeout_us = store.timeout_us();
+    store.set_timeout_us(timeout_us);
+    let barrier = async {
+        let arrived = store.add(&count_key, 1).await?;
         if arrived == info.world_size as i64 {
-            let _ = store.set(&last_key, b"<val_ignored>".to_vec()).await;
+            store.set(&last_key, b"<val_ignored>".to_vec()).await?;
         }
-        let _ = store.get(&last_key).await;
+        store.wait(std::slice::from_ref(&last_key)).await
+    };
+    if barrier.await.is_ok() {
+        store.set_timeout_us(old_timeout_us);
     }
 }

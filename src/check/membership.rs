@@ -7,12 +7,30 @@
 use crate::trace::{Event, EventKind};
 use std::collections::BTreeMap;
 
+/// A round of one rendezvous: a restarted store starts a new rendezvous whose round numbers
+/// start again, so a round is its store incarnation and its number.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub(crate) struct RoundId {
+    pub store_incarnation: u64,
+    pub round: u64,
+}
+
+impl std::fmt::Display for RoundId {
+    /// The round number; the incarnation too when it is not the run's first store.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self.store_incarnation {
+            0 | 1 => write!(f, "{}", self.round),
+            k => write!(f, "{} of store incarnation {k}", self.round),
+        }
+    }
+}
+
 /// One process's membership of a completed round.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Member {
     pub pid: u32,
     pub node: String,
-    pub round: u64,
+    pub round: RoundId,
     /// The round's participants as this process saw them.
     pub participants: Vec<String>,
 }
@@ -31,13 +49,17 @@ impl Membership {
                 pid,
                 round,
                 participants,
+                store_incarnation,
                 ..
             } => {
                 let node = event.node.clone().unwrap_or_default();
                 let member = Member {
                     pid: *pid,
                     node,
-                    round: *round,
+                    round: RoundId {
+                        store_incarnation: *store_incarnation,
+                        round: *round,
+                    },
                     participants: participants.clone(),
                 };
                 self.by_pid.insert(*pid, member);

@@ -7,6 +7,7 @@
 //! subsystem has not been built yet (they say `not_applicable`).
 
 mod agent;
+mod bootstrap;
 mod job;
 mod membership;
 mod ranks;
@@ -125,11 +126,15 @@ pub fn check_all(scenario: &Scenario, trace: &Trace, end: &RunEnd) -> Vec<Invari
         reader::exactly_once(scenario, trace),
         reader::buffer_protocol(scenario, trace),
         reader::terminates(scenario, trace),
+        bootstrap::bootstrap(trace),
     ];
-    debug_assert!(results
-        .iter()
-        .map(|r| r.name.as_str())
-        .eq(NAMES.iter().copied()));
+    assert!(
+        results
+            .iter()
+            .map(|r| r.name.as_str())
+            .eq(NAMES.iter().copied()),
+        "check_all must list every contract invariant, in the contract's order"
+    );
     results
 }
 

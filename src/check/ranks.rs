@@ -1,6 +1,7 @@
 //! `agent.ranks`: the worker ranks agents learned through the store are unique, contiguous
 //! and what torch's assignment algorithm gives for the round's role infos.
 
+use super::membership::RoundId;
 use super::{InvariantResult, Violation};
 use crate::agent::ranks::{assign_worker_ranks, GroupRole};
 use crate::trace::{EventKind, Trace};
@@ -25,17 +26,25 @@ struct Assigned {
 /// from the reported role infos in group-rank order. Not applicable when no ranks were
 /// assigned.
 pub(super) fn ranks(trace: &Trace) -> InvariantResult {
-    let mut group_sizes: BTreeMap<u64, u32> = BTreeMap::new();
-    let mut rounds: BTreeMap<u64, BTreeMap<u32, Assigned>> = BTreeMap::new();
+    let mut group_sizes: BTreeMap<RoundId, u32> = BTreeMap::new();
+    let mut rounds: BTreeMap<RoundId, BTreeMap<u32, Assigned>> = BTreeMap::new();
     for event in &trace.events {
         match &event.kind {
             EventKind::RendezvousCompleted {
-                round, world_size, ..
+                round,
+                world_size,
+                store_incarnation,
+                ..
             } => {
-                group_sizes.insert(*round, *world_size);
+                let round = RoundId {
+                    store_incarnation: *store_incarnation,
+                    round: *round,
+                };
+                group_sizes.insert(round, *world_size);
             }
             EventKind::RanksAssigned {
                 round,
+                store_incarnation,
                 group_rank,
                 role,
                 local_world_size,
@@ -55,8 +64,12 @@ pub(super) fn ranks(trace: &Trace) -> InvariantResult {
                     base_role_rank: *base_role_rank,
                     role_world_size: *role_world_size,
                 };
+                let round = RoundId {
+                    store_incarnation: *store_incarnation,
+                    round: *round,
+                };
                 rounds
-                    .entry(*round)
+                    .entry(round)
                     .or_default()
                     .insert(*group_rank, assigned);
             }
@@ -78,7 +91,7 @@ pub(super) fn ranks(trace: &Trace) -> InvariantResult {
 
 /// Global-rank blocks lie inside the world and never overlap.
 fn check_blocks(
-    round: u64,
+    round: RoundId,
     by_group_rank: &BTreeMap<u32, Assigned>,
     violations: &mut Vec<Violation>,
 ) {
@@ -111,7 +124,7 @@ fn check_blocks(
 
 /// With every group rank reported: the figures are the algorithm's.
 fn check_algorithm(
-    round: u64,
+    round: RoundId,
     by_group_rank: &BTreeMap<u32, Assigned>,
     violations: &mut Vec<Violation>,
 ) {
@@ -159,6 +172,7 @@ mod tests {
 
     fn assigned(group_rank: u32, base: u64, world: u64, role_base: u64) -> EventKind {
         EventKind::RanksAssigned {
+            store_incarnation: 1,
             pid: 100 + group_rank,
             round: 0,
             group_rank,

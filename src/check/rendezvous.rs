@@ -7,7 +7,7 @@ mod liveness;
 
 pub(super) use liveness::liveness;
 
-use super::membership::Membership;
+use super::membership::{Membership, RoundId};
 use super::{InvariantResult, Violation};
 use crate::scenario::model::Scenario;
 use crate::trace::{Event, EventKind, Trace};
@@ -17,7 +17,7 @@ use std::collections::{BTreeMap, BTreeSet};
 struct Completion<'a> {
     event: &'a Event,
     pid: u32,
-    round: u64,
+    round: RoundId,
     rank: u32,
     world_size: u32,
     participants: &'a [String],
@@ -32,10 +32,14 @@ fn completions(trace: &Trace) -> impl Iterator<Item = Completion<'_>> {
             rank,
             world_size,
             participants,
+            store_incarnation,
         } => Some(Completion {
             event,
             pid: *pid,
-            round: *round,
+            round: RoundId {
+                store_incarnation: *store_incarnation,
+                round: *round,
+            },
             rank: *rank,
             world_size: *world_size,
             participants,
@@ -51,8 +55,8 @@ fn completions(trace: &Trace) -> impl Iterator<Item = Completion<'_>> {
 /// completing in the shared state and its own `next_rendezvous()` returning.
 pub(super) fn agreement(trace: &Trace) -> InvariantResult {
     let mut violations = Vec::new();
-    let mut reference: BTreeMap<u64, (&[String], u32)> = BTreeMap::new();
-    let mut rank_owner: BTreeMap<(u64, u32), u32> = BTreeMap::new();
+    let mut reference: BTreeMap<RoundId, (&[String], u32)> = BTreeMap::new();
+    let mut rank_owner: BTreeMap<(RoundId, u32), u32> = BTreeMap::new();
     let mut any = false;
     for c in completions(trace) {
         any = true;
@@ -120,16 +124,21 @@ pub(super) fn agreement(trace: &Trace) -> InvariantResult {
 /// membership, so this can only come from state that outlived its owner.
 pub(super) fn exclusive(trace: &Trace) -> InvariantResult {
     let mut violations = Vec::new();
-    let mut groups: BTreeMap<u64, BTreeSet<&String>> = BTreeMap::new();
+    let mut groups: BTreeMap<RoundId, BTreeSet<&String>> = BTreeMap::new();
     let mut membership = Membership::default();
     let mut any = false;
     for event in &trace.events {
         if let EventKind::RendezvousCompleted {
             round,
             participants,
+            store_incarnation,
             ..
         } = &event.kind
         {
+            let round = &RoundId {
+                store_incarnation: *store_incarnation,
+                round: *round,
+            };
             any = true;
             let node = event.node.as_deref();
             let set: BTreeSet<&String> = participants.iter().collect();

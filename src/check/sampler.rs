@@ -81,6 +81,7 @@ mod tests {
 
     fn covered(first_batch: u64, samples: u64, distinct: u64, min: u64, max: u64) -> EventKind {
         EventKind::EpochCovered {
+            store_incarnation: 1,
             round: 0,
             epoch: 0,
             world_size: 4,

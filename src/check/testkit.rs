@@ -89,6 +89,7 @@ pub fn joining(pid: u32) -> EventKind {
 pub fn completed(pid: u32, round: u64, rank: u32, nodes: &[u32]) -> EventKind {
     let participants: Vec<String> = nodes.iter().map(|&n| node_name(n)).collect();
     EventKind::RendezvousCompleted {
+        store_incarnation: 1,
         pid,
         round,
         rank,
@@ -118,6 +119,8 @@ pub fn fault(kind: &str) -> EventKind {
 
 pub fn workers_started(pid: u32, round: u64, group_rank: u32, world_size: u32) -> EventKind {
     EventKind::WorkersStarted {
+        store_incarnation: 1,
+        master: "node-0:32768".into(),
         pid,
         round,
         group_rank,

@@ -178,6 +178,7 @@ mod tests {
             model_size_bytes: 1,
             checkpoint_every: 1,
             collective_timeout_us: 1,
+            backend: Default::default(),
             dataset: Dataset {
                 len,
                 complexity: Complexity::Uniform { min: 1, max: 100 },

@@ -11,6 +11,7 @@
 //! the checkpoint's epoch over, because `DistributedSampler` cannot re-deal a half-consumed
 //! epoch over a different number of ranks (torch's elastic ImageNet example does the same).
 
+pub mod bootstrap;
 pub mod collective;
 pub mod data;
 pub mod ledger;
@@ -18,6 +19,7 @@ pub mod reader_feed;
 
 use crate::trace::EventKind;
 use crate::world::gpu::{compute_time_us, gpu_of_local_rank};
+use crate::world::env::CollectiveError;
 use crate::world::{rng, time, Checkpoint, NodeEnv};
 use data::{EpochPlan, PlanKey, MUTANT_SAMPLER_OFF_BY_ONE};
 use ledger::SampleLedger;
@@ -49,6 +51,10 @@ pub enum WorkerStatus {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct GroupPlan {
     pub round: u64,
+    /// The rendezvous store incarnation the round belongs to.
+    pub store_incarnation: u64,
+    /// Where the workers' process group bootstraps.
+    pub bootstrap: bootstrap::WorkerBootstrap,
     pub group_rank: u32,
     /// Node indices of the group, by group rank.
     pub members: Vec<u32>,
@@ -60,6 +66,13 @@ pub struct GroupPlan {
     pub base_global_rank: u64,
     pub world_size: u64,
     pub local_world_size: u32,
+}
+
+impl GroupPlan {
+    /// The group's identity across the run: one round of one rendezvous store incarnation.
+    pub fn group_key(&self) -> u64 {
+        (self.store_incarnation << 40) | self.round
+    }
 }
 
 /// Caches shared by every process of a run: epoch plans and the dataset's complexities.
@@ -118,7 +131,11 @@ pub async fn train(
     status: Arc<Mutex<WorkerStatus>>,
     reached: Arc<AtomicU64>,
 ) {
-    let result = train_steps(&env, &plan, &reached).await;
+    let result = match bootstrap::init_process_group(&env, &plan).await {
+        // A store these workers host lives as long as they do.
+        Ok(_server) => train_steps(&env, &plan, &reached).await,
+        Err(failed) => Err(failed),
+    };
     *status.lock().expect("status lock") = match result {
         Ok(()) => WorkerStatus::Succeeded,
         Err(failed) => failed,
@@ -244,11 +261,12 @@ fn start_epoch(
     env.shared::<Mutex<SampleLedger>>("job/ledger")
         .lock()
         .expect("ledger")
-        .begin(plan.round, key.epoch, plan.world_size, at.batch, len);
+        .begin(plan.group_key(), key.epoch, plan.world_size, at.batch, len);
     if plan.group_rank == 0 {
         env.record(EventKind::EpochStarted {
             pid: env.pid,
             round: plan.round,
+            store_incarnation: plan.store_incarnation,
             epoch: key.epoch,
             world_size: plan.world_size,
             first_batch: at.batch,
@@ -301,18 +319,25 @@ fn compute_batches(
 async fn all_reduce(env: &NodeEnv, plan: &GroupPlan, step: u64) -> Result<(), WorkerStatus> {
     let scenario = env.scenario();
     let timeout_us = scenario.job.collective_timeout_us;
-    if env
-        .all_reduce(plan.round, step, &plan.members, timeout_us)
+    match env
+        .all_reduce(plan.group_key(), step, &plan.members, timeout_us)
         .await
-        .is_err()
     {
-        return Err(WorkerStatus::Failed {
-            local_rank: 0,
-            exit_code: COLLECTIVE_TIMEOUT_EXIT_CODE,
-            reason: format!(
-                "NCCL watchdog: the all-reduce of step {step} timed out after {timeout_us} us"
-            ),
-        });
+        Ok(()) => {}
+        Err(CollectiveError::Timeout) => {
+            return Err(WorkerStatus::Failed {
+                local_rank: 0,
+                exit_code: COLLECTIVE_TIMEOUT_EXIT_CODE,
+                reason: format!(
+                    "NCCL watchdog: the all-reduce of step {step} timed out after {timeout_us} us"
+                ),
+            })
+        }
+        Err(CollectiveError::PeerReset) => {
+            return Err(script_error(format!(
+                "gloo: the all-reduce of step {step} lost a peer (connection reset)"
+            )))
+        }
     }
     let cost_us = collective::ring_all_reduce_us(
         scenario.job.model_size_bytes,
@@ -336,7 +361,7 @@ fn consume(
     ledger
         .lock()
         .expect("ledger")
-        .consume_step(plan.round, epoch, plan.base_global_rank, batches)
+        .consume_step(plan.group_key(), epoch, plan.base_global_rank, batches)
 }
 
 /// This node finished `epoch`; the last node of the group records what the group covered.
@@ -345,10 +370,11 @@ fn finish_epoch(env: &NodeEnv, plan: &GroupPlan, ledger: &Mutex<SampleLedger>, e
         ledger
             .lock()
             .expect("ledger")
-            .node_done(plan.round, epoch, env.index, plan.members.len());
+            .node_done(plan.group_key(), epoch, env.index, plan.members.len());
     if let Some(c) = done {
         env.record(EventKind::EpochCovered {
-            round: c.round,
+            round: plan.round,
+            store_incarnation: plan.store_incarnation,
             epoch: c.epoch,
             world_size: c.world_size,
             first_batch: c.first_batch,

@@ -8,10 +8,13 @@
 use super::apply::apply;
 use super::ops::{decide, Action, OpContext, OpKind};
 use super::sanitize::{drop_nodes, sanitize, HeartbeatReceipts};
-use super::settings::{RendezvousSettings, FIX_DEAD_PARTICIPANT_REJOIN, FIX_MONOTONIC_HEARTBEATS};
+use super::settings::{
+    RendezvousSettings, FIX_DEAD_PARTICIPANT_REJOIN, FIX_MONOTONIC_HEARTBEATS,
+    FIX_REFRESH_MASTER_ADDR,
+};
 use super::shared::{self, SharedState};
 use super::state::{NodeDesc, RendezvousState};
-use crate::store::service::{StoreClient, StoreError, READ_TIMEOUT_US};
+use crate::store::service::{StoreClient, StoreError};
 use crate::store::Value;
 use crate::trace::EventKind;
 use crate::world::{spawn, time, NodeEnv};
@@ -71,6 +74,50 @@ pub struct RendezvousInfo {
     pub world_size: u32,
     /// Node addresses (`node-N`), index = rank.
     pub participants: Vec<String>,
+    /// The rendezvous store's incarnation the round was agreed in: a restarted store starts
+    /// a new rendezvous, whose round numbers start again.
+    pub store_incarnation: u64,
+    /// The bootstrap address (`MASTER_ADDR`/`MASTER_PORT`) the workers are given.
+    pub master: MasterAddr,
+}
+
+/// torch's `RendezvousStoreInfo`: where the workers' process group meets.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MasterAddr {
+    /// A node address (`node-N`).
+    pub addr: String,
+    pub port: u16,
+    /// Whether the agent at this address hosts the workers' store (TCPStore sharing);
+    /// otherwise the workers' rank 0 hosts it.
+    pub agent_hosted: bool,
+}
+
+impl std::fmt::Display for MasterAddr {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}:{}", self.addr, self.port)
+    }
+}
+
+/// The store keys rank 0 publishes its bootstrap address under, in the round's prefix.
+const MASTER_ADDR_KEY: &str = "MASTER_ADDR";
+const MASTER_PORT_KEY: &str = "MASTER_PORT";
+
+/// What `next_rendezvous` keeps between rounds for the workers' bootstrap: the cached
+/// address and the TCPStore server this agent hosts for its workers, once it hosts one.
+#[derive(Default)]
+struct Bootstrap {
+    cached: Option<MasterAddr>,
+    /// The port of the server this agent hosts, and its task.
+    server: Option<(u16, crate::world::TaskHandle<()>)>,
+}
+
+impl Drop for Bootstrap {
+    fn drop(&mut self) {
+        // The server lives in the agent process and ends with it.
+        if let Some((_, task)) = self.server.take() {
+            task.abort();
+        }
+    }
 }
 
 /// The state holder and its store client: torch's `_BackendRendezvousStateHolder`.
@@ -112,7 +159,17 @@ fn landed(stored: &Value, ours: &Value, synced: &SharedState) -> bool {
 /// One node's rendezvous handler.
 pub struct RendezvousHandler {
     holder: Arc<Mutex<Holder>>,
-    keep_alive: std::sync::Mutex<Option<crate::world::TaskHandle<()>>>,
+    keep_alive: std::sync::Mutex<Option<KeepAlive>>,
+    /// The agent process's one store client, shared with the holder.
+    store: StoreClient,
+    bootstrap: Mutex<Bootstrap>,
+}
+
+/// The running keep-alive timer: its task, and whether a keep-alive is in flight.
+struct KeepAlive {
+    task: crate::world::TaskHandle<()>,
+    in_flight: Arc<std::sync::atomic::AtomicBool>,
+    done: Arc<crate::world::wake::Wake>,
 }
 
 impl RendezvousHandler {
@@ -121,8 +178,8 @@ impl RendezvousHandler {
     pub async fn create(
         env: NodeEnv,
         settings: RendezvousSettings,
+        store: StoreClient,
     ) -> Result<Self, RendezvousError> {
-        let mut store = StoreClient::connect(env.store_addr(), READ_TIMEOUT_US).await?;
         let key = settings.state_key();
         store
             .compare_set(&key, Value::from(&b""[..]), Value::from(NULL_SENTINEL))
@@ -132,7 +189,7 @@ impl RendezvousHandler {
             env,
             node,
             settings,
-            store,
+            store: store.clone(),
             key,
             state: Arc::default(),
             token: None,
@@ -145,12 +202,14 @@ impl RendezvousHandler {
         Ok(RendezvousHandler {
             holder: Arc::new(Mutex::new(holder)),
             keep_alive: std::sync::Mutex::new(None),
+            store,
+            bootstrap: Mutex::new(Bootstrap::default()),
         })
     }
 
     /// torch's `next_rendezvous()`: leave the old round, join the next, restart heartbeats.
     pub async fn next_rendezvous(&self) -> Result<RendezvousInfo, RendezvousError> {
-        self.stop_heartbeats();
+        self.stop_heartbeats().await;
         let mut h = self.holder.lock().await;
         h.env
             .record(EventKind::RendezvousJoining { pid: h.env.pid });
@@ -164,14 +223,88 @@ impl RendezvousHandler {
         let deadline = h.env.now_mono_us() + h.settings.join_timeout_us as i64;
         h.run(OpKind::Exit, deadline, false).await?;
         h.run(OpKind::Join, deadline, true).await?;
-        let info = h.world();
+        let (round, rank, world_size, participants) = h.world();
         h.joined = Some((
             h.state.round,
             h.state.participants.keys().cloned().collect(),
         ));
+        let env = h.env.clone();
         drop(h);
         self.start_heartbeats();
-        Ok(info)
+        let master = self.bootstrap_address(&env, round, rank).await?;
+        Ok(RendezvousInfo {
+            round,
+            rank,
+            world_size,
+            participants,
+            store_incarnation: self.store.incarnation().await.unwrap_or(0),
+            master,
+        })
+    }
+
+    /// The bootstrap address for this round, as torch 2.15's `next_rendezvous` gets it. With
+    /// TCPStore sharing (the default) an agent builds it on its first rendezvous and keeps
+    /// it, rebuilding only when it is rank 0 without a server of its own: a non-rank-0 agent
+    /// keeps the address of its first round's rank 0, even after that node died. Without
+    /// sharing every round's rank 0 publishes a fresh address. The fix
+    /// `refresh-master-addr` rebuilds it every round.
+    async fn bootstrap_address(
+        &self,
+        env: &NodeEnv,
+        round: u64,
+        rank: u32,
+    ) -> Result<MasterAddr, RendezvousError> {
+        let settings = self.holder.lock().await.settings.clone();
+        let prefix = settings.round_store_prefix(round);
+        if !env.scenario().agent.share_store {
+            let port = env.free_port();
+            return self.build_master(env, &prefix, rank, port, false).await;
+        }
+        let mut bootstrap = self.bootstrap.lock().await;
+        let refresh = settings.has_fix(FIX_REFRESH_MASTER_ADDR);
+        if bootstrap.cached.is_none() || (rank == 0 && bootstrap.server.is_none()) || refresh {
+            let mut port = 0;
+            if rank == 0 {
+                if bootstrap.server.is_none() {
+                    let port = env.free_port();
+                    bootstrap.server = Some((port, env.serve_store(port)));
+                    env.record(EventKind::WorkerStoreStarted { pid: env.pid, port });
+                }
+                port = bootstrap.server.as_ref().map_or(0, |(port, _)| *port);
+            }
+            bootstrap.cached = Some(self.build_master(env, &prefix, rank, port, true).await?);
+        }
+        Ok(bootstrap.cached.clone().expect("built above"))
+    }
+
+    /// torch's `RendezvousStoreInfo.build`: rank 0 publishes its address and `port` in the
+    /// round's keys; every rank reads them back (blocking gets, on the shared client).
+    async fn build_master(
+        &self,
+        env: &NodeEnv,
+        prefix: &str,
+        rank: u32,
+        port: u16,
+        agent_hosted: bool,
+    ) -> Result<MasterAddr, RendezvousError> {
+        let addr_key = format!("{prefix}/{MASTER_ADDR_KEY}");
+        let port_key = format!("{prefix}/{MASTER_PORT_KEY}");
+        if rank == 0 {
+            self.store.set(&addr_key, env.name.as_bytes().to_vec()).await?;
+            self.store
+                .set(&port_key, port.to_string().into_bytes())
+                .await?;
+        }
+        let addr = self.store.get(&addr_key).await?;
+        let port = self.store.get(&port_key).await?;
+        let text = |v: &Value| String::from_utf8_lossy(v.bytes()).into_owned();
+        Ok(MasterAddr {
+            addr: text(&addr),
+            port: text(&port)
+                .parse()
+                .map_err(|_| RendezvousError::State(format!("MASTER_PORT is {}", text(&port))))?,
+            agent_hosted,
+        })
     }
 
     /// torch's `num_nodes_waiting()`: nodes on the wait list, from a (possibly cached) sync.
@@ -219,41 +352,62 @@ impl RendezvousHandler {
 
     /// torch's `shutdown()`: stops heartbeats and closes the rendezvous; false on failure.
     pub async fn shutdown(&self) -> bool {
-        self.stop_heartbeats();
+        self.stop_heartbeats().await;
         self.set_closed().await.is_ok()
     }
 
-    /// Stops the keep-alive timer (at the start of `next_rendezvous` and at shutdown).
-    pub fn stop_heartbeats(&self) {
-        if let Some(task) = self.keep_alive.lock().expect("timer lock").take() {
-            task.abort();
+    /// Stops the keep-alive timer (at the start of `next_rendezvous` and at shutdown). As
+    /// `_PeriodicTimer.cancel()` joins its thread, a keep-alive in flight (which may be
+    /// waiting behind a blocking call on the shared store client) is waited for.
+    pub async fn stop_heartbeats(&self) {
+        let Some(timer) = self.keep_alive.lock().expect("timer lock").take() else {
+            return;
+        };
+        if timer.in_flight.load(std::sync::atomic::Ordering::Relaxed) {
+            timer.done.notified().await;
         }
+        timer.task.abort();
     }
 
     /// Starts the keep-alive timer: its first tick comes one interval from now.
     fn start_heartbeats(&self) {
         let holder = self.holder.clone();
+        let in_flight = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let done = Arc::new(crate::world::wake::Wake::default());
+        let (flag, finished) = (in_flight.clone(), done.clone());
         let task = spawn(async move {
             loop {
                 let interval_us = holder.lock().await.settings.keep_alive_interval_us;
                 time::sleep_us(interval_us).await;
+                flag.store(true, std::sync::atomic::Ordering::Relaxed);
+                finished.clear();
                 let mut h = holder.lock().await;
                 let deadline = h.env.now_mono_us() + h.settings.heartbeat_timeout_us as i64;
                 // torch logs a failed keep-alive and tries again at the next tick.
                 let _ = h.run(OpKind::KeepAlive, deadline, false).await;
                 // The sync may have changed the state the agent's monitor reads from cache.
                 h.env.monitor_wake().notify();
+                drop(h);
+                flag.store(false, std::sync::atomic::Ordering::Relaxed);
+                finished.notify();
             }
         });
-        if let Some(old) = self.keep_alive.lock().expect("timer lock").replace(task) {
-            old.abort();
+        let timer = KeepAlive {
+            task,
+            in_flight,
+            done,
+        };
+        if let Some(old) = self.keep_alive.lock().expect("timer lock").replace(timer) {
+            old.task.abort();
         }
     }
 }
 
 impl Drop for RendezvousHandler {
     fn drop(&mut self) {
-        self.stop_heartbeats();
+        if let Some(timer) = self.keep_alive.lock().expect("timer lock").take() {
+            timer.task.abort();
+        }
     }
 }
 
@@ -392,7 +546,8 @@ impl Holder {
     }
 
     /// torch's `_get_world`: this node's rank and the world, read from the synced state.
-    fn world(&self) -> RendezvousInfo {
+    /// Returns (round, rank, world size, participant addresses by rank).
+    fn world(&self) -> (u64, u32, u32, Vec<String>) {
         let rank = self
             .state
             .participants
@@ -406,14 +561,14 @@ impl Holder {
             .map(|(n, r)| (*r, n))
             .collect();
         by_rank.sort();
-        RendezvousInfo {
-            round: self.state.round,
+        (
+            self.state.round,
             rank,
-            world_size: self.state.participants.len() as u32,
-            participants: by_rank
+            self.state.participants.len() as u32,
+            by_rank
                 .into_iter()
                 .map(|(_, n)| n.addr.to_string())
                 .collect(),
-        }
+        )
     }
 }

@@ -41,11 +41,20 @@ pub const FIX_RESTARTED_NODE_REPLACES_ENTRY: &str = "restarted-node-replaces-ent
 /// monotonic clock since it saw the stamp change (`sanitize::HeartbeatReceipts`).
 pub const FIX_MONOTONIC_HEARTBEATS: &str = "monotonic-heartbeats";
 
+/// Fix for a stale bootstrap address. With TCPStore sharing, torch 2.15's
+/// `next_rendezvous` builds the workers' `MASTER_ADDR`/`MASTER_PORT` on an agent's first
+/// rendezvous and rebuilds it only when the agent becomes rank 0 without a server. After
+/// rank 0 dies, an agent that stays non-rank-0 keeps the dead node's address while the new
+/// rank 0 serves another: the workers of one group are sent to two masters and never form a
+/// process group. With this fix every agent rebuilds its bootstrap address every round.
+pub const FIX_REFRESH_MASTER_ADDR: &str = "refresh-master-addr";
+
 /// Every named fix `rendezvous.fixes` may switch on.
 pub const KNOWN_FIXES: &[&str] = &[
     FIX_DEAD_PARTICIPANT_REJOIN,
     FIX_RESTARTED_NODE_REPLACES_ENTRY,
     FIX_MONOTONIC_HEARTBEATS,
+    FIX_REFRESH_MASTER_ADDR,
 ];
 
 /// Mutant (a deliberately planted bug, for testing the fuzzer): the join op admits a

@@ -174,6 +174,8 @@ fn agents_report_the_restart_count_group_state_and_exit_reason() {
         2,
         "node-0",
         EventKind::WorkersStarted {
+            store_incarnation: 1,
+            master: "node-0:32768".into(),
             pid: 100,
             round: 0,
             group_rank: 0,
@@ -246,6 +248,7 @@ fn samples_add_up_over_nodes_and_repeat_after_rollback() {
 #[test]
 fn epochs_count_distinct_finished_epochs() {
     let covered = |epoch| EventKind::EpochCovered {
+        store_incarnation: 1,
         round: 0,
         epoch,
         world_size: 2,

@@ -268,6 +268,7 @@ pub fn agent(raw: &Option<RawAgent>, cluster: &Cluster) -> Check<AgentConfig> {
             300_000_000,
             TIMEOUT_US_MAX,
         )?,
+        share_store: a.share_store.unwrap_or(true),
         fixes: fixes(
             &p.key("fixes"),
             a.fixes.as_deref().unwrap_or(&[]),

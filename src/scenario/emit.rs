@@ -41,6 +41,7 @@ pub fn to_raw(s: &Scenario) -> RawScenario {
             max_restarts: Some(s.agent.max_restarts),
             monitor_interval: Some(dur(s.agent.monitor_interval_us)),
             exit_barrier_timeout: Some(dur(s.agent.exit_barrier_timeout_us)),
+            share_store: Some(s.agent.share_store),
             fixes: Some(s.agent.fixes.clone()),
         }),
         job: Some(job(&s.job)),
@@ -125,6 +126,7 @@ fn job(j: &JobConfig) -> RawJob {
         model_size: Some(size(j.model_size_bytes)),
         checkpoint_every: Some(j.checkpoint_every),
         collective_timeout: Some(dur(j.collective_timeout_us)),
+        backend: Some(j.backend),
         dataset: Some(RawDataset {
             len: Some(j.dataset.len),
             complexity: Some(c),
@@ -171,6 +173,7 @@ fn fault(f: &Fault) -> RawFault {
     };
     match &f.kind {
         FaultKind::Kill { node: n }
+        | FaultKind::PowerOff { node: n }
         | FaultKind::Stop { node: n }
         | FaultKind::Restart { node: n }
         | FaultKind::Start { node: n }

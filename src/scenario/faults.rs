@@ -13,6 +13,7 @@ use std::collections::{BTreeMap, BTreeSet};
 /// are optional.
 pub const FAULT_FIELDS: &[(&str, &[&str], &[&str])] = &[
     ("kill", &["node"], &[]),
+    ("power_off", &["node"], &[]),
     ("stop", &["node"], &[]),
     ("restart", &["node"], &[]),
     ("start", &["node"], &[]),
@@ -156,6 +157,7 @@ fn fault_kind(p: &FieldPath, kind: &str, f: &RawFault, ctx: &FaultContext) -> Ch
     };
     Ok(match kind {
         "kill" => FaultKind::Kill { node: node()? },
+        "power_off" => FaultKind::PowerOff { node: node()? },
         "stop" => FaultKind::Stop { node: node()? },
         "restart" => FaultKind::Restart { node: node()? },
         "start" => FaultKind::Start {

@@ -53,6 +53,7 @@ pub fn job(raw: &Option<RawJob>) -> Check<JobConfig> {
         model_size_bytes,
         checkpoint_every,
         collective_timeout_us,
+        backend: j.backend.unwrap_or_default(),
         dataset,
         sampler,
     })

@@ -100,6 +100,9 @@ pub struct AgentConfig {
     pub max_restarts: u32,
     pub monitor_interval_us: u64,
     pub exit_barrier_timeout_us: u64,
+    /// torch's TCPStore sharing: the rank-0 agent hosts the workers' store and publishes
+    /// its address; `false` is `TORCH_DISABLE_SHARE_RDZV_TCP_STORE=1`.
+    pub share_store: bool,
     /// Opt-in named deviations from torch's agent behaviour.
     pub fixes: Vec<String>,
 }
@@ -114,8 +117,22 @@ pub struct JobConfig {
     pub checkpoint_every: u64,
     /// The process group's timeout: a collective whose peer is gone fails after it.
     pub collective_timeout_us: u64,
+    /// The process group's backend, which decides how a collective meets a dead peer.
+    pub backend: Backend,
     pub dataset: Dataset,
     pub sampler: SamplerConfig,
+}
+
+/// `job.backend`: the collective library the workers' process group uses.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Deserialize, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Backend {
+    /// A collective whose peer is gone fails after the process-group timeout (NCCL's
+    /// watchdog).
+    #[default]
+    Nccl,
+    /// A dead peer's connections reset and the collective fails at once (gloo on CPU).
+    Gloo,
 }
 
 /// `[job.dataset]`.
@@ -196,6 +213,10 @@ pub enum FaultKind {
     Kill {
         node: u32,
     },
+    /// The host vanishes: no resets, peers see silence until their timeouts.
+    PowerOff {
+        node: u32,
+    },
     Stop {
         node: u32,
     },
@@ -259,6 +280,7 @@ impl FaultKind {
     pub fn name(&self) -> &'static str {
         match self {
             FaultKind::Kill { .. } => "kill",
+            FaultKind::PowerOff { .. } => "power_off",
             FaultKind::Stop { .. } => "stop",
             FaultKind::Restart { .. } => "restart",
             FaultKind::Start { .. } => "start",

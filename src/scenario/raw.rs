@@ -82,6 +82,7 @@ pub struct RawAgent {
     pub max_restarts: Option<u32>,
     pub monitor_interval: Option<String>,
     pub exit_barrier_timeout: Option<String>,
+    pub share_store: Option<bool>,
     pub fixes: Option<Vec<String>>,
 }
 
@@ -94,6 +95,7 @@ pub struct RawJob {
     pub model_size: Option<String>,
     pub checkpoint_every: Option<u64>,
     pub collective_timeout: Option<String>,
+    pub backend: Option<super::model::Backend>,
     pub dataset: Option<RawDataset>,
     pub sampler: Option<RawSampler>,
 }

@@ -25,6 +25,8 @@ pub const INVARIANT_NAMES: &[&str] = &[
     "reader.exactly_once",
     "reader.buffer_protocol",
     "reader.terminates",
+    // Later additions go at the end: names are never renamed or reordered.
+    "agent.bootstrap",
 ];
 
 /// Default simulated time budget: 2 hours.

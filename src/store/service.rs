@@ -128,10 +128,17 @@ fn wake_waiters_of(waiters: &mut Vec<(Vec<String>, oneshot::Sender<()>)>, change
     }
 }
 
-/// A TCPStore client on the current node.
+/// A TCPStore client on the current node: one connection to one server incarnation.
+///
+/// Clones share the connection, as every user in a torch agent process shares the one
+/// client `create_backend` made (the rendezvous handler, its keep-alive timer and the
+/// agent). TCPStore holds the client's lock through a whole call, a blocking `get` or `wait`
+/// included, so while one user waits for a key every other user's call waits behind it.
+#[derive(Clone)]
 pub struct StoreClient {
-    rpc: RpcClient,
-    timeout_us: u64,
+    conn: Arc<futures::lock::Mutex<RpcClient>>,
+    /// TCPStore's timeout for each call (`set_timeout` changes it for every user).
+    timeout_us: Arc<std::sync::atomic::AtomicU64>,
 }
 
 impl StoreClient {
@@ -140,13 +147,33 @@ impl StoreClient {
         let rpc = RpcClient::connect(server)
             .await
             .map_err(|e| StoreError::Connection(e.to_string()))?;
-        Ok(StoreClient { rpc, timeout_us })
+        Ok(StoreClient {
+            conn: Arc::new(futures::lock::Mutex::new(rpc)),
+            timeout_us: Arc::new(timeout_us.into()),
+        })
     }
 
-    async fn call(&mut self, request: StoreRequest) -> Result<StoreResponse, StoreError> {
-        match self
-            .rpc
-            .call::<StoreRequest, StoreResponse>(request, self.timeout_us)
+    /// The timeout every call on this client uses now.
+    pub fn timeout_us(&self) -> u64 {
+        self.timeout_us.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// TCPStore's `set_timeout`: the timeout of every later call, by every user.
+    pub fn set_timeout_us(&self, timeout_us: u64) {
+        self.timeout_us
+            .store(timeout_us, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    /// The server incarnation this client reached, once a call reached one.
+    pub async fn incarnation(&self) -> Option<u64> {
+        self.conn.lock().await.incarnation()
+    }
+
+    async fn call(&self, request: StoreRequest) -> Result<StoreResponse, StoreError> {
+        let timeout_us = self.timeout_us();
+        let mut conn = self.conn.lock().await;
+        match conn
+            .call::<StoreRequest, StoreResponse>(request, timeout_us)
             .await
         {
             Ok(StoreResponse::Error(e)) => Err(StoreError::Refused(e)),
@@ -155,7 +182,7 @@ impl StoreClient {
         }
     }
 
-    pub async fn set(&mut self, key: &str, value: impl Into<Value>) -> Result<(), StoreError> {
+    pub async fn set(&self, key: &str, value: impl Into<Value>) -> Result<(), StoreError> {
         self.call(StoreRequest::Set {
             key: key.into(),
             value: value.into(),
@@ -165,14 +192,14 @@ impl StoreClient {
     }
 
     /// Blocks until the key exists, up to the client's timeout.
-    pub async fn get(&mut self, key: &str) -> Result<Value, StoreError> {
+    pub async fn get(&self, key: &str) -> Result<Value, StoreError> {
         match self.call(StoreRequest::Get { key: key.into() }).await? {
             StoreResponse::Value(v) => Ok(v),
             other => Err(unexpected(other)),
         }
     }
 
-    pub async fn add(&mut self, key: &str, delta: i64) -> Result<i64, StoreError> {
+    pub async fn add(&self, key: &str, delta: i64) -> Result<i64, StoreError> {
         match self
             .call(StoreRequest::Add {
                 key: key.into(),
@@ -187,7 +214,7 @@ impl StoreClient {
 
     /// Returns the value stored after the operation (see `StoreRequest::CompareSet`).
     pub async fn compare_set(
-        &mut self,
+        &self,
         key: &str,
         expected: impl Into<Value>,
         desired: impl Into<Value>,
@@ -203,7 +230,7 @@ impl StoreClient {
         }
     }
 
-    pub async fn wait(&mut self, keys: &[String]) -> Result<(), StoreError> {
+    pub async fn wait(&self, keys: &[String]) -> Result<(), StoreError> {
         self.call(StoreRequest::Wait {
             keys: keys.to_vec(),
         })
@@ -211,7 +238,7 @@ impl StoreClient {
         .map(|_| ())
     }
 
-    pub async fn check(&mut self, keys: &[String]) -> Result<bool, StoreError> {
+    pub async fn check(&self, keys: &[String]) -> Result<bool, StoreError> {
         match self
             .call(StoreRequest::Check {
                 keys: keys.to_vec(),
@@ -223,7 +250,7 @@ impl StoreClient {
         }
     }
 
-    pub async fn delete_key(&mut self, key: &str) -> Result<bool, StoreError> {
+    pub async fn delete_key(&self, key: &str) -> Result<bool, StoreError> {
         match self
             .call(StoreRequest::DeleteKey { key: key.into() })
             .await?
@@ -233,7 +260,7 @@ impl StoreClient {
         }
     }
 
-    pub async fn multi_get(&mut self, keys: &[String]) -> Result<Vec<Value>, StoreError> {
+    pub async fn multi_get(&self, keys: &[String]) -> Result<Vec<Value>, StoreError> {
         match self
             .call(StoreRequest::MultiGet {
                 keys: keys.to_vec(),
@@ -245,7 +272,7 @@ impl StoreClient {
         }
     }
 
-    pub async fn multi_set(&mut self, entries: Vec<(String, Vec<u8>)>) -> Result<(), StoreError> {
+    pub async fn multi_set(&self, entries: Vec<(String, Vec<u8>)>) -> Result<(), StoreError> {
         let entries = entries
             .into_iter()
             .map(|(key, value)| (key, Value::from(value)))

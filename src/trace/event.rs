@@ -46,6 +46,9 @@ pub enum EventKind {
         world_size: u32,
         /// Participant node names, index = rank.
         participants: Vec<String>,
+        /// The rendezvous store's incarnation: rounds of different incarnations are
+        /// different rendezvous.
+        store_incarnation: u64,
     },
     /// `next_rendezvous()` raised: `error` is `closed`, `timeout`, `store_unreachable`, ...;
     /// `message` is the sentence torch would log.
@@ -58,20 +61,26 @@ pub enum EventKind {
     RendezvousClosed { pid: u32, round: u64 },
     /// A node's keep-alive heartbeat was written to the shared state.
     Heartbeat { pid: u32 },
-    /// The agent started its worker group for a round.
+    /// The agent started its worker group for a round, giving its workers `master` (the
+    /// `MASTER_ADDR:MASTER_PORT` their process group bootstraps through).
     WorkersStarted {
         pid: u32,
         round: u64,
         group_rank: u32,
         world_size: u32,
         restart_count: u32,
+        store_incarnation: u64,
+        master: String,
     },
+    /// The agent started the TCPStore server it hosts for its workers (TCPStore sharing).
+    WorkerStoreStarted { pid: u32, port: u16 },
     /// The agent learned its workers' ranks through the store (torch's
     /// `_assign_worker_ranks`): local worker `i` gets global rank `base_global_rank + i` and
     /// role rank `base_role_rank + i`.
     RanksAssigned {
         pid: u32,
         round: u64,
+        store_incarnation: u64,
         group_rank: u32,
         role: String,
         local_world_size: u32,
@@ -116,6 +125,7 @@ pub enum EventKind {
     EpochStarted {
         pid: u32,
         round: u64,
+        store_incarnation: u64,
         epoch: u64,
         world_size: u64,
         first_batch: u64,
@@ -124,6 +134,7 @@ pub enum EventKind {
     /// Every node of the group finished `epoch`: what its ranks trained on, from the ledger.
     EpochCovered {
         round: u64,
+        store_incarnation: u64,
         epoch: u64,
         world_size: u64,
         first_batch: u64,
@@ -206,6 +217,7 @@ impl EventKind {
             EventKind::RendezvousClosed { .. } => "rendezvous_closed",
             EventKind::Heartbeat { .. } => "heartbeat",
             EventKind::WorkersStarted { .. } => "workers_started",
+            EventKind::WorkerStoreStarted { .. } => "worker_store_started",
             EventKind::RanksAssigned { .. } => "ranks_assigned",
             EventKind::WorkersStopped { .. } => "workers_stopped",
             EventKind::WorkerFailed { .. } => "worker_failed",

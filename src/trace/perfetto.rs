@@ -241,6 +241,13 @@ impl Export {
             EventKind::StoreStarted | EventKind::StoreDied { .. } => {
                 self.store_event(node, pid, at, &event.kind)
             }
+            EventKind::WorkerStoreStarted { port, .. } => self.out.push(instant(
+                pid,
+                STORE,
+                at,
+                "workers' store".to_owned(),
+                json!({ "port": port }),
+            )),
             EventKind::FaultApplied { fault, detail } => self.out.push(instant(
                 pid,
                 FAULTS,
@@ -538,6 +545,8 @@ mod tests {
                     10,
                     n,
                     EventKind::WorkersStarted {
+                        store_incarnation: 1,
+                        master: "node-0:32768".into(),
                         pid: 7,
                         round: 0,
                         group_rank: 0,

@@ -30,7 +30,12 @@ pub struct GpuNow {
 
 /// Why an all-reduce did not finish.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct CollectiveTimeout;
+pub enum CollectiveError {
+    /// A member never arrived within the timeout (NCCL's watchdog).
+    Timeout,
+    /// A member's workers died and their connections reset (gloo).
+    PeerReset,
+}
 
 /// The body of every node's init: start an agent process if the node is meant to run one.
 pub(super) async fn process_main(world: Arc<World>, index: u32) {
@@ -145,6 +150,34 @@ impl NodeEnv {
         self.world.store_addr
     }
 
+    /// A port no other server of the run was given (torch's `get_free_port`).
+    pub fn free_port(&self) -> u16 {
+        let mut st = self.world.state.lock().expect("world lock");
+        let port = st.next_port;
+        st.next_port = if port >= super::state::PORT_LAST {
+            super::state::PORT_FIRST
+        } else {
+            port + 1
+        };
+        port
+    }
+
+    /// Starts a TCPStore server in this process on `port` of this node. It serves until the
+    /// handle is aborted or the process dies.
+    pub fn serve_store(&self, port: u16) -> super::TaskHandle<()> {
+        let addr = SocketAddr::new(super::node_ip(self.index), port);
+        let server = (self.world.programs.store)(addr);
+        spawn(server)
+    }
+
+    /// The socket address of the node named `addr` (`node-N`) at `port`; `None` for a name
+    /// that is no node of the run.
+    pub fn resolve(&self, addr: &str, port: u16) -> Option<SocketAddr> {
+        let index: u32 = addr.strip_prefix("node-")?.parse().ok()?;
+        (index < self.world.scenario.cluster.total_nodes())
+            .then(|| SocketAddr::new(super::node_ip(index), port))
+    }
+
     /// Waits until a graceful stop (SIGTERM) reaches this process.
     pub async fn stop_signal(&self) {
         let rx = {
@@ -193,28 +226,32 @@ impl NodeEnv {
             .filter(|p| p.pid == self.pid)
     }
 
-    /// The all-reduce of `step` among `members` (node indices) of round `round`: done when
-    /// every member arrived over connected links; a member that never comes makes the others
-    /// wait out `timeout_us`, as NCCL does.
+    /// The all-reduce of `step` among `members` (node indices) of the worker group `group`:
+    /// done when every member arrived over connected links. A member that never comes makes
+    /// the others wait out `timeout_us`, as NCCL does; with gloo, a member whose workers
+    /// died on a live host fails the others at once.
     pub async fn all_reduce(
         &self,
-        round: u64,
+        group: u64,
         step: u64,
         members: &[u32],
         timeout_us: u64,
-    ) -> Result<(), CollectiveTimeout> {
+    ) -> Result<(), CollectiveError> {
         let rx = {
             let mut st = self.world.state.lock().expect("world lock");
+            if !st.collective_group(group, members).reset.is_empty() {
+                return Err(CollectiveError::PeerReset);
+            }
             let connected = st.connected(members);
-            let barrier = st.barriers.entry((round, step)).or_default();
+            let barrier = st.barriers.entry((group, step)).or_default();
             barrier.arrived.insert(self.index);
             if connected && members.iter().all(|m| barrier.arrived.contains(m)) {
                 let done = st
                     .barriers
-                    .remove(&(round, step))
+                    .remove(&(group, step))
                     .expect("barrier just touched");
                 for waiter in done.waiters {
-                    let _ = waiter.send(());
+                    let _ = waiter.send(true);
                 }
                 return Ok(());
             }
@@ -223,18 +260,21 @@ impl NodeEnv {
             rx
         };
         match time::timeout_us(timeout_us, rx).await {
-            Some(Ok(())) => Ok(()),
-            _ => Err(CollectiveTimeout),
+            Some(Ok(true)) => Ok(()),
+            Some(Ok(false)) => Err(CollectiveError::PeerReset),
+            _ => Err(CollectiveError::Timeout),
         }
     }
 
-    /// Takes this node's arrivals back from every unfinished all-reduce: its workers are gone.
+    /// Takes this node's arrivals back from every unfinished all-reduce: its workers are gone
+    /// (exited or stopped on a live host, so their connections reset).
     pub fn leave_collectives(&self) {
+        let gloo = self.world.scenario.job.backend == crate::scenario::model::Backend::Gloo;
         self.world
             .state
             .lock()
             .expect("world lock")
-            .withdraw(self.index);
+            .withdraw(self.index, true, gloo);
     }
 
     /// The last checkpointed step on shared storage.

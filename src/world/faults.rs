@@ -41,6 +41,7 @@ pub(super) async fn apply_all(world: Arc<World>) {
 fn fault_node(kind: &FaultKind) -> Option<u32> {
     match kind {
         FaultKind::Kill { node }
+        | FaultKind::PowerOff { node }
         | FaultKind::Stop { node }
         | FaultKind::Restart { node }
         | FaultKind::Start { node }
@@ -59,7 +60,8 @@ fn apply(world: &Arc<World>, fault: &Fault) -> String {
     let handle = Handle::current();
     let net = NetSim::current();
     match &fault.kind {
-        FaultKind::Kill { node } => kill(world, &handle, *node),
+        FaultKind::Kill { node } => kill(world, &handle, *node, Death::ProcessesKilled),
+        FaultKind::PowerOff { node } => kill(world, &handle, *node, Death::PowerOff),
         FaultKind::Stop { node } => stop(world, *node),
         FaultKind::Restart { node } | FaultKind::Start { node } => start(world, &handle, *node),
         FaultKind::Pause { node } => {
@@ -141,7 +143,7 @@ fn start(world: &Arc<World>, handle: &Handle, node: u32) -> String {
         started
     };
     if running {
-        kill(world, handle, node);
+        kill(world, handle, node, Death::ProcessesKilled);
     }
     world.state.lock().expect("world lock").nodes[node as usize].launching = true;
     super::net::set_host_down(super::node_ip(node), false);
@@ -214,19 +216,37 @@ fn node_id(world: &World, node: u32) -> madsim::task::NodeId {
     world.state.lock().expect("world lock").nodes[node as usize].id
 }
 
-fn kill(world: &Arc<World>, handle: &Handle, node: u32) -> String {
+/// How a node's processes die.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Death {
+    /// SIGKILL on a live host (a killed pod): the kernel resets their connections at once.
+    ProcessesKilled,
+    /// The host vanishes: nothing answers, not even a reset, until it is restarted.
+    PowerOff,
+}
+
+fn kill(world: &Arc<World>, handle: &Handle, node: u32, death: Death) -> String {
+    let ip = super::node_ip(node);
+    if death == Death::PowerOff {
+        // Down first, so the servers dying with it go silent rather than reset.
+        super::net::set_host_down(ip, true);
+    }
     let (id, process) = {
         let mut st = world.state.lock().expect("world lock");
         let slot = &mut st.nodes[node as usize];
         let process = slot.process.take();
         let id = slot.id;
-        st.withdraw(node);
+        let gloo = world.scenario.job.backend == crate::scenario::model::Backend::Gloo;
+        st.withdraw(node, death == Death::ProcessesKilled, gloo);
         (id, process)
     };
     handle.kill(id);
-    super::net::set_host_down(super::node_ip(node), true);
+    super::net::processes_died_on(ip);
     let Some(process) = process else {
-        return format!("node-{node} powered off (no agent was running)");
+        return match death {
+            Death::PowerOff => format!("node-{node} powered off (no agent was running)"),
+            Death::ProcessesKilled => format!("node-{node}: no agent was running"),
+        };
     };
     let at = time::elapsed_us();
     let name = node_name(node);
@@ -238,12 +258,18 @@ fn kill(world: &Arc<World>, handle: &Handle, node: u32) -> String {
             at,
             Some(&name),
             EventKind::StoreDied {
-                reason: "its host was killed".into(),
+                reason: match death {
+                    Death::PowerOff => "its host was powered off".into(),
+                    Death::ProcessesKilled => "its host agent process was killed".into(),
+                },
             },
         );
     }
     let _ = world.exits.unbounded_send(());
-    format!("node-{node} killed (pid {})", process.pid)
+    match death {
+        Death::PowerOff => format!("node-{node} powered off (pid {} gone)", process.pid),
+        Death::ProcessesKilled => format!("node-{node} killed (pid {})", process.pid),
+    }
 }
 
 fn stop(world: &World, node: u32) -> String {
@@ -376,9 +402,9 @@ fn store_crash(world: &Arc<World>, handle: &Handle) -> String {
         task.abort();
     }
     if let Some(id) = dedicated {
+        // The store process dies on its live machine: its connections reset at once.
         handle.kill(id);
-        // The store's own machine went down with it: clients time out.
-        super::net::set_host_down(world.store_addr.ip(), true);
+        super::net::processes_died_on(world.store_addr.ip());
     }
     if alive {
         world.recorder.record(

@@ -1,74 +1,190 @@
-//! Request/response messaging over the simulated network, with TCP-like retransmission.
+//! Request/response messaging over the simulated network, with TCP's connection semantics.
 //!
 //! madsim delivers datagrams with the configured latency and loss and drops them on clogged
-//! links. Real c10d traffic runs over TCP, which hides loss behind retransmission, so a
-//! client here resends its request (with a doubling timeout, as TCP's RTO does) until a reply
-//! arrives or its own deadline passes; the server answers a resent request from a small cache
-//! instead of applying it twice.
+//! links. Real c10d traffic runs over TCP, and its verdicts on faults come from TCP:
+//! - A client is a connection to one server *incarnation* (one bind of one process). It never
+//!   reconnects: a restarted server at the same address never answers an old connection.
+//! - A server process that dies on a live host resets its connections at once: every call
+//!   on them fails within a round trip, even one blocked in a `get`.
+//! - A host that goes down answers nothing: calls see silence until their own timeout. Once
+//!   the host is back, a request still being retransmitted meets a reset; a request the dead
+//!   server had already received (acknowledged, so nothing is retransmitted) waits out its
+//!   timeout.
+//! - Loss is hidden behind retransmission: an unacknowledged request is resent with TCP's
+//!   doubling timeout (200 ms up to Linux's 120 s); once acknowledged, the client re-asks
+//!   for a lost reply at most every 3.2 s. The server answers a resent request from a small
+//!   cache instead of applying it twice.
+//! - The first connect is retried every 100 ms while nothing listens, as TCPStore's client
+//!   retries a refused connect until its timeout.
 
+use futures::future::{select, Either, FutureExt, Shared};
 use futures::StreamExt;
 use madsim::net::Endpoint;
 use std::cell::RefCell;
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::net::{IpAddr, SocketAddr};
+use std::pin::pin;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
-thread_local! {
-    /// Server ports listening now. Each run has its own thread, so this is per run.
-    static LISTENING: RefCell<BTreeSet<SocketAddr>> = const { RefCell::new(BTreeSet::new()) };
-    /// Hosts that are powered off: they answer nothing, not even a reset.
-    static HOSTS_DOWN: RefCell<BTreeSet<IpAddr>> = const { RefCell::new(BTreeSet::new()) };
-    /// Clients made so far in this run: each numbers its requests in a range of its own, so a
-    /// restarted process that binds its dead predecessor's port is a new connection to the
-    /// server's reply cache (as a new TCP connection is), not a replay of the old one's ids.
-    static CLIENTS_MADE: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
+/// Fires when a server incarnation's connections are reset.
+type ResetSignal = Shared<futures::channel::oneshot::Receiver<()>>;
+
+/// One bind of a server socket by one process.
+struct Incarnation {
+    addr: SocketAddr,
+    alive: bool,
+    /// Sending on it resets every connection; kept unsent while the incarnation is silent.
+    reset_tx: Option<futures::channel::oneshot::Sender<()>>,
+    reset: ResetSignal,
 }
 
-/// Marks a host powered off (killed) or back on.
+/// The run's view of which servers listen and which hosts are up. Each run has its own
+/// thread, so this is per run.
+#[derive(Default)]
+struct Registry {
+    /// The incarnation listening at each address now.
+    listening: BTreeMap<SocketAddr, u64>,
+    incarnations: BTreeMap<u64, Incarnation>,
+    /// Hosts that are powered off: they answer nothing, not even a reset.
+    hosts_down: BTreeSet<IpAddr>,
+    incarnations_made: u64,
+    /// Clients made so far: each numbers its requests in a range of its own.
+    clients_made: u64,
+}
+
+thread_local! {
+    static REGISTRY: RefCell<Registry> = RefCell::new(Registry::default());
+}
+
+fn with_registry<T>(f: impl FnOnce(&mut Registry) -> T) -> T {
+    REGISTRY.with(|r| f(&mut r.borrow_mut()))
+}
+
+/// Marks a host powered off or back on. A host going down silences its servers' connections
+/// (no resets); the processes on it die separately.
 pub fn set_host_down(ip: IpAddr, down: bool) {
-    HOSTS_DOWN.with(|h| {
-        let mut h = h.borrow_mut();
+    with_registry(|r| {
         if down {
-            h.insert(ip);
+            r.hosts_down.insert(ip);
         } else {
-            h.remove(&ip);
+            r.hosts_down.remove(&ip);
         }
     });
 }
 
-/// Forgets every listener and host state (a new run on a reused thread starts clean).
+/// Forgets every listener, incarnation and host state (a new run on a reused thread).
 pub fn reset_registry() {
-    LISTENING.with(|l| l.borrow_mut().clear());
-    HOSTS_DOWN.with(|h| h.borrow_mut().clear());
-    CLIENTS_MADE.with(|c| c.set(0));
+    with_registry(|r| *r = Registry::default());
 }
 
-/// Whether a live host would answer a connection to `addr` with a reset: its kernel is up
-/// but no process listens on the port (the process died, the host did not).
-fn refused(addr: SocketAddr) -> bool {
-    let listening = LISTENING.with(|l| l.borrow().contains(&addr));
-    let host_down = HOSTS_DOWN.with(|h| h.borrow().contains(&addr.ip()));
-    !listening && !host_down
+/// The incarnation listening at `addr` now, if any: what a new connection would reach.
+pub fn listening_incarnation(addr: SocketAddr) -> Option<u64> {
+    with_registry(|r| r.listening.get(&addr).copied())
 }
 
-/// Unregisters a listening port when the last handle on its server goes away.
-struct ListenGuard(SocketAddr);
+/// What a client bound to an incarnation (or about to connect) meets when it sends now.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Path {
+    /// The server is alive and its host up: the message goes out.
+    Open,
+    /// The host is up and nothing answers for this connection: a reset comes back.
+    Reset,
+    /// The host is down (or the server process is frozen): nothing comes back.
+    Silent,
+}
+
+impl Registry {
+    fn host_down(&self, ip: IpAddr) -> bool {
+        self.hosts_down.contains(&ip)
+    }
+
+    /// The path of a connection to `incarnation`.
+    fn path_of(&self, incarnation: u64) -> Path {
+        let inc = &self.incarnations[&incarnation];
+        match (self.host_down(inc.addr.ip()), inc.alive) {
+            (true, _) => Path::Silent,
+            (false, true) => Path::Open,
+            (false, false) => Path::Reset,
+        }
+    }
+
+    /// The path of a new connection to `addr`, and the incarnation it would reach.
+    fn connect_path(&self, addr: SocketAddr) -> (Path, Option<u64>) {
+        if self.host_down(addr.ip()) {
+            return (Path::Silent, None);
+        }
+        match self.listening.get(&addr) {
+            Some(inc) => (Path::Open, Some(*inc)),
+            None => (Path::Reset, None),
+        }
+    }
+
+    fn bind(&mut self, addr: SocketAddr) -> u64 {
+        self.incarnations_made += 1;
+        let id = self.incarnations_made;
+        let (tx, rx) = futures::channel::oneshot::channel();
+        self.incarnations.insert(
+            id,
+            Incarnation {
+                addr,
+                alive: true,
+                reset_tx: Some(tx),
+                reset: rx.shared(),
+            },
+        );
+        self.listening.insert(addr, id);
+        id
+    }
+
+    /// The server process of `incarnation` is gone: on a live host its connections reset
+    /// at once; on a host that is down they stay silent.
+    fn died(&mut self, incarnation: u64) {
+        let Some(ip) = self.incarnations.get(&incarnation).map(|i| i.addr.ip()) else {
+            // A server of an earlier run dropped late: nothing of this run knows it.
+            return;
+        };
+        let down = self.host_down(ip);
+        let inc = self
+            .incarnations
+            .get_mut(&incarnation)
+            .expect("looked up above");
+        if !inc.alive {
+            // Its host's processes were already declared dead; the task is dropped later.
+            return;
+        }
+        inc.alive = false;
+        if self.listening.get(&inc.addr) == Some(&incarnation) {
+            self.listening.remove(&inc.addr);
+        }
+        if !down {
+            if let Some(tx) = inc.reset_tx.take() {
+                let _ = tx.send(());
+            }
+        }
+    }
+}
+
+/// Unregisters a server incarnation when the last handle on its server goes away.
+struct ListenGuard(u64);
 
 impl Drop for ListenGuard {
     fn drop(&mut self) {
-        LISTENING.with(|l| l.borrow_mut().remove(&self.0));
+        with_registry(|r| r.died(self.0));
     }
 }
 
 /// The tag requests travel under; a reply to request `id` uses `REPLY_TAG_BASE | id`.
 const REQUEST_TAG: u64 = 1;
 const REPLY_TAG_BASE: u64 = 1 << 63;
-/// The first retransmission timeout (Linux's minimum RTO) and its ceiling.
+/// The first retransmission timeout (Linux's minimum RTO), and its ceiling (`TCP_RTO_MAX`).
 const RTO_US_MIN: u64 = 200_000;
-const RTO_US_MAX: u64 = 3_200_000;
+const RTO_US_MAX: u64 = 120_000_000;
+/// How often an acknowledged request asks again for a reply that may have been lost.
+const REASK_US_MAX: u64 = 3_200_000;
 /// Replies the server remembers for resent requests, across all clients.
 const REPLY_CACHE_MAX: usize = 4096;
-/// How long a reset takes to come back from a host whose process died.
+/// How long a reset takes to come back from a live host.
 const RESET_DELAY_US: u64 = 2_000;
 /// How often a client retries a refused connect.
 const CONNECT_RETRY_US: u64 = 100_000;
@@ -82,37 +198,74 @@ pub enum NetError {
     Bind(String),
     #[error("connection to {0} refused: nothing listens there")]
     Refused(SocketAddr),
+    #[error("connection to {0} reset by peer: the server process is gone")]
+    Reset(SocketAddr),
 }
 
-/// A client of one server. Each call carries a fresh id; calls on one client are sequential.
+/// A request on the wire: its id, the incarnation it is addressed to, and the client's
+/// acknowledgement slot (the highest id the server received: TCP's ACK, without a message).
+type Wire<Req> = (u64, u64, Arc<AtomicU64>, Req);
+
+/// A client connection to one server. Each call carries a fresh id; calls on one client are
+/// sequential. It binds to the server incarnation its first call reaches, and stays bound.
 pub struct RpcClient {
     endpoint: Endpoint,
     server: SocketAddr,
     next_id: u64,
-    /// Whether a reply ever came back (the connection is established).
-    connected: bool,
+    /// The incarnation this connection reached, once it did.
+    incarnation: Option<u64>,
+    reset: Option<ResetSignal>,
+    acked: Arc<AtomicU64>,
 }
 
 impl RpcClient {
-    /// Binds an ephemeral port on the current node.
+    /// Binds an ephemeral port on the current node; the connection is made by the first call.
     pub async fn connect(server: SocketAddr) -> Result<Self, NetError> {
         let endpoint = Endpoint::bind("0.0.0.0:0")
             .await
             .map_err(|e| NetError::Bind(e.to_string()))?;
-        let client = CLIENTS_MADE.with(|c| {
-            let n = c.get() + 1;
-            c.set(n);
-            n
+        let client = with_registry(|r| {
+            r.clients_made += 1;
+            r.clients_made
         });
         Ok(RpcClient {
             endpoint,
             server,
             next_id: (client << 32) | 1,
-            connected: false,
+            incarnation: None,
+            reset: None,
+            acked: Arc::default(),
         })
     }
 
-    /// Sends `request` and waits up to `timeout_us` for the reply, resending on silence.
+    /// The server incarnation this connection reached, once a call reached one.
+    pub fn incarnation(&self) -> Option<u64> {
+        self.incarnation
+    }
+
+    /// Where this connection's next message goes, connecting first if it is not yet bound.
+    fn path(&mut self) -> Path {
+        if let Some(incarnation) = self.incarnation {
+            return with_registry(|r| r.path_of(incarnation));
+        }
+        let (path, reached) = with_registry(|r| {
+            let (path, reached) = r.connect_path(self.server);
+            let reset = reached.map(|inc| r.incarnations[&inc].reset.clone());
+            (path, reached.zip(reset))
+        });
+        if let Some((incarnation, reset)) = reached {
+            self.incarnation = Some(incarnation);
+            self.reset = Some(reset);
+        }
+        path
+    }
+
+    fn acked(&self, id: u64) -> bool {
+        self.acked.load(Ordering::Relaxed) >= id
+    }
+
+    /// Sends `request` and waits up to `timeout_us` for the reply (see the module docs for
+    /// what resets, silence and loss do to it).
     pub async fn call<Req, Resp>(&mut self, request: Req, timeout_us: u64) -> Result<Resp, NetError>
     where
         Req: Clone + Send + Sync + 'static,
@@ -123,41 +276,80 @@ impl RpcClient {
         let deadline_us = super::time::elapsed_us() + timeout_us;
         let mut rto_us = RTO_US_MIN;
         loop {
-            if refused(self.server) {
-                // The reset comes back after a round trip. Before the first reply this is a
-                // connect, which TCPStore's client retries until its timeout; on an
-                // established connection the reset is an error at once.
-                super::time::sleep_us(RESET_DELAY_US).await;
-                if self.connected || super::time::elapsed_us() + CONNECT_RETRY_US >= deadline_us {
-                    return Err(NetError::Refused(self.server));
-                }
-                super::time::sleep_us(CONNECT_RETRY_US).await;
-                continue;
-            }
-            send(
-                &self.endpoint,
-                self.server,
-                REQUEST_TAG,
-                Box::new((id, request.clone())),
-            )
-            .await;
             let now_us = super::time::elapsed_us();
             if now_us >= deadline_us {
                 return Err(NetError::Timeout(self.server, timeout_us));
             }
-            let wait_us = rto_us.min(deadline_us - now_us);
-            let reply =
-                super::time::timeout_us(wait_us, self.endpoint.recv_from_raw(REPLY_TAG_BASE | id));
-            if let Some(Ok((payload, _from))) = reply.await {
-                self.connected = true;
+            let remaining_us = deadline_us - now_us;
+            match self.path() {
+                Path::Reset if self.incarnation.is_none() => {
+                    // A refused connect, which TCPStore's client retries until its timeout.
+                    super::time::sleep_us(RESET_DELAY_US).await;
+                    if super::time::elapsed_us() + CONNECT_RETRY_US >= deadline_us {
+                        return Err(NetError::Refused(self.server));
+                    }
+                    super::time::sleep_us(CONNECT_RETRY_US).await;
+                }
+                Path::Reset if self.acked(id) => {
+                    // Nothing outstanding on the wire: nothing meets the reset.
+                    super::time::sleep_us(remaining_us).await;
+                }
+                Path::Reset => {
+                    super::time::sleep_us(RESET_DELAY_US).await;
+                    return Err(NetError::Reset(self.server));
+                }
+                Path::Silent => {
+                    super::time::sleep_us(rto_us.min(remaining_us)).await;
+                    rto_us = (rto_us * 2).min(RTO_US_MAX);
+                }
+                Path::Open => {
+                    let cap_us = if self.acked(id) { REASK_US_MAX } else { RTO_US_MAX };
+                    let wait_us = rto_us.min(cap_us).min(remaining_us);
+                    match self.exchange(id, &request, wait_us).await {
+                        Exchange::Reply(resp) => return Ok(resp),
+                        Exchange::Reset => {
+                            super::time::sleep_us(RESET_DELAY_US).await;
+                            return Err(NetError::Reset(self.server));
+                        }
+                        Exchange::Silence => rto_us = (rto_us * 2).min(cap_us),
+                    }
+                }
+            }
+        }
+    }
+
+    /// Sends the request once and waits up to `wait_us` for its reply or a reset.
+    async fn exchange<Req, Resp>(&self, id: u64, request: &Req, wait_us: u64) -> Exchange<Resp>
+    where
+        Req: Clone + Send + Sync + 'static,
+        Resp: Clone + Send + Sync + 'static,
+    {
+        let incarnation = self.incarnation.expect("an open path is bound");
+        let wire: Wire<Req> = (id, incarnation, Arc::clone(&self.acked), request.clone());
+        send(&self.endpoint, self.server, REQUEST_TAG, Box::new(wire)).await;
+        let reply = super::time::timeout_us(
+            wait_us,
+            self.endpoint.recv_from_raw(REPLY_TAG_BASE | id),
+        );
+        let reset = self.reset.clone().expect("a bound connection has its reset signal");
+        match select(pin!(reply), reset).await {
+            Either::Left((Some(Ok((payload, _from))), _)) => {
                 let resp = payload
                     .downcast::<Resp>()
                     .expect("a reply always has the type its request asked for");
-                return Ok(*resp);
+                Exchange::Reply(*resp)
             }
-            rto_us = (rto_us * 2).min(RTO_US_MAX);
+            Either::Left(_) => Exchange::Silence,
+            Either::Right(_) => Exchange::Reset,
         }
     }
+}
+
+/// How one send of a request ended.
+enum Exchange<Resp> {
+    Reply(Resp),
+    Reset,
+    Silence,
 }
 
 /// Sends one message, counted as a simulator event. A send error means the destination is
@@ -165,6 +357,22 @@ impl RpcClient {
 async fn send(endpoint: &Endpoint, to: SocketAddr, tag: u64, payload: madsim::net::Payload) {
     super::time::count_sim_event();
     let _ = endpoint.send_to_raw(to, tag, payload).await;
+}
+
+/// Every server process on the host `ip` died with its host still up (a killed pod): their
+/// connections reset at once. With the host marked down first, they go silent instead.
+pub fn processes_died_on(ip: IpAddr) {
+    with_registry(|r| {
+        let dying: Vec<u64> = r
+            .incarnations
+            .iter()
+            .filter(|(_, inc)| inc.alive && inc.addr.ip() == ip)
+            .map(|(id, _)| *id)
+            .collect();
+        for incarnation in dying {
+            r.died(incarnation);
+        }
+    });
 }
 
 /// Receives a server keeps waiting at once. madsim charges every receive a random delay
@@ -182,6 +390,7 @@ type Receive =
 pub struct RpcServer {
     endpoint: Endpoint,
     _listening: Arc<ListenGuard>,
+    incarnation: u64,
     replies: std::sync::Arc<std::sync::Mutex<ReplyCache>>,
     receiving: futures::stream::FuturesUnordered<Receive>,
 }
@@ -217,10 +426,11 @@ impl RpcServer {
         let endpoint = Endpoint::bind(addr)
             .await
             .map_err(|e| NetError::Bind(e.to_string()))?;
-        LISTENING.with(|l| l.borrow_mut().insert(addr));
+        let incarnation = with_registry(|r| r.bind(addr));
         Ok(RpcServer {
             endpoint,
-            _listening: Arc::new(ListenGuard(addr)),
+            _listening: Arc::new(ListenGuard(incarnation)),
+            incarnation,
             replies: Default::default(),
             receiving: futures::stream::FuturesUnordered::new(),
         })
@@ -239,9 +449,14 @@ impl RpcServer {
             let Some(Ok((payload, from))) = self.receiving.next().await else {
                 continue;
             };
-            let (id, request) = *payload
-                .downcast::<(u64, Req)>()
+            let (id, incarnation, acked, request) = *payload
+                .downcast::<Wire<Req>>()
                 .expect("requests on a server socket all have its request type");
+            if incarnation != self.incarnation {
+                // Meant for an earlier process on this port: its connection is gone.
+                continue;
+            }
+            acked.fetch_max(id, Ordering::Relaxed);
             let cached = {
                 let mut cache = self.replies.lock().expect("reply cache lock");
                 match cache.entries.get(&(from, id)) {
@@ -261,6 +476,11 @@ impl RpcServer {
                 None => return Incoming { from, id, request },
             }
         }
+    }
+
+    /// This bind's incarnation number: new for every process that binds the address.
+    pub fn incarnation(&self) -> u64 {
+        self.incarnation
     }
 
     /// A handle that can answer requests but does not keep the port listening: request

@@ -17,6 +17,10 @@ pub const UTC_EPOCH_US: i64 = 1_767_225_600_000_000;
 pub const MONO_BASE_US_PER_NODE: i64 = 1_000_000_000;
 /// The first pid handed out; later processes count up from it.
 const PID_FIRST: u32 = 1000;
+/// Free ports are handed out from here up (Linux's ephemeral range starts at 32768).
+pub const PORT_FIRST: u16 = 32768;
+/// ... and wrap around below this.
+pub const PORT_LAST: u16 = 60999;
 
 /// Everything of one run the simulated tasks share.
 pub struct World {
@@ -79,12 +83,24 @@ pub struct Checkpoint {
     pub world_size: u64,
 }
 
-/// One step's all-reduce among a group: who arrived, and who waits.
+/// One step's all-reduce among a group: who arrived, and who waits (told whether it
+/// completed).
 #[derive(Default)]
 pub struct Barrier {
     pub arrived: BTreeSet<u32>,
-    pub waiters: Vec<oneshot::Sender<()>>,
+    pub waiters: Vec<oneshot::Sender<bool>>,
 }
+
+/// A worker group's collectives: its members, and the members whose workers are gone with
+/// their connections reset (gloo fails the others' collectives at once then).
+#[derive(Default)]
+pub struct CollectiveGroup {
+    pub members: Vec<u32>,
+    pub reset: BTreeSet<u32>,
+}
+
+/// Most worker groups whose collectives are remembered at once; the oldest go first.
+const COLLECTIVE_GROUPS_MAX: usize = 4096;
 
 /// The mutable part of the world.
 pub struct WorldState {
@@ -97,6 +113,8 @@ pub struct WorldState {
     /// Directed links cut by partitions or clogs, by node index.
     pub clogged: BTreeSet<(u32, u32)>,
     pub next_pid: u32,
+    /// The next free port handed out (torch's `get_free_port`), counting up per run.
+    pub next_port: u16,
     /// Faults still to come that start a process (`start`, `restart`).
     pub pending_starts: usize,
     /// Whether some agent exited SUCCEEDED.
@@ -105,8 +123,10 @@ pub struct WorldState {
     pub checkpoint: Checkpoint,
     /// What faults did to the GPUs.
     pub gpus: super::gpu::Gpus,
-    /// All-reduce barriers by (round, step).
+    /// All-reduce barriers by (group key, step).
     pub barriers: BTreeMap<(u64, u64), Barrier>,
+    /// Worker groups by group key, for the gloo backend's resets.
+    pub collective_groups: BTreeMap<u64, CollectiveGroup>,
     /// The network's latency range and loss now, and how many times each was changed
     /// (so a timed fault restores only what no later fault replaced).
     pub latency_us: (u64, u64),
@@ -129,11 +149,13 @@ impl WorldState {
             skew_us: scenario.cluster.clock_skew_us.clone(),
             clogged: BTreeSet::new(),
             next_pid: PID_FIRST,
+            next_port: PORT_FIRST,
             pending_starts,
             any_succeeded: false,
             checkpoint: Checkpoint::default(),
             gpus: super::gpu::Gpus::default(),
             barriers: BTreeMap::new(),
+            collective_groups: BTreeMap::new(),
             latency_us: (
                 scenario.network.latency_us_min,
                 scenario.network.latency_us_max,
@@ -154,11 +176,51 @@ impl WorldState {
     }
 
     /// Removes `node` from every unfinished all-reduce (its workers died or were stopped).
-    pub fn withdraw(&mut self, node: u32) {
+    /// With `reset`, its workers' connections reset (they died on a live host): a backend
+    /// that sees resets fails its peers' collectives at once (`fail_on_reset`).
+    pub fn withdraw(&mut self, node: u32, reset: bool, fail_on_reset: bool) {
         for barrier in self.barriers.values_mut() {
             barrier.arrived.remove(&node);
         }
+        if reset && fail_on_reset {
+            let groups: Vec<u64> = self
+                .collective_groups
+                .iter_mut()
+                .filter(|(_, g)| g.members.contains(&node))
+                .map(|(key, g)| {
+                    g.reset.insert(node);
+                    *key
+                })
+                .collect();
+            let failed: Vec<(u64, u64)> = self
+                .barriers
+                .keys()
+                .filter(|(key, _)| groups.contains(key))
+                .copied()
+                .collect();
+            for key in failed {
+                let barrier = self.barriers.remove(&key).expect("listed above");
+                for waiter in barrier.waiters {
+                    let _ = waiter.send(false);
+                }
+            }
+        }
         self.barriers.retain(|_, b| !b.arrived.is_empty());
+    }
+
+    /// Registers a worker group's members on its first collective.
+    pub fn collective_group(&mut self, key: u64, members: &[u32]) -> &CollectiveGroup {
+        if !self.collective_groups.contains_key(&key) {
+            while self.collective_groups.len() >= COLLECTIVE_GROUPS_MAX {
+                self.collective_groups.pop_first();
+            }
+        }
+        self.collective_groups
+            .entry(key)
+            .or_insert_with(|| CollectiveGroup {
+                members: members.to_vec(),
+                reset: BTreeSet::new(),
+            })
     }
 
     /// Whether every pair of `members` can reach each other.

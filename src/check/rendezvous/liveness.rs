@@ -229,7 +229,7 @@ struct Obligation {
     deadline_us: u64,
     dead_node: String,
     killed_at_us: u64,
-    round: u64,
+    round: super::super::membership::RoundId,
 }
 
 impl Obligation {
