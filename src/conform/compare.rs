@@ -35,7 +35,7 @@ impl Distribution {
             .map(|(signature, count)| Entry { count, signature })
             .collect();
         // A stable sort keeps the signature order among equal counts.
-        entries.sort_by(|a, b| b.count.cmp(&a.count));
+        entries.sort_by_key(|e| std::cmp::Reverse(e.count));
         Distribution { entries }
     }
 
