@@ -18,8 +18,8 @@ pub mod ledger;
 pub mod reader_feed;
 
 use crate::trace::EventKind;
-use crate::world::gpu::{compute_time_us, gpu_of_local_rank};
 use crate::world::env::CollectiveError;
+use crate::world::gpu::{compute_time_us, gpu_of_local_rank};
 use crate::world::{rng, time, Checkpoint, NodeEnv};
 use data::{EpochPlan, PlanKey, MUTANT_SAMPLER_OFF_BY_ONE};
 use ledger::SampleLedger;
@@ -358,19 +358,22 @@ fn consume(
     epoch: u64,
     batches: &[Vec<u64>],
 ) -> u64 {
-    ledger
-        .lock()
-        .expect("ledger")
-        .consume_step(plan.group_key(), epoch, plan.base_global_rank, batches)
+    ledger.lock().expect("ledger").consume_step(
+        plan.group_key(),
+        epoch,
+        plan.base_global_rank,
+        batches,
+    )
 }
 
 /// This node finished `epoch`; the last node of the group records what the group covered.
 fn finish_epoch(env: &NodeEnv, plan: &GroupPlan, ledger: &Mutex<SampleLedger>, epoch: u64) {
-    let done =
-        ledger
-            .lock()
-            .expect("ledger")
-            .node_done(plan.group_key(), epoch, env.index, plan.members.len());
+    let done = ledger.lock().expect("ledger").node_done(
+        plan.group_key(),
+        epoch,
+        env.index,
+        plan.members.len(),
+    );
     if let Some(c) = done {
         env.record(EventKind::EpochCovered {
             round: plan.round,

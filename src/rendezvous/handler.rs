@@ -290,7 +290,9 @@ impl RendezvousHandler {
         let addr_key = format!("{prefix}/{MASTER_ADDR_KEY}");
         let port_key = format!("{prefix}/{MASTER_PORT_KEY}");
         if rank == 0 {
-            self.store.set(&addr_key, env.name.as_bytes().to_vec()).await?;
+            self.store
+                .set(&addr_key, env.name.as_bytes().to_vec())
+                .await?;
             self.store
                 .set(&port_key, port.to_string().into_bytes())
                 .await?;

@@ -303,7 +303,11 @@ impl RpcClient {
                     rto_us = (rto_us * 2).min(RTO_US_MAX);
                 }
                 Path::Open => {
-                    let cap_us = if self.acked(id) { REASK_US_MAX } else { RTO_US_MAX };
+                    let cap_us = if self.acked(id) {
+                        REASK_US_MAX
+                    } else {
+                        RTO_US_MAX
+                    };
                     let wait_us = rto_us.min(cap_us).min(remaining_us);
                     match self.exchange(id, &request, wait_us).await {
                         Exchange::Reply(resp) => return Ok(resp),
@@ -327,11 +331,12 @@ impl RpcClient {
         let incarnation = self.incarnation.expect("an open path is bound");
         let wire: Wire<Req> = (id, incarnation, Arc::clone(&self.acked), request.clone());
         send(&self.endpoint, self.server, REQUEST_TAG, Box::new(wire)).await;
-        let reply = super::time::timeout_us(
-            wait_us,
-            self.endpoint.recv_from_raw(REPLY_TAG_BASE | id),
-        );
-        let reset = self.reset.clone().expect("a bound connection has its reset signal");
+        let reply =
+            super::time::timeout_us(wait_us, self.endpoint.recv_from_raw(REPLY_TAG_BASE | id));
+        let reset = self
+            .reset
+            .clone()
+            .expect("a bound connection has its reset signal");
         match select(pin!(reply), reset).await {
             Either::Left((Some(Ok((payload, _from))), _)) => {
                 let resp = payload
