@@ -1,0 +1,115 @@
+//! `trainsim conform`'s refusals, and the driver's, which need no torch: no torch at
+//! `--python`, an unreadable scenario, a fault the real machine cannot apply.
+
+use std::path::Path;
+use std::process::Command;
+
+fn root() -> &'static Path {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+}
+
+fn trainsim(args: &[&str]) -> (i32, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_trainsim"))
+        .args(args)
+        .current_dir(root())
+        .output()
+        .expect("trainsim runs");
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn no_torch_at_python_is_exit_2() {
+    let (code, stderr) = trainsim(&[
+        "conform",
+        "conformance/scenarios/all_start.toml",
+        "--python",
+        "/nonexistent/python",
+    ]);
+    assert_eq!(code, 2, "{stderr}");
+    assert!(
+        stderr.contains("no torch at /nonexistent/python"),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn an_unreadable_scenario_is_exit_2_before_torch_is_asked() {
+    let (code, stderr) = trainsim(&[
+        "conform",
+        "conformance/scenarios/no_such_file.toml",
+        "--python",
+        "/nonexistent/python",
+    ]);
+    assert_eq!(code, 2, "{stderr}");
+    assert!(stderr.contains("no_such_file.toml"), "{stderr}");
+}
+
+fn driver_check(toml: &str) -> (i32, String) {
+    let dir = std::env::temp_dir().join(format!("trainsim-conform-cli-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    let file = dir.join(format!("case-{}.toml", toml.len()));
+    std::fs::write(&file, toml).expect("write the scenario");
+    let out = Command::new("python3")
+        .arg(root().join("conformance/driver.py"))
+        .arg("check")
+        .arg(&file)
+        .output()
+        .expect("python3 runs");
+    let _ = std::fs::remove_file(&file);
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+const BASE: &str = "name = \"x\"\n[cluster]\nnodes = 2\n[rendezvous]\nmin_nodes = 2\nmax_nodes = 2\njoin_timeout = \"20s\"\n[job]\nbackend = \"gloo\"\n";
+
+#[test]
+fn the_driver_accepts_the_suite() {
+    let suite = root().join("conformance/scenarios");
+    let mut checked = 0;
+    for entry in std::fs::read_dir(suite).expect("the suite") {
+        let path = entry.expect("an entry").path();
+        let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("");
+        if !name.ends_with(".toml") || name.ends_with("_fixed.toml") {
+            continue;
+        }
+        let out = Command::new("python3")
+            .arg(root().join("conformance/driver.py"))
+            .arg("check")
+            .arg(&path)
+            .output()
+            .expect("python3 runs");
+        assert!(
+            out.status.success(),
+            "{}: {}",
+            path.display(),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        checked += 1;
+    }
+    assert!(checked >= 12, "only {checked} suite files");
+}
+
+#[test]
+fn the_driver_refuses_what_the_machine_cannot_do() {
+    let cases = [
+        ("[[faults]]\nat = \"5s\"\nkind = \"partition\"\ngroups = [[\"node-0\"], [\"node-1\"]]\n", "partition"),
+        ("[[faults]]\nat = \"5s\"\nkind = \"power_off\"\nnode = \"node-1\"\n", "power_off"),
+        ("[[faults]]\nat = \"5s\"\nkind = \"gpu_fail\"\nnode = \"node-1\"\ngpu = 0\n", "gpu_fail"),
+    ];
+    for (fault, word) in cases {
+        let (code, stderr) = driver_check(&format!("{BASE}{fault}"));
+        assert_eq!(code, 2, "{word}: {stderr}");
+        assert!(stderr.contains(word), "{word}: {stderr}");
+    }
+    let (code, stderr) = driver_check(&BASE.replace("\"20s\"", "\"1500ms\""));
+    assert_eq!(code, 2, "{stderr}");
+    assert!(stderr.contains("whole seconds"), "{stderr}");
+    let (code, stderr) = driver_check(&BASE.replace("gloo", "nccl"));
+    assert_eq!(code, 2, "{stderr}");
+    assert!(stderr.contains("backend"), "{stderr}");
+}
