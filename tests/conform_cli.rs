@@ -113,3 +113,17 @@ fn the_driver_refuses_what_the_machine_cannot_do() {
     assert_eq!(code, 2, "{stderr}");
     assert!(stderr.contains("backend"), "{stderr}");
 }
+
+/// The conformance suite's files are valid scenarios whose expectations the simulator
+/// meets (the expectations state what the real torchrun did).
+#[test]
+fn the_conformance_suite_passes_in_the_simulator() {
+    let out = Command::new(env!("CARGO_BIN_EXE_trainsim"))
+        .args(["check", "conformance/scenarios/"])
+        .current_dir(root())
+        .output()
+        .expect("trainsim runs");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{stdout}");
+    assert!(stdout.contains("14 passed, 0 failed"), "{stdout}");
+}

@@ -16,7 +16,7 @@ pub(crate) struct RoundId {
 }
 
 impl std::fmt::Display for RoundId {
-    /// The round number; the incarnation too when it is not the run's first store.
+    /// The round number; the incarnation too when it is not the store's first process.
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self.store_incarnation {
             0 | 1 => write!(f, "{}", self.round),

@@ -48,6 +48,9 @@ pub struct Report {
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct RoundSummary {
     pub round: u64,
+    /// Which process of the rendezvous store the round was agreed in (1 for the first): a
+    /// restarted store starts a new rendezvous whose rounds count from 0 again.
+    pub store_incarnation: u64,
     /// The earliest completion of the round any node reported.
     pub completed_at_us: u64,
     /// Node names, index = rank, as the earliest completion saw them.
@@ -205,19 +208,24 @@ fn reader(trace: &Trace) -> ReaderSummary {
 }
 
 /// Completed rounds, each as its earliest completion saw it.
+/// Rounds are ordered by store incarnation, then number: a later incarnation's rounds came
+/// later.
 fn rounds(trace: &Trace) -> Vec<RoundSummary> {
-    let mut by_round: BTreeMap<u64, RoundSummary> = BTreeMap::new();
+    let mut by_round: BTreeMap<(u64, u64), RoundSummary> = BTreeMap::new();
     for event in &trace.events {
         if let EventKind::RendezvousCompleted {
             round,
             world_size,
             participants,
+            store_incarnation,
             ..
         } = &event.kind
         {
             // Events are in time order, so the first one seen is the earliest.
-            by_round.entry(*round).or_insert_with(|| RoundSummary {
+            let key = (*store_incarnation, *round);
+            by_round.entry(key).or_insert_with(|| RoundSummary {
                 round: *round,
+                store_incarnation: *store_incarnation,
                 completed_at_us: event.at_us,
                 participants: participants.clone(),
                 world_size: *world_size,

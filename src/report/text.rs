@@ -58,11 +58,15 @@ fn rounds(out: &mut String, r: &Report) {
     for round in &r.rounds {
         let _ = writeln!(
             out,
-            "         {:>5}  {:>12}  {:>5}  {}",
+            "         {:>5}  {:>12}  {:>5}  {}{}",
             round.round,
             secs(round.completed_at_us),
             round.world_size,
-            participant_list(&round.participants)
+            participant_list(&round.participants),
+            match round.store_incarnation {
+                0 | 1 => String::new(),
+                k => format!("  (restarted store, incarnation {k})"),
+            }
         );
     }
 }

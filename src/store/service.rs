@@ -164,7 +164,8 @@ impl StoreClient {
             .store(timeout_us, std::sync::atomic::Ordering::Relaxed);
     }
 
-    /// The server incarnation this client reached, once a call reached one.
+    /// Which incarnation of its address's server this client reached (1 for the first
+    /// process to serve there), once a call reached one.
     pub async fn incarnation(&self) -> Option<u64> {
         self.conn.lock().await.incarnation()
     }

@@ -33,6 +33,8 @@ type ResetSignal = Shared<futures::channel::oneshot::Receiver<()>>;
 /// One bind of a server socket by one process.
 struct Incarnation {
     addr: SocketAddr,
+    /// 1 for the first process to bind `addr` in the run, 2 for the next, and so on.
+    generation: u64,
     alive: bool,
     /// Sending on it resets every connection; kept unsent while the incarnation is silent.
     reset_tx: Option<futures::channel::oneshot::Sender<()>>,
@@ -49,6 +51,8 @@ struct Registry {
     /// Hosts that are powered off: they answer nothing, not even a reset.
     hosts_down: BTreeSet<IpAddr>,
     incarnations_made: u64,
+    /// Binds so far per address.
+    binds: BTreeMap<SocketAddr, u64>,
     /// Clients made so far: each numbers its requests in a range of its own.
     clients_made: u64,
 }
@@ -124,10 +128,14 @@ impl Registry {
         self.incarnations_made += 1;
         let id = self.incarnations_made;
         let (tx, rx) = futures::channel::oneshot::channel();
+        let generation = self.binds.entry(addr).or_insert(0);
+        *generation += 1;
+        let generation = *generation;
         self.incarnations.insert(
             id,
             Incarnation {
                 addr,
+                generation,
                 alive: true,
                 reset_tx: Some(tx),
                 reset: rx.shared(),
@@ -238,9 +246,11 @@ impl RpcClient {
         })
     }
 
-    /// The server incarnation this connection reached, once a call reached one.
+    /// Which bind of its address the server this connection reached is (1 for the first
+    /// process to serve there), once a call reached one.
     pub fn incarnation(&self) -> Option<u64> {
-        self.incarnation
+        let id = self.incarnation?;
+        with_registry(|r| r.incarnations.get(&id).map(|inc| inc.generation))
     }
 
     /// Where this connection's next message goes, connecting first if it is not yet bound.
