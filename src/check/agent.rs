@@ -1,6 +1,7 @@
 //! The `agent.*` invariants: the restart budget and zombie steps. (Rank assignment is in
 //! `ranks.rs`.)
 
+use super::membership::RoundId;
 use super::{InvariantResult, Violation};
 use crate::scenario::model::Scenario;
 use crate::trace::{EventKind, Trace};
@@ -16,7 +17,7 @@ struct Process {
     /// [`restart_budget`]), counted when the new workers start.
     failure_restarts: u32,
     /// The round of its running (or last) worker group.
-    group_round: Option<u64>,
+    group_round: Option<RoundId>,
     /// Whether its pending restart was counted by the agent.
     restart_counted: bool,
     /// The participants of its latest completed round.
@@ -33,7 +34,7 @@ struct Budget {
     processes: BTreeMap<u32, Process>,
     /// Round -> nodes of that round's group whose workers failed or whose agent was killed
     /// while the group ran.
-    failed_members: BTreeMap<u64, BTreeSet<String>>,
+    failed_members: BTreeMap<RoundId, BTreeSet<String>>,
 }
 
 impl Budget {
@@ -55,8 +56,19 @@ impl Budget {
                 self.member_failed(*pid);
                 None
             }
-            EventKind::WorkersStarted { pid, round, .. } => self
-                .workers_started(*pid, *round)
+            EventKind::WorkersStarted {
+                pid,
+                round,
+                store_incarnation,
+                ..
+            } => self
+                .workers_started(
+                    *pid,
+                    RoundId {
+                        store_incarnation: *store_incarnation,
+                        round: *round,
+                    },
+                )
                 .filter(|made| *made > max)
                 .map(|_| *pid),
             EventKind::RendezvousJoining { pid } => {
@@ -100,7 +112,7 @@ impl Budget {
     /// failed and that member's node is back in the new group (a replaced process; a member
     /// that never comes back is a scale-down, which torch rightly does not count).
     /// Returns the process's failure restarts if this was one.
-    fn workers_started(&mut self, pid: u32, round: u64) -> Option<u32> {
+    fn workers_started(&mut self, pid: u32, round: RoundId) -> Option<u32> {
         let process = self.processes.entry(pid).or_default();
         let previous = process.group_round.replace(round)?;
         let counted = std::mem::take(&mut process.restart_counted);

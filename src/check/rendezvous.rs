@@ -200,16 +200,26 @@ pub(super) fn bounds(scenario: &Scenario, trace: &Trace) -> InvariantResult {
 
 /// `rendezvous.closed_is_final`: once any node has closed the rendezvous, no round
 /// completes for the rest of the run. Not applicable when nothing closed it.
+///
+/// A restarted store is a new rendezvous: a close ends only its own store incarnation's.
 pub(super) fn closed_is_final(trace: &Trace) -> InvariantResult {
     let mut violations = Vec::new();
-    let mut closed: Option<(u64, Option<&str>)> = None;
+    let mut closed: BTreeMap<u64, (u64, Option<&str>)> = BTreeMap::new();
     for event in &trace.events {
         match &event.kind {
-            EventKind::RendezvousClosed { .. } if closed.is_none() => {
-                closed = Some((event.at_us, event.node.as_deref()));
+            EventKind::RendezvousClosed {
+                store_incarnation, ..
+            } => {
+                closed
+                    .entry(*store_incarnation)
+                    .or_insert((event.at_us, event.node.as_deref()));
             }
-            EventKind::RendezvousCompleted { round, .. } => {
-                if let Some((at_us, by)) = closed {
+            EventKind::RendezvousCompleted {
+                round,
+                store_incarnation,
+                ..
+            } => {
+                if let Some(&(at_us, by)) = closed.get(store_incarnation) {
                     violations.push(Violation::new(
                         event.at_us,
                         event.node.as_deref(),
@@ -224,7 +234,7 @@ pub(super) fn closed_is_final(trace: &Trace) -> InvariantResult {
             _ => {}
         }
     }
-    InvariantResult::judge("rendezvous.closed_is_final", closed.is_some(), violations)
+    InvariantResult::judge("rendezvous.closed_is_final", !closed.is_empty(), violations)
 }
 
 /// How two groups differ, naming at most a few nodes on each side.

@@ -107,7 +107,11 @@ pub fn rdzv_failed(pid: u32, error: &str) -> EventKind {
 }
 
 pub fn closed(pid: u32, round: u64) -> EventKind {
-    EventKind::RendezvousClosed { pid, round }
+    EventKind::RendezvousClosed {
+        pid,
+        round,
+        store_incarnation: 1,
+    }
 }
 
 pub fn fault(kind: &str) -> EventKind {

@@ -457,6 +457,8 @@ impl Holder {
                         Action::MarkRendezvousClosed => Some(EventKind::RendezvousClosed {
                             pid: self.env.pid,
                             round: self.state.round,
+                            // Filled in when the write lands (the client is bound by then).
+                            store_incarnation: 0,
                         }),
                         Action::KeepAlive => Some(EventKind::Heartbeat { pid: self.env.pid }),
                         _ => None,
@@ -484,7 +486,13 @@ impl Holder {
         };
         let has_set = written.map(|ours| landed(&bits, &ours, &synced));
         if has_set == Some(true) {
-            if let Some(event) = self.pending_event.take() {
+            if let Some(mut event) = self.pending_event.take() {
+                if let EventKind::RendezvousClosed {
+                    store_incarnation, ..
+                } = &mut event
+                {
+                    *store_incarnation = self.store.incarnation().await.unwrap_or(0);
+                }
                 self.env.record(event);
             }
         } else if has_set == Some(false) {

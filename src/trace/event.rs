@@ -58,7 +58,12 @@ pub enum EventKind {
         message: String,
     },
     /// This node's op committed `closed = true` to the shared state.
-    RendezvousClosed { pid: u32, round: u64 },
+    RendezvousClosed {
+        pid: u32,
+        round: u64,
+        /// The store incarnation whose rendezvous was closed (a restarted store's is new).
+        store_incarnation: u64,
+    },
     /// A node's keep-alive heartbeat was written to the shared state.
     Heartbeat { pid: u32 },
     /// The agent started its worker group for a round, giving its workers `master` (the

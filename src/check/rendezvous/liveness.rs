@@ -251,11 +251,13 @@ impl Obligation {
 /// calls `next_rendezvous()` again or exits within [`survivor_bound_us`].
 ///
 /// Stop faults are graceful exits and are not covered here. A survivor whose node is paused
-/// is excused: it cannot act until resumed.
+/// is excused: it cannot act until resumed. So is a survivor whose workers have finished
+/// (its group `SUCCEEDED`): it has nothing left to train and waits in the exit barrier.
 fn survivors_rejoin(scenario: &Scenario, trace: &Trace, end: &RunEnd) -> Vec<Violation> {
     let bound_us = survivor_bound_us(scenario);
     let mut membership = Membership::default();
     let mut owed: BTreeMap<u32, Obligation> = BTreeMap::new();
+    let mut finished: BTreeSet<u32> = BTreeSet::new();
     let mut violations = Vec::new();
     for event in &trace.events {
         let overdue: Vec<u32> = owed
@@ -272,7 +274,10 @@ fn survivors_rejoin(scenario: &Scenario, trace: &Trace, end: &RunEnd) -> Vec<Vio
                 owed.remove(pid);
                 if let Some(dead) = membership.of_pid(*pid) {
                     for survivor in membership.members() {
-                        if survivor.pid == *pid || survivor.round != dead.round {
+                        if survivor.pid == *pid
+                            || survivor.round != dead.round
+                            || finished.contains(&survivor.pid)
+                        {
                             continue;
                         }
                         owed.entry(survivor.pid).or_insert_with(|| Obligation {
@@ -288,6 +293,10 @@ fn survivors_rejoin(scenario: &Scenario, trace: &Trace, end: &RunEnd) -> Vec<Vio
             EventKind::RendezvousJoining { pid }
             | EventKind::RendezvousFailed { pid, .. }
             | EventKind::AgentExited { pid, .. } => {
+                owed.remove(pid);
+            }
+            EventKind::WorkerGroupState { pid, state } if state == "SUCCEEDED" => {
+                finished.insert(*pid);
                 owed.remove(pid);
             }
             EventKind::FaultApplied { fault, .. } if fault == "pause" => {
@@ -451,6 +460,25 @@ mod tests {
         events.push(e(93, "node-0", completed(100, 1, 0, &[0, 1])));
         events.push(e(93, "node-1", completed(101, 1, 1, &[0, 1])));
         let r = liveness(&scenario(), &trace(events), &end(200, "timed_out"));
+        assert_eq!(r.status, Status::Held, "{:?}", r.violations);
+    }
+
+    #[test]
+    fn survivors_whose_workers_finished_owe_no_new_round() {
+        let mut events = round_zero(3);
+        events.push(e(45, "node-2", fault("kill")));
+        events.push(e(45, "node-2", killed(102)));
+        for (node, pid) in [("node-0", 100), ("node-1", 101)] {
+            let state = EventKind::WorkerGroupState {
+                pid,
+                state: "SUCCEEDED".into(),
+            };
+            events.push(e(62, node, state));
+        }
+        // They wait in the exit barrier for node-2 until its timeout.
+        events.push(e(362, "node-0", exited(100, "SUCCEEDED")));
+        events.push(e(362, "node-1", exited(101, "SUCCEEDED")));
+        let r = liveness(&scenario(), &trace(events), &end(362, "succeeded"));
         assert_eq!(r.status, Status::Held, "{:?}", r.violations);
     }
 }
