@@ -69,50 +69,50 @@ pub async fn init_process_group(
             .gen_range(0..=GLOO_SETUP_JITTER_US);
         time::sleep_us(setup_us).await;
     }
-    let own = format!("{KEY_PREFIX}/rank_{}", plan.group_rank);
-    store
-        .set(&own, group.clone().into_bytes())
+    let addresses = publish_and_wait(&store, KEY_PREFIX, plan, &group)
         .await
-        .map_err(|e| fail(e.to_string()))?;
-    let keys: Vec<String> = (0..plan.members.len())
-        .map(|rank| format!("{KEY_PREFIX}/rank_{rank}"))
-        .collect();
-    store
-        .wait(&keys)
-        .await
-        .map_err(|e| fail(format!("waiting for every rank: {e}")))?;
-    let addresses = store
-        .multi_get(&keys)
-        .await
-        .map_err(|e| fail(format!("reading every rank's address: {e}")))?;
-    let stale = addresses.iter().position(|v| v.bytes() != group.as_bytes());
-    match stale {
-        Some(rank) if gloo => {
+        .map_err(|e| fail(format!("publishing its address: {e}")))?;
+    if gloo {
+        let addresses = store
+            .multi_get(&addresses)
+            .await
+            .map_err(|e| fail(format!("reading every rank's address: {e}")))?;
+        if let Some(rank) = addresses.iter().position(|v| v.bytes() != group.as_bytes()) {
             return Err(fail(format!(
                 "gloo connectFullMesh: rank {rank}'s address is an earlier group's, a dead \
                  worker's: connection refused"
-            )))
+            )));
         }
-        _ => {}
     }
     // The mesh is up only when every rank connected: one that read a dead address never
     // does, and the others' connects time out.
-    let connected = format!("{KEY_PREFIX}/connected/{group}");
-    store
-        .set(
-            &format!("{connected}/rank_{}", plan.group_rank),
-            b"1".to_vec(),
-        )
-        .await
-        .map_err(|e| fail(e.to_string()))?;
-    let peers: Vec<String> = (0..plan.members.len())
-        .map(|rank| format!("{connected}/rank_{rank}"))
+    publish_and_wait(
+        &store,
+        &format!("{KEY_PREFIX}/connected/{group}"),
+        plan,
+        "1",
+    )
+    .await
+    .map_err(|e| fail(format!("connecting to every rank: {e}")))?;
+    Ok(server)
+}
+
+/// Writes this node's `value` under `prefix/rank_<group rank>` and waits until every rank
+/// of the group has a key there; returns the keys.
+async fn publish_and_wait(
+    store: &StoreClient,
+    prefix: &str,
+    plan: &GroupPlan,
+    value: &str,
+) -> Result<Vec<String>, crate::store::service::StoreError> {
+    let keys: Vec<String> = (0..plan.members.len())
+        .map(|rank| format!("{prefix}/rank_{rank}"))
         .collect();
     store
-        .wait(&peers)
-        .await
-        .map_err(|e| fail(format!("connecting to every rank: {e}")))?;
-    Ok(server)
+        .set(&keys[plan.group_rank as usize], value.as_bytes().to_vec())
+        .await?;
+    store.wait(&keys).await?;
+    Ok(keys)
 }
 
 /// The spread of gloo's setup time across nodes, before each publishes its address
