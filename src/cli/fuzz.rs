@@ -1,36 +1,79 @@
-//! `trainsim fuzz --target rendezvous|job|reader`: draws scenarios, runs them, shrinks the first that
-//! fails and writes it as a scenario file to commit, with the line that replays it.
+//! `trainsim fuzz`: a campaign over drawn scenarios (every case of `--cases`, over `--jobs`
+//! threads), findings bucketed by signature and triaged against torch's known behaviours,
+//! a minimal repro per signature, a coverage table and `--out/summary.json`; and
+//! `trainsim fuzz merge DIR...`, which merges the summaries of case ranges.
 //!
-//! Exit codes: 0 nothing found, 1 a failure was found (and written), 2 bad arguments,
-//! 3 the finding could not be written.
+//! Exit codes: 0 no new signature, 1 a new signature was found, 2 bad arguments or
+//! unreadable input, 3 output could not be written.
 
-use crate::fuzz::{self, mutants, FuzzConfig};
-use std::path::PathBuf;
+use crate::fuzz::campaign::{self, Campaign, KnownMode};
+use crate::fuzz::summary::{self, Summary};
+use crate::fuzz::{self, mutants, parallel};
+use indicatif::{ProgressBar, ProgressStyle};
+use std::io::IsTerminal;
+use std::ops::Range;
+use std::path::{Path, PathBuf};
 
 /// Arguments of `trainsim fuzz`.
 #[derive(Debug, clap::Args)]
 #[command(
-    after_help = "Examples:\n  trainsim fuzz --target rendezvous --cases 200 --seed 1 --out findings/\n  trainsim fuzz --target rendezvous --cases 300 --seed 1 --mutant rank-collision --out /tmp/f\n  trainsim fuzz --target job --cases 200 --seed 1 --mutant sampler-off-by-one --out /tmp/f\n  trainsim fuzz --target reader --cases 500 --seed 1 --mutant reader-double-publish --out /tmp/f"
+    args_conflicts_with_subcommands = true,
+    subcommand_negates_reqs = true,
+    after_help = "Mutants (planted bugs, --mutant):\n  late-joiner-joins-complete-round, rank-collision, no-heartbeat-expiry (rendezvous)\n  sampler-off-by-one (job)\n  reader-double-publish (reader)\n\nExamples:\n  trainsim fuzz --target rendezvous --cases 10000 --seed 1 --known skip --out findings/\n  trainsim fuzz --target rendezvous --cases 0..5000 --seed 1 --out ci-0 && trainsim fuzz --target rendezvous --cases 5000..10000 --seed 1 --out ci-1\n  trainsim fuzz merge ci-0 ci-1 --out merged\n  trainsim fuzz --target rendezvous --cases 2000 --seed 1 --corpus corpus/ --out findings/\n  trainsim fuzz --target rendezvous --cases 300 --seed 1 --mutant rank-collision --out /tmp/f"
 )]
 pub struct FuzzArgs {
+    #[command(subcommand)]
+    pub command: Option<FuzzCommand>,
     /// What to fuzz: the rendezvous (cluster shapes, node and network faults), the job
     /// (data, samplers, GPUs, job faults) or the reader (data faults).
-    #[arg(long, value_enum)]
-    pub target: Target,
-    /// How many scenarios to draw (shrink steps not counted).
-    #[arg(long, default_value_t = 100)]
-    pub cases: u32,
-    /// Seeds the scenario generator: the same seed draws the same cases.
+    #[arg(long, value_enum, required = true)]
+    pub target: Option<Target>,
+    /// Cases to run: `N` (cases 0..N) or a range `A..B` / `A..=B` of case indices, so a
+    /// campaign can be split over CI jobs and merged.
+    #[arg(long, default_value = "100", value_parser = parse_cases, value_name = "N|A..B")]
+    pub cases: Range<u64>,
+    /// Seeds the campaign: case i draws from a generator seeded by (seed, i) alone.
     #[arg(long, default_value_t = 0)]
     pub seed: u64,
-    /// Switch on a planted bug and count only what it breaks: late-joiner-joins-complete-round,
-    /// rank-collision, no-heartbeat-expiry (rendezvous); sampler-off-by-one (job);
-    /// reader-double-publish (reader).
+    /// Threads to run cases on (default: the available cores). Results do not depend on it.
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..=1024))]
+    pub jobs: Option<u64>,
+    /// Switch on a planted bug and count only what it breaks (see the list below).
     #[arg(long, value_name = "M")]
     pub mutant: Option<String>,
-    /// Directory the shrunk failing scenario is written to.
+    /// Known torch behaviours: `report` lists them with their fix and issue; `skip` leaves
+    /// them out of the summary.
+    #[arg(long, value_enum, default_value = "report")]
+    pub known: KnownArg,
+    /// Keep cases that reach a coverage situation no earlier case reached in DIR, and draw
+    /// one case in four by mutating them.
     #[arg(long, value_name = "DIR")]
-    pub out: PathBuf,
+    pub corpus: Option<PathBuf>,
+    /// Write the violations into `expect.violations` (replay passes while the bug is
+    /// there), for committing a documented bug under `scenarios/`.
+    #[arg(long)]
+    pub as_known_bug: bool,
+    /// Directory for `summary.json` and the repro files (`repro/`).
+    #[arg(long, value_name = "DIR", required = true)]
+    pub out: Option<PathBuf>,
+}
+
+/// `trainsim fuzz merge`.
+#[derive(Debug, clap::Subcommand)]
+pub enum FuzzCommand {
+    /// Merge the summaries of a campaign's case ranges (each DIR holds a summary.json).
+    Merge(MergeArgs),
+}
+
+/// Arguments of `trainsim fuzz merge`.
+#[derive(Debug, clap::Args)]
+pub struct MergeArgs {
+    /// Output directories of campaigns over case ranges of one campaign.
+    #[arg(required = true, value_name = "DIR")]
+    pub dirs: Vec<PathBuf>,
+    /// Write the merged summary.json here.
+    #[arg(long, value_name = "DIR")]
+    pub out: Option<PathBuf>,
 }
 
 /// What `trainsim fuzz` can target.
@@ -39,6 +82,13 @@ pub enum Target {
     Rendezvous,
     Job,
     Reader,
+}
+
+/// `--known`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum KnownArg {
+    Report,
+    Skip,
 }
 
 impl Target {
@@ -51,72 +101,183 @@ impl Target {
     }
 }
 
+/// `N`, `A..B` or `A..=B`, non-empty.
+pub fn parse_cases(text: &str) -> Result<Range<u64>, String> {
+    let num = |s: &str| {
+        s.trim()
+            .parse::<u64>()
+            .map_err(|_| format!("`{s}` is not a case count or index"))
+    };
+    let range = if let Some((a, b)) = text.split_once("..=") {
+        num(a)?..num(b)?.checked_add(1).ok_or("range too large")?
+    } else if let Some((a, b)) = text.split_once("..") {
+        num(a)?..num(b)?
+    } else {
+        0..num(text)?
+    };
+    if range.is_empty() {
+        return Err(format!(
+            "`{text}` holds no case (expected N ≥ 1 or A..B with A < B)"
+        ));
+    }
+    Ok(range)
+}
+
 /// Runs the command; returns the exit code.
 pub fn execute(args: FuzzArgs) -> i32 {
+    if let Some(FuzzCommand::Merge(m)) = args.command {
+        return merge(&m);
+    }
     if let Some(m) = &args.mutant {
         if let Err(message) = mutants::options_of(std::slice::from_ref(m)) {
             eprintln!("error: {message}");
             return 2;
         }
     }
-    if args.cases == 0 {
-        eprintln!("error: --cases must be at least 1");
+    let (Some(target), Some(out)) = (args.target, args.out.clone()) else {
+        eprintln!("error: --target and --out are required");
         return 2;
-    }
-    let config = FuzzConfig {
-        target: args.target.fuzz_target(),
-        cases: args.cases,
+    };
+    let target = target.fuzz_target();
+    let flag = args
+        .mutant
+        .as_ref()
+        .map(|m| format!(" --mutant {m}"))
+        .unwrap_or_default();
+    let campaign = Campaign {
+        target,
+        cases: args.cases.clone(),
         seed: args.seed,
+        jobs: args
+            .jobs
+            .map_or_else(parallel::default_jobs, |j| j as usize),
         mutant: args.mutant.clone(),
-    };
-    // Wall time only feeds the cases/s figure printed below; it never reaches a trace, a
-    // report or the scenario written.
-    #[allow(clippy::disallowed_methods)]
-    let started = std::time::Instant::now();
-    let outcome = fuzz::fuzz(&config);
-    let elapsed_s = started.elapsed().as_secs_f64().max(1e-9);
-    let failures = u64::from(outcome.finding.is_some());
-    let code = match &outcome.finding {
-        None => 0,
-        Some(finding) => match report_finding(&args, finding) {
-            Ok(()) => 1,
-            Err(code) => code,
+        known: match args.known {
+            KnownArg::Report => KnownMode::Report,
+            KnownArg::Skip => KnownMode::Skip,
         },
+        corpus: args.corpus.clone(),
+        out: out.clone(),
+        as_known_bug: args.as_known_bug,
+        command: format!(
+            "trainsim fuzz --target {} --cases {}..{} --seed {}{flag}",
+            target.name(),
+            args.cases.start,
+            args.cases.end,
+            args.seed
+        ),
     };
-    println!(
-        "fuzz: {} cases, {} failures, {:.1} cases/s",
-        outcome.cases_run,
-        failures,
-        outcome.cases_run as f64 / elapsed_s
-    );
-    code
+    run_campaign(&campaign, &out)
 }
 
-/// Writes the shrunk scenario and prints where, what and how to replay it.
-fn report_finding(args: &FuzzArgs, finding: &fuzz::Finding) -> Result<(), i32> {
-    let mutant = args.mutant.as_deref();
-    let target = args.target.fuzz_target();
-    let scenario = fuzz::repro_scenario_for(target, finding, mutant);
-    let name = format!(
-        "fuzz-{}-seed{}-{}.toml",
-        target.name(),
-        args.seed,
-        mutant.unwrap_or("no-mutant")
-    );
-    let path = fuzz::write_repro(&args.out, &name, &scenario).map_err(|e| {
-        eprintln!("error: cannot write to {}: {e}", args.out.display());
-        3
-    })?;
-    match &finding.harness_failure {
-        Some(message) => println!("found: harness failure: {message}"),
-        None => println!("found: {} violated", finding.new_violations.join(", ")),
+fn run_campaign(campaign: &Campaign, out: &Path) -> i32 {
+    let bar = progress_bar(campaign.cases.end - campaign.cases.start);
+    // Wall time feeds only the progress bar and the cases/s figure printed at the end; it
+    // never reaches summary.json, a repro file or a run.
+    #[allow(clippy::disallowed_methods)]
+    let started = std::time::Instant::now();
+    let result = campaign::run(campaign, |p| {
+        bar.set_position(p.done);
+        bar.set_message(format!(
+            "{} failing, {} signatures",
+            p.failing, p.signatures
+        ));
+    });
+    bar.finish_and_clear();
+    let elapsed_s = started.elapsed().as_secs_f64().max(1e-9);
+    let summary = match result {
+        Ok(s) => s,
+        Err(message) => {
+            eprintln!("error: {message}");
+            return 3;
+        }
+    };
+    if let Err(code) = write_summary(out, &summary) {
+        return code;
     }
-    println!("wrote {}", path.display());
-    let flag = mutant.map(|m| format!(" --mutant {m}")).unwrap_or_default();
+    print!("{}", summary::render(&summary, &out.to_string_lossy()));
+    println!("wrote {}", out.join("summary.json").display());
     println!(
-        "repro: trainsim run {} --seed {}{flag}",
-        path.display(),
-        scenario.seed
+        "fuzz: {} cases, {} failing, {} signatures ({} new), {:.1} cases/s",
+        summary.cases(),
+        summary.failing_cases,
+        summary.signatures.len(),
+        summary.new_signatures(),
+        summary.cases() as f64 / elapsed_s
     );
-    Ok(())
+    i32::from(summary.new_signatures() > 0)
+}
+
+fn progress_bar(len: u64) -> ProgressBar {
+    if !std::io::stderr().is_terminal() {
+        return ProgressBar::hidden();
+    }
+    let style = ProgressStyle::with_template("{bar:30} {pos}/{len} cases {per_sec} {wide_msg}")
+        .expect("a valid progress template");
+    ProgressBar::new(len).with_style(style)
+}
+
+fn write_summary(dir: &Path, summary: &Summary) -> Result<(), i32> {
+    let json = serde_json::to_string_pretty(summary).expect("a summary serializes");
+    std::fs::create_dir_all(dir)
+        .and_then(|()| super::write_atomically(&dir.join("summary.json"), json.as_bytes()))
+        .map_err(|e| {
+            eprintln!("error: cannot write to {}: {e}", dir.display());
+            3
+        })
+}
+
+/// Reads `DIR/summary.json`.
+pub fn read_summary(dir: &Path) -> Result<Summary, String> {
+    let path = dir.join("summary.json");
+    let text = std::fs::read_to_string(&path)
+        .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+    serde_json::from_str(&text).map_err(|e| format!("{}: not a fuzz summary: {e}", path.display()))
+}
+
+fn merge(args: &MergeArgs) -> i32 {
+    let parts: Result<Vec<(String, Summary)>, String> = args
+        .dirs
+        .iter()
+        .map(|d| read_summary(d).map(|s| (d.to_string_lossy().into_owned(), s)))
+        .collect();
+    let merged = match parts.and_then(|p| summary::merge(&p)) {
+        Ok(m) => m,
+        Err(message) => {
+            eprintln!("error: {message}");
+            return 2;
+        }
+    };
+    if let Some(out) = &args.out {
+        if let Err(code) = write_summary(out, &merged) {
+            return code;
+        }
+    }
+    print!("{}", summary::render(&merged, ""));
+    if let Some(out) = &args.out {
+        println!("wrote {}", out.join("summary.json").display());
+    }
+    println!(
+        "fuzz merge: {} cases, {} failing, {} signatures ({} new)",
+        merged.cases(),
+        merged.failing_cases,
+        merged.signatures.len(),
+        merged.new_signatures()
+    );
+    i32::from(merged.new_signatures() > 0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::parse_cases;
+
+    #[test]
+    fn case_ranges_parse_and_empty_ones_are_refused() {
+        assert_eq!(parse_cases("300"), Ok(0..300));
+        assert_eq!(parse_cases("100..200"), Ok(100..200));
+        assert_eq!(parse_cases("100..=199"), Ok(100..200));
+        assert!(parse_cases("0").is_err());
+        assert!(parse_cases("5..5").is_err());
+        assert!(parse_cases("x..3").is_err());
+    }
 }

@@ -1,0 +1,131 @@
+//! Repro files that read as minimal scenarios: only the keys that differ from the defaults,
+//! under a header comment saying where the case came from and how to replay it.
+
+use crate::scenario::{self, emit, Scenario};
+use toml::Value;
+
+/// The scenario as TOML with only the keys that differ from a default scenario of the same
+/// name. A key whose default depends on another (e.g. one derived from the node count) is
+/// kept whenever leaving it out would change what the file parses to.
+pub fn to_minimal_toml(s: &Scenario) -> String {
+    let full = raw_value(s);
+    let defaults = raw_value(&scenario::default_scenario(&s.name));
+    let mut keep = diff(&full, &defaults).unwrap_or_else(|| Value::Table(Default::default()));
+    // Fall back to whole tables where the defaults of the written file differ.
+    for _ in 0..2 {
+        let text = toml::to_string(&keep).unwrap_or_default();
+        let Ok(back) = scenario::parse(&text, "repro.toml") else {
+            return scenario::to_toml(s);
+        };
+        if back == *s {
+            return text;
+        }
+        let (Value::Table(keep_t), Value::Table(full_t), Value::Table(back_t)) =
+            (&mut keep, &full, &raw_value(&back))
+        else {
+            break;
+        };
+        for (k, v) in full_t {
+            if back_t.get(k) != Some(v) {
+                keep_t.insert(k.clone(), v.clone());
+            }
+        }
+    }
+    scenario::to_toml(s)
+}
+
+fn raw_value(s: &Scenario) -> Value {
+    Value::try_from(emit::to_raw(s)).unwrap_or_else(|_| Value::Table(Default::default()))
+}
+
+/// The parts of `a` that differ from `b`: tables recursively, anything else whole. `None`
+/// when they are equal.
+fn diff(a: &Value, b: &Value) -> Option<Value> {
+    match (a, b) {
+        (Value::Table(a), Value::Table(b)) => {
+            let t: toml::map::Map<String, Value> = a
+                .iter()
+                .filter_map(|(k, v)| match b.get(k) {
+                    Some(d) => diff(v, d).map(|x| (k.clone(), x)),
+                    None => Some((k.clone(), v.clone())),
+                })
+                .collect();
+            (!t.is_empty()).then_some(Value::Table(t))
+        }
+        _ if a == b => None,
+        _ => Some(a.clone()),
+    }
+}
+
+/// Where a repro came from, for its header.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Origin {
+    /// The campaign's command line.
+    pub command: String,
+    pub campaign_seed: u64,
+    pub case_index: u64,
+    pub signature: String,
+    /// `new` or the triage label.
+    pub status: String,
+    /// `--mutant M` when the case needs a mutant to fail.
+    pub mutant: Option<String>,
+}
+
+/// The repro file's text: a header comment, then the minimal scenario.
+pub fn repro_text(s: &Scenario, origin: &Origin, file: &str) -> String {
+    let flag = origin
+        .mutant
+        .as_ref()
+        .map(|m| format!(" --mutant {m}"))
+        .unwrap_or_default();
+    let replay = if s.expect.violations.is_empty() {
+        "fails (exit 1, the violations named) until the bug is fixed"
+    } else {
+        "passes while the documented violations still occur"
+    };
+    format!(
+        "# Found by: {}\n# Campaign seed {}, case {}.\n# Signature: {}\n# Triage: {}\n\
+         # Replay: trainsim run {file}{flag}\n#   {replay}.\n{}",
+        origin.command,
+        origin.campaign_seed,
+        origin.case_index,
+        origin.signature,
+        origin.status,
+        to_minimal_toml(s)
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::scenario::model::{Fault, FaultKind};
+
+    #[test]
+    fn only_changed_keys_are_written_and_the_text_parses_back() {
+        let mut s = scenario::default_scenario("found by trainsim fuzz");
+        s.seed = 42;
+        s.cluster.nodes = 4;
+        s.rendezvous.min_nodes = 2;
+        s.rendezvous.max_nodes = 4;
+        s.faults = vec![Fault {
+            at_us: 10_000_000,
+            kind: FaultKind::Kill { node: 1 },
+        }];
+        let text = to_minimal_toml(&s);
+        assert_eq!(scenario::parse(&text, "m.toml").expect("parses"), s);
+        assert!(text.contains("seed = 42"), "{text}");
+        assert!(!text.contains("keep_alive_interval"), "{text}");
+        assert!(!text.contains("[network]"), "{text}");
+        let origin = Origin {
+            command: "trainsim fuzz --target rendezvous --cases 10 --seed 1".into(),
+            campaign_seed: 1,
+            case_index: 3,
+            signature: "rendezvous.liveness [kill@member]".into(),
+            status: "new".into(),
+            mutant: None,
+        };
+        let file = repro_text(&s, &origin, "x.toml");
+        assert!(file.starts_with("# Found by: trainsim fuzz"), "{file}");
+        assert_eq!(scenario::parse(&file, "x.toml").expect("parses"), s);
+    }
+}

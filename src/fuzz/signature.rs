@@ -1,0 +1,328 @@
+//! A finding's signature: the invariants it violates, the fault units the case still needs
+//! to violate them, and the roles of the nodes those faults hit (rank 0, store host,
+//! spare, member). Two cases with the same signature are counted as one finding.
+//!
+//! "Still needs" is found by a greedy pass over fault units (a kill with its restart, a
+//! pause with its resume, a partition with its heal, a clog with its unclog are one unit):
+//! a unit is dropped when the case without it violates the same invariants. The pass costs
+//! one run per unit, and it is a pure function of the case, so signatures do not depend on
+//! the order cases ran in.
+
+use crate::check::Status;
+use crate::runner::{self, RunOptions};
+use crate::scenario::model::{Fault, FaultKind, Scenario, StoreHost};
+use crate::trace::event::EventKind;
+use crate::trace::Trace;
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeSet;
+
+use super::strategy::Case;
+
+/// The file name scenarios are reported under while fuzzing.
+const CASE_FILE: &str = "fuzz-case.toml";
+
+/// What one run of a case violated.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct Verdict {
+    /// Violated invariants that count, by name, sorted (with a mutant: only those the case
+    /// without the mutant does not violate). `harness` when the harness failed.
+    pub counted: Vec<String>,
+    /// Every violated invariant, sorted.
+    pub all: Vec<String>,
+}
+
+impl Verdict {
+    /// Whether the case is a finding.
+    pub fn fails(&self) -> bool {
+        !self.counted.is_empty()
+    }
+}
+
+/// The pseudo-invariant a harness failure is counted under.
+pub const HARNESS: &str = "harness";
+
+/// Runs `scenario` with `seed` (and `mutant` on) and returns the violated invariants and
+/// the trace; `Err` holds a harness failure's message.
+pub fn run_case(
+    scenario: &Scenario,
+    seed: u64,
+    mutant: Option<&str>,
+) -> Result<(Vec<String>, Trace), String> {
+    let options = RunOptions {
+        mutants: mutant.into_iter().map(str::to_owned).collect(),
+        ..RunOptions::default()
+    };
+    let (report, trace) =
+        runner::run_traced_with(scenario, CASE_FILE, seed, &options).map_err(|e| e.message)?;
+    let mut names: Vec<String> = report
+        .invariants
+        .iter()
+        .filter(|i| i.status == Status::Violated)
+        .map(|i| i.name.clone())
+        .collect();
+    names.sort();
+    Ok((names, trace))
+}
+
+/// Judges a case: with a mutant, only invariants the case without it does not violate
+/// count. Returns the verdict and, when the run finished, its trace.
+pub fn judge(scenario: &Scenario, seed: u64, mutant: Option<&str>) -> (Verdict, Option<Trace>) {
+    let harness = || Verdict {
+        counted: vec![HARNESS.to_owned()],
+        all: vec![HARNESS.to_owned()],
+    };
+    let (all, trace) = match run_case(scenario, seed, mutant) {
+        Ok(x) => x,
+        Err(_) => return (harness(), None),
+    };
+    if mutant.is_none() || all.is_empty() {
+        let counted = all.clone();
+        return (Verdict { counted, all }, Some(trace));
+    }
+    let baseline: BTreeSet<String> = match run_case(scenario, seed, None) {
+        Ok((names, _)) => names.into_iter().collect(),
+        Err(_) => return (harness(), Some(trace)),
+    };
+    let counted = all
+        .iter()
+        .filter(|n| !baseline.contains(*n))
+        .cloned()
+        .collect();
+    (Verdict { counted, all }, Some(trace))
+}
+
+/// A signature: what a finding violates and what it needs.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct Signature {
+    /// The counted violated invariants, sorted.
+    pub invariants: Vec<String>,
+    /// The fault units still needed, as `kind@role`, sorted and deduplicated.
+    pub faults: Vec<String>,
+}
+
+impl Signature {
+    /// The one-line key: `inv1,inv2 [kind@role, ...]`.
+    pub fn key(&self) -> String {
+        format!("{} [{}]", self.invariants.join(","), self.faults.join(", "))
+    }
+}
+
+/// One fault unit: indices into `scenario.faults` that are added or dropped together.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Unit {
+    /// The unit's name: the opening fault's kind, or `restart` for a kill with its restart.
+    pub kind: &'static str,
+    /// The node the unit hits, when one does.
+    pub node: Option<u32>,
+    pub faults: Vec<usize>,
+}
+
+/// The fault units of a plan: each closing fault (restart, resume, heal, unclog) joins the
+/// latest open fault it closes; every other fault is a unit of its own.
+pub fn units(faults: &[Fault]) -> Vec<Unit> {
+    let mut out: Vec<Unit> = Vec::new();
+    for (i, f) in faults.iter().enumerate() {
+        let opener = |u: &Unit| {
+            let first = &faults[u.faults[0]].kind;
+            u.faults.len() == 1
+                && match (&f.kind, first) {
+                    (FaultKind::Restart { node }, FaultKind::Kill { node: n })
+                    | (FaultKind::Restart { node }, FaultKind::PowerOff { node: n })
+                    | (FaultKind::Resume { node }, FaultKind::Pause { node: n }) => node == n,
+                    (FaultKind::Heal, FaultKind::Partition { .. }) => true,
+                    (
+                        FaultKind::UnclogLink { from, to },
+                        FaultKind::ClogLink { from: a, to: b },
+                    ) => from == a && to == b,
+                    _ => false,
+                }
+        };
+        let closes = matches!(
+            f.kind,
+            FaultKind::Restart { .. }
+                | FaultKind::Resume { .. }
+                | FaultKind::Heal
+                | FaultKind::UnclogLink { .. }
+        );
+        match out.iter_mut().rev().find(|u| closes && opener(u)) {
+            Some(unit) => {
+                unit.faults.push(i);
+                if matches!(f.kind, FaultKind::Restart { .. }) {
+                    unit.kind = "restart";
+                }
+            }
+            None => out.push(Unit {
+                kind: f.kind.name(),
+                node: fault_node(&f.kind),
+                faults: vec![i],
+            }),
+        }
+    }
+    out
+}
+
+/// The node a fault hits: its `node`, a clog's sender, a partition's smallest group.
+pub fn fault_node(kind: &FaultKind) -> Option<u32> {
+    match kind {
+        FaultKind::Kill { node }
+        | FaultKind::PowerOff { node }
+        | FaultKind::Stop { node }
+        | FaultKind::Restart { node }
+        | FaultKind::Start { node }
+        | FaultKind::Pause { node }
+        | FaultKind::Resume { node }
+        | FaultKind::ClockSkew { node, .. }
+        | FaultKind::GpuSlow { node, .. }
+        | FaultKind::GpuFail { node, .. }
+        | FaultKind::WorkerCrash { node, .. } => Some(*node),
+        FaultKind::ClogLink { from, .. } | FaultKind::UnclogLink { from, .. } => Some(*from),
+        FaultKind::Partition { groups } => groups
+            .iter()
+            .min_by_key(|g| g.len())
+            .and_then(|g| (g.len() == 1).then(|| g[0])),
+        _ => None,
+    }
+}
+
+/// The scenario without the faults of `dropped` units.
+pub fn without_units(s: &Scenario, all: &[Unit], dropped: &BTreeSet<usize>) -> Scenario {
+    let gone: BTreeSet<usize> = dropped
+        .iter()
+        .flat_map(|&u| all[u].faults.iter().copied())
+        .collect();
+    let mut out = s.clone();
+    out.faults = s
+        .faults
+        .iter()
+        .enumerate()
+        .filter(|(i, _)| !gone.contains(i))
+        .map(|(_, f)| f.clone())
+        .collect();
+    out
+}
+
+/// The case reduced to the fault units it needs to keep `verdict`'s counted violations,
+/// with that run's trace (`None` when the harness failed).
+pub fn needed_faults(
+    case: &Case,
+    verdict: &Verdict,
+    mutant: Option<&str>,
+) -> (Case, Option<Trace>) {
+    let all = units(&case.scenario.faults);
+    let mut dropped = BTreeSet::new();
+    let mut trace = None;
+    for u in 0..all.len() {
+        dropped.insert(u);
+        let candidate = without_units(&case.scenario, &all, &dropped);
+        let (v, t) = judge(&candidate, case.seed, mutant);
+        if v.counted == verdict.counted {
+            trace = t;
+        } else {
+            dropped.remove(&u);
+        }
+    }
+    let reduced = Case {
+        scenario: without_units(&case.scenario, &all, &dropped),
+        seed: case.seed,
+    };
+    if trace.is_none() {
+        trace = judge(&reduced.scenario, reduced.seed, mutant).1;
+    }
+    (reduced, trace)
+}
+
+/// The signature of a reduced case: its verdict's invariants, and each remaining unit as
+/// `kind@role`, the role read from the trace at the unit's first fault.
+pub fn signature(reduced: &Case, verdict: &Verdict, trace: Option<&Trace>) -> Signature {
+    let s = &reduced.scenario;
+    let mut faults: BTreeSet<String> = BTreeSet::new();
+    for unit in units(&s.faults) {
+        let at_us = s.faults[unit.faults[0]].at_us;
+        let role = match unit.node {
+            Some(node) => role_of(s, trace, node, at_us),
+            None => "cluster".to_owned(),
+        };
+        faults.insert(format!("{}@{role}", unit.kind));
+    }
+    Signature {
+        invariants: verdict.counted.clone(),
+        faults: faults.into_iter().collect(),
+    }
+}
+
+/// A node's role when a fault hits it: `rank0` (rank 0 of the last round any node saw
+/// complete before then), `store-host`, `spare`, or `member`; a node with two roles gets
+/// both, joined by `+`.
+pub fn role_of(s: &Scenario, trace: Option<&Trace>, node: u32, at_us: u64) -> String {
+    let name = crate::scenario::model::node_name(node);
+    let rank0 = trace
+        .and_then(|t| {
+            t.events
+                .iter()
+                .take_while(|e| e.at_us <= at_us)
+                .filter_map(|e| match &e.kind {
+                    EventKind::RendezvousCompleted { participants, .. } => participants.first(),
+                    _ => None,
+                })
+                .last()
+        })
+        .is_some_and(|p| *p == name);
+    let mut roles = Vec::new();
+    if rank0 {
+        roles.push("rank0");
+    }
+    if s.cluster.store == StoreHost::Node(node) {
+        roles.push("store-host");
+    }
+    if node >= s.cluster.nodes {
+        roles.push("spare");
+    }
+    if roles.is_empty() {
+        roles.push("member");
+    }
+    roles.join("+")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn fault(at_s: u64, kind: FaultKind) -> Fault {
+        Fault {
+            at_us: at_s * 1_000_000,
+            kind,
+        }
+    }
+
+    #[test]
+    fn closing_faults_join_their_openers() {
+        let faults = vec![
+            fault(1, FaultKind::Kill { node: 1 }),
+            fault(2, FaultKind::Pause { node: 2 }),
+            fault(3, FaultKind::Kill { node: 0 }),
+            fault(4, FaultKind::Restart { node: 1 }),
+            fault(5, FaultKind::Resume { node: 2 }),
+        ];
+        let u = units(&faults);
+        assert_eq!(u.len(), 3);
+        assert_eq!((u[0].kind, u[0].faults.clone()), ("restart", vec![0, 3]));
+        assert_eq!((u[1].kind, u[1].faults.clone()), ("pause", vec![1, 4]));
+        assert_eq!((u[2].kind, u[2].faults.clone()), ("kill", vec![2]));
+    }
+
+    #[test]
+    fn roles_name_rank0_store_host_spare_and_member() {
+        let mut s = crate::scenario::default_scenario("roles");
+        s.cluster.nodes = 3;
+        s.cluster.spare_nodes = 1;
+        s.cluster.store = StoreHost::Node(0);
+        assert_eq!(role_of(&s, None, 0, 0), "store-host");
+        assert_eq!(role_of(&s, None, 1, 0), "member");
+        assert_eq!(role_of(&s, None, 3, 0), "spare");
+        let sig = Signature {
+            invariants: vec!["rendezvous.liveness".into()],
+            faults: vec!["kill@rank0".into()],
+        };
+        assert_eq!(sig.key(), "rendezvous.liveness [kill@rank0]");
+    }
+}

@@ -1,0 +1,149 @@
+//! Triage: a finding is re-run with each opt-in fix that names a known torch behaviour; when
+//! one fix removes every counted violation, the finding is that known behaviour, else new.
+
+use super::signature::{judge, Verdict};
+use super::strategy::Case;
+use crate::agent::policy::{
+    FIX_COUNT_REJOINED_FAILURES, FIX_KEEP_OPEN_ON_FAILURE, FIX_SHARED_RESTART_COUNT,
+};
+use crate::rendezvous::settings::{
+    FIX_DEAD_PARTICIPANT_REJOIN, FIX_MONOTONIC_HEARTBEATS, FIX_REFRESH_MASTER_ADDR,
+    FIX_RESTARTED_NODE_REPLACES_ENTRY,
+};
+use serde::{Deserialize, Serialize};
+
+/// Where a fix applies.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FixScope {
+    /// `rendezvous.fixes`.
+    Rendezvous,
+    /// `agent.fixes`.
+    Agent,
+}
+
+/// Every fix triage tries, in this order, with the torch behaviour it removes (see each
+/// constant's documentation).
+pub const TRIAGE_FIXES: &[(&str, FixScope, &str)] = &[
+    (
+        FIX_DEAD_PARTICIPANT_REJOIN,
+        FixScope::Rendezvous,
+        "pytorch#111646",
+    ),
+    (
+        FIX_RESTARTED_NODE_REPLACES_ENTRY,
+        FixScope::Rendezvous,
+        "torch: a restarted node's stale entry",
+    ),
+    (
+        FIX_MONOTONIC_HEARTBEATS,
+        FixScope::Rendezvous,
+        "torch: wall-clock heartbeat expiry",
+    ),
+    (
+        FIX_REFRESH_MASTER_ADDR,
+        FixScope::Rendezvous,
+        "torch 2.15: stale bootstrap address",
+    ),
+    (
+        FIX_SHARED_RESTART_COUNT,
+        FixScope::Agent,
+        "pytorch#135712/#108158",
+    ),
+    (
+        FIX_COUNT_REJOINED_FAILURES,
+        FixScope::Agent,
+        "pytorch#147064",
+    ),
+    (
+        FIX_KEEP_OPEN_ON_FAILURE,
+        FixScope::Agent,
+        "torch: one agent's failure closes the rendezvous",
+    ),
+];
+
+/// A finding's triage.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Known {
+    /// The fix that removes every counted violation.
+    pub fix: String,
+    /// The torch behaviour or issue it names.
+    pub issue: String,
+}
+
+impl Known {
+    /// `known: pytorch#111646 (fix dead-participant-rejoin removes it)`.
+    pub fn label(&self) -> String {
+        format!("known: {} (fix {} removes it)", self.issue, self.fix)
+    }
+}
+
+/// The case with `fix` switched on, or `None` when the case already has it.
+pub fn with_fix(case: &Case, fix: &str, scope: FixScope) -> Option<Case> {
+    let mut c = case.clone();
+    let fixes = match scope {
+        FixScope::Rendezvous => &mut c.scenario.rendezvous.fixes,
+        FixScope::Agent => &mut c.scenario.agent.fixes,
+    };
+    if fixes.iter().any(|f| f == fix) {
+        return None;
+    }
+    fixes.push(fix.to_owned());
+    Some(c)
+}
+
+/// The first fix (in [`TRIAGE_FIXES`] order) under which `case` violates nothing that
+/// counts; `None` means the finding is new. A harness failure is never known.
+pub fn triage(case: &Case, verdict: &Verdict, mutant: Option<&str>) -> Option<Known> {
+    if verdict
+        .counted
+        .iter()
+        .any(|n| n == super::signature::HARNESS)
+    {
+        return None;
+    }
+    TRIAGE_FIXES.iter().find_map(|&(fix, scope, issue)| {
+        let fixed = with_fix(case, fix, scope)?;
+        let (v, _) = judge(&fixed.scenario, fixed.seed, mutant);
+        (!v.fails()).then(|| Known {
+            fix: fix.to_owned(),
+            issue: issue.to_owned(),
+        })
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_known_fix_is_tried_once() {
+        let mut names: Vec<&str> = TRIAGE_FIXES.iter().map(|f| f.0).collect();
+        names.sort_unstable();
+        let mut known: Vec<&str> = crate::rendezvous::settings::KNOWN_FIXES
+            .iter()
+            .chain(crate::agent::policy::KNOWN_AGENT_FIXES.iter())
+            .copied()
+            .collect();
+        known.sort_unstable();
+        assert_eq!(names, known);
+    }
+
+    #[test]
+    fn a_fix_is_added_once_and_labels_read_as_the_summary_prints_them() {
+        let case = Case {
+            scenario: crate::scenario::default_scenario("t"),
+            seed: 1,
+        };
+        let fixed =
+            with_fix(&case, FIX_DEAD_PARTICIPANT_REJOIN, FixScope::Rendezvous).expect("not yet on");
+        assert!(with_fix(&fixed, FIX_DEAD_PARTICIPANT_REJOIN, FixScope::Rendezvous).is_none());
+        let k = Known {
+            fix: FIX_DEAD_PARTICIPANT_REJOIN.into(),
+            issue: "pytorch#111646".into(),
+        };
+        assert_eq!(
+            k.label(),
+            "known: pytorch#111646 (fix dead-participant-rejoin removes it)"
+        );
+    }
+}
