@@ -1,7 +1,6 @@
-//! `trainsim fuzz` end to end: with each planted bug (mutant) switched on, the fuzzer finds
-//! a failure from a fixed seed, writes the shrunk scenario, and `trainsim run FILE --seed N
-//! --mutant M` replays the violation. Also: bad arguments exit 2, and the same seed writes
-//! the same file.
+//! `trainsim fuzz` end to end: canaries (planted bugs) are found and their minimal repros
+//! replay with exit 1; the summary is the same for any `--jobs`; merged case ranges equal
+//! one campaign; `--as-known-bug` repros pass; bad arguments exit 2.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
@@ -17,8 +16,7 @@ fn text(bytes: &[u8]) -> String {
     String::from_utf8_lossy(bytes).into_owned()
 }
 
-/// A fresh scratch directory for one test, under the target directory (never the OS's
-/// shared temp space, so parallel runs of different checkouts do not meet).
+/// A fresh scratch directory for one test, under the target directory.
 fn scratch(name: &str) -> PathBuf {
     let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("fuzz_cli-{name}"));
     let _ = std::fs::remove_dir_all(&dir);
@@ -26,27 +24,28 @@ fn scratch(name: &str) -> PathBuf {
     dir
 }
 
-/// The value after `prefix` on the line that starts with it.
-fn line_after<'a>(out: &'a str, prefix: &str) -> &'a str {
-    out.lines()
-        .find_map(|l| l.strip_prefix(prefix))
-        .unwrap_or_else(|| panic!("no line starting with {prefix:?} in:\n{out}"))
+fn summary(dir: &Path) -> serde_json::Value {
+    let text = std::fs::read_to_string(dir.join("summary.json")).expect("summary.json written");
+    serde_json::from_str(&text).expect("summary.json is JSON")
 }
 
-/// Fuzzes the rendezvous with `mutant`, then replays what was found; returns the written
-/// file's text.
-fn finds_and_replays(mutant: &str, cases: &str) -> String {
-    finds_and_replays_on("rendezvous", mutant, cases)
+/// Runs a campaign into `dir`; returns its output.
+fn campaign(dir: &Path, extra: &[&str]) -> Output {
+    let mut args = vec!["fuzz", "--out", dir.to_str().expect("utf-8 path")];
+    args.extend_from_slice(extra);
+    trainsim(&args)
 }
 
-/// Fuzzes `target` with `mutant`, then replays what was found; returns the file's text.
-fn finds_and_replays_on(target: &str, mutant: &str, cases: &str) -> String {
+/// A canary campaign: exit 1, a new signature naming `invariant`, whose repro replays with
+/// exit 1 and names the violation. Returns the repro's text.
+fn finds_canary(target: &str, mutant: &str, cases: &str, invariant: &str) -> String {
     let dir = scratch(mutant);
-    let dir_s = dir.to_str().expect("utf-8 path");
-    let out = trainsim(&[
-        "fuzz", "--target", target, "--cases", cases, "--seed", "1", "--mutant", mutant, "--out",
-        dir_s,
-    ]);
+    let out = campaign(
+        &dir,
+        &[
+            "--target", target, "--cases", cases, "--seed", "1", "--mutant", mutant,
+        ],
+    );
     let stdout = text(&out.stdout);
     assert_eq!(
         out.status.code(),
@@ -54,76 +53,139 @@ fn finds_and_replays_on(target: &str, mutant: &str, cases: &str) -> String {
         "{stdout}\n{}",
         text(&out.stderr)
     );
+    let s = summary(&dir);
+    let entry = s["signatures"]
+        .as_array()
+        .expect("signatures")
+        .iter()
+        .find(|e| e["status"] == "new" && e["signature"].as_str().unwrap_or("").contains(invariant))
+        .unwrap_or_else(|| panic!("no new {invariant} signature:\n{stdout}"));
+    let repro = dir.join(entry["repro"].as_str().expect("a repro file"));
+    let contents = std::fs::read_to_string(&repro).expect("the repro was written");
     assert!(
-        stdout.contains("fuzz: ") && stdout.contains(" 1 failures, "),
-        "{stdout}"
+        contents.starts_with("# Found by: trainsim fuzz"),
+        "{contents}"
     );
-    let file = line_after(&stdout, "wrote ");
-    let repro = line_after(&stdout, "repro: ");
-    let seed = repro
-        .split_whitespace()
-        .skip_while(|w| *w != "--seed")
-        .nth(1)
-        .expect("the repro line names a seed");
-    assert!(repro.ends_with(&format!("--mutant {mutant}")), "{repro}");
-    let contents = std::fs::read_to_string(file).expect("the finding was written");
     assert!(
-        contents.contains(mutant),
-        "the description names the mutant"
+        contents.contains(&format!("--mutant {mutant}")),
+        "{contents}"
     );
-
-    let replay = trainsim(&["run", file, "--seed", seed, "--mutant", mutant]);
+    let replay = trainsim(&["run", repro.to_str().expect("utf-8"), "--mutant", mutant]);
     let report = text(&replay.stdout);
-    let expected = line_after(&stdout, "found: ")
-        .trim_end_matches(" violated")
-        .split(", ")
-        .map(str::to_owned)
-        .collect::<Vec<_>>();
-    for name in &expected {
-        assert!(
-            replay.status.code() == Some(1) || report.contains(&format!("VIOLATED  {name}")),
-            "the replay with --mutant {mutant} does not violate {name}:\n{report}"
-        );
-    }
+    assert_eq!(replay.status.code(), Some(1), "{report}");
+    assert!(report.contains(invariant), "{report}");
     contents
 }
 
 #[test]
-fn finds_the_late_joiner_mutant() {
-    finds_and_replays("late-joiner-joins-complete-round", "300");
+fn finds_the_rank_collision_canary_and_its_repro_replays_with_exit_1() {
+    let contents = finds_canary("rendezvous", "rank-collision", "40", "rendezvous.agreement");
+    // Minimal: defaults are left out.
+    assert!(!contents.contains("keep_alive_interval"), "{contents}");
 }
 
 #[test]
-fn finds_the_rank_collision_mutant_and_the_same_seed_writes_the_same_file() {
-    let first = finds_and_replays("rank-collision", "300");
-    let second = finds_and_replays("rank-collision", "300");
-    assert_eq!(first, second);
+fn finds_the_sampler_canary() {
+    finds_canary("job", "sampler-off-by-one", "20", "sampler.coverage");
 }
 
 #[test]
-fn finds_the_no_heartbeat_expiry_mutant() {
-    finds_and_replays("no-heartbeat-expiry", "300");
+fn the_summary_is_the_same_for_one_and_two_jobs() {
+    let one = scratch("jobs1");
+    let two = scratch("jobs2");
+    let args = ["--target", "rendezvous", "--cases", "30", "--seed", "3"];
+    let a = campaign(&one, &[&args[..], &["--jobs", "1"]].concat());
+    let b = campaign(&two, &[&args[..], &["--jobs", "2"]].concat());
+    assert_eq!(a.status.code(), b.status.code());
+    assert_eq!(summary(&one), summary(&two));
+}
+
+/// Repro paths differ by directory; everything else must match.
+fn without_repro_dirs(mut s: serde_json::Value) -> serde_json::Value {
+    for e in s["signatures"].as_array_mut().expect("signatures") {
+        let name = e["repro"]
+            .as_str()
+            .and_then(|r| Path::new(r).file_name())
+            .map(|n| n.to_string_lossy().into_owned());
+        e["repro"] = serde_json::json!(name);
+    }
+    s
 }
 
 #[test]
-fn the_job_target_finds_the_sampler_off_by_one_mutant() {
-    let contents = finds_and_replays_on("job", "sampler-off-by-one", "300");
-    assert!(contents.contains("--target job"), "{contents}");
-    assert!(contents.contains("sampler.coverage"), "{contents}");
+fn merged_case_ranges_equal_one_campaign() {
+    let whole = scratch("whole");
+    let (a, b, merged) = (scratch("part-a"), scratch("part-b"), scratch("merged"));
+    let common = ["--target", "rendezvous", "--seed", "2", "--jobs", "2"];
+    campaign(&whole, &[&common[..], &["--cases", "24"]].concat());
+    campaign(&a, &[&common[..], &["--cases", "0..10"]].concat());
+    campaign(&b, &[&common[..], &["--cases", "10..=23"]].concat());
+    let out = trainsim(&[
+        "fuzz",
+        "merge",
+        a.to_str().expect("utf-8"),
+        b.to_str().expect("utf-8"),
+        "--out",
+        merged.to_str().expect("utf-8"),
+    ]);
+    assert!(
+        matches!(out.status.code(), Some(0 | 1)),
+        "{}",
+        text(&out.stderr)
+    );
+    assert_eq!(
+        without_repro_dirs(summary(&merged)),
+        without_repro_dirs(summary(&whole))
+    );
 }
 
 #[test]
-fn the_reader_target_finds_the_double_publish_mutant_within_5000_cases() {
-    let contents = finds_and_replays_on("reader", "reader-double-publish", "5000");
-    assert!(contents.contains("[reader]"), "{contents}");
-    assert!(contents.contains("reader.exactly_once"), "{contents}");
+fn as_known_bug_repros_pass_on_replay() {
+    let dir = scratch("known-bug");
+    let out = campaign(
+        &dir,
+        &[
+            "--target",
+            "rendezvous",
+            "--cases",
+            "10",
+            "--seed",
+            "1",
+            "--mutant",
+            "rank-collision",
+            "--as-known-bug",
+        ],
+    );
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out.stdout));
+    let s = summary(&dir);
+    let repro = s["signatures"][0]["repro"].as_str().expect("a repro");
+    let path = dir.join(repro);
+    let contents = std::fs::read_to_string(&path).expect("written");
+    assert!(contents.contains("violations"), "{contents}");
+    let replay = trainsim(&[
+        "run",
+        path.to_str().expect("utf-8"),
+        "--mutant",
+        "rank-collision",
+    ]);
+    assert_eq!(replay.status.code(), Some(0), "{}", text(&replay.stdout));
 }
 
 #[test]
-fn unknown_mutants_and_bad_arguments_exit_2() {
+fn bad_arguments_exit_2_with_a_message() {
     let dir = scratch("bad-args");
-    let dir = dir.to_str().expect("utf-8 path");
-    let fuzz = trainsim(&[
+    let d = dir.to_str().expect("utf-8 path");
+    let cases = |c: &str| trainsim(&["fuzz", "--target", "rendezvous", "--cases", c, "--out", d]);
+    for bad in ["0", "5..5", "9..3", "x"] {
+        let out = cases(bad);
+        assert_eq!(out.status.code(), Some(2), "--cases {bad}");
+        assert!(
+            text(&out.stderr).contains("--cases"),
+            "{}",
+            text(&out.stderr)
+        );
+    }
+    let mutant = trainsim(&[
         "fuzz",
         "--target",
         "rendezvous",
@@ -132,17 +194,37 @@ fn unknown_mutants_and_bad_arguments_exit_2() {
         "--mutant",
         "no-such-bug",
         "--out",
-        dir,
+        d,
     ]);
-    assert_eq!(fuzz.status.code(), Some(2));
-    assert!(text(&fuzz.stderr).contains("is not a mutant"));
-    let target = trainsim(&["fuzz", "--target", "sampler", "--out", dir]);
-    assert_eq!(target.status.code(), Some(2));
-    let run = trainsim(&[
-        "run",
-        "scenarios/all_nodes_at_max.toml",
-        "--mutant",
-        "no-such-bug",
-    ]);
-    assert_eq!(run.status.code(), Some(2));
+    assert_eq!(mutant.status.code(), Some(2));
+    assert!(text(&mutant.stderr).contains("is not a mutant"));
+    assert_eq!(
+        trainsim(&["fuzz", "--target", "sampler", "--out", d])
+            .status
+            .code(),
+        Some(2)
+    );
+    assert_eq!(
+        trainsim(&["fuzz", "--cases", "5", "--out", d])
+            .status
+            .code(),
+        Some(2)
+    );
+    let merge = trainsim(&["fuzz", "merge", "/nonexistent/trainsim-fuzz"]);
+    assert_eq!(merge.status.code(), Some(2));
+    assert!(text(&merge.stderr).contains("summary.json"));
+}
+
+#[test]
+fn help_lists_the_mutants() {
+    let help = text(&trainsim(&["fuzz", "--help"]).stdout);
+    for m in [
+        "late-joiner-joins-complete-round",
+        "rank-collision",
+        "no-heartbeat-expiry",
+        "sampler-off-by-one",
+        "reader-double-publish",
+    ] {
+        assert!(help.contains(m), "{help}");
+    }
 }

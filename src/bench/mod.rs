@@ -30,8 +30,12 @@ pub const WORKLOADS: &[&str] = &[
 
 /// Node counts of the scale workloads.
 pub const SCALE_NODES: [u32; 4] = [64, 256, 1024, 4096];
-/// Fuzz cases the fuzz workload runs; enough for a few seconds of work.
+/// Cases of the fixed-shape fuzz workload (`fuzz_workload_cases`).
 pub const FUZZ_CASES: u32 = 12;
+
+/// Cases the `fuzz` line runs: `trainsim fuzz --target rendezvous`'s case loop (draw, run,
+/// coverage, signature of failures) on all cores, as a campaign runs them.
+pub const FUZZ_CAMPAIGN_CASES: u64 = 400;
 /// The seed every workload runs with.
 pub const BENCH_SEED: u64 = 1;
 /// Simulator events one scale workload may cost. The 1024-node round costs about 3.0
@@ -131,23 +135,18 @@ fn reference() -> Result<Figures, String> {
 }
 
 fn fuzz_cases() -> Result<Figures, String> {
-    let cases = fuzz_workload_cases();
-    let (wall_us, sim_time_us) = timed(|| {
-        let mut sim_time_us = 0u64;
-        for case in &cases {
-            let report = runner::run_one(&case.scenario, "fuzz-case.toml", case.seed);
-            sim_time_us += report.map(|r| r.sim_time_us).unwrap_or(0);
-        }
-        sim_time_us
-    });
+    let jobs = fuzz::parallel::default_jobs();
+    let target = fuzz::FuzzTarget::Rendezvous;
+    let (wall_us, failing) =
+        timed(|| fuzz::campaign::run_cases_only(target, BENCH_SEED, 0..FUZZ_CAMPAIGN_CASES, jobs));
     Ok(Figures::new(
         "fuzz",
         json!({
-            "cases": cases.len(),
-            "nodes": workloads::FUZZ_NODES + workloads::FUZZ_SPARES,
-            "mean_sim_time_us": sim_time_us / cases.len().max(1) as u64,
+            "cases": FUZZ_CAMPAIGN_CASES,
+            "jobs": jobs,
+            "failing": failing,
             "wall_us": wall_us,
-            "cases_per_s": round2(cases.len() as f64 * 1e6 / wall_us as f64),
+            "cases_per_s": round2(FUZZ_CAMPAIGN_CASES as f64 * 1e6 / wall_us as f64),
         }),
     ))
 }

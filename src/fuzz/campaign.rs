@@ -343,3 +343,24 @@ fn write_repro(
     crate::cli::write_atomically(&path, text.as_bytes())
         .map_err(|e| format!("cannot write {}: {e}", path.display()))
 }
+
+/// Runs only the case loop (draw, judge, coverage, signature) of cases `cases` on `jobs`
+/// threads, with no corpus and nothing written; returns how many cases failed. `trainsim
+/// bench`'s fuzz line times it.
+pub fn run_cases_only(target: FuzzTarget, seed: u64, cases: Range<u64>, jobs: usize) -> u64 {
+    let c = Campaign {
+        target,
+        cases: cases.clone(),
+        seed,
+        jobs,
+        mutant: None,
+        known: KnownMode::Report,
+        corpus: None,
+        out: PathBuf::new(),
+        as_known_bug: false,
+        command: String::new(),
+    };
+    let indices: Vec<u64> = cases.collect();
+    let results = parallel::map(&indices, jobs, |&i| run_case(&c, &[], i), |_| {});
+    results.iter().filter(|r| r.finding.is_some()).count() as u64
+}
