@@ -325,4 +325,37 @@ mod tests {
         };
         assert_eq!(sig.key(), "rendezvous.liveness [kill@rank0]");
     }
+
+    #[test]
+    fn faults_the_finding_does_not_need_leave_its_signature() {
+        let mut s = crate::scenario::default_scenario("sig");
+        s.cluster.nodes = 5;
+        s.rendezvous.min_nodes = 1;
+        s.rendezvous.max_nodes = 5;
+        s.job.steps = 50;
+        s.time_limit_us = 3_600_000_000;
+        s.faults = vec![
+            fault(
+                0,
+                FaultKind::ClockSkew {
+                    node: 2,
+                    offset_us: 1_000,
+                },
+            ),
+            Fault {
+                at_us: 2_305_000,
+                kind: FaultKind::Kill { node: 1 },
+            },
+        ];
+        let case = Case {
+            scenario: s,
+            seed: 1_776_612_806_655_204_715,
+        };
+        let (verdict, _) = judge(&case.scenario, case.seed, None);
+        assert!(verdict.fails());
+        let (reduced, trace) = needed_faults(&case, &verdict, None);
+        assert_eq!(reduced.scenario.faults.len(), 1);
+        let sig = signature(&reduced, &verdict, trace.as_ref());
+        assert_eq!(sig.key(), "rendezvous.liveness [kill@member]");
+    }
 }

@@ -146,4 +146,28 @@ mod tests {
             "known: pytorch#111646 (fix dead-participant-rejoin removes it)"
         );
     }
+
+    #[test]
+    fn a_killed_participant_is_triaged_as_pytorch_111646() {
+        use crate::scenario::model::{Fault, FaultKind};
+        let mut s = crate::scenario::default_scenario("triage");
+        s.cluster.nodes = 5;
+        s.rendezvous.min_nodes = 1;
+        s.rendezvous.max_nodes = 5;
+        s.job.steps = 50;
+        s.time_limit_us = 3_600_000_000;
+        s.faults = vec![Fault {
+            at_us: 2_305_000,
+            kind: FaultKind::Kill { node: 1 },
+        }];
+        let case = Case {
+            scenario: s,
+            seed: 1_776_612_806_655_204_715,
+        };
+        let (verdict, _) = judge(&case.scenario, case.seed, None);
+        assert_eq!(verdict.counted, vec!["rendezvous.liveness".to_owned()]);
+        let known = triage(&case, &verdict, None).expect("a known torch behaviour");
+        assert_eq!(known.fix, FIX_DEAD_PARTICIPANT_REJOIN);
+        assert_eq!(known.issue, "pytorch#111646");
+    }
 }
