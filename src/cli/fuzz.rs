@@ -176,13 +176,20 @@ fn run_campaign(campaign: &Campaign, out: &Path) -> i32 {
     // never reaches summary.json, a repro file or a run.
     #[allow(clippy::disallowed_methods)]
     let started = std::time::Instant::now();
+    let quiet = quiet_world_panics();
     let result = campaign::run(campaign, |p| {
         bar.set_position(p.done);
+        let phase = if p.triaged > 0 {
+            format!(", triaged {}/{}", p.triaged, p.signatures)
+        } else {
+            String::new()
+        };
         bar.set_message(format!(
-            "{} failing, {} signatures",
+            "{} failing, {} signatures{phase}",
             p.failing, p.signatures
         ));
     });
+    drop(quiet);
     bar.finish_and_clear();
     let elapsed_s = started.elapsed().as_secs_f64().max(1e-9);
     let summary = match result {
@@ -206,6 +213,30 @@ fn run_campaign(campaign: &Campaign, out: &Path) -> i32 {
         summary.cases() as f64 / elapsed_s
     );
     i32::from(summary.new_signatures() > 0)
+}
+
+/// While alive, panics on simulation threads print nothing: the runner catches them and
+/// the campaign counts them as `harness` findings, and each finding's cases re-run many
+/// times while it is reduced, triaged and shrunk. Other panics print as usual.
+struct QuietWorldPanics;
+
+fn quiet_world_panics() -> QuietWorldPanics {
+    let default = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        let simulated = std::thread::current()
+            .name()
+            .is_some_and(|n| n.starts_with("trainsim-seed-"));
+        if !simulated {
+            default(info);
+        }
+    }));
+    QuietWorldPanics
+}
+
+impl Drop for QuietWorldPanics {
+    fn drop(&mut self) {
+        let _ = std::panic::take_hook();
+    }
 }
 
 fn progress_bar(len: u64) -> ProgressBar {

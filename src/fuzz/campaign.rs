@@ -1,5 +1,5 @@
 //! A fuzz campaign: runs every case of a range over a thread pool, buckets findings by
-//! signature, triages and shrinks the first case of each signature, writes its repro file,
+//! signature, triages the first case of each signature, shrinks it when new, writes its repro,
 //! and counts coverage situations. Case `i` draws from a generator seeded by (seed, i)
 //! alone, and results are combined in case order, so the summary is the same for any
 //! `--jobs` and on every machine. With a corpus, cases run in batches of [`BATCH`]: a
@@ -24,7 +24,7 @@ pub const BATCH: u64 = 64;
 
 /// Most shrink steps for a signature's first case; a count, not a time, so the repro is
 /// the same on every machine.
-pub const CAMPAIGN_SHRINK_ITERS: u32 = 128;
+pub const CAMPAIGN_SHRINK_ITERS: u32 = 64;
 
 /// What `--known` asks for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -61,6 +61,8 @@ pub struct Progress {
     pub done: u64,
     pub failing: u64,
     pub signatures: u64,
+    /// Signatures triaged (and shrunk) after every case ran.
+    pub triaged: u64,
 }
 
 /// What one case did.
@@ -183,11 +185,18 @@ pub fn run(c: &Campaign, mut progress: impl FnMut(Progress)) -> Result<Summary, 
         results.extend(batch_results);
         start = end;
     }
-    summarize(c, &results)
+    summarize(c, &results, |triaged| {
+        p.triaged = triaged;
+        progress(p);
+    })
 }
 
 /// Buckets, triages, shrinks and writes; the coverage table.
-fn summarize(c: &Campaign, results: &[CaseResult]) -> Result<Summary, String> {
+fn summarize(
+    c: &Campaign,
+    results: &[CaseResult],
+    mut progress: impl FnMut(u64),
+) -> Result<Summary, String> {
     let mut buckets: BTreeMap<String, (Signature, u64, u64, Case)> = BTreeMap::new();
     for r in results {
         if let Some((reduced, sig)) = &r.finding {
@@ -203,11 +212,15 @@ fn summarize(c: &Campaign, results: &[CaseResult]) -> Result<Summary, String> {
         .filter(|r| r.mutated)
         .map(|r| r.index)
         .collect();
+    let mut triaged = 0;
     let entries = parallel::map(
         &firsts,
         c.jobs,
         |(key, b)| bucket(c, key, b, &mutated),
-        |_| {},
+        |_| {
+            triaged += 1;
+            progress(triaged);
+        },
     );
     let mut coverage = empty_coverage();
     for r in results {
@@ -268,7 +281,9 @@ fn bucket(
     if c.known == KnownMode::Skip && known.is_some() {
         return Ok(entry);
     }
-    let shrunk = if mutated.contains(first) {
+    // A known signature's repro is its first case with only the faults it needs; a new
+    // one's is shrunk further (a mutated case has no value tree to shrink).
+    let shrunk = if known.is_some() || mutated.contains(first) {
         reduced.clone()
     } else {
         shrink(c, *first, sig)

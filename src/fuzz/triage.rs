@@ -64,16 +64,22 @@ pub const TRIAGE_FIXES: &[(&str, FixScope, &str)] = &[
 /// A finding's triage.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Known {
-    /// The fix that removes every counted violation.
+    /// The fix that removes every counted violation (several joined by ` + ` when it takes
+    /// more than one).
     pub fix: String,
     /// The torch behaviour or issue it names.
     pub issue: String,
 }
 
 impl Known {
-    /// `known: pytorch#111646 (fix dead-participant-rejoin removes it)`.
+    /// `known: pytorch#111646 (fix dead-participant-rejoin removes it)`; with two fixes,
+    /// `known: A + B (fixes a + b remove it)`.
     pub fn label(&self) -> String {
-        format!("known: {} (fix {} removes it)", self.issue, self.fix)
+        if self.fix.contains(" + ") {
+            format!("known: {} (fixes {} remove it)", self.issue, self.fix)
+        } else {
+            format!("known: {} (fix {} removes it)", self.issue, self.fix)
+        }
     }
 }
 
@@ -92,7 +98,10 @@ pub fn with_fix(case: &Case, fix: &str, scope: FixScope) -> Option<Case> {
 }
 
 /// The first fix (in [`TRIAGE_FIXES`] order) under which `case` violates nothing that
-/// counts; `None` means the finding is new. A harness failure is never known.
+/// counts. When no single fix does, every fix together is tried, then fixes are dropped
+/// one by one while the case stays clean: a finding that needs two known fixes is two
+/// known behaviours at once, labelled with both. `None` means the finding is new. A
+/// harness failure is never known.
 pub fn triage(case: &Case, verdict: &Verdict, mutant: Option<&str>) -> Option<Known> {
     if verdict
         .counted
@@ -101,13 +110,42 @@ pub fn triage(case: &Case, verdict: &Verdict, mutant: Option<&str>) -> Option<Kn
     {
         return None;
     }
-    TRIAGE_FIXES.iter().find_map(|&(fix, scope, issue)| {
-        let fixed = with_fix(case, fix, scope)?;
-        let (v, _) = judge(&fixed.scenario, fixed.seed, mutant);
-        (!v.fails()).then(|| Known {
-            fix: fix.to_owned(),
-            issue: issue.to_owned(),
-        })
+    let clean = |fixes: &[usize]| {
+        let mut c = case.clone();
+        for &i in fixes {
+            let (fix, scope, _) = TRIAGE_FIXES[i];
+            c = with_fix(&c, fix, scope).unwrap_or(c);
+        }
+        !judge(&c.scenario, c.seed, mutant).0.fails()
+    };
+    let single = (0..TRIAGE_FIXES.len()).find(|&i| clean(&[i]));
+    let set: Vec<usize> = match single {
+        Some(i) => vec![i],
+        None => {
+            let mut set: Vec<usize> = (0..TRIAGE_FIXES.len()).collect();
+            if !clean(&set) {
+                return None;
+            }
+            for i in (0..TRIAGE_FIXES.len()).rev() {
+                let fewer: Vec<usize> = set.iter().copied().filter(|&j| j != i).collect();
+                if clean(&fewer) {
+                    set = fewer;
+                }
+            }
+            set
+        }
+    };
+    Some(Known {
+        fix: set
+            .iter()
+            .map(|&i| TRIAGE_FIXES[i].0)
+            .collect::<Vec<_>>()
+            .join(" + "),
+        issue: set
+            .iter()
+            .map(|&i| TRIAGE_FIXES[i].2)
+            .collect::<Vec<_>>()
+            .join(" + "),
     })
 }
 
