@@ -267,7 +267,12 @@ fn bucket(
 ) -> Result<SignatureEntry, String> {
     let mutant = c.mutant.as_deref();
     let (verdict, _) = judge(&reduced.scenario, reduced.seed, mutant);
-    let known = triage::triage(reduced, &verdict, mutant);
+    // With a mutant every counted violation is the mutant's (the case without it does not
+    // violate it), so triage against torch's fixes would only blur the canary.
+    let known = match mutant {
+        Some(_) => None,
+        None => triage::triage(reduced, &verdict, mutant),
+    };
     let mut entry = SignatureEntry {
         signature: key.to_owned(),
         invariants: sig.invariants.clone(),

@@ -44,7 +44,6 @@ pub fn reached(s: &Scenario, trace: &Trace) -> BTreeSet<usize> {
     for e in &trace.events {
         r.event(e);
     }
-    r.finish();
     r.hit
         .iter()
         .filter_map(|name| SITUATIONS.iter().position(|(n, _)| n == name))
@@ -242,8 +241,6 @@ impl<'a> Reader<'a> {
             }
         }
     }
-
-    fn finish(&mut self) {}
 }
 
 #[cfg(test)]

@@ -73,6 +73,17 @@ pub fn judge(scenario: &Scenario, seed: u64, mutant: Option<&str>) -> (Verdict, 
     };
     let (all, trace) = match run_case(scenario, seed, mutant) {
         Ok(x) => x,
+        // With a mutant, a harness failure counts only when the case without it runs.
+        Err(_) if mutant.is_some() && run_case(scenario, seed, None).is_err() => {
+            let all = vec![HARNESS.to_owned()];
+            return (
+                Verdict {
+                    counted: Vec::new(),
+                    all,
+                },
+                None,
+            );
+        }
         Err(_) => return (harness(), None),
     };
     if mutant.is_none() || all.is_empty() {
