@@ -100,6 +100,36 @@ fn the_summary_is_the_same_for_one_and_two_jobs() {
     assert_eq!(summary(&one), summary(&two));
 }
 
+#[test]
+fn a_corpus_campaign_is_the_same_for_one_and_two_jobs() {
+    let (one, two) = (scratch("corpus-jobs1"), scratch("corpus-jobs2"));
+    let run = |dir: &Path, jobs: &str| {
+        let corpus = dir.join("corpus");
+        let corpus = corpus.to_str().expect("utf-8");
+        campaign(
+            dir,
+            &[
+                "--target", "rendezvous", "--cases", "150", "--seed", "4", "--jobs", jobs,
+                "--corpus", corpus,
+            ],
+        )
+    };
+    run(&one, "1");
+    run(&two, "2");
+    let (a, b) = (summary(&one), summary(&two));
+    assert!(a["mutated_cases"].as_u64().expect("a count") > 0, "{a}");
+    assert_eq!(a, b);
+    let names = |d: &Path| {
+        let mut v: Vec<String> = std::fs::read_dir(d.join("corpus"))
+            .expect("corpus written")
+            .map(|e| e.expect("entry").file_name().to_string_lossy().into_owned())
+            .collect();
+        v.sort();
+        v
+    };
+    assert_eq!(names(&one), names(&two));
+}
+
 /// Repro paths differ by directory; everything else must match.
 fn without_repro_dirs(mut s: serde_json::Value) -> serde_json::Value {
     for e in s["signatures"].as_array_mut().expect("signatures") {
