@@ -40,8 +40,8 @@ pub fn execute(args: BenchArgs) -> i32 {
         }
     };
     let print = |f: &Figures| match args.format {
-        Format::Json => println!("{}", f.to_json_line()),
-        Format::Text => println!("{}", f.to_text_line()),
+        Format::Json => outln!("{}", f.to_json_line()),
+        Format::Text => outln!("{}", f.to_text_line()),
     };
     let mut scale_lines: Vec<Figures> = Vec::new();
     for name in names {

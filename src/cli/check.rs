@@ -142,7 +142,7 @@ pub fn execute(args: CheckArgs) -> i32 {
         .collect();
     // Name testcases by seed too only when a range asks for several seeds per file.
     let several_seeds = args.seeds.is_some_and(|r| r.end_exclusive - r.start > 1);
-    print!("{}", summary(&rows, shard));
+    out!("{}", summary(&rows, shard));
     if let Some(path) = &args.junit {
         let xml = junit(&rows, shard, several_seeds);
         if let Err(e) = super::write_atomically(path, xml.as_bytes()) {

@@ -83,7 +83,7 @@ pub fn execute(args: FuzzArgs) -> i32 {
             Err(code) => code,
         },
     };
-    println!(
+    outln!(
         "fuzz: {} cases, {} failures, {:.1} cases/s",
         outcome.cases_run,
         failures,
@@ -108,12 +108,12 @@ fn report_finding(args: &FuzzArgs, finding: &fuzz::Finding) -> Result<(), i32> {
         3
     })?;
     match &finding.harness_failure {
-        Some(message) => println!("found: harness failure: {message}"),
-        None => println!("found: {} violated", finding.new_violations.join(", ")),
+        Some(message) => outln!("found: harness failure: {message}"),
+        None => outln!("found: {} violated", finding.new_violations.join(", ")),
     }
-    println!("wrote {}", path.display());
+    outln!("wrote {}", path.display());
     let flag = mutant.map(|m| format!(" --mutant {m}")).unwrap_or_default();
-    println!(
+    outln!(
         "repro: trainsim run {} --seed {}{flag}",
         path.display(),
         scenario.seed

@@ -19,8 +19,8 @@ pub const SEEDS_MAX: u64 = 1_000_000;
     after_help = "Examples:\n  trainsim run scenarios/late_joiner_next_round.toml\n  trainsim run scenarios/*.toml --format json\n  trainsim run scenarios/store_host_dies.toml --seeds 0..20 --check-determinism\n  trainsim run scenarios/worker_crash_restart.toml --trace run.json"
 )]
 pub struct RunArgs {
-    /// Scenario files (TOML) to run.
-    #[arg(required = true, value_name = "FILE")]
+    /// Scenario files (TOML) to run; without one, the scenarios in `scenarios/` are listed.
+    #[arg(value_name = "FILE")]
     pub files: Vec<PathBuf>,
     /// Run with this seed instead of the file's `seed`.
     #[arg(long, conflicts_with = "seeds")]
@@ -93,6 +93,10 @@ pub fn parse_seed_range(text: &str) -> Result<SeedRange, String> {
 
 /// Runs the command; returns the exit code.
 pub fn execute(args: RunArgs) -> i32 {
+    if args.files.is_empty() {
+        eprint!("{}", scenario_list(Path::new(SCENARIO_DIR)));
+        return 2;
+    }
     // Read every file first, so a typo in the last one fails before an hour of runs.
     let options = match crate::fuzz::mutants::options_of(&args.mutant) {
         Ok(options) => options,
@@ -129,8 +133,8 @@ pub fn execute(args: RunArgs) -> i32 {
                 Ok((report, trace)) => {
                     any_failed |= !report.passed();
                     match args.format {
-                        Format::Json => println!("{}", report.to_json_line()),
-                        Format::Text => println!("{}", report.to_text()),
+                        Format::Json => outln!("{}", report.to_json_line()),
+                        Format::Text => outln!("{}", report.to_text()),
                     }
                     if let Some(path) = &args.trace {
                         if let Err(code) = write_trace(path, &report, &trace) {
@@ -194,4 +198,39 @@ pub(crate) fn seeds_for(
 
 fn print_harness_failure(failure: &HarnessFailure) {
     eprintln!("error: {failure}");
+}
+
+/// Where `trainsim run` without a file looks for scenarios to suggest.
+const SCENARIO_DIR: &str = "scenarios";
+
+/// The usage message of `trainsim run` without a file: every scenario in `dir` with its name.
+fn scenario_list(dir: &Path) -> String {
+    let mut files: Vec<PathBuf> = std::fs::read_dir(dir)
+        .map(|entries| {
+            entries
+                .filter_map(|e| e.ok().map(|e| e.path()))
+                .filter(|p| p.extension().is_some_and(|x| x == "toml"))
+                .collect()
+        })
+        .unwrap_or_default();
+    files.sort();
+    if files.is_empty() {
+        return format!(
+            "error: give a scenario file: trainsim run FILE (no scenarios in {}/)\n",
+            dir.display()
+        );
+    }
+    let mut text = format!(
+        "error: give a scenario file: trainsim run FILE. The scenarios in {}/:\n",
+        dir.display()
+    );
+    let width = files.iter().map(|f| f.display().to_string().len()).max();
+    for file in &files {
+        let name = scenario::load(file)
+            .map(|s| s.name)
+            .unwrap_or_else(|e| format!("(cannot be read: {e})"));
+        let file = file.display().to_string();
+        text.push_str(&format!("  {file:<w$}  {name}\n", w = width.unwrap_or(0)));
+    }
+    text
 }
