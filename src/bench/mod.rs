@@ -36,7 +36,7 @@ pub const FUZZ_CASES: u32 = 12;
 pub const BENCH_SEED: u64 = 1;
 /// Simulator events one scale workload may cost. The 1024-node round costs about 3.0
 /// million; the 4096-node one would cost many times more (torch's compare-and-sets grow
-/// faster than nodes², see the README), so it stops here and its line says how far it got.
+/// faster than nodes², see docs/performance.md), so it stops here and its line says how far it got.
 pub const SCALE_SIM_EVENTS_MAX: u64 = 6_000_000;
 /// Items `randperm-10m` permutes.
 pub const RANDPERM_ITEMS: u64 = 10_000_000;
