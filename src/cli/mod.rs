@@ -13,6 +13,7 @@ macro_rules! out {
 
 pub mod bench;
 pub mod check;
+mod check_html;
 pub mod conform;
 pub mod fuzz;
 pub mod parity;

@@ -16,7 +16,7 @@ pub const SEEDS_MAX: u64 = 1_000_000;
 /// Arguments of `trainsim run`.
 #[derive(Debug, clap::Args)]
 #[command(
-    after_help = "Examples:\n  trainsim run scenarios/late_joiner_next_round.toml\n  trainsim run scenarios/*.toml --format json\n  trainsim run scenarios/store_host_dies.toml --seeds 0..20 --check-determinism\n  trainsim run scenarios/worker_crash_restart.toml --trace run.json"
+    after_help = "Examples:\n  trainsim run scenarios/late_joiner_next_round.toml\n  trainsim run scenarios/*.toml --format json\n  trainsim run scenarios/store_host_dies.toml --seeds 0..20 --check-determinism\n  trainsim run scenarios/worker_crash_restart.toml --trace run.json\n  trainsim run scenarios/rank0_dies_stale_master.toml --html run.html"
 )]
 pub struct RunArgs {
     /// Scenario files (TOML) to run; without one, the scenarios in `scenarios/` are listed.
@@ -39,6 +39,10 @@ pub struct RunArgs {
     /// ui.perfetto.dev. Needs exactly one file and one seed.
     #[arg(long, value_name = "FILE")]
     pub trace: Option<PathBuf>,
+    /// Write a picture of the run to FILE: one self-contained HTML page with a timeline per
+    /// node and the verdicts. Needs exactly one file and one seed.
+    #[arg(long, value_name = "FILE")]
+    pub html: Option<PathBuf>,
     /// Switch on a planted rendezvous bug (repeatable), to replay what `trainsim fuzz
     /// --mutant M` found: late-joiner-joins-complete-round, rank-collision,
     /// no-heartbeat-expiry.
@@ -115,12 +119,13 @@ pub fn execute(args: RunArgs) -> i32 {
             }
         }
     }
-    if let Some(trace_path) = &args.trace {
+    for (flag, path) in [("--trace", &args.trace), ("--html", &args.html)] {
+        let Some(path) = path else { continue };
         let seeds = seeds_for(args.seed, args.seeds, &scenarios[0].1);
         if scenarios.len() != 1 || seeds.start() != seeds.end() {
             eprintln!(
-                "error: --trace {} writes one run: give exactly one FILE and one seed",
-                trace_path.display()
+                "error: {flag} {} writes one run: give exactly one FILE and one seed",
+                path.display()
             );
             return 2;
         }
@@ -139,6 +144,13 @@ pub fn execute(args: RunArgs) -> i32 {
                     if let Some(path) = &args.trace {
                         if let Err(code) = write_trace(path, &report, &trace) {
                             return code;
+                        }
+                    }
+                    if let Some(path) = &args.html {
+                        let page = crate::report::html::page(scenario, &report, &trace);
+                        if let Err(e) = super::write_atomically(path, page.as_bytes()) {
+                            eprintln!("error: cannot write {}: {e}", path.display());
+                            return 2;
                         }
                     }
                 }
