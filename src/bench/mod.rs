@@ -1,4 +1,4 @@
-//! `trainsim bench`'s fixed workloads (issue #7) and the figures each one prints: the
+//! `trainsim bench`'s fixed workloads and the figures each one prints: the
 //! reference job, rendezvous fuzzing, rendezvous rounds at scale with their fitted growth,
 //! and torch's `randperm` at 10M.
 //!

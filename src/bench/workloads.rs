@@ -6,7 +6,7 @@ use crate::scenario::{self, Scenario};
 /// The name the reference scenario is reported under.
 pub const REFERENCE_FILE: &str = "bench-reference.toml";
 
-/// The reference job (issue #7): 64 nodes × 8 GPUs, one simulated hour at one step per
+/// The reference job: 64 nodes × 8 GPUs, one simulated hour at one step per
 /// second, a kill and a restart, a late join and a straggler.
 ///
 /// The straggler is a `gpu_slow` fault on one GPU. The fix `refresh-master-addr` is on: with

@@ -1,4 +1,4 @@
-//! `trainsim bench`: runs the fixed performance workloads of issue #7 and prints one line of
+//! `trainsim bench`: runs the fixed performance workloads and prints one line of
 //! figures per workload (JSON or text). Exit codes: 0 done, 2 bad arguments, 3 a workload's
 //! run failed inside the harness.
 
