@@ -10,8 +10,8 @@ generator (`randperm`, `randint`), `torch.utils.data.DistributedSampler`, the el
 `_assign_worker_ranks`, and the dynamic rendezvous's op classes and state sanitizing, with
 their clocks pinned to fixed values. Bagua's samplers come from the user's copy of Bagua's
 `load_balancing_data_loader.py` (`--bagua-sampler`); without it those kinds are skipped. The
-case format is the one `trainsim parity` reads (see the README's "Parity with torch and
-Bagua"). `--digests` adds the slow `randperm_digest` case at n = 214,748,364 (needs numpy).
+case format is the one `trainsim parity` reads (see docs/fidelity.md, "Parity with torch
+and Bagua"). `--digests` adds the slow `randperm_digest` case at n = 214,748,364 (needs numpy).
 
 Run it with PYTHONHASHSEED=0 so sets iterate the same way on every run.
 """

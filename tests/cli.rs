@@ -171,3 +171,55 @@ fn sample_answers_which_indices_a_rank_saw() {
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
     assert_eq!(text(&out.stdout).trim(), "rank 1: 12 5 17 19 0");
 }
+
+/// `trainsim run … | head`: the reader goes away before the output is written. The command
+/// ends quietly, with the exit code it would have had.
+#[test]
+fn a_closed_stdout_ends_the_command_quietly() {
+    for args in [
+        &["run", "scenarios/all_nodes_at_max.toml", "--seeds", "0..3"][..],
+        &["check", "scenarios/all_nodes_at_max.toml"][..],
+    ] {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_trainsim"))
+            .args(args)
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .expect("the binary runs");
+        // Close the read end at once, as `head -0` would.
+        drop(child.stdout.take());
+        let out = child.wait_with_output().expect("it ends");
+        let stderr = text(&out.stderr);
+        assert_eq!(out.status.code(), Some(0), "{args:?}: {stderr}");
+        assert!(!stderr.contains("panicked"), "{args:?}: {stderr}");
+    }
+}
+
+#[test]
+fn every_subcommand_help_has_an_example() {
+    for sub in [
+        "run", "check", "fuzz", "parity", "bench", "sample", "conform",
+    ] {
+        let out = trainsim(&[sub, "--help"]);
+        assert_eq!(out.status.code(), Some(0), "{sub}");
+        let help = text(&out.stdout);
+        assert!(
+            help.contains("Examples:"),
+            "{sub} --help has no example:\n{help}"
+        );
+        assert!(help.contains(&format!("trainsim {sub} ")), "{sub}: {help}");
+    }
+}
+
+#[test]
+fn run_without_a_file_lists_the_scenarios_and_is_a_usage_error() {
+    let out = trainsim(&["run"]);
+    assert_eq!(out.status.code(), Some(2));
+    let stderr = text(&out.stderr);
+    assert!(stderr.contains("give a scenario file"), "{stderr}");
+    assert!(
+        stderr.contains("scenarios/late_joiner_next_round.toml")
+            && stderr.contains("a late joiner lands in the next round"),
+        "{stderr}"
+    );
+}

@@ -1,4 +1,4 @@
-//! `trainsim bench`'s fixed workloads (issue #7) and the figures each one prints: the
+//! `trainsim bench`'s fixed workloads and the figures each one prints: the
 //! reference job, rendezvous fuzzing, rendezvous rounds at scale with their fitted growth,
 //! and torch's `randperm` at 10M.
 //!
@@ -40,7 +40,7 @@ pub const FUZZ_CAMPAIGN_CASES: u64 = 400;
 pub const BENCH_SEED: u64 = 1;
 /// Simulator events one scale workload may cost. The 1024-node round costs about 3.0
 /// million; the 4096-node one would cost many times more (torch's compare-and-sets grow
-/// faster than nodes², see the README), so it stops here and its line says how far it got.
+/// faster than nodes², see docs/performance.md), so it stops here and its line says how far it got.
 pub const SCALE_SIM_EVENTS_MAX: u64 = 6_000_000;
 /// Items `randperm-10m` permutes.
 pub const RANDPERM_ITEMS: u64 = 10_000_000;

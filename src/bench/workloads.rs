@@ -6,10 +6,13 @@ use crate::scenario::{self, Scenario};
 /// The name the reference scenario is reported under.
 pub const REFERENCE_FILE: &str = "bench-reference.toml";
 
-/// The reference job (issue #7): 64 nodes × 8 GPUs, one simulated hour at one step per
+/// The reference job: 64 nodes × 8 GPUs, one simulated hour at one step per
 /// second, a kill and a restart, a late join and a straggler.
 ///
-/// The straggler is a `gpu_slow` fault on one GPU.
+/// The straggler is a `gpu_slow` fault on one GPU. The fix `refresh-master-addr` is on: with
+/// torch 2.15's cached bootstrap address the restarted and the late node would each wait
+/// for a `MASTER_ADDR` nobody publishes and end the job after about 26 minutes, and the
+/// workload measures an hour of training.
 pub const REFERENCE_TOML: &str = r#"
 name = "bench reference: 64 nodes x 8 GPUs, one hour"
 seed = 1
@@ -23,6 +26,7 @@ gpus_per_node = 8
 [rendezvous]
 min_nodes = 32
 max_nodes = 65
+fixes = ["refresh-master-addr"]
 
 [agent]
 max_restarts = 3

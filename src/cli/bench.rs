@@ -1,4 +1,4 @@
-//! `trainsim bench`: runs the fixed performance workloads of issue #7 and prints one line of
+//! `trainsim bench`: runs the fixed performance workloads and prints one line of
 //! figures per workload (JSON or text). Exit codes: 0 done, 2 bad arguments, 3 a workload's
 //! run failed inside the harness.
 
@@ -40,8 +40,8 @@ pub fn execute(args: BenchArgs) -> i32 {
         }
     };
     let print = |f: &Figures| match args.format {
-        Format::Json => println!("{}", f.to_json_line()),
-        Format::Text => println!("{}", f.to_text_line()),
+        Format::Json => outln!("{}", f.to_json_line()),
+        Format::Text => outln!("{}", f.to_text_line()),
     };
     let mut scale_lines: Vec<Figures> = Vec::new();
     for name in names {

@@ -27,7 +27,7 @@ pub const SHARDS_MAX: usize = 10_000;
 /// Arguments of `trainsim check`.
 #[derive(Debug, clap::Args)]
 #[command(
-    after_help = "Exit codes: 0 every run passed, 1 a run failed, 2 usage error or unreadable scenario, 3 harness failure.\n\nExamples:\n  trainsim check scenarios/\n  trainsim check scenarios/ --junit report.xml --shard 1/4\n  trainsim check scenarios/ --seeds 0..10 --check-determinism"
+    after_help = "Exit codes: 0 every run passed, 1 a run failed, 2 usage error or unreadable scenario, 3 harness failure.\n\nExamples:\n  trainsim check scenarios/\n  trainsim check scenarios/ --junit report.xml --shard 1/4\n  trainsim check scenarios/ --seeds 0..10 --check-determinism\n  trainsim check scenarios/ --html pages/"
 )]
 pub struct CheckArgs {
     /// Scenario files, or directories whose `*.toml` files are the suite.
@@ -52,6 +52,10 @@ pub struct CheckArgs {
     /// Runs in flight at once (default: the available cores, at most 16).
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u16).range(1..=JOBS_MAX as i64))]
     pub jobs: Option<u16>,
+    /// Also write a picture of every run to DIR: one HTML page per scenario (and seed) and
+    /// an index.html, for a CI artefact.
+    #[arg(long, value_name = "DIR")]
+    pub html: Option<PathBuf>,
 }
 
 /// `--shard k/n`: slice `index` (1-based) of `count`.
@@ -93,8 +97,9 @@ struct Job {
 
 /// What one job produced.
 #[derive(Debug)]
-enum JobResult {
-    Ran(Box<Report>),
+pub(super) enum JobResult {
+    /// The report, and the run's HTML page when `--html` asked for pages.
+    Ran(Box<Report>, Option<String>),
     Harness(HarnessFailure),
 }
 
@@ -134,15 +139,27 @@ pub fn execute(args: CheckArgs) -> i32 {
                 .map(move |seed| Job { scenario: i, seed })
         })
         .collect();
-    let results = run_jobs(&scenarios, &jobs, &args);
+    let mut results = run_jobs(&scenarios, &jobs, &args);
+    // Name testcases by seed too only when a range asks for several seeds per file.
+    let several_seeds = args.seeds.is_some_and(|r| r.end_exclusive - r.start > 1);
+    if let Some(dir) = &args.html {
+        let labels: Vec<(String, u64)> = jobs
+            .iter()
+            .map(|job| (scenarios[job.scenario].0.clone(), job.seed))
+            .collect();
+        if let Err(message) =
+            super::check_html::write_pages(dir, &labels, &mut results, several_seeds)
+        {
+            eprintln!("error: {message}");
+            return 2;
+        }
+    }
     let rows: Vec<Row> = jobs
         .iter()
         .zip(results)
         .map(|(job, result)| row(&scenarios[job.scenario], job.seed, result))
         .collect();
-    // Name testcases by seed too only when a range asks for several seeds per file.
-    let several_seeds = args.seeds.is_some_and(|r| r.end_exclusive - r.start > 1);
-    print!("{}", summary(&rows, shard));
+    out!("{}", summary(&rows, shard));
     if let Some(path) = &args.junit {
         let xml = junit(&rows, shard, several_seeds);
         if let Err(e) = super::write_atomically(path, xml.as_bytes()) {
@@ -243,7 +260,8 @@ fn run_jobs(scenarios: &[(String, Scenario)], jobs: &[Job], args: &CheckArgs) ->
                 let i = next.fetch_add(1, Ordering::Relaxed);
                 let Some(job) = jobs.get(i) else { break };
                 let (file, scenario) = &scenarios[job.scenario];
-                let result = run_job(scenario, file, job.seed, args.check_determinism);
+                let html = args.html.is_some();
+                let result = run_job(scenario, file, job.seed, args.check_determinism, html);
                 *slots[i].lock().expect("a result slot is never poisoned") = Some(result);
                 bar.set_message(format!("{file} seed {}", job.seed));
                 bar.inc(1);
@@ -263,12 +281,15 @@ fn run_jobs(scenarios: &[(String, Scenario)], jobs: &[Job], args: &CheckArgs) ->
 
 /// One job; a panic outside the runner's own guard is still a harness failure, not a crash
 /// of the whole suite.
-fn run_job(scenario: &Scenario, file: &str, seed: u64, twice: bool) -> JobResult {
+fn run_job(scenario: &Scenario, file: &str, seed: u64, twice: bool, html: bool) -> JobResult {
     let ran = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
         run_seed(scenario, file, seed, twice, &Default::default())
     }));
     match ran {
-        Ok(Ok((report, _trace))) => JobResult::Ran(Box::new(report)),
+        Ok(Ok((report, trace))) => {
+            let page = html.then(|| crate::report::html::page(scenario, &report, &trace));
+            JobResult::Ran(Box::new(report), page)
+        }
         Ok(Err(failure)) => JobResult::Harness(failure),
         Err(payload) => JobResult::Harness(HarnessFailure {
             seed,
@@ -284,7 +305,7 @@ fn run_job(scenario: &Scenario, file: &str, seed: u64, twice: bool) -> JobResult
 /// Builds a job's row: what failed, and the failure text ending with the repro line.
 fn row((file, scenario): &(String, Scenario), seed: u64, result: JobResult) -> Row {
     match result {
-        JobResult::Ran(report) => {
+        JobResult::Ran(report, _) => {
             let passed = report.passed();
             let mut details = String::new();
             if !passed {

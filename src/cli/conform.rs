@@ -85,7 +85,7 @@ fn execute_inner(args: &ConformArgs) -> Result<i32, String> {
     let logs = args.logs.clone().unwrap_or_else(|| {
         std::env::temp_dir().join(format!("trainsim-conform-{}", std::process::id()))
     });
-    println!(
+    outln!(
         "conform: torch {} ({}), {} real runs and seeds {}..{} per file; logs in {}",
         torch.version,
         torch.date,
@@ -124,7 +124,7 @@ fn finish(args: &ConformArgs, torch: &TorchInfo, reports: &[FileReport]) -> Resu
         .filter(|r| r.verdict == "agree" || r.verdict == "disagree")
         .count();
     let agreed = reports.iter().filter(|r| r.verdict == "agree").count();
-    println!(
+    outln!(
         "conform: {agreed} of {compared} files agree with torch {}",
         torch.version
     );
@@ -190,32 +190,33 @@ fn simulate(args: &ConformArgs, s: &Scenario, path: &Path) -> Result<Distributio
 }
 
 fn print_report(report: &FileReport, torch: &TorchInfo, args: &ConformArgs) {
-    println!("{}: {}", report.file, report.verdict);
+    outln!("{}: {}", report.file, report.verdict);
     let real_label = if report.verdict.starts_with("fix") {
         "real torch (its unfixed twin)"
     } else {
         "real torch"
     };
     if report.verdict != "sim-only" {
-        println!(
+        outln!(
             "  {real_label} {}, {} runs:",
             torch.version,
             report.real.runs()
         );
         print_distribution(&report.real);
     }
-    println!(
+    outln!(
         "  simulator, seeds {}..{}:",
-        args.seeds.start, args.seeds.end_exclusive
+        args.seeds.start,
+        args.seeds.end_exclusive
     );
     print_distribution(&report.sim);
     for d in &report.differences {
-        println!("  differs: {d}");
+        outln!("  differs: {d}");
     }
 }
 
 fn print_distribution(d: &Distribution) {
     for e in &d.entries {
-        println!("    {:>3}x {}", e.count, e.signature.compact());
+        outln!("    {:>3}x {}", e.count, e.signature.compact());
     }
 }

@@ -202,9 +202,9 @@ fn run_campaign(campaign: &Campaign, out: &Path) -> i32 {
     if let Err(code) = write_summary(out, &summary) {
         return code;
     }
-    print!("{}", summary::render(&summary, &out.to_string_lossy()));
-    println!("wrote {}", out.join("summary.json").display());
-    println!(
+    out!("{}", summary::render(&summary, &out.to_string_lossy()));
+    outln!("wrote {}", out.join("summary.json").display());
+    outln!(
         "fuzz: {} cases, {} failing, {} signatures ({} new), {:.1} cases/s",
         summary.cases(),
         summary.failing_cases,
@@ -284,11 +284,11 @@ fn merge(args: &MergeArgs) -> i32 {
             return code;
         }
     }
-    print!("{}", summary::render(&merged, ""));
+    out!("{}", summary::render(&merged, ""));
     if let Some(out) = &args.out {
-        println!("wrote {}", out.join("summary.json").display());
+        outln!("wrote {}", out.join("summary.json").display());
     }
-    println!(
+    outln!(
         "fuzz merge: {} cases, {} failing, {} signatures ({} new)",
         merged.cases(),
         merged.failing_cases,

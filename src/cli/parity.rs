@@ -4,6 +4,9 @@ use crate::parity;
 
 /// Arguments of `trainsim parity`.
 #[derive(Debug, clap::Args)]
+#[command(
+    after_help = "Examples:\n  trainsim parity tests/data/parity/*.jsonl\n  trainsim parity my-vectors/*.jsonl   # made by conformance/gen_parity_vectors.py"
+)]
 pub struct ParityArgs {
     /// Parity vector files (JSON lines).
     #[arg(required = true)]
@@ -16,9 +19,9 @@ pub fn execute(args: ParityArgs) -> i32 {
     match parity::run_files(&args.files) {
         Ok(report) => {
             for mismatch in &report.mismatches {
-                println!("{mismatch}");
+                outln!("{mismatch}");
             }
-            println!("{}", report.summary());
+            outln!("{}", report.summary());
             if report.failed() == 0 {
                 0
             } else {

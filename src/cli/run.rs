@@ -16,11 +16,11 @@ pub const SEEDS_MAX: u64 = 1_000_000;
 /// Arguments of `trainsim run`.
 #[derive(Debug, clap::Args)]
 #[command(
-    after_help = "Examples:\n  trainsim run scenarios/late_joiner_next_round.toml\n  trainsim run scenarios/*.toml --format json\n  trainsim run scenarios/store_host_dies.toml --seeds 0..20 --check-determinism\n  trainsim run scenarios/worker_crash_restart.toml --trace run.json"
+    after_help = "Examples:\n  trainsim run scenarios/late_joiner_next_round.toml\n  trainsim run scenarios/*.toml --format json\n  trainsim run scenarios/store_host_dies.toml --seeds 0..20 --check-determinism\n  trainsim run scenarios/worker_crash_restart.toml --trace run.json\n  trainsim run scenarios/rank0_dies_stale_master.toml --html run.html"
 )]
 pub struct RunArgs {
-    /// Scenario files (TOML) to run.
-    #[arg(required = true, value_name = "FILE")]
+    /// Scenario files (TOML) to run; without one, the scenarios in `scenarios/` are listed.
+    #[arg(value_name = "FILE")]
     pub files: Vec<PathBuf>,
     /// Run with this seed instead of the file's `seed`.
     #[arg(long, conflicts_with = "seeds")]
@@ -39,6 +39,10 @@ pub struct RunArgs {
     /// ui.perfetto.dev. Needs exactly one file and one seed.
     #[arg(long, value_name = "FILE")]
     pub trace: Option<PathBuf>,
+    /// Write a picture of the run to FILE: one self-contained HTML page with a timeline per
+    /// node and the verdicts. Needs exactly one file and one seed.
+    #[arg(long, value_name = "FILE")]
+    pub html: Option<PathBuf>,
     /// Switch on a planted rendezvous bug (repeatable), to replay what `trainsim fuzz
     /// --mutant M` found: late-joiner-joins-complete-round, rank-collision,
     /// no-heartbeat-expiry.
@@ -93,6 +97,10 @@ pub fn parse_seed_range(text: &str) -> Result<SeedRange, String> {
 
 /// Runs the command; returns the exit code.
 pub fn execute(args: RunArgs) -> i32 {
+    if args.files.is_empty() {
+        eprint!("{}", scenario_list(Path::new(SCENARIO_DIR)));
+        return 2;
+    }
     // Read every file first, so a typo in the last one fails before an hour of runs.
     let options = match crate::fuzz::mutants::options_of(&args.mutant) {
         Ok(options) => options,
@@ -111,12 +119,13 @@ pub fn execute(args: RunArgs) -> i32 {
             }
         }
     }
-    if let Some(trace_path) = &args.trace {
+    for (flag, path) in [("--trace", &args.trace), ("--html", &args.html)] {
+        let Some(path) = path else { continue };
         let seeds = seeds_for(args.seed, args.seeds, &scenarios[0].1);
         if scenarios.len() != 1 || seeds.start() != seeds.end() {
             eprintln!(
-                "error: --trace {} writes one run: give exactly one FILE and one seed",
-                trace_path.display()
+                "error: {flag} {} writes one run: give exactly one FILE and one seed",
+                path.display()
             );
             return 2;
         }
@@ -129,12 +138,19 @@ pub fn execute(args: RunArgs) -> i32 {
                 Ok((report, trace)) => {
                     any_failed |= !report.passed();
                     match args.format {
-                        Format::Json => println!("{}", report.to_json_line()),
-                        Format::Text => println!("{}", report.to_text()),
+                        Format::Json => outln!("{}", report.to_json_line()),
+                        Format::Text => outln!("{}", report.to_text()),
                     }
                     if let Some(path) = &args.trace {
                         if let Err(code) = write_trace(path, &report, &trace) {
                             return code;
+                        }
+                    }
+                    if let Some(path) = &args.html {
+                        let page = crate::report::html::page(scenario, &report, &trace);
+                        if let Err(e) = super::write_atomically(path, page.as_bytes()) {
+                            eprintln!("error: cannot write {}: {e}", path.display());
+                            return 2;
                         }
                     }
                 }
@@ -194,4 +210,39 @@ pub(crate) fn seeds_for(
 
 fn print_harness_failure(failure: &HarnessFailure) {
     eprintln!("error: {failure}");
+}
+
+/// Where `trainsim run` without a file looks for scenarios to suggest.
+const SCENARIO_DIR: &str = "scenarios";
+
+/// The usage message of `trainsim run` without a file: every scenario in `dir` with its name.
+fn scenario_list(dir: &Path) -> String {
+    let mut files: Vec<PathBuf> = std::fs::read_dir(dir)
+        .map(|entries| {
+            entries
+                .filter_map(|e| e.ok().map(|e| e.path()))
+                .filter(|p| p.extension().is_some_and(|x| x == "toml"))
+                .collect()
+        })
+        .unwrap_or_default();
+    files.sort();
+    if files.is_empty() {
+        return format!(
+            "error: give a scenario file: trainsim run FILE (no scenarios in {}/)\n",
+            dir.display()
+        );
+    }
+    let mut text = format!(
+        "error: give a scenario file: trainsim run FILE. The scenarios in {}/:\n",
+        dir.display()
+    );
+    let width = files.iter().map(|f| f.display().to_string().len()).max();
+    for file in &files {
+        let name = scenario::load(file)
+            .map(|s| s.name)
+            .unwrap_or_else(|e| format!("(cannot be read: {e})"));
+        let file = file.display().to_string();
+        text.push_str(&format!("  {file:<w$}  {name}\n", w = width.unwrap_or(0)));
+    }
+    text
 }

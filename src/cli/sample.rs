@@ -44,6 +44,9 @@ pub enum OutputFormat {
 
 /// Arguments of `trainsim sample`.
 #[derive(Debug, clap::Args)]
+#[command(
+    after_help = "Examples:\n  trainsim sample distributed --dataset-len 20 --world-size 4 --rank 1 --epoch 3\n  trainsim sample load_balancing --complexities 5,1,9,3,7,2,8 --world-size 2 --batch-size 2"
+)]
 pub struct SampleArgs {
     /// Sampler to run.
     #[arg(value_enum)]

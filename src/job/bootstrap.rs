@@ -77,10 +77,12 @@ pub async fn init_process_group(
             .multi_get(&addresses)
             .await
             .map_err(|e| fail(format!("reading every rank's address: {e}")))?;
-        if let Some(rank) = addresses.iter().position(|v| v.bytes() != group.as_bytes()) {
+        let block = u64::from(plan.local_world_size.max(1));
+        if let Some(node) = addresses.iter().position(|v| v.bytes() != group.as_bytes()) {
             return Err(fail(format!(
-                "gloo connectFullMesh: rank {rank}'s address is an earlier group's, a dead \
-                 worker's: connection refused"
+                "gloo connectFullMesh: rank {}'s address is an earlier group's, a dead \
+                 worker's: connection refused",
+                node as u64 * block
             )));
         }
     }
@@ -97,20 +99,23 @@ pub async fn init_process_group(
     Ok(server)
 }
 
-/// Writes this node's `value` under `prefix/rank_<group rank>` and waits until every rank
-/// of the group has a key there; returns the keys.
+/// Writes this node's `value` under `prefix/rank_<its first global rank>` and waits until
+/// every node block of the workers' world (`WORLD_SIZE`, from the rank assignment) has a
+/// key there; returns the keys. The world comes from the workers' environment, not from
+/// this node's view of the round, as in torch: a node whose view of the round disagrees
+/// (sanitize dropped a participant before `_get_world`) waits for ranks its view lacks.
 async fn publish_and_wait(
     store: &StoreClient,
     prefix: &str,
     plan: &GroupPlan,
     value: &str,
 ) -> Result<Vec<String>, crate::store::service::StoreError> {
-    let keys: Vec<String> = (0..plan.members.len())
-        .map(|rank| format!("{prefix}/rank_{rank}"))
+    let block = u64::from(plan.local_world_size.max(1));
+    let keys: Vec<String> = (0..plan.world_size.div_ceil(block))
+        .map(|node| format!("{prefix}/rank_{}", node * block))
         .collect();
-    store
-        .set(&keys[plan.group_rank as usize], value.as_bytes().to_vec())
-        .await?;
+    let own = format!("{prefix}/rank_{}", plan.base_global_rank);
+    store.set(&own, value.as_bytes().to_vec()).await?;
     store.wait(&keys).await?;
     Ok(keys)
 }

@@ -6,6 +6,7 @@
 //! trace here; the verdicts come from `check`.
 
 mod expect;
+pub mod html;
 mod text;
 
 use crate::check::InvariantResult;
@@ -236,7 +237,7 @@ fn rounds(trace: &Trace) -> Vec<RoundSummary> {
 }
 
 /// Sorts `node-N` by N, anything else after them by name.
-fn node_order(node: &str) -> (u64, String) {
+pub(crate) fn node_order(node: &str) -> (u64, String) {
     let index = node
         .strip_prefix("node-")
         .and_then(|n| n.parse::<u64>().ok());

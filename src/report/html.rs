@@ -1,0 +1,193 @@
+//! The picture of one run: a self-contained HTML page (inline SVG and CSS; no script, no
+//! network) with a timeline per node and the invariant verdicts, each violation linked to its
+//! moment on the timeline. A pure function of the scenario, the report and the trace, so the
+//! same seed writes the same bytes.
+
+mod timeline;
+
+use super::Report;
+use crate::check::Status;
+use crate::scenario::model::Scenario;
+use crate::trace::Trace;
+use std::fmt::Write;
+
+/// Escapes text for HTML element content and attribute values.
+pub(crate) fn esc(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for c in text.chars() {
+        match c {
+            '&' => out.push_str("&amp;"),
+            '<' => out.push_str("&lt;"),
+            '>' => out.push_str("&gt;"),
+            '"' => out.push_str("&quot;"),
+            '\'' => out.push_str("&#39;"),
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+/// Seconds with up to three decimals, as the text report writes times.
+pub(crate) fn secs(us: u64) -> String {
+    crate::check::secs(us)
+}
+
+const STYLE: &str = "
+body{font:14px/1.45 system-ui,sans-serif;margin:24px;color:#1d1d1f;max-width:1400px}
+h1{font-size:20px;margin:0 0 4px}
+.desc{white-space:pre-wrap;color:#444;margin:8px 0 12px}
+.meta span{margin-right:18px}
+code{background:#f2f2f4;padding:2px 6px;border-radius:4px}
+.pass{color:#0a7c2f;font-weight:600}.fail{color:#b3261e;font-weight:600}
+svg{border:1px solid #ddd;border-radius:6px;background:#fff;margin:12px 0}
+svg text{font:11px system-ui,sans-serif;fill:#333}
+.agent{fill:#d9e7f7}.state-HEALTHY{fill:#9cc5ec}.state-INIT{fill:#e3e3e8}
+.state-STOPPED{fill:#f3d9a4}.state-FAILED{fill:#f1a7a0}.state-SUCCEEDED{fill:#a6dcb3}
+.round{fill:#7e6bc4}.joining{fill:#cbc3ea}.rdzv-failed{fill:#e07a70}
+.workers{fill:#4f9a6a}.store{fill:#c9a227}
+.exit{fill:#555}.fault{fill:#b3261e}.restart{fill:#e08a00}.worker-failed{fill:#7a1f1a}
+.violation{fill:#ff2d55;stroke:#000;stroke-width:.5}
+.lane-label{fill:#888}
+table{border-collapse:collapse;margin-top:8px}
+td,th{border-bottom:1px solid #eee;padding:4px 10px;text-align:left;vertical-align:top}
+.held{color:#0a7c2f}.violated{color:#b3261e;font-weight:600}.not_applicable{color:#888}
+.legend span{display:inline-block;margin-right:14px}
+.legend i{display:inline-block;width:12px;height:10px;margin-right:4px;vertical-align:-1px}
+";
+
+/// The page of one run.
+pub fn page(scenario: &Scenario, report: &Report, trace: &Trace) -> String {
+    let mut html = String::new();
+    let title = format!("{} — seed {}", report.scenario, report.seed);
+    let _ = write!(
+        html,
+        "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\
+         <title>{}</title><style>{STYLE}</style></head><body>\n",
+        esc(&title)
+    );
+    header(&mut html, scenario, report);
+    html.push_str(&timeline::svg(report, trace));
+    legend(&mut html);
+    verdicts(&mut html, report);
+    html.push_str("</body></html>\n");
+    html
+}
+
+fn header(html: &mut String, scenario: &Scenario, report: &Report) {
+    let verdict = if report.passed() {
+        "<span class=\"pass\">PASSED</span>"
+    } else {
+        "<span class=\"fail\">FAILED</span>"
+    };
+    let _ = write!(
+        html,
+        "<h1>{}</h1>\n<div class=\"meta\"><span>{}</span><span>seed {}</span>\
+         <span>outcome <b id=\"outcome\">{}</b> at {}</span><span>{verdict}</span></div>\n\
+         <div class=\"desc\">{}</div>\n<div>replay: <code id=\"repro\">{}</code></div>\n",
+        esc(&report.scenario),
+        esc(&report.file),
+        report.seed,
+        esc(&report.outcome),
+        secs(report.sim_time_us),
+        esc(scenario.description.trim()),
+        esc(&report.repro)
+    );
+    for failure in &report.expect.failures {
+        let _ = writeln!(html, "<div class=\"fail\">{}</div>", esc(failure));
+    }
+}
+
+fn legend(html: &mut String) {
+    html.push_str("<div class=\"legend\">");
+    for (class, label) in [
+        ("state-HEALTHY", "workers healthy"),
+        ("state-STOPPED", "stopped"),
+        ("state-FAILED", "failed"),
+        ("state-SUCCEEDED", "succeeded"),
+        ("joining", "joining"),
+        ("round", "round completed"),
+        ("workers", "worker group"),
+        ("store", "store"),
+        ("fault", "fault"),
+        ("restart", "restart"),
+        ("violation", "violation"),
+    ] {
+        let _ = write!(
+            html,
+            "<span><svg width=\"12\" height=\"10\" style=\"border:0;margin:0\">\
+             <rect class=\"{class}\" width=\"12\" height=\"10\"/></svg> {label}</span>"
+        );
+    }
+    html.push_str("</div>\n");
+}
+
+fn verdicts(html: &mut String, report: &Report) {
+    html.push_str("<h2>Invariants</h2>\n<table id=\"verdicts\"><tr><th>invariant</th><th>verdict</th><th>violations</th></tr>\n");
+    let mut index = 0usize;
+    for inv in &report.invariants {
+        let status = inv.status.as_str();
+        let _ = write!(
+            html,
+            "<tr class=\"invariant\" data-invariant=\"{}\" data-status=\"{status}\"><td>{}</td>\
+             <td class=\"{status}\">{}</td><td>",
+            esc(&inv.name),
+            esc(&inv.name),
+            status.replace('_', " ")
+        );
+        if inv.status == Status::Violated {
+            for v in &inv.violations {
+                let on = v
+                    .node
+                    .as_deref()
+                    .map(|n| format!(" on {n}"))
+                    .unwrap_or_default();
+                let _ = write!(
+                    html,
+                    "<div><a class=\"violation-link\" href=\"#v-{index}\">at {}{}</a>: {}</div>",
+                    secs(v.at_us),
+                    esc(&on),
+                    esc(&v.message)
+                );
+                index += 1;
+            }
+        }
+        html.push_str("</td></tr>\n");
+    }
+    html.push_str("</table>\n");
+}
+
+/// One row of the index page.
+pub struct IndexEntry {
+    pub file: String,
+    pub seed: u64,
+    pub page: String,
+    pub outcome: String,
+    pub passed: bool,
+}
+
+/// The index of a suite's pages.
+pub fn index(entries: &[IndexEntry]) -> String {
+    let mut html = format!(
+        "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\
+         <title>trainsim check</title><style>{STYLE}</style></head><body>\n\
+         <h1>trainsim check</h1>\n<table id=\"runs\"><tr><th>scenario</th><th>seed</th>\
+         <th>outcome</th><th>result</th></tr>\n"
+    );
+    for e in entries {
+        let (class, result) = if e.passed {
+            ("pass", "pass")
+        } else {
+            ("fail", "FAIL")
+        };
+        let _ = writeln!(
+            html,
+            "<tr><td><a href=\"{}\">{}</a></td><td>{}</td><td>{}</td><td class=\"{class}\">{result}</td></tr>",
+            esc(&e.page),
+            esc(&e.file),
+            e.seed,
+            esc(&e.outcome)
+        );
+    }
+    html.push_str("</table></body></html>\n");
+    html
+}
