@@ -109,8 +109,16 @@ fn a_corpus_campaign_is_the_same_for_one_and_two_jobs() {
         campaign(
             dir,
             &[
-                "--target", "rendezvous", "--cases", "150", "--seed", "4", "--jobs", jobs,
-                "--corpus", corpus,
+                "--target",
+                "rendezvous",
+                "--cases",
+                "150",
+                "--seed",
+                "4",
+                "--jobs",
+                jobs,
+                "--corpus",
+                corpus,
             ],
         )
     };
