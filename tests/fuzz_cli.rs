@@ -90,6 +90,36 @@ fn finds_the_sampler_canary() {
 }
 
 #[test]
+fn finds_the_late_joiner_canary() {
+    finds_canary(
+        "rendezvous",
+        "late-joiner-joins-complete-round",
+        "5",
+        "rendezvous.",
+    );
+}
+
+#[test]
+fn finds_the_no_heartbeat_expiry_canary() {
+    finds_canary(
+        "rendezvous",
+        "no-heartbeat-expiry",
+        "20",
+        "rendezvous.liveness",
+    );
+}
+
+#[test]
+fn finds_the_reader_canary() {
+    finds_canary(
+        "reader",
+        "reader-double-publish",
+        "5",
+        "reader.exactly_once",
+    );
+}
+
+#[test]
 fn the_summary_is_the_same_for_one_and_two_jobs() {
     let one = scratch("jobs1");
     let two = scratch("jobs2");
