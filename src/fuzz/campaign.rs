@@ -293,6 +293,19 @@ fn bucket(
     } else {
         shrink(c, *first, sig)
     };
+    // Shrinking keeps the violated invariants but may land on a known behaviour (a new
+    // liveness finding shrinking to pytorch#111646): then the reduced first case is the
+    // repro, so replay still shows what is new.
+    let shrunk = match mutant {
+        None if known.is_none() => {
+            let (v, _) = judge(&shrunk.scenario, shrunk.seed, None);
+            match triage::triage(&shrunk, &v, None) {
+                Some(_) => reduced.clone(),
+                None => shrunk,
+            }
+        }
+        _ => shrunk,
+    };
     let name = format!("fuzz-{}-seed{}-case{}.toml", c.target.name(), c.seed, first);
     let rel = format!("repro/{name}");
     write_repro(c, &shrunk, sig, *first, known.as_ref(), &rel)?;
