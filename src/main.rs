@@ -21,7 +21,7 @@ enum Command {
     Run(cli::run::RunArgs),
     /// Run a scenario suite in parallel, as CI does: summary table, JUnit, shards.
     Check(cli::check::CheckArgs),
-    /// Draw scenarios, run them, and shrink and write the first that fails.
+    /// Fuzz campaigns: draw and run scenarios, bucket and triage findings, write minimal repros.
     Fuzz(cli::fuzz::FuzzArgs),
     /// Check the models against parity vectors made by the real torch and Bagua code.
     Parity(cli::parity::ParityArgs),
