@@ -209,6 +209,11 @@ fn every_subcommand_help_has_an_example() {
         );
         assert!(help.contains(&format!("trainsim {sub} ")), "{sub}: {help}");
     }
+    let merge = text(&trainsim(&["fuzz", "merge", "--help"]).stdout);
+    assert!(
+        merge.contains("Examples:") && merge.contains("trainsim fuzz merge "),
+        "{merge}"
+    );
 }
 
 #[test]

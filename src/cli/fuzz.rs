@@ -67,6 +67,9 @@ pub enum FuzzCommand {
 
 /// Arguments of `trainsim fuzz merge`.
 #[derive(Debug, clap::Args)]
+#[command(
+    after_help = "Examples:\n  trainsim fuzz merge ci-0 ci-1 --out merged\n  trainsim fuzz merge shards/*"
+)]
 pub struct MergeArgs {
     /// Output directories of campaigns over case ranges of one campaign.
     #[arg(required = true, value_name = "DIR")]
