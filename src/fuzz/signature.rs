@@ -175,23 +175,12 @@ pub fn units(faults: &[Fault]) -> Vec<Unit> {
 /// The node a fault hits: its `node`, a clog's sender, a partition's smallest group.
 pub fn fault_node(kind: &FaultKind) -> Option<u32> {
     match kind {
-        FaultKind::Kill { node }
-        | FaultKind::PowerOff { node }
-        | FaultKind::Stop { node }
-        | FaultKind::Restart { node }
-        | FaultKind::Start { node }
-        | FaultKind::Pause { node }
-        | FaultKind::Resume { node }
-        | FaultKind::ClockSkew { node, .. }
-        | FaultKind::GpuSlow { node, .. }
-        | FaultKind::GpuFail { node, .. }
-        | FaultKind::WorkerCrash { node, .. } => Some(*node),
         FaultKind::ClogLink { from, .. } | FaultKind::UnclogLink { from, .. } => Some(*from),
         FaultKind::Partition { groups } => groups
             .iter()
             .min_by_key(|g| g.len())
             .and_then(|g| (g.len() == 1).then(|| g[0])),
-        _ => None,
+        other => other.node(),
     }
 }
 

@@ -276,6 +276,24 @@ pub enum FaultKind {
 }
 
 impl FaultKind {
+    /// The one node the fault names, for the kinds that name exactly one.
+    pub fn node(&self) -> Option<u32> {
+        match self {
+            FaultKind::Kill { node }
+            | FaultKind::PowerOff { node }
+            | FaultKind::Stop { node }
+            | FaultKind::Restart { node }
+            | FaultKind::Start { node }
+            | FaultKind::Pause { node }
+            | FaultKind::Resume { node }
+            | FaultKind::ClockSkew { node, .. }
+            | FaultKind::GpuSlow { node, .. }
+            | FaultKind::GpuFail { node, .. }
+            | FaultKind::WorkerCrash { node, .. } => Some(*node),
+            _ => None,
+        }
+    }
+
     /// The fault's `kind` string as the scenario file spells it.
     pub fn name(&self) -> &'static str {
         match self {

@@ -18,7 +18,7 @@ pub(super) async fn apply_all(world: Arc<World>) {
             time::sleep_us(fault.at_us - now).await;
         }
         let detail = apply(&world, &fault);
-        let node = fault_node(&fault.kind).map(node_name);
+        let node = fault.kind.node().map(node_name);
         world.recorder.record(
             time::elapsed_us(),
             node.as_deref(),
@@ -34,24 +34,6 @@ pub(super) async fn apply_all(world: Arc<World>) {
             world.state.lock().expect("world lock").pending_starts -= 1;
             let _ = world.exits.unbounded_send(());
         }
-    }
-}
-
-/// The one node a fault names, if it names exactly one.
-fn fault_node(kind: &FaultKind) -> Option<u32> {
-    match kind {
-        FaultKind::Kill { node }
-        | FaultKind::PowerOff { node }
-        | FaultKind::Stop { node }
-        | FaultKind::Restart { node }
-        | FaultKind::Start { node }
-        | FaultKind::Pause { node }
-        | FaultKind::Resume { node }
-        | FaultKind::ClockSkew { node, .. }
-        | FaultKind::GpuSlow { node, .. }
-        | FaultKind::GpuFail { node, .. }
-        | FaultKind::WorkerCrash { node, .. } => Some(*node),
-        _ => None,
     }
 }
 

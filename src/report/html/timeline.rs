@@ -94,17 +94,9 @@ impl Builder {
 
     /// A process's bars all end (it exited or was killed).
     fn process_ends(&mut self, pid: u32, at_us: u64) {
-        for lane in 0..3 {
-            self.close_workers_or(lane, pid, at_us);
-        }
-    }
-
-    fn close_workers_or(&mut self, lane: u64, pid: u32, at_us: u64) {
-        if lane == 2 {
-            self.close_workers(pid, at_us);
-        } else {
-            self.close(lane, &pid.to_string(), at_us);
-        }
+        self.close(0, &pid.to_string(), at_us);
+        self.close(1, &pid.to_string(), at_us);
+        self.close_workers(pid, at_us);
     }
 
     /// Ends a worker group's bar, naming the steps it took.
