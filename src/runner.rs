@@ -33,6 +33,8 @@ pub struct RunOptions {
     /// A tighter bound than `world::SIM_EVENTS_MAX` on the simulator events the run may
     /// cost (`trainsim bench` stops its largest workloads with it).
     pub sim_events_max: Option<u64>,
+    /// Time every training step one at a time (see `Programs::step_by_step`).
+    pub step_by_step: bool,
 }
 
 /// The programs of a real run: torch's agent on every node and the c10d store.
@@ -45,6 +47,7 @@ pub fn programs_with(options: &RunOptions) -> Programs {
     let mutants = Arc::new(options.mutants.clone());
     Programs {
         mutants: Arc::clone(&mutants),
+        step_by_step: options.step_by_step,
         agent: Arc::new(move |env| {
             crate::agent::run::agent_process_with(env, Arc::clone(&mutants)).boxed()
         }),

@@ -12,10 +12,12 @@
 //! epoch over a different number of ranks (torch's elastic ImageNet example does the same).
 
 pub mod bootstrap;
+pub mod closed_form;
 pub mod collective;
 pub mod data;
 pub mod ledger;
 pub mod reader_feed;
+mod segment;
 
 use crate::trace::EventKind;
 use crate::world::env::CollectiveError;
@@ -167,23 +169,35 @@ async fn train_steps(
     let ledger = env.shared::<Mutex<SampleLedger>>("job/ledger");
     let mut batches: Vec<Vec<u64>> = vec![Vec::new(); plan.local_world_size as usize];
     let mut reader = reader_feed::ReaderFeed::start(env, plan.round);
+    // Set when a closed-form run was cut in the middle of a step: when the next step began.
+    let mut step_started_ns = None;
     while at.step < job.steps {
-        wait_for_reader(env, plan, &mut reader).await;
-        let compute_us =
-            compute_batches(env, plan, &epoch_plan, at.batch, dataset_key, &mut batches)?;
-        time::sleep_us(compute_us).await;
-        all_reduce(env, plan, at.step + 1).await?;
-        at.step += 1;
-        reached.fetch_max(at.step, Ordering::Relaxed);
-        let samples = consume(&ledger, plan, at.epoch, &batches);
-        env.record(EventKind::Step {
-            pid: env.pid,
-            round: plan.round,
-            step: at.step,
-            epoch: at.epoch,
-            samples,
-        });
-        at.batch += 1;
+        let steps = segment::Steps {
+            env,
+            plan,
+            epoch_plan: &epoch_plan,
+            dataset_key,
+            ledger: &ledger,
+            reached,
+        };
+        let run = match step_started_ns.take() {
+            Some(started_ns) => segment::Run {
+                settled: 0,
+                next_step_started_ns: Some(started_ns),
+            },
+            None => segment::run(&steps, &at, &mut batches, ring_cost_us(env, plan)).await?,
+        };
+        if run.settled > 0 {
+            at.step += run.settled;
+            at.batch += run.settled;
+            step_started_ns = run.next_step_started_ns;
+        } else {
+            wait_for_reader(env, plan, &mut reader).await;
+            let started_ns = run.next_step_started_ns.unwrap_or_else(time::elapsed_ns);
+            one_step(&steps, &at, &mut batches, started_ns).await?;
+            at.step += 1;
+            at.batch += 1;
+        }
         if at.batch >= epoch_plan.batches() {
             finish_epoch(env, plan, &ledger, at.epoch);
             at.epoch += 1;
@@ -205,6 +219,45 @@ async fn train_steps(
             });
         }
     }
+    Ok(())
+}
+
+/// One step, its compute begun at `started_ns` (now, unless a cut run left it in progress):
+/// compute, all-reduce, the ring's cost, then the step is recorded.
+async fn one_step(
+    s: &segment::Steps<'_>,
+    at: &Position,
+    batches: &mut [Vec<u64>],
+    started_ns: u64,
+) -> Result<(), WorkerStatus> {
+    let (env, plan) = (s.env, s.plan);
+    let compute_us = compute_batches(env, plan, s.epoch_plan, at.batch, s.dataset_key, batches)?;
+    let arrival_ns = started_ns + closed_form::slept_us(compute_us) * 1_000;
+    if arrival_ns > time::elapsed_ns() {
+        time::sleep_until_ns(arrival_ns).await;
+    }
+    let timeout_us = env.scenario().job.collective_timeout_us;
+    // Waiting since the arrival: a cut run's step may have arrived before now.
+    let waited_us = time::elapsed_ns().saturating_sub(arrival_ns) / 1_000;
+    env.all_reduce(
+        plan.group_key(),
+        at.step + 1,
+        &plan.members,
+        timeout_us.saturating_sub(waited_us),
+    )
+    .await
+    .map_err(|e| collective_failure(e, at.step + 1, timeout_us))?;
+    time::sleep_us(ring_cost_us(env, plan)).await;
+    let step = at.step + 1;
+    s.reached.fetch_max(step, Ordering::Relaxed);
+    let samples = consume(s.ledger, plan, at.epoch, batches);
+    env.record(EventKind::Step {
+        pid: env.pid,
+        round: plan.round,
+        step,
+        epoch: at.epoch,
+        samples,
+    });
     Ok(())
 }
 
@@ -314,41 +367,34 @@ fn compute_batches(
     Ok(slowest_us)
 }
 
-/// The step's all-reduce: wait for every member, then pay the ring's cost. A member that
-/// never arrives fails the worker after the process group's timeout.
-async fn all_reduce(env: &NodeEnv, plan: &GroupPlan, step: u64) -> Result<(), WorkerStatus> {
-    let scenario = env.scenario();
-    let timeout_us = scenario.job.collective_timeout_us;
-    match env
-        .all_reduce(plan.group_key(), step, &plan.members, timeout_us)
-        .await
-    {
-        Ok(()) => {}
-        Err(CollectiveError::Timeout) => {
-            return Err(WorkerStatus::Failed {
-                local_rank: 0,
-                exit_code: COLLECTIVE_TIMEOUT_EXIT_CODE,
-                reason: format!(
-                    "NCCL watchdog: the all-reduce of step {step} timed out after {timeout_us} us"
-                ),
-            })
-        }
-        Err(CollectiveError::PeerReset) => {
-            return Err(script_error(format!(
-                "gloo: the all-reduce of step {step} lost a peer (connection reset)"
-            )))
-        }
+/// The worker failure a step's all-reduce ends in: NCCL's watchdog after `timeout_us`, or
+/// gloo's error on a peer's reset.
+fn collective_failure(error: CollectiveError, step: u64, timeout_us: u64) -> WorkerStatus {
+    match error {
+        CollectiveError::Timeout => WorkerStatus::Failed {
+            local_rank: 0,
+            exit_code: COLLECTIVE_TIMEOUT_EXIT_CODE,
+            reason: format!(
+                "NCCL watchdog: the all-reduce of step {step} timed out after {timeout_us} us"
+            ),
+        },
+        CollectiveError::PeerReset => script_error(format!(
+            "gloo: the all-reduce of step {step} lost a peer (connection reset)"
+        )),
     }
-    let cost_us = collective::ring_all_reduce_us(
+}
+
+/// What one step's gradient all-reduce costs once every member has arrived.
+fn ring_cost_us(env: &NodeEnv, plan: &GroupPlan) -> u64 {
+    let scenario = env.scenario();
+    collective::ring_all_reduce_us(
         scenario.job.model_size_bytes,
         plan.members.len() as u64,
         u64::from(plan.local_world_size),
         env.latency_mean_us(),
         scenario.network.bandwidth_bits_per_sec,
         scenario.cluster.gpu.d2d_bits_per_sec,
-    );
-    time::sleep_us(cost_us).await;
-    Ok(())
+    )
 }
 
 /// Adds the step's batches to the ledger; returns how many samples they held.

@@ -15,7 +15,8 @@ pub const EVENTS_MAX: usize = 2_000_000;
 /// Everything a finished run hands to the checks and the report.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct Trace {
-    /// Events in the order they were recorded (simulated time never decreases).
+    /// Events in time order; events of one moment in the order they were recorded (steps
+    /// settled in closed form are recorded late and put in place when the run ends).
     pub events: Vec<Event>,
     /// True when `EVENTS_MAX` was reached and later events were dropped.
     pub truncated: bool,
@@ -89,7 +90,11 @@ impl Recorder {
 
     /// Takes the recorded trace out.
     pub fn finish(&self) -> Trace {
-        std::mem::take(&mut *self.inner.lock().expect("recorder lock is never poisoned"))
+        let mut trace =
+            std::mem::take(&mut *self.inner.lock().expect("recorder lock is never poisoned"));
+        // Stable: events of one moment keep the order they were recorded in.
+        trace.events.sort_by_key(|e| e.at_us);
+        trace
     }
 }
 

@@ -102,8 +102,18 @@ pub(super) async fn process_main(world: Arc<World>, index: u32) {
 }
 
 impl NodeEnv {
+    pub(super) fn world(&self) -> &World {
+        &self.world
+    }
+
     pub fn scenario(&self) -> &Scenario {
         &self.world.scenario
+    }
+
+    /// Records an event on this node at `at_us`, a moment already passed: a step settled in
+    /// closed form. The trace puts it in time order when the run ends.
+    pub fn record_at(&self, at_us: u64, kind: EventKind) {
+        self.world.recorder.record(at_us, Some(&self.name), kind);
     }
 
     /// Records an event on this node at the current simulated time.

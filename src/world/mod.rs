@@ -12,6 +12,7 @@ pub mod floor;
 pub mod gpu;
 pub mod net;
 pub mod rng;
+pub mod segments;
 mod state;
 pub mod time;
 pub mod wake;
@@ -45,6 +46,9 @@ pub struct Programs {
     pub store: Arc<dyn Fn(SocketAddr) -> BoxFuture<'static, ()> + Send + Sync>,
     /// Planted bugs the command line switched on (`--mutant`); empty runs the real code.
     pub mutants: Arc<std::collections::BTreeSet<String>>,
+    /// Time every training step with its own timers and barrier instead of settling runs of
+    /// steps in closed form (`job::segment`): the reference the closed form is tested against.
+    pub step_by_step: bool,
 }
 
 /// A run that could not finish: the harness itself failed.
@@ -181,6 +185,7 @@ async fn supervise(
         exits: exits_tx,
         state: Mutex::new(WorldState::new(&scenario)),
         shared: Mutex::new(std::collections::BTreeMap::new()),
+        change_instants_us: segments::change_instants_us(&scenario),
     });
     create_nodes(&world);
     let faults = spawn(faults::apply_all(world.clone()));

@@ -34,6 +34,8 @@ pub struct World {
     pub state: Mutex<WorldState>,
     /// Values the processes of the run share, by key (see `NodeEnv::shared`).
     pub shared: Mutex<BTreeMap<&'static str, std::sync::Arc<dyn std::any::Any + Send + Sync>>>,
+    /// When the world changes by itself (see `segments::change_instants_us`).
+    pub change_instants_us: Vec<u64>,
 }
 
 /// One node's slot.
@@ -97,6 +99,10 @@ pub struct Barrier {
 pub struct CollectiveGroup {
     pub members: Vec<u32>,
     pub reset: BTreeSet<u32>,
+    /// Members whose workers left the group (stopped or dead): it completes no more steps.
+    pub departed: BTreeSet<u32>,
+    /// Members settling a run of steps in closed form, told when a member departs.
+    pub watchers: Vec<oneshot::Sender<super::segments::Departure>>,
 }
 
 /// Most worker groups whose collectives are remembered at once; the oldest go first.
@@ -133,6 +139,8 @@ pub struct WorldState {
     pub loss: f64,
     pub latency_generation: u64,
     pub loss_generation: u64,
+    /// Worker groups pooling compute times for runs of steps settled in closed form.
+    pub segments: super::segments::Segments,
 }
 
 impl WorldState {
@@ -163,6 +171,7 @@ impl WorldState {
             loss: scenario.network.loss,
             latency_generation: 0,
             loss_generation: 0,
+            segments: Default::default(),
         }
     }
 
@@ -182,6 +191,7 @@ impl WorldState {
         for barrier in self.barriers.values_mut() {
             barrier.arrived.remove(&node);
         }
+        self.depart(node, false);
         if reset && fail_on_reset {
             let groups: Vec<u64> = self
                 .collective_groups
@@ -208,6 +218,36 @@ impl WorldState {
         self.barriers.retain(|_, b| !b.arrived.is_empty());
     }
 
+    /// Marks `node` departed from every group it is a member of, and tells those groups'
+    /// members that settle steps in closed form. `arrivals_stand`: the workers vanished
+    /// without taking back their arrivals at barriers (their task was dropped).
+    pub fn depart(&mut self, node: u32, arrivals_stand: bool) {
+        let at_ns = super::time::elapsed_ns();
+        let departure = super::segments::Departure {
+            member: node,
+            at_ns,
+            arrivals_stand,
+        };
+        let mut groups = Vec::new();
+        for (key, group) in self.collective_groups.iter_mut() {
+            if group.members.contains(&node) {
+                group.departed.insert(node);
+                for watcher in group.watchers.drain(..) {
+                    let _ = watcher.send(departure);
+                }
+                groups.push(*key);
+            }
+        }
+        self.segments.member_left(&groups);
+    }
+
+    /// Whether some member's workers left `group`.
+    pub fn group_has_departures(&self, group: u64) -> bool {
+        self.collective_groups
+            .get(&group)
+            .is_some_and(|g| !g.departed.is_empty())
+    }
+
     /// Registers a worker group's members on its first collective.
     pub fn collective_group(&mut self, key: u64, members: &[u32]) -> &CollectiveGroup {
         if !self.collective_groups.contains_key(&key) {
@@ -219,7 +259,7 @@ impl WorldState {
             .entry(key)
             .or_insert_with(|| CollectiveGroup {
                 members: members.to_vec(),
-                reset: BTreeSet::new(),
+                ..CollectiveGroup::default()
             })
     }
 

@@ -111,6 +111,27 @@ pub fn elapsed_us() -> u64 {
     with_handle(|h| h.elapsed().as_micros() as u64)
 }
 
+/// Simulated nanoseconds since the run began: message latencies are drawn in nanoseconds, so
+/// a moment computed ahead from now keeps them.
+pub fn elapsed_ns() -> u64 {
+    with_handle(|h| h.elapsed().as_nanos() as u64)
+}
+
+/// Like [`elapsed_ns`], but `None` outside a run (a task dropped while its runtime goes away).
+pub fn elapsed_ns_in_run() -> Option<u64> {
+    RUN_TIME.with(|t| t.borrow().as_ref().map(|h| h.elapsed().as_nanos() as u64))
+}
+
+/// Sleeps until `at_ns` simulated nanoseconds since the run began (at least 1 ms, as every
+/// madsim sleep).
+pub fn sleep_until_ns(at_ns: u64) -> Sleep {
+    let duration_ns = at_ns.saturating_sub(elapsed_ns());
+    Sleep {
+        inner: with_handle(|h| h.sleep(Duration::from_nanos(duration_ns))),
+        armed: None,
+    }
+}
+
 /// Sleeps for `duration_us` of simulated time (madsim rounds short sleeps up to 1 ms).
 pub fn sleep_us(duration_us: u64) -> Sleep {
     Sleep {

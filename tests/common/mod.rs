@@ -13,6 +13,7 @@ where
 {
     Programs {
         mutants: Default::default(),
+        step_by_step: false,
         agent: Arc::new(move |env| agent(env).boxed()),
         store: trainsim::runner::programs().store,
     }

@@ -1,0 +1,128 @@
+//! Closed-form timing of a run of synchronous training steps: when each step's all-reduce
+//! releases and when each step is done, from every member's compute times, exactly as the
+//! simulator times them one step at a time.
+//!
+//! One step of one node is a compute sleep, the all-reduce barrier (released when the last
+//! member arrives) and a sleep for the ring's cost. Every member leaves a step's barrier at
+//! the same moment and pays the same cost, so the group starts the next step together, and
+//! step `j` of a run that starts at 0 ends at `done(j) = max_i(done(j−1) + c_i(j)) + cost`.
+//! madsim sleeps at least 1 ms, so each sleep here does too.
+
+/// madsim's shortest sleep.
+pub const SLEEP_US_MIN: u64 = 1_000;
+
+/// One step of a run, in microseconds from the run's start.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct StepTiming {
+    /// When the last member arrives at the step's all-reduce.
+    pub release_us: u64,
+    /// When every member is done with the step (the all-reduce's cost paid).
+    pub done_us: u64,
+}
+
+/// What one sleep of `duration_us` lasts in the simulator.
+pub fn slept_us(duration_us: u64) -> u64 {
+    duration_us.max(SLEEP_US_MIN)
+}
+
+/// The steps of a run whose members' compute times are `compute_us[member][step]`, each
+/// all-reduce costing `cost_us`, kept while a step is done before `horizon_us`.
+pub fn step_timings(compute_us: &[&[u64]], cost_us: u64, horizon_us: u64) -> Vec<StepTiming> {
+    let steps = compute_us.iter().map(|c| c.len()).min().unwrap_or(0);
+    let mut timings = Vec::with_capacity(steps);
+    let mut start_us = 0u64;
+    for step in 0..steps {
+        let slowest_us = compute_us
+            .iter()
+            .map(|c| slept_us(c[step]))
+            .max()
+            .unwrap_or(SLEEP_US_MIN);
+        let release_us = start_us.saturating_add(slowest_us);
+        let done_us = release_us.saturating_add(slept_us(cost_us));
+        if done_us >= horizon_us {
+            break;
+        }
+        timings.push(StepTiming {
+            release_us,
+            done_us,
+        });
+        start_us = done_us;
+    }
+    timings
+}
+
+/// When step `step` of the run started (every member starts it together).
+pub fn started_us(timings: &[StepTiming], step: usize) -> u64 {
+    match step {
+        0 => 0,
+        _ => timings[step - 1].done_us,
+    }
+}
+
+/// How many steps of the run released before `at_us`: a member leaving at `at_us` takes its
+/// arrival back from every later barrier, so those never release.
+pub fn released_before(timings: &[StepTiming], at_us: u64) -> usize {
+    timings.partition_point(|t| t.release_us < at_us)
+}
+
+/// How many steps of the run a member with compute times `own_us` had arrived at by
+/// `at_us` (its arrivals stand if it vanishes then).
+pub fn arrived_by(timings: &[StepTiming], own_us: &[u64], at_us: u64) -> usize {
+    (0..timings.len())
+        .take_while(|&step| started_us(timings, step) + slept_us(own_us[step]) <= at_us)
+        .count()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_slowest_member_sets_each_step() {
+        let a = [10_000, 10_000, 30_000];
+        let b = [20_000, 5_000, 10_000];
+        let timings = step_timings(&[&a, &b], 2_000, u64::MAX);
+        let done: Vec<u64> = timings.iter().map(|t| t.done_us).collect();
+        assert_eq!(done, vec![22_000, 34_000, 66_000]);
+        assert_eq!(timings[1].release_us, 32_000);
+    }
+
+    #[test]
+    fn sleeps_last_at_least_a_millisecond() {
+        let a = [10, 10];
+        let timings = step_timings(&[&a], 0, u64::MAX);
+        assert_eq!(timings[0].release_us, 1_000);
+        assert_eq!(timings[1].done_us, 4_000);
+    }
+
+    #[test]
+    fn the_horizon_keeps_only_steps_done_before_it() {
+        // Each step: 10 ms of compute, then a cost rounded up to madsim's 1 ms.
+        let a = [10_000; 5];
+        assert_eq!(step_timings(&[&a], 0, 33_001).len(), 3);
+        assert_eq!(step_timings(&[&a], 0, 33_000).len(), 2);
+        assert!(step_timings(&[&a], 0, 11_000).is_empty());
+    }
+
+    #[test]
+    fn a_departure_cuts_the_run_at_the_first_unreleased_step() {
+        let a = [10_000; 4];
+        let timings = step_timings(&[&a], 1_000, u64::MAX);
+        assert_eq!(released_before(&timings, 10_000), 0);
+        assert_eq!(released_before(&timings, 10_001), 1);
+        assert_eq!(released_before(&timings, 21_500), 2);
+        assert_eq!(started_us(&timings, 2), 22_000);
+        assert_eq!(released_before(&timings, u64::MAX), 4);
+    }
+
+    #[test]
+    fn a_vanished_member_still_releases_the_steps_it_reached() {
+        let fast = [2_000; 3];
+        let slow = [10_000; 3];
+        let timings = step_timings(&[&fast, &slow], 1_000, u64::MAX);
+        // The fast member arrived at step 1 at 13 ms; step 1 releases at 21 ms.
+        assert_eq!(arrived_by(&timings, &fast, 12_999), 1);
+        assert_eq!(arrived_by(&timings, &fast, 13_000), 2);
+        assert_eq!(released_before(&timings, 13_000), 1);
+    }
+}

@@ -1,0 +1,274 @@
+//! Runs of training steps settled in closed form. Between moments that can change the
+//! group's stepping (a fault, a checkpoint, an epoch boundary, a member's workers leaving),
+//! the members pool their compute times, sleep once to the run's end and record each step at
+//! the moment it would have ended, with the same samples in the ledger. A member that
+//! leaves in the middle cuts the run for the others at the first step it never released;
+//! an aborted run settles the steps already done when it is dropped.
+
+use super::closed_form::{self, StepTiming};
+use super::data::EpochPlan;
+use super::ledger::SampleLedger;
+use super::{compute_batches, consume, GroupPlan, Position, WorkerStatus};
+use crate::trace::EventKind;
+use crate::world::segments::{Departure, Gathered};
+use crate::world::{time, NodeEnv};
+use futures::future::{select, Either};
+use std::pin::pin;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Mutex;
+
+/// What a node's step loop shares with a run: the group, its data and where steps go.
+pub(super) struct Steps<'a> {
+    pub env: &'a NodeEnv,
+    pub plan: &'a GroupPlan,
+    pub epoch_plan: &'a EpochPlan,
+    pub dataset_key: u64,
+    pub ledger: &'a Mutex<SampleLedger>,
+    pub reached: &'a AtomicU64,
+}
+
+/// How a try at a closed-form run ended.
+#[derive(Debug, Default)]
+pub(super) struct Run {
+    /// Steps completed and recorded.
+    pub settled: u64,
+    /// When the step after the settled ones started, if not now: a departure cut the run
+    /// in the middle of it, or the group declined a run after this node came to it.
+    pub next_step_started_ns: Option<u64>,
+}
+
+impl Run {
+    /// No run: the next step, begun at `started_ns`, is taken one at a time.
+    fn declined(started_ns: u64) -> Self {
+        Run {
+            settled: 0,
+            next_step_started_ns: Some(started_ns),
+        }
+    }
+}
+
+/// The fewest steps worth a run: a single step costs less one at a time.
+const RUN_STEPS_MIN: u64 = 2;
+
+/// Tries a closed-form run from `at`. `Run::default()` means "take one step as usual":
+/// every member decides that alike, from what they all see at the same moment.
+pub(super) async fn run(
+    s: &Steps<'_>,
+    at: &Position,
+    batches: &mut [Vec<u64>],
+    cost_us: u64,
+) -> Result<Run, WorkerStatus> {
+    let Some(steps_max) = steps_max(s, at) else {
+        return Ok(Run::default());
+    };
+    let start_ns = time::elapsed_ns();
+    let mine = own_compute_us(s, at, steps_max, batches);
+    let first_arrival_ns = start_ns
+        + closed_form::slept_us(mine.as_ref().and_then(|m| m.first().copied()).unwrap_or(0))
+            * 1_000;
+    let timeout_us = s.env.scenario().job.collective_timeout_us;
+    let deadline_ns = first_arrival_ns.saturating_add(timeout_us.saturating_mul(1_000));
+    let gathered = s
+        .env
+        .gather_step_times(
+            s.plan.group_key(),
+            at.step,
+            &s.plan.members,
+            mine,
+            deadline_ns,
+        )
+        .await
+        .map_err(|e| super::collective_failure(e, at.step + 1, timeout_us))?;
+    // A node that waited for late members still began its step when it came.
+    let came_ns = start_ns;
+    let Gathered::All {
+        started_ns: start_ns,
+        compute_us,
+    } = gathered
+    else {
+        return Ok(Run::declined(came_ns));
+    };
+    // From the common start, so that every member sees the same horizon.
+    let horizon_ns = s
+        .env
+        .next_change_at_or_after_us(start_ns / 1_000)
+        .saturating_mul(1_000);
+    let horizon_us = horizon_ns.saturating_sub(start_ns) / 1_000;
+    let compute: Vec<&[u64]> = compute_us.iter().map(|c| c.as_slice()).collect();
+    let timings = closed_form::step_timings(&compute, cost_us, horizon_us);
+    if timings.is_empty() {
+        return Ok(Run::declined(came_ns));
+    }
+    let mut settler = Settler {
+        s,
+        compute: &compute,
+        at_step: at.step,
+        epoch: at.epoch,
+        first_batch: at.batch,
+        start_ns,
+        timings: &timings,
+        settled: 0,
+        completable: timings.len(),
+        batches,
+    };
+    settler.sleep_through_run().await
+}
+
+/// How many steps a run from `at` may take, when one is allowed at all: it stops at the
+/// job's end, the epoch's end and the next checkpoint, which the step loop handles.
+fn steps_max(s: &Steps<'_>, at: &Position) -> Option<u64> {
+    let env = s.env;
+    let job = &env.scenario().job;
+    // The group's first step is one at a time: its members start it at different moments.
+    if env.scenario().reader.is_some() || !env.segments_allowed() || at.step <= s.plan.start_step {
+        return None;
+    }
+    let to_checkpoint = job.checkpoint_every - at.step % job.checkpoint_every;
+    let steps = (job.steps - at.step)
+        .min(s.epoch_plan.batches().saturating_sub(at.batch))
+        .min(to_checkpoint);
+    (steps >= RUN_STEPS_MIN).then_some(steps)
+}
+
+/// This node's compute time for each step of the run, or `None` when a step cannot be
+/// computed (a lost GPU): the node then declines and fails its step as usual.
+fn own_compute_us(
+    s: &Steps<'_>,
+    at: &Position,
+    steps: u64,
+    batches: &mut [Vec<u64>],
+) -> Option<Vec<u64>> {
+    (0..steps)
+        .map(|j| {
+            compute_batches(
+                s.env,
+                s.plan,
+                s.epoch_plan,
+                at.batch + j,
+                s.dataset_key,
+                batches,
+            )
+            .ok()
+        })
+        .collect()
+}
+
+/// Records the steps of a run as their moments pass; on drop (the workers stopped), the
+/// steps done by then.
+struct Settler<'a, 'b> {
+    s: &'a Steps<'b>,
+    /// Every member's compute times, by group rank.
+    compute: &'a [&'a [u64]],
+    at_step: u64,
+    epoch: u64,
+    first_batch: u64,
+    start_ns: u64,
+    timings: &'a [StepTiming],
+    settled: usize,
+    /// Steps that can complete: all of them, until a departure cuts the run.
+    completable: usize,
+    batches: &'a mut [Vec<u64>],
+}
+
+impl Settler<'_, '_> {
+    fn done_ns(&self, step: usize) -> u64 {
+        self.start_ns + self.timings[step].done_us * 1_000
+    }
+
+    /// Sleeps to the run's end, or until a member departs and cuts it.
+    async fn sleep_through_run(&mut self) -> Result<Run, WorkerStatus> {
+        let steps = self.timings.len();
+        let end_ns = self.done_ns(steps - 1);
+        let departures = self.s.env.watch_departures(self.s.plan.group_key());
+        let departure = match select(pin!(time::sleep_until_ns(end_ns)), departures).await {
+            Either::Left(((), _)) => None,
+            Either::Right((departure, _)) => Some(departure.unwrap_or(Departure {
+                member: self.s.env.index,
+                at_ns: time::elapsed_ns(),
+                arrivals_stand: false,
+            })),
+        };
+        let Some(departure) = departure else {
+            self.settle_through(end_ns);
+            return Ok(Run {
+                settled: steps as u64,
+                next_step_started_ns: None,
+            });
+        };
+        let released = self.released_despite(departure);
+        self.completable = released;
+        self.settle_through(time::elapsed_ns());
+        if released > self.settled {
+            // Released before the departure: the members still finish it.
+            let done_ns = self.done_ns(released - 1);
+            time::sleep_until_ns(done_ns).await;
+            self.settle_through(done_ns);
+        }
+        Ok(Run {
+            settled: released as u64,
+            next_step_started_ns: (released < steps)
+                .then(|| self.start_ns + closed_form::started_us(self.timings, released) * 1_000),
+        })
+    }
+
+    /// How many steps of the run still release after `departure`: a stopped member's
+    /// arrivals are taken back, so only steps released before it count; a vanished
+    /// member's stand, so every step it had arrived at still releases.
+    fn released_despite(&self, departure: Departure) -> usize {
+        let after_start_ns = departure.at_ns.saturating_sub(self.start_ns);
+        let position = self
+            .s
+            .plan
+            .members
+            .iter()
+            .position(|m| *m == departure.member);
+        match position {
+            Some(p) if departure.arrivals_stand => {
+                closed_form::arrived_by(self.timings, self.compute[p], after_start_ns / 1_000)
+            }
+            _ => closed_form::released_before(self.timings, after_start_ns.div_ceil(1_000)),
+        }
+    }
+
+    /// Records every step done by `now_ns` and not yet recorded.
+    fn settle_through(&mut self, now_ns: u64) {
+        while self.settled < self.completable && self.done_ns(self.settled) <= now_ns {
+            let step = self.settled;
+            let s = self.s;
+            let plan = s.plan;
+            for (local_rank, out) in (0u64..).zip(self.batches.iter_mut()) {
+                s.epoch_plan.batch_into(
+                    plan.base_global_rank + local_rank,
+                    self.first_batch + step as u64,
+                    out,
+                );
+            }
+            let global_step = self.at_step + step as u64 + 1;
+            s.reached.fetch_max(global_step, Ordering::Relaxed);
+            let samples = consume(s.ledger, plan, self.epoch, self.batches);
+            s.env.record_at(
+                self.done_ns(step) / 1_000,
+                EventKind::Step {
+                    pid: s.env.pid,
+                    round: plan.round,
+                    step: global_step,
+                    epoch: self.epoch,
+                    samples,
+                },
+            );
+            self.settled += 1;
+        }
+    }
+}
+
+impl Drop for Settler<'_, '_> {
+    fn drop(&mut self) {
+        if self.settled < self.completable {
+            if let Some(now_ns) = time::elapsed_ns_in_run() {
+                self.settle_through(now_ns);
+                // Dropped with its process in the middle of the run: the others must know.
+                self.s.env.workers_vanished();
+            }
+        }
+    }
+}

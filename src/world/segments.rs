@@ -1,0 +1,253 @@
+//! Step segments: the members of a worker group pool their per-step compute times, so each
+//! can settle a run of training steps in closed form instead of one timer and one barrier per
+//! step, and each hears when a member's workers leave the group in the middle of such a run.
+//!
+//! A segment never spans a moment at which the world changes by itself (a fault, the end of
+//! a timed fault, the time limit): [`NodeEnv::next_change_at_or_after_us`] bounds it. What
+//! no schedule knows, an agent stopping its workers, reaches the other members through
+//! [`NodeEnv::watch_departures`].
+
+use super::env::{CollectiveError, NodeEnv};
+use super::time;
+use crate::scenario::model::{FaultKind, Scenario};
+use futures::channel::oneshot;
+use futures::future::{select, Either};
+use std::collections::BTreeMap;
+use std::pin::pin;
+use std::sync::Arc;
+
+/// Gathers kept at once; the oldest go first (one is left behind only when a member left
+/// the group while the others were gathering).
+const GATHERS_MAX: usize = 4096;
+
+/// How far apart members may come to one gather and still start the run together: madsim's
+/// shortest sleep, far more than its per-poll clock noise, far less than any step.
+const IN_STEP_NS: u64 = 1_000_000;
+
+/// What a gather gives back: when the first member came (the run's common start) and every
+/// member's compute times, by group rank; or `Declined` when the group cannot take a
+/// closed-form run now (a member declined or left, the group is cut by a partition, or its
+/// connections were reset).
+#[derive(Debug, Clone)]
+pub enum Gathered {
+    All {
+        started_ns: u64,
+        compute_us: Vec<Arc<Vec<u64>>>,
+    },
+    Declined,
+}
+
+/// A member's workers left a group: when, and whether their arrivals at the barriers they
+/// had reached still count (a dropped task's do; a stop takes them back).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Departure {
+    pub member: u32,
+    pub at_ns: u64,
+    pub arrivals_stand: bool,
+}
+
+/// One gather in progress: the contributions so far, and who waits for the rest.
+struct Gather {
+    started_ns: u64,
+    /// The group as the first member to come sees it.
+    members: Vec<u32>,
+    contributions: BTreeMap<u32, Arc<Vec<u64>>>,
+    waiters: Vec<oneshot::Sender<Gathered>>,
+    /// Set once the gather can no longer succeed; later members get `Declined` at once.
+    declined: bool,
+}
+
+/// The run's gathers, by (group key, first step).
+#[derive(Default)]
+pub struct Segments {
+    gathers: BTreeMap<(u64, u64), Gather>,
+}
+
+/// One member's part of a gather.
+struct Contribution<'a> {
+    member: u32,
+    /// The group as this member sees it.
+    members: &'a [u32],
+    /// `None`: the member declines.
+    times: Option<Vec<u64>>,
+    now_ns: u64,
+}
+
+impl Segments {
+    /// Adds a contribution to the gather `key`: its result when the gather is decided, or
+    /// where the result will come when it is not yet.
+    fn contribute(
+        &mut self,
+        key: (u64, u64),
+        c: Contribution<'_>,
+    ) -> Result<Gathered, oneshot::Receiver<Gathered>> {
+        if !self.gathers.contains_key(&key) {
+            while self.gathers.len() >= GATHERS_MAX {
+                self.gathers.pop_first();
+            }
+        }
+        let gather = self.gathers.entry(key).or_insert_with(|| Gather {
+            started_ns: c.now_ns,
+            members: c.members.to_vec(),
+            contributions: BTreeMap::new(),
+            waiters: Vec::new(),
+            declined: false,
+        });
+        // madsim advances its clock 50–100 ns per task poll, so members released by one
+        // barrier start a few microseconds apart; a member a whole sleep late is not in step.
+        let in_step = c.now_ns < gather.started_ns + IN_STEP_NS;
+        // Members that saw different groups (a split view of one round) each wait for their
+        // own view at the barrier; only the one-at-a-time path models that.
+        let same_view = gather.members == c.members;
+        match c.times {
+            Some(times) if in_step && same_view && !gather.declined => {
+                gather.contributions.insert(c.member, Arc::new(times));
+            }
+            _ => gather.declined = true,
+        }
+        let result = if gather.declined {
+            Gathered::Declined
+        } else if gather
+            .members
+            .iter()
+            .all(|m| gather.contributions.contains_key(m))
+        {
+            Gathered::All {
+                started_ns: gather.started_ns,
+                compute_us: gather
+                    .members
+                    .iter()
+                    .map(|m| Arc::clone(&gather.contributions[m]))
+                    .collect(),
+            }
+        } else {
+            let (tx, rx) = oneshot::channel();
+            gather.waiters.push(tx);
+            return Err(rx);
+        };
+        for waiter in gather.waiters.drain(..) {
+            let _ = waiter.send(result.clone());
+        }
+        if matches!(result, Gathered::All { .. }) {
+            self.gathers.remove(&key);
+        }
+        Ok(result)
+    }
+
+    /// The workers of a node of `groups` left: gathers of those groups decline.
+    pub fn member_left(&mut self, groups: &[u64]) {
+        for ((group, _), gather) in self.gathers.iter_mut() {
+            if groups.contains(group) && !gather.declined {
+                gather.declined = true;
+                for waiter in gather.waiters.drain(..) {
+                    let _ = waiter.send(Gathered::Declined);
+                }
+            }
+        }
+    }
+}
+
+/// Every moment at which the world changes by itself: each fault's time, the end of each
+/// timed fault, and the run's time limit. Sorted, without repeats.
+pub fn change_instants_us(scenario: &Scenario) -> Vec<u64> {
+    let mut instants = vec![scenario.time_limit_us];
+    for fault in &scenario.faults {
+        instants.push(fault.at_us);
+        let duration_us = match fault.kind {
+            FaultKind::Latency { duration_us, .. } | FaultKind::Loss { duration_us, .. } => {
+                duration_us
+            }
+            FaultKind::GpuSlow { duration_us, .. } => Some(duration_us),
+            _ => None,
+        };
+        if let Some(duration_us) = duration_us {
+            instants.push(fault.at_us.saturating_add(duration_us));
+        }
+    }
+    instants.sort_unstable();
+    instants.dedup();
+    instants
+}
+
+impl NodeEnv {
+    /// The first moment at or after `at_us` at which the world changes by itself.
+    pub fn next_change_at_or_after_us(&self, at_us: u64) -> u64 {
+        let instants = &self.world().change_instants_us;
+        let i = instants.partition_point(|&t| t < at_us);
+        instants.get(i).copied().unwrap_or(u64::MAX)
+    }
+
+    /// Whether steps may be settled in closed form in this run: not with a paused node, whose
+    /// workers resume late and would no longer start a step together with their group.
+    pub fn segments_allowed(&self) -> bool {
+        !self.world().programs.step_by_step
+            && !self
+                .scenario()
+                .faults
+                .iter()
+                .any(|f| matches!(f.kind, FaultKind::Pause { .. }))
+    }
+
+    /// Pools this node's compute times (`None`: it will not take part) with its group's for
+    /// the run of steps from `first_step`. Every member calls it at the same moment; past
+    /// `deadline_ns` without the others it fails as the step's all-reduce would.
+    pub async fn gather_step_times(
+        &self,
+        group: u64,
+        first_step: u64,
+        members: &[u32],
+        mine: Option<Vec<u64>>,
+        deadline_ns: u64,
+    ) -> Result<Gathered, CollectiveError> {
+        let rx = {
+            let now_ns = time::elapsed_ns();
+            let mut st = self.world().state.lock().expect("world lock");
+            let blocked = !st.connected(members) || st.group_has_departures(group);
+            let contribution = Contribution {
+                member: self.index,
+                members,
+                times: mine.filter(|_| !blocked),
+                now_ns,
+            };
+            match st.segments.contribute((group, first_step), contribution) {
+                Ok(result) => return Ok(result),
+                Err(rx) => rx,
+            }
+        };
+        let deadline = time::sleep_until_ns(deadline_ns);
+        match select(pin!(rx), deadline).await {
+            Either::Left((Ok(result), _)) => Ok(result),
+            Either::Left((Err(_), _)) => Ok(Gathered::Declined),
+            Either::Right(((), _)) => Err(CollectiveError::Timeout),
+        }
+    }
+
+    /// Fires when the workers of some member of `group` leave it (stopped, or dead). A
+    /// group that lost a member already fires at once, with this node as the member.
+    pub fn watch_departures(&self, group: u64) -> oneshot::Receiver<Departure> {
+        let (tx, rx) = oneshot::channel();
+        let now_ns = time::elapsed_ns();
+        let mut st = self.world().state.lock().expect("world lock");
+        if st.group_has_departures(group) {
+            let _ = tx.send(Departure {
+                member: self.index,
+                at_ns: now_ns,
+                arrivals_stand: false,
+            });
+        } else if let Some(g) = st.collective_groups.get_mut(&group) {
+            g.watchers.retain(|w| !w.is_canceled());
+            g.watchers.push(tx);
+        }
+        rx
+    }
+
+    /// This node's workers vanished in the middle of a closed-form run (their task was
+    /// dropped with their process): their arrivals stand, later ones never come.
+    pub fn workers_vanished(&self) {
+        self.world()
+            .state
+            .lock()
+            .expect("world lock")
+            .depart(self.index, true);
+    }
+}
