@@ -182,6 +182,11 @@ impl StoreState {
         }
     }
 
+    /// Whether `key` holds a value.
+    pub fn contains(&self, key: &str) -> bool {
+        self.data.contains_key(key)
+    }
+
     fn all_present(&self, keys: &[String]) -> bool {
         keys.iter().all(|k| self.data.contains_key(k))
     }

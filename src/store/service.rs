@@ -11,6 +11,7 @@ use crate::world::time;
 use futures::channel::oneshot;
 use futures::future::{select, Either};
 use futures::stream::{FuturesUnordered, StreamExt};
+use std::collections::{BTreeMap, BTreeSet};
 use std::net::SocketAddr;
 use std::pin::pin;
 use std::sync::{Arc, Mutex};
@@ -45,8 +46,71 @@ pub fn take_stats() -> StoreStats {
 #[derive(Default)]
 struct Shared {
     state: StoreState,
-    /// Blocked requests: the keys each waits for, and how to wake it.
-    waiters: Vec<(Vec<String>, oneshot::Sender<()>)>,
+    waiters: Waiters,
+}
+
+/// Blocked requests, as TCPStore keeps them: each waits on the keys it still misses, and is
+/// woken once the last of them appears (TCPStore's `keysAwaited_` count), never by a write
+/// to a key it already has. Scanning every waiter's keys on every write, and waking a
+/// request for any change to any of its keys, made the workers' bootstrap of N nodes (each
+/// waiting for all N ranks' keys) cost O(N³).
+#[derive(Default)]
+struct Waiters {
+    next_id: u64,
+    /// Each blocked request's wake-up and how many of its keys are still missing, by the
+    /// order in which it blocked.
+    by_id: BTreeMap<u64, (oneshot::Sender<()>, usize)>,
+    /// The requests waiting for each missing key, in the order they blocked.
+    by_key: BTreeMap<String, Vec<u64>>,
+}
+
+impl Waiters {
+    fn is_empty(&self) -> bool {
+        self.by_id.is_empty()
+    }
+
+    /// Blocks a request on the keys of `keys` that `state` lacks.
+    fn add(&mut self, keys: &[&str], state: &StoreState, wake: oneshot::Sender<()>) {
+        let id = self.next_id;
+        self.next_id += 1;
+        let mut missing = 0;
+        for key in keys.iter().filter(|k| !state.contains(k)) {
+            missing += 1;
+            match self.by_key.get_mut(*key) {
+                Some(ids) => ids.push(id),
+                None => {
+                    self.by_key.insert((*key).to_owned(), vec![id]);
+                }
+            }
+        }
+        if missing == 0 {
+            // Nothing to wait for after all: let it look again.
+            let _ = wake.send(());
+            return;
+        }
+        self.by_id.insert(id, (wake, missing));
+    }
+
+    /// A write touched `changed`: requests whose last missing key now holds a value are
+    /// woken, oldest first.
+    fn wake(&mut self, changed: &[&str], state: &StoreState) {
+        let mut woken = BTreeSet::new();
+        for key in changed.iter().filter(|k| state.contains(k)) {
+            for id in self.by_key.remove(*key).unwrap_or_default() {
+                if let Some((_, missing)) = self.by_id.get_mut(&id) {
+                    *missing -= 1;
+                    if *missing == 0 {
+                        woken.insert(id);
+                    }
+                }
+            }
+        }
+        for id in woken {
+            if let Some((wake, _)) = self.by_id.remove(&id) {
+                let _ = wake.send(());
+            }
+        }
+    }
 }
 
 /// Serves a fresh, empty store at `addr` (on the current node) until the task is dropped.
@@ -87,8 +151,8 @@ pub async fn serve(addr: SocketAddr) -> Result<(), NetError> {
 
 /// Applies one request, waiting for keys when it must.
 async fn answer(shared: &Arc<Mutex<Shared>>, request: &StoreRequest) -> Option<StoreResponse> {
-    // One deadline for the whole wait: a blocked request is woken by every change to its
-    // keys, and a timer armed per wake-up would pile up in madsim's timer heap (timers there
+    // One deadline for the whole wait: a blocked request can be woken more than once (a key
+    // it had was deleted meanwhile), and a timer armed per wake-up would pile up in madsim's timer heap (timers there
     // cannot be cancelled), which made long blocked gets cost more than the rest of a run.
     let mut deadline = std::pin::pin!(time::sleep_us(BLOCKED_REQUEST_US_MAX));
     loop {
@@ -101,30 +165,19 @@ async fn answer(shared: &Arc<Mutex<Shared>>, request: &StoreRequest) -> Option<S
                     s.set(stats);
                 });
                 if request.may_change() && !guard.waiters.is_empty() {
-                    wake_waiters_of(&mut guard.waiters, &request.keys());
+                    let Shared { state, waiters } = &mut *guard;
+                    waiters.wake(&request.keys(), state);
                 }
                 return Some(reply);
             }
             let (tx, rx) = oneshot::channel();
-            let keys = request.keys().into_iter().map(str::to_owned).collect();
-            guard.waiters.push((keys, tx));
+            let Shared { state, waiters } = &mut *guard;
+            waiters.add(&request.keys(), state, tx);
             rx
         };
         if let Either::Right(((), _)) = select(wake, deadline.as_mut()).await {
             return None;
         }
-    }
-}
-
-/// Wakes the blocked requests waiting for any of `changed` keys; the others could not be
-/// answered yet and keep waiting without being woken.
-fn wake_waiters_of(waiters: &mut Vec<(Vec<String>, oneshot::Sender<()>)>, changed: &[&str]) {
-    let (woken, waiting): (Vec<_>, Vec<_>) = std::mem::take(waiters)
-        .into_iter()
-        .partition(|(keys, _)| keys.iter().any(|k| changed.contains(&k.as_str())));
-    *waiters = waiting;
-    for (_, waiter) in woken {
-        let _ = waiter.send(());
     }
 }
 
