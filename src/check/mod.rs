@@ -25,6 +25,11 @@ use serde::Serialize;
 /// contract (`expect.violations` names them), so the scenario module holds the one list.
 pub use crate::scenario::INVARIANT_NAMES as NAMES;
 
+/// How long `rendezvous.liveness` gives waiting nodes to complete a round once the faults
+/// are over; a run that ends sooner cannot be judged on it (the fuzzer sizes its cases'
+/// time limits by it).
+pub(crate) use rendezvous::completion_bound_us as liveness_completion_bound_us;
+
 /// The verdict of one invariant.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]

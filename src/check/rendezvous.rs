@@ -5,6 +5,7 @@
 
 mod liveness;
 
+pub(crate) use liveness::completion_bound_us;
 pub(super) use liveness::liveness;
 
 use super::membership::{Membership, RoundId};

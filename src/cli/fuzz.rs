@@ -74,7 +74,8 @@ pub struct MergeArgs {
     /// Output directories of campaigns over case ranges of one campaign.
     #[arg(required = true, value_name = "DIR")]
     pub dirs: Vec<PathBuf>,
-    /// Write the merged summary.json here.
+    /// Write the merged summary.json here, with a copy of each signature's repro file
+    /// (`repro/`), so the merged campaign no longer needs the part directories.
     #[arg(long, value_name = "DIR")]
     pub out: Option<PathBuf>,
 }
@@ -275,7 +276,7 @@ fn merge(args: &MergeArgs) -> i32 {
         .iter()
         .map(|d| read_summary(d).map(|s| (d.to_string_lossy().into_owned(), s)))
         .collect();
-    let merged = match parts.and_then(|p| summary::merge(&p)) {
+    let mut merged = match parts.and_then(|p| summary::merge(&p)) {
         Ok(m) => m,
         Err(message) => {
             eprintln!("error: {message}");
@@ -283,11 +284,19 @@ fn merge(args: &MergeArgs) -> i32 {
         }
     };
     if let Some(out) = &args.out {
+        if let Err((code, message)) = adopt_repros(&mut merged, out) {
+            eprintln!("error: {message}");
+            return code;
+        }
         if let Err(code) = write_summary(out, &merged) {
             return code;
         }
     }
-    out!("{}", summary::render(&merged, ""));
+    let repro_dir = args
+        .out
+        .as_deref()
+        .map_or(String::new(), |d| d.display().to_string());
+    out!("{}", summary::render(&merged, &repro_dir));
     if let Some(out) = &args.out {
         outln!("wrote {}", out.join("summary.json").display());
     }
@@ -301,9 +310,61 @@ fn merge(args: &MergeArgs) -> i32 {
     i32::from(merged.new_signatures() > 0)
 }
 
+/// Copies each merged signature's repro from its part directory into `out/repro/`, so a
+/// merged campaign stands on its own once the part directories (CI artefacts) are gone:
+/// its summary then names `repro/FILE` as one campaign over the whole range would. The
+/// copy's replay line names the copy. Errors carry the exit code: 2 for a part's repro that
+/// cannot be read, 3 for output that cannot be written.
+fn adopt_repros(merged: &mut Summary, out: &Path) -> Result<(), (i32, String)> {
+    let mut names = std::collections::BTreeSet::new();
+    for entry in &mut merged.signatures {
+        let Some(part_path) = entry.repro.clone() else {
+            continue;
+        };
+        let name = Path::new(&part_path)
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .ok_or_else(|| (2, format!("{part_path}: not a repro file")))?;
+        if !names.insert(name.clone()) {
+            return Err((2, format!("two signatures have the repro file {name}")));
+        }
+        let text = std::fs::read_to_string(&part_path)
+            .map_err(|e| (2, format!("cannot read {part_path}: {e}")))?;
+        let rel = format!("repro/{name}");
+        let target = out.join(&rel);
+        let text = with_replay_path(&text, &target.to_string_lossy());
+        std::fs::create_dir_all(out.join("repro"))
+            .and_then(|()| super::write_atomically(&target, text.as_bytes()))
+            .map_err(|e| (3, format!("cannot write to {}: {e}", target.display())))?;
+        entry.repro = Some(rel);
+    }
+    Ok(())
+}
+
+/// A repro's text with its `# Replay: trainsim run FILE[ --mutant M]` line naming `path`.
+fn with_replay_path(text: &str, path: &str) -> String {
+    const REPLAY: &str = "# Replay: trainsim run ";
+    let lines = text.split_inclusive('\n').map(|line| {
+        match (line.strip_prefix(REPLAY), line.rfind(".toml")) {
+            (Some(_), Some(end)) => format!("{REPLAY}{path}{}", &line[end + ".toml".len()..]),
+            _ => line.to_owned(),
+        }
+    });
+    lines.collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::parse_cases;
+
+    #[test]
+    fn a_copied_repro_replays_from_its_new_place() {
+        let text = "# Found by: x\n# Replay: trainsim run ci-0/repro/f.toml --mutant m\n#   fails.\nname = \"f.toml\"\n";
+        assert_eq!(
+            super::with_replay_path(text, "merged/repro/f.toml"),
+            "# Found by: x\n# Replay: trainsim run merged/repro/f.toml --mutant m\n#   fails.\nname = \"f.toml\"\n"
+        );
+    }
 
     #[test]
     fn case_ranges_parse_and_empty_ones_are_refused() {

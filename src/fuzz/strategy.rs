@@ -2,7 +2,7 @@
 //!
 //! A case starts from `scenario::default_scenario` and sets: 2–6 nodes plus 0–2 spares,
 //! node bounds with min ≤ nodes ≤ max ≤ nodes + spares, a short job (50–200 steps of
-//! 200 ms), a 1 h time limit and a fault plan. The plan is swarm-style: each case first
+//! 200 ms), a 13 min time limit (see [`case_time_limit_us`]) and a fault plan. The plan is swarm-style: each case first
 //! picks which fault kinds are enabled, then draws 0–6 faults among them, so some cases
 //! hammer one kind and others mix many. Paired faults (kill+restart, pause+resume,
 //! partition+heal, clog+unclog) are drawn as one unit so a plan is always valid. Every
@@ -36,6 +36,19 @@ pub const FAULT_KINDS: [&str; 9] = [
 
 /// Latest fault time, in microseconds (120 s).
 pub const FAULT_AT_US_MAX: u64 = 120_000_000;
+
+/// A case's simulated time limit: the latest fault time plus the window in which
+/// `rendezvous.liveness` expects waiting nodes to complete a round (join + last-call
+/// timeouts + heartbeat expiry + slack: 655 s with torch's defaults), rounded up to a whole
+/// minute, so a stall that begins as the last fault ends can still be judged. With the
+/// defaults the cases draw that is 13 min. A shorter limit stops cases before torch's join
+/// timeout (600 s) and the process group's collective timeout (10 min) fire, which hides the
+/// paths behind them; a longer one only simulates jobs that have nothing left to show.
+pub fn case_time_limit_us(scenario: &Scenario) -> u64 {
+    const MINUTE_US: u64 = 60_000_000;
+    let window_us = crate::check::liveness_completion_bound_us(scenario);
+    (FAULT_AT_US_MAX + window_us).div_ceil(MINUTE_US) * MINUTE_US
+}
 
 /// One drawn fault before it is made valid: which enabled kind, which nodes, when, for
 /// how long (paired faults) and by how much (clock skew).
@@ -121,7 +134,6 @@ fn build_case(
     seed: u64,
 ) -> Case {
     let mut s = scenario::default_scenario("fuzz case");
-    s.time_limit_us = 3_600_000_000;
     s.cluster.nodes = nodes;
     s.cluster.spare_nodes = spares;
     // min ≤ nodes ≤ max ≤ nodes + spares.
@@ -132,6 +144,7 @@ fn build_case(
     s.faults = fault_plan(nodes, spares, mask, draws);
     // The validator's order: by time, stable for equal times.
     s.faults.sort_by_key(|f| f.at_us);
+    s.time_limit_us = case_time_limit_us(&s);
     // TOML integers are signed: keep the seed within them.
     Case {
         scenario: s,
@@ -230,6 +243,16 @@ pub(crate) fn assert_cases_round_trip(strategy: impl Strategy<Value = Case>, see
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn the_time_limit_covers_the_last_fault_and_the_liveness_window() {
+        let s = crate::scenario::default_scenario("t");
+        let limit_us = super::case_time_limit_us(&s);
+        // torch's defaults: 120 s of faults + 600 s join + 30 s last call + 15 s expiry + 10 s.
+        assert_eq!(limit_us, 13 * 60_000_000);
+        let window_us = crate::check::liveness_completion_bound_us(&s);
+        assert!(limit_us >= super::FAULT_AT_US_MAX + window_us);
+    }
+
     #[test]
     fn every_drawn_scenario_round_trips_through_toml() {
         super::assert_cases_round_trip(super::case(), 7);

@@ -8,7 +8,7 @@ use crate::agent::policy::{
 };
 use crate::rendezvous::settings::{
     FIX_DEAD_PARTICIPANT_REJOIN, FIX_MONOTONIC_HEARTBEATS, FIX_REFRESH_MASTER_ADDR,
-    FIX_RESTARTED_NODE_REPLACES_ENTRY,
+    FIX_RESTARTED_NODE_REPLACES_ENTRY, FIX_WORLD_AT_COMPLETION,
 };
 use serde::{Deserialize, Serialize};
 
@@ -43,6 +43,11 @@ pub const TRIAGE_FIXES: &[(&str, FixScope, &str)] = &[
         FIX_REFRESH_MASTER_ADDR,
         FixScope::Rendezvous,
         "torch 2.15: stale bootstrap address",
+    ),
+    (
+        FIX_WORLD_AT_COMPLETION,
+        FixScope::Rendezvous,
+        "torch: world size read after sanitize",
     ),
     (
         FIX_SHARED_RESTART_COUNT,
@@ -207,5 +212,36 @@ mod tests {
         let known = triage(&case, &verdict, None).expect("a known torch behaviour");
         assert_eq!(known.fix, FIX_DEAD_PARTICIPANT_REJOIN);
         assert_eq!(known.issue, "pytorch#111646");
+    }
+
+    #[test]
+    fn the_world_size_race_is_triaged_as_world_read_after_sanitize() {
+        use crate::scenario::model::{Fault, FaultKind};
+        // Seed 1 case 2812 of the rendezvous campaign, shrunk: node-1 dies 15 s before the
+        // last call ends, so its heartbeat expires while the others finish their joins.
+        let mut s = crate::scenario::default_scenario("race");
+        s.cluster.nodes = 5;
+        s.cluster.spare_nodes = 2;
+        s.rendezvous.min_nodes = 1;
+        s.rendezvous.max_nodes = 6;
+        s.job.steps = 50;
+        s.time_limit_us = 3_600_000_000;
+        s.faults = vec![Fault {
+            at_us: 15_403_000,
+            kind: FaultKind::Kill { node: 1 },
+        }];
+        let case = Case {
+            scenario: s,
+            seed: 5_478_004_712_951_172_402,
+        };
+        let (verdict, _) = judge(&case.scenario, case.seed, None);
+        assert_eq!(
+            verdict.counted,
+            vec!["rendezvous.agreement", "rendezvous.exclusive"],
+            "reproduce with: trainsim fuzz --target rendezvous --cases 2812..2813 --seed 1"
+        );
+        let known = triage(&case, &verdict, None).expect("a known torch behaviour");
+        assert_eq!(known.fix, FIX_WORLD_AT_COMPLETION);
+        assert_eq!(known.issue, "torch: world size read after sanitize");
     }
 }

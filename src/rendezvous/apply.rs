@@ -112,7 +112,8 @@ fn add_to_participants(
     assert!(state.is_participant(node));
 }
 
-/// torch's `_mark_rendezvous_complete`: complete, no deadline, ranks 0.. in node order.
+/// torch's `_mark_rendezvous_complete`: complete, no deadline, ranks 0.. in node order. With
+/// the fix `world-at-completion` the assignment is also recorded as the round's world.
 fn mark_complete(state: &mut RendezvousState, settings: &RendezvousSettings) {
     state.complete = true;
     state.deadline_utc_us = None;
@@ -125,13 +126,17 @@ fn mark_complete(state: &mut RendezvousState, settings: &RendezvousSettings) {
         if let Some(second) = state.participants.keys().nth(1).cloned() {
             state.participants.insert(second, 0);
         }
-        return;
+    } else {
+        assert!(state
+            .participants
+            .values()
+            .enumerate()
+            .all(|(i, &r)| r as usize == i));
     }
-    assert!(state
-        .participants
-        .values()
-        .enumerate()
-        .all(|(i, &r)| r as usize == i));
+    if settings.has_fix(super::settings::FIX_WORLD_AT_COMPLETION) {
+        // Persistent maps share structure: the record costs no copy of the nodes.
+        state.completed_world = Some(state.participants.clone());
+    }
 }
 
 /// torch's `_remove_participant_epilogue`, run after participants were removed (by the exit or
@@ -145,6 +150,8 @@ pub fn remove_participant_epilogue(state: &mut RendezvousState, settings: &Rende
         if state.participants.is_empty() {
             state.complete = false;
             state.round += 1;
+            // The next round has no world yet (always `None` without `world-at-completion`).
+            state.completed_world = None;
         }
     } else if state.participants.len() < settings.min_nodes as usize {
         state.deadline_utc_us = None;
@@ -298,5 +305,52 @@ mod tests {
         // The dead entry was the last participant: the epilogue opens the next round.
         assert_eq!((st.round, st.complete), (1, false));
         assert!(st.redundancy_list.contains(&new) && !st.knows(&old));
+    }
+
+    #[test]
+    fn the_completed_world_survives_sanitize_only_with_its_fix() {
+        use crate::rendezvous::sanitize::sanitize;
+        use crate::rendezvous::settings::FIX_WORLD_AT_COMPLETION;
+        let mut fixed = RendezvousSettings::new("r", 1, 3);
+        fixed.fixes.insert(FIX_WORLD_AT_COMPLETION.to_owned());
+        for settings in [RendezvousSettings::new("r", 1, 3), fixed] {
+            let on = settings.has_fix(FIX_WORLD_AT_COMPLETION);
+            let mut st = RendezvousState::default();
+            apply(Action::AddToParticipants, &mut st, &n("a"), &settings, 1);
+            apply(Action::AddToParticipants, &mut st, &n("b"), &settings, 2);
+            apply(Action::AddToParticipants, &mut st, &n("c"), &settings, 0);
+            assert!(st.complete);
+            // c's heartbeat expires: sanitize drops it from the complete round.
+            let now_us = 1 + settings.heartbeat_expiry_us();
+            assert_eq!(sanitize(&mut st, &settings, now_us), vec![n("c")]);
+            assert_eq!(st.participants.len(), 2);
+            let world: Vec<(NodeDesc, u32)> =
+                st.world().iter().map(|(n, r)| (n.clone(), *r)).collect();
+            if on {
+                assert_eq!(world, vec![(n("a"), 0), (n("b"), 1), (n("c"), 2)]);
+            } else {
+                // torch: the world is whatever survived the last sanitize.
+                assert_eq!(world, vec![(n("a"), 0), (n("b"), 1)]);
+                assert_eq!(st.completed_world, None);
+            }
+            // The round's last participants leave: the next round has no world yet.
+            apply(
+                Action::RemoveFromParticipants,
+                &mut st,
+                &n("a"),
+                &settings,
+                3,
+            );
+            apply(
+                Action::RemoveFromParticipants,
+                &mut st,
+                &n("b"),
+                &settings,
+                3,
+            );
+            assert_eq!((st.round, st.complete), (1, false));
+            assert_eq!(st.completed_world, None);
+            assert!(st.world().is_empty());
+        }
     }
 }

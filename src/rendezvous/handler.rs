@@ -224,10 +224,9 @@ impl RendezvousHandler {
         h.run(OpKind::Exit, deadline, false).await?;
         h.run(OpKind::Join, deadline, true).await?;
         let (round, rank, world_size, participants) = h.world();
-        h.joined = Some((
-            h.state.round,
-            h.state.participants.keys().cloned().collect(),
-        ));
+        // The members this node was told of: those of the completed world with
+        // `world-at-completion`, so one sanitize dropped before this read still counts.
+        h.joined = Some((h.state.round, h.state.world().keys().cloned().collect()));
         let env = h.env.clone();
         drop(h);
         self.start_heartbeats();
@@ -555,26 +554,21 @@ impl Holder {
         }
     }
 
-    /// torch's `_get_world`: this node's rank and the world, read from the synced state.
+    /// torch's `_get_world`: this node's rank and the world, read from the synced state
+    /// (with `world-at-completion`, from the world the round completed with).
     /// Returns (round, rank, world size, participant addresses by rank).
     fn world(&self) -> (u64, u32, u32, Vec<String>) {
-        let rank = self
-            .state
-            .participants
+        let world = self.state.world();
+        let rank = world
             .get(&self.node)
             .copied()
             .expect("a finished join is a participant");
-        let mut by_rank: Vec<(u32, &NodeDesc)> = self
-            .state
-            .participants
-            .iter()
-            .map(|(n, r)| (*r, n))
-            .collect();
+        let mut by_rank: Vec<(u32, &NodeDesc)> = world.iter().map(|(n, r)| (*r, n)).collect();
         by_rank.sort();
         (
             self.state.round,
             rank,
-            self.state.participants.len() as u32,
+            world.len() as u32,
             by_rank
                 .into_iter()
                 .map(|(_, n)| n.addr.to_string())

@@ -49,12 +49,22 @@ pub const FIX_MONOTONIC_HEARTBEATS: &str = "monotonic-heartbeats";
 /// process group. With this fix every agent rebuilds its bootstrap address every round.
 pub const FIX_REFRESH_MASTER_ADDR: &str = "refresh-master-addr";
 
+/// Fix for the world-size disagreement race. torch's `_get_world` returns the rank and
+/// `len(participants)` of the state as this node last synced it, and every sync sanitizes
+/// nodes with an expired heartbeat out of a complete round. Two nodes that finish their join
+/// of one round on either side of a dead participant's expiry report two world sizes, and
+/// ranks that point at different nodes, for the same round. With this fix the op that marks
+/// the round complete also records its participants and ranks in the state, and the world a
+/// finished join reads is that record, whatever sanitize dropped since.
+pub const FIX_WORLD_AT_COMPLETION: &str = "world-at-completion";
+
 /// Every named fix `rendezvous.fixes` may switch on.
 pub const KNOWN_FIXES: &[&str] = &[
     FIX_DEAD_PARTICIPANT_REJOIN,
     FIX_RESTARTED_NODE_REPLACES_ENTRY,
     FIX_MONOTONIC_HEARTBEATS,
     FIX_REFRESH_MASTER_ADDR,
+    FIX_WORLD_AT_COMPLETION,
 ];
 
 /// Mutant (a deliberately planted bug, for testing the fuzzer): the join op admits a

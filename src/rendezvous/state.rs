@@ -69,6 +69,10 @@ pub struct RendezvousState {
     pub redundancy_list: NodeSet,
     /// Each known node's last heartbeat, wall clock.
     pub last_heartbeats: NodeMap<i64>,
+    /// The participants and ranks the current round completed with, kept whatever sanitize
+    /// drops afterwards. Not in torch: only the fix `world-at-completion` records it, so
+    /// without that fix it is always `None` and the state encodes exactly as torch's.
+    pub completed_world: Option<NodeMap<u32>>,
 }
 
 /// Why bytes from the store could not be read back as a state.
@@ -99,6 +103,8 @@ struct Wire {
     wait_list: Vec<NodeDesc>,
     redundancy_list: Vec<NodeDesc>,
     last_heartbeats: Vec<(NodeDesc, i64)>,
+    #[serde(default)]
+    completed_world: Option<Vec<(NodeDesc, u32)>>,
 }
 
 /// [`Wire`] borrowing from a state: the same fields in the same order, so it serializes to
@@ -114,6 +120,8 @@ struct WireRef<'a> {
     wait_list: Vec<&'a NodeDesc>,
     redundancy_list: Vec<&'a NodeDesc>,
     last_heartbeats: Vec<(&'a NodeDesc, i64)>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    completed_world: Option<Vec<(&'a NodeDesc, u32)>>,
 }
 
 fn into_map<V: Clone>(
@@ -235,6 +243,12 @@ impl RendezvousState {
         push_nodes(&mut out, &self.redundancy_list);
         out.extend_from_slice(b",\"last_heartbeats\":");
         push_pairs(&mut out, self.last_heartbeats.iter().map(|(n, t)| (n, *t)));
+        // Absent unless the fix `world-at-completion` recorded it, so torch's state keeps
+        // torch's bytes (the CAS payload, and so the simulated timing, stays the same).
+        if let Some(world) = &self.completed_world {
+            out.extend_from_slice(b",\"completed_world\":");
+            push_pairs(&mut out, world.iter().map(|(n, r)| (n, *r)));
+        }
         out.push(b'}');
         out
     }
@@ -251,6 +265,10 @@ impl RendezvousState {
             wait_list: self.wait_list.iter().collect(),
             redundancy_list: self.redundancy_list.iter().collect(),
             last_heartbeats: self.last_heartbeats.iter().map(|(n, t)| (n, *t)).collect(),
+            completed_world: self
+                .completed_world
+                .as_ref()
+                .map(|w| w.iter().map(|(n, r)| (n, *r)).collect()),
         };
         serde_json::to_vec(&wire).expect("state serializes")
     }
@@ -268,6 +286,10 @@ impl RendezvousState {
             wait_list: into_set("wait_list", wire.wait_list)?,
             redundancy_list: into_set("redundancy_list", wire.redundancy_list)?,
             last_heartbeats: into_map("last_heartbeats", wire.last_heartbeats)?,
+            completed_world: wire
+                .completed_world
+                .map(|pairs| into_map("completed_world", pairs))
+                .transpose()?,
         })
     }
 
@@ -299,6 +321,13 @@ impl RendezvousState {
     /// The world size torch reports: the number of participants.
     pub fn world_size(&self) -> usize {
         self.participants.len()
+    }
+
+    /// The world a node that finished its join is told, as node → rank: torch's
+    /// `_get_world` reads the participants as last synced, after sanitize may have dropped
+    /// some; with the fix `world-at-completion` it is the world the round completed with.
+    pub fn world(&self) -> &NodeMap<u32> {
+        self.completed_world.as_ref().unwrap_or(&self.participants)
     }
 
     /// torch's `num_nodes_waiting()`: the wait list only. Redundant nodes do not count, which
@@ -359,6 +388,19 @@ mod tests {
             RendezvousState::default().encode()
         );
         assert_ne!(RendezvousState::default().encode(), bytes);
+    }
+
+    #[test]
+    fn a_completed_world_is_encoded_only_when_recorded() {
+        let mut s = sample();
+        assert!(!String::from_utf8(s.encode())
+            .unwrap()
+            .contains("completed_world"));
+        s.completed_world = Some(s.participants.clone());
+        let bytes = s.encode();
+        assert_eq!(bytes, s.encode_with_serde());
+        assert_eq!(RendezvousState::decode(&bytes).unwrap(), s);
+        assert_eq!(s.world(), &s.participants);
     }
 
     #[test]

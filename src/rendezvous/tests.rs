@@ -328,6 +328,9 @@ proptest! {
         wait_list in prop::collection::btree_set(arb_any_node(), 0..4),
         redundancy_list in prop::collection::btree_set(arb_any_node(), 0..4),
         last_heartbeats in prop::collection::btree_map(arb_any_node(), any::<i64>(), 0..6),
+        completed_world in prop::option::of(
+            prop::collection::btree_map(arb_any_node(), any::<u32>(), 0..6)
+        ),
     ) {
         let st = RendezvousState {
             round, complete, deadline_utc_us: deadline, closed,
@@ -335,6 +338,7 @@ proptest! {
             wait_list: wait_list.into_iter().collect(),
             redundancy_list: redundancy_list.into_iter().collect(),
             last_heartbeats: last_heartbeats.into_iter().collect(),
+            completed_world: completed_world.map(|w| w.into_iter().collect()),
         };
         prop_assert_eq!(st.encode(), st.encode_with_serde());
     }

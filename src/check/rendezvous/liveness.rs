@@ -251,13 +251,16 @@ impl Obligation {
 /// calls `next_rendezvous()` again or exits within [`survivor_bound_us`].
 ///
 /// Stop faults are graceful exits and are not covered here. A survivor whose node is paused
-/// is excused: it cannot act until resumed. So is a survivor whose workers have finished
-/// (its group `SUCCEEDED`): it has nothing left to train and waits in the exit barrier.
+/// is excused, whether the pause came before the kill or after: it cannot act until
+/// resumed. So is a survivor whose workers have finished (its group `SUCCEEDED`): it has
+/// nothing left to train and waits in the exit barrier.
 fn survivors_rejoin(scenario: &Scenario, trace: &Trace, end: &RunEnd) -> Vec<Violation> {
     let bound_us = survivor_bound_us(scenario);
     let mut membership = Membership::default();
     let mut owed: BTreeMap<u32, Obligation> = BTreeMap::new();
     let mut finished: BTreeSet<u32> = BTreeSet::new();
+    // Tracks pauses the way part (a) does.
+    let mut agents = Agents::default();
     let mut violations = Vec::new();
     for event in &trace.events {
         let overdue: Vec<u32> = owed
@@ -277,6 +280,7 @@ fn survivors_rejoin(scenario: &Scenario, trace: &Trace, end: &RunEnd) -> Vec<Vio
                         if survivor.pid == *pid
                             || survivor.round != dead.round
                             || finished.contains(&survivor.pid)
+                            || agents.paused_nodes.contains(&survivor.node)
                         {
                             continue;
                         }
@@ -304,6 +308,7 @@ fn survivors_rejoin(scenario: &Scenario, trace: &Trace, end: &RunEnd) -> Vec<Vio
             }
             _ => {}
         }
+        agents.observe(event);
         membership.observe(event);
     }
     for obligation in owed.values() {
@@ -480,5 +485,18 @@ mod tests {
         events.push(e(362, "node-1", exited(101, "SUCCEEDED")));
         let r = liveness(&scenario(), &trace(events), &end(362, "succeeded"));
         assert_eq!(r.status, Status::Held, "{:?}", r.violations);
+    }
+
+    #[test]
+    fn a_survivor_paused_before_the_kill_is_excused() {
+        let mut events = round_zero(3);
+        events.push(e(40, "node-1", fault("pause")));
+        events.push(e(45, "node-2", fault("kill")));
+        events.push(e(45, "node-2", killed(102)));
+        // node-1 is paused past node-0's deadline; node-0 is not and still owes a rejoin.
+        events.push(e(645, "node-0", exited(100, "FAILED")));
+        let r = liveness(&scenario(), &trace(events), &end(645, "failed"));
+        let nodes: Vec<_> = r.violations.iter().map(|v| v.node.clone()).collect();
+        assert_eq!(nodes, vec![Some("node-0".to_owned())], "{:?}", r.violations);
     }
 }
