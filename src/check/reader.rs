@@ -221,7 +221,7 @@ mod tests {
 
     fn with_reader() -> Scenario {
         let mut s = scenario();
-        let text = "name = \"r\"\n[reader]\nworkers = 1\nfiles = 1\nrecords_per_file = 2\nbatch_size = 2\n";
+        let text = "name = \"r\"\n[cluster]\ngpus_per_node = 2\n[reader]\nworkers = 1\nfiles = 1\nrecords_per_file = 2\nbatch_size = 2\n";
         s.reader = crate::scenario::parse(text, "r.toml").unwrap().reader;
         s
     }

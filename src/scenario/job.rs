@@ -3,7 +3,7 @@
 use super::limits::*;
 use super::locate::FieldPath;
 use super::model::{
-    Complexity, Dataset, JobConfig, ReaderCheck, ReaderConfig, SamplerConfig, SamplerKind,
+    Cluster, Complexity, Dataset, JobConfig, ReaderCheck, ReaderConfig, SamplerConfig, SamplerKind,
 };
 use super::raw::{RawComplexity, RawJob, RawReader, RawReaderCheck, RawSampler, RawSamplerKind};
 use super::values::*;
@@ -206,7 +206,8 @@ fn reader_shape(p: &FieldPath, r: &RawReader) -> Check<(u32, u32, u64, u64)> {
     )?;
     let files = in_range(&p.key("files"), r.files.unwrap_or(12), 1, READER_FILES_MAX)?;
     if workers > files {
-        // HugeCTR's `FileSource` refuses a worker that would have no file.
+        // HugeCTR's `FileSource` refuses a worker that would have no file (from v3.4.1 on,
+        // the version the model follows).
         let msg = format!("{workers} workers need at least as many files (files = {files})");
         return Err(issue(&p.key("workers"), msg));
     }
@@ -230,11 +231,22 @@ fn reader_shape(p: &FieldPath, r: &RawReader) -> Check<(u32, u32, u64, u64)> {
     Ok((workers, files, records_per_file, batch_size))
 }
 
-/// `[reader]`, when present.
-pub fn reader(raw: &Option<RawReader>) -> Check<Option<ReaderConfig>> {
+/// `[reader]`, when present, on `cluster`.
+pub fn reader(raw: &Option<RawReader>, cluster: &Cluster) -> Check<Option<ReaderConfig>> {
     let Some(r) = raw else { return Ok(None) };
     let p = FieldPath::root().key("reader");
     let (workers, files, records_per_file, batch_size) = reader_shape(&p, r)?;
+    let gpus_total = u64::from(cluster.nodes) * u64::from(cluster.gpus_per_node);
+    if !batch_size.is_multiple_of(gpus_total) {
+        // HugeCTR's `DataReader` gives every GPU of every node an equal slice of each batch
+        // and refuses a batch size that does not split that way.
+        let msg = format!(
+            "must be a multiple of the cluster's GPU count, {gpus_total} ({} nodes × {} \
+             gpus_per_node): HugeCTR splits every batch evenly over all GPUs, got {batch_size}",
+            cluster.nodes, cluster.gpus_per_node
+        );
+        return Err(issue(&p.key("batch_size"), msg));
+    }
     let broken = broken_files(
         &p.key("broken_files"),
         r.broken_files.as_deref().unwrap_or(&[]),

@@ -83,9 +83,17 @@ final_world_size = 3
 violations = []
 "#;
 
+/// The contract's example with a reader batch HugeCTR accepts: its `batch_size = 1024` does
+/// not split over 3 nodes × 8 GPUs, which HugeCTR's `DataReader` refuses; 960 does.
+fn example_with_a_valid_reader_batch() -> String {
+    EXAMPLE.replace("batch_size = 1024", "batch_size = 960")
+}
+
 #[test]
 fn the_contract_example_parses() {
-    let s = parse(EXAMPLE, "example.toml").unwrap();
+    let e = parse(EXAMPLE, "example.toml").unwrap_err();
+    assert_eq!((e.field.as_str(), e.line), ("reader.batch_size", 59), "{e}");
+    let s = parse(&example_with_a_valid_reader_batch(), "example.toml").unwrap();
     assert_eq!(s.cluster.total_nodes(), 4);
     assert_eq!(s.cluster.clock_skew_us.get(&2), Some(&3_000_000));
     assert_eq!((s.rendezvous.min_nodes, s.rendezvous.max_nodes), (2, 3));
@@ -103,7 +111,10 @@ fn the_contract_example_parses() {
     );
     assert_eq!(s.expect.rounds, Some((2, 3)));
     // The reader is built: the checked parse takes it, with the cost defaults.
-    let r = parse(EXAMPLE, "example.toml").unwrap().reader.unwrap();
+    let r = parse(&example_with_a_valid_reader_batch(), "example.toml")
+        .unwrap()
+        .reader
+        .unwrap();
     assert_eq!((r.parse_time_us, r.record_size_bytes), (1, 368));
     assert!(r.fixes.is_empty());
 }
@@ -131,6 +142,32 @@ fn reader_fixes_and_costs_are_checked_where_they_stand() {
     assert_eq!((e.field.as_str(), e.line), ("reader.workers", 3), "{e}");
     let e = parse(&text("record_size = \"0B\"\n"), "r.toml").unwrap_err();
     assert_eq!(e.field, "reader.record_size", "{e}");
+}
+
+#[test]
+fn the_reader_batch_splits_over_every_gpu_of_every_node() {
+    let text = |batch: u32| {
+        format!(
+            "name = \"r\"\n[cluster]\nnodes = 2\ngpus_per_node = 4\n[rendezvous]\nmin_nodes = 2\n\
+             max_nodes = 2\n[reader]\nworkers = 2\nbatch_size = {batch}\n"
+        )
+    };
+    // 2 nodes × 4 GPUs: 12 splits over the nodes but not over the GPUs.
+    let e = parse(&text(12), "r.toml").unwrap_err();
+    assert_eq!((e.field.as_str(), e.line), ("reader.batch_size", 10), "{e}");
+    assert!(
+        e.message.contains("multiple of the cluster's GPU count, 8"),
+        "{e}"
+    );
+    assert!(e.to_string().contains("r.toml:10:"), "{e}");
+    assert_eq!(
+        parse(&text(24), "r.toml")
+            .unwrap()
+            .reader
+            .unwrap()
+            .batch_size,
+        24
+    );
 }
 
 #[test]

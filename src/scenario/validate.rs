@@ -69,7 +69,7 @@ pub fn validate(raw: &RawScenario) -> Check<Scenario> {
         );
         return Err(issue(&root.key("job").key("model_size"), msg));
     }
-    let reader = job::reader(&raw.reader)?;
+    let reader = job::reader(&raw.reader, &cluster)?;
     let ctx = faults::FaultContext {
         nodes: cluster.nodes,
         total_nodes: cluster.total_nodes(),
