@@ -168,7 +168,7 @@ async fn train_steps(
     let mut batches: Vec<Vec<u64>> = vec![Vec::new(); plan.local_world_size as usize];
     let mut reader = reader_feed::ReaderFeed::start(env, plan.round);
     while at.step < job.steps {
-        wait_for_reader(env, plan, &mut reader).await;
+        wait_for_reader(env, &mut reader).await?;
         let compute_us =
             compute_batches(env, plan, &epoch_plan, at.batch, dataset_key, &mut batches)?;
         time::sleep_us(compute_us).await;
@@ -210,24 +210,20 @@ async fn train_steps(
 
 /// With a `[reader]`, the trainer first takes its step's batch from the node's reader,
 /// stalling while the pipeline is behind; a hung reader blocks the trainer forever, as in
-/// HugeCTR. Copies to the GPUs run as slow as the node's slowest GPU (the broadcast waits
-/// for every device).
+/// HugeCTR, and an exception from it fails the worker.
 async fn wait_for_reader(
     env: &NodeEnv,
-    plan: &GroupPlan,
     reader: &mut Option<reader_feed::ReaderFeed>,
-) {
+) -> Result<(), WorkerStatus> {
     let Some(feed) = reader.as_mut() else {
-        return;
+        return Ok(());
     };
-    let gpus = env.scenario().cluster.gpus_per_node;
-    let copy_slowdown = (0..plan.local_world_size)
-        .map(|r| env.gpu_slowdown(gpu_of_local_rank(r, gpus)))
-        .fold(1.0, f64::max);
-    match feed.take_batch(env, time::elapsed_us(), copy_slowdown) {
+    match feed.take_batch(env, time::elapsed_us()) {
         reader_feed::Taken::Batch { stall_us, .. } => time::sleep_us(stall_us).await,
         reader_feed::Taken::Hang => std::future::pending::<()>().await,
+        reader_feed::Taken::Failed { reason } => return Err(script_error(reason)),
     }
+    Ok(())
 }
 
 /// A worker failure of local rank 0 with exit code 1 (a Python exception).

@@ -4,10 +4,12 @@
 //!
 //! A restarted worker group builds a new `DataReader`, as a new HugeCTR process would: it
 //! reads from the first file again, in epoch 0. A reader is named in the trace by the
-//! agent's `pid` and the group's rendezvous `round`.
+//! agent's `pid` and the group's rendezvous `round`. A `set_source` that HugeCTR refuses
+//! throws `IllegalCall` through `Model::fit`, which does not catch it: the training process
+//! exits with 1, which the agent sees as a failed worker.
 
 use crate::reader::feed::{config_of, costs_of, record_runs, WorkerNote};
-use crate::reader::{Delivery, NodeFeed};
+use crate::reader::{Delivery, NodeFeed, SetSourceError};
 use crate::trace::EventKind;
 use crate::world::NodeEnv;
 
@@ -24,6 +26,11 @@ pub enum Taken {
     Batch { stall_us: u64, size: u32 },
     /// No batch will ever come: the trainer waits forever.
     Hang,
+    /// The training script raised an exception nothing catches: the process exits with 1.
+    Failed {
+        /// The exception, in one sentence.
+        reason: String,
+    },
 }
 
 /// One worker group's reader on one node.
@@ -50,13 +57,15 @@ impl ReaderFeed {
         })
     }
 
-    /// The trainer asks for its next batch at `now_us`; copies run `copy_slowdown` times
-    /// slower than the GPU profile says (1.0 for healthy GPUs).
-    pub fn take_batch(&mut self, env: &NodeEnv, now_us: u64, copy_slowdown: f64) -> Taken {
+    /// The trainer asks for its next batch at `now_us`; copies to each of the node's GPUs
+    /// run as slow as that GPU is now (a `gpu_slow` window stretches them too).
+    pub fn take_batch(&mut self, env: &NodeEnv, now_us: u64) -> Taken {
+        let gpus = env.scenario().cluster.gpus_per_node;
+        let slowdowns: Vec<f64> = env.gpus_now(gpus).iter().map(|g| g.slowdown).collect();
         let mut at_us = now_us;
         let mut empty_epochs = 0;
         loop {
-            let delivery = self.feed.next_batch(at_us, copy_slowdown);
+            let delivery = self.feed.next_batch(at_us, &slowdowns);
             self.flush(env);
             match delivery {
                 Delivery::Batch {
@@ -96,8 +105,15 @@ impl ReaderFeed {
                     }
                     let started = self.feed.set_source(ready_at_us);
                     self.flush(env);
-                    if let Err(reason) = started {
-                        return self.hang(env, epoch, reason);
+                    match started {
+                        Ok(_) => {}
+                        Err(SetSourceError::Refused { worker }) => {
+                            let reason = SetSourceError::Refused { worker }.to_string();
+                            return Taken::Failed { reason };
+                        }
+                        Err(e @ SetSourceError::NotAtEndOfData) => {
+                            unreachable!("set_source right after the end marker: {e}")
+                        }
                     }
                     at_us = ready_at_us;
                 }
