@@ -79,8 +79,9 @@ fn a_slow_gpu_starves_a_copy_bound_reader_pipeline() {
         report.reader.expect("the scenario has a reader").stall_us
     };
     let (slow_us, healthy_us) = (stall_us(&slow), stall_us(&healthy));
+    // Measured: about 1.49 s against 0.51 s.
     assert!(
-        slow_us > healthy_us + 500_000,
+        slow_us > healthy_us + 800_000,
         "stalled {slow_us} us vs {healthy_us} us"
     );
 }

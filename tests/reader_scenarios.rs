@@ -1,10 +1,12 @@
 //! The reader scenarios end to end: the batch-size sequences node-0's collector hands out
 //! match what HugeCTR's code yields (worked out in tests/reader_model.rs), each quirk
-//! violates its invariant and its fix removes it, and the double-publish canary replays.
+//! violates its invariant or fails the job and its fix removes it, and the double-publish
+//! canary replays.
 
 use std::collections::BTreeSet;
 use trainsim::report::Report;
 use trainsim::runner::{run_one, run_one_with, RunOptions};
+use trainsim::trace::EventKind;
 
 fn run(file: &str) -> Report {
     let scenario = trainsim::scenario::load(std::path::Path::new(file)).expect("scenario loads");
@@ -67,11 +69,6 @@ fn each_quirk_violates_its_invariant_and_its_fix_removes_it() {
             "reader.exactly_once",
         ),
         (
-            "reader_empty_batch_collides",
-            "reader_empty_batch_collides_fixed",
-            "reader.terminates",
-        ),
-        (
             "reader_worker_dies",
             "reader_worker_dies_fixed",
             "reader.terminates",
@@ -91,6 +88,42 @@ fn each_quirk_violates_its_invariant_and_its_fix_removes_it() {
 }
 
 #[test]
+fn a_refused_set_source_fails_the_worker_until_the_restarts_are_spent() {
+    let q = run("scenarios/reader_empty_batch_collides.toml");
+    assert!(q.passed(), "{}", q.to_text());
+    assert_eq!(q.outcome, "failed");
+    let agent = &q.agents[0];
+    assert_eq!((agent.restarts, agent.final_state.as_str()), (2, "FAILED"));
+    assert!(
+        agent.exit_reason.contains("IllegalCall"),
+        "{}",
+        agent.exit_reason
+    );
+    // Every group read its two full batches before set_source threw; nothing hung.
+    assert_eq!(q.job.steps_done, 2);
+    // Three processes (the first and two restarts) each exit with 1 on the exception.
+    let file = "scenarios/reader_empty_batch_collides.toml";
+    let scenario = trainsim::scenario::load(std::path::Path::new(file)).unwrap();
+    let (_, trace) = trainsim::runner::run_traced(&scenario, file, scenario.seed).unwrap();
+    let exits: Vec<i32> = trace
+        .events
+        .iter()
+        .filter_map(|e| match &e.kind {
+            EventKind::WorkerFailed {
+                exit_code, reason, ..
+            } if reason.contains("IllegalCall") => Some(*exit_code),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(exits, vec![1, 1, 1]);
+    assert_eq!(status(&q, "reader.terminates"), "held");
+    let f = run("scenarios/reader_empty_batch_collides_fixed.toml");
+    assert!(f.passed(), "{}", f.to_text());
+    assert_eq!(f.outcome, "succeeded");
+    assert_eq!(f.agents[0].restarts, 0);
+}
+
+#[test]
 fn the_double_publish_mutant_is_caught_by_exactly_once() {
     let file = "scenarios/reader_workers_not_dividing.toml";
     let scenario = trainsim::scenario::load(std::path::Path::new(file)).unwrap();
@@ -101,4 +134,35 @@ fn the_double_publish_mutant_is_caught_by_exactly_once() {
     let report = run_one_with(&scenario, file, scenario.seed, &options).unwrap();
     assert_eq!(status(&report, "reader.exactly_once"), "violated");
     assert!(report.repro.ends_with("--mutant reader-double-publish"));
+}
+
+/// A global batch that does not split over every GPU of every node is a valid scenario, and
+/// HugeCTR's `DataReader` refuses it when the training script builds it: every worker group
+/// fails at once, before a step, and the job fails.
+#[test]
+fn a_batch_that_does_not_split_over_every_gpu_fails_the_workers() {
+    let text = |batch: u32| {
+        format!(
+            "name = \"r\"\ntime_limit = \"10m\"\n[cluster]\nnodes = 2\ngpus_per_node = 4\n\
+             [rendezvous]\nmin_nodes = 2\nmax_nodes = 2\n[job]\nsteps = 20\n\
+             [reader]\nworkers = 2\nbatch_size = {batch}\n"
+        )
+    };
+    // 12 splits over the 2 nodes but not over their 8 GPUs.
+    let bad = trainsim::scenario::parse(&text(12), "r.toml").expect("valid input");
+    let report = run_one(&bad, "r.toml", 1).expect("the harness runs it");
+    assert_eq!(report.outcome, "failed");
+    assert_eq!(report.job.steps_done, 0);
+    for agent in &report.agents {
+        assert!(
+            agent
+                .exit_reason
+                .contains("batch_size 12 does not split evenly over the 8 GPUs"),
+            "{}",
+            agent.exit_reason
+        );
+    }
+    let good = trainsim::scenario::parse(&text(24), "r.toml").expect("valid input");
+    let report = run_one(&good, "r.toml", 1).expect("the harness runs it");
+    assert_eq!(report.job.steps_done, 20, "{:?}", report.agents);
 }

@@ -64,7 +64,7 @@ batch_size = 16
 workers = 2
 files = 4
 records_per_file = 10
-batch_size = 8
+batch_size = 12
 broken_files = [1]
 corrupt_records = [[2, 3]]
 

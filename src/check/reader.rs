@@ -194,7 +194,8 @@ pub(super) fn buffer_protocol(scenario: &Scenario, trace: &Trace) -> InvariantRe
 /// `reader.terminates`: no reader hangs; its trainer always gets a batch or an end marker.
 /// (The model's own `terminates` also owes every epoch of a fixed count; a job instead
 /// stops when its steps are done, so only the hang is judged here, with the job's reason:
-/// every thread blocked, a refused `set_source`, or `Model::train` dropping every batch.)
+/// every thread blocked, or `Model::train` dropping every batch. A refused `set_source` is
+/// no hang: it throws, and the worker fails.)
 pub(super) fn terminates(scenario: &Scenario, trace: &Trace) -> InvariantResult {
     judge(
         "reader.terminates",
@@ -221,7 +222,7 @@ mod tests {
 
     fn with_reader() -> Scenario {
         let mut s = scenario();
-        let text = "name = \"r\"\n[reader]\nworkers = 1\nfiles = 1\nrecords_per_file = 2\nbatch_size = 2\n";
+        let text = "name = \"r\"\n[cluster]\ngpus_per_node = 2\n[reader]\nworkers = 1\nfiles = 1\nrecords_per_file = 2\nbatch_size = 2\n";
         s.reader = crate::scenario::parse(text, "r.toml").unwrap().reader;
         s
     }

@@ -1,8 +1,9 @@
 //! proptest strategies that draw whole scenarios for the reader target.
 //!
-//! A case is a short fault-free job (1–2 nodes, 10–60 steps of 10 ms, a 5 min time
-//! limit) fed by a drawn `[reader]`: 1–4 workers over as many to 12 files of 1–40 records,
-//! a batch of 1–32, repeat mode one time in four, either check, and swarm-style data
+//! A case is a short fault-free job (1–2 nodes of one GPU each, 10–60 steps of 10 ms, a
+//! 5 min time limit) fed by a drawn `[reader]`: 1–4 workers over as many to 12 files of
+//! 1–40 records, a batch of 1–32 rounded up to a multiple of the nodes (HugeCTR splits a
+//! batch over every GPU), repeat mode one time in four, either check, and swarm-style data
 //! faults: each case first picks which of broken files, corrupt records, truncated files
 //! and fixes it draws at all, then draws up to a few of each. Every part is drawn
 //! independently and made valid afterwards, so shrinking simplifies each on its own;
@@ -58,12 +59,17 @@ pub fn case() -> impl Strategy<Value = Case> {
             let mut s = scenario::default_scenario("fuzz reader case");
             s.time_limit_us = 300_000_000;
             s.cluster.nodes = nodes;
+            // One GPU per node, so the drawn batch needs only to split over the nodes.
+            s.cluster.gpus_per_node = 1;
+            s.agent.nproc_per_node = 1;
             s.rendezvous.min_nodes = nodes;
             s.rendezvous.max_nodes = nodes;
             s.job.steps = steps;
             s.job.step_time_us = 10_000;
             s.job.checkpoint_every = 10;
-            s.reader = Some(reader(shape, mask, &picks));
+            let mut r = reader(shape, mask, &picks);
+            r.batch_size = r.batch_size.div_ceil(u64::from(nodes)) * u64::from(nodes);
+            s.reader = Some(r);
             Case {
                 scenario: s,
                 // TOML integers are signed: keep the seed within them.

@@ -168,7 +168,7 @@ async fn train_steps(
     let dataset_key = dataset_key(env);
     let ledger = env.shared::<Mutex<SampleLedger>>("job/ledger");
     let mut batches: Vec<Vec<u64>> = vec![Vec::new(); plan.local_world_size as usize];
-    let mut reader = reader_feed::ReaderFeed::start(env, plan.round);
+    let mut reader = reader_feed::ReaderFeed::start(env, plan.round).map_err(script_error)?;
     // Set when a closed-form run was cut in the middle of a step: when the next step began.
     let mut step_started_ns = None;
     while at.step < job.steps {
@@ -192,7 +192,7 @@ async fn train_steps(
             at.batch += run.settled;
             step_started_ns = run.next_step_started_ns;
         } else {
-            wait_for_reader(env, plan, &mut reader).await;
+            wait_for_reader(env, &mut reader).await?;
             let started_ns = run.next_step_started_ns.unwrap_or_else(time::elapsed_ns);
             one_step(&steps, &at, &mut batches, started_ns).await?;
             at.step += 1;
@@ -263,24 +263,20 @@ async fn one_step(
 
 /// With a `[reader]`, the trainer first takes its step's batch from the node's reader,
 /// stalling while the pipeline is behind; a hung reader blocks the trainer forever, as in
-/// HugeCTR. Copies to the GPUs run as slow as the node's slowest GPU (the broadcast waits
-/// for every device).
+/// HugeCTR, and an exception from it fails the worker.
 async fn wait_for_reader(
     env: &NodeEnv,
-    plan: &GroupPlan,
     reader: &mut Option<reader_feed::ReaderFeed>,
-) {
+) -> Result<(), WorkerStatus> {
     let Some(feed) = reader.as_mut() else {
-        return;
+        return Ok(());
     };
-    let gpus = env.scenario().cluster.gpus_per_node;
-    let copy_slowdown = (0..plan.local_world_size)
-        .map(|r| env.gpu_slowdown(gpu_of_local_rank(r, gpus)))
-        .fold(1.0, f64::max);
-    match feed.take_batch(env, time::elapsed_us(), copy_slowdown) {
+    match feed.take_batch(env, time::elapsed_us()) {
         reader_feed::Taken::Batch { stall_us, .. } => time::sleep_us(stall_us).await,
         reader_feed::Taken::Hang => std::future::pending::<()>().await,
+        reader_feed::Taken::Failed { reason } => return Err(script_error(reason)),
     }
+    Ok(())
 }
 
 /// A worker failure of local rank 0 with exit code 1 (a Python exception).

@@ -4,10 +4,12 @@
 //!
 //! A restarted worker group builds a new `DataReader`, as a new HugeCTR process would: it
 //! reads from the first file again, in epoch 0. A reader is named in the trace by the
-//! agent's `pid` and the group's rendezvous `round`.
+//! agent's `pid` and the group's rendezvous `round`. A `set_source` that HugeCTR refuses
+//! throws `IllegalCall` through `Model::fit`, which does not catch it: the training process
+//! exits with 1, which the agent sees as a failed worker.
 
 use crate::reader::feed::{config_of, costs_of, record_runs, WorkerNote};
-use crate::reader::{Delivery, NodeFeed};
+use crate::reader::{Delivery, NodeFeed, SetSourceError};
 use crate::trace::EventKind;
 use crate::world::NodeEnv;
 
@@ -24,6 +26,11 @@ pub enum Taken {
     Batch { stall_us: u64, size: u32 },
     /// No batch will ever come: the trainer waits forever.
     Hang,
+    /// The training script raised an exception nothing catches: the process exits with 1.
+    Failed {
+        /// The exception, in one sentence.
+        reason: String,
+    },
 }
 
 /// One worker group's reader on one node.
@@ -35,28 +42,46 @@ pub struct ReaderFeed {
 }
 
 impl ReaderFeed {
-    /// A new `DataReader` for the group of `round`, or `None` when the scenario has no
-    /// `[reader]`. The scenario was validated, so the configuration is too.
-    pub fn start(env: &NodeEnv, round: u64) -> Option<ReaderFeed> {
+    /// A new `DataReader` for the group of `round`; `Ok(None)` when the scenario has no
+    /// `[reader]`. `Err` is the exception HugeCTR's `DataReader` constructor raises in the
+    /// training script, for a batch that does not split evenly over every GPU of every node
+    /// (the scenario's other reader settings were validated with the file).
+    pub fn start(env: &NodeEnv, round: u64) -> Result<Option<ReaderFeed>, String> {
         let scenario = env.scenario();
-        let cfg = config_of(scenario.reader.as_ref()?);
-        let costs = costs_of(scenario)?;
+        let Some(reader) = scenario.reader.as_ref() else {
+            return Ok(None);
+        };
+        let cluster = &scenario.cluster;
+        let gpus_total = u64::from(cluster.nodes) * u64::from(cluster.gpus_per_node);
+        if !reader.batch_size.is_multiple_of(gpus_total.max(1)) {
+            return Err(format!(
+                "HugeCTR DataReader: batch_size {} does not split evenly over the {gpus_total} \
+                 GPUs of the job ({} nodes × {} gpus_per_node)",
+                reader.batch_size, cluster.nodes, cluster.gpus_per_node
+            ));
+        }
+        let cfg = config_of(reader);
+        let Some(costs) = costs_of(scenario) else {
+            return Ok(None);
+        };
         let feed = NodeFeed::new(&cfg, costs, crate::world::time::elapsed_us())
-            .expect("a validated [reader] is a valid config");
-        Some(ReaderFeed {
+            .map_err(|e| format!("HugeCTR DataReader: {e}"))?;
+        Ok(Some(ReaderFeed {
             feed,
             pid: env.pid,
             round,
-        })
+        }))
     }
 
-    /// The trainer asks for its next batch at `now_us`; copies run `copy_slowdown` times
-    /// slower than the GPU profile says (1.0 for healthy GPUs).
-    pub fn take_batch(&mut self, env: &NodeEnv, now_us: u64, copy_slowdown: f64) -> Taken {
+    /// The trainer asks for its next batch at `now_us`; copies to each of the node's GPUs
+    /// run as slow as that GPU is now (a `gpu_slow` window stretches them too).
+    pub fn take_batch(&mut self, env: &NodeEnv, now_us: u64) -> Taken {
+        let gpus = env.scenario().cluster.gpus_per_node;
+        let slowdowns: Vec<f64> = env.gpus_now(gpus).iter().map(|g| g.slowdown).collect();
         let mut at_us = now_us;
         let mut empty_epochs = 0;
         loop {
-            let delivery = self.feed.next_batch(at_us, copy_slowdown);
+            let delivery = self.feed.next_batch(at_us, &slowdowns);
             self.flush(env);
             match delivery {
                 Delivery::Batch {
@@ -96,8 +121,15 @@ impl ReaderFeed {
                     }
                     let started = self.feed.set_source(ready_at_us);
                     self.flush(env);
-                    if let Err(reason) = started {
-                        return self.hang(env, epoch, reason);
+                    match started {
+                        Ok(_) => {}
+                        Err(SetSourceError::Refused { worker }) => {
+                            let reason = SetSourceError::Refused { worker }.to_string();
+                            return Taken::Failed { reason };
+                        }
+                        Err(e @ SetSourceError::NotAtEndOfData) => {
+                            unreachable!("set_source right after the end marker: {e}")
+                        }
                     }
                     at_us = ready_at_us;
                 }

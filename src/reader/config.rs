@@ -79,7 +79,7 @@ pub enum ConfigError {
     /// A count that must be at least 1 is 0.
     #[error("`{0}` must be at least 1")]
     Zero(&'static str),
-    /// More workers than files: HugeCTR's `FileSource` refuses this.
+    /// More workers than files: HugeCTR's `FileSource` refuses this from v3.4.1 on.
     #[error("{workers} workers need at least as many files, got {files}")]
     MoreWorkersThanFiles {
         /// Worker threads asked for.
@@ -100,13 +100,18 @@ pub enum ConfigError {
     /// A file or record that the dataset does not have.
     #[error("{0} is outside the dataset")]
     OutOfRange(String),
-    /// The batch cannot be split evenly over the nodes, or `node` is not one of them.
-    #[error("batch_size {batch_size} over {nodes} nodes for node {node} does not split evenly")]
+    /// The batch cannot be split evenly over every GPU of every node (HugeCTR's
+    /// `DataReader` refuses it), or `node` is not one of the nodes.
+    #[error(
+        "batch_size {batch_size} does not split evenly over {nodes} nodes × {gpus_per_node} GPUs (node {node})"
+    )]
     BadSlice {
         /// Global batch size.
         batch_size: u32,
         /// Nodes sharing each batch.
         nodes: u32,
+        /// GPUs of each node.
+        gpus_per_node: u32,
         /// This node.
         node: u32,
     },
@@ -143,6 +148,8 @@ pub struct ReaderConfig {
     pub bad_header_files: BTreeSet<u32>,
     /// Nodes sharing each batch; each keeps only its dense slice.
     pub nodes: u32,
+    /// GPUs of each node: every batch must split evenly over all GPUs of all nodes.
+    pub gpus_per_node: u32,
     /// This node's index among `nodes`.
     pub node: u32,
     /// Who consumes the broadcast batches.
@@ -176,6 +183,7 @@ impl ReaderConfig {
             truncated_files: BTreeMap::new(),
             bad_header_files: BTreeSet::new(),
             nodes: 1,
+            gpus_per_node: 1,
             node: 0,
             consumer: Consumer::ModelTrain,
             epochs: 1,
@@ -212,6 +220,7 @@ impl ReaderConfig {
             ("batch_size", self.batch_size),
             ("slot_num", self.slot_num),
             ("nodes", self.nodes),
+            ("gpus_per_node", self.gpus_per_node),
             ("epochs", self.epochs),
             ("repeat_batches", self.repeat_batches),
         ] {
@@ -228,10 +237,12 @@ impl ReaderConfig {
                 files: self.files,
             });
         }
-        if !self.batch_size.is_multiple_of(self.nodes) || self.node >= self.nodes {
+        let gpus_total = u64::from(self.nodes) * u64::from(self.gpus_per_node);
+        if !u64::from(self.batch_size).is_multiple_of(gpus_total) || self.node >= self.nodes {
             return Err(ConfigError::BadSlice {
                 batch_size: self.batch_size,
                 nodes: self.nodes,
+                gpus_per_node: self.gpus_per_node,
                 node: self.node,
             });
         }

@@ -2,24 +2,32 @@
 //! order their costs give, so reading overlaps the trainer's compute and the trainer only
 //! waits when the pipeline falls behind.
 //!
-//! Time model (virtual microseconds, on the caller's clock):
+//! Time model (virtual microseconds, on the caller's clock), as HugeCTR's threads spend it
+//! (tags v3.1 to v23.09):
 //! - a worker's `read_a_batch` takes `parse_time_us` per record it parses (failed checksums
-//!   included: the bytes are read either way); opens, claims and publishes take no time;
-//! - the collector's broadcast of a batch takes the host-to-device copy of the batch
-//!   (`records × record_size` at the GPU profile's h2d bandwidth) plus a device-to-device
-//!   copy to each of the node's other GPUs in turn (d2d bandwidth), both multiplied by the
-//!   caller's `copy_slowdown`; its other iterations take no time;
+//!   included: the bytes are read either way); opens and claims take no time;
+//! - a worker then copies its batch from host to device itself, to local GPU
+//!   `w % gpus` (`records × record_size` at the h2d bandwidth, stretched by that GPU's
+//!   slowdown), and publishes it when the copy is done; an end marker copies nothing;
+//! - the collector's broadcast only copies device to device, to every local GPU at once:
+//!   each GPU gets its dense slice, `batch_size / gpus_total` records at the d2d bandwidth,
+//!   so the broadcast lasts one slice copy stretched by the slowest local GPU;
+//! - the trainer copies a batch out of the broadcast buffer and frees it at once
+//!   (`ready_to_collect`, before it trains), so the next broadcast may start from then;
 //! - a step's effects count from its end: a thread that the step unblocks may move no
-//!   earlier than that, and the trainer gets a broadcast batch once its copy is done.
+//!   earlier than that, and no step may act on a buffer before the step that last changed
+//!   that buffer ended (a thread's own clock may be older: it was waiting).
 //!
 //! Background threads (workers, collector) always move in the order of the earliest time
 //! they may move (ties: workers by index, then the collector), until the trainer has a
 //! batch; they run ahead while the trainer computes, as far as the buffers let them. The
 //! trainer moves only when the caller asks for a batch.
 
+use std::fmt;
+
 use super::buffer::{ActorId, BufferEvent, BufferId};
 use super::collector::CollectorAction;
-use super::config::{ConfigError, ReaderConfig, FIX_TRAIN_KEEPS_INCOMPLETE_BATCHES};
+use super::config::{ConfigError, ReaderConfig};
 use super::files::RecordId;
 use super::run::{Action, Outcome, Run};
 use super::trainer::TrainerAction;
@@ -40,8 +48,11 @@ pub struct FeedCosts {
     pub h2d_bits_per_sec: u64,
     /// Device-to-device bandwidth between two of the node's GPUs.
     pub d2d_bits_per_sec: u64,
-    /// GPUs on the node that every batch is broadcast to.
+    /// The node's GPUs: worker `w` copies to GPU `w % gpus`, and every batch is broadcast
+    /// to all of them.
     pub gpus: u32,
+    /// GPUs over all nodes: every batch is split evenly over them.
+    pub gpus_total: u32,
 }
 
 impl FeedCosts {
@@ -50,13 +61,23 @@ impl FeedCosts {
         self.parse_time_us.saturating_mul(u64::from(records))
     }
 
-    /// Time for the collector to copy a batch of `records` to the first GPU and on to the
-    /// others, stretched by `slowdown` (1.0 for healthy GPUs).
-    pub fn copy_us(&self, records: usize, slowdown: f64) -> u64 {
-        let bits = (records as u128) * u128::from(self.record_size_bytes) * 8;
-        let transfer = |bps: u64| (bits * US_PER_SEC).div_ceil(u128::from(bps.max(1)));
-        let others = u128::from(self.gpus.saturating_sub(1));
-        let base = transfer(self.h2d_bits_per_sec) + others * transfer(self.d2d_bits_per_sec);
+    /// Time for a worker to copy its batch of `records` from host to its GPU, stretched by
+    /// that GPU's `slowdown` (1.0 when healthy).
+    pub fn h2d_us(&self, records: u32, slowdown: f64) -> u64 {
+        self.transfer_us(u64::from(records), self.h2d_bits_per_sec, slowdown)
+    }
+
+    /// Time for the collector to broadcast a batch: every local GPU receives its dense slice
+    /// of a `batch_size` batch at once (HugeCTR copies the slice's full size whatever the
+    /// batch holds), so it lasts one slice copy at the slowest GPU's `slowdown`.
+    pub fn broadcast_us(&self, batch_size: u32, slowdown: f64) -> u64 {
+        let slice = batch_size / self.gpus_total.max(1);
+        self.transfer_us(u64::from(slice), self.d2d_bits_per_sec, slowdown)
+    }
+
+    fn transfer_us(&self, records: u64, bits_per_sec: u64, slowdown: f64) -> u64 {
+        let bits = u128::from(records) * u128::from(self.record_size_bytes) * 8;
+        let base = (bits * US_PER_SEC).div_ceil(u128::from(bits_per_sec.max(1)));
         let scaled = (base as f64 * slowdown.max(1.0)).ceil();
         if scaled >= u64::MAX as f64 {
             u64::MAX
@@ -77,8 +98,7 @@ pub enum Delivery {
         epoch: u32,
         /// Its records, in batch order (its size is their count).
         records: Vec<RecordId>,
-        /// False when `Model::train` dropped it as incomplete: the trainer freed it at once
-        /// without a step and asks again.
+        /// False when `Model::train` dropped it as incomplete: the trainer asks again at once.
         trained: bool,
     },
     /// The end-of-data marker: the epoch is over; call [`NodeFeed::set_source`] to go on.
@@ -88,13 +108,41 @@ pub enum Delivery {
         /// The epoch that ended.
         epoch: u32,
     },
-    /// No batch will ever come: every thread is blocked (or `set_source` was refused).
+    /// No batch will ever come: every thread is blocked.
     Hang {
         /// The epoch the trainer is in.
         epoch: u32,
         /// Why, in one sentence.
         reason: String,
     },
+}
+
+/// Why [`NodeFeed::set_source`] did not start the next epoch.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SetSourceError {
+    /// HugeCTR's worker `set_source` threw `IllegalCall`: this worker was not at end of
+    /// data. Nothing in `Model::fit` catches it, so the training process exits with 1.
+    Refused {
+        /// The worker that threw.
+        worker: u32,
+    },
+    /// The trainer is not at an end-of-data marker: a caller's mistake.
+    NotAtEndOfData,
+}
+
+impl fmt::Display for SetSourceError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            SetSourceError::Refused { worker } => write!(
+                f,
+                "HugeCTR IllegalCall: set_source on data reader worker {worker}, which is not at \
+                 end of data; Model::fit does not catch it"
+            ),
+            SetSourceError::NotAtEndOfData => {
+                f.write_str("set_source is only called after the end-of-data marker")
+            }
+        }
+    }
 }
 
 /// Something a worker did that the trace keeps: a record skipped, a thread dying.
@@ -131,10 +179,11 @@ pub struct NodeFeed {
     /// Per background thread (workers by index, then the collector): the earliest time it
     /// may move next.
     ready_at_us: Vec<u64>,
-    /// When the batch in the broadcast buffer is fully copied.
-    broadcast_ready_at_us: u64,
-    /// The trainer holds a trained batch it frees when it asks for the next one.
-    holding: bool,
+    /// Per buffer (workers' by index, then the broadcast buffer): when the step that last
+    /// changed its state ended.
+    changed_at_us: Vec<u64>,
+    /// Buffer state changes not yet taken by the caller.
+    events: Vec<BufferEvent>,
     epoch: u32,
     notes: Vec<WorkerNote>,
 }
@@ -148,12 +197,13 @@ impl NodeFeed {
         start_us: u64,
     ) -> Result<NodeFeed, ConfigError> {
         let run = Run::new(cfg)?;
+        let threads = cfg.workers as usize + 1;
         Ok(NodeFeed {
             run,
             costs,
-            ready_at_us: vec![start_us; cfg.workers as usize + 1],
-            broadcast_ready_at_us: 0,
-            holding: false,
+            ready_at_us: vec![start_us; threads],
+            changed_at_us: vec![start_us; threads],
+            events: Vec::new(),
             epoch: 0,
             notes: Vec::new(),
         })
@@ -164,13 +214,9 @@ impl NodeFeed {
         self.epoch
     }
 
-    /// The next batch for a trainer asking at `now_us`, with copies stretched by
-    /// `copy_slowdown`. First frees the batch the trainer held (its step is done).
-    pub fn next_batch(&mut self, now_us: u64, copy_slowdown: f64) -> Delivery {
-        if self.holding {
-            self.holding = false;
-            self.step_trainer(now_us);
-        }
+    /// The next batch for a trainer asking at `now_us`; `slowdowns[g]` stretches copies to
+    /// local GPU `g` (missing entries are healthy GPUs).
+    pub fn next_batch(&mut self, now_us: u64, slowdowns: &[f64]) -> Delivery {
         if let Some(outcome) = self.run.outcome() {
             return self.stuck(outcome);
         }
@@ -189,9 +235,9 @@ impl NodeFeed {
                     .unwrap_or(Outcome::StepLimit { steps: 0 });
                 return self.stuck(outcome);
             };
-            self.step_background(actor, copy_slowdown);
+            self.step_background(actor, slowdowns);
         }
-        let ready_at_us = now_us.max(self.broadcast_ready_at_us);
+        let ready_at_us = now_us.max(self.changed_at_us[self.buffer_slot(BufferId::Broadcast)]);
         match self.step_trainer(ready_at_us) {
             Action::Trainer(TrainerAction::EndOfData) => Delivery::EndOfData {
                 ready_at_us,
@@ -199,13 +245,13 @@ impl NodeFeed {
             },
             Action::Trainer(TrainerAction::Acquired { .. }) => {
                 let records = self.run.buffers().get(BufferId::Broadcast).records.clone();
-                let trained = !self.drops(records.len());
-                if trained {
-                    self.holding = true;
-                } else {
-                    // `Model::train` skips the batch and frees it at once.
-                    self.step_trainer(ready_at_us);
-                }
+                // `ready_to_collect`: the trainer frees the broadcast buffer as soon as it has
+                // the batch, before it trains on it (or drops it).
+                let trained = match self.step_trainer(ready_at_us) {
+                    Action::Trainer(TrainerAction::Trained { .. }) => true,
+                    Action::Trainer(TrainerAction::Dropped { .. }) => false,
+                    other => unreachable!("the trainer releases what it took, not {other:?}"),
+                };
                 Delivery::Batch {
                     ready_at_us,
                     epoch: self.epoch,
@@ -218,26 +264,26 @@ impl NodeFeed {
     }
 
     /// HugeCTR's training loop at end of data: `set_source` on every worker, so the next
-    /// epoch reads the files again from the start. An error says why it was refused.
-    pub fn set_source(&mut self, now_us: u64) -> Result<u32, String> {
+    /// epoch reads the files again from the start.
+    pub fn set_source(&mut self, now_us: u64) -> Result<u32, SetSourceError> {
         if !self.run.enabled().contains(&ActorId::Trainer) {
-            return Err("set_source is only called after the end-of-data marker".into());
+            return Err(SetSourceError::NotAtEndOfData);
         }
         match self.step_trainer(now_us) {
             Action::Trainer(TrainerAction::SetSource { epoch }) => {
                 self.epoch = epoch;
                 Ok(epoch)
             }
-            Action::Trainer(TrainerAction::SetSourceRefused { worker }) => Err(format!(
-                "set_source throws because worker {worker} is not at end-of-data"
-            )),
-            other => Err(format!("the trainer did {other:?} instead of set_source")),
+            Action::Trainer(TrainerAction::SetSourceRefused { worker }) => {
+                Err(SetSourceError::Refused { worker })
+            }
+            _ => Err(SetSourceError::NotAtEndOfData),
         }
     }
 
     /// Moves out the buffer state changes logged since the last call, in order.
     pub fn take_buffer_events(&mut self) -> Vec<BufferEvent> {
-        self.run.take_events()
+        std::mem::take(&mut self.events)
     }
 
     /// Moves out the worker notes gathered since the last call, in order.
@@ -252,11 +298,11 @@ impl NodeFeed {
         }
     }
 
-    fn drops(&self, size: usize) -> bool {
-        let cfg = self.run.config();
-        cfg.consumer == Consumer::ModelTrain
-            && size < cfg.batch_size as usize
-            && !cfg.has_fix(FIX_TRAIN_KEEPS_INCOMPLETE_BATCHES)
+    fn buffer_slot(&self, buffer: BufferId) -> usize {
+        match buffer {
+            BufferId::Worker(w) => w as usize,
+            BufferId::Broadcast => self.changed_at_us.len() - 1,
+        }
     }
 
     fn stuck(&self, outcome: Outcome) -> Delivery {
@@ -265,7 +311,7 @@ impl NodeFeed {
                 format!("every reader thread is blocked: {}", blocked.join("; "))
             }
             Outcome::SetSourceRefused { worker, .. } => {
-                format!("set_source was refused by worker {worker}")
+                SetSourceError::Refused { worker }.to_string()
             }
             Outcome::Finished => "the reader has no epoch left".into(),
             Outcome::StepLimit { steps } => format!("the reader stopped after {steps} steps"),
@@ -277,40 +323,61 @@ impl NodeFeed {
     }
 
     /// Steps a worker or the collector at the earliest time it may move and charges its cost.
-    fn step_background(&mut self, actor: ActorId, copy_slowdown: f64) {
-        let at_us = self.ready_at_us[self.slot(actor)];
+    fn step_background(&mut self, actor: ActorId, slowdowns: &[f64]) {
         let before = self.run.enabled();
         let action = self.run.step(actor);
-        let cost_us = match &action {
+        let events = self.run.take_events();
+        // The thread acts on the buffers it changed: not before their last change ended.
+        let start_us = events
+            .iter()
+            .map(|e| self.changed_at_us[self.buffer_slot(e.buffer)])
+            .fold(self.ready_at_us[self.slot(actor)], u64::max);
+        let cost_us = self.cost_us(&action, slowdowns);
+        let done_us = start_us.saturating_add(cost_us);
+        let slot = self.slot(actor);
+        self.ready_at_us[slot] = done_us;
+        self.log(events, done_us);
+        self.wake(&before, actor, done_us);
+    }
+
+    /// What a background step costs: parsing, a worker's host-to-device copy, a broadcast.
+    fn cost_us(&mut self, action: &Action, slowdowns: &[f64]) -> u64 {
+        let gpus = self.costs.gpus.max(1) as usize;
+        let slowdown_of = |gpu: usize| slowdowns.get(gpu).copied().unwrap_or(1.0);
+        match action {
             Action::Worker(w, WorkerAction::ReadBatch(report)) => {
                 self.note_read(*w, report);
                 self.costs.parse_us(report.records_parsed)
             }
-            Action::Collector(CollectorAction::Broadcast { records, .. }) => {
-                self.costs.copy_us(records.len(), copy_slowdown)
+            Action::Worker(w, WorkerAction::Published { size }) => {
+                self.costs.h2d_us(*size, slowdown_of(*w as usize % gpus))
+            }
+            Action::Collector(CollectorAction::Broadcast { .. }) => {
+                let slowest = (0..gpus).map(slowdown_of).fold(1.0, f64::max);
+                self.costs
+                    .broadcast_us(self.run.config().batch_size, slowest)
             }
             _ => 0,
-        };
-        let done_us = at_us.saturating_add(cost_us);
-        let slot = self.slot(actor);
-        self.ready_at_us[slot] = done_us;
-        if matches!(action, Action::Collector(CollectorAction::Broadcast { .. }))
-            || matches!(
-                action,
-                Action::Collector(CollectorAction::EndOfEpoch { .. })
-            )
-        {
-            self.broadcast_ready_at_us = done_us;
         }
-        self.wake(&before, actor, done_us);
     }
 
     /// Steps the trainer at `at_us`; threads it unblocks may move from then on.
     fn step_trainer(&mut self, at_us: u64) -> Action {
         let before = self.run.enabled();
         let action = self.run.step(ActorId::Trainer);
+        let events = self.run.take_events();
+        self.log(events, at_us);
         self.wake(&before, ActorId::Trainer, at_us);
         action
+    }
+
+    /// Keeps a step's buffer changes for the caller and stamps their buffers with `done_us`.
+    fn log(&mut self, events: Vec<BufferEvent>, done_us: u64) {
+        for event in &events {
+            let slot = self.buffer_slot(event.buffer);
+            self.changed_at_us[slot] = self.changed_at_us[slot].max(done_us);
+        }
+        self.events.extend(events);
     }
 
     /// A step by `mover` ending at `done_us` may have unblocked other background threads:
@@ -411,77 +478,10 @@ pub fn costs_of(s: &crate::scenario::model::Scenario) -> Option<FeedCosts> {
         h2d_bits_per_sec: s.cluster.gpu.h2d_bits_per_sec,
         d2d_bits_per_sec: s.cluster.gpu.d2d_bits_per_sec,
         gpus: s.cluster.gpus_per_node,
+        gpus_total: s.cluster.nodes.saturating_mul(s.cluster.gpus_per_node),
     })
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn costs() -> FeedCosts {
-        FeedCosts {
-            parse_time_us: 1,
-            record_size_bytes: 1000,
-            h2d_bits_per_sec: 8_000_000_000,
-            d2d_bits_per_sec: 80_000_000_000,
-            gpus: 3,
-        }
-    }
-
-    /// Takes batches every `step_us` of compute until the first end marker.
-    fn epoch_sizes(cfg: &ReaderConfig, step_us: u64) -> (Vec<usize>, u64) {
-        let mut feed = NodeFeed::new(cfg, costs(), 0).unwrap();
-        let (mut now, mut sizes, mut stalled) = (0, Vec::new(), 0);
-        loop {
-            match feed.next_batch(now, 1.0) {
-                Delivery::Batch {
-                    ready_at_us,
-                    records,
-                    ..
-                } => {
-                    stalled += ready_at_us - now;
-                    sizes.push(records.len());
-                    now = ready_at_us + step_us;
-                }
-                Delivery::EndOfData { .. } => return (sizes, stalled),
-                Delivery::Hang { reason, .. } => panic!("hang: {reason}"),
-            }
-        }
-    }
-
-    #[test]
-    fn hugectrs_unit_test_case_through_the_feed() {
-        let mut cfg = ReaderConfig::new(1, 10, 74, 32);
-        cfg.consumer = Consumer::ReadBatch;
-        let (sizes, _) = epoch_sizes(&cfg, 100);
-        assert_eq!(sizes.len(), 24);
-        assert!(sizes[..23].iter().all(|&s| s == 32));
-        assert_eq!(sizes[23], 4);
-    }
-
-    #[test]
-    fn costs_follow_bandwidth_and_reading_overlaps_compute() {
-        // 10 records of 1000 B: 10 µs at 8 Gbps h2d, then 1 µs to each of two more GPUs.
-        assert_eq!(costs().copy_us(10, 1.0), 12);
-        assert_eq!(costs().copy_us(10, 2.0), 24);
-        let cfg = ReaderConfig::new(2, 4, 64, 16);
-        // Parsing a batch takes 16 µs and copying it 20 µs: a slow trainer waits only for
-        // the first batch, a fast one waits on the copies of every batch.
-        let (_, slow_trainer_stall) = epoch_sizes(&cfg, 10_000);
-        let (_, fast_trainer_stall) = epoch_sizes(&cfg, 1);
-        assert_eq!(slow_trainer_stall, 16 + costs().copy_us(16, 1.0));
-        assert!(fast_trainer_stall > 10 * costs().copy_us(16, 1.0));
-    }
-
-    #[test]
-    fn a_dead_worker_hangs_the_feed_and_runs_round_trip() {
-        let mut cfg = ReaderConfig::new(1, 12, 4, 4);
-        cfg.broken_files = (0..10).collect();
-        let mut feed = NodeFeed::new(&cfg, costs(), 0).unwrap();
-        assert!(matches!(feed.next_batch(0, 1.0), Delivery::Hang { .. }));
-        let records = [(0, 1), (0, 2), (0, 4), (1, 5)].map(|(f, r)| RecordId::new(f, r));
-        let runs = record_runs(&records);
-        assert_eq!(runs, vec![[0, 1, 2], [0, 4, 1], [1, 5, 1]]);
-        assert!(expand_runs(&runs).eq(records));
-    }
-}
+#[path = "feed_tests.rs"]
+mod tests;

@@ -1,6 +1,8 @@
 //! A pure, deterministic model of HugeCTR's "Norm" data reader (tags v3.1 to v23.09): worker
 //! threads parse files into their own buffers, a collector moves those buffers round-robin to
-//! the broadcast buffer, and the trainer consumes them.
+//! the broadcast buffer, and the trainer consumes them. Where those tags differ, the model
+//! follows v3.4.1 and later: more workers than files is refused (earlier tags let the extra
+//! workers end at once, or in repeat mode read other workers' files again).
 //!
 //! There is no simulator here: a [`run::Run`] steps one thread at a time in an order chosen
 //! by a caller's [`run::Scheduler`], logs every buffer state change, detects hangs, and hands
@@ -26,7 +28,7 @@ pub use config::{
     FIX_EMPTY_BATCH_IS_END_MARKER, FIX_TRAIN_KEEPS_INCOMPLETE_BATCHES,
     FIX_WORKER_FAILURE_IS_END_OF_DATA, KNOWN_FIXES, KNOWN_MUTANTS, MUTANT_DOUBLE_PUBLISH,
 };
-pub use feed::{Delivery, FeedCosts, NodeFeed, WorkerNote};
+pub use feed::{Delivery, FeedCosts, NodeFeed, SetSourceError, WorkerNote};
 pub use files::{FileSource, RecordId};
 pub use run::{
     run, Action, EpochOutput, Outcome, Prefer, RoundRobin, Run, RunOutput, Scheduler, Scripted,

@@ -94,6 +94,19 @@ fn config_validation_names_the_problem() {
     cfg.nodes = 2;
     assert_eq!(cfg.validate(), Ok(()));
     assert_eq!(cfg.dense_slice(), 0..2);
+    // HugeCTR splits a batch over every GPU: 4 does not split over 2 nodes × 4 GPUs.
+    cfg.gpus_per_node = 4;
+    assert_eq!(
+        cfg.validate(),
+        Err(ConfigError::BadSlice {
+            batch_size: 4,
+            nodes: 2,
+            gpus_per_node: 4,
+            node: 0
+        })
+    );
+    cfg.gpus_per_node = 2;
+    assert_eq!(cfg.validate(), Ok(()));
 }
 
 #[test]

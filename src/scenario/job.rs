@@ -206,7 +206,8 @@ fn reader_shape(p: &FieldPath, r: &RawReader) -> Check<(u32, u32, u64, u64)> {
     )?;
     let files = in_range(&p.key("files"), r.files.unwrap_or(12), 1, READER_FILES_MAX)?;
     if workers > files {
-        // HugeCTR's `FileSource` refuses a worker that would have no file.
+        // HugeCTR's `FileSource` refuses a worker that would have no file (from v3.4.1 on,
+        // the version the model follows).
         let msg = format!("{workers} workers need at least as many files (files = {files})");
         return Err(issue(&p.key("workers"), msg));
     }
@@ -230,7 +231,9 @@ fn reader_shape(p: &FieldPath, r: &RawReader) -> Check<(u32, u32, u64, u64)> {
     Ok((workers, files, records_per_file, batch_size))
 }
 
-/// `[reader]`, when present.
+/// `[reader]`, when present. A batch that does not split over every GPU is valid input:
+/// HugeCTR's `DataReader` refuses it when the training script builds it, so the workers
+/// fail (see `job::reader_feed`).
 pub fn reader(raw: &Option<RawReader>) -> Check<Option<ReaderConfig>> {
     let Some(r) = raw else { return Ok(None) };
     let p = FieldPath::root().key("reader");
