@@ -38,9 +38,9 @@ pub const FUZZ_CASES: u32 = 12;
 pub const FUZZ_CAMPAIGN_CASES: u64 = 400;
 /// The seed every workload runs with.
 pub const BENCH_SEED: u64 = 1;
-/// Simulator events one scale workload may cost. The 1024-node round costs about 3.0
-/// million; the 4096-node one would cost many times more (torch's compare-and-sets grow
-/// faster than nodes², see docs/performance.md), so it stops here and its line says how far it got.
+/// Simulator events one scale workload may cost. The 1024-node round costs about 2.6
+/// million; the 4096-node one many times more (torch's compare-and-sets grow faster than
+/// nodes², see docs/performance.md). Past the bound a line says how far its round got.
 pub const SCALE_SIM_EVENTS_MAX: u64 = 6_000_000;
 /// Items `randperm-10m` permutes.
 pub const RANDPERM_ITEMS: u64 = 10_000_000;
@@ -127,6 +127,10 @@ fn reference() -> Result<Figures, String> {
             "speedup": round2(report.sim_time_us as f64 / wall_us as f64),
             "events": report.events,
             "sim_events": trace.sim_events,
+            // What the simulation costs per second it simulates, whatever the machine.
+            "sim_events_per_sim_sec": round2(
+                trace.sim_events as f64 / (report.sim_time_us.max(1) as f64 / 1e6)
+            ),
             "floor_wall_us": floor_wall_us,
             "floor_ratio": round2(floor_ratio),
             "outcome": report.outcome,

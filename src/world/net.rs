@@ -390,12 +390,16 @@ pub fn processes_died_on(ip: IpAddr) {
     });
 }
 
-/// Receives a server keeps waiting at once. madsim charges every receive a random delay
-/// that its `sleep` rounds up to 1 ms, so one receive at a time caps a server at 1 000
+/// Receives a server keeps waiting at once, at least. madsim charges every receive a random
+/// delay that its `sleep` rounds up to 1 ms, so one receive at a time caps a server at 1 000
 /// messages per simulated second: a 1 024-node join storm queued requests for over 60 s
-/// (TCPStore's timeout) behind that cap, an artefact no real TCPStore has. 32 raise the cap
-/// to 32 000 a second; 256 made small runs about twice as slow.
-const RECEIVES_IN_FLIGHT: usize = 32;
+/// (TCPStore's timeout) behind that cap, an artefact no real TCPStore has. A server with
+/// more clients keeps one receive per client, as TCPStore reads every connection: a message
+/// that finds no receive waits in madsim's mailbox, which serves the newest first
+/// (`swap_remove`), and under a 4 096-node storm the oldest requests starved past 60 s.
+const RECEIVES_IN_FLIGHT_MIN: usize = 32;
+/// Clients a server tells apart for its receive count; past it, one receive per client.
+const CLIENTS_COUNTED_MAX: usize = 65_536;
 
 /// One pending receive of a request message.
 type Receive =
@@ -408,6 +412,8 @@ pub struct RpcServer {
     incarnation: u64,
     replies: std::sync::Arc<std::sync::Mutex<ReplyCache>>,
     receiving: futures::stream::FuturesUnordered<Receive>,
+    /// The clients that sent to this server (each is one connection).
+    clients: BTreeSet<SocketAddr>,
 }
 
 /// What the server knows of a request id from one client.
@@ -448,6 +454,7 @@ impl RpcServer {
             incarnation,
             replies: Default::default(),
             receiving: futures::stream::FuturesUnordered::new(),
+            clients: BTreeSet::new(),
         })
     }
 
@@ -455,7 +462,8 @@ impl RpcServer {
     /// answered request is answered again from the cache here.
     pub async fn recv<Req: Send + Sync + 'static>(&mut self) -> Incoming<Req> {
         loop {
-            while self.receiving.len() < RECEIVES_IN_FLIGHT {
+            let receives = RECEIVES_IN_FLIGHT_MIN.max(self.clients.len());
+            while self.receiving.len() < receives {
                 let endpoint = self.endpoint.clone();
                 self.receiving.push(Box::pin(async move {
                     endpoint.recv_from_raw(REQUEST_TAG).await
@@ -464,6 +472,9 @@ impl RpcServer {
             let Some(Ok((payload, from))) = self.receiving.next().await else {
                 continue;
             };
+            if self.clients.len() < CLIENTS_COUNTED_MAX {
+                self.clients.insert(from);
+            }
             let (id, incarnation, acked, request) = *payload
                 .downcast::<Wire<Req>>()
                 .expect("requests on a server socket all have its request type");
