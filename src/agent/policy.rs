@@ -66,13 +66,49 @@ impl WorkerGroupState {
     }
 }
 
+/// Why the agent restarts its workers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RestartReason {
+    /// A worker failed (counted).
+    Failure,
+    /// A member of the group came back as a new process (counted with the fix
+    /// `count-rejoined-failures`).
+    MemberRejoined,
+    /// Nodes wait to join (uncounted, as torch does).
+    MembershipChange,
+}
+
+impl RestartReason {
+    /// The name the trace's `agent_restart.reason` carries.
+    pub fn name(self) -> &'static str {
+        match self {
+            RestartReason::Failure => "failure",
+            RestartReason::MemberRejoined => "member_rejoined",
+            RestartReason::MembershipChange => "membership_change",
+        }
+    }
+
+    /// Why the workers stop before the restart, in the words of the trace's
+    /// `workers_stopped.reason`.
+    pub fn stop_reason(self) -> &'static str {
+        match self {
+            RestartReason::Failure => "a worker failed",
+            RestartReason::MemberRejoined => "a member rejoined after a failure",
+            RestartReason::MembershipChange => "membership change",
+        }
+    }
+}
+
 /// What the monitor loop does next.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Decision {
     /// Keep monitoring.
     Continue,
     /// Stop the workers and re-rendezvous; `counted` restarts spent the budget.
-    Restart { counted: bool, reason: &'static str },
+    Restart {
+        counted: bool,
+        reason: RestartReason,
+    },
     /// Stop the workers and end the agent FAILED: no restarts remain.
     GiveUp,
 }
@@ -107,7 +143,7 @@ impl RestartPolicy {
 
     /// The monitor saw a FAILED (or UNHEALTHY) group: restart while the budget lasts.
     pub fn on_failure(&mut self) -> Decision {
-        self.spend("failure")
+        self.spend(RestartReason::Failure)
     }
 
     /// The monitor saw a HEALTHY group and `waiting` nodes want to join (their addresses,
@@ -124,11 +160,11 @@ impl RestartPolicy {
         }
         let rejoined = waiting.iter().any(|addr| members.contains(addr));
         if rejoined && self.has_fix(FIX_COUNT_REJOINED_FAILURES) {
-            return self.spend("member_rejoined");
+            return self.spend(RestartReason::MemberRejoined);
         }
         Decision::Restart {
             counted: false,
-            reason: "membership_change",
+            reason: RestartReason::MembershipChange,
         }
     }
 
@@ -144,7 +180,7 @@ impl RestartPolicy {
         }
     }
 
-    fn spend(&mut self, reason: &'static str) -> Decision {
+    fn spend(&mut self, reason: RestartReason) -> Decision {
         if self.remaining_restarts == 0 {
             return Decision::GiveUp;
         }
@@ -195,7 +231,7 @@ mod tests {
             d,
             Decision::Restart {
                 counted: false,
-                reason: "membership_change"
+                reason: RestartReason::MembershipChange
             }
         );
         assert_eq!(p.restart_count(), 0);
@@ -213,7 +249,7 @@ mod tests {
             d,
             Decision::Restart {
                 counted: true,
-                reason: "member_rejoined"
+                reason: RestartReason::MemberRejoined
             }
         );
         assert_eq!(

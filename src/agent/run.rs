@@ -249,8 +249,8 @@ async fn invoke_run(
                 });
             }
             Decision::Restart { counted, reason } => {
-                record_restart(env, counted, policy.restart_count(), reason);
-                workers.stop(env, restart_stop_reason(reason)).await;
+                record_restart(env, counted, policy.restart_count(), reason.name());
+                workers.stop(env, reason.stop_reason()).await;
                 group.enter(env, WorkerGroupState::Stopped);
                 workers =
                     initialize_workers(env, handler, store, &mut policy, &highest_step).await?;
@@ -290,15 +290,6 @@ async fn next_tick(
     if let Either::Right(((), _)) = select(idle, wake.notified()).await {
         let ticks = (time::elapsed_us() - start_us).div_ceil(interval_us).max(1);
         time::sleep_until_us(start_us + ticks * interval_us).await;
-    }
-}
-
-/// Why the workers stop before a restart, in the words the trace has always used.
-fn restart_stop_reason(reason: &str) -> &'static str {
-    match reason {
-        "failure" => "a worker failed",
-        "member_rejoined" => "a member rejoined after a failure",
-        _ => "membership change",
     }
 }
 

@@ -6,7 +6,7 @@
 //! order, so the output never depends on which run finished first. The progress bar is
 //! display only, drawn when stderr is a terminal, and never reaches stdout or a file.
 
-use super::run::{parse_seed_range, run_seed, seeds_for, SeedRange};
+use super::run::{run_seed, SeedArgs};
 use crate::check::Status;
 use crate::report::Report;
 use crate::runner::HarnessFailure;
@@ -33,12 +33,8 @@ pub struct CheckArgs {
     /// Scenario files, or directories whose `*.toml` files are the suite.
     #[arg(required = true, value_name = "DIR|FILE")]
     pub paths: Vec<PathBuf>,
-    /// Run every scenario with this seed instead of its file's `seed`.
-    #[arg(long, conflicts_with = "seeds")]
-    pub seed: Option<u64>,
-    /// Run every scenario with a range of seeds: `A..B` runs A to B-1, `A..=B` includes B.
-    #[arg(long, value_name = "A..B", value_parser = parse_seed_range)]
-    pub seeds: Option<SeedRange>,
+    #[command(flatten)]
+    pub seeds: SeedArgs,
     /// Run every seed twice and fail (exit 3) if the traces differ.
     #[arg(long)]
     pub check_determinism: bool,
@@ -135,13 +131,14 @@ pub fn execute(args: CheckArgs) -> i32 {
     let jobs: Vec<Job> = (0..scenarios.len())
         .filter(|&i| shard.owns(i))
         .flat_map(|i| {
-            seeds_for(args.seed, args.seeds, &scenarios[i].1)
+            args.seeds
+                .for_scenario(&scenarios[i].1)
                 .map(move |seed| Job { scenario: i, seed })
         })
         .collect();
     let mut results = run_jobs(&scenarios, &jobs, &args);
     // Name testcases by seed too only when a range asks for several seeds per file.
-    let several_seeds = args.seeds.is_some_and(|r| r.end_exclusive - r.start > 1);
+    let several_seeds = args.seeds.several();
     if let Some(dir) = &args.html {
         let labels: Vec<(String, u64)> = jobs
             .iter()

@@ -22,12 +22,8 @@ pub struct RunArgs {
     /// Scenario files (TOML) to run; without one, the scenarios in `scenarios/` are listed.
     #[arg(value_name = "FILE")]
     pub files: Vec<PathBuf>,
-    /// Run with this seed instead of the file's `seed`.
-    #[arg(long, conflicts_with = "seeds")]
-    pub seed: Option<u64>,
-    /// Run a range of seeds: `A..B` runs A to B-1, `A..=B` includes B.
-    #[arg(long, value_name = "A..B", value_parser = parse_seed_range)]
-    pub seeds: Option<SeedRange>,
+    #[command(flatten)]
+    pub seeds: SeedArgs,
     /// `text` for people, `json` for one JSON object per run (one line each).
     #[arg(long, value_enum, default_value = "text")]
     pub format: Format,
@@ -55,6 +51,34 @@ pub struct RunArgs {
 pub enum Format {
     Text,
     Json,
+}
+
+/// `--seed` / `--seeds`, which `run` and `check` share.
+#[derive(Debug, Clone, Copy, clap::Args)]
+pub struct SeedArgs {
+    /// Run with this seed instead of each file's `seed`.
+    #[arg(long, conflicts_with = "seeds")]
+    pub seed: Option<u64>,
+    /// Run a range of seeds: `A..B` runs A to B-1, `A..=B` includes B.
+    #[arg(long, value_name = "A..B", value_parser = parse_seed_range)]
+    pub seeds: Option<SeedRange>,
+}
+
+impl SeedArgs {
+    /// The seeds to run `scenario` with: `--seed`, else the `--seeds` range, else the
+    /// file's own seed.
+    pub fn for_scenario(&self, scenario: &Scenario) -> std::ops::RangeInclusive<u64> {
+        match (self.seed, self.seeds) {
+            (Some(seed), _) => seed..=seed,
+            (None, Some(range)) => range.start..=range.end_exclusive - 1,
+            (None, None) => scenario.seed..=scenario.seed,
+        }
+    }
+
+    /// Whether a range asks for more than one seed per file.
+    pub fn several(&self) -> bool {
+        self.seed.is_none() && self.seeds.is_some_and(|r| r.end_exclusive - r.start > 1)
+    }
 }
 
 /// A half-open range of seeds.
@@ -121,7 +145,7 @@ pub fn execute(args: RunArgs) -> i32 {
     }
     for (flag, path) in [("--trace", &args.trace), ("--html", &args.html)] {
         let Some(path) = path else { continue };
-        let seeds = seeds_for(args.seed, args.seeds, &scenarios[0].1);
+        let seeds = args.seeds.for_scenario(&scenarios[0].1);
         if scenarios.len() != 1 || seeds.start() != seeds.end() {
             eprintln!(
                 "error: {flag} {} writes one run: give exactly one FILE and one seed",
@@ -133,7 +157,7 @@ pub fn execute(args: RunArgs) -> i32 {
     let mut any_failed = false;
     let mut any_harness_failure = false;
     for (file, scenario) in &scenarios {
-        for seed in seeds_for(args.seed, args.seeds, scenario) {
+        for seed in args.seeds.for_scenario(scenario) {
             match run_seed(scenario, file, seed, args.check_determinism, &options) {
                 Ok((report, trace)) => {
                     any_failed |= !report.passed();
@@ -193,19 +217,6 @@ fn write_trace(path: &Path, report: &Report, trace: &Trace) -> Result<(), i32> {
         eprintln!("error: cannot write the trace to {}: {e}", path.display());
         2
     })
-}
-
-/// The seeds to run: `--seed`, else the `--seeds` range, else the file's own seed.
-pub(crate) fn seeds_for(
-    seed: Option<u64>,
-    seeds: Option<SeedRange>,
-    scenario: &Scenario,
-) -> std::ops::RangeInclusive<u64> {
-    match (seed, seeds) {
-        (Some(seed), _) => seed..=seed,
-        (None, Some(range)) => range.start..=range.end_exclusive - 1,
-        (None, None) => scenario.seed..=scenario.seed,
-    }
 }
 
 fn print_harness_failure(failure: &HarnessFailure) {

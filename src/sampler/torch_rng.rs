@@ -277,10 +277,7 @@ fn advise_huge_pages<T>(values: &mut Vec<T>) {
     }
     #[cfg(target_os = "linux")]
     {
-        extern "C" {
-            fn madvise(addr: *mut std::ffi::c_void, len: usize, advice: i32) -> i32;
-        }
-        const MADV_HUGEPAGE: i32 = 14;
+        // x86-64 and aarch64 Linux back transparent huge pages with 2 MiB pages.
         const HUGE_PAGE_BYTES: usize = 2 << 20;
         let start = values.as_mut_ptr() as usize;
         let aligned_start = start.next_multiple_of(HUGE_PAGE_BYTES);
@@ -289,10 +286,10 @@ fn advise_huge_pages<T>(values: &mut Vec<T>) {
             // SAFETY: the range lies inside the vector's own allocation; MADV_HUGEPAGE only
             // changes how the kernel backs it, never its contents. A failure is harmless.
             unsafe {
-                madvise(
-                    aligned_start as *mut std::ffi::c_void,
+                libc::madvise(
+                    aligned_start as *mut libc::c_void,
                     aligned_end - aligned_start,
-                    MADV_HUGEPAGE,
+                    libc::MADV_HUGEPAGE,
                 );
             }
         }
