@@ -23,7 +23,7 @@ fn store(
 
 fn ok_exit() -> AgentExit {
     AgentExit {
-        state: "SUCCEEDED".into(),
+        state: trainsim::trace::AgentState::Succeeded,
         reason: "done".into(),
     }
 }

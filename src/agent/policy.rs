@@ -2,6 +2,7 @@
 //! `SimpleElasticAgent._invoke_run`, the worker-group states it moves through, and the
 //! opt-in agent fixes (`agent.fixes`) that change how restarts are counted.
 
+use crate::trace::AgentState;
 use std::collections::BTreeSet;
 
 /// Fix for pytorch#135712 / pytorch#108158: `TORCHELASTIC_RESTART_COUNT` is per agent, so
@@ -35,9 +36,9 @@ pub const KNOWN_AGENT_FIXES: &[&str] = &[
 /// `launch_agent`'s shutdown rule for an agent that exits in `state` (not by a signal):
 /// torch closes the rendezvous whatever the state; with [`FIX_KEEP_OPEN_ON_FAILURE`] a
 /// FAILED agent leaves it open.
-pub fn closes_rendezvous_on_exit(state: &str, fixes: &[String]) -> bool {
+pub fn closes_rendezvous_on_exit(state: AgentState, fixes: &[String]) -> bool {
     let keep_open = fixes.iter().any(|f| f == FIX_KEEP_OPEN_ON_FAILURE);
-    !(keep_open && state == "FAILED")
+    !(keep_open && state == AgentState::Failed)
 }
 
 /// torch's `WorkerState`, as the agent's worker group moves through it. `LocalElasticAgent`
@@ -260,11 +261,11 @@ mod tests {
 
     #[test]
     fn a_failed_agent_closes_the_rendezvous_unless_fixed() {
-        assert!(closes_rendezvous_on_exit("FAILED", &[]));
-        assert!(closes_rendezvous_on_exit("SUCCEEDED", &[]));
+        assert!(closes_rendezvous_on_exit(AgentState::Failed, &[]));
+        assert!(closes_rendezvous_on_exit(AgentState::Succeeded, &[]));
         let fixed = vec![FIX_KEEP_OPEN_ON_FAILURE.to_owned()];
-        assert!(!closes_rendezvous_on_exit("FAILED", &fixed));
-        assert!(closes_rendezvous_on_exit("SUCCEEDED", &fixed));
+        assert!(!closes_rendezvous_on_exit(AgentState::Failed, &fixed));
+        assert!(closes_rendezvous_on_exit(AgentState::Succeeded, &fixed));
     }
 
     #[test]

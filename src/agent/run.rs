@@ -15,7 +15,7 @@ use crate::job::{self, GroupPlan, WorkerStatus};
 use crate::rendezvous::handler::{RendezvousError, RendezvousHandler, RendezvousInfo};
 use crate::rendezvous::settings::RendezvousSettings;
 use crate::store::service::{StoreClient, READ_TIMEOUT_US};
-use crate::trace::EventKind;
+use crate::trace::{AgentState, EventKind};
 use crate::world::wake::Wake;
 use crate::world::{spawn, time, AgentExit, NodeEnv};
 use futures::future::{select, Either};
@@ -65,7 +65,7 @@ pub async fn agent_process_with(env: NodeEnv, mutants: Arc<BTreeSet<String>>) ->
         Ok(store) => store,
         Err(e) => {
             return AgentExit {
-                state: "FAILED".into(),
+                state: AgentState::Failed,
                 reason: e.to_string(),
             }
         }
@@ -86,7 +86,7 @@ pub async fn agent_process_with(env: NodeEnv, mutants: Arc<BTreeSet<String>>) ->
             stop_workers_wait().await;
             handler.stop_heartbeats().await;
             AgentExit {
-                state: "STOPPED".into(),
+                state: AgentState::Stopped,
                 reason: "SIGTERM: the agent shut down its workers".into(),
             }
         }
@@ -97,7 +97,7 @@ pub async fn agent_process_with(env: NodeEnv, mutants: Arc<BTreeSet<String>>) ->
             };
             // `launch_agent` closes the rendezvous on every other exit, success included
             // (unless the fix `keep-open-on-failure` keeps it open for a failed agent).
-            if closes_rendezvous_on_exit(&exit.state, &env.scenario().agent.fixes) {
+            if closes_rendezvous_on_exit(exit.state, &env.scenario().agent.fixes) {
                 handler.shutdown().await;
             } else {
                 handler.stop_heartbeats().await;
@@ -120,13 +120,13 @@ fn rendezvous_error_exit(env: &NodeEnv, e: RendezvousError) -> AgentExit {
     });
     match e {
         RendezvousError::GracefulExit(_) => AgentExit {
-            state: "FAILED".into(),
+            state: AgentState::Failed,
             reason: format!(
                 "graceful exit ({e}); launch_agent then fails on the missing run result"
             ),
         },
         _ => AgentExit {
-            state: "FAILED".into(),
+            state: AgentState::Failed,
             reason: e.to_string(),
         },
     }
@@ -209,7 +209,7 @@ async fn invoke_run(
                 workers.stop(env, "succeeded").await;
                 exit_barrier(env, store, &info).await;
                 return Ok(AgentExit {
-                    state: "SUCCEEDED".into(),
+                    state: AgentState::Succeeded,
                     reason: "every worker finished".into(),
                 });
             }
@@ -244,7 +244,7 @@ async fn invoke_run(
                 workers.stop(env, "no restarts remain").await;
                 group.enter(env, WorkerGroupState::Failed);
                 return Ok(AgentExit {
-                    state: "FAILED".into(),
+                    state: AgentState::Failed,
                     reason: format!("{why}{BUDGET_SPENT}"),
                 });
             }

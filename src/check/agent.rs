@@ -4,7 +4,7 @@
 use super::membership::RoundId;
 use super::{InvariantResult, Violation};
 use crate::scenario::model::Scenario;
-use crate::trace::{EventKind, Trace};
+use crate::trace::{AgentState, EventKind, Trace};
 use std::collections::{BTreeMap, BTreeSet};
 
 /// What one agent process has done so far that the budget cares about.
@@ -149,11 +149,11 @@ pub(super) fn restart_budget(scenario: &Scenario, trace: &Trace) -> InvariantRes
     for event in &trace.events {
         let node = event.node.as_deref();
         applicable |= matches!(&event.kind, EventKind::AgentRestart { .. })
-            || matches!(&event.kind, EventKind::AgentExited { state, .. } if state == "FAILED");
+            || matches!(&event.kind, EventKind::AgentExited { state, .. } if *state == AgentState::Failed);
         if let EventKind::AgentExited { pid, state, .. } = &event.kind {
             let process = budget.processes.entry(*pid).or_default();
             let made = process.counted_restarts.max(process.failure_restarts);
-            if state == "FAILED" && made < max && !process.rendezvous_failed_last {
+            if *state == AgentState::Failed && made < max && !process.rendezvous_failed_last {
                 violations.push(Violation::new(
                     event.at_us,
                     node,
@@ -244,7 +244,7 @@ mod tests {
             e(0, "node-0", started(1)),
             e(10, "node-0", restart(1, true, 1)),
             e(11, "node-0", restart(1, false, 1)),
-            e(20, "node-0", exited(1, "FAILED")),
+            e(20, "node-0", exited(1, AgentState::Failed)),
         ];
         let r = restart_budget(&scenario(), &trace(events));
         assert_eq!(r.status, Status::Held, "{:?}", r.violations);
@@ -256,7 +256,7 @@ mod tests {
             e(0, "node-0", started(1)),
             e(1, "node-0", joining(1)),
             e(601, "node-0", rdzv_failed(1, "timeout")),
-            e(601, "node-0", exited(1, "FAILED")),
+            e(601, "node-0", exited(1, AgentState::Failed)),
         ];
         let r = restart_budget(&scenario(), &trace(events));
         assert_eq!(r.status, Status::Held, "{:?}", r.violations);
@@ -269,7 +269,7 @@ mod tests {
             e(10, "node-0", restart(1, true, 1)),
             e(20, "node-0", restart(1, true, 2)),
             e(0, "node-1", started(2)),
-            e(30, "node-1", exited(2, "FAILED")),
+            e(30, "node-1", exited(2, AgentState::Failed)),
         ];
         let r = restart_budget(&scenario(), &trace(events));
         assert_eq!(r.status, Status::Violated);
@@ -385,7 +385,7 @@ mod tests {
         regroup(&mut events, 11, "node-0", 100, 1);
         regroup(&mut events, 11, "node-1", 101, 1);
         events.push(e(20, "node-0", worker_failed(100)));
-        events.push(e(20, "node-0", exited(100, "FAILED")));
+        events.push(e(20, "node-0", exited(100, AgentState::Failed)));
         let r = restart_budget(&scenario(), &trace(events));
         assert_eq!(r.status, Status::Held, "{:?}", r.violations);
     }

@@ -4,7 +4,7 @@
 //! tests read like the story they tell.
 
 use crate::scenario::model::*;
-use crate::trace::{Event, EventKind, RunEnd, Trace};
+use crate::trace::{AgentState, Event, EventKind, RunEnd, Trace};
 
 /// One simulated second.
 pub const S: u64 = 1_000_000;
@@ -73,10 +73,10 @@ pub fn killed(pid: u32) -> EventKind {
     EventKind::AgentKilled { pid }
 }
 
-pub fn exited(pid: u32, state: &str) -> EventKind {
+pub fn exited(pid: u32, state: AgentState) -> EventKind {
     EventKind::AgentExited {
         pid,
-        state: state.into(),
+        state,
         reason: "test".into(),
     }
 }
@@ -206,7 +206,11 @@ pub fn happy_run(n: u32, steps: u64) -> Vec<Event> {
     }
     events.push(e(3 + steps, "node-0", closed(100, 0)));
     for i in 0..n {
-        events.push(e(3 + steps, &node_name(i), exited(100 + i, "SUCCEEDED")));
+        events.push(e(
+            3 + steps,
+            &node_name(i),
+            exited(100 + i, AgentState::Succeeded),
+        ));
     }
     events
 }

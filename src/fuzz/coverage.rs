@@ -6,7 +6,7 @@
 
 use crate::scenario::model::{node_name, Scenario, StoreHost};
 use crate::trace::event::{Event, EventKind};
-use crate::trace::Trace;
+use crate::trace::{AgentState, Trace};
 use std::collections::{BTreeMap, BTreeSet};
 
 /// Every situation, by name, with how the trace shows it.
@@ -114,7 +114,8 @@ impl<'a> Reader<'a> {
             EventKind::AgentKilled { .. } | EventKind::AgentExited { .. } => {
                 self.pending.remove(&node);
                 self.last_heartbeat.remove(&node);
-                if matches!(&e.kind, EventKind::AgentExited { state, .. } if state == "FAILED") {
+                if matches!(&e.kind, EventKind::AgentExited { state, .. } if *state == AgentState::Failed)
+                {
                     self.hit.insert("agent_failed");
                 }
             }

@@ -274,7 +274,7 @@ fn agents(trace: &Trace) -> Vec<AgentSummary> {
         };
         match &event.kind {
             EventKind::AgentExited { state, reason, .. } => {
-                summary.final_state = state.clone();
+                summary.final_state = state.to_string();
                 summary.exit_reason = reason.clone();
             }
             EventKind::AgentKilled { .. } => summary.final_state = "KILLED".to_owned(),

@@ -204,7 +204,7 @@ fn agents_report_the_restart_count_group_state_and_exit_reason() {
         "node-0",
         EventKind::AgentExited {
             pid: 100,
-            state: "FAILED".into(),
+            state: crate::trace::AgentState::Failed,
             reason: "no restarts remain".into(),
         },
     ));

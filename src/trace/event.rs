@@ -18,6 +18,34 @@ pub struct Event {
     pub kind: EventKind,
 }
 
+/// The worker group's final state when an agent process ends (torch's `WorkerState`, as
+/// `run()` returns it), named as torch names it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
+pub enum AgentState {
+    Succeeded,
+    Failed,
+    /// Ended by SIGTERM (`SignalException`) with its workers stopped.
+    Stopped,
+}
+
+impl AgentState {
+    /// torch's name of the state.
+    pub fn name(self) -> &'static str {
+        match self {
+            AgentState::Succeeded => "SUCCEEDED",
+            AgentState::Failed => "FAILED",
+            AgentState::Stopped => "STOPPED",
+        }
+    }
+}
+
+impl std::fmt::Display for AgentState {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
 /// What happened.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(tag = "type", rename_all = "snake_case")]
@@ -27,10 +55,10 @@ pub enum EventKind {
     /// An agent process started (at t = 0, on `start` or on `restart`); pids are new each time.
     AgentStarted { pid: u32 },
     /// The agent process ended: `state` is the worker group's final state
-    /// (`SUCCEEDED`, `FAILED`, `STOPPED`, `UNKNOWN`), `reason` says why in words.
+    /// (`SUCCEEDED`, `FAILED`, `STOPPED`), `reason` says why in words.
     AgentExited {
         pid: u32,
-        state: String,
+        state: AgentState,
         reason: String,
     },
     /// The agent process was killed (SIGKILL or power loss); nothing ran after this.

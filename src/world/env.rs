@@ -79,7 +79,7 @@ pub(super) async fn process_main(world: Arc<World>, index: u32) {
     let exit = (world.programs.agent)(env.clone()).await;
     let store_task = {
         let mut st = world.state.lock().expect("world lock");
-        if exit.state == "SUCCEEDED" {
+        if exit.state == crate::trace::AgentState::Succeeded {
             st.any_succeeded = true;
         }
         st.nodes[index as usize]

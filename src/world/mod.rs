@@ -33,8 +33,8 @@ use std::time::Duration;
 /// How an agent process ended by itself.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct AgentExit {
-    /// The worker group's final state: `SUCCEEDED`, `FAILED`, `STOPPED`.
-    pub state: String,
+    /// The worker group's final state.
+    pub state: crate::trace::AgentState,
     pub reason: String,
 }
 

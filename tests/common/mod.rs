@@ -22,7 +22,7 @@ where
 /// The exit of a test program that ran to its end.
 pub fn done() -> AgentExit {
     AgentExit {
-        state: "SUCCEEDED".into(),
+        state: trainsim::trace::AgentState::Succeeded,
         reason: "test program finished".into(),
     }
 }

@@ -7,7 +7,7 @@
 use super::super::membership::Membership;
 use super::super::{secs, InvariantResult, Violation};
 use crate::scenario::model::Scenario;
-use crate::trace::{Event, EventKind, RunEnd, Trace};
+use crate::trace::{AgentState, Event, EventKind, RunEnd, Trace};
 use std::collections::{BTreeMap, BTreeSet};
 
 /// Slack for the store round trips and state caching of the rendezvous ops.
@@ -193,8 +193,9 @@ impl Refusals {
     /// is the job's end, not a liveness miss.
     fn note_success(&mut self, event: &Event) {
         if let EventKind::AgentExited { state, reason, .. } = &event.kind {
-            self.succeeded |= state == "SUCCEEDED"
-                || (state == "FAILED" && reason.ends_with(crate::agent::run::BUDGET_SPENT));
+            self.succeeded |= *state == AgentState::Succeeded
+                || (*state == AgentState::Failed
+                    && reason.ends_with(crate::agent::run::BUDGET_SPENT));
         }
     }
 
@@ -336,7 +337,7 @@ mod tests {
     fn not_applicable_without_rendezvous() {
         let events = vec![
             e(0, "node-0", started(1)),
-            e(5, "node-0", exited(1, "FAILED")),
+            e(5, "node-0", exited(1, AgentState::Failed)),
         ];
         let r = liveness(&scenario(), &trace(events), &end(5, "failed"));
         assert_eq!(r.status, Status::NotApplicable);
@@ -389,13 +390,13 @@ mod tests {
     #[test]
     fn healthy_nodes_refused_by_an_early_close_violate_at_once() {
         let mut events = round_zero(3);
-        events.push(e(10, "node-2", exited(102, "FAILED")));
+        events.push(e(10, "node-2", exited(102, AgentState::Failed)));
         events.push(e(10, "node-2", closed(102, 0)));
         for pid in [100, 101] {
             let node = format!("node-{}", pid - 100);
             events.push(e(610, &node, joining(pid)));
             events.push(e(611, &node, rdzv_failed(pid, "closed")));
-            events.push(e(611, &node, exited(pid, "FAILED")));
+            events.push(e(611, &node, exited(pid, AgentState::Failed)));
         }
         let r = liveness(&scenario(), &trace(events.clone()), &end(611, "failed"));
         assert_eq!(r.status, Status::Violated);
@@ -405,7 +406,7 @@ mod tests {
             .contains("2 healthy nodes wanted a new round"));
         // After a success the close is the job's end, and one refused node is not owed.
         let mut done = round_zero(3);
-        done.push(e(10, "node-2", exited(102, "SUCCEEDED")));
+        done.push(e(10, "node-2", exited(102, AgentState::Succeeded)));
         done.extend(events[events.len() - 6..].iter().cloned());
         let r = liveness(&scenario(), &trace(done), &end(611, "failed"));
         assert_eq!(r.status, Status::Held, "{:?}", r.violations);
@@ -416,7 +417,7 @@ mod tests {
             "node-2",
             EventKind::AgentExited {
                 pid: 102,
-                state: "FAILED".into(),
+                state: AgentState::Failed,
                 reason: format!("worker 0 failed{}", crate::agent::run::BUDGET_SPENT),
             },
         );
@@ -440,8 +441,8 @@ mod tests {
         events.push(e(45, "node-2", fault("kill")));
         events.push(e(45, "node-2", killed(102)));
         // The survivors notice only when the collective times out, 600 s later.
-        events.push(e(645, "node-0", exited(100, "FAILED")));
-        events.push(e(645, "node-1", exited(101, "FAILED")));
+        events.push(e(645, "node-0", exited(100, AgentState::Failed)));
+        events.push(e(645, "node-1", exited(101, AgentState::Failed)));
         let r = liveness(&scenario(), &trace(events), &end(645, "failed"));
         assert_eq!(r.status, Status::Violated);
         let nodes: Vec<_> = r
@@ -481,8 +482,8 @@ mod tests {
             events.push(e(62, node, state));
         }
         // They wait in the exit barrier for node-2 until its timeout.
-        events.push(e(362, "node-0", exited(100, "SUCCEEDED")));
-        events.push(e(362, "node-1", exited(101, "SUCCEEDED")));
+        events.push(e(362, "node-0", exited(100, AgentState::Succeeded)));
+        events.push(e(362, "node-1", exited(101, AgentState::Succeeded)));
         let r = liveness(&scenario(), &trace(events), &end(362, "succeeded"));
         assert_eq!(r.status, Status::Held, "{:?}", r.violations);
     }
@@ -494,7 +495,7 @@ mod tests {
         events.push(e(45, "node-2", fault("kill")));
         events.push(e(45, "node-2", killed(102)));
         // node-1 is paused past node-0's deadline; node-0 is not and still owes a rejoin.
-        events.push(e(645, "node-0", exited(100, "FAILED")));
+        events.push(e(645, "node-0", exited(100, AgentState::Failed)));
         let r = liveness(&scenario(), &trace(events), &end(645, "failed"));
         let nodes: Vec<_> = r.violations.iter().map(|v| v.node.clone()).collect();
         assert_eq!(nodes, vec![Some("node-0".to_owned())], "{:?}", r.violations);
