@@ -48,6 +48,10 @@ pub fn step_timings(compute_us: &[&[u64]], cost_us: u64, horizon_us: u64) -> Vec
         });
         start_us = done_us;
     }
+    // Each step releases after the previous one is done, and is done after it releases.
+    assert!(timings
+        .windows(2)
+        .all(|w| w[0].done_us < w[1].release_us && w[1].release_us < w[1].done_us));
     timings
 }
 

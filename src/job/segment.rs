@@ -196,6 +196,12 @@ impl Settler<'_, '_> {
             });
         };
         let released = self.released_despite(departure);
+        // A step already recorded ended before the departure, so every member had arrived
+        // at it and it had released.
+        assert!(
+            released >= self.settled,
+            "a departure cannot take back a recorded step"
+        );
         self.completable = released;
         self.settle_through(time::elapsed_ns());
         if released > self.settled {
@@ -232,6 +238,7 @@ impl Settler<'_, '_> {
 
     /// Records every step done by `now_ns` and not yet recorded.
     fn settle_through(&mut self, now_ns: u64) {
+        assert!(self.settled <= self.completable && self.completable <= self.timings.len());
         while self.settled < self.completable && self.done_ns(self.settled) <= now_ns {
             let step = self.settled;
             let s = self.s;

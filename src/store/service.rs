@@ -98,7 +98,10 @@ impl Waiters {
         for key in changed.iter().filter(|k| state.contains(k)) {
             for id in self.by_key.remove(*key).unwrap_or_default() {
                 if let Some((_, missing)) = self.by_id.get_mut(&id) {
-                    *missing -= 1;
+                    // Registered once per missing key, so never below zero.
+                    *missing = missing
+                        .checked_sub(1)
+                        .expect("a blocked request counts each missing key once");
                     if *missing == 0 {
                         woken.insert(id);
                     }

@@ -31,7 +31,12 @@ pub(super) async fn apply_all(world: Arc<World>) {
             fault.kind,
             FaultKind::Start { .. } | FaultKind::Restart { .. }
         ) {
-            world.state.lock().expect("world lock").pending_starts -= 1;
+            let mut st = world.state.lock().expect("world lock");
+            st.pending_starts = st
+                .pending_starts
+                .checked_sub(1)
+                .expect("every start and restart fault was counted when the run began");
+            drop(st);
             let _ = world.exits.unbounded_send(());
         }
     }

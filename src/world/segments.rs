@@ -125,6 +125,13 @@ impl Segments {
             gather.waiters.push(tx);
             return Err(rx);
         };
+        if let Gathered::All { compute_us, .. } = &result {
+            assert_eq!(
+                compute_us.len(),
+                gather.members.len(),
+                "one part per member"
+            );
+        }
         for waiter in gather.waiters.drain(..) {
             let _ = waiter.send(result.clone());
         }
