@@ -5,9 +5,9 @@
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion};
 use std::hint::black_box;
+use trainsim::rendezvous::decoded_states;
 use trainsim::rendezvous::sanitize::sanitize;
 use trainsim::rendezvous::settings::RendezvousSettings;
-use trainsim::rendezvous::shared;
 use trainsim::rendezvous::state::{NodeDesc, RendezvousState};
 
 /// A complete round of `nodes` participants, each with a heartbeat, as a join storm ends.
@@ -43,8 +43,8 @@ fn bench_state(c: &mut Criterion) {
             BenchmarkId::new("shared_decode_hit", nodes),
             &trainsim::store::Value::from(bytes.clone()),
             |b, bytes| {
-                shared::decode(bytes).expect("decodes");
-                b.iter(|| shared::decode(black_box(bytes)).expect("decodes"))
+                decoded_states::decode(bytes).expect("decodes");
+                b.iter(|| decoded_states::decode(black_box(bytes)).expect("decodes"))
             },
         );
         // Nothing expires: what every sync pays, and what the shortcut skips.
@@ -56,7 +56,7 @@ fn bench_state(c: &mut Criterion) {
                 copy
             })
         });
-        let synced = shared::SharedState::new(std::sync::Arc::new(state.clone()));
+        let synced = decoded_states::SharedState::new(std::sync::Arc::new(state.clone()));
         group.bench_with_input(BenchmarkId::new("may_expire", nodes), &synced, |b, s| {
             b.iter(|| s.may_expire(&settings, black_box(now_us)))
         });

@@ -10,7 +10,7 @@ pub mod workloads;
 use crate::fuzz;
 use crate::runner;
 use crate::sampler::TorchGenerator;
-use crate::world::{self, floor};
+use crate::world::{self, bare_madsim_floor};
 use proptest::strategy::{Strategy, ValueTree};
 use proptest::test_runner::{Config, RngAlgorithm, TestRng, TestRunner};
 use serde_json::{json, Map, Value};
@@ -116,7 +116,8 @@ fn reference() -> Result<Figures, String> {
         timed(|| runner::run_traced(&scenario, workloads::REFERENCE_FILE, BENCH_SEED));
     let (report, trace) = run.map_err(|e| e.to_string())?;
     // The floor runs as many simulator events (timers and messages) as the run cost.
-    let (floor_wall_us, _) = timed(|| floor::timers_and_messages(trace.sim_events, BENCH_SEED));
+    let (floor_wall_us, _) =
+        timed(|| bare_madsim_floor::timers_and_messages(trace.sim_events, BENCH_SEED));
     // Events per second of each over the same count: the ratio of their wall times.
     let floor_ratio = floor_wall_us as f64 / wall_us as f64;
     Ok(Figures::new(

@@ -1,6 +1,6 @@
 //! The mutants: bugs planted in the pure cores that only the command line switches on, so a
 //! test can show the fuzzer finds a known bug (a canary). The hooks themselves live next to
-//! the code they break (`rendezvous::{ops, apply, sanitize}`, `job::data`, the reader's
+//! the code they break (`rendezvous::{ops, apply, sanitize}`, `job::epoch_plan`, the reader's
 //! collector), named by constants there.
 
 use crate::runner::RunOptions;
@@ -31,7 +31,7 @@ pub fn known() -> Vec<&'static str> {
     crate::rendezvous::settings::KNOWN_MUTANTS
         .iter()
         .chain(std::iter::once(
-            &crate::job::data::MUTANT_SAMPLER_OFF_BY_ONE,
+            &crate::job::epoch_plan::MUTANT_SAMPLER_OFF_BY_ONE,
         ))
         .chain(crate::reader::KNOWN_MUTANTS.iter())
         .copied()

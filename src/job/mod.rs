@@ -14,7 +14,7 @@
 pub mod bootstrap;
 pub mod closed_form;
 pub mod collective;
-pub mod data;
+pub mod epoch_plan;
 pub mod ledger;
 pub mod reader_feed;
 mod segment;
@@ -23,7 +23,7 @@ use crate::trace::EventKind;
 use crate::world::env::CollectiveError;
 use crate::world::gpu::{compute_time_us, gpu_of_local_rank};
 use crate::world::{rng, time, Checkpoint, NodeEnv};
-use data::{EpochPlan, PlanKey, MUTANT_SAMPLER_OFF_BY_ONE};
+use epoch_plan::{EpochPlan, PlanKey, MUTANT_SAMPLER_OFF_BY_ONE};
 use ledger::SampleLedger;
 use rand::RngCore;
 use std::collections::BTreeMap;
@@ -99,7 +99,7 @@ fn plan_for(env: &NodeEnv, key: PlanKey) -> Result<Arc<EpochPlan>, String> {
     let complexities = || {
         let mut slot = cache.complexities.lock().expect("complexities");
         let all = slot.get_or_insert_with(|| {
-            Arc::new(data::complexities(
+            Arc::new(epoch_plan::complexities(
                 dataset_key(env),
                 &job.dataset.complexity,
                 job.dataset.len,
@@ -107,7 +107,7 @@ fn plan_for(env: &NodeEnv, key: PlanKey) -> Result<Arc<EpochPlan>, String> {
         });
         all.as_ref().clone()
     };
-    let plan = Arc::new(data::epoch_plan(job, key, complexities).map_err(|e| e.to_string())?);
+    let plan = Arc::new(epoch_plan::epoch_plan(job, key, complexities).map_err(|e| e.to_string())?);
     let mut plans = cache.plans.lock().expect("plans");
     while plans.len() >= PLANS_CACHED_MAX {
         let oldest = *plans.keys().next().expect("non-empty");
@@ -350,7 +350,7 @@ fn compute_batches(
             });
         }
         epoch_plan.batch_into(plan.base_global_rank + u64::from(local_rank), batch, out);
-        let complexity = data::complexity_sum(dataset_key, &job.dataset.complexity, out);
+        let complexity = epoch_plan::complexity_sum(dataset_key, &job.dataset.complexity, out);
         let us = compute_time_us(
             job.step_time_us,
             complexity,

@@ -6,7 +6,7 @@
 //! an aborted run settles the steps already done when it is dropped.
 
 use super::closed_form::{self, StepTiming};
-use super::data::EpochPlan;
+use super::epoch_plan::EpochPlan;
 use super::ledger::SampleLedger;
 use super::{compute_batches, consume, GroupPlan, Position, WorkerStatus};
 use crate::trace::EventKind;

@@ -6,13 +6,13 @@
 //! this file only moves state between them and the store, and sleeps.
 
 use super::apply::apply;
+use super::decoded_states::{self, SharedState};
 use super::ops::{decide, Action, OpContext, OpKind};
 use super::sanitize::{drop_nodes, sanitize, HeartbeatReceipts};
 use super::settings::{
     RendezvousSettings, FIX_DEAD_PARTICIPANT_REJOIN, FIX_MONOTONIC_HEARTBEATS,
     FIX_REFRESH_MASTER_ADDR,
 };
-use super::shared::{self, SharedState};
 use super::state::{NodeDesc, RendezvousState};
 use crate::store::service::{StoreClient, StoreError};
 use crate::store::Value;
@@ -476,7 +476,7 @@ impl Holder {
         };
         let synced = if *bits != *NULL_SENTINEL {
             let synced =
-                shared::decode(&bits).map_err(|e| RendezvousError::State(e.to_string()))?;
+                decoded_states::decode(&bits).map_err(|e| RendezvousError::State(e.to_string()))?;
             self.token = Some(bits.clone());
             synced
         } else {

@@ -6,11 +6,11 @@
 //! is the only part that awaits: it moves state between the core and the store.
 
 pub mod apply;
+pub mod decoded_states;
 pub mod handler;
 pub mod ops;
 pub mod sanitize;
 pub mod settings;
-pub mod shared;
 pub mod state;
 
 #[cfg(test)]

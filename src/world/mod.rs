@@ -6,9 +6,9 @@
 //! (`Programs`), and each agent process gets a `NodeEnv` through which it reads its clocks,
 //! records events and reaches the store, the collectives and the checkpoint.
 
+pub mod bare_madsim_floor;
 pub mod env;
 mod faults;
-pub mod floor;
 pub mod gpu;
 pub mod net;
 pub mod rng;
