@@ -185,7 +185,7 @@ async fn train_steps(
                 settled: 0,
                 next_step_started_ns: Some(started_ns),
             },
-            None => segment::run(&steps, &at, &mut batches, ring_cost_us(env, plan)).await?,
+            None => segment::run(&steps, &at, &mut batches).await?,
         };
         if run.settled > 0 {
             at.step += run.settled;

@@ -56,7 +56,6 @@ pub(super) async fn run(
     s: &Steps<'_>,
     at: &Position,
     batches: &mut [Vec<u64>],
-    cost_us: u64,
 ) -> Result<Run, WorkerStatus> {
     let Some(steps_max) = steps_max(s, at) else {
         return Ok(Run::default());
@@ -95,6 +94,7 @@ pub(super) async fn run(
         .saturating_mul(1_000);
     let horizon_us = horizon_ns.saturating_sub(start_ns) / 1_000;
     let compute: Vec<&[u64]> = compute_us.iter().map(|c| c.as_slice()).collect();
+    let cost_us = super::ring_cost_us(s.env, s.plan);
     let timings = closed_form::step_timings(&compute, cost_us, horizon_us);
     if timings.is_empty() {
         return Ok(Run::declined(came_ns));

@@ -186,6 +186,7 @@ async fn supervise(
         state: Mutex::new(WorldState::new(&scenario)),
         shared: Mutex::new(std::collections::BTreeMap::new()),
         change_instants_us: segments::change_instants_us(&scenario),
+        segments_allowed: segments::segments_allowed(&scenario, programs.step_by_step),
     });
     create_nodes(&world);
     let faults = spawn(faults::apply_all(world.clone()));

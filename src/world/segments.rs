@@ -176,6 +176,17 @@ pub fn change_instants_us(scenario: &Scenario) -> Vec<u64> {
     instants
 }
 
+/// Whether a run may settle steps in closed form, decided once when it starts: not when the
+/// command line asks for one-at-a-time timing, nor with a paused node, whose workers resume
+/// late and would no longer start a step together with their group.
+pub fn segments_allowed(scenario: &Scenario, step_by_step: bool) -> bool {
+    !step_by_step
+        && !scenario
+            .faults
+            .iter()
+            .any(|f| matches!(f.kind, FaultKind::Pause { .. }))
+}
+
 impl NodeEnv {
     /// The first moment at or after `at_us` at which the world changes by itself.
     pub fn next_change_at_or_after_us(&self, at_us: u64) -> u64 {
@@ -184,15 +195,9 @@ impl NodeEnv {
         instants.get(i).copied().unwrap_or(u64::MAX)
     }
 
-    /// Whether steps may be settled in closed form in this run: not with a paused node, whose
-    /// workers resume late and would no longer start a step together with their group.
+    /// Whether steps may be settled in closed form in this run (see [`segments_allowed`]).
     pub fn segments_allowed(&self) -> bool {
-        !self.world().programs.step_by_step
-            && !self
-                .scenario()
-                .faults
-                .iter()
-                .any(|f| matches!(f.kind, FaultKind::Pause { .. }))
+        self.world().segments_allowed
     }
 
     /// Pools this node's compute times (`None`: it will not take part) with its group's for

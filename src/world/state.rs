@@ -36,6 +36,8 @@ pub struct World {
     pub shared: Mutex<BTreeMap<&'static str, std::sync::Arc<dyn std::any::Any + Send + Sync>>>,
     /// When the world changes by itself (see `segments::change_instants_us`).
     pub change_instants_us: Vec<u64>,
+    /// Whether steps may be settled in closed form (see `segments::segments_allowed`).
+    pub segments_allowed: bool,
 }
 
 /// One node's slot.
