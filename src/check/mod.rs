@@ -74,6 +74,14 @@ impl Violation {
             message: message.into(),
         }
     }
+
+    /// `at 12.5 s on node-1` (without the node when none applies), as reports show it.
+    pub fn when_and_where(&self) -> String {
+        match &self.node {
+            Some(node) => format!("at {} on {node}", secs(self.at_us)),
+            None => format!("at {}", secs(self.at_us)),
+        }
+    }
 }
 
 /// One invariant's result.

@@ -136,16 +136,10 @@ fn verdicts(html: &mut String, report: &Report) {
         );
         if inv.status == Status::Violated {
             for v in &inv.violations {
-                let on = v
-                    .node
-                    .as_deref()
-                    .map(|n| format!(" on {n}"))
-                    .unwrap_or_default();
                 let _ = write!(
                     html,
-                    "<div><a class=\"violation-link\" href=\"#v-{index}\">at {}{}</a>: {}</div>",
-                    secs(v.at_us),
-                    esc(&on),
+                    "<div><a class=\"violation-link\" href=\"#v-{index}\">{}</a>: {}</div>",
+                    esc(&v.when_and_where()),
                     esc(&v.message)
                 );
                 index += 1;

@@ -148,17 +148,7 @@ fn invariants(out: &mut String, r: &Report) {
         };
         let _ = writeln!(out, "  {verdict:<9} {}", inv.name);
         for v in &inv.violations {
-            let place = v
-                .node
-                .as_deref()
-                .map(|n| format!(" on {n}"))
-                .unwrap_or_default();
-            let _ = writeln!(
-                out,
-                "              at {}{place}: {}",
-                secs(v.at_us),
-                v.message
-            );
+            let _ = writeln!(out, "              {}: {}", v.when_and_where(), v.message);
         }
     }
 }
