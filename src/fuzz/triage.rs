@@ -190,23 +190,27 @@ mod tests {
         );
     }
 
-    #[test]
-    fn a_killed_participant_is_triaged_as_pytorch_111646() {
+    /// A rendezvous case of `nodes` (+ `spares`) with min 1 and `max_nodes`, 50 steps, an hour,
+    /// and node-1 killed at `kill_at_us`.
+    fn kill_case(nodes: u32, spares: u32, max_nodes: u32, kill_at_us: u64, seed: u64) -> Case {
         use crate::scenario::model::{Fault, FaultKind};
         let mut s = crate::scenario::default_scenario("triage");
-        s.cluster.nodes = 5;
+        s.cluster.nodes = nodes;
+        s.cluster.spare_nodes = spares;
         s.rendezvous.min_nodes = 1;
-        s.rendezvous.max_nodes = 5;
+        s.rendezvous.max_nodes = max_nodes;
         s.job.steps = 50;
         s.time_limit_us = 3_600_000_000;
         s.faults = vec![Fault {
-            at_us: 2_305_000,
+            at_us: kill_at_us,
             kind: FaultKind::Kill { node: 1 },
         }];
-        let case = Case {
-            scenario: s,
-            seed: 1_776_612_806_655_204_715,
-        };
+        Case { scenario: s, seed }
+    }
+
+    #[test]
+    fn a_killed_participant_is_triaged_as_pytorch_111646() {
+        let case = kill_case(5, 0, 5, 2_305_000, 1_776_612_806_655_204_715);
         let (verdict, _) = judge(&case.scenario, case.seed, None);
         assert_eq!(verdict.counted, vec!["rendezvous.liveness".to_owned()]);
         let known = triage(&case, &verdict, None).expect("a known torch behaviour");
@@ -216,24 +220,9 @@ mod tests {
 
     #[test]
     fn the_world_size_race_is_triaged_as_world_read_after_sanitize() {
-        use crate::scenario::model::{Fault, FaultKind};
         // Seed 1 case 2812 of the rendezvous campaign, shrunk: node-1 dies 15 s before the
         // last call ends, so its heartbeat expires while the others finish their joins.
-        let mut s = crate::scenario::default_scenario("race");
-        s.cluster.nodes = 5;
-        s.cluster.spare_nodes = 2;
-        s.rendezvous.min_nodes = 1;
-        s.rendezvous.max_nodes = 6;
-        s.job.steps = 50;
-        s.time_limit_us = 3_600_000_000;
-        s.faults = vec![Fault {
-            at_us: 15_403_000,
-            kind: FaultKind::Kill { node: 1 },
-        }];
-        let case = Case {
-            scenario: s,
-            seed: 5_478_004_712_951_172_402,
-        };
+        let case = kill_case(5, 2, 6, 15_403_000, 5_478_004_712_951_172_402);
         let (verdict, _) = judge(&case.scenario, case.seed, None);
         assert_eq!(
             verdict.counted,
