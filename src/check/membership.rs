@@ -5,7 +5,7 @@
 //! killed. Several checks need the same notion, so it lives here once.
 
 use crate::trace::{Event, EventKind};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 /// A round of one rendezvous: a restarted store starts a new rendezvous whose round numbers
 /// start again, so a round is its store incarnation and its number.
@@ -39,6 +39,9 @@ pub(crate) struct Member {
 #[derive(Debug, Default)]
 pub(crate) struct Membership {
     by_pid: BTreeMap<u32, Member>,
+    /// The live members' pids per node: `of_node` is asked for every participant of every
+    /// completion, and a scan of `by_pid` made that O(nodes³) at 1 024 nodes.
+    pids_by_node: BTreeMap<String, BTreeSet<u32>>,
 }
 
 impl Membership {
@@ -62,15 +65,36 @@ impl Membership {
                     },
                     participants: participants.clone(),
                 };
-                self.by_pid.insert(*pid, member);
+                self.insert(member);
             }
             EventKind::RendezvousJoining { pid }
             | EventKind::RendezvousFailed { pid, .. }
             | EventKind::AgentExited { pid, .. }
-            | EventKind::AgentKilled { pid } => {
-                self.by_pid.remove(pid);
-            }
+            | EventKind::AgentKilled { pid } => self.remove(*pid),
             _ => {}
+        }
+    }
+
+    fn insert(&mut self, member: Member) {
+        self.remove(member.pid);
+        self.pids_by_node
+            .entry(member.node.clone())
+            .or_default()
+            .insert(member.pid);
+        self.by_pid.insert(member.pid, member);
+    }
+
+    fn remove(&mut self, pid: u32) {
+        let Some(member) = self.by_pid.remove(&pid) else {
+            return;
+        };
+        let pids = self
+            .pids_by_node
+            .get_mut(&member.node)
+            .expect("every live member is indexed by its node");
+        assert!(pids.remove(&pid), "pid {pid} was indexed under its node");
+        if pids.is_empty() {
+            self.pids_by_node.remove(&member.node);
         }
     }
 
@@ -81,7 +105,9 @@ impl Membership {
 
     /// The live membership held by a process on `node`, if any.
     pub fn of_node(&self, node: &str) -> Option<&Member> {
-        self.by_pid.values().find(|m| m.node == node)
+        // The lowest pid, as a scan of `by_pid` in pid order would find.
+        let pid = self.pids_by_node.get(node)?.first()?;
+        self.by_pid.get(pid)
     }
 
     /// Every member of a live group, by pid.
