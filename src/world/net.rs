@@ -283,6 +283,12 @@ impl RpcClient {
     {
         let id = self.next_id;
         self.next_id += 1;
+        // The server's reply cache names a request by its id alone.
+        assert_eq!(
+            id >> 32,
+            self.next_id >> 32,
+            "a client's request ids stay in its own range"
+        );
         let deadline_us = super::time::elapsed_us() + timeout_us;
         let mut rto_us = RTO_US_MIN;
         loop {
@@ -416,11 +422,13 @@ pub struct RpcServer {
     clients: BTreeSet<SocketAddr>,
 }
 
-/// What the server knows of a request id from one client.
+/// What the server knows of each request id. Request ids are unique in a run (each client
+/// numbers its requests in a range of its own), so the id alone names a request: keying by
+/// sender and id made this cache's lookups a visible share of every message's cost.
 #[derive(Default)]
 struct ReplyCache {
-    entries: BTreeMap<(SocketAddr, u64), Option<Box<dyn CloneAny>>>,
-    order: VecDeque<(SocketAddr, u64)>,
+    entries: BTreeMap<u64, Option<Box<dyn CloneAny>>>,
+    order: VecDeque<u64>,
 }
 
 /// A reply that can be sent again.
@@ -485,11 +493,11 @@ impl RpcServer {
             acked.fetch_max(id, Ordering::Relaxed);
             let cached = {
                 let mut cache = self.replies.lock().expect("reply cache lock");
-                match cache.entries.get(&(from, id)) {
+                match cache.entries.get(&id) {
                     Some(Some(reply)) => Some(Some(reply.as_ref().clone_payload())),
                     Some(None) => Some(None),
                     None => {
-                        cache.insert_pending(from, id);
+                        cache.insert_pending(id);
                         None
                     }
                 }
@@ -535,7 +543,7 @@ impl Replier {
     ) {
         {
             let mut cache = self.replies.lock().expect("reply cache lock");
-            if let Some(slot) = cache.entries.get_mut(&(to, id)) {
+            if let Some(slot) = cache.entries.get_mut(&id) {
                 *slot = Some(Box::new(reply.clone()));
             }
         }
@@ -544,9 +552,9 @@ impl Replier {
 }
 
 impl ReplyCache {
-    fn insert_pending(&mut self, from: SocketAddr, id: u64) {
-        self.entries.insert((from, id), None);
-        self.order.push_back((from, id));
+    fn insert_pending(&mut self, id: u64) {
+        self.entries.insert(id, None);
+        self.order.push_back(id);
         while self.order.len() > REPLY_CACHE_MAX {
             if let Some(old) = self.order.pop_front() {
                 self.entries.remove(&old);
