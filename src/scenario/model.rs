@@ -189,9 +189,6 @@ pub struct ReaderConfig {
     pub record_size_bytes: u64,
     /// Opt-in named deviations from HugeCTR (`reader::config::KNOWN_FIXES`).
     pub fixes: Vec<String>,
-    /// Planted reader bugs (`reader::config::KNOWN_MUTANTS`): set only by the runner from
-    /// `--mutant`, never by a file, and never written back.
-    pub mutants: Vec<String>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
