@@ -20,7 +20,6 @@ use crate::trace::{AgentState, EventKind};
 use crate::world::wake::Wake;
 use crate::world::{spawn, time, AgentExit, NodeEnv};
 use futures::future::{select, Either};
-use std::collections::BTreeSet;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
@@ -39,18 +38,9 @@ pub fn settings_with_mutants(env: &NodeEnv, mutants: &Mutants) -> RendezvousSett
     settings
 }
 
-/// The rendezvous settings of a scenario.
+/// The rendezvous settings of a scenario, as its validation built them.
 pub fn settings_of(env: &NodeEnv) -> RendezvousSettings {
-    let r = &env.scenario().rendezvous;
-    let mut settings = RendezvousSettings::new(RUN_ID, r.min_nodes, r.max_nodes);
-    settings.join_timeout_us = r.join_timeout_us;
-    settings.last_call_timeout_us = r.last_call_timeout_us;
-    settings.close_timeout_us = r.close_timeout_us;
-    settings.heartbeat_timeout_us = r.heartbeat_timeout_us;
-    settings.keep_alive_interval_us = r.keep_alive_interval_us;
-    settings.keep_alive_max_attempt = r.keep_alive_max_attempt;
-    settings.fixes = r.fixes.iter().cloned().collect::<BTreeSet<_>>();
-    settings
+    env.scenario().rendezvous.clone()
 }
 
 /// One agent process, from start to exit, with the run's planted bugs (none for torch's
