@@ -24,13 +24,21 @@ fn bench_runs(c: &mut Criterion) {
         scenario::load("scenarios/late_joiner_next_round.toml".as_ref()).expect("scenario");
     group.bench_function("late_joiner_next_round", |b| {
         b.iter(|| {
-            trainsim::runner::run_one(&late_joiner, "late_joiner_next_round.toml", 5).expect("runs")
+            trainsim::runner::Run::of(&late_joiner, "late_joiner_next_round.toml")
+                .seed(5)
+                .report()
+                .expect("runs")
         })
     });
     for nodes in [32, 128] {
         let s = cluster_scenario(nodes);
         group.bench_function(format!("{nodes}_nodes_200_steps"), |b| {
-            b.iter(|| trainsim::runner::run_one(&s, "bench.toml", 1).expect("runs"))
+            b.iter(|| {
+                trainsim::runner::Run::of(&s, "bench.toml")
+                    .seed(1)
+                    .report()
+                    .expect("runs")
+            })
         });
     }
     group.finish();

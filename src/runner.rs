@@ -2,15 +2,17 @@
 //! anywhere (simulation, checks, report) is caught and turned into a harness failure that
 //! names the seed and the line that reproduces it.
 //!
-//! `--check-determinism` lives here too: it runs a seed twice and, when the traces differ,
-//! says where they first diverge, because a bare "hashes differ" leaves the user to rerun
-//! both and diff them by hand.
+//! A run is described once, by a [`Run`] (scenario, file, seed, [`RunOptions`]), and ended
+//! by one of its terminal methods: a report, a report with its trace, or a determinism
+//! double-run. `--check-determinism` lives here too: it runs a seed twice and, when the
+//! traces differ, says where they first diverge, because a bare "hashes differ" leaves the
+//! user to rerun both and diff them by hand.
 
 use crate::check;
 use crate::report::{self, Report};
 use crate::scenario::model::Scenario;
-use crate::trace::Trace;
-use crate::world::{self, Programs};
+use crate::trace::{RunEnd, Trace};
+use crate::world::{self, HarnessError, Programs};
 use futures::FutureExt;
 use std::collections::BTreeSet;
 use std::sync::Arc;
@@ -24,12 +26,13 @@ pub struct HarnessFailure {
     pub repro: String,
 }
 
-/// How to run beyond what the scenario says: only the command line sets these.
+/// How to run beyond what the scenario says: only the command line sets these. This is the
+/// one configuration a run carries besides its scenario; the runner hands each part to the
+/// code it acts on.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct RunOptions {
-    /// Planted rendezvous bugs to switch on (see `rendezvous::settings::KNOWN_MUTANTS`);
-    /// empty runs torch's behaviour.
-    pub mutants: BTreeSet<String>,
+    /// Planted bugs to switch on; none runs the real code.
+    pub mutants: Mutants,
     /// A tighter bound than `world::SIM_EVENTS_MAX` on the simulator events the run may
     /// cost (`trainsim bench` stops its largest workloads with it).
     pub sim_events_max: Option<u64>,
@@ -37,178 +40,210 @@ pub struct RunOptions {
     pub step_by_step: bool,
 }
 
-/// The programs of a real run: torch's agent on every node and the c10d store.
-pub fn programs() -> Programs {
-    programs_with(&RunOptions::default())
-}
+impl RunOptions {
+    /// Options with the named mutants on; `Err` holds the first name that is no mutant.
+    pub fn with_mutants<S: AsRef<str>>(names: &[S]) -> Result<RunOptions, String> {
+        let mut options = RunOptions::default();
+        for name in names {
+            options.mutants.switch_on(name.as_ref())?;
+        }
+        Ok(options)
+    }
 
-/// Like [`programs`], with the options' mutants switched on in every agent.
-pub fn programs_with(options: &RunOptions) -> Programs {
-    let mutants = Arc::new(options.mutants.clone());
-    Programs {
-        mutants: Arc::clone(&mutants),
-        step_by_step: options.step_by_step,
-        agent: Arc::new(move |env| {
-            crate::agent::run::agent_process_with(env, Arc::clone(&mutants)).boxed()
-        }),
-        store: Arc::new(|addr| {
-            async move {
-                // A bind failure means the port is taken: the store simply never comes up,
-                // and clients see connection errors, as they would in torch.
-                let _ = crate::store::service::serve(addr).await;
-            }
-            .boxed()
-        }),
+    /// The programs of a run with these options: torch's agent on every node, with the
+    /// mutants switched on where they act, and the c10d store.
+    pub fn programs(&self) -> Programs {
+        let mutants = Arc::new(self.mutants.clone());
+        Programs {
+            step_by_step: self.step_by_step,
+            agent: Arc::new(move |env| {
+                crate::agent::run::agent_process(env, Arc::clone(&mutants)).boxed()
+            }),
+            store: Arc::new(|addr| {
+                async move {
+                    // A bind failure means the port is taken: the store simply never comes
+                    // up, and clients see connection errors, as they would in torch.
+                    let _ = crate::store::service::serve(addr).await;
+                }
+                .boxed()
+            }),
+        }
+    }
+
+    /// ` --mutant M` for each mutant, to append to a repro line.
+    pub fn mutant_flags(&self) -> String {
+        self.mutants
+            .names()
+            .iter()
+            .map(|m| format!(" --mutant {m}"))
+            .collect()
     }
 }
 
-/// Runs `scenario` (read from `file`) with `seed`, checks it and builds its report.
-pub fn run_one(scenario: &Scenario, file: &str, seed: u64) -> Result<Report, HarnessFailure> {
-    run_traced(scenario, file, seed).map(|(report, _)| report)
+/// The planted bugs of one run, by the part of the simulation each breaks: the rendezvous
+/// core's go into its settings, the job's into its epoch plans, the reader's into each
+/// node's reader configuration. Names are spelled as `--mutant` takes them.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Mutants {
+    /// `rendezvous::settings::KNOWN_MUTANTS`, for `RendezvousSettings::mutants`.
+    pub rendezvous: BTreeSet<String>,
+    /// `job::epoch_plan::MUTANT_SAMPLER_OFF_BY_ONE`, read by the job's epoch plans.
+    pub job: BTreeSet<String>,
+    /// `reader::KNOWN_MUTANTS`, for the reader's `ReaderConfig::mutants`.
+    pub reader: BTreeSet<String>,
 }
 
-/// Like [`run_one`], with options (mutants) the scenario file cannot set.
-pub fn run_one_with(
-    scenario: &Scenario,
-    file: &str,
-    seed: u64,
-    options: &RunOptions,
-) -> Result<Report, HarnessFailure> {
-    run_traced_with(scenario, file, seed, options).map(|(report, _)| report)
-}
-
-/// Like [`run_one`], but also hands back the trace, for exports and determinism checks.
-pub fn run_traced(
-    scenario: &Scenario,
-    file: &str,
-    seed: u64,
-) -> Result<(Report, Trace), HarnessFailure> {
-    run_traced_with(scenario, file, seed, &RunOptions::default())
-}
-
-/// Like [`run_traced`], with options; a run with mutants names them in its repro line.
-pub fn run_traced_with(
-    scenario: &Scenario,
-    file: &str,
-    seed: u64,
-    options: &RunOptions,
-) -> Result<(Report, Trace), HarnessFailure> {
-    let failure = |message: String| {
-        let mut f = harness_failure(file, seed, message);
-        f.repro.push_str(&mutant_flags(options));
-        f
-    };
-    let with_reader_mutants = reader_mutants(scenario, options);
-    let simulated = with_reader_mutants.as_ref().unwrap_or(scenario);
-    let sim_events_max = options.sim_events_max.unwrap_or(world::SIM_EVENTS_MAX);
-    let (trace, end) =
-        world::simulate_bounded(simulated, seed, programs_with(options), sim_events_max)
-            .map_err(|e| failure(e.to_string()))?;
-    let report = checked_report(scenario, file, seed, &trace, &end, options)?;
-    Ok((report, trace))
-}
-
-/// Checks a finished run and builds its report; a panic in either is a harness failure.
-pub fn checked_report(
-    scenario: &Scenario,
-    file: &str,
-    seed: u64,
-    trace: &Trace,
-    end: &crate::trace::RunEnd,
-    options: &RunOptions,
-) -> Result<Report, HarnessFailure> {
-    std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-        let invariants = check::check_all(scenario, trace, end);
-        let mut report = report::build(scenario, file, seed, trace, end, invariants);
-        report.repro.push_str(&mutant_flags(options));
-        report
-    }))
-    .map_err(|payload| {
-        let message = format!("the checks panicked: {}", world::panic_message(&payload));
-        let mut f = harness_failure(file, seed, message);
-        f.repro.push_str(&mutant_flags(options));
-        f
-    })
-}
-
-/// The scenario with the options' reader mutants switched on in its `[reader]`, when it has
-/// one and any is named (the job's reader reads them from there); `None` leaves it as is.
-fn reader_mutants(scenario: &Scenario, options: &RunOptions) -> Option<Scenario> {
-    let names: Vec<String> = options
-        .mutants
-        .iter()
-        .filter(|m| crate::reader::KNOWN_MUTANTS.contains(&m.as_str()))
-        .cloned()
-        .collect();
-    if names.is_empty() || scenario.reader.is_none() {
-        return None;
-    }
-    let mut with = scenario.clone();
-    if let Some(reader) = with.reader.as_mut() {
-        reader.mutants = names;
-    }
-    Some(with)
-}
-
-/// ` --mutant M` for each mutant, to append to a repro line.
-pub fn mutant_flags(options: &RunOptions) -> String {
-    options
-        .mutants
-        .iter()
-        .map(|m| format!(" --mutant {m}"))
-        .collect()
-}
-
-/// Runs `seed` twice and insists both runs are the same; returns the first run.
-///
-/// Differing traces (or, with equal traces, differing reports) are a harness failure whose
-/// message shows the first diverging event of each run.
-pub fn run_deterministic(
-    scenario: &Scenario,
-    file: &str,
-    seed: u64,
-) -> Result<(Report, Trace), HarnessFailure> {
-    run_deterministic_with(scenario, file, seed, &RunOptions::default())
-}
-
-/// Like [`run_deterministic`], with options.
-pub fn run_deterministic_with(
-    scenario: &Scenario,
-    file: &str,
-    seed: u64,
-    options: &RunOptions,
-) -> Result<(Report, Trace), HarnessFailure> {
-    let (first, first_trace) = run_traced_with(scenario, file, seed, options)?;
-    let (second, second_trace) = run_traced_with(scenario, file, seed, options)?;
-    if first.trace_hash != second.trace_hash {
-        let message = match first_divergence(&first_trace, &second_trace) {
-            Some(d) => format!(
-                "the run is not deterministic: trace hashes {} and {} differ; the traces \
-                 first diverge at event {}:\n  first run:  {}\n  second run: {}",
-                first.trace_hash, second.trace_hash, d.index, d.first, d.second
-            ),
-            // Equal events but a different hash can only come from a changed hash function.
-            None => format!(
-                "the run is not deterministic: trace hashes {} and {} differ over equal events",
-                first.trace_hash, second.trace_hash
-            ),
+impl Mutants {
+    /// Switches `name` on where it acts; an unknown name is an error naming it.
+    pub fn switch_on(&mut self, name: &str) -> Result<(), String> {
+        let set = if crate::rendezvous::settings::KNOWN_MUTANTS.contains(&name) {
+            &mut self.rendezvous
+        } else if name == crate::job::epoch_plan::MUTANT_SAMPLER_OFF_BY_ONE {
+            &mut self.job
+        } else if crate::reader::KNOWN_MUTANTS.contains(&name) {
+            &mut self.reader
+        } else {
+            return Err(name.to_owned());
         };
-        return Err(harness_failure(file, seed, message));
+        set.insert(name.to_owned());
+        Ok(())
     }
-    if first != second {
-        return Err(harness_failure(
+
+    /// Every mutant switched on, in name order.
+    pub fn names(&self) -> BTreeSet<&str> {
+        self.rendezvous
+            .iter()
+            .chain(&self.job)
+            .chain(&self.reader)
+            .map(String::as_str)
+            .collect()
+    }
+}
+
+/// One run to make: a scenario (read from `file`), the seed (the file's unless
+/// [`Run::seed`] says otherwise) and the options.
+#[derive(Debug, Clone)]
+pub struct Run<'a> {
+    scenario: &'a Scenario,
+    file: &'a str,
+    seed: u64,
+    options: RunOptions,
+}
+
+impl<'a> Run<'a> {
+    /// The run of `scenario` (read from `file`) with its own seed and no options.
+    pub fn of(scenario: &'a Scenario, file: &'a str) -> Self {
+        Run {
+            scenario,
             file,
-            seed,
-            format!(
+            seed: scenario.seed,
+            options: RunOptions::default(),
+        }
+    }
+
+    /// The same run with `seed` instead.
+    pub fn seed(mut self, seed: u64) -> Self {
+        self.seed = seed;
+        self
+    }
+
+    /// The same run with `options` (mutants, bounds) the scenario file cannot set.
+    pub fn options(mut self, options: RunOptions) -> Self {
+        self.options = options;
+        self
+    }
+
+    /// Runs, checks and builds the report.
+    pub fn report(&self) -> Result<Report, HarnessFailure> {
+        self.traced().map(|(report, _)| report)
+    }
+
+    /// Like [`Run::report`], but also hands back the trace, for exports and determinism
+    /// checks; a run with mutants names them in its repro line.
+    pub fn traced(&self) -> Result<(Report, Trace), HarnessFailure> {
+        let (trace, end) = self.simulate().map_err(|e| {
+            let mut f = self.failure(e.to_string());
+            f.repro.push_str(&self.options.mutant_flags());
+            f
+        })?;
+        let report = self.check(&trace, &end)?;
+        Ok((report, trace))
+    }
+
+    /// Only the simulation, with the world's own error: for callers that read what the
+    /// store had served when a run hit its bound (`trainsim bench`).
+    pub fn simulate(&self) -> Result<(Trace, RunEnd), HarnessError> {
+        let sim_events_max = self.options.sim_events_max.unwrap_or(world::SIM_EVENTS_MAX);
+        world::simulate_bounded(
+            self.scenario,
+            self.seed,
+            self.options.programs(),
+            sim_events_max,
+        )
+    }
+
+    /// Checks a finished run of this scenario and builds its report; a panic in either is
+    /// a harness failure.
+    pub fn check(&self, trace: &Trace, end: &RunEnd) -> Result<Report, HarnessFailure> {
+        let flags = self.options.mutant_flags();
+        std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            let invariants = check::check_all(self.scenario, trace, end);
+            let mut report =
+                report::build(self.scenario, self.file, self.seed, trace, end, invariants);
+            report.repro.push_str(&flags);
+            report
+        }))
+        .map_err(|payload| {
+            let message = format!("the checks panicked: {}", world::panic_message(&payload));
+            let mut f = self.failure(message);
+            f.repro.push_str(&flags);
+            f
+        })
+    }
+
+    /// Runs the seed twice and insists both runs are the same; returns the first run.
+    ///
+    /// Differing traces (or, with equal traces, differing reports) are a harness failure
+    /// whose message shows the first diverging event of each run.
+    pub fn deterministic(&self) -> Result<(Report, Trace), HarnessFailure> {
+        let (first, first_trace) = self.traced()?;
+        let (second, second_trace) = self.traced()?;
+        if first.trace_hash != second.trace_hash {
+            let message = match first_divergence(&first_trace, &second_trace) {
+                Some(d) => format!(
+                    "the run is not deterministic: trace hashes {} and {} differ; the traces \
+                     first diverge at event {}:\n  first run:  {}\n  second run: {}",
+                    first.trace_hash, second.trace_hash, d.index, d.first, d.second
+                ),
+                // Equal events but a different hash can only come from a changed hash
+                // function.
+                None => format!(
+                    "the run is not deterministic: trace hashes {} and {} differ over equal \
+                     events",
+                    first.trace_hash, second.trace_hash
+                ),
+            };
+            return Err(self.failure(message));
+        }
+        if first != second {
+            return Err(self.failure(format!(
                 "the run is not deterministic: equal traces ({}) gave different reports:\n  \
                  first run:  {}\n  second run: {}",
                 first.trace_hash,
                 first.to_json_line(),
                 second.to_json_line()
-            ),
-        ));
+            )));
+        }
+        Ok((first, first_trace))
     }
-    Ok((first, first_trace))
+
+    fn failure(&self, message: String) -> HarnessFailure {
+        HarnessFailure {
+            seed: self.seed,
+            message,
+            repro: report::repro_line(self.file, self.seed),
+        }
+    }
 }
 
 /// Where two traces of the same seed first differ.
@@ -241,14 +276,6 @@ pub fn first_divergence(a: &Trace, b: &Trace) -> Option<Divergence> {
         first: line(&a),
         second: line(&b),
     })
-}
-
-fn harness_failure(file: &str, seed: u64, message: String) -> HarnessFailure {
-    HarnessFailure {
-        seed,
-        message,
-        repro: report::repro_line(file, seed),
-    }
 }
 
 #[cfg(test)]

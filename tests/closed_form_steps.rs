@@ -2,7 +2,7 @@
 //! the same steps, samples and epochs at the same moments, the same verdicts, and fewer
 //! simulator events.
 
-use trainsim::runner::{run_traced_with, RunOptions};
+use trainsim::runner::{Run, RunOptions};
 use trainsim::trace::{EventKind, Trace};
 
 fn run(file: &str, step_by_step: bool) -> (trainsim::report::Report, Trace) {
@@ -11,7 +11,7 @@ fn run(file: &str, step_by_step: bool) -> (trainsim::report::Report, Trace) {
         step_by_step,
         ..RunOptions::default()
     };
-    run_traced_with(&scenario, file, scenario.seed, &options).unwrap()
+    Run::of(&scenario, file).options(options).traced().unwrap()
 }
 
 /// Every step record: (node, step, epoch, samples, at_us).

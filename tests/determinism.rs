@@ -26,7 +26,10 @@ fn scenario_files() -> Vec<PathBuf> {
 }
 
 fn trace_hash(scenario: &trainsim::scenario::Scenario, file: &str, seed: u64) -> String {
-    let report = trainsim::runner::run_one(scenario, file, seed).unwrap_or_else(|e| panic!("{e}"));
+    let report = trainsim::runner::Run::of(scenario, file)
+        .seed(seed)
+        .report()
+        .unwrap_or_else(|e| panic!("{e}"));
     // Read the hash the way consumers do: from the report's serialized form.
     let json = serde_json::to_value(&report).expect("a report serializes");
     let hash = json["trace_hash"]

@@ -397,7 +397,6 @@ fn partition_cuts_the_named_links_and_heal_restores_them() {
     let prober = prober(log.clone(), 30, 500 * MS);
     let host = idle(60 * SEC);
     let programs = Programs {
-        mutants: Default::default(),
         step_by_step: false,
         // node-0 only hosts the store; the others probe it.
         agent: Arc::new(move |env| {
@@ -407,7 +406,7 @@ fn partition_cuts_the_named_links_and_heal_restores_them() {
                 (prober.agent)(env)
             }
         }),
-        store: trainsim::runner::programs().store,
+        store: trainsim::runner::RunOptions::default().programs().store,
     };
     let trace = run(&s, programs);
     let details: Vec<String> = trace

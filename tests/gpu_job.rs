@@ -17,7 +17,8 @@ fn load(name: &str) -> (Scenario, String) {
 
 /// Simulated microseconds from the first training step to the last.
 fn training_span_us(scenario: &Scenario, file: &str) -> u64 {
-    let (report, trace) = trainsim::runner::run_traced(scenario, file, scenario.seed)
+    let (report, trace) = trainsim::runner::Run::of(scenario, file)
+        .traced()
         .unwrap_or_else(|e| panic!("{e}"));
     assert_eq!(report.outcome, "succeeded", "{file}: {}", report.repro);
     let steps: Vec<u64> = trace
@@ -74,7 +75,9 @@ fn a_slow_gpu_starves_a_copy_bound_reader_pipeline() {
     let mut healthy = slow.clone();
     healthy.faults.clear();
     let stall_us = |s: &Scenario| {
-        let report = trainsim::runner::run_one(s, &file, s.seed).unwrap_or_else(|e| panic!("{e}"));
+        let report = trainsim::runner::Run::of(s, &file)
+            .report()
+            .unwrap_or_else(|e| panic!("{e}"));
         assert!(report.passed(), "{}", report.repro);
         report.reader.expect("the scenario has a reader").stall_us
     };

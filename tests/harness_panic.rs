@@ -18,7 +18,7 @@ fn scenario(nodes: u32) -> trainsim::scenario::Scenario {
 
 fn store(
 ) -> Arc<dyn Fn(std::net::SocketAddr) -> futures::future::BoxFuture<'static, ()> + Send + Sync> {
-    trainsim::runner::programs().store
+    trainsim::runner::RunOptions::default().programs().store
 }
 
 fn ok_exit() -> AgentExit {
@@ -31,7 +31,6 @@ fn ok_exit() -> AgentExit {
 /// Node 1 panics after a second of simulated time; node 0 would run on.
 fn panicking() -> Programs {
     Programs {
-        mutants: Default::default(),
         step_by_step: false,
         agent: Arc::new(|env| {
             async move {
@@ -70,7 +69,6 @@ fn a_panicking_agent_is_a_harness_error_with_its_message() {
     );
     // The process (and the simulator) are still usable: a normal run afterwards works.
     let ok = Programs {
-        mutants: Default::default(),
         step_by_step: false,
         agent: Arc::new(|_env| async move { ok_exit() }.boxed()),
         store: store(),
@@ -91,7 +89,6 @@ fn a_panicking_agent_is_a_harness_error_with_its_message() {
 fn a_panicking_store_is_a_harness_error_too() {
     let s = scenario(1);
     let programs = Programs {
-        mutants: Default::default(),
         step_by_step: false,
         agent: Arc::new(|_env| {
             async move {
@@ -114,7 +111,6 @@ fn a_panicking_store_is_a_harness_error_too() {
 fn more_than_events_max_events_is_an_error_not_an_oom() {
     let s = scenario(1);
     let programs = Programs {
-        mutants: Default::default(),
         step_by_step: false,
         agent: Arc::new(|env| {
             async move {
@@ -145,7 +141,6 @@ fn more_than_events_max_events_is_an_error_not_an_oom() {
 #[test]
 fn more_than_the_sim_events_bound_is_an_error_not_a_hang() {
     let spinning = || Programs {
-        mutants: Default::default(),
         step_by_step: false,
         agent: Arc::new(|_env| {
             async move {

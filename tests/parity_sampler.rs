@@ -61,9 +61,11 @@ fn assign_ranks_vectors() {
 
 #[test]
 fn rendezvous_kinds_reach_their_own_checker() {
-    // Whatever the rendezvous checker answers, the dispatcher must not call these unknown.
+    // A rendezvous case missing its fields is refused for those fields, not for its kind.
     let case = serde_json::json!({"kind": "rdzv_sanitize"});
-    if let Err(message) = trainsim::parity::check_case("rdzv_sanitize", &case) {
-        assert!(!message.contains("unknown kind"), "{message}");
-    }
+    let message = serde_json::from_value::<trainsim::parity::Case>(case)
+        .expect_err("no settings, no state")
+        .to_string();
+    assert!(!message.contains("unknown variant"), "{message}");
+    assert!(message.contains("missing field"), "{message}");
 }

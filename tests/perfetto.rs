@@ -6,7 +6,8 @@ use std::path::Path;
 
 fn export(file: &str) -> Value {
     let scenario = trainsim::scenario::load(Path::new(file)).expect("the scenario loads");
-    let (report, trace) = trainsim::runner::run_traced(&scenario, file, scenario.seed)
+    let (report, trace) = trainsim::runner::Run::of(&scenario, file)
+        .traced()
         .unwrap_or_else(|e| panic!("{e}"));
     let text = trainsim::trace::perfetto::chrome_trace_json(&trace, &report.scenario);
     let again = trainsim::trace::perfetto::chrome_trace_json(&trace, &report.scenario);

@@ -2,7 +2,7 @@
 
 use std::path::Path;
 
-use trainsim::parity::rdzv::check_case;
+use trainsim::parity::Case;
 
 fn run_file(name: &str) -> (usize, Vec<String>) {
     let path = Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -17,13 +17,12 @@ fn run_file(name: &str) -> (usize, Vec<String>) {
             continue;
         }
         let line_no = index + 1;
-        let case: serde_json::Value = serde_json::from_str(line)
-            .unwrap_or_else(|e| panic!("{name}:{line_no}: not JSON: {e}"));
-        let kind = case["kind"]
-            .as_str()
-            .unwrap_or_else(|| panic!("{name}:{line_no}: no kind"));
+        let case: Case = serde_json::from_str(line)
+            .unwrap_or_else(|e| panic!("{name}:{line_no}: malformed case: {e}"));
+        let kind = case.kind();
+        assert!(kind.starts_with("rdzv_"), "{name}:{line_no}: {kind}");
         count += 1;
-        match check_case(kind, &case) {
+        match case.check() {
             Ok(None) => {}
             Ok(Some(diff)) => failures.push(format!("{name}:{line_no}: {kind}: {diff}")),
             Err(msg) => panic!("{name}:{line_no}: malformed case: {msg}"),

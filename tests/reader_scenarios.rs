@@ -3,14 +3,15 @@
 //! violates its invariant or fails the job and its fix removes it, and the double-publish
 //! canary replays.
 
-use std::collections::BTreeSet;
 use trainsim::report::Report;
-use trainsim::runner::{run_one, run_one_with, RunOptions};
+use trainsim::runner::{Run, RunOptions};
 use trainsim::trace::EventKind;
 
 fn run(file: &str) -> Report {
     let scenario = trainsim::scenario::load(std::path::Path::new(file)).expect("scenario loads");
-    run_one(&scenario, file, scenario.seed).expect("the harness runs it")
+    Run::of(&scenario, file)
+        .report()
+        .expect("the harness runs it")
 }
 
 fn seq(parts: &[(u64, usize)]) -> Vec<u64> {
@@ -104,7 +105,7 @@ fn a_refused_set_source_fails_the_worker_until_the_restarts_are_spent() {
     // Three processes (the first and two restarts) each exit with 1 on the exception.
     let file = "scenarios/reader_empty_batch_collides.toml";
     let scenario = trainsim::scenario::load(std::path::Path::new(file)).unwrap();
-    let (_, trace) = trainsim::runner::run_traced(&scenario, file, scenario.seed).unwrap();
+    let (_, trace) = Run::of(&scenario, file).traced().unwrap();
     let exits: Vec<i32> = trace
         .events
         .iter()
@@ -127,11 +128,8 @@ fn a_refused_set_source_fails_the_worker_until_the_restarts_are_spent() {
 fn the_double_publish_mutant_is_caught_by_exactly_once() {
     let file = "scenarios/reader_workers_not_dividing.toml";
     let scenario = trainsim::scenario::load(std::path::Path::new(file)).unwrap();
-    let options = RunOptions {
-        mutants: BTreeSet::from(["reader-double-publish".to_string()]),
-        ..RunOptions::default()
-    };
-    let report = run_one_with(&scenario, file, scenario.seed, &options).unwrap();
+    let options = RunOptions::with_mutants(&["reader-double-publish"]).unwrap();
+    let report = Run::of(&scenario, file).options(options).report().unwrap();
     assert_eq!(status(&report, "reader.exactly_once"), "violated");
     assert!(report.repro.ends_with("--mutant reader-double-publish"));
 }
@@ -150,7 +148,10 @@ fn a_batch_that_does_not_split_over_every_gpu_fails_the_workers() {
     };
     // 12 splits over the 2 nodes but not over their 8 GPUs.
     let bad = trainsim::scenario::parse(&text(12), "r.toml").expect("valid input");
-    let report = run_one(&bad, "r.toml", 1).expect("the harness runs it");
+    let report = Run::of(&bad, "r.toml")
+        .seed(1)
+        .report()
+        .expect("the harness runs it");
     assert_eq!(report.outcome, "failed");
     assert_eq!(report.job.steps_done, 0);
     for agent in &report.agents {
@@ -163,6 +164,9 @@ fn a_batch_that_does_not_split_over_every_gpu_fails_the_workers() {
         );
     }
     let good = trainsim::scenario::parse(&text(24), "r.toml").expect("valid input");
-    let report = run_one(&good, "r.toml", 1).expect("the harness runs it");
+    let report = Run::of(&good, "r.toml")
+        .seed(1)
+        .report()
+        .expect("the harness runs it");
     assert_eq!(report.job.steps_done, 20, "{:?}", report.agents);
 }

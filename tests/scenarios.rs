@@ -30,7 +30,8 @@ fn main() {
 fn run_scenario(path: &Path) -> Result<(), Failed> {
     let file = path.display().to_string();
     let scenario = trainsim::scenario::load(path).map_err(|e| Failed::from(e.to_string()))?;
-    let report = trainsim::runner::run_one(&scenario, &file, scenario.seed)
+    let report = trainsim::runner::Run::of(&scenario, &file)
+        .report()
         .map_err(|e| Failed::from(e.to_string()))?;
     if !report.passed() {
         return Err(report.to_text().into());

@@ -15,7 +15,8 @@ fn scenario(nodes: u32, min: u32, max: u32) -> Scenario {
 }
 
 fn run(s: &Scenario, seed: u64) -> (trainsim::trace::Trace, trainsim::trace::RunEnd) {
-    trainsim::world::simulate(s, seed, trainsim::runner::programs()).expect("the run finishes")
+    trainsim::world::simulate(s, seed, trainsim::runner::RunOptions::default().programs())
+        .expect("the run finishes")
 }
 
 #[test]

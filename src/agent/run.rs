@@ -14,12 +14,12 @@ use crate::job::bootstrap::WorkerBootstrap;
 use crate::job::{self, GroupPlan, WorkerStatus};
 use crate::rendezvous::handler::{RendezvousError, RendezvousHandler, RendezvousInfo};
 use crate::rendezvous::settings::RendezvousSettings;
+use crate::runner::Mutants;
 use crate::store::service::{StoreClient, READ_TIMEOUT_US};
 use crate::trace::{AgentState, EventKind};
 use crate::world::wake::Wake;
 use crate::world::{spawn, time, AgentExit, NodeEnv};
 use futures::future::{select, Either};
-use std::collections::BTreeSet;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
@@ -32,33 +32,20 @@ pub const RUN_ID: &str = "trainsim";
 
 /// The rendezvous settings of a scenario, with the planted bugs (mutants) the command line
 /// switched on; a scenario file never sets them.
-pub fn settings_with_mutants(env: &NodeEnv, mutants: &BTreeSet<String>) -> RendezvousSettings {
+pub fn settings_with_mutants(env: &NodeEnv, mutants: &Mutants) -> RendezvousSettings {
     let mut settings = settings_of(env);
-    settings.mutants = mutants.clone();
+    settings.mutants = mutants.rendezvous.clone();
     settings
 }
 
-/// The rendezvous settings of a scenario.
+/// The rendezvous settings of a scenario, as its validation built them.
 pub fn settings_of(env: &NodeEnv) -> RendezvousSettings {
-    let r = &env.scenario().rendezvous;
-    let mut settings = RendezvousSettings::new(RUN_ID, r.min_nodes, r.max_nodes);
-    settings.join_timeout_us = r.join_timeout_us;
-    settings.last_call_timeout_us = r.last_call_timeout_us;
-    settings.close_timeout_us = r.close_timeout_us;
-    settings.heartbeat_timeout_us = r.heartbeat_timeout_us;
-    settings.keep_alive_interval_us = r.keep_alive_interval_us;
-    settings.keep_alive_max_attempt = r.keep_alive_max_attempt;
-    settings.fixes = r.fixes.iter().cloned().collect::<BTreeSet<_>>();
-    settings
+    env.scenario().rendezvous.clone()
 }
 
-/// One agent process, from start to exit.
-pub async fn agent_process(env: NodeEnv) -> AgentExit {
-    agent_process_with(env, Arc::new(BTreeSet::new())).await
-}
-
-/// Like [`agent_process`], with the named mutants switched on in the rendezvous settings.
-pub async fn agent_process_with(env: NodeEnv, mutants: Arc<BTreeSet<String>>) -> AgentExit {
+/// One agent process, from start to exit, with the run's planted bugs (none for torch's
+/// behaviour) switched on in its rendezvous settings and handed to its workers.
+pub async fn agent_process(env: NodeEnv, mutants: Arc<Mutants>) -> AgentExit {
     let settings = settings_with_mutants(&env, &mutants);
     // `create_backend` makes the one TCPStore client the whole agent process uses.
     let store = match StoreClient::connect(env.store_addr(), READ_TIMEOUT_US).await {
@@ -74,7 +61,7 @@ pub async fn agent_process_with(env: NodeEnv, mutants: Arc<BTreeSet<String>>) ->
         Ok(h) => h,
         Err(e) => return rendezvous_error_exit(&env, e),
     };
-    let run = Box::pin(invoke_run(&env, &handler, &store));
+    let run = Box::pin(invoke_run(&env, &handler, &store, &mutants));
     let stop = Box::pin(env.stop_signal());
     let finished = select(run, stop).await;
     let exit = match finished {
@@ -188,13 +175,17 @@ async fn invoke_run(
     env: &NodeEnv,
     handler: &RendezvousHandler,
     store: &StoreClient,
+    mutants: &Arc<Mutants>,
 ) -> Result<AgentExit, RendezvousError> {
     let agent = &env.scenario().agent;
     let mut policy = RestartPolicy::new(agent.max_restarts, agent.fixes.iter().cloned().collect());
-    let highest_step = Arc::new(AtomicU64::new(0));
+    let launch = Launch {
+        highest_step: Arc::new(AtomicU64::new(0)),
+        mutants: Arc::clone(mutants),
+    };
     let mut group = GroupState { last: None };
     group.enter(env, WorkerGroupState::Init);
-    let mut workers = initialize_workers(env, handler, store, &mut policy, &highest_step).await?;
+    let mut workers = initialize_workers(env, handler, store, &mut policy, &launch).await?;
     group.enter(env, WorkerGroupState::Healthy);
     let wake = env.monitor_wake();
     let mut quiet = false;
@@ -252,8 +243,7 @@ async fn invoke_run(
                 record_restart(env, counted, policy.restart_count(), reason.name());
                 workers.stop(env, reason.stop_reason()).await;
                 group.enter(env, WorkerGroupState::Stopped);
-                workers =
-                    initialize_workers(env, handler, store, &mut policy, &highest_step).await?;
+                workers = initialize_workers(env, handler, store, &mut policy, &launch).await?;
                 group.enter(env, WorkerGroupState::Healthy);
             }
         }
@@ -331,6 +321,14 @@ fn monitor(env: &NodeEnv, workers: &Workers) -> WorkerStatus {
     workers.status.lock().expect("status lock").clone()
 }
 
+/// What every worker group this agent starts shares: the highest step its workers ever
+/// completed, across groups (so the agent can tell how many steps a restart lost), and the
+/// run's planted bugs.
+struct Launch {
+    highest_step: Arc<AtomicU64>,
+    mutants: Arc<Mutants>,
+}
+
 /// torch's `_initialize_workers`: rendezvous, assign ranks, then start the workers from the
 /// last checkpoint with the restart count (`TORCHELASTIC_RESTART_COUNT`) of this moment.
 async fn initialize_workers(
@@ -338,7 +336,7 @@ async fn initialize_workers(
     handler: &RendezvousHandler,
     store: &StoreClient,
     policy: &mut RestartPolicy,
-    highest_step: &Arc<AtomicU64>,
+    launch: &Launch,
 ) -> Result<Workers, RendezvousError> {
     let info = handler.next_rendezvous().await?;
     env.record(EventKind::RendezvousCompleted {
@@ -376,7 +374,7 @@ async fn initialize_workers(
         info,
         &ranks,
         policy.restart_count(),
-        highest_step,
+        launch,
     ))
 }
 
@@ -387,8 +385,9 @@ fn start_workers(
     info: RendezvousInfo,
     ranks: &AssignedRanks,
     restart_count: u32,
-    highest_step: &Arc<AtomicU64>,
+    launch: &Launch,
 ) -> Workers {
+    let highest_step = &launch.highest_step;
     env.record(EventKind::WorkersStarted {
         pid: env.pid,
         round: info.round,
@@ -435,6 +434,7 @@ fn start_workers(
         plan,
         status.clone(),
         highest_step.clone(),
+        Arc::clone(&launch.mutants),
     ));
     Workers { info, status, task }
 }

@@ -8,7 +8,7 @@
 pub mod workloads;
 
 use crate::fuzz;
-use crate::runner;
+use crate::runner::{Run, RunOptions};
 use crate::sampler::TorchGenerator;
 use crate::world::{self, bare_madsim_floor};
 use proptest::strategy::{Strategy, ValueTree};
@@ -112,8 +112,11 @@ pub fn run(workload: &str) -> Result<Figures, String> {
 
 fn reference() -> Result<Figures, String> {
     let scenario = workloads::reference();
-    let (wall_us, run) =
-        timed(|| runner::run_traced(&scenario, workloads::REFERENCE_FILE, BENCH_SEED));
+    let (wall_us, run) = timed(|| {
+        Run::of(&scenario, workloads::REFERENCE_FILE)
+            .seed(BENCH_SEED)
+            .traced()
+    });
     let (report, trace) = run.map_err(|e| e.to_string())?;
     // The floor runs as many simulator events (timers and messages) as the run cost.
     let (floor_wall_us, _) =
@@ -180,19 +183,14 @@ pub fn fuzz_workload_cases() -> Vec<fuzz::strategy::Case> {
 fn scale(nodes: u32) -> Result<Figures, String> {
     let scenario = workloads::scale(nodes);
     let file = "bench-scale.toml";
-    let options = runner::RunOptions::default();
+    let bounded = RunOptions {
+        sim_events_max: Some(SCALE_SIM_EVENTS_MAX),
+        ..RunOptions::default()
+    };
+    let one = Run::of(&scenario, file).seed(BENCH_SEED).options(bounded);
     let (wall_us, run) = timed(|| {
-        world::simulate_bounded(
-            &scenario,
-            BENCH_SEED,
-            runner::programs(),
-            SCALE_SIM_EVENTS_MAX,
-        )
-        .map(|(trace, end)| {
-            let report =
-                runner::checked_report(&scenario, file, BENCH_SEED, &trace, &end, &options);
-            (report, trace)
-        })
+        one.simulate()
+            .map(|(trace, end)| (one.check(&trace, &end), trace))
     });
     let mut fields = json!({ "nodes": nodes, "wall_us": wall_us });
     let store = match run {

@@ -5,7 +5,7 @@
 //! The seed options and their parsing live here and are shared with `trainsim check`.
 
 use crate::report::Report;
-use crate::runner::{self, HarnessFailure, RunOptions};
+use crate::runner::{HarnessFailure, Run, RunOptions};
 use crate::scenario::{self, Scenario};
 use crate::trace::{perfetto, Trace};
 use std::path::{Path, PathBuf};
@@ -202,10 +202,11 @@ pub(crate) fn run_seed(
     check_determinism: bool,
     options: &RunOptions,
 ) -> Result<(Report, Trace), HarnessFailure> {
+    let run = Run::of(scenario, file).seed(seed).options(options.clone());
     if check_determinism {
-        runner::run_deterministic_with(scenario, file, seed, options)
+        run.deterministic()
     } else {
-        runner::run_traced_with(scenario, file, seed, options)
+        run.traced()
     }
 }
 

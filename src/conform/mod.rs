@@ -14,7 +14,7 @@ pub mod compare;
 pub mod real;
 pub mod signature;
 
-use crate::runner::{self, HarnessFailure};
+use crate::runner::{HarnessFailure, Run};
 use crate::scenario::Scenario;
 use compare::{Distribution, Verdict};
 use serde::Serialize;
@@ -62,7 +62,7 @@ pub fn sim_distribution(
 ) -> Result<Distribution, HarnessFailure> {
     let mut signatures = Vec::new();
     for seed in seeds {
-        let report = runner::run_one(scenario, file, seed)?;
+        let report = Run::of(scenario, file).seed(seed).report()?;
         signatures.push(signature::from_report(&report, scenario.job.steps));
     }
     Ok(Distribution::of(signatures))

@@ -41,17 +41,8 @@ pub fn known() -> Vec<&'static str> {
 /// Run options with the named mutants on; an unknown name is an error that lists the known
 /// ones (the CLI turns it into exit 2).
 pub fn options_of(names: &[String]) -> Result<RunOptions, String> {
-    let mut options = RunOptions::default();
-    for name in names {
-        if !known().contains(&name.as_str()) {
-            return Err(format!(
-                "`{name}` is not a mutant (one of: {})",
-                known().join(", ")
-            ));
-        }
-        options.mutants.insert(name.clone());
-    }
-    Ok(options)
+    RunOptions::with_mutants(names)
+        .map_err(|name| format!("`{name}` is not a mutant (one of: {})", known().join(", ")))
 }
 
 #[cfg(test)]

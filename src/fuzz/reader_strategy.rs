@@ -126,7 +126,6 @@ fn reader(shape: Shape, mask: u8, picks: &FaultPicks) -> ReaderConfig {
         parse_time_us: 1,
         record_size_bytes: 368,
         fixes: fixes.into_iter().collect(),
-        mutants: Vec::new(),
     }
 }
 

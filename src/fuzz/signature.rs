@@ -9,7 +9,7 @@
 //! the order cases ran in.
 
 use crate::check::Status;
-use crate::runner::{self, RunOptions};
+use crate::runner::{Run, RunOptions};
 use crate::scenario::model::{Fault, FaultKind, Scenario, StoreHost};
 use crate::trace::event::EventKind;
 use crate::trace::Trace;
@@ -48,12 +48,13 @@ pub fn run_case(
     seed: u64,
     mutant: Option<&str>,
 ) -> Result<(Vec<String>, Trace), String> {
-    let options = RunOptions {
-        mutants: mutant.into_iter().map(str::to_owned).collect(),
-        ..RunOptions::default()
-    };
-    let (report, trace) =
-        runner::run_traced_with(scenario, CASE_FILE, seed, &options).map_err(|e| e.message)?;
+    let options = RunOptions::with_mutants(&Vec::from_iter(mutant))
+        .map_err(|name| format!("`{name}` is not a mutant"))?;
+    let (report, trace) = Run::of(scenario, CASE_FILE)
+        .seed(seed)
+        .options(options)
+        .traced()
+        .map_err(|e| e.message)?;
     let mut names: Vec<String> = report
         .invariants
         .iter()

@@ -91,15 +91,18 @@ impl Known {
 /// The case with `fix` switched on, or `None` when the case already has it.
 pub fn with_fix(case: &Case, fix: &str, scope: FixScope) -> Option<Case> {
     let mut c = case.clone();
-    let fixes = match scope {
-        FixScope::Rendezvous => &mut c.scenario.rendezvous.fixes,
-        FixScope::Agent => &mut c.scenario.agent.fixes,
+    let added = match scope {
+        FixScope::Rendezvous => c.scenario.rendezvous.fixes.insert(fix.to_owned()),
+        FixScope::Agent => {
+            let fixes = &mut c.scenario.agent.fixes;
+            let new = !fixes.iter().any(|f| f == fix);
+            if new {
+                fixes.push(fix.to_owned());
+            }
+            new
+        }
     };
-    if fixes.iter().any(|f| f == fix) {
-        return None;
-    }
-    fixes.push(fix.to_owned());
-    Some(c)
+    added.then_some(c)
 }
 
 /// The first fix (in [`TRIAGE_FIXES`] order) under which `case` violates nothing that

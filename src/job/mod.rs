@@ -19,6 +19,7 @@ pub mod ledger;
 pub mod reader_feed;
 mod segment;
 
+use crate::runner::Mutants;
 use crate::trace::EventKind;
 use crate::world::env::CollectiveError;
 use crate::world::gpu::{compute_time_us, gpu_of_local_rank};
@@ -126,16 +127,18 @@ struct Position {
 
 /// Runs this node's workers until the job's last step, or until a worker fails.
 /// `reached` keeps the highest step this node's workers ever completed, across groups, so
-/// the agent can tell how many steps a restart lost.
+/// the agent can tell how many steps a restart lost. `mutants` are the run's planted bugs;
+/// the job's and the reader's act here.
 pub async fn train(
     env: NodeEnv,
     plan: GroupPlan,
     status: Arc<Mutex<WorkerStatus>>,
     reached: Arc<AtomicU64>,
+    mutants: Arc<Mutants>,
 ) {
     let result = match bootstrap::init_process_group(&env, &plan).await {
         // A store these workers host lives as long as they do.
-        Ok(_server) => train_steps(&env, &plan, &reached).await,
+        Ok(_server) => train_steps(&env, &plan, &reached, &mutants).await,
         Err(failed) => Err(failed),
     };
     *status.lock().expect("status lock") = match result {
@@ -150,6 +153,7 @@ async fn train_steps(
     env: &NodeEnv,
     plan: &GroupPlan,
     reached: &AtomicU64,
+    mutants: &Mutants,
 ) -> Result<(), WorkerStatus> {
     let job = env.scenario().job.clone();
     let ck = plan.checkpoint;
@@ -162,13 +166,14 @@ async fn train_steps(
     let key_of = |epoch| PlanKey {
         epoch,
         world_size: plan.world_size,
-        off_by_one: env.mutant_enabled(MUTANT_SAMPLER_OFF_BY_ONE),
+        off_by_one: mutants.job.contains(MUTANT_SAMPLER_OFF_BY_ONE),
     };
     let mut epoch_plan = start_epoch(env, plan, key_of(at.epoch), &mut at)?;
     let dataset_key = dataset_key(env);
     let ledger = env.shared::<Mutex<SampleLedger>>("job/ledger");
     let mut batches: Vec<Vec<u64>> = vec![Vec::new(); plan.local_world_size as usize];
-    let mut reader = reader_feed::ReaderFeed::start(env, plan.round).map_err(script_error)?;
+    let mut reader =
+        reader_feed::ReaderFeed::start(env, plan.round, &mutants.reader).map_err(script_error)?;
     // Set when a closed-form run was cut in the middle of a step: when the next step began.
     let mut step_started_ns = None;
     while at.step < job.steps {

@@ -12,6 +12,7 @@ use crate::reader::feed::{config_of, costs_of, record_runs, WorkerNote};
 use crate::reader::{Delivery, NodeFeed, SetSourceError};
 use crate::trace::EventKind;
 use crate::world::NodeEnv;
+use std::collections::BTreeSet;
 
 /// Most epochs one step may run through without a trained batch: past it, `Model::train`
 /// is dropping every batch (all are incomplete) and the trainer is reported stuck rather
@@ -45,8 +46,13 @@ impl ReaderFeed {
     /// A new `DataReader` for the group of `round`; `Ok(None)` when the scenario has no
     /// `[reader]`. `Err` is the exception HugeCTR's `DataReader` constructor raises in the
     /// training script, for a batch that does not split evenly over every GPU of every node
-    /// (the scenario's other reader settings were validated with the file).
-    pub fn start(env: &NodeEnv, round: u64) -> Result<Option<ReaderFeed>, String> {
+    /// (the scenario's other reader settings were validated with the file). `mutants` are
+    /// the reader's planted bugs the command line switched on.
+    pub fn start(
+        env: &NodeEnv,
+        round: u64,
+        mutants: &BTreeSet<String>,
+    ) -> Result<Option<ReaderFeed>, String> {
         let scenario = env.scenario();
         let Some(reader) = scenario.reader.as_ref() else {
             return Ok(None);
@@ -60,7 +66,8 @@ impl ReaderFeed {
                 reader.batch_size, cluster.nodes, cluster.gpus_per_node
             ));
         }
-        let cfg = config_of(reader);
+        let mut cfg = config_of(reader);
+        cfg.mutants = mutants.clone();
         let Some(costs) = costs_of(scenario) else {
             return Ok(None);
         };

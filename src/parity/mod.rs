@@ -6,24 +6,63 @@
 use std::fmt;
 use std::path::{Path, PathBuf};
 
+use serde::Deserialize;
 use serde_json::Value;
 
 pub mod rdzv;
 pub mod sampler;
 
-/// Kinds checked by [`sampler::check_case`].
-pub const SAMPLER_KINDS: [&str; 7] = [
-    "randperm",
-    "randperm_digest",
-    "randint",
-    "distributed_sampler",
-    "load_balancing_sampler",
-    "load_balancing_batch_sampler",
-    "assign_ranks",
-];
+/// One parity case, as a vector file's line spells it: `kind` names the variant, the other
+/// fields are the variant's.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum Case {
+    Randperm(sampler::RandpermCase),
+    RandpermDigest(sampler::RandpermDigestCase),
+    Randint(sampler::RandintCase),
+    DistributedSampler(sampler::DistributedCase),
+    LoadBalancingSampler(sampler::LoadBalancingCase),
+    LoadBalancingBatchSampler(sampler::LoadBalancingBatchCase),
+    AssignRanks(sampler::AssignRanksCase),
+    RdzvOp(rdzv::OpCase),
+    RdzvApply(rdzv::ApplyCase),
+    RdzvSanitize(rdzv::SanitizeCase),
+}
 
-/// Kinds checked by [`rdzv::check_case`].
-pub const RDZV_KINDS: [&str; 3] = ["rdzv_op", "rdzv_apply", "rdzv_sanitize"];
+impl Case {
+    /// The case's `kind` as the file spells it.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Case::Randperm(_) => "randperm",
+            Case::RandpermDigest(_) => "randperm_digest",
+            Case::Randint(_) => "randint",
+            Case::DistributedSampler(_) => "distributed_sampler",
+            Case::LoadBalancingSampler(_) => "load_balancing_sampler",
+            Case::LoadBalancingBatchSampler(_) => "load_balancing_batch_sampler",
+            Case::AssignRanks(_) => "assign_ranks",
+            Case::RdzvOp(_) => "rdzv_op",
+            Case::RdzvApply(_) => "rdzv_apply",
+            Case::RdzvSanitize(_) => "rdzv_sanitize",
+        }
+    }
+
+    /// Recomputes the case with the model its kind names: `Ok(None)` when it matches,
+    /// `Ok(Some(description))` when it differs, `Err` when its parameters are impossible.
+    pub fn check(&self) -> Result<Option<String>, String> {
+        match self {
+            Case::Randperm(c) => c.check(),
+            Case::RandpermDigest(c) => c.check(),
+            Case::Randint(c) => c.check(),
+            Case::DistributedSampler(c) => c.check(),
+            Case::LoadBalancingSampler(c) => c.check(),
+            Case::LoadBalancingBatchSampler(c) => c.check(),
+            Case::AssignRanks(c) => Ok(c.check()),
+            Case::RdzvOp(c) => c.check(),
+            Case::RdzvApply(c) => c.check(),
+            Case::RdzvSanitize(c) => Ok(c.check()),
+        }
+    }
+}
 
 /// Longest rendering of one expected or actual value in a mismatch line, in characters.
 const SHOWN_VALUE_MAX_CHARS: usize = 120;
@@ -117,16 +156,11 @@ pub fn run_text(path: &Path, text: &str, report: &mut ParityReport) -> Result<()
             line: index + 1,
             message,
         };
-        let case: Value = serde_json::from_str(line).map_err(|e| invalid(e.to_string()))?;
-        let kind = case
-            .get("kind")
-            .and_then(Value::as_str)
-            .ok_or_else(|| invalid("no string field \"kind\"".into()))?
-            .to_string();
-        match check_case(&kind, &case).map_err(invalid)? {
+        let case: Case = serde_json::from_str(line).map_err(|e| invalid(e.to_string()))?;
+        match case.check().map_err(invalid)? {
             None => report.passed += 1,
             Some(description) => report.mismatches.push(Mismatch {
-                kind,
+                kind: case.kind().to_owned(),
                 path: path.to_path_buf(),
                 line: index + 1,
                 description,
@@ -134,18 +168,6 @@ pub fn run_text(path: &Path, text: &str, report: &mut ParityReport) -> Result<()
         }
     }
     Ok(())
-}
-
-/// Recomputes one case with the model its kind names: `Ok(None)` when it matches,
-/// `Ok(Some(description))` when it differs, `Err` when the case is not valid.
-pub fn check_case(kind: &str, case: &Value) -> Result<Option<String>, String> {
-    if SAMPLER_KINDS.contains(&kind) {
-        sampler::check_case(kind, case)
-    } else if RDZV_KINDS.contains(&kind) {
-        rdzv::check_case(kind, case)
-    } else {
-        Err(format!("unknown kind {kind:?}"))
-    }
 }
 
 /// Describes where `actual` first differs from `expected` (`None` when equal): the path of

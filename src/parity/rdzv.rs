@@ -1,5 +1,7 @@
 //! Parity cases of the rendezvous core: `rdzv_op`, `rdzv_apply`, `rdzv_sanitize`.
 
+use serde::de::{Deserializer, Error as _};
+use serde::Deserialize;
 use serde_json::Value;
 
 use crate::rendezvous::apply::apply;
@@ -14,94 +16,106 @@ pub const GRACEFUL_EXIT: &str = "GRACEFUL_EXIT";
 /// Longest excerpt of a value shown in a mismatch description.
 const SHOW_CHARS: usize = 160;
 
-/// Checks one case of kind `rdzv_op`, `rdzv_apply` or `rdzv_sanitize`.
-///
-/// Ok(None): the model agrees with torch. Ok(Some(text)): it does not; `text` names what
-/// differs, expected vs actual. Err(text): the case is malformed or of another kind.
-pub fn check_case(kind: &str, case: &Value) -> Result<Option<String>, String> {
-    match kind {
-        "rdzv_op" => check_op(case),
-        "rdzv_apply" => check_apply(case),
-        "rdzv_sanitize" => check_sanitize(case),
-        other => Err(format!("not a rendezvous case kind: {other:?}")),
+/// `rdzv_op`: the action torch's op `op` decides for `node` in `state`, or
+/// [`GRACEFUL_EXIT`].
+#[derive(Debug, Clone, Deserialize)]
+pub struct OpCase {
+    op: String,
+    settings: RendezvousSettings,
+    node: NodeDesc,
+    #[serde(deserialize_with = "state")]
+    state: RendezvousState,
+    now_utc_us: i64,
+    now_mono_us: i64,
+    deadline_mono_us: i64,
+    expected: String,
+}
+
+/// `rdzv_apply`: the state after torch applies `action` for `node`.
+#[derive(Debug, Clone, Deserialize)]
+pub struct ApplyCase {
+    action: String,
+    settings: RendezvousSettings,
+    node: NodeDesc,
+    #[serde(deserialize_with = "state")]
+    state: RendezvousState,
+    now_utc_us: i64,
+    #[serde(deserialize_with = "state")]
+    expected_state: RendezvousState,
+}
+
+/// `rdzv_sanitize`: the state after torch's `_sanitize`.
+#[derive(Debug, Clone, Deserialize)]
+pub struct SanitizeCase {
+    settings: RendezvousSettings,
+    #[serde(deserialize_with = "state")]
+    state: RendezvousState,
+    now_utc_us: i64,
+    #[serde(deserialize_with = "state")]
+    expected_state: RendezvousState,
+}
+
+/// A state as torch's backend encodes it, decoded by the model's own decoder.
+fn state<'de, D: Deserializer<'de>>(deserializer: D) -> Result<RendezvousState, D::Error> {
+    let value = Value::deserialize(deserializer)?;
+    RendezvousState::from_json(&value).map_err(|e| D::Error::custom(format!("bad state: {e}")))
+}
+
+impl OpCase {
+    pub(super) fn check(&self) -> Result<Option<String>, String> {
+        let op_name = &self.op;
+        let op = OpKind::from_name(op_name).ok_or_else(|| format!("unknown op {op_name:?}"))?;
+        let expected = self.expected.as_str();
+        if expected != GRACEFUL_EXIT && Action::from_torch_name(expected).is_none() {
+            return Err(format!("unknown expected action {expected:?}"));
+        }
+        let ctx = OpContext {
+            node: &self.node,
+            state: &self.state,
+            settings: &self.settings,
+        };
+        let decided = decide(
+            op,
+            &ctx,
+            self.now_utc_us,
+            self.now_mono_us,
+            self.deadline_mono_us,
+        );
+        let actual = match decided {
+            Ok(action) => action.torch_name(),
+            Err(_) => GRACEFUL_EXIT,
+        };
+        let node = &self.node;
+        Ok((actual != expected)
+            .then(|| format!("op {op_name} for {node}: expected {expected}, actual {actual}")))
     }
 }
 
-fn field<'a>(case: &'a Value, name: &str) -> Result<&'a Value, String> {
-    case.get(name)
-        .ok_or_else(|| format!("missing field {name:?}"))
-}
-
-fn int_field(case: &Value, name: &str) -> Result<i64, String> {
-    field(case, name)?
-        .as_i64()
-        .ok_or_else(|| format!("field {name:?} is not an integer"))
-}
-
-fn str_field<'a>(case: &'a Value, name: &str) -> Result<&'a str, String> {
-    field(case, name)?
-        .as_str()
-        .ok_or_else(|| format!("field {name:?} is not a string"))
-}
-
-fn settings_of(case: &Value) -> Result<RendezvousSettings, String> {
-    serde_json::from_value(field(case, "settings")?.clone())
-        .map_err(|e| format!("bad settings: {e}"))
-}
-
-fn node_of(case: &Value) -> Result<NodeDesc, String> {
-    serde_json::from_value(field(case, "node")?.clone()).map_err(|e| format!("bad node: {e}"))
-}
-
-fn state_of(case: &Value, name: &str) -> Result<RendezvousState, String> {
-    RendezvousState::from_json(field(case, name)?).map_err(|e| format!("bad {name}: {e}"))
-}
-
-fn check_op(case: &Value) -> Result<Option<String>, String> {
-    let op_name = str_field(case, "op")?;
-    let op = OpKind::from_name(op_name).ok_or_else(|| format!("unknown op {op_name:?}"))?;
-    let expected = str_field(case, "expected")?;
-    if expected != GRACEFUL_EXIT && Action::from_torch_name(expected).is_none() {
-        return Err(format!("unknown expected action {expected:?}"));
+impl ApplyCase {
+    pub(super) fn check(&self) -> Result<Option<String>, String> {
+        let name = &self.action;
+        let action =
+            Action::from_torch_name(name).ok_or_else(|| format!("unknown action {name:?}"))?;
+        let mut state = self.state.clone();
+        apply(
+            action,
+            &mut state,
+            &self.node,
+            &self.settings,
+            self.now_utc_us,
+        );
+        let node = &self.node;
+        Ok(describe_state_diff(&self.expected_state, &state)
+            .map(|d| format!("apply {name} for {node}: {d}")))
     }
-    let (settings, node, state) = (settings_of(case)?, node_of(case)?, state_of(case, "state")?);
-    let ctx = OpContext {
-        node: &node,
-        state: &state,
-        settings: &settings,
-    };
-    let now_utc_us = int_field(case, "now_utc_us")?;
-    let now_mono_us = int_field(case, "now_mono_us")?;
-    let deadline_mono_us = int_field(case, "deadline_mono_us")?;
-    let actual = match decide(op, &ctx, now_utc_us, now_mono_us, deadline_mono_us) {
-        Ok(action) => action.torch_name(),
-        Err(_) => GRACEFUL_EXIT,
-    };
-    Ok((actual != expected)
-        .then(|| format!("op {op_name} for {node}: expected {expected}, actual {actual}")))
 }
 
-fn check_apply(case: &Value) -> Result<Option<String>, String> {
-    let name = str_field(case, "action")?;
-    let action = Action::from_torch_name(name).ok_or_else(|| format!("unknown action {name:?}"))?;
-    let (settings, node, mut state) =
-        (settings_of(case)?, node_of(case)?, state_of(case, "state")?);
-    let expected = state_of(case, "expected_state")?;
-    apply(
-        action,
-        &mut state,
-        &node,
-        &settings,
-        int_field(case, "now_utc_us")?,
-    );
-    Ok(describe_state_diff(&expected, &state).map(|d| format!("apply {name} for {node}: {d}")))
-}
-
-fn check_sanitize(case: &Value) -> Result<Option<String>, String> {
-    let (settings, mut state) = (settings_of(case)?, state_of(case, "state")?);
-    let expected = state_of(case, "expected_state")?;
-    sanitize(&mut state, &settings, int_field(case, "now_utc_us")?);
-    Ok(describe_state_diff(&expected, &state).map(|d| format!("sanitize: {d}")))
+impl SanitizeCase {
+    pub(super) fn check(&self) -> Option<String> {
+        let mut state = self.state.clone();
+        sanitize(&mut state, &self.settings, self.now_utc_us);
+        describe_state_diff(&self.expected_state, &state).map(|d| format!("sanitize: {d}"))
+    }
 }
 
 fn cut(text: String) -> String {
@@ -141,6 +155,7 @@ pub fn describe_state_diff(expected: &RendezvousState, actual: &RendezvousState)
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::parity::Case;
 
     fn op_case(expected: &str) -> Value {
         serde_json::json!({
@@ -155,22 +170,28 @@ mod tests {
         })
     }
 
+    fn check(case: Value) -> Result<Option<String>, String> {
+        let case: Case = serde_json::from_value(case).map_err(|e| e.to_string())?;
+        assert_eq!(case.kind(), "rdzv_op");
+        case.check()
+    }
+
     #[test]
     fn reports_match_mismatch_and_malformed() {
-        assert_eq!(
-            check_case("rdzv_op", &op_case("MARK_RENDEZVOUS_CLOSED")),
-            Ok(None)
-        );
-        let diff = check_case("rdzv_op", &op_case("FINISH")).unwrap().unwrap();
+        assert_eq!(check(op_case("MARK_RENDEZVOUS_CLOSED")), Ok(None));
+        let diff = check(op_case("FINISH")).unwrap().unwrap();
         assert!(
             diff.contains("expected FINISH") && diff.contains("actual MARK_RENDEZVOUS_CLOSED"),
             "{diff}"
         );
-        assert!(check_case("rdzv_op", &op_case("NOT_AN_ACTION")).is_err());
-        assert!(check_case("randperm", &op_case("FINISH")).is_err());
+        assert!(check(op_case("NOT_AN_ACTION")).is_err());
         let mut no_node = op_case("FINISH");
         no_node.as_object_mut().unwrap().remove("node");
-        assert!(check_case("rdzv_op", &no_node).is_err());
+        assert!(check(no_node).is_err());
+        let mut bad_state = op_case("FINISH");
+        bad_state["state"] = serde_json::json!({"round": "two"});
+        let message = check(bad_state).unwrap_err();
+        assert!(message.contains("bad state"), "{message}");
     }
 
     #[test]

@@ -1,6 +1,6 @@
 //! Parity cases of the samplers, torch RNG and rank assignment.
 
-use serde::de::DeserializeOwned;
+use serde::de::{Deserializer, Visitor};
 use serde::Deserialize;
 use serde_json::{json, Value};
 use sha2::{Digest, Sha256};
@@ -17,91 +17,55 @@ const DIGEST_HEAD_LEN: usize = 16;
 /// Values converted to bytes per hashing step of a digest (bounded scratch memory).
 const DIGEST_CHUNK_VALUES: usize = 1 << 14;
 
-/// Recomputes one case of a sampler kind: `Ok(None)` when it matches, `Ok(Some(description))`
-/// when it differs, `Err` when the case is not valid (missing field, impossible parameters).
-pub fn check_case(kind: &str, case: &Value) -> Result<Option<String>, String> {
-    match kind {
-        "randperm" => {
-            let c: RandpermCase = parse(case)?;
-            let actual = generator(c.seed)?
-                .randperm(c.n)
-                .map_err(|e| e.to_string())?;
-            Ok(compare(&c.expected, json!(actual)))
-        }
-        "randperm_digest" => check_randperm_digest(parse(case)?),
-        "randint" => {
-            let c: RandintCase = parse(case)?;
-            let mut g = generator(c.seed)?;
-            let actual = g.randint(c.high, c.size).map_err(|e| e.to_string())?;
-            Ok(compare(&c.expected, json!(actual)))
-        }
-        "distributed_sampler" => {
-            let c: DistributedCase = parse(case)?;
-            let mut s = DistributedSampler::new(
-                c.dataset_len,
-                c.num_replicas,
-                0,
-                c.shuffle,
-                c.seed,
-                c.drop_last,
-            )
-            .map_err(|e| e.to_string())?;
-            s.set_epoch(c.epoch);
-            let actual = s.indices_all_ranks().map_err(|e| e.to_string())?;
-            Ok(compare(&c.expected, json!(actual)))
-        }
-        "load_balancing_sampler" => {
-            let c: LoadBalancingCase = parse(case)?;
-            let actual = load_balancing(&c)?
-                .indices_all_ranks()
-                .map_err(|e| e.to_string())?;
-            Ok(compare(&c.expected, json!(actual)))
-        }
-        "load_balancing_batch_sampler" => {
-            let c: LoadBalancingCase = parse(case)?;
-            let batch_size = c.batch_size.ok_or("missing field `batch_size`")?;
-            let drop_last_batches = c
-                .drop_last_batches
-                .ok_or("missing field `drop_last_batches`")?;
-            let sampler = load_balancing(&c)?;
-            let batches = LoadBalancingBatchSampler::new(sampler, batch_size, drop_last_batches)
-                .map_err(|e| e.to_string())?;
-            let actual = batches.batches_all_ranks().map_err(|e| e.to_string())?;
-            Ok(compare(&c.expected, json!(actual)))
-        }
-        "assign_ranks" => {
-            let c: AssignRanksCase = parse(case)?;
-            Ok(compare(&c.expected, json!(assign_worker_ranks(&c.roles))))
-        }
-        other => Err(format!("kind {other:?} is not a sampler kind")),
-    }
-}
-
-#[derive(Deserialize)]
-struct RandpermCase {
+/// `randperm`: torch's `randperm(n)` after `manual_seed(seed)`.
+#[derive(Debug, Clone, Deserialize)]
+pub struct RandpermCase {
     n: u64,
+    #[serde(deserialize_with = "torch_seed")]
     seed: i128,
     expected: Value,
 }
 
-#[derive(Deserialize)]
-struct RandpermDigestCase {
+impl RandpermCase {
+    pub(super) fn check(&self) -> Result<Option<String>, String> {
+        let actual = generator(self.seed)?
+            .randperm(self.n)
+            .map_err(|e| e.to_string())?;
+        Ok(compare(&self.expected, json!(actual)))
+    }
+}
+
+/// `randperm_digest`: the head and SHA-256 of a permutation too large to list.
+#[derive(Debug, Clone, Deserialize)]
+pub struct RandpermDigestCase {
     n: u64,
+    #[serde(deserialize_with = "torch_seed")]
     seed: i128,
     head: Value,
     sha256_le_i64: String,
 }
 
-#[derive(Deserialize)]
-struct RandintCase {
+/// `randint`: torch's `randint(high, (size,))` after `manual_seed(seed)`.
+#[derive(Debug, Clone, Deserialize)]
+pub struct RandintCase {
     high: u64,
     size: usize,
+    #[serde(deserialize_with = "torch_seed")]
     seed: i128,
     expected: Value,
 }
 
-#[derive(Deserialize)]
-struct DistributedCase {
+impl RandintCase {
+    pub(super) fn check(&self) -> Result<Option<String>, String> {
+        let mut g = generator(self.seed)?;
+        let actual = g.randint(self.high, self.size).map_err(|e| e.to_string())?;
+        Ok(compare(&self.expected, json!(actual)))
+    }
+}
+
+/// `distributed_sampler`: every rank's indices of one epoch.
+#[derive(Debug, Clone, Deserialize)]
+pub struct DistributedCase {
     dataset_len: u64,
     num_replicas: u64,
     seed: i64,
@@ -111,8 +75,26 @@ struct DistributedCase {
     expected: Value,
 }
 
-#[derive(Deserialize)]
-struct LoadBalancingCase {
+impl DistributedCase {
+    pub(super) fn check(&self) -> Result<Option<String>, String> {
+        let mut s = DistributedSampler::new(
+            self.dataset_len,
+            self.num_replicas,
+            0,
+            self.shuffle,
+            self.seed,
+            self.drop_last,
+        )
+        .map_err(|e| e.to_string())?;
+        s.set_epoch(self.epoch);
+        let actual = s.indices_all_ranks().map_err(|e| e.to_string())?;
+        Ok(compare(&self.expected, json!(actual)))
+    }
+}
+
+/// `load_balancing_sampler`: Bagua's sampler, every rank's indices of one epoch.
+#[derive(Debug, Clone, Deserialize)]
+pub struct LoadBalancingCase {
     complexities: Vec<i64>,
     num_replicas: u64,
     seed: i64,
@@ -120,23 +102,91 @@ struct LoadBalancingCase {
     shuffle: bool,
     drop_last: bool,
     random_level: f64,
-    batch_size: Option<usize>,
-    drop_last_batches: Option<bool>,
     expected: Value,
 }
 
-#[derive(Deserialize)]
-struct AssignRanksCase {
+impl LoadBalancingCase {
+    pub(super) fn check(&self) -> Result<Option<String>, String> {
+        let actual = self
+            .sampler()?
+            .indices_all_ranks()
+            .map_err(|e| e.to_string())?;
+        Ok(compare(&self.expected, json!(actual)))
+    }
+
+    fn sampler(&self) -> Result<LoadBalancingSampler, String> {
+        let mut s = LoadBalancingSampler::new(
+            self.complexities.clone(),
+            self.num_replicas,
+            0,
+            self.shuffle,
+            self.seed,
+            self.drop_last,
+            self.random_level,
+        )
+        .map_err(|e| e.to_string())?;
+        s.set_epoch(self.epoch);
+        Ok(s)
+    }
+}
+
+/// `load_balancing_batch_sampler`: Bagua's batch sampler over the load-balancing sampler,
+/// every rank's batches of one epoch.
+#[derive(Debug, Clone, Deserialize)]
+pub struct LoadBalancingBatchCase {
+    #[serde(flatten)]
+    sampler: LoadBalancingCase,
+    batch_size: usize,
+    drop_last_batches: bool,
+}
+
+impl LoadBalancingBatchCase {
+    pub(super) fn check(&self) -> Result<Option<String>, String> {
+        let batches = LoadBalancingBatchSampler::new(
+            self.sampler.sampler()?,
+            self.batch_size,
+            self.drop_last_batches,
+        )
+        .map_err(|e| e.to_string())?;
+        let actual = batches.batches_all_ranks().map_err(|e| e.to_string())?;
+        Ok(compare(&self.sampler.expected, json!(actual)))
+    }
+}
+
+/// `assign_ranks`: torch's `_assign_worker_ranks` over the groups' declared roles.
+#[derive(Debug, Clone, Deserialize)]
+pub struct AssignRanksCase {
     roles: Vec<GroupRole>,
     expected: Value,
 }
 
-fn parse<T: DeserializeOwned>(case: &Value) -> Result<T, String> {
-    T::deserialize(case).map_err(|e| e.to_string())
+impl AssignRanksCase {
+    pub(super) fn check(&self) -> Option<String> {
+        compare(&self.expected, json!(assign_worker_ranks(&self.roles)))
+    }
 }
 
 fn compare(expected: &Value, actual: Value) -> Option<String> {
     first_difference(expected, &actual)
+}
+
+/// A seed as a vector writes it: a JSON integer, signed or not. (Read through a visitor:
+/// serde buffers the fields of a tagged case, and its buffer holds no 128-bit integers.)
+fn torch_seed<'de, D: Deserializer<'de>>(deserializer: D) -> Result<i128, D::Error> {
+    struct Integer;
+    impl Visitor<'_> for Integer {
+        type Value = i128;
+        fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            f.write_str("i128")
+        }
+        fn visit_i64<E>(self, v: i64) -> Result<i128, E> {
+            Ok(i128::from(v))
+        }
+        fn visit_u64<E>(self, v: u64) -> Result<i128, E> {
+            Ok(i128::from(v))
+        }
+    }
+    deserializer.deserialize_any(Integer)
 }
 
 /// A generator after torch's `manual_seed(seed)`, which accepts `[-2^63, 2^64)`.
@@ -150,24 +200,15 @@ fn generator(seed: i128) -> Result<TorchGenerator, String> {
     Ok(TorchGenerator::new(seed as u64))
 }
 
-fn load_balancing(c: &LoadBalancingCase) -> Result<LoadBalancingSampler, String> {
-    let mut s = LoadBalancingSampler::new(
-        c.complexities.clone(),
-        c.num_replicas,
-        0,
-        c.shuffle,
-        c.seed,
-        c.drop_last,
-        c.random_level,
-    )
-    .map_err(|e| e.to_string())?;
-    s.set_epoch(c.epoch);
-    Ok(s)
-}
-
 /// Checks the head and the SHA-256 of a large permutation; the permutation is held as
 /// `u32` when it fits (half the memory) and hashed as little-endian `i64` in chunks.
-fn check_randperm_digest(c: RandpermDigestCase) -> Result<Option<String>, String> {
+impl RandpermDigestCase {
+    pub(super) fn check(&self) -> Result<Option<String>, String> {
+        check_randperm_digest(self)
+    }
+}
+
+fn check_randperm_digest(c: &RandpermDigestCase) -> Result<Option<String>, String> {
     let mut g = generator(c.seed)?;
     let (head, digest) = match u32::try_from(c.n) {
         Ok(n) => {
@@ -228,9 +269,12 @@ mod tests {
 
     #[test]
     fn bad_seed_is_an_invalid_case() {
-        let case = json!({"kind": "randperm", "n": 2, "seed": -1e30, "expected": [0, 1]});
-        assert!(check_case("randperm", &case).is_err());
-        let case = json!({"kind": "randperm", "n": 2, "expected": [0, 1]});
-        assert!(check_case("randperm", &case).is_err());
+        let case = |value| serde_json::from_value::<super::super::Case>(value);
+        let float_seed = json!({"kind": "randperm", "n": 2, "seed": -1e30, "expected": [0, 1]});
+        assert!(case(float_seed).is_err());
+        let no_seed = json!({"kind": "randperm", "n": 2, "expected": [0, 1]});
+        assert!(case(no_seed).is_err());
+        assert!(generator(i128::from(u64::MAX) + 1).is_err());
+        assert!(generator(i128::from(i64::MIN)).is_ok());
     }
 }

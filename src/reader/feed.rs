@@ -436,7 +436,8 @@ pub fn expand_runs(runs: &[[u32; 3]]) -> impl Iterator<Item = RecordId> + '_ {
 
 /// The reader model's configuration for a scenario's `[reader]` as the job runs it: every
 /// node reads all files (one node's view), `Model::train` consumes, epochs go on until the
-/// model's bound, and the run's own budgets never stop it early.
+/// model's bound, and the run's own budgets never stop it early. No mutant is on: the job
+/// switches on the ones the command line names.
 pub fn config_of(r: &crate::scenario::model::ReaderConfig) -> ReaderConfig {
     let mut cfg = ReaderConfig::new(
         r.workers,
@@ -465,7 +466,6 @@ pub fn config_of(r: &crate::scenario::model::ReaderConfig) -> ReaderConfig {
     cfg.repeat_batches = u32::MAX;
     cfg.steps_max = u64::MAX;
     cfg.fixes = r.fixes.iter().cloned().collect();
-    cfg.mutants = r.mutants.iter().cloned().collect();
     cfg
 }
 

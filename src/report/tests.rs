@@ -59,7 +59,6 @@ fn with_reader(mut s: Scenario) -> Scenario {
         parse_time_us: 1,
         record_size_bytes: 368,
         fixes: vec![],
-        mutants: vec![],
     });
     s
 }

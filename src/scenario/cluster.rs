@@ -3,9 +3,10 @@
 
 use super::limits::*;
 use super::locate::FieldPath;
-use super::model::{AgentConfig, Cluster, GpuProfile, Network, RendezvousConfig, StoreHost};
+use super::model::{AgentConfig, Cluster, GpuProfile, Network, StoreHost};
 use super::raw::{RawAgent, RawCluster, RawGpuProfile, RawNetwork, RawRendezvous};
 use super::values::*;
+use crate::rendezvous::settings::RendezvousSettings;
 use std::collections::{BTreeMap, BTreeSet};
 
 /// Named deviations from torch's agent behaviour that `agent.fixes` may ask for.
@@ -174,8 +175,10 @@ pub fn network(raw: &Option<RawNetwork>) -> Check<Network> {
 }
 
 /// `[rendezvous]`: torch's `DynamicRendezvousHandler` defaults; node bounds as torchrun's
-/// `--nnodes` (absent: the cluster's starting nodes; one given: the other equals it).
-pub fn rendezvous(raw: &Option<RawRendezvous>, cluster: &Cluster) -> Check<RendezvousConfig> {
+/// `--nnodes` (absent: the cluster's starting nodes; one given: the other equals it). The
+/// result is the settings every agent's handler takes as they are, with the run id all
+/// agents share and no mutants.
+pub fn rendezvous(raw: &Option<RawRendezvous>, cluster: &Cluster) -> Check<RendezvousSettings> {
     let p = FieldPath::root().key("rendezvous");
     let r = raw.clone().unwrap_or_default();
     let (min_nodes, max_nodes) = match (r.min_nodes, r.max_nodes) {
@@ -194,7 +197,8 @@ pub fn rendezvous(raw: &Option<RawRendezvous>, cluster: &Cluster) -> Check<Rende
         positive_duration(&p.key(key), v, default_s * 1_000_000, TIMEOUT_US_MAX)
     };
     let attempts = r.keep_alive_max_attempt.unwrap_or(3);
-    Ok(RendezvousConfig {
+    Ok(RendezvousSettings {
+        run_id: crate::agent::run::RUN_ID.to_owned(),
         min_nodes,
         max_nodes,
         join_timeout_us: t("join_timeout", &r.join_timeout, 600)?,
@@ -212,7 +216,10 @@ pub fn rendezvous(raw: &Option<RawRendezvous>, cluster: &Cluster) -> Check<Rende
             &p.key("fixes"),
             r.fixes.as_deref().unwrap_or(&[]),
             KNOWN_FIXES,
-        )?,
+        )?
+        .into_iter()
+        .collect(),
+        mutants: BTreeSet::new(),
     })
 }
 

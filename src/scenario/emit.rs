@@ -89,7 +89,7 @@ fn gpu_profile(c: &Cluster) -> Option<RawGpuProfile> {
     })
 }
 
-fn rendezvous(r: &RendezvousConfig) -> RawRendezvous {
+fn rendezvous(r: &crate::rendezvous::settings::RendezvousSettings) -> RawRendezvous {
     RawRendezvous {
         min_nodes: Some(r.min_nodes),
         max_nodes: Some(r.max_nodes),
@@ -99,7 +99,7 @@ fn rendezvous(r: &RendezvousConfig) -> RawRendezvous {
         heartbeat_timeout: Some(dur(r.heartbeat_timeout_us)),
         keep_alive_interval: Some(dur(r.keep_alive_interval_us)),
         keep_alive_max_attempt: Some(r.keep_alive_max_attempt),
-        fixes: Some(r.fixes.clone()),
+        fixes: Some(r.fixes.iter().cloned().collect()),
     }
 }
 

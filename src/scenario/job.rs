@@ -284,7 +284,6 @@ pub fn reader(raw: &Option<RawReader>) -> Check<Option<ReaderConfig>> {
         parse_time_us,
         record_size_bytes,
         fixes,
-        mutants: Vec::new(),
     }))
 }
 

@@ -4,6 +4,7 @@
 //! this type, so a value here is already known to be in range: durations in microseconds,
 //! sizes in bytes, bandwidths in bits per second, nodes by their index.
 
+use crate::rendezvous::settings::RendezvousSettings;
 use std::collections::BTreeMap;
 
 /// A whole scenario after validation.
@@ -17,7 +18,10 @@ pub struct Scenario {
     pub time_limit_us: u64,
     pub cluster: Cluster,
     pub network: Network,
-    pub rendezvous: RendezvousConfig,
+    /// `[rendezvous]`: torch's `DynamicRendezvousHandler` settings as every agent's handler
+    /// takes them (run id `agent::run::RUN_ID`; no mutants, only the runner switches those
+    /// on).
+    pub rendezvous: RendezvousSettings,
     pub agent: AgentConfig,
     pub job: JobConfig,
     /// The `[reader]` table when present: every node's trainer then takes one reader batch
@@ -76,21 +80,6 @@ pub struct Network {
     pub latency_us_max: u64,
     pub loss: f64,
     pub bandwidth_bits_per_sec: u64,
-}
-
-/// `[rendezvous]`: `DynamicRendezvousHandler` settings.
-#[derive(Debug, Clone, PartialEq)]
-pub struct RendezvousConfig {
-    pub min_nodes: u32,
-    pub max_nodes: u32,
-    pub join_timeout_us: u64,
-    pub last_call_timeout_us: u64,
-    pub close_timeout_us: u64,
-    pub heartbeat_timeout_us: u64,
-    pub keep_alive_interval_us: u64,
-    pub keep_alive_max_attempt: u32,
-    /// Opt-in named deviations from torch's behaviour.
-    pub fixes: Vec<String>,
 }
 
 /// `[agent]`: `LocalElasticAgent` settings.
@@ -189,9 +178,6 @@ pub struct ReaderConfig {
     pub record_size_bytes: u64,
     /// Opt-in named deviations from HugeCTR (`reader::config::KNOWN_FIXES`).
     pub fixes: Vec<String>,
-    /// Planted reader bugs (`reader::config::KNOWN_MUTANTS`): set only by the runner from
-    /// `--mutant`, never by a file, and never written back.
-    pub mutants: Vec<String>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -497,7 +497,7 @@ fn scenario() -> impl Strategy<Value = Scenario> {
                 s.agent.nproc_per_node = gpus;
                 if flag {
                     s.agent.fixes = vec!["shared-restart-count".into()];
-                    s.rendezvous.fixes = vec!["dead-participant-rejoin".into()];
+                    s.rendezvous.fixes = ["dead-participant-rejoin".to_owned()].into();
                 }
                 s.job.step_time_us = step_us;
                 // Gradients must fit in one GPU's memory.

@@ -343,11 +343,6 @@ impl NodeEnv {
         min / 2 + max / 2 + (min % 2 + max % 2) / 2
     }
 
-    /// Whether the command line switched on the planted bug `name` (`--mutant`).
-    pub fn mutant_enabled(&self, name: &str) -> bool {
-        self.world.programs.mutants.contains(name)
-    }
-
     /// A value every process of the run shares (caches of pure results, the sample ledger),
     /// created on first use. The world only keeps it; the caller gives it meaning.
     pub fn shared<T: std::any::Any + Send + Sync + Default>(&self, key: &'static str) -> Arc<T> {

@@ -44,8 +44,6 @@ pub struct Programs {
     pub agent: Arc<dyn Fn(NodeEnv) -> BoxFuture<'static, AgentExit> + Send + Sync>,
     /// The store server, given the address to listen on.
     pub store: Arc<dyn Fn(SocketAddr) -> BoxFuture<'static, ()> + Send + Sync>,
-    /// Planted bugs the command line switched on (`--mutant`); empty runs the real code.
-    pub mutants: Arc<std::collections::BTreeSet<String>>,
     /// Time every training step with its own timers and barrier instead of settling runs of
     /// steps in closed form (`job::segment`): the reference the closed form is tested against.
     pub step_by_step: bool,

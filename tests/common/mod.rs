@@ -12,10 +12,9 @@ where
     Fut: Future<Output = AgentExit> + Send + 'static,
 {
     Programs {
-        mutants: Default::default(),
         step_by_step: false,
         agent: Arc::new(move |env| agent(env).boxed()),
-        store: trainsim::runner::programs().store,
+        store: trainsim::runner::RunOptions::default().programs().store,
     }
 }
 
