@@ -101,11 +101,10 @@ pub fn run_traced_with(
     let with_reader_mutants = reader_mutants(scenario, options);
     let simulated = with_reader_mutants.as_ref().unwrap_or(scenario);
     let sim_events_max = options.sim_events_max.unwrap_or(world::SIM_EVENTS_MAX);
-    let (trace, end) =
-        world::simulate_bounded(simulated, seed, programs_with(options), sim_events_max)
-            .map_err(|e| failure(e.to_string()))?;
-    let report = checked_report(scenario, file, seed, &trace, &end, options)?;
-    Ok((report, trace))
+    let run = world::simulate_bounded(simulated, seed, programs_with(options), sim_events_max)
+        .map_err(|e| failure(e.to_string()))?;
+    let report = checked_report(scenario, file, seed, &run.trace, &run.end, options)?;
+    Ok((report, run.trace))
 }
 
 /// Checks a finished run and builds its report; a panic in either is a harness failure.
@@ -273,8 +272,6 @@ mod tests {
                 })
                 .collect(),
             truncated: false,
-            sim_events: 0,
-            store: Default::default(),
         }
     }
 
