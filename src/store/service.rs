@@ -316,6 +316,14 @@ impl StoreClient {
         }
     }
 
+    /// How many keys the store holds.
+    pub async fn num_keys(&self) -> Result<i64, StoreError> {
+        match self.call(StoreRequest::NumKeys).await? {
+            StoreResponse::Int(n) => Ok(n),
+            other => Err(unexpected(other)),
+        }
+    }
+
     pub async fn multi_set(&self, entries: Vec<(String, Vec<u8>)>) -> Result<(), StoreError> {
         let entries = entries
             .into_iter()
