@@ -15,6 +15,8 @@ pub mod env;
 mod faults;
 pub mod gpu;
 pub mod net;
+#[cfg(test)]
+mod reuse_tests;
 pub mod rng;
 pub mod segments;
 mod state;
