@@ -14,9 +14,12 @@ fn scenario() -> Scenario {
     s
 }
 
+/// What each agent saw: its node index and the store incarnation its client reached.
+type Seen = Arc<Mutex<Vec<(u32, Option<u64>)>>>;
+
 /// Each agent adds to a counter and notes which store incarnation it reached; with
 /// `panics`, node 1 then panics.
-fn programs(panics: bool, seen: Arc<Mutex<Vec<(u32, Option<u64>)>>>) -> Programs {
+fn programs(panics: bool, seen: Seen) -> Programs {
     Programs {
         mutants: Default::default(),
         step_by_step: false,
@@ -47,7 +50,7 @@ fn programs(panics: bool, seen: Arc<Mutex<Vec<(u32, Option<u64>)>>>) -> Programs
 #[test]
 fn a_thread_runs_the_run_after_a_panicking_one_from_scratch() {
     let run = |panics: bool| {
-        let seen = Arc::default();
+        let seen: Seen = Arc::default();
         let run = run_on_this_thread(
             scenario(),
             7,
