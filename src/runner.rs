@@ -12,7 +12,7 @@ use crate::check;
 use crate::report::{self, Report};
 use crate::scenario::model::Scenario;
 use crate::trace::{RunEnd, Trace};
-use crate::world::{self, HarnessError, Programs};
+use crate::world::{self, HarnessError, Programs, SimulatedRun};
 use futures::FutureExt;
 use std::collections::BTreeSet;
 use std::sync::Arc;
@@ -161,18 +161,19 @@ impl<'a> Run<'a> {
     /// Like [`Run::report`], but also hands back the trace, for exports and determinism
     /// checks; a run with mutants names them in its repro line.
     pub fn traced(&self) -> Result<(Report, Trace), HarnessFailure> {
-        let (trace, end) = self.simulate().map_err(|e| {
+        let run = self.simulate().map_err(|e| {
             let mut f = self.failure(e.to_string());
             f.repro.push_str(&self.options.mutant_flags());
             f
         })?;
-        let report = self.check(&trace, &end)?;
-        Ok((report, trace))
+        let report = self.check(&run.trace, &run.end)?;
+        Ok((report, run.trace))
     }
 
-    /// Only the simulation, with the world's own error: for callers that read what the
-    /// store had served when a run hit its bound (`trainsim bench`).
-    pub fn simulate(&self) -> Result<(Trace, RunEnd), HarnessError> {
+    /// Only the simulation, with the world's own error and the run's stats beside its
+    /// trace: for callers that read what the run cost or what the store had served when it
+    /// hit its bound (`trainsim bench`).
+    pub fn simulate(&self) -> Result<SimulatedRun, HarnessError> {
         let sim_events_max = self.options.sim_events_max.unwrap_or(world::SIM_EVENTS_MAX);
         world::simulate_bounded(
             self.scenario,
@@ -300,8 +301,6 @@ mod tests {
                 })
                 .collect(),
             truncated: false,
-            sim_events: 0,
-            store: Default::default(),
         }
     }
 

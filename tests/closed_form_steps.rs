@@ -4,14 +4,19 @@
 
 use trainsim::runner::{Run, RunOptions};
 use trainsim::trace::{EventKind, Trace};
+use trainsim::world::RunStats;
 
-fn run(file: &str, step_by_step: bool) -> (trainsim::report::Report, Trace) {
+/// The run's report and trace, and what it cost the simulator.
+fn run(file: &str, step_by_step: bool) -> (trainsim::report::Report, Trace, RunStats) {
     let scenario = trainsim::scenario::load(std::path::Path::new(file)).unwrap();
     let options = RunOptions {
         step_by_step,
         ..RunOptions::default()
     };
-    Run::of(&scenario, file).options(options).traced().unwrap()
+    let one = Run::of(&scenario, file).options(options);
+    let run = one.simulate().expect("the run finishes");
+    let report = one.check(&run.trace, &run.end).expect("the checks run");
+    (report, run.trace, run.stats)
 }
 
 /// Every step record: (node, step, epoch, samples, at_us).
@@ -58,8 +63,8 @@ fn steady_runs_record_the_same_steps_at_the_same_moments() {
         "scenarios/straggler_window.toml",
         "scenarios/variable_cost_load_balancing.toml",
     ] {
-        let (closed_report, closed) = run(file, false);
-        let (one_report, one) = run(file, true);
+        let (closed_report, closed, closed_stats) = run(file, false);
+        let (one_report, one, one_stats) = run(file, true);
         assert_eq!(verdicts(&closed_report), verdicts(&one_report), "{file}");
         let (closed_steps, one_steps) = (steps(&closed), steps(&one));
         assert_eq!(closed_steps.len(), one_steps.len(), "{file}");
@@ -70,10 +75,10 @@ fn steady_runs_record_the_same_steps_at_the_same_moments() {
         }
         // Short epochs and checkpoints cut runs often; even so a quarter of the events go.
         assert!(
-            closed.sim_events * 4 < one.sim_events * 3,
+            closed_stats.sim_events * 4 < one_stats.sim_events * 3,
             "{file}: {} simulator events in closed form, {} one at a time",
-            closed.sim_events,
-            one.sim_events
+            closed_stats.sim_events,
+            one_stats.sim_events
         );
     }
 }
@@ -89,8 +94,8 @@ fn cut_runs_keep_every_verdict() {
         "scenarios/gpu_lost_spends_restarts.toml",
         "scenarios/fast_rejoin_bypasses_max_restarts.toml",
     ] {
-        let (closed, _) = run(file, false);
-        let (one, _) = run(file, true);
+        let (closed, _, _) = run(file, false);
+        let (one, _, _) = run(file, true);
         assert_eq!(verdicts(&closed), verdicts(&one), "{file}");
         assert_eq!(closed.outcome, one.outcome, "{file}");
         let rounds = |r: &trainsim::report::Report| -> Vec<(u64, u32, usize)> {

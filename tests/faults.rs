@@ -48,7 +48,7 @@ fn idle(us: u64) -> Programs {
 fn run(s: &Scenario, programs: Programs) -> Trace {
     trainsim::world::simulate(s, SEED, programs)
         .expect("the run finishes")
-        .0
+        .trace
 }
 
 fn on<'a>(trace: &'a Trace, node: &str) -> Vec<&'a Event> {

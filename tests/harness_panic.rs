@@ -73,7 +73,8 @@ fn a_panicking_agent_is_a_harness_error_with_its_message() {
         agent: Arc::new(|_env| async move { ok_exit() }.boxed()),
         store: store(),
     };
-    let (trace, end) = trainsim::world::simulate(&s, 3, ok).expect("a later run finishes");
+    let run = trainsim::world::simulate(&s, 3, ok).expect("a later run finishes");
+    let (trace, end) = (run.trace, run.end);
     assert_eq!(end.outcome, trainsim::scenario::model::Outcome::Succeeded);
     assert_eq!(
         trace
@@ -128,9 +129,9 @@ fn more_than_events_max_events_is_an_error_not_an_oom() {
     match trainsim::world::simulate(&s, 5, programs) {
         Err(HarnessError::EventsOverBound(bound)) => assert_eq!(bound, EVENTS_MAX),
         Err(other) => panic!("expected EventsOverBound, got {other}"),
-        Ok((trace, _)) => panic!(
+        Ok(run) => panic!(
             "expected EventsOverBound, got a trace of {} events",
-            trace.events.len()
+            run.trace.events.len()
         ),
     }
 }

@@ -33,7 +33,8 @@ fn scenario(nodes: u32, store: StoreHost, faults: Vec<Fault>) -> Scenario {
 }
 
 fn run(s: &Scenario, programs: Programs) -> (Trace, trainsim::trace::RunEnd) {
-    trainsim::world::simulate(s, SEED, programs).expect("the run finishes")
+    let run = trainsim::world::simulate(s, SEED, programs).expect("the run finishes");
+    (run.trace, run.end)
 }
 
 /// A shared log of what the programs saw: (node, what, simulated time).

@@ -15,8 +15,10 @@ fn scenario(nodes: u32, min: u32, max: u32) -> Scenario {
 }
 
 fn run(s: &Scenario, seed: u64) -> (trainsim::trace::Trace, trainsim::trace::RunEnd) {
-    trainsim::world::simulate(s, seed, trainsim::runner::RunOptions::default().programs())
-        .expect("the run finishes")
+    let run =
+        trainsim::world::simulate(s, seed, trainsim::runner::RunOptions::default().programs())
+            .expect("the run finishes");
+    (run.trace, run.end)
 }
 
 #[test]

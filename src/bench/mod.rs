@@ -112,15 +112,17 @@ pub fn run(workload: &str) -> Result<Figures, String> {
 
 fn reference() -> Result<Figures, String> {
     let scenario = workloads::reference();
+    let one = Run::of(&scenario, workloads::REFERENCE_FILE).seed(BENCH_SEED);
+    // What `Run::traced` does, keeping the run's stats beside its trace.
     let (wall_us, run) = timed(|| {
-        Run::of(&scenario, workloads::REFERENCE_FILE)
-            .seed(BENCH_SEED)
-            .traced()
+        one.simulate()
+            .map(|run| (one.check(&run.trace, &run.end), run.stats))
     });
-    let (report, trace) = run.map_err(|e| e.to_string())?;
+    let (report, stats) = run.map_err(|e| e.to_string())?;
+    let report = report.map_err(|e| e.to_string())?;
     // The floor runs as many simulator events (timers and messages) as the run cost.
     let (floor_wall_us, _) =
-        timed(|| bare_madsim_floor::timers_and_messages(trace.sim_events, BENCH_SEED));
+        timed(|| bare_madsim_floor::timers_and_messages(stats.sim_events, BENCH_SEED));
     // Events per second of each over the same count: the ratio of their wall times.
     let floor_ratio = floor_wall_us as f64 / wall_us as f64;
     Ok(Figures::new(
@@ -130,10 +132,10 @@ fn reference() -> Result<Figures, String> {
             "wall_us": wall_us,
             "speedup": round2(report.sim_time_us as f64 / wall_us as f64),
             "events": report.events,
-            "sim_events": trace.sim_events,
+            "sim_events": stats.sim_events,
             // What the simulation costs per second it simulates, whatever the machine.
             "sim_events_per_sim_sec": round2(
-                trace.sim_events as f64 / (report.sim_time_us.max(1) as f64 / 1e6)
+                stats.sim_events as f64 / (report.sim_time_us.max(1) as f64 / 1e6)
             ),
             "floor_wall_us": floor_wall_us,
             "floor_ratio": round2(floor_ratio),
@@ -190,19 +192,19 @@ fn scale(nodes: u32) -> Result<Figures, String> {
     let one = Run::of(&scenario, file).seed(BENCH_SEED).options(bounded);
     let (wall_us, run) = timed(|| {
         one.simulate()
-            .map(|(trace, end)| (one.check(&trace, &end), trace))
+            .map(|run| (one.check(&run.trace, &run.end), run.stats))
     });
     let mut fields = json!({ "nodes": nodes, "wall_us": wall_us });
     let store = match run {
-        Ok((report, trace)) => {
+        Ok((report, stats)) => {
             let report = report.map_err(|e| e.to_string())?;
             let round = report.rounds.first();
             fields["completed"] = json!(true);
             fields["round_world_size"] = json!(round.map(|r| r.world_size).unwrap_or(0));
             fields["round_completed_at_us"] = json!(round.map(|r| r.completed_at_us));
             fields["events"] = json!(report.events);
-            fields["sim_events"] = json!(trace.sim_events);
-            trace.store
+            fields["sim_events"] = json!(stats.sim_events);
+            stats.store
         }
         // Stopped at the bound: how far it got is the figure.
         Err(world::HarnessError::SimEventsOverBound { max, store }) => {

@@ -46,8 +46,6 @@ pub fn trace(events: Vec<Event>) -> Trace {
     Trace {
         events,
         truncated: false,
-        sim_events: 0,
-        store: Default::default(),
     }
 }
 

@@ -2,17 +2,21 @@
 //! pay per node what torch pays per process.
 //!
 //! In torch every process decodes the state it reads; here every node of a run reads the same
-//! few latest byte strings, so each distinct state is decoded once per run thread and handed
-//! out as an `Arc`. A written value carries the state it encodes (decoding canonical bytes
-//! gives that state back), so its readers never parse it at all.
+//! few latest byte strings, so each distinct state is decoded once per run and handed out as
+//! an `Arc`. A written value carries the state it encodes (decoding canonical bytes gives
+//! that state back), so its readers never parse it at all.
 //! The cache memoizes a pure function, so it cannot change a run.
+//!
+//! The cache is an explicit value, [`DecodedStates`], not ambient state: the rendezvous
+//! handler of each node takes the run's one instance from `NodeEnv::shared`, which the world
+//! keeps per run and drops with it. This module stays pure (no world, no thread-locals), a
+//! cache never outlives its run, and a test or benchmark makes its own.
 
 use super::settings::RendezvousSettings;
 use super::state::{DecodeError, RendezvousState};
 use crate::store::Value;
-use std::cell::RefCell;
 use std::collections::VecDeque;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 /// Distinct states the cache keeps. Reads answered before a write can arrive after it, so
 /// the two or three latest states are in use at once; a few more entries stop them evicting
@@ -47,51 +51,46 @@ impl SharedState {
     }
 }
 
-thread_local! {
-    /// The latest distinct states decoded or written on this run's thread, newest first.
-    static DECODED: RefCell<VecDeque<(Value, SharedState)>> =
-        const { RefCell::new(VecDeque::new()) };
+/// The latest distinct states decoded or written in one run, newest first.
+#[derive(Default)]
+pub struct DecodedStates {
+    // Processes of a run are tasks on the run's one thread, but a `NodeEnv::shared` value
+    // must be `Sync`: the lock is never contended.
+    latest: Mutex<VecDeque<(Value, SharedState)>>,
 }
 
-/// `RendezvousState::decode`, memoized for the latest few values. A value made from a state
-/// (a write) gives that state back without parsing: decoding canonical bytes would too.
-pub fn decode(bytes: &Value) -> Result<SharedState, DecodeError> {
-    if let Some(hit) = lookup(bytes) {
-        return Ok(hit);
+impl DecodedStates {
+    /// `RendezvousState::decode`, memoized for the latest few values. A value made from a
+    /// state (a write) gives that state back without parsing: decoding canonical bytes would
+    /// too.
+    pub fn decode(&self, bytes: &Value) -> Result<SharedState, DecodeError> {
+        if let Some(hit) = self.lookup(bytes) {
+            return Ok(hit);
+        }
+        let state = match bytes.source::<RendezvousState>() {
+            Some(state) => state,
+            None => Arc::new(RendezvousState::decode(bytes)?),
+        };
+        let shared = SharedState::new(state);
+        self.insert(bytes, shared.clone());
+        Ok(shared)
     }
-    let state = match bytes.source::<RendezvousState>() {
-        Some(state) => state,
-        None => Arc::new(RendezvousState::decode(bytes)?),
-    };
-    let shared = SharedState::new(state);
-    insert(bytes, shared.clone());
-    Ok(shared)
-}
 
-/// Forgets every cached state (a new run on a reused thread starts clean; the cache is only
-/// a memo, so this is for tidiness and memory, not for correctness).
-pub fn clear() {
-    DECODED.with(|cache| cache.borrow_mut().clear());
-}
-
-fn lookup(bytes: &Value) -> Option<SharedState> {
-    DECODED.with(|cache| {
-        let mut cache = cache.borrow_mut();
+    fn lookup(&self, bytes: &Value) -> Option<SharedState> {
+        let mut latest = self.latest.lock().expect("decoded states lock");
         // Values read from the store are shared, so a hit is usually an identity check.
-        let at = cache.iter().position(|(b, _)| b == bytes)?;
-        let entry = cache.remove(at)?;
+        let at = latest.iter().position(|(b, _)| b == bytes)?;
+        let entry = latest.remove(at)?;
         let shared = entry.1.clone();
-        cache.push_front(entry);
+        latest.push_front(entry);
         Some(shared)
-    })
-}
+    }
 
-fn insert(bytes: &Value, shared: SharedState) {
-    DECODED.with(|cache| {
-        let mut cache = cache.borrow_mut();
-        cache.push_front((bytes.clone(), shared));
-        cache.truncate(DECODED_CACHE_MAX);
-    });
+    fn insert(&self, bytes: &Value, shared: SharedState) {
+        let mut latest = self.latest.lock().expect("decoded states lock");
+        latest.push_front((bytes.clone(), shared));
+        latest.truncate(DECODED_CACHE_MAX);
+    }
 }
 
 #[cfg(test)]
@@ -113,7 +112,8 @@ mod tests {
 
     #[test]
     fn decode_is_memoized_and_equal_to_a_fresh_decode() {
-        clear();
+        let cache = DecodedStates::default();
+        let decode = |bytes: &Value| cache.decode(bytes);
         let s = state(&[("a", 5), ("b", 7)]);
         let bytes = Value::from(s.encode());
         let first = decode(&bytes).expect("decodes");
@@ -132,7 +132,8 @@ mod tests {
 
     #[test]
     fn a_written_state_is_what_readers_get() {
-        clear();
+        let cache = DecodedStates::default();
+        let decode = |bytes: &Value| cache.decode(bytes);
         let s = Arc::new(state(&[("a", 1)]));
         let bytes = Value::lazy(Arc::clone(&s));
         let read = decode(&bytes).expect("decodes");

@@ -6,7 +6,7 @@
 //! this file only moves state between them and the store, and sleeps.
 
 use super::apply::apply;
-use super::decoded_states::{self, SharedState};
+use super::decoded_states::{DecodedStates, SharedState};
 use super::ops::{decide, Action, OpContext, OpKind};
 use super::sanitize::{drop_nodes, sanitize, HeartbeatReceipts};
 use super::settings::{
@@ -129,6 +129,8 @@ struct Holder {
     key: String,
     /// The synced state, shared with every node that read the same bytes; copied on write.
     state: Arc<RendezvousState>,
+    /// The run's decoded states, shared by every node of the run.
+    decoded: Arc<DecodedStates>,
     token: Option<Value>,
     dirty: bool,
     last_sync_mono_us: Option<i64>,
@@ -185,7 +187,9 @@ impl RendezvousHandler {
             .compare_set(&key, Value::from(&b""[..]), Value::from(NULL_SENTINEL))
             .await?;
         let node = NodeDesc::new(env.name.clone(), env.pid, 0);
+        let decoded = env.shared::<DecodedStates>("rendezvous/decoded_states");
         let holder = Holder {
+            decoded,
             env,
             node,
             settings,
@@ -475,8 +479,10 @@ impl Holder {
             return Ok(None);
         };
         let synced = if *bits != *NULL_SENTINEL {
-            let synced =
-                decoded_states::decode(&bits).map_err(|e| RendezvousError::State(e.to_string()))?;
+            let synced = self
+                .decoded
+                .decode(&bits)
+                .map_err(|e| RendezvousError::State(e.to_string()))?;
             self.token = Some(bits.clone());
             synced
         } else {

@@ -3,9 +3,10 @@
 //! The server answers requests concurrently in its one task (so a blocking `get` never
 //! holds up other clients) and retries blocked requests after a change to their keys.
 //! Clients see a connection error when no reply arrives within their read timeout
-//! (TCPStore's 60 s by default).
+//! (TCPStore's 60 s by default). Every answer is counted in the run's stats
+//! (`world::context::count_store_reply`), which the run hands back beside its trace.
 
-use super::{StoreRequest, StoreResponse, StoreState, StoreStats, Value};
+use super::{StoreRequest, StoreResponse, StoreState, Value};
 use crate::world::net::{NetError, RpcClient, RpcServer};
 use crate::world::time;
 use futures::channel::oneshot;
@@ -30,16 +31,6 @@ pub enum StoreError {
     Connection(String),
     #[error("the c10d store refused the request: {0}")]
     Refused(String),
-}
-
-thread_local! {
-    /// What the stores of the run on this thread answered (each run has its own thread).
-    static STATS: std::cell::Cell<StoreStats> = std::cell::Cell::new(StoreStats::default());
-}
-
-/// What the stores answered on this thread so far, and a fresh count from zero.
-pub fn take_stats() -> StoreStats {
-    STATS.with(|s| s.replace(StoreStats::default()))
 }
 
 /// Shared server state: the data and the requests waiting for keys.
@@ -162,11 +153,7 @@ async fn answer(shared: &Arc<Mutex<Shared>>, request: &StoreRequest) -> Option<S
         let wake = {
             let mut guard = shared.lock().expect("store lock");
             if let Some(reply) = guard.state.apply(request) {
-                STATS.with(|s| {
-                    let mut stats = s.get();
-                    stats.count(request, &reply);
-                    s.set(stats);
-                });
+                crate::world::context::count_store_reply(request, &reply);
                 if request.may_change() && !guard.waiters.is_empty() {
                     let Shared { state, waiters } = &mut *guard;
                     waiters.wake(&request.keys(), state);
@@ -325,6 +312,14 @@ impl StoreClient {
             .await?
         {
             StoreResponse::Values(v) => Ok(v),
+            other => Err(unexpected(other)),
+        }
+    }
+
+    /// How many keys the store holds.
+    pub async fn num_keys(&self) -> Result<i64, StoreError> {
+        match self.call(StoreRequest::NumKeys).await? {
+            StoreResponse::Int(n) => Ok(n),
             other => Err(unexpected(other)),
         }
     }

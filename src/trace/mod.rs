@@ -20,11 +20,6 @@ pub struct Trace {
     pub events: Vec<Event>,
     /// True when `EVENTS_MAX` was reached and later events were dropped.
     pub truncated: bool,
-    /// Simulator events the run cost (timers armed, messages sent); not part of the hash,
-    /// not in the report: `trainsim bench` compares it with bare madsim.
-    pub sim_events: u64,
-    /// What the store served (likewise outside the hash and the report).
-    pub store: crate::store::StoreStats,
 }
 
 impl Trace {

@@ -596,8 +596,6 @@ mod tests {
                 ),
             ],
             truncated: false,
-            sim_events: 0,
-            store: Default::default(),
         };
         let v = chrome_trace(&trace, "t");
         let events = v["traceEvents"].as_array().expect("array");

@@ -4,19 +4,26 @@
 //!
 //! The world knows nothing of rendezvous or agents: the runner hands it the programs to run
 //! (`Programs`), and each agent process gets a `NodeEnv` through which it reads its clocks,
-//! records events and reaches the store, the collectives and the checkpoint.
+//! records events and reaches the store, the collectives and the checkpoint. What code with
+//! no `NodeEnv` in hand needs of the run (the network's registry, the clock, the counters)
+//! is the run's `context`, installed on the run's thread for the run and no longer; a run
+//! hands back its trace with what it measured beside it (`SimulatedRun`).
 
 pub mod bare_madsim_floor;
+pub mod context;
 pub mod env;
 mod faults;
 pub mod gpu;
 pub mod net;
+#[cfg(test)]
+mod reuse_tests;
 pub mod rng;
 pub mod segments;
 mod state;
 pub mod time;
 pub mod wake;
 
+pub use context::RunStats;
 pub use env::NodeEnv;
 pub use state::Checkpoint;
 
@@ -90,12 +97,21 @@ fn dedicated_store_ip() -> IpAddr {
     IpAddr::V4(Ipv4Addr::new(10, 255, 0, 1))
 }
 
+/// What a finished run hands back: its trace and how it ended, and beside them what it
+/// measured.
+#[derive(Debug, Clone)]
+pub struct SimulatedRun {
+    pub trace: Trace,
+    pub end: RunEnd,
+    pub stats: RunStats,
+}
+
 /// Runs one scenario with one seed on a fresh runtime on its own thread.
 pub fn simulate(
     scenario: &Scenario,
     seed: u64,
     programs: Programs,
-) -> Result<(Trace, RunEnd), HarnessError> {
+) -> Result<SimulatedRun, HarnessError> {
     simulate_bounded(scenario, seed, programs, SIM_EVENTS_MAX)
 }
 
@@ -105,48 +121,61 @@ pub fn simulate_bounded(
     seed: u64,
     programs: Programs,
     sim_events_max: u64,
-) -> Result<(Trace, RunEnd), HarnessError> {
+) -> Result<SimulatedRun, HarnessError> {
     let scenario = scenario.clone();
     let thread = std::thread::Builder::new()
         .name(format!("trainsim-seed-{seed}"))
-        .spawn(move || {
-            let mut config = madsim::Config::default();
-            config.net.send_latency = Duration::from_micros(scenario.network.latency_us_min)
-                ..Duration::from_micros(
-                    scenario
-                        .network
-                        .latency_us_max
-                        .max(scenario.network.latency_us_min + 1),
-                );
-            config.net.packet_loss_rate = scenario.network.loss;
-            let runtime = madsim::runtime::Runtime::with_seed_and_config(seed, config);
-            net::reset_registry();
-            time::start_counting(sim_events_max);
-            crate::store::service::take_stats();
-            let recorder = Recorder::new();
-            let run_recorder = recorder.clone();
-            let end = runtime.block_on(async move {
-                time::enter_run();
-                supervise(scenario, seed, programs, run_recorder).await
-            });
-            time::leave_run();
-            let mut trace = recorder.finish();
-            trace.sim_events = time::take_sim_events();
-            trace.store = crate::store::service::take_stats();
-            (trace, end, time::over_bound())
-        })
+        .spawn(move || run_on_this_thread(scenario, seed, programs, sim_events_max))
         .map_err(|e| HarnessError::Panic(format!("cannot start the run's thread: {e}")))?;
     match thread.join() {
-        Ok((trace, _, true)) => Err(HarnessError::SimEventsOverBound {
+        Ok((run, true)) => Err(HarnessError::SimEventsOverBound {
             max: sim_events_max,
-            store: trace.store,
+            store: run.stats.store,
         }),
-        Ok((trace, _, false)) if trace.truncated => {
+        Ok((run, false)) if run.trace.truncated => {
             Err(HarnessError::EventsOverBound(crate::trace::EVENTS_MAX))
         }
-        Ok((trace, end, false)) => Ok((trace, end)),
+        Ok((run, false)) => Ok(run),
         Err(payload) => Err(HarnessError::Panic(panic_message(&payload))),
     }
+}
+
+/// Runs the scenario on a fresh runtime with a fresh run context on this thread; with it,
+/// whether the run passed its bound on simulator events.
+///
+/// Locals drop in reverse order, on a panic too: the time handle is forgotten first, then
+/// the runtime drops its tasks (whose drops still reach the run context), then the context
+/// leaves the thread.
+fn run_on_this_thread(
+    scenario: Scenario,
+    seed: u64,
+    programs: Programs,
+    sim_events_max: u64,
+) -> (SimulatedRun, bool) {
+    let context = context::install(sim_events_max);
+    let mut config = madsim::Config::default();
+    config.net.send_latency = Duration::from_micros(scenario.network.latency_us_min)
+        ..Duration::from_micros(
+            scenario
+                .network
+                .latency_us_max
+                .max(scenario.network.latency_us_min + 1),
+        );
+    config.net.packet_loss_rate = scenario.network.loss;
+    let runtime = madsim::runtime::Runtime::with_seed_and_config(seed, config);
+    let _leave_run = time::LeaveRunOnDrop;
+    let recorder = Recorder::new();
+    let run_recorder = recorder.clone();
+    let end = runtime.block_on(async move {
+        time::enter_run();
+        supervise(scenario, seed, programs, run_recorder).await
+    });
+    let run = SimulatedRun {
+        trace: recorder.finish(),
+        end,
+        stats: context.stats(),
+    };
+    (run, context.over_bound())
 }
 
 /// The text of a caught panic.

@@ -20,7 +20,6 @@
 use futures::future::{select, Either, FutureExt, Shared};
 use futures::StreamExt;
 use madsim::net::Endpoint;
-use std::cell::RefCell;
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::net::{IpAddr, SocketAddr};
 use std::pin::pin;
@@ -41,10 +40,10 @@ struct Incarnation {
     reset: ResetSignal,
 }
 
-/// The run's view of which servers listen and which hosts are up. Each run has its own
-/// thread, so this is per run.
+/// The run's view of which servers listen and which hosts are up, kept in the run's
+/// context (`world::context`).
 #[derive(Default)]
-struct Registry {
+pub(super) struct Registry {
     /// The incarnation listening at each address now.
     listening: BTreeMap<SocketAddr, u64>,
     incarnations: BTreeMap<u64, Incarnation>,
@@ -54,15 +53,12 @@ struct Registry {
     /// Binds so far per address.
     binds: BTreeMap<SocketAddr, u64>,
     /// Clients made so far: each numbers its requests in a range of its own.
-    clients_made: u64,
+    pub(super) clients_made: u64,
 }
 
-thread_local! {
-    static REGISTRY: RefCell<Registry> = RefCell::new(Registry::default());
-}
-
+/// `f` on the registry of the run on this thread.
 fn with_registry<T>(f: impl FnOnce(&mut Registry) -> T) -> T {
-    REGISTRY.with(|r| f(&mut r.borrow_mut()))
+    super::context::with_run(|context| f(&mut context.registry.borrow_mut()))
 }
 
 /// Marks a host powered off or back on. A host going down silences its servers' connections
@@ -75,11 +71,6 @@ pub fn set_host_down(ip: IpAddr, down: bool) {
             r.hosts_down.remove(&ip);
         }
     });
-}
-
-/// Forgets every listener, incarnation and host state (a new run on a reused thread).
-pub fn reset_registry() {
-    with_registry(|r| *r = Registry::default());
 }
 
 /// The incarnation listening at `addr` now, if any: what a new connection would reach.
@@ -149,8 +140,8 @@ impl Registry {
     /// at once; on a host that is down they stay silent.
     fn died(&mut self, incarnation: u64) {
         let Some(ip) = self.incarnations.get(&incarnation).map(|i| i.addr.ip()) else {
-            // A server of an earlier run dropped late: nothing of this run knows it.
-            return;
+            // Every incarnation is registered at its bind, in the same run.
+            panic!("incarnation {incarnation} died without having been bound");
         };
         let down = self.host_down(ip);
         let inc = self
@@ -178,7 +169,9 @@ struct ListenGuard(u64);
 
 impl Drop for ListenGuard {
     fn drop(&mut self) {
-        with_registry(|r| r.died(self.0));
+        // A server outlives its run only while the run's thread unwinds a panic; then there
+        // is no registry left to tell.
+        super::context::with(|context| context.registry.borrow_mut().died(self.0));
     }
 }
 

@@ -16,91 +16,46 @@ use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll, Wake, Waker};
 use std::time::Duration;
 
-thread_local! {
-    /// Simulator events of the run on this thread: timers armed and messages sent.
-    static SIM_EVENTS: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
-    /// The run's bound on them.
-    static SIM_EVENTS_MAX: std::cell::Cell<u64> = const { std::cell::Cell::new(u64::MAX) };
-    /// Whether the run passed its bound, and the supervisor to tell when it does.
-    static OVER_BOUND: std::cell::RefCell<(bool, Option<Waker>)> =
-        const { std::cell::RefCell::new((false, None)) };
-}
-
-/// Counts one simulator event (a timer armed or a message sent). Each run has its own
-/// thread, so the count is the run's. Past the run's bound it wakes the supervisor, which
-/// ends the run: the only way to stop a run whose simulated time barely moves, such as a
-/// join storm, that the time limit cannot stop.
+/// Counts one simulator event (a timer armed or a message sent) in the run's context. Past
+/// the run's bound it wakes the supervisor, which ends the run: the only way to stop a run
+/// whose simulated time barely moves, such as a join storm, that the time limit cannot stop.
+/// Outside a run there is nothing to count for.
 pub(super) fn count_sim_event() {
-    let count = SIM_EVENTS.with(|n| {
-        n.set(n.get() + 1);
-        n.get()
-    });
-    if count > SIM_EVENTS_MAX.with(std::cell::Cell::get) {
-        OVER_BOUND.with(|over| {
-            let mut over = over.borrow_mut();
-            over.0 = true;
-            if let Some(supervisor) = over.1.take() {
-                supervisor.wake();
-            }
-        });
-    }
-}
-
-/// Starts counting a run's simulator events from zero, with its bound.
-pub(super) fn start_counting(sim_events_max: u64) {
-    SIM_EVENTS.with(|n| n.set(0));
-    SIM_EVENTS_MAX.with(|m| m.set(sim_events_max));
-    OVER_BOUND.with(|over| *over.borrow_mut() = (false, None));
-}
-
-/// Whether the run on this thread passed its bound on simulator events.
-pub(super) fn over_bound() -> bool {
-    OVER_BOUND.with(|over| over.borrow().0)
+    super::context::with(|context| context.count_sim_event());
 }
 
 /// Completes when the run passes its bound on simulator events.
 pub(super) fn sim_events_bound_reached() -> impl Future<Output = ()> {
     std::future::poll_fn(|cx| {
-        OVER_BOUND.with(|over| {
-            let mut over = over.borrow_mut();
-            if over.0 {
-                Poll::Ready(())
-            } else {
-                over.1 = Some(cx.waker().clone());
-                Poll::Pending
-            }
-        })
+        if super::context::with_run(|context| context.over_bound_or_wake(cx.waker())) {
+            Poll::Ready(())
+        } else {
+            Poll::Pending
+        }
     })
 }
 
-/// The simulator events counted on this thread so far, and a fresh count from zero.
-pub(super) fn take_sim_events() -> u64 {
-    SIM_EVENTS.with(|n| n.replace(0))
-}
-
-thread_local! {
-    /// The time handle of the run on this thread, between [`enter_run`] and [`leave_run`].
-    /// madsim's `TimeHandle::current()` clones two `Arc`s on every call; the shells read the
-    /// clock and arm sleeps millions of times a run, so they borrow this one instead.
-    static RUN_TIME: std::cell::RefCell<Option<madsim::time::TimeHandle>> =
-        const { std::cell::RefCell::new(None) };
-}
-
-/// Keeps the current runtime's time handle for this thread's run. Called inside the run's
-/// runtime; the handle is the one `TimeHandle::current()` would give until [`leave_run`].
+/// Keeps the current runtime's time handle in the run's context. Called first thing inside
+/// the run's runtime; the handle is the one `TimeHandle::current()` would give until
+/// [`LeaveRunOnDrop`] forgets it.
 pub(super) fn enter_run() {
     let handle = madsim::time::TimeHandle::current();
-    RUN_TIME.with(|t| *t.borrow_mut() = Some(handle));
+    super::context::with_run(|context| *context.time.borrow_mut() = Some(handle));
 }
 
-/// Forgets the run's time handle (the runtime is about to go away).
-pub(super) fn leave_run() {
-    RUN_TIME.with(|t| t.borrow_mut().take());
+/// Forgets the run's time handle when dropped: declared after the runtime, it is dropped
+/// before it, on a panic too, so the tasks the runtime drops see the run is over.
+pub(super) struct LeaveRunOnDrop;
+
+impl Drop for LeaveRunOnDrop {
+    fn drop(&mut self) {
+        super::context::with(|context| context.time.borrow_mut().take());
+    }
 }
 
-/// `f` on the current runtime's time handle: the kept one during a run, else madsim's.
+/// `f` on the current runtime's time handle: the run's kept one, else madsim's.
 fn with_handle<T>(f: impl FnOnce(&madsim::time::TimeHandle) -> T) -> T {
-    RUN_TIME.with(|t| match t.borrow().as_ref() {
+    super::context::with_time(|kept| match kept {
         Some(handle) => f(handle),
         None => f(&madsim::time::TimeHandle::current()),
     })
@@ -119,7 +74,7 @@ pub fn elapsed_ns() -> u64 {
 
 /// Like [`elapsed_ns`], but `None` outside a run (a task dropped while its runtime goes away).
 pub fn elapsed_ns_in_run() -> Option<u64> {
-    RUN_TIME.with(|t| t.borrow().as_ref().map(|h| h.elapsed().as_nanos() as u64))
+    super::context::with_time(|kept| kept.map(|h| h.elapsed().as_nanos() as u64))
 }
 
 /// Sleeps until `at_ns` simulated nanoseconds since the run began (at least 1 ms, as every
