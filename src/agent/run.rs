@@ -14,6 +14,7 @@ use crate::job::bootstrap::WorkerBootstrap;
 use crate::job::{self, GroupPlan, WorkerStatus};
 use crate::rendezvous::handler::{RendezvousError, RendezvousHandler, RendezvousInfo};
 use crate::rendezvous::settings::RendezvousSettings;
+use crate::scenario::model::NodeIndex;
 use crate::store::service::{StoreClient, READ_TIMEOUT_US};
 use crate::trace::{AgentState, EventKind};
 use crate::world::wake::Wake;
@@ -440,9 +441,8 @@ fn start_workers(
 }
 
 fn node_index(name: &str) -> u32 {
-    name.strip_prefix("node-")
-        .and_then(|n| n.parse().ok())
-        .expect("participants are named node-N")
+    let node: NodeIndex = name.parse().expect("participants are named node-N");
+    node.0
 }
 
 /// torch's `_exit_barrier`: every agent of the group waits (up to the barrier timeout) for the

@@ -11,6 +11,7 @@ mod text;
 
 use crate::check::InvariantResult;
 use crate::scenario::model::Scenario;
+pub(crate) use crate::scenario::node::node_order;
 use crate::trace::{EventKind, RunEnd, Trace};
 use serde::Serialize;
 use std::collections::BTreeMap;
@@ -234,14 +235,6 @@ fn rounds(trace: &Trace) -> Vec<RoundSummary> {
         }
     }
     by_round.into_values().collect()
-}
-
-/// Sorts `node-N` by N, anything else after them by name.
-pub(crate) fn node_order(node: &str) -> (u64, String) {
-    let index = node
-        .strip_prefix("node-")
-        .and_then(|n| n.parse::<u64>().ok());
-    (index.unwrap_or(u64::MAX), node.to_owned())
 }
 
 /// Every node whose agent ever started: its restarts, processes, restart count, worker

@@ -4,6 +4,7 @@
 //! this type, so a value here is already known to be in range: durations in microseconds,
 //! sizes in bytes, bandwidths in bits per second, nodes by their index.
 
+pub use super::node::NodeIndex;
 use std::collections::BTreeMap;
 
 /// A whole scenario after validation.
@@ -350,7 +351,7 @@ impl Outcome {
     }
 }
 
-/// The name of node index `i`.
+/// The name of node index `i`: `node-i`.
 pub fn node_name(i: u32) -> String {
-    format!("node-{i}")
+    NodeIndex(i).to_string()
 }
