@@ -3,6 +3,7 @@
 //! opt-in agent fixes (`agent.fixes`) that change how restarts are counted.
 
 use crate::trace::AgentState;
+pub use crate::trace::WorkerGroupState;
 use std::collections::BTreeSet;
 
 /// Fix for pytorch#135712 / pytorch#108158: `TORCHELASTIC_RESTART_COUNT` is per agent, so
@@ -39,32 +40,6 @@ pub const KNOWN_AGENT_FIXES: &[&str] = &[
 pub fn closes_rendezvous_on_exit(state: AgentState, fixes: &[String]) -> bool {
     let keep_open = fixes.iter().any(|f| f == FIX_KEEP_OPEN_ON_FAILURE);
     !(keep_open && state == AgentState::Failed)
-}
-
-/// torch's `WorkerState`, as the agent's worker group moves through it. `LocalElasticAgent`
-/// reports a failed process as FAILED; it never reports UNHEALTHY, so neither does the model.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum WorkerGroupState {
-    Init,
-    Healthy,
-    Unhealthy,
-    Failed,
-    Succeeded,
-    Stopped,
-}
-
-impl WorkerGroupState {
-    /// The name torch's enum value prints as.
-    pub fn name(self) -> &'static str {
-        match self {
-            WorkerGroupState::Init => "INIT",
-            WorkerGroupState::Healthy => "HEALTHY",
-            WorkerGroupState::Unhealthy => "UNHEALTHY",
-            WorkerGroupState::Failed => "FAILED",
-            WorkerGroupState::Succeeded => "SUCCEEDED",
-            WorkerGroupState::Stopped => "STOPPED",
-        }
-    }
 }
 
 /// Why the agent restarts its workers.

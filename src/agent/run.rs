@@ -16,17 +16,13 @@ use crate::rendezvous::handler::{RendezvousError, RendezvousHandler, RendezvousI
 use crate::rendezvous::settings::RendezvousSettings;
 use crate::scenario::model::NodeIndex;
 use crate::store::service::{StoreClient, READ_TIMEOUT_US};
-use crate::trace::{AgentState, EventKind};
+use crate::trace::{AgentState, EventKind, ExitReason};
 use crate::world::wake::Wake;
 use crate::world::{spawn, time, AgentExit, NodeEnv};
 use futures::future::{select, Either};
 use std::collections::BTreeSet;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
-
-/// How the exit reason of an agent whose restart budget is spent ends: the job failed as
-/// `max_restarts` promised, and the checks tell that end from an error's.
-pub const BUDGET_SPENT: &str = " and no restarts remain";
 
 /// The run id every agent of a scenario uses.
 pub const RUN_ID: &str = "trainsim";
@@ -67,7 +63,7 @@ pub async fn agent_process_with(env: NodeEnv, mutants: Arc<BTreeSet<String>>) ->
         Err(e) => {
             return AgentExit {
                 state: AgentState::Failed,
-                reason: e.to_string(),
+                reason: e.to_string().into(),
             }
         }
     };
@@ -116,7 +112,7 @@ pub async fn agent_process_with(env: NodeEnv, mutants: Arc<BTreeSet<String>>) ->
 fn rendezvous_error_exit(env: &NodeEnv, e: RendezvousError) -> AgentExit {
     env.record(EventKind::RendezvousFailed {
         pid: env.pid,
-        error: e.kind().into(),
+        error: e.kind(),
         message: e.to_string(),
     });
     match e {
@@ -124,11 +120,12 @@ fn rendezvous_error_exit(env: &NodeEnv, e: RendezvousError) -> AgentExit {
             state: AgentState::Failed,
             reason: format!(
                 "graceful exit ({e}); launch_agent then fails on the missing run result"
-            ),
+            )
+            .into(),
         },
         _ => AgentExit {
             state: AgentState::Failed,
-            reason: e.to_string(),
+            reason: e.to_string().into(),
         },
     }
 }
@@ -177,7 +174,7 @@ impl GroupState {
         self.last = Some(state);
         env.record(EventKind::WorkerGroupState {
             pid: env.pid,
-            state: state.name().into(),
+            state,
         });
     }
 }
@@ -246,7 +243,7 @@ async fn invoke_run(
                 group.enter(env, WorkerGroupState::Failed);
                 return Ok(AgentExit {
                     state: AgentState::Failed,
-                    reason: format!("{why}{BUDGET_SPENT}"),
+                    reason: ExitReason::BudgetSpent { last_failure: why },
                 });
             }
             Decision::Restart { counted, reason } => {

@@ -268,7 +268,7 @@ fn agents(trace: &Trace) -> Vec<AgentSummary> {
         match &event.kind {
             EventKind::AgentExited { state, reason, .. } => {
                 summary.final_state = state.to_string();
-                summary.exit_reason = reason.clone();
+                summary.exit_reason = reason.to_string();
             }
             EventKind::AgentKilled { .. } => summary.final_state = "KILLED".to_owned(),
             EventKind::AgentRestart { counted: true, .. } => summary.restarts += 1,
@@ -277,7 +277,7 @@ fn agents(trace: &Trace) -> Vec<AgentSummary> {
                 summary.restart_count = *restart_count;
             }
             EventKind::WorkerGroupState { state, .. } => {
-                summary.worker_group_state = state.clone();
+                summary.worker_group_state = state.to_string();
             }
             _ => {}
         }

@@ -3,7 +3,7 @@
 
 use super::state::World;
 use super::{spawn, time};
-use crate::scenario::model::{node_name, Fault, FaultKind, NodeIndex};
+use crate::scenario::model::{node_name, Fault, FaultKind, FaultName, NodeIndex};
 use crate::trace::EventKind;
 use madsim::net::NetSim;
 use madsim::runtime::Handle;
@@ -23,7 +23,7 @@ pub(super) async fn apply_all(world: Arc<World>) {
             time::elapsed_us(),
             node.as_deref(),
             EventKind::FaultApplied {
-                fault: fault.kind.name().to_owned(),
+                fault: FaultName::from(&fault.kind),
                 detail,
             },
         );
