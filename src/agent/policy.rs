@@ -42,8 +42,9 @@ pub fn closes_rendezvous_on_exit(state: AgentState, fixes: &[String]) -> bool {
     !(keep_open && state == AgentState::Failed)
 }
 
-/// Why the agent restarts its workers.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// Why the agent restarts its workers; named as the trace's `agent_restart.reason` carries it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, strum::IntoStaticStr)]
+#[strum(serialize_all = "snake_case")]
 pub enum RestartReason {
     /// A worker failed (counted).
     Failure,
@@ -57,11 +58,7 @@ pub enum RestartReason {
 impl RestartReason {
     /// The name the trace's `agent_restart.reason` carries.
     pub fn name(self) -> &'static str {
-        match self {
-            RestartReason::Failure => "failure",
-            RestartReason::MemberRejoined => "member_rejoined",
-            RestartReason::MembershipChange => "membership_change",
-        }
+        self.into()
     }
 
     /// Why the workers stop before the restart, in the words of the trace's

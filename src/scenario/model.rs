@@ -327,8 +327,9 @@ pub struct Expect {
     pub violations: Vec<String>,
 }
 
-/// How a run ended.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+/// How a run ended, named as the report and `expect.outcome` spell it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, strum::IntoStaticStr)]
+#[strum(serialize_all = "snake_case")]
 pub enum Outcome {
     Succeeded,
     Failed,
@@ -337,11 +338,7 @@ pub enum Outcome {
 
 impl Outcome {
     pub fn as_str(self) -> &'static str {
-        match self {
-            Outcome::Succeeded => "succeeded",
-            Outcome::Failed => "failed",
-            Outcome::TimedOut => "timed_out",
-        }
+        self.into()
     }
 }
 

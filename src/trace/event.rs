@@ -120,8 +120,9 @@ pub enum RendezvousErrorKind {
 }
 
 /// What happened.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, strum::IntoStaticStr)]
 #[serde(tag = "type", rename_all = "snake_case")]
+#[strum(serialize_all = "snake_case")]
 pub enum EventKind {
     /// A scheduled fault was applied; `detail` is a one-line description.
     FaultApplied { fault: FaultName, detail: String },
@@ -312,38 +313,7 @@ pub enum EventKind {
 impl EventKind {
     /// The snake_case name of the event type, as serialized.
     pub fn type_name(&self) -> &'static str {
-        match self {
-            EventKind::FaultApplied { .. } => "fault_applied",
-            EventKind::AgentStarted { .. } => "agent_started",
-            EventKind::AgentExited { .. } => "agent_exited",
-            EventKind::AgentKilled { .. } => "agent_killed",
-            EventKind::RendezvousJoining { .. } => "rendezvous_joining",
-            EventKind::RendezvousCompleted { .. } => "rendezvous_completed",
-            EventKind::RendezvousFailed { .. } => "rendezvous_failed",
-            EventKind::RendezvousClosed { .. } => "rendezvous_closed",
-            EventKind::Heartbeat { .. } => "heartbeat",
-            EventKind::WorkersStarted { .. } => "workers_started",
-            EventKind::WorkerStoreStarted { .. } => "worker_store_started",
-            EventKind::RanksAssigned { .. } => "ranks_assigned",
-            EventKind::WorkersStopped { .. } => "workers_stopped",
-            EventKind::WorkerFailed { .. } => "worker_failed",
-            EventKind::AgentRestart { .. } => "agent_restart",
-            EventKind::WorkerGroupState { .. } => "worker_group_state",
-            EventKind::Step { .. } => "step",
-            EventKind::Checkpoint { .. } => "checkpoint",
-            EventKind::EpochStarted { .. } => "epoch_started",
-            EventKind::EpochCovered { .. } => "epoch_covered",
-            EventKind::ResumedFromCheckpoint { .. } => "resumed_from_checkpoint",
-            EventKind::StoreStarted => "store_started",
-            EventKind::StoreDied { .. } => "store_died",
-            EventKind::RunEnded { .. } => "run_ended",
-            EventKind::ReaderBatch { .. } => "reader_batch",
-            EventKind::ReaderEndOfData { .. } => "reader_end_of_data",
-            EventKind::ReaderBuffer { .. } => "reader_buffer",
-            EventKind::ReaderSkipped { .. } => "reader_skipped",
-            EventKind::ReaderWorkerFailed { .. } => "reader_worker_failed",
-            EventKind::ReaderHang { .. } => "reader_hang",
-        }
+        self.into()
     }
 }
 
@@ -434,5 +404,7 @@ mod tests {
             json(&fault),
             r#"{"type":"fault_applied","fault":"power_off","detail":"d"}"#
         );
+        assert_eq!(fault.type_name(), "fault_applied");
+        assert_eq!(EventKind::StoreStarted.type_name(), "store_started");
     }
 }
