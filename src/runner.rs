@@ -9,6 +9,7 @@
 //! user to rerun both and diff them by hand.
 
 use crate::check;
+use crate::fuzz::mutants::Mutant;
 use crate::report::{self, Report};
 use crate::scenario::model::Scenario;
 use crate::trace::{RunEnd, Trace};
@@ -96,14 +97,14 @@ pub struct Mutants {
 impl Mutants {
     /// Switches `name` on where it acts; an unknown name is an error naming it.
     pub fn switch_on(&mut self, name: &str) -> Result<(), String> {
-        let set = if crate::rendezvous::settings::KNOWN_MUTANTS.contains(&name) {
-            &mut self.rendezvous
-        } else if name == crate::job::epoch_plan::MUTANT_SAMPLER_OFF_BY_ONE {
-            &mut self.job
-        } else if crate::reader::KNOWN_MUTANTS.contains(&name) {
-            &mut self.reader
-        } else {
-            return Err(name.to_owned());
+        let mutant: Mutant = name.parse().map_err(|_| name.to_owned())?;
+        // Exhaustive, so a new mutant must say which part of the simulation it breaks.
+        let set = match mutant {
+            Mutant::LateJoinerJoinsCompleteRound
+            | Mutant::RankCollision
+            | Mutant::NoHeartbeatExpiry => &mut self.rendezvous,
+            Mutant::SamplerOffByOne => &mut self.job,
+            Mutant::ReaderDoublePublish => &mut self.reader,
         };
         set.insert(name.to_owned());
         Ok(())

@@ -3,6 +3,7 @@
 //! opt-in agent fixes (`agent.fixes`) that change how restarts are counted.
 
 use crate::trace::AgentState;
+pub use crate::trace::WorkerGroupState;
 use std::collections::BTreeSet;
 
 /// Fix for pytorch#135712 / pytorch#108158: `TORCHELASTIC_RESTART_COUNT` is per agent, so
@@ -41,34 +42,9 @@ pub fn closes_rendezvous_on_exit(state: AgentState, fixes: &[String]) -> bool {
     !(keep_open && state == AgentState::Failed)
 }
 
-/// torch's `WorkerState`, as the agent's worker group moves through it. `LocalElasticAgent`
-/// reports a failed process as FAILED; it never reports UNHEALTHY, so neither does the model.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum WorkerGroupState {
-    Init,
-    Healthy,
-    Unhealthy,
-    Failed,
-    Succeeded,
-    Stopped,
-}
-
-impl WorkerGroupState {
-    /// The name torch's enum value prints as.
-    pub fn name(self) -> &'static str {
-        match self {
-            WorkerGroupState::Init => "INIT",
-            WorkerGroupState::Healthy => "HEALTHY",
-            WorkerGroupState::Unhealthy => "UNHEALTHY",
-            WorkerGroupState::Failed => "FAILED",
-            WorkerGroupState::Succeeded => "SUCCEEDED",
-            WorkerGroupState::Stopped => "STOPPED",
-        }
-    }
-}
-
-/// Why the agent restarts its workers.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// Why the agent restarts its workers; named as the trace's `agent_restart.reason` carries it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, strum::IntoStaticStr)]
+#[strum(serialize_all = "snake_case")]
 pub enum RestartReason {
     /// A worker failed (counted).
     Failure,
@@ -82,11 +58,7 @@ pub enum RestartReason {
 impl RestartReason {
     /// The name the trace's `agent_restart.reason` carries.
     pub fn name(self) -> &'static str {
-        match self {
-            RestartReason::Failure => "failure",
-            RestartReason::MemberRejoined => "member_rejoined",
-            RestartReason::MembershipChange => "membership_change",
-        }
+        self.into()
     }
 
     /// Why the workers stop before the restart, in the words of the trace's

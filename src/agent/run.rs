@@ -15,17 +15,14 @@ use crate::job::{self, GroupPlan, WorkerStatus};
 use crate::rendezvous::handler::{RendezvousError, RendezvousHandler, RendezvousInfo};
 use crate::rendezvous::settings::RendezvousSettings;
 use crate::runner::Mutants;
+use crate::scenario::model::NodeIndex;
 use crate::store::service::{StoreClient, READ_TIMEOUT_US};
-use crate::trace::{AgentState, EventKind};
+use crate::trace::{AgentState, EventKind, ExitReason};
 use crate::world::wake::Wake;
 use crate::world::{spawn, time, AgentExit, NodeEnv};
 use futures::future::{select, Either};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
-
-/// How the exit reason of an agent whose restart budget is spent ends: the job failed as
-/// `max_restarts` promised, and the checks tell that end from an error's.
-pub const BUDGET_SPENT: &str = " and no restarts remain";
 
 /// The run id every agent of a scenario uses.
 pub const RUN_ID: &str = "trainsim";
@@ -53,7 +50,7 @@ pub async fn agent_process(env: NodeEnv, mutants: Arc<Mutants>) -> AgentExit {
         Err(e) => {
             return AgentExit {
                 state: AgentState::Failed,
-                reason: e.to_string(),
+                reason: e.to_string().into(),
             }
         }
     };
@@ -102,7 +99,7 @@ pub async fn agent_process(env: NodeEnv, mutants: Arc<Mutants>) -> AgentExit {
 fn rendezvous_error_exit(env: &NodeEnv, e: RendezvousError) -> AgentExit {
     env.record(EventKind::RendezvousFailed {
         pid: env.pid,
-        error: e.kind().into(),
+        error: e.kind(),
         message: e.to_string(),
     });
     match e {
@@ -110,11 +107,12 @@ fn rendezvous_error_exit(env: &NodeEnv, e: RendezvousError) -> AgentExit {
             state: AgentState::Failed,
             reason: format!(
                 "graceful exit ({e}); launch_agent then fails on the missing run result"
-            ),
+            )
+            .into(),
         },
         _ => AgentExit {
             state: AgentState::Failed,
-            reason: e.to_string(),
+            reason: e.to_string().into(),
         },
     }
 }
@@ -163,7 +161,7 @@ impl GroupState {
         self.last = Some(state);
         env.record(EventKind::WorkerGroupState {
             pid: env.pid,
-            state: state.name().into(),
+            state,
         });
     }
 }
@@ -236,7 +234,7 @@ async fn invoke_run(
                 group.enter(env, WorkerGroupState::Failed);
                 return Ok(AgentExit {
                     state: AgentState::Failed,
-                    reason: format!("{why}{BUDGET_SPENT}"),
+                    reason: ExitReason::BudgetSpent { last_failure: why },
                 });
             }
             Decision::Restart { counted, reason } => {
@@ -440,9 +438,8 @@ fn start_workers(
 }
 
 fn node_index(name: &str) -> u32 {
-    name.strip_prefix("node-")
-        .and_then(|n| n.parse().ok())
-        .expect("participants are named node-N")
+    let node: NodeIndex = name.parse().expect("participants are named node-N");
+    node.0
 }
 
 /// torch's `_exit_barrier`: every agent of the group waits (up to the barrier timeout) for the

@@ -31,8 +31,9 @@ pub use crate::scenario::INVARIANT_NAMES as NAMES;
 pub(crate) use rendezvous::completion_bound_us as liveness_completion_bound_us;
 
 /// The verdict of one invariant.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, strum::IntoStaticStr)]
 #[serde(rename_all = "snake_case")]
+#[strum(serialize_all = "snake_case")]
 pub enum Status {
     /// What it talks about happened, and it held every time.
     Held,
@@ -45,11 +46,7 @@ pub enum Status {
 impl Status {
     /// The status as the report spells it.
     pub fn as_str(self) -> &'static str {
-        match self {
-            Status::Held => "held",
-            Status::Violated => "violated",
-            Status::NotApplicable => "not_applicable",
-        }
+        self.into()
     }
 }
 

@@ -99,7 +99,7 @@ pub fn completed(pid: u32, round: u64, rank: u32, nodes: &[u32]) -> EventKind {
 pub fn rdzv_failed(pid: u32, error: &str) -> EventKind {
     EventKind::RendezvousFailed {
         pid,
-        error: error.into(),
+        error: error.parse().expect("a rendezvous error kind"),
         message: "test".into(),
     }
 }
@@ -114,7 +114,7 @@ pub fn closed(pid: u32, round: u64) -> EventKind {
 
 pub fn fault(kind: &str) -> EventKind {
     EventKind::FaultApplied {
-        fault: kind.into(),
+        fault: kind.parse().expect("a fault kind"),
         detail: String::new(),
     }
 }

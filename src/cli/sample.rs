@@ -23,8 +23,9 @@ pub const MAX_COMPLEXITY_ITEMS: u64 = 100_000_000;
 /// Most ranks (each rank is one output line or JSON object).
 pub const MAX_WORLD_SIZE: u64 = 1_000_000;
 
-/// Which sampler to run.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+/// Which sampler to run, named in the JSON output as `--kind` spells it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, strum::IntoStaticStr)]
+#[strum(serialize_all = "snake_case")]
 pub enum SamplerKind {
     /// torch's `DistributedSampler`.
     Distributed,
@@ -331,10 +332,7 @@ fn write_json(
             RankOutput::Batches(batches) => json!({"rank": rank, "batches": batches}),
         })
         .collect();
-    let kind = match args.kind {
-        SamplerKind::Distributed => "distributed",
-        SamplerKind::LoadBalancing => "load_balancing",
-    };
+    let kind: &str = args.kind.into();
     let document = json!({
         "sampler": kind,
         "world_size": args.world_size,

@@ -9,6 +9,8 @@
 //! report, here.
 
 use crate::report::Report;
+use crate::scenario::model::NodeIndex;
+pub use crate::scenario::node::node_order;
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -60,14 +62,6 @@ pub fn exit_code_of(final_state: &str, exit_reason: &str) -> Option<i32> {
         "STOPPED" => Some(EXIT_SIGTERM),
         _ => None,
     }
-}
-
-/// Sorts `node-N` by N, anything else after them by name.
-pub fn node_order(node: &str) -> (u64, String) {
-    let index = node
-        .strip_prefix("node-")
-        .and_then(|n| n.parse::<u64>().ok());
-    (index.unwrap_or(u64::MAX), node.to_owned())
 }
 
 /// The signature of a simulated run, read from its public report.
@@ -130,10 +124,13 @@ impl Signature {
 
 /// `3{0,1,2}`: the world size and the member node indices.
 pub fn round_compact(r: &RoundSig) -> String {
-    let members: Vec<&str> = r
+    let members: Vec<String> = r
         .members
         .iter()
-        .map(|m| m.strip_prefix("node-").unwrap_or(m))
+        .map(|m| match m.parse::<NodeIndex>() {
+            Ok(node) => node.0.to_string(),
+            Err(_) => m.clone(),
+        })
         .collect();
     format!("{}{{{}}}", r.world_size, members.join(","))
 }

@@ -26,8 +26,9 @@ pub const BATCH: u64 = 64;
 /// the same on every machine.
 pub const CAMPAIGN_SHRINK_ITERS: u32 = 64;
 
-/// What `--known` asks for.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+/// What `--known` asks for, named as the summary records it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, strum::IntoStaticStr)]
+#[strum(serialize_all = "snake_case")]
 pub enum KnownMode {
     /// Known signatures are listed, labelled with their fix and issue.
     #[default]
@@ -232,11 +233,7 @@ fn summarize(
         target: c.target.name().to_owned(),
         seed: c.seed,
         mutant: c.mutant.clone(),
-        known: match c.known {
-            KnownMode::Report => "report",
-            KnownMode::Skip => "skip",
-        }
-        .to_owned(),
+        known: <&str>::from(c.known).to_owned(),
         corpus: c.corpus.is_some(),
         cases_start: c.cases.start,
         cases_end: c.cases.end,

@@ -4,9 +4,9 @@
 //! The trace holds what processes observed, not the shared state's internals, so each
 //! situation is defined by what the trace shows; [`SITUATIONS`] says how.
 
-use crate::scenario::model::{node_name, Scenario, StoreHost};
+use crate::scenario::model::{node_name, FaultName, Scenario, StoreHost};
 use crate::trace::event::{Event, EventKind};
-use crate::trace::{AgentState, Trace};
+use crate::trace::{AgentState, RendezvousErrorKind, Trace};
 use std::collections::{BTreeMap, BTreeSet};
 
 /// Every situation, by name, with how the trace shows it.
@@ -104,10 +104,10 @@ impl<'a> Reader<'a> {
             ),
             EventKind::RendezvousFailed { error, .. } => {
                 self.pending.remove(&node);
-                self.hit.insert(match error.as_str() {
-                    "closed" => "join_after_close",
-                    "timeout" => "join_timeout",
-                    "store_unreachable" => "store_client_error",
+                self.hit.insert(match error {
+                    RendezvousErrorKind::Closed => "join_after_close",
+                    RendezvousErrorKind::Timeout => "join_timeout",
+                    RendezvousErrorKind::StoreUnreachable => "store_client_error",
                     _ => return,
                 });
             }
@@ -148,7 +148,7 @@ impl<'a> Reader<'a> {
             EventKind::WorkerFailed { reason, .. } if reason != "worker_crash" => {
                 self.hit.insert("worker_failed_in_job");
             }
-            EventKind::FaultApplied { fault, .. } => self.fault(&node, fault),
+            EventKind::FaultApplied { fault, .. } => self.fault(&node, *fault),
             EventKind::RunEnded { outcome } if outcome == "timed_out" => {
                 self.hit.insert("run_timed_out");
             }
@@ -229,8 +229,13 @@ impl<'a> Reader<'a> {
         }
     }
 
-    fn fault(&mut self, node: &str, fault: &str) {
-        if node.is_empty() || fault == "resume" || fault == "heal" || fault == "start" {
+    fn fault(&mut self, node: &str, fault: FaultName) {
+        if node.is_empty()
+            || matches!(
+                fault,
+                FaultName::Resume | FaultName::Heal | FaultName::Start
+            )
+        {
             return;
         }
         if self.last_participants.first().is_some_and(|p| p == node) {

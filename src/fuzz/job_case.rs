@@ -11,17 +11,17 @@
 
 use super::strategy::Case;
 use crate::scenario;
-use crate::scenario::model::{Complexity, Fault, FaultKind, SamplerKind};
+use crate::scenario::model::{Complexity, Fault, FaultKind, FaultName, SamplerKind};
 use proptest::prelude::*;
 
 /// The job fault kinds, in the order of the enabled-kinds mask's bits.
-pub const JOB_FAULT_KINDS: [&str; 6] = [
-    "gpu_slow",
-    "gpu_fail",
-    "worker_crash",
-    "restart",
-    "stop",
-    "start",
+pub const JOB_FAULT_KINDS: [FaultName; 6] = [
+    FaultName::GpuSlow,
+    FaultName::GpuFail,
+    FaultName::WorkerCrash,
+    FaultName::Restart,
+    FaultName::Stop,
+    FaultName::Start,
 ];
 
 /// Latest fault time, in microseconds (60 s).
@@ -129,7 +129,7 @@ pub fn case() -> impl Strategy<Value = Case> {
 
 /// Turns draws into valid faults among the kinds `mask` enables.
 fn fault_plan(nodes: u32, spares: u32, gpus: u32, mask: u8, draws: &[JobFaultDraw]) -> Vec<Fault> {
-    let enabled: Vec<&str> = JOB_FAULT_KINDS
+    let enabled: Vec<FaultName> = JOB_FAULT_KINDS
         .iter()
         .enumerate()
         .filter(|(i, _)| mask & (1 << i) != 0)
@@ -144,27 +144,27 @@ fn fault_plan(nodes: u32, spares: u32, gpus: u32, mask: u8, draws: &[JobFaultDra
         let gpu = d.gpu % gpus;
         let at = |kind| Fault { at_us, kind };
         match enabled[d.kind_pick % enabled.len()] {
-            "gpu_slow" => out.push(at(FaultKind::GpuSlow {
+            FaultName::GpuSlow => out.push(at(FaultKind::GpuSlow {
                 node,
                 gpu,
                 factor: f64::from(d.factor_tenths) / 10.0,
                 duration_us: d.span_ms * 1_000,
             })),
-            "gpu_fail" => out.push(at(FaultKind::GpuFail { node, gpu })),
-            "worker_crash" => out.push(at(FaultKind::WorkerCrash {
+            FaultName::GpuFail => out.push(at(FaultKind::GpuFail { node, gpu })),
+            FaultName::WorkerCrash => out.push(at(FaultKind::WorkerCrash {
                 node,
                 local_rank: gpu,
                 exit_code: 1,
             })),
-            "restart" => {
+            FaultName::Restart => {
                 out.push(at(FaultKind::Kill { node }));
                 out.push(Fault {
                     at_us: later_us,
                     kind: FaultKind::Restart { node },
                 });
             }
-            "stop" => out.push(at(FaultKind::Stop { node })),
-            "start" if spares > 0 && !spare_started => {
+            FaultName::Stop => out.push(at(FaultKind::Stop { node })),
+            FaultName::Start if spares > 0 && !spare_started => {
                 spare_started = true;
                 out.push(at(FaultKind::Start { node: nodes }));
             }

@@ -32,8 +32,9 @@ pub mod triage;
 use proptest::strategy::{BoxedStrategy, Strategy};
 use strategy::Case;
 
-/// Which part of the system the drawn scenarios exercise.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+/// Which part of the system the drawn scenarios exercise, named as `--target` spells it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, strum::IntoStaticStr)]
+#[strum(serialize_all = "snake_case")]
 pub enum FuzzTarget {
     /// Cluster shapes, rendezvous settings and fault plans ([`strategy`]).
     #[default]
@@ -47,11 +48,7 @@ pub enum FuzzTarget {
 impl FuzzTarget {
     /// The target's name as `--target` spells it.
     pub fn name(self) -> &'static str {
-        match self {
-            FuzzTarget::Rendezvous => "rendezvous",
-            FuzzTarget::Job => "job",
-            FuzzTarget::Reader => "reader",
-        }
+        self.into()
     }
 
     fn strategy(self) -> BoxedStrategy<Case> {

@@ -5,36 +5,38 @@
 
 use crate::runner::RunOptions;
 
-/// What each mutant breaks, for `--help` and error messages.
-pub const DESCRIPTIONS: &[(&str, &str)] = &[
-    (
-        "late-joiner-joins-complete-round",
-        "the join op admits a joiner of a complete round into its participants",
-    ),
-    (
-        "rank-collision",
-        "completing a round gives two participants the same rank",
-    ),
-    ("no-heartbeat-expiry", "sanitize never drops a dead node"),
-    (
-        "sampler-off-by-one",
-        "DistributedSampler's stride starts at rank + 1 instead of rank",
-    ),
-    (
-        "reader-double-publish",
-        "the reader's collector hands a batch out twice",
-    ),
-];
+/// Every mutant the command line knows, named (in kebab-case) as `--mutant` spells it, with
+/// what it breaks, for `--help` and error messages.
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    strum::IntoStaticStr,
+    strum::EnumString,
+    strum::VariantArray,
+    strum::EnumMessage,
+)]
+#[strum(serialize_all = "kebab-case")]
+pub enum Mutant {
+    #[strum(message = "the join op admits a joiner of a complete round into its participants")]
+    LateJoinerJoinsCompleteRound,
+    #[strum(message = "completing a round gives two participants the same rank")]
+    RankCollision,
+    #[strum(message = "sanitize never drops a dead node")]
+    NoHeartbeatExpiry,
+    #[strum(message = "DistributedSampler's stride starts at rank + 1 instead of rank")]
+    SamplerOffByOne,
+    #[strum(message = "the reader's collector hands a batch out twice")]
+    ReaderDoublePublish,
+}
 
 /// Every mutant the command line knows: the rendezvous core's, the job's and the reader's.
 pub fn known() -> Vec<&'static str> {
-    crate::rendezvous::settings::KNOWN_MUTANTS
+    <Mutant as strum::VariantArray>::VARIANTS
         .iter()
-        .chain(std::iter::once(
-            &crate::job::epoch_plan::MUTANT_SAMPLER_OFF_BY_ONE,
-        ))
-        .chain(crate::reader::KNOWN_MUTANTS.iter())
-        .copied()
+        .map(|m| m.into())
         .collect()
 }
 
@@ -49,12 +51,55 @@ pub fn options_of(names: &[String]) -> Result<RunOptions, String> {
 mod tests {
     use super::*;
 
+    use strum::EnumMessage;
+
     #[test]
     fn every_known_mutant_is_described_and_unknown_ones_are_refused() {
         for name in known() {
-            assert!(DESCRIPTIONS.iter().any(|(n, _)| *n == name));
+            let mutant: Mutant = name.parse().unwrap();
+            assert!(mutant.get_message().is_some_and(|m| !m.is_empty()));
             assert!(options_of(&[name.to_string()]).is_ok());
         }
-        assert!(options_of(&["no-such-bug".to_string()]).is_err());
+        let error = options_of(&["no-such-bug".to_string()]).unwrap_err();
+        assert_eq!(
+            error,
+            "`no-such-bug` is not a mutant (one of: late-joiner-joins-complete-round, \
+             rank-collision, no-heartbeat-expiry, sampler-off-by-one, reader-double-publish)"
+        );
+    }
+
+    #[test]
+    fn the_mutants_are_the_ones_the_hooks_test() {
+        let hooks: Vec<&str> = crate::rendezvous::settings::KNOWN_MUTANTS
+            .iter()
+            .chain([&crate::job::epoch_plan::MUTANT_SAMPLER_OFF_BY_ONE])
+            .chain(crate::reader::KNOWN_MUTANTS.iter())
+            .copied()
+            .collect();
+        assert_eq!(known(), hooks);
+    }
+
+    #[test]
+    fn each_mutant_reaches_the_part_whose_hook_tests_it() {
+        for name in known() {
+            let mut mutants = crate::runner::Mutants::default();
+            mutants.switch_on(name).expect("a known mutant");
+            let part = |set: &std::collections::BTreeSet<String>| set.contains(name);
+            assert_eq!(
+                part(&mutants.rendezvous),
+                crate::rendezvous::settings::KNOWN_MUTANTS.contains(&name),
+                "{name}"
+            );
+            assert_eq!(
+                part(&mutants.job),
+                name == crate::job::epoch_plan::MUTANT_SAMPLER_OFF_BY_ONE,
+                "{name}"
+            );
+            assert_eq!(
+                part(&mutants.reader),
+                crate::reader::KNOWN_MUTANTS.contains(&name),
+                "{name}"
+            );
+        }
     }
 }

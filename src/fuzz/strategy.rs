@@ -10,7 +10,7 @@
 //! asserts it round-trips through `to_toml` and `parse`.
 
 use crate::scenario;
-use crate::scenario::model::{Fault, FaultKind, Scenario};
+use crate::scenario::model::{Fault, FaultKind, FaultName, Scenario};
 use proptest::prelude::*;
 use std::collections::BTreeSet;
 
@@ -22,16 +22,16 @@ pub struct Case {
 }
 
 /// The fault kinds a plan draws from, in the order of the enabled-kinds mask's bits.
-pub const FAULT_KINDS: [&str; 9] = [
-    "kill",
-    "restart",
-    "start",
-    "stop",
-    "pause",
-    "partition",
-    "clog_link",
-    "clock_skew",
-    "worker_crash",
+pub const FAULT_KINDS: [FaultName; 9] = [
+    FaultName::Kill,
+    FaultName::Restart,
+    FaultName::Start,
+    FaultName::Stop,
+    FaultName::Pause,
+    FaultName::Partition,
+    FaultName::ClogLink,
+    FaultName::ClockSkew,
+    FaultName::WorkerCrash,
 ];
 
 /// Latest fault time, in microseconds (120 s).
@@ -154,7 +154,7 @@ fn build_case(
 
 /// Turns draws into valid faults among the kinds `mask` enables.
 fn fault_plan(nodes: u32, spares: u32, mask: u16, draws: &[FaultDraw]) -> Vec<Fault> {
-    let enabled: Vec<&str> = FAULT_KINDS
+    let enabled: Vec<FaultName> = FAULT_KINDS
         .iter()
         .enumerate()
         .filter(|(i, _)| mask & (1 << i) != 0)
@@ -174,40 +174,40 @@ fn fault_plan(nodes: u32, spares: u32, mask: u16, draws: &[FaultDraw]) -> Vec<Fa
             kind,
         };
         match kind {
-            "kill" => out.push(at(FaultKind::Kill { node })),
-            "restart" => {
+            FaultName::Kill => out.push(at(FaultKind::Kill { node })),
+            FaultName::Restart => {
                 out.push(at(FaultKind::Kill { node }));
                 out.push(later(FaultKind::Restart { node }));
             }
             // A spare starts at most once; with no spare left the draw adds nothing.
-            "start" if spares > 0 => {
+            FaultName::Start if spares > 0 => {
                 let spare = nodes + d.node % spares;
                 if started.insert(spare) {
                     out.push(at(FaultKind::Start { node: spare }));
                 }
             }
-            "stop" => out.push(at(FaultKind::Stop { node })),
-            "pause" => {
+            FaultName::Stop => out.push(at(FaultKind::Stop { node })),
+            FaultName::Pause => {
                 out.push(at(FaultKind::Pause { node }));
                 out.push(later(FaultKind::Resume { node }));
             }
-            "partition" => {
+            FaultName::Partition => {
                 let rest: Vec<u32> = (0..nodes + spares).filter(|&n| n != node).collect();
                 out.push(at(FaultKind::Partition {
                     groups: vec![rest, vec![node]],
                 }));
                 out.push(later(FaultKind::Heal));
             }
-            "clog_link" => {
+            FaultName::ClogLink => {
                 let to = (node + 1 + d.other % (nodes - 1)) % nodes;
                 out.push(at(FaultKind::ClogLink { from: node, to }));
                 out.push(later(FaultKind::UnclogLink { from: node, to }));
             }
-            "clock_skew" => out.push(at(FaultKind::ClockSkew {
+            FaultName::ClockSkew => out.push(at(FaultKind::ClockSkew {
                 node,
                 offset_us: d.skew_ms * 1_000,
             })),
-            "worker_crash" => out.push(at(FaultKind::WorkerCrash {
+            FaultName::WorkerCrash => out.push(at(FaultKind::WorkerCrash {
                 node,
                 local_rank: 0,
                 exit_code: 1,

@@ -6,10 +6,13 @@ use std::fmt;
 
 use super::files::RecordId;
 
-/// HugeCTR's `BufferState`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize)]
+/// HugeCTR's `BufferState`, displayed as HugeCTR spells its members.
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize, strum::Display,
+)]
 pub enum BufferState {
     /// The reader took an end marker: the buffer is parked until the next `set_source`.
+    #[strum(serialize = "FileEOF")]
     FileEof,
     /// The reader owns the buffer.
     Reading,
@@ -19,19 +22,6 @@ pub enum BufferState {
     Writing,
     /// Free for the writer.
     ReadyForWrite,
-}
-
-impl fmt::Display for BufferState {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let name = match self {
-            BufferState::FileEof => "FileEOF",
-            BufferState::Reading => "Reading",
-            BufferState::ReadyForRead => "ReadyForRead",
-            BufferState::Writing => "Writing",
-            BufferState::ReadyForWrite => "ReadyForWrite",
-        };
-        f.write_str(name)
-    }
 }
 
 /// One of the threads the model runs.
@@ -232,5 +222,34 @@ impl Buffers {
     /// Moves the event log out (at the end of a run).
     pub fn take_events(&mut self) -> Vec<BufferEvent> {
         std::mem::take(&mut self.events)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::BufferState;
+
+    #[test]
+    fn buffer_states_display_as_hugectr_names_them() {
+        let names: Vec<String> = [
+            BufferState::FileEof,
+            BufferState::Reading,
+            BufferState::ReadyForRead,
+            BufferState::Writing,
+            BufferState::ReadyForWrite,
+        ]
+        .iter()
+        .map(ToString::to_string)
+        .collect();
+        assert_eq!(
+            names,
+            [
+                "FileEOF",
+                "Reading",
+                "ReadyForRead",
+                "Writing",
+                "ReadyForWrite"
+            ]
+        );
     }
 }

@@ -16,7 +16,7 @@ use super::settings::{
 use super::state::{NodeDesc, RendezvousState};
 use crate::store::service::{StoreClient, StoreError};
 use crate::store::Value;
-use crate::trace::EventKind;
+use crate::trace::{EventKind, RendezvousErrorKind};
 use crate::world::{spawn, time, NodeEnv};
 use futures::lock::Mutex;
 use rand::Rng;
@@ -49,13 +49,13 @@ pub enum RendezvousError {
 
 impl RendezvousError {
     /// A short name for the trace.
-    pub fn kind(&self) -> &'static str {
+    pub fn kind(&self) -> RendezvousErrorKind {
         match self {
-            RendezvousError::Closed(_) => "closed",
-            RendezvousError::Timeout(_) => "timeout",
-            RendezvousError::GracefulExit(_) => "graceful_exit",
-            RendezvousError::Connection(_) => "store_unreachable",
-            RendezvousError::State(_) => "state_error",
+            RendezvousError::Closed(_) => RendezvousErrorKind::Closed,
+            RendezvousError::Timeout(_) => RendezvousErrorKind::Timeout,
+            RendezvousError::GracefulExit(_) => RendezvousErrorKind::GracefulExit,
+            RendezvousError::Connection(_) => RendezvousErrorKind::StoreUnreachable,
+            RendezvousError::State(_) => RendezvousErrorKind::StateError,
         }
     }
 }

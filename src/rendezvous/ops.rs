@@ -1,8 +1,6 @@
 //! The rendezvous op decisions (torch's `_RendezvousJoinOp`, `_RendezvousExitOp`,
 //! `_RendezvousCloseOp`, `_RendezvousKeepAliveOp`): given the state, which action comes next.
 
-use std::fmt;
-
 use super::settings::RendezvousSettings;
 use super::state::{NodeDesc, RendezvousState};
 
@@ -10,8 +8,12 @@ use super::state::{NodeDesc, RendezvousState};
 /// 5 s): inside this window it removes itself instead of failing with a timeout at once.
 pub const ROLLBACK_WINDOW_US: i64 = 5_000_000;
 
-/// Which operation a node is running; each has its own decision table.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+/// Which operation a node is running; each has its own decision table. Named as in the
+/// parity vectors.
+#[derive(
+    Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, strum::IntoStaticStr, strum::EnumString,
+)]
+#[strum(serialize_all = "snake_case")]
 pub enum OpKind {
     /// Join the current or next round (`next_rendezvous`, after the exit op).
     Join,
@@ -26,24 +28,32 @@ pub enum OpKind {
 impl OpKind {
     /// The op's name in the parity vectors (`join`, `exit`, `close`, `keep_alive`).
     pub fn name(self) -> &'static str {
-        match self {
-            OpKind::Join => "join",
-            OpKind::Exit => "exit",
-            OpKind::Close => "close",
-            OpKind::KeepAlive => "keep_alive",
-        }
+        self.into()
     }
 
     /// The op named as in the parity vectors.
     pub fn from_name(name: &str) -> Option<Self> {
-        [OpKind::Join, OpKind::Exit, OpKind::Close, OpKind::KeepAlive]
-            .into_iter()
-            .find(|k| k.name() == name)
+        name.parse().ok()
     }
 }
 
-/// The next step an op asks for: torch's `_Action`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+/// The next step an op asks for: torch's `_Action`, in torch's enum order, named (and
+/// displayed) as torch names its members.
+#[derive(
+    Clone,
+    Copy,
+    Debug,
+    PartialEq,
+    Eq,
+    PartialOrd,
+    Ord,
+    Hash,
+    strum::IntoStaticStr,
+    strum::EnumString,
+    strum::VariantArray,
+    strum::Display,
+)]
+#[strum(serialize_all = "SCREAMING_SNAKE_CASE")]
 pub enum Action {
     /// Refresh this node's heartbeat.
     KeepAlive,
@@ -75,44 +85,16 @@ pub enum Action {
 
 impl Action {
     /// Every action, in torch's enum order.
-    pub const ALL: [Action; 13] = [
-        Action::KeepAlive,
-        Action::AddToParticipants,
-        Action::AddToWaitList,
-        Action::AddToRedundancyList,
-        Action::RemoveFromParticipants,
-        Action::RemoveFromWaitList,
-        Action::RemoveFromRedundancyList,
-        Action::MarkRendezvousComplete,
-        Action::MarkRendezvousClosed,
-        Action::Sync,
-        Action::ErrorClosed,
-        Action::ErrorTimeout,
-        Action::Finish,
-    ];
+    pub const ALL: &'static [Action] = <Action as strum::VariantArray>::VARIANTS;
 
     /// torch's member name, e.g. `"ADD_TO_PARTICIPANTS"`.
     pub fn torch_name(self) -> &'static str {
-        match self {
-            Action::KeepAlive => "KEEP_ALIVE",
-            Action::AddToParticipants => "ADD_TO_PARTICIPANTS",
-            Action::AddToWaitList => "ADD_TO_WAIT_LIST",
-            Action::AddToRedundancyList => "ADD_TO_REDUNDANCY_LIST",
-            Action::RemoveFromParticipants => "REMOVE_FROM_PARTICIPANTS",
-            Action::RemoveFromWaitList => "REMOVE_FROM_WAIT_LIST",
-            Action::RemoveFromRedundancyList => "REMOVE_FROM_REDUNDANCY_LIST",
-            Action::MarkRendezvousComplete => "MARK_RENDEZVOUS_COMPLETE",
-            Action::MarkRendezvousClosed => "MARK_RENDEZVOUS_CLOSED",
-            Action::Sync => "SYNC",
-            Action::ErrorClosed => "ERROR_CLOSED",
-            Action::ErrorTimeout => "ERROR_TIMEOUT",
-            Action::Finish => "FINISH",
-        }
+        self.into()
     }
 
     /// The action with torch's member name `name`.
     pub fn from_torch_name(name: &str) -> Option<Self> {
-        Action::ALL.into_iter().find(|a| a.torch_name() == name)
+        name.parse().ok()
     }
 
     /// Whether the executor changes the state for this action (and then writes it back);
@@ -122,12 +104,6 @@ impl Action {
             self,
             Action::Sync | Action::ErrorClosed | Action::ErrorTimeout | Action::Finish
         )
-    }
-}
-
-impl fmt::Display for Action {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.torch_name())
     }
 }
 

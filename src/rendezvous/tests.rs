@@ -48,9 +48,32 @@ fn fresh(st: &mut RendezvousState, node: &NodeDesc) {
 
 #[test]
 fn action_names_round_trip() {
-    for a in Action::ALL {
+    for &a in Action::ALL {
         assert_eq!(Action::from_torch_name(a.torch_name()), Some(a));
+        assert_eq!(a.to_string(), a.torch_name());
     }
+    let names: Vec<&str> = Action::ALL.iter().map(|a| a.torch_name()).collect();
+    assert_eq!(
+        names,
+        [
+            "KEEP_ALIVE",
+            "ADD_TO_PARTICIPANTS",
+            "ADD_TO_WAIT_LIST",
+            "ADD_TO_REDUNDANCY_LIST",
+            "REMOVE_FROM_PARTICIPANTS",
+            "REMOVE_FROM_WAIT_LIST",
+            "REMOVE_FROM_REDUNDANCY_LIST",
+            "MARK_RENDEZVOUS_COMPLETE",
+            "MARK_RENDEZVOUS_CLOSED",
+            "SYNC",
+            "ERROR_CLOSED",
+            "ERROR_TIMEOUT",
+            "FINISH",
+        ]
+    );
+    assert_eq!(OpKind::from_name("keep_alive"), Some(OpKind::KeepAlive));
+    assert_eq!(OpKind::KeepAlive.name(), "keep_alive");
+    assert_eq!(OpKind::from_name("KeepAlive"), None);
     assert_eq!(
         Action::AddToParticipants.torch_name(),
         "ADD_TO_PARTICIPANTS"

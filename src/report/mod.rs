@@ -11,6 +11,7 @@ mod text;
 
 use crate::check::InvariantResult;
 use crate::scenario::model::Scenario;
+pub(crate) use crate::scenario::node::node_order;
 use crate::trace::{EventKind, RunEnd, Trace};
 use serde::Serialize;
 use std::collections::BTreeMap;
@@ -236,14 +237,6 @@ fn rounds(trace: &Trace) -> Vec<RoundSummary> {
     by_round.into_values().collect()
 }
 
-/// Sorts `node-N` by N, anything else after them by name.
-pub(crate) fn node_order(node: &str) -> (u64, String) {
-    let index = node
-        .strip_prefix("node-")
-        .and_then(|n| n.parse::<u64>().ok());
-    (index.unwrap_or(u64::MAX), node.to_owned())
-}
-
 /// Every node whose agent ever started: its restarts, processes, restart count, worker
 /// group state and final state.
 fn agents(trace: &Trace) -> Vec<AgentSummary> {
@@ -275,7 +268,7 @@ fn agents(trace: &Trace) -> Vec<AgentSummary> {
         match &event.kind {
             EventKind::AgentExited { state, reason, .. } => {
                 summary.final_state = state.to_string();
-                summary.exit_reason = reason.clone();
+                summary.exit_reason = reason.to_string();
             }
             EventKind::AgentKilled { .. } => summary.final_state = "KILLED".to_owned(),
             EventKind::AgentRestart { counted: true, .. } => summary.restarts += 1,
@@ -284,7 +277,7 @@ fn agents(trace: &Trace) -> Vec<AgentSummary> {
                 summary.restart_count = *restart_count;
             }
             EventKind::WorkerGroupState { state, .. } => {
-                summary.worker_group_state = state.clone();
+                summary.worker_group_state = state.to_string();
             }
             _ => {}
         }

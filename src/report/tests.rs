@@ -187,7 +187,7 @@ fn agents_report_the_restart_count_group_state_and_exit_reason() {
         "node-0",
         EventKind::WorkerGroupState {
             pid: 100,
-            state: "HEALTHY".into(),
+            state: crate::trace::WorkerGroupState::Healthy,
         },
     ));
     events.push(e(
@@ -195,7 +195,7 @@ fn agents_report_the_restart_count_group_state_and_exit_reason() {
         "node-0",
         EventKind::WorkerGroupState {
             pid: 100,
-            state: "FAILED".into(),
+            state: crate::trace::WorkerGroupState::Failed,
         },
     ));
     events.push(e(

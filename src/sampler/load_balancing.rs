@@ -7,10 +7,23 @@ use super::{check_rank, epoch_seed, samples_per_rank, SamplerError, TorchGenerat
 
 /// Name of the fix that makes the batch sampler truncate surplus batches with `drop_last`
 /// instead of appending them again (see [`SamplerFix::BatchSamplerNegativeSlice`]).
-pub const BATCH_SAMPLER_NEGATIVE_SLICE: &str = "batch-sampler-negative-slice";
+pub const BATCH_SAMPLER_NEGATIVE_SLICE: &str = SamplerFix::BatchSamplerNegativeSlice.into_str();
 
-/// A deliberate departure from the reference, named so runs say which ones they used.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+/// A deliberate departure from the reference, named (in kebab-case) so runs say which ones
+/// they used.
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    PartialOrd,
+    Ord,
+    Hash,
+    strum::IntoStaticStr,
+    strum::VariantArray,
+)]
+#[strum(serialize_all = "kebab-case", const_into_str)]
 pub enum SamplerFix {
     /// With `drop_last`, Bagua pads each rank's batch list with `batches[:total - len]`;
     /// when a rank has more batches than the least one, that slice is negative and *appends*
@@ -21,9 +34,7 @@ pub enum SamplerFix {
 impl SamplerFix {
     /// The fix's stable name.
     pub fn name(self) -> &'static str {
-        match self {
-            SamplerFix::BatchSamplerNegativeSlice => BATCH_SAMPLER_NEGATIVE_SLICE,
-        }
+        self.into_str()
     }
 }
 
@@ -31,10 +42,11 @@ impl FromStr for SamplerFix {
     type Err = SamplerError;
 
     fn from_str(name: &str) -> Result<Self, Self::Err> {
-        match name {
-            BATCH_SAMPLER_NEGATIVE_SLICE => Ok(SamplerFix::BatchSamplerNegativeSlice),
-            other => Err(SamplerError::UnknownFix(other.to_string())),
-        }
+        <Self as strum::VariantArray>::VARIANTS
+            .iter()
+            .find(|fix| fix.name() == name)
+            .copied()
+            .ok_or_else(|| SamplerError::UnknownFix(name.to_string()))
     }
 }
 

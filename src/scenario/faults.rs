@@ -3,7 +3,7 @@
 
 use super::limits::*;
 use super::locate::FieldPath;
-use super::model::{Fault, FaultKind};
+use super::model::{Fault, FaultKind, NodeIndex};
 use super::raw::RawFault;
 use super::units;
 use super::values::*;
@@ -64,13 +64,18 @@ fn check_spare_order(p: &FieldPath, faults: &[(usize, Fault)], ctx: &FaultContex
         match f.kind {
             FaultKind::Start { node } => {
                 if let Some(first) = started.insert(node, *i) {
-                    let msg = format!("node-{node} is already started by faults[{first}]; use `restart` after a kill");
+                    let msg = format!(
+                        "{} is already started by faults[{first}]; use `restart` after a kill",
+                        NodeIndex(node)
+                    );
                     return Err(issue(&p.index(*i).key("node"), msg));
                 }
             }
             FaultKind::Restart { node } if node >= ctx.nodes && !started.contains_key(&node) => {
-                let msg =
-                    format!("node-{node} is a spare node that no earlier `start` fault starts");
+                let msg = format!(
+                    "{} is a spare node that no earlier `start` fault starts",
+                    NodeIndex(node)
+                );
                 return Err(issue(&p.index(*i).key("node"), msg));
             }
             _ => {}
@@ -229,10 +234,9 @@ fn link(p: &FieldPath, kind: &str, f: &RawFault, ctx: &FaultContext) -> Check<Fa
 
 fn spare(p: &FieldPath, node: u32, ctx: &FaultContext) -> Check<u32> {
     if node < ctx.nodes {
-        let first = ctx.nodes;
-        let msg = format!(
-            "`start` brings up a spare node (node-{first} and above); node-{node} starts at t = 0"
-        );
+        let (first, node) = (NodeIndex(ctx.nodes), NodeIndex(node));
+        let msg =
+            format!("`start` brings up a spare node ({first} and above); {node} starts at t = 0");
         return Err(issue(&p.key("node"), msg));
     }
     Ok(node)

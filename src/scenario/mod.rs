@@ -12,6 +12,7 @@ pub mod job;
 pub mod limits;
 pub mod locate;
 pub mod model;
+pub mod node;
 pub mod raw;
 pub mod units;
 pub mod validate;

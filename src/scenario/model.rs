@@ -4,6 +4,7 @@
 //! this type, so a value here is already known to be in range: durations in microseconds,
 //! sizes in bytes, bandwidths in bits per second, nodes by their index.
 
+pub use super::node::NodeIndex;
 use crate::rendezvous::settings::RendezvousSettings;
 use std::collections::BTreeMap;
 
@@ -193,8 +194,21 @@ pub struct Fault {
     pub kind: FaultKind,
 }
 
-/// What a fault does. Nodes are indices (`node-3` is 3).
-#[derive(Debug, Clone, PartialEq)]
+/// What a fault does. Nodes are indices (`node-3` is 3). [`FaultName`] names its kinds as the
+/// scenario file and the trace spell them (`kill`, `power_off`, `clog_link`, ...).
+#[derive(Debug, Clone, PartialEq, strum::EnumDiscriminants)]
+#[strum_discriminants(
+    name(FaultName),
+    derive(
+        serde::Serialize,
+        strum::Display,
+        strum::IntoStaticStr,
+        strum::EnumString,
+        strum::VariantArray
+    ),
+    serde(rename_all = "snake_case"),
+    strum(serialize_all = "snake_case")
+)]
 pub enum FaultKind {
     Kill {
         node: u32,
@@ -282,26 +296,7 @@ impl FaultKind {
 
     /// The fault's `kind` string as the scenario file spells it.
     pub fn name(&self) -> &'static str {
-        match self {
-            FaultKind::Kill { .. } => "kill",
-            FaultKind::PowerOff { .. } => "power_off",
-            FaultKind::Stop { .. } => "stop",
-            FaultKind::Restart { .. } => "restart",
-            FaultKind::Start { .. } => "start",
-            FaultKind::Pause { .. } => "pause",
-            FaultKind::Resume { .. } => "resume",
-            FaultKind::Partition { .. } => "partition",
-            FaultKind::Heal => "heal",
-            FaultKind::ClogLink { .. } => "clog_link",
-            FaultKind::UnclogLink { .. } => "unclog_link",
-            FaultKind::Latency { .. } => "latency",
-            FaultKind::Loss { .. } => "loss",
-            FaultKind::ClockSkew { .. } => "clock_skew",
-            FaultKind::GpuSlow { .. } => "gpu_slow",
-            FaultKind::GpuFail { .. } => "gpu_fail",
-            FaultKind::WorkerCrash { .. } => "worker_crash",
-            FaultKind::StoreCrash => "store_crash",
-        }
+        FaultName::from(self).into()
     }
 }
 
@@ -318,8 +313,9 @@ pub struct Expect {
     pub violations: Vec<String>,
 }
 
-/// How a run ended.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+/// How a run ended, named as the report and `expect.outcome` spell it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, strum::IntoStaticStr)]
+#[strum(serialize_all = "snake_case")]
 pub enum Outcome {
     Succeeded,
     Failed,
@@ -328,15 +324,34 @@ pub enum Outcome {
 
 impl Outcome {
     pub fn as_str(self) -> &'static str {
-        match self {
-            Outcome::Succeeded => "succeeded",
-            Outcome::Failed => "failed",
-            Outcome::TimedOut => "timed_out",
-        }
+        self.into()
     }
 }
 
-/// The name of node index `i`.
+/// The name of node index `i`: `node-i`.
 pub fn node_name(i: u32) -> String {
-    format!("node-{i}")
+    NodeIndex(i).to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use strum::VariantArray;
+
+    #[test]
+    fn fault_names_are_the_scenario_files_kinds() {
+        let names: Vec<&str> = FaultName::VARIANTS.iter().map(|n| n.into()).collect();
+        let kinds: Vec<&str> = crate::scenario::faults::FAULT_FIELDS
+            .iter()
+            .map(|(kind, _, _)| *kind)
+            .collect();
+        assert_eq!(names, kinds);
+        for name in FaultName::VARIANTS {
+            assert_eq!(name.to_string().parse::<FaultName>(), Ok(*name));
+            let json = serde_json::to_string(name).unwrap();
+            assert_eq!(json, format!("\"{name}\""));
+        }
+        assert_eq!(FaultKind::ClogLink { from: 0, to: 1 }.name(), "clog_link");
+        assert!("Kill".parse::<FaultName>().is_err());
+    }
 }

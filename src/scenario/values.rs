@@ -3,6 +3,7 @@
 
 use super::limits;
 use super::locate::FieldPath;
+use super::node::{NodeIndex, NodeNameError};
 use super::units;
 use std::fmt::Display;
 
@@ -161,32 +162,23 @@ pub fn latency_range(path: &FieldPath, pair: &[String]) -> Check<(u64, u64)> {
     Ok((min_us, max_us))
 }
 
-/// The index of a node name `node-N` with `N < total`; `what` says which nodes are meant.
+/// The index of a node name `node-N` with `N < total`.
 pub fn node_index(path: &FieldPath, name: &str, total: u32) -> Check<u32> {
-    let digits = name.strip_prefix("node-").unwrap_or("");
-    let canonical = !digits.is_empty()
-        && digits.chars().all(|c| c.is_ascii_digit())
-        && (digits == "0" || !digits.starts_with('0'))
-        && digits.len() <= 10;
-    let index = if canonical {
-        digits.parse::<u64>().ok()
-    } else {
-        None
-    };
-    let Some(index) = index else {
-        return Err(issue(
+    match name.parse::<NodeIndex>() {
+        Ok(node) if node.0 < total => Ok(node.0),
+        Err(NodeNameError::Malformed) => Err(issue(
             path,
             format!("`{name}` is not a node name (expected node-N, like node-0)"),
-        ));
-    };
-    if index >= u64::from(total) {
-        let last = total.saturating_sub(1);
-        return Err(issue(
-            path,
-            format!("`{name}` is not a node of this cluster (it has node-0 .. node-{last})"),
-        ));
+        )),
+        // A node name whose number is at or above `total` (or above any node's).
+        _ => {
+            let last = NodeIndex(total.saturating_sub(1));
+            Err(issue(
+                path,
+                format!("`{name}` is not a node of this cluster (it has node-0 .. {last})"),
+            ))
+        }
     }
-    Ok(index as u32)
 }
 
 /// A list whose length is at most `max`.

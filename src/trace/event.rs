@@ -6,6 +6,7 @@
 //! canonical serialization is stable.
 
 use crate::reader::BufferEvent;
+use crate::scenario::model::FaultName;
 use serde::Serialize;
 
 /// One recorded event.
@@ -20,8 +21,9 @@ pub struct Event {
 
 /// The worker group's final state when an agent process ends (torch's `WorkerState`, as
 /// `run()` returns it), named as torch names it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, strum::Display, strum::IntoStaticStr)]
 #[serde(rename_all = "SCREAMING_SNAKE_CASE")]
+#[strum(serialize_all = "SCREAMING_SNAKE_CASE")]
 pub enum AgentState {
     Succeeded,
     Failed,
@@ -29,37 +31,109 @@ pub enum AgentState {
     Stopped,
 }
 
-impl AgentState {
-    /// torch's name of the state.
-    pub fn name(self) -> &'static str {
+/// torch's `WorkerState`, as the agent's worker group moves through it, named as torch's enum
+/// value prints. `LocalElasticAgent` reports a failed process as FAILED; it never reports
+/// UNHEALTHY, so neither does the model.
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    Serialize,
+    strum::Display,
+    strum::IntoStaticStr,
+    strum::EnumString,
+)]
+#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
+#[strum(serialize_all = "SCREAMING_SNAKE_CASE")]
+pub enum WorkerGroupState {
+    Init,
+    Healthy,
+    Unhealthy,
+    Failed,
+    Succeeded,
+    Stopped,
+}
+
+/// Why an agent process ended by itself. The variant is the fact the checks read; the text
+/// is for people only, and the trace carries the two as one sentence.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ExitReason {
+    /// The restart budget (`max_restarts`) is spent: the job failed as it promised to.
+    /// `last_failure` says what made the last restart necessary.
+    BudgetSpent { last_failure: String },
+    /// Any other end: success, SIGTERM, or an error, in words.
+    Other(String),
+}
+
+impl ExitReason {
+    /// What the trace appends to the last failure when the budget is spent.
+    const BUDGET_SPENT: &'static str = " and no restarts remain";
+}
+
+impl std::fmt::Display for ExitReason {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            AgentState::Succeeded => "SUCCEEDED",
-            AgentState::Failed => "FAILED",
-            AgentState::Stopped => "STOPPED",
+            ExitReason::BudgetSpent { last_failure } => {
+                write!(f, "{last_failure}{}", Self::BUDGET_SPENT)
+            }
+            ExitReason::Other(text) => f.write_str(text),
         }
     }
 }
 
-impl std::fmt::Display for AgentState {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.name())
+impl From<&str> for ExitReason {
+    fn from(text: &str) -> Self {
+        ExitReason::Other(text.to_owned())
     }
 }
 
+impl From<String> for ExitReason {
+    fn from(text: String) -> Self {
+        ExitReason::Other(text)
+    }
+}
+
+/// The sentence, as the trace has always carried it.
+impl Serialize for ExitReason {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.collect_str(self)
+    }
+}
+
+/// What kind of error `next_rendezvous()` raised, named as the trace spells it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, strum::Display, strum::EnumString)]
+#[serde(rename_all = "snake_case")]
+#[strum(serialize_all = "snake_case")]
+pub enum RendezvousErrorKind {
+    /// `RendezvousClosedError`.
+    Closed,
+    /// `RendezvousTimeoutError`.
+    Timeout,
+    /// `RendezvousGracefulExitError`.
+    GracefulExit,
+    /// `RendezvousConnectionError`: the store could not be reached.
+    StoreUnreachable,
+    /// `RendezvousStateError`.
+    StateError,
+}
+
 /// What happened.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, strum::IntoStaticStr)]
 #[serde(tag = "type", rename_all = "snake_case")]
+#[strum(serialize_all = "snake_case")]
 pub enum EventKind {
     /// A scheduled fault was applied; `detail` is a one-line description.
-    FaultApplied { fault: String, detail: String },
+    FaultApplied { fault: FaultName, detail: String },
     /// An agent process started (at t = 0, on `start` or on `restart`); pids are new each time.
     AgentStarted { pid: u32 },
     /// The agent process ended: `state` is the worker group's final state
-    /// (`SUCCEEDED`, `FAILED`, `STOPPED`), `reason` says why in words.
+    /// (`SUCCEEDED`, `FAILED`, `STOPPED`), `reason` says why (serialized as a sentence).
     AgentExited {
         pid: u32,
         state: AgentState,
-        reason: String,
+        reason: ExitReason,
     },
     /// The agent process was killed (SIGKILL or power loss); nothing ran after this.
     AgentKilled { pid: u32 },
@@ -82,7 +156,7 @@ pub enum EventKind {
     /// `message` is the sentence torch would log.
     RendezvousFailed {
         pid: u32,
-        error: String,
+        error: RendezvousErrorKind,
         message: String,
     },
     /// This node's op committed `closed = true` to the shared state.
@@ -141,7 +215,7 @@ pub enum EventKind {
     },
     /// The agent's worker group entered a state of torch's `WorkerState` (`INIT`, `HEALTHY`,
     /// `UNHEALTHY`, `FAILED`, `SUCCEEDED`, `STOPPED`); recorded on each change only.
-    WorkerGroupState { pid: u32, state: String },
+    WorkerGroupState { pid: u32, state: WorkerGroupState },
     /// The group on this node reached global step `step`, in data epoch `epoch`, its ranks
     /// having trained on `samples` samples in the step.
     Step {
@@ -239,37 +313,98 @@ pub enum EventKind {
 impl EventKind {
     /// The snake_case name of the event type, as serialized.
     pub fn type_name(&self) -> &'static str {
-        match self {
-            EventKind::FaultApplied { .. } => "fault_applied",
-            EventKind::AgentStarted { .. } => "agent_started",
-            EventKind::AgentExited { .. } => "agent_exited",
-            EventKind::AgentKilled { .. } => "agent_killed",
-            EventKind::RendezvousJoining { .. } => "rendezvous_joining",
-            EventKind::RendezvousCompleted { .. } => "rendezvous_completed",
-            EventKind::RendezvousFailed { .. } => "rendezvous_failed",
-            EventKind::RendezvousClosed { .. } => "rendezvous_closed",
-            EventKind::Heartbeat { .. } => "heartbeat",
-            EventKind::WorkersStarted { .. } => "workers_started",
-            EventKind::WorkerStoreStarted { .. } => "worker_store_started",
-            EventKind::RanksAssigned { .. } => "ranks_assigned",
-            EventKind::WorkersStopped { .. } => "workers_stopped",
-            EventKind::WorkerFailed { .. } => "worker_failed",
-            EventKind::AgentRestart { .. } => "agent_restart",
-            EventKind::WorkerGroupState { .. } => "worker_group_state",
-            EventKind::Step { .. } => "step",
-            EventKind::Checkpoint { .. } => "checkpoint",
-            EventKind::EpochStarted { .. } => "epoch_started",
-            EventKind::EpochCovered { .. } => "epoch_covered",
-            EventKind::ResumedFromCheckpoint { .. } => "resumed_from_checkpoint",
-            EventKind::StoreStarted => "store_started",
-            EventKind::StoreDied { .. } => "store_died",
-            EventKind::RunEnded { .. } => "run_ended",
-            EventKind::ReaderBatch { .. } => "reader_batch",
-            EventKind::ReaderEndOfData { .. } => "reader_end_of_data",
-            EventKind::ReaderBuffer { .. } => "reader_buffer",
-            EventKind::ReaderSkipped { .. } => "reader_skipped",
-            EventKind::ReaderWorkerFailed { .. } => "reader_worker_failed",
-            EventKind::ReaderHang { .. } => "reader_hang",
+        self.into()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn json<T: Serialize>(value: &T) -> String {
+        serde_json::to_string(value).unwrap()
+    }
+
+    #[test]
+    fn an_exit_reason_serializes_as_its_sentence() {
+        let spent = ExitReason::BudgetSpent {
+            last_failure: "worker 0 failed (worker_crash)".into(),
+        };
+        assert_eq!(
+            json(&spent),
+            r#""worker 0 failed (worker_crash) and no restarts remain""#
+        );
+        assert_eq!(
+            json(&ExitReason::from("every worker finished")),
+            r#""every worker finished""#
+        );
+        let exited = EventKind::AgentExited {
+            pid: 7,
+            state: AgentState::Failed,
+            reason: spent,
+        };
+        assert_eq!(
+            json(&exited),
+            r#"{"type":"agent_exited","pid":7,"state":"FAILED","reason":"worker 0 failed (worker_crash) and no restarts remain"}"#
+        );
+    }
+
+    #[test]
+    fn typed_event_fields_keep_their_trace_names() {
+        let states = [
+            WorkerGroupState::Init,
+            WorkerGroupState::Healthy,
+            WorkerGroupState::Unhealthy,
+            WorkerGroupState::Failed,
+            WorkerGroupState::Succeeded,
+            WorkerGroupState::Stopped,
+        ];
+        let names: Vec<String> = states.iter().map(json).collect();
+        assert_eq!(
+            names,
+            [
+                r#""INIT""#,
+                r#""HEALTHY""#,
+                r#""UNHEALTHY""#,
+                r#""FAILED""#,
+                r#""SUCCEEDED""#,
+                r#""STOPPED""#
+            ]
+        );
+        for state in states {
+            assert_eq!(format!("\"{state}\""), json(&state));
         }
+        let errors = [
+            RendezvousErrorKind::Closed,
+            RendezvousErrorKind::Timeout,
+            RendezvousErrorKind::GracefulExit,
+            RendezvousErrorKind::StoreUnreachable,
+            RendezvousErrorKind::StateError,
+        ];
+        let names: Vec<String> = errors.iter().map(|e| e.to_string()).collect();
+        assert_eq!(
+            names,
+            [
+                "closed",
+                "timeout",
+                "graceful_exit",
+                "store_unreachable",
+                "state_error"
+            ]
+        );
+        for error in errors {
+            assert_eq!(format!("\"{error}\""), json(&error));
+        }
+        assert_eq!(AgentState::Stopped.to_string(), "STOPPED");
+        let fault = EventKind::FaultApplied {
+            fault: FaultName::PowerOff,
+            detail: "d".into(),
+        };
+        assert_eq!(
+            json(&fault),
+            r#"{"type":"fault_applied","fault":"power_off","detail":"d"}"#
+        );
+        assert_eq!(fault.type_name(), "fault_applied");
+        assert_eq!(EventKind::StoreStarted.type_name(), "store_started");
     }
 }

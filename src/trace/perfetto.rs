@@ -11,6 +11,7 @@
 //! same seed gives the same file byte for byte.
 
 use super::{Event, EventKind, Trace};
+use crate::scenario::node::node_order;
 use serde_json::{json, Map, Value};
 use std::collections::BTreeMap;
 
@@ -88,14 +89,6 @@ struct Export {
     pids: BTreeMap<String, u64>,
     nodes: BTreeMap<String, NodeState>,
     out: Vec<Value>,
-}
-
-/// Sorts `node-N` by N, then any other name (the dedicated `store`) by name.
-fn node_order(node: &str) -> (u64, String) {
-    let index = node
-        .strip_prefix("node-")
-        .and_then(|n| n.parse::<u64>().ok());
-    (index.unwrap_or(u64::MAX), node.to_owned())
 }
 
 fn tid(pid: u64, slot: u64) -> u64 {

@@ -3,7 +3,7 @@
 
 use super::state::{Checkpoint, Process, World, MONO_BASE_US_PER_NODE, UTC_EPOCH_US};
 use super::{rng, spawn, time};
-use crate::scenario::model::{node_name, Scenario, StoreHost};
+use crate::scenario::model::{node_name, NodeIndex, Scenario, StoreHost};
 use crate::trace::EventKind;
 use futures::channel::oneshot;
 use rand_chacha::ChaCha8Rng;
@@ -183,7 +183,7 @@ impl NodeEnv {
     /// The socket address of the node named `addr` (`node-N`) at `port`; `None` for a name
     /// that is no node of the run.
     pub fn resolve(&self, addr: &str, port: u16) -> Option<SocketAddr> {
-        let index: u32 = addr.strip_prefix("node-")?.parse().ok()?;
+        let NodeIndex(index) = addr.parse().ok()?;
         (index < self.world.scenario.cluster.total_nodes())
             .then(|| SocketAddr::new(super::node_ip(index), port))
     }

@@ -3,7 +3,7 @@
 
 use super::state::World;
 use super::{spawn, time};
-use crate::scenario::model::{node_name, Fault, FaultKind};
+use crate::scenario::model::{node_name, Fault, FaultKind, FaultName, NodeIndex};
 use crate::trace::EventKind;
 use madsim::net::NetSim;
 use madsim::runtime::Handle;
@@ -23,7 +23,7 @@ pub(super) async fn apply_all(world: Arc<World>) {
             time::elapsed_us(),
             node.as_deref(),
             EventKind::FaultApplied {
-                fault: fault.kind.name().to_owned(),
+                fault: FaultName::from(&fault.kind),
                 detail,
             },
         );
@@ -53,11 +53,11 @@ fn apply(world: &Arc<World>, fault: &Fault) -> String {
         FaultKind::Restart { node } | FaultKind::Start { node } => start(world, &handle, *node),
         FaultKind::Pause { node } => {
             handle.pause(node_id(world, *node));
-            format!("node-{node} paused")
+            format!("{} paused", NodeIndex(*node))
         }
         FaultKind::Resume { node } => {
             handle.resume(node_id(world, *node));
-            format!("node-{node} resumed")
+            format!("{} resumed", NodeIndex(*node))
         }
         FaultKind::Partition { groups } => partition(world, &net, groups),
         FaultKind::Heal => heal(world, &net),
@@ -69,7 +69,11 @@ fn apply(world: &Arc<World>, fault: &Fault) -> String {
                 .expect("world lock")
                 .clogged
                 .insert((*from, *to));
-            format!("link node-{from} -> node-{to} drops everything")
+            format!(
+                "link {} -> {} drops everything",
+                NodeIndex(*from),
+                NodeIndex(*to)
+            )
         }
         FaultKind::UnclogLink { from, to } => {
             net.unclog_link(node_id(world, *from), node_id(world, *to));
@@ -79,7 +83,7 @@ fn apply(world: &Arc<World>, fault: &Fault) -> String {
                 .expect("world lock")
                 .clogged
                 .remove(&(*from, *to));
-            format!("link node-{from} -> node-{to} restored")
+            format!("link {} -> {} restored", NodeIndex(*from), NodeIndex(*to))
         }
         FaultKind::Latency {
             latency_us_min,
@@ -101,7 +105,10 @@ fn apply(world: &Arc<World>, fault: &Fault) -> String {
             let mut st = world.state.lock().expect("world lock");
             let skew = st.skew_us.entry(*node).or_insert(0);
             *skew += offset_us;
-            format!("node-{node} wall clock stepped by {offset_us} us (offset now {skew} us)")
+            format!(
+                "{} wall clock stepped by {offset_us} us (offset now {skew} us)",
+                NodeIndex(*node)
+            )
         }
         FaultKind::WorkerCrash {
             node,
@@ -135,7 +142,7 @@ fn start(world: &Arc<World>, handle: &Handle, node: u32) -> String {
     world.state.lock().expect("world lock").nodes[node as usize].launching = true;
     super::net::set_host_down(super::node_ip(node), false);
     handle.restart(id);
-    format!("node-{node} starts a new agent process")
+    format!("{} starts a new agent process", NodeIndex(node))
 }
 
 /// `heal`: every link a partition or clog cut works again.
@@ -159,7 +166,10 @@ fn gpu_slow(world: &World, node: u32, gpu: u32, factor: f64, duration_us: u64) -
         0 => "for the rest of the run".to_owned(),
         us => format!("for {us} us"),
     };
-    format!("node-{node} gpu {gpu} computes {factor}x slower {lasting}")
+    format!(
+        "{} gpu {gpu} computes {factor}x slower {lasting}",
+        NodeIndex(node)
+    )
 }
 
 /// `gpu_fail`: the GPU is lost (Xid 79) and the worker pinned to it dies with exit code 1, as
@@ -231,8 +241,8 @@ fn kill(world: &Arc<World>, handle: &Handle, node: u32, death: Death) -> String 
     super::net::processes_died_on(ip);
     let Some(process) = process else {
         return match death {
-            Death::PowerOff => format!("node-{node} powered off (no agent was running)"),
-            Death::ProcessesKilled => format!("node-{node}: no agent was running"),
+            Death::PowerOff => format!("{} powered off (no agent was running)", NodeIndex(node)),
+            Death::ProcessesKilled => format!("{}: no agent was running", NodeIndex(node)),
         };
     };
     let at = time::elapsed_us();
@@ -254,8 +264,8 @@ fn kill(world: &Arc<World>, handle: &Handle, node: u32, death: Death) -> String 
     }
     let _ = world.exits.unbounded_send(());
     match death {
-        Death::PowerOff => format!("node-{node} powered off (pid {} gone)", process.pid),
-        Death::ProcessesKilled => format!("node-{node} killed (pid {})", process.pid),
+        Death::PowerOff => format!("{} powered off (pid {} gone)", NodeIndex(node), process.pid),
+        Death::ProcessesKilled => format!("{} killed (pid {})", NodeIndex(node), process.pid),
     }
 }
 

@@ -42,7 +42,7 @@ use std::time::Duration;
 pub struct AgentExit {
     /// The worker group's final state.
     pub state: crate::trace::AgentState,
-    pub reason: String,
+    pub reason: crate::trace::ExitReason,
 }
 
 /// The programs the world runs: an agent per node process, and the store server.

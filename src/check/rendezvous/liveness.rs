@@ -6,8 +6,11 @@
 
 use super::super::membership::Membership;
 use super::super::{secs, InvariantResult, Violation};
+use crate::scenario::model::FaultName;
 use crate::scenario::model::Scenario;
-use crate::trace::{AgentState, Event, EventKind, RunEnd, Trace};
+use crate::trace::{
+    AgentState, Event, EventKind, ExitReason, RendezvousErrorKind, RunEnd, Trace, WorkerGroupState,
+};
 use std::collections::{BTreeMap, BTreeSet};
 
 /// Slack for the store round trips and state caching of the rendezvous ops.
@@ -81,12 +84,12 @@ impl Agents {
             | EventKind::RendezvousFailed { pid, .. } => {
                 self.waiting.remove(pid);
             }
-            EventKind::FaultApplied { fault, .. } => match fault.as_str() {
-                "pause" => {
+            EventKind::FaultApplied { fault, .. } => match fault {
+                FaultName::Pause => {
                     self.paused_nodes.insert(node);
                 }
                 // A resumed node runs again; a killed or restarted one is a new process.
-                "resume" | "kill" | "restart" | "start" => {
+                FaultName::Resume | FaultName::Kill | FaultName::Restart | FaultName::Start => {
                     self.paused_nodes.remove(&node);
                 }
                 _ => {}
@@ -195,7 +198,7 @@ impl Refusals {
         if let EventKind::AgentExited { state, reason, .. } = &event.kind {
             self.succeeded |= *state == AgentState::Succeeded
                 || (*state == AgentState::Failed
-                    && reason.ends_with(crate::agent::run::BUDGET_SPENT));
+                    && matches!(reason, ExitReason::BudgetSpent { .. }));
         }
     }
 
@@ -210,7 +213,7 @@ impl Refusals {
             .live
             .get(pid)
             .is_some_and(|node| !agents.paused_nodes.contains(node));
-        if error != "closed" || self.succeeded || !healthy {
+        if *error != RendezvousErrorKind::Closed || self.succeeded || !healthy {
             return None;
         }
         self.refused.insert(*pid);
@@ -300,11 +303,17 @@ fn survivors_rejoin(scenario: &Scenario, trace: &Trace, end: &RunEnd) -> Vec<Vio
             | EventKind::AgentExited { pid, .. } => {
                 owed.remove(pid);
             }
-            EventKind::WorkerGroupState { pid, state } if state == "SUCCEEDED" => {
+            EventKind::WorkerGroupState {
+                pid,
+                state: WorkerGroupState::Succeeded,
+            } => {
                 finished.insert(*pid);
                 owed.remove(pid);
             }
-            EventKind::FaultApplied { fault, .. } if fault == "pause" => {
+            EventKind::FaultApplied {
+                fault: FaultName::Pause,
+                ..
+            } => {
                 owed.retain(|_, o| Some(&o.node) != event.node.as_ref());
             }
             _ => {}
@@ -418,11 +427,26 @@ mod tests {
             EventKind::AgentExited {
                 pid: 102,
                 state: AgentState::Failed,
-                reason: format!("worker 0 failed{}", crate::agent::run::BUDGET_SPENT),
+                reason: ExitReason::BudgetSpent {
+                    last_failure: "worker 0 failed".into(),
+                },
+            },
+        );
+        let r = liveness(&scenario(), &trace(spent.clone()), &end(611, "failed"));
+        assert_eq!(r.status, Status::Held, "{:?}", r.violations);
+        // The check reads the typed reason, never its words: an error that happens to end
+        // like a spent budget is no end of the job.
+        spent[round_zero(3).len()] = e(
+            10,
+            "node-2",
+            EventKind::AgentExited {
+                pid: 102,
+                state: AgentState::Failed,
+                reason: "worker 0 failed and no restarts remain".into(),
             },
         );
         let r = liveness(&scenario(), &trace(spent), &end(611, "failed"));
-        assert_eq!(r.status, Status::Held, "{:?}", r.violations);
+        assert_eq!(r.status, Status::Violated, "{:?}", r.violations);
         let one = events[..events.len() - 3].to_vec();
         let r = liveness(&scenario(), &trace(one), &end(611, "failed"));
         assert_eq!(r.status, Status::Held, "{:?}", r.violations);
@@ -477,7 +501,7 @@ mod tests {
         for (node, pid) in [("node-0", 100), ("node-1", 101)] {
             let state = EventKind::WorkerGroupState {
                 pid,
-                state: "SUCCEEDED".into(),
+                state: WorkerGroupState::Succeeded,
             };
             events.push(e(62, node, state));
         }
