@@ -12,6 +12,7 @@ mod job;
 mod membership;
 mod ranks;
 pub(crate) mod reader;
+pub mod reader_output;
 mod rendezvous;
 mod sampler;
 #[cfg(test)]
