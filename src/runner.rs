@@ -118,7 +118,7 @@ pub fn checked_report(
     options: &RunOptions,
 ) -> Result<Report, HarnessFailure> {
     std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-        let invariants = check::check_all(scenario, trace, end);
+        let invariants = check::check_all(scenario, seed, trace, end);
         let mut report = report::build(scenario, file, seed, trace, end, invariants);
         report.repro.push_str(&mutant_flags(options));
         report
@@ -269,6 +269,7 @@ mod tests {
                         step,
                         epoch: 0,
                         samples: 0,
+                        trained: Default::default(),
                     },
                 })
                 .collect(),

@@ -1,8 +1,8 @@
 //! Named invariants over a run's trace, one family per file, each `held`, `violated` or
 //! `not_applicable`.
 //!
-//! Every check is a pure function of the scenario, the trace and how the run ended: it
-//! never reaches back into the world. `check_all` lists all of the contract's invariants in
+//! Every check is a pure function of the scenario, the run's seed, the trace and how the
+//! run ended: it never reaches back into the world. `check_all` lists all of the contract's invariants in
 //! the contract's order, so a report always names every one of them, even those whose
 //! subsystem has not been built yet (they say `not_applicable`).
 
@@ -15,6 +15,7 @@ pub(crate) mod reader;
 pub mod reader_output;
 mod rendezvous;
 mod sampler;
+mod sampler_deal;
 #[cfg(test)]
 pub(crate) mod testkit;
 
@@ -124,10 +125,12 @@ impl InvariantResult {
     }
 }
 
-/// What every check reads: the scenario, the run's trace and how the run ended.
+/// What every check reads: the scenario, the seed the run was drawn from (a checker that
+/// deals an epoch again needs the dataset it drew), the run's trace and how the run ended.
 #[derive(Clone, Copy)]
 pub(crate) struct Inputs<'a> {
     pub scenario: &'a Scenario,
+    pub seed: u64,
     pub trace: &'a Trace,
     pub end: &'a RunEnd,
 }
@@ -158,7 +161,7 @@ const INVARIANTS: &[(&str, Check)] = &[
         job::progress(i.scenario, i.trace, i.end)
     }),
     ("sampler.coverage", |i| {
-        sampler::coverage(i.scenario, i.trace)
+        sampler::coverage(i.scenario, i.seed, i.trace)
     }),
     ("reader.exactly_once", |i| {
         reader::exactly_once(i.scenario, i.trace)
@@ -202,9 +205,15 @@ const _: () = assert!(
 );
 
 /// Runs every invariant's check over the trace, in the contract's order (see [`NAMES`]).
-pub fn check_all(scenario: &Scenario, trace: &Trace, end: &RunEnd) -> Vec<InvariantResult> {
+pub fn check_all(
+    scenario: &Scenario,
+    seed: u64,
+    trace: &Trace,
+    end: &RunEnd,
+) -> Vec<InvariantResult> {
     let inputs = Inputs {
         scenario,
+        seed,
         trace,
         end,
     };
@@ -240,7 +249,7 @@ mod tests {
 
     #[test]
     fn check_all_names_every_invariant_in_contract_order() {
-        let results = check_all(&scenario(), &trace(vec![]), &end(1, "succeeded"));
+        let results = check_all(&scenario(), 1, &trace(vec![]), &end(1, "succeeded"));
         let names: Vec<&str> = results.iter().map(|r| r.name.as_str()).collect();
         assert_eq!(names, NAMES.to_vec());
     }
@@ -256,7 +265,7 @@ mod tests {
 
     #[test]
     fn empty_failed_trace_is_not_applicable_everywhere() {
-        let results = check_all(&scenario(), &trace(vec![]), &end(1, "failed"));
+        let results = check_all(&scenario(), 1, &trace(vec![]), &end(1, "failed"));
         for result in &results {
             assert_eq!(result.status, Status::NotApplicable, "{}", result.name);
         }

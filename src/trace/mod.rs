@@ -4,7 +4,7 @@
 pub mod event;
 pub mod perfetto;
 
-pub use event::{AgentState, Event, EventKind};
+pub use event::{samples_digest, AgentState, Event, EventKind, TrainedOn};
 
 use sha2::{Digest, Sha256};
 use std::sync::{Arc, Mutex};

@@ -563,6 +563,7 @@ mod tests {
                         step: 1,
                         epoch: 0,
                         samples: 0,
+                        trained: Default::default(),
                     },
                 ),
                 ev(
@@ -574,6 +575,7 @@ mod tests {
                         step: 2,
                         epoch: 0,
                         samples: 0,
+                        trained: Default::default(),
                     },
                 ),
                 ev(
@@ -585,6 +587,7 @@ mod tests {
                         step: 3,
                         epoch: 0,
                         samples: 0,
+                        trained: Default::default(),
                     },
                 ),
                 ev(
