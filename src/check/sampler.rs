@@ -187,6 +187,15 @@ struct Coverage<'a> {
 impl Coverage<'_> {
     fn step(&mut self, step: &StepSeen) {
         let t = step.trained;
+        let cluster = &self.scenario.cluster;
+        let ranks_max = u64::from(cluster.nodes + cluster.spare_nodes)
+            * u64::from(self.scenario.agent.nproc_per_node);
+        if t.world_size > ranks_max {
+            // Not dealt: a world the cluster cannot hold would only exhaust memory.
+            let message = format!("a world of more ranks than the cluster's {ranks_max}");
+            self.violations.push(step.violation(message));
+            return;
+        }
         let Some(last_rank) = t
             .first_rank
             .checked_add(u64::from(t.ranks))

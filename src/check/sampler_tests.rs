@@ -188,6 +188,21 @@ fn a_node_told_it_is_alone_covers_only_its_own_ranks() {
 }
 
 #[test]
+fn a_world_larger_than_the_cluster_is_a_violation_not_a_deal() {
+    let s = small();
+    let mut events = alone(&s, &[(0, 0)]);
+    if let EventKind::Step { trained, .. } = &mut events[1].kind {
+        trained.world_size = u64::MAX;
+    }
+    let r = judge(&s, events);
+    assert!(
+        messages(&r).contains("a world of more ranks than the cluster's"),
+        "{}",
+        messages(&r)
+    );
+}
+
+#[test]
 fn steps_of_workers_never_started_or_no_finished_epoch_do_not_apply() {
     let s = small();
     let mut events = alone(&s, &[(0, 0), (0, 1)]);
