@@ -189,7 +189,7 @@ impl<'a> Run<'a> {
     pub fn check(&self, trace: &Trace, end: &RunEnd) -> Result<Report, HarnessFailure> {
         let flags = self.options.mutant_flags();
         std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-            let invariants = check::check_all(self.scenario, trace, end);
+            let invariants = check::check_all(self.scenario, self.seed, trace, end);
             let mut report =
                 report::build(self.scenario, self.file, self.seed, trace, end, invariants);
             report.repro.push_str(&flags);
@@ -298,6 +298,7 @@ mod tests {
                         step,
                         epoch: 0,
                         samples: 0,
+                        trained: Default::default(),
                     },
                 })
                 .collect(),

@@ -5,7 +5,7 @@
 use std::collections::BTreeSet;
 
 use proptest::prelude::*;
-use trainsim::reader::checks::{buffer_protocol, exactly_once, terminates, Verdict};
+use trainsim::check::reader_output::{buffer_protocol, exactly_once, terminates, Verdict};
 use trainsim::reader::{
     run, ActorId, CheckKind, Consumer, FileSource, Outcome, Prefer, ReaderConfig, RecordId,
     RoundRobin, RunOutput, SeededScheduler, FIX_BROKEN_READ_RECORD_INDEX,

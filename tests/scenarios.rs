@@ -1,6 +1,10 @@
 //! Every `scenarios/*.toml` is its own test: it must pass its own `expect`, and its report
-//! must match the insta snapshot in `snapshots/`. CI never accepts a new or changed snapshot
-//! (`CI=true` / `INSTA_UPDATE=no`); the diff is what a reviewer reads.
+//! must match the insta snapshot in `snapshots/` (the report with the trace hashed without
+//! its prose, and the prose listed: see `common/snapshot.rs`). CI never accepts a new or
+//! changed snapshot (`CI=true` / `INSTA_UPDATE=no`); the diff is what a reviewer reads.
+
+#[path = "common/snapshot.rs"]
+mod snapshot;
 
 use libtest_mimic::{Arguments, Failed, Trial};
 use std::path::{Path, PathBuf};
@@ -13,7 +17,7 @@ fn main() {
         .filter(|p| p.extension().is_some_and(|x| x == "toml"))
         .collect();
     files.sort();
-    let trials = files
+    let mut trials: Vec<Trial> = files
         .into_iter()
         .map(|path| {
             let name = path
@@ -24,14 +28,17 @@ fn main() {
             Trial::test(name, move || run_scenario(&path))
         })
         .collect();
+    trials.push(Trial::test("snapshot_hash_leaves_prose_out", || {
+        snapshot::self_test().map_err(Failed::from)
+    }));
     libtest_mimic::run(&args, trials).exit();
 }
 
 fn run_scenario(path: &Path) -> Result<(), Failed> {
     let file = path.display().to_string();
     let scenario = trainsim::scenario::load(path).map_err(|e| Failed::from(e.to_string()))?;
-    let report = trainsim::runner::Run::of(&scenario, &file)
-        .report()
+    let (report, trace) = trainsim::runner::Run::of(&scenario, &file)
+        .traced()
         .map_err(|e| Failed::from(e.to_string()))?;
     if !report.passed() {
         return Err(report.to_text().into());
@@ -41,7 +48,7 @@ fn run_scenario(path: &Path) -> Result<(), Failed> {
         .expect("a file name")
         .to_string_lossy()
         .into_owned();
-    let snapshot = serde_json::to_string_pretty(&report).expect("reports serialize");
+    let snapshot = snapshot::snapshot_of(&report, &trace);
     std::panic::catch_unwind(|| {
         let mut settings = insta::Settings::clone_current();
         settings.set_snapshot_path("../snapshots");

@@ -1,8 +1,8 @@
 //! Named invariants over a run's trace, one family per file, each `held`, `violated` or
 //! `not_applicable`.
 //!
-//! Every check is a pure function of the scenario, the trace and how the run ended: it
-//! never reaches back into the world. `check_all` lists all of the contract's invariants in
+//! Every check is a pure function of the scenario, the run's seed, the trace and how the
+//! run ended: it never reaches back into the world. `check_all` lists all of the contract's invariants in
 //! the contract's order, so a report always names every one of them, even those whose
 //! subsystem has not been built yet (they say `not_applicable`).
 
@@ -12,8 +12,10 @@ mod job;
 mod membership;
 mod ranks;
 pub(crate) mod reader;
+pub mod reader_output;
 mod rendezvous;
 mod sampler;
+mod sampler_deal;
 #[cfg(test)]
 pub(crate) mod testkit;
 
@@ -120,32 +122,109 @@ impl InvariantResult {
     }
 }
 
-/// Runs every invariant family over the trace, in the contract's order (see [`NAMES`]).
-pub fn check_all(scenario: &Scenario, trace: &Trace, end: &RunEnd) -> Vec<InvariantResult> {
-    let results = vec![
-        rendezvous::agreement(trace),
-        rendezvous::exclusive(trace),
-        rendezvous::bounds(scenario, trace),
-        rendezvous::liveness(scenario, trace, end),
-        rendezvous::closed_is_final(trace),
-        agent::restart_budget(scenario, trace),
-        ranks::ranks(trace),
-        agent::no_zombie_steps(trace),
-        job::progress(scenario, trace, end),
-        sampler::coverage(scenario, trace),
-        reader::exactly_once(scenario, trace),
-        reader::buffer_protocol(scenario, trace),
-        reader::terminates(scenario, trace),
-        bootstrap::bootstrap(trace),
-    ];
-    assert!(
-        results
-            .iter()
-            .map(|r| r.name.as_str())
-            .eq(NAMES.iter().copied()),
-        "check_all must list every contract invariant, in the contract's order"
-    );
-    results
+/// What every check reads: the scenario, the seed the run was drawn from (a checker that
+/// deals an epoch again needs the dataset it drew), the run's trace and how the run ended.
+#[derive(Clone, Copy)]
+pub(crate) struct Inputs<'a> {
+    pub scenario: &'a Scenario,
+    pub seed: u64,
+    pub trace: &'a Trace,
+    pub end: &'a RunEnd,
+}
+
+/// One invariant's check.
+type Check = fn(&Inputs) -> InvariantResult;
+
+/// Every invariant of the contract with its check, in the contract's order: the one list
+/// `check_all` runs, held to [`NAMES`] at compile time.
+const INVARIANTS: &[(&str, Check)] = &[
+    ("rendezvous.agreement", |i| rendezvous::agreement(i.trace)),
+    ("rendezvous.exclusive", |i| rendezvous::exclusive(i.trace)),
+    ("rendezvous.bounds", |i| {
+        rendezvous::bounds(i.scenario, i.trace)
+    }),
+    ("rendezvous.liveness", |i| {
+        rendezvous::liveness(i.scenario, i.trace, i.end)
+    }),
+    ("rendezvous.closed_is_final", |i| {
+        rendezvous::closed_is_final(i.trace)
+    }),
+    ("agent.restart_budget", |i| {
+        agent::restart_budget(i.scenario, i.trace)
+    }),
+    ("agent.ranks", |i| ranks::ranks(i.trace)),
+    ("agent.no_zombie_steps", |i| agent::no_zombie_steps(i.trace)),
+    ("job.progress", |i| {
+        job::progress(i.scenario, i.trace, i.end)
+    }),
+    ("sampler.coverage", |i| {
+        sampler::coverage(i.scenario, i.seed, i.trace)
+    }),
+    ("reader.exactly_once", |i| {
+        reader::exactly_once(i.scenario, i.trace)
+    }),
+    ("reader.buffer_protocol", |i| {
+        reader::buffer_protocol(i.scenario, i.trace)
+    }),
+    ("reader.terminates", |i| {
+        reader::terminates(i.scenario, i.trace)
+    }),
+    ("agent.bootstrap", |i| bootstrap::bootstrap(i.trace)),
+];
+
+/// Whether `table` names exactly `names`, in the same order (a `const fn`, so the table and
+/// the contract's list are compared when the crate compiles).
+const fn names_agree(table: &[(&str, Check)], names: &[&str]) -> bool {
+    if table.len() != names.len() {
+        return false;
+    }
+    let mut i = 0;
+    while i < table.len() {
+        let (listed, named) = (table[i].0.as_bytes(), names[i].as_bytes());
+        if listed.len() != named.len() {
+            return false;
+        }
+        let mut j = 0;
+        while j < listed.len() {
+            if listed[j] != named[j] {
+                return false;
+            }
+            j += 1;
+        }
+        i += 1;
+    }
+    true
+}
+
+const _: () = assert!(
+    names_agree(INVARIANTS, NAMES),
+    "INVARIANTS must list every contract invariant, in the contract's order"
+);
+
+/// Runs every invariant's check over the trace, in the contract's order (see [`NAMES`]).
+pub fn check_all(
+    scenario: &Scenario,
+    seed: u64,
+    trace: &Trace,
+    end: &RunEnd,
+) -> Vec<InvariantResult> {
+    let inputs = Inputs {
+        scenario,
+        seed,
+        trace,
+        end,
+    };
+    INVARIANTS
+        .iter()
+        .map(|(name, check)| {
+            let result = check(&inputs);
+            assert_eq!(
+                result.name, *name,
+                "an invariant's check must report under its own name"
+            );
+            result
+        })
+        .collect()
 }
 
 /// Formats microseconds as seconds for sentences (`12.5 s`).
@@ -167,14 +246,23 @@ mod tests {
 
     #[test]
     fn check_all_names_every_invariant_in_contract_order() {
-        let results = check_all(&scenario(), &trace(vec![]), &end(1, "succeeded"));
+        let results = check_all(&scenario(), 1, &trace(vec![]), &end(1, "succeeded"));
         let names: Vec<&str> = results.iter().map(|r| r.name.as_str()).collect();
         assert_eq!(names, NAMES.to_vec());
     }
 
     #[test]
+    fn names_agree_tells_a_reordered_or_renamed_list() {
+        let table: &[(&str, Check)] = &[("a", |_| InvariantResult::not_applicable("a"))];
+        assert!(names_agree(table, &["a"]));
+        assert!(!names_agree(table, &["b"]));
+        assert!(!names_agree(table, &["ab"]));
+        assert!(!names_agree(table, &["a", "b"]));
+    }
+
+    #[test]
     fn empty_failed_trace_is_not_applicable_everywhere() {
-        let results = check_all(&scenario(), &trace(vec![]), &end(1, "failed"));
+        let results = check_all(&scenario(), 1, &trace(vec![]), &end(1, "failed"));
         for result in &results {
             assert_eq!(result.status, Status::NotApplicable, "{}", result.name);
         }

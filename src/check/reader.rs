@@ -1,9 +1,9 @@
 //! The `reader.*` invariants over a run's trace: each worker group's reader on each node is
 //! rebuilt from its `reader_*` events into the reader model's output, and the model's pure
-//! checks (`reader::checks`) judge it. `not_applicable` without a `[reader]`.
+//! checks (`reader_output`) judge it. `not_applicable` without a `[reader]`.
 
+use super::reader_output::{self as checks, Verdict};
 use super::{InvariantResult, Violation};
-use crate::reader::checks::{self, Verdict};
 use crate::reader::feed::{config_of, expand_runs};
 use crate::reader::{EpochOutput, Outcome, ReaderConfig, RunOutput};
 use crate::scenario::model::Scenario;

@@ -141,6 +141,49 @@ pub fn step(pid: u32, round: u64, step: u64) -> EventKind {
         step,
         epoch: 0,
         samples: STEP_SAMPLES_PER_NODE,
+        trained: Default::default(),
+    }
+}
+
+/// Which ranks of which world a node's workers are, for [`dealt_step`].
+#[derive(Debug, Clone, Copy)]
+pub struct RanksOf {
+    pub world_size: u64,
+    pub first_rank: u64,
+    pub ranks: u32,
+}
+
+/// Step `step` of `pid` in `round`, training batch `batch` of `epoch` on `on`'s ranks with
+/// exactly what the sampler of `s` deals them (run seed 1): the samples and their digest.
+pub fn dealt_step(
+    s: &Scenario,
+    (pid, round, step): (u32, u64, u64),
+    on: RanksOf,
+    epoch: u64,
+    batch: u64,
+) -> EventKind {
+    let mut dealer = super::sampler_deal::Dealer::new(&s.job, 1);
+    let deal = dealer.deal(epoch, on.world_size).expect("a dealable epoch");
+    let batches: Vec<Vec<u64>> = (on.first_rank..on.first_rank + u64::from(on.ranks))
+        .map(|rank| {
+            let mut out = Vec::new();
+            deal.batch_into(rank, batch, &mut out);
+            out
+        })
+        .collect();
+    EventKind::Step {
+        pid,
+        round,
+        step,
+        epoch,
+        samples: batches.iter().map(|b| b.len() as u64).sum(),
+        trained: crate::trace::TrainedOn {
+            batch,
+            world_size: on.world_size,
+            first_rank: on.first_rank,
+            ranks: on.ranks,
+            samples_digest: crate::trace::samples_digest(batches.iter().map(Vec::as_slice)),
+        },
     }
 }
 
@@ -187,16 +230,30 @@ pub fn round_zero(n: u32) -> Vec<Event> {
 }
 
 /// `round_zero(n)`, then every node trains `steps` steps (one a second from 3 s, a
-/// checkpoint every 5 by node-0) and exits SUCCEEDED.
+/// checkpoint every 5 by node-0) on 8 ranks each, the batches [`scenario`]'s sampler deals
+/// them, and exits SUCCEEDED.
 pub fn happy_run(n: u32, steps: u64) -> Vec<Event> {
     let mut events = round_zero(n);
     for i in 0..n {
         events.push(e(2, &node_name(i), workers_started(100 + i, 0, i, n)));
         events.push(e(2, &node_name(i), resumed(100 + i, 0)));
     }
+    let dealt = scenario();
+    let ranks_per_node = (STEP_SAMPLES_PER_NODE / dealt.job.sampler.batch_size) as u32;
+    let world_size = u64::from(n * ranks_per_node);
+    let batches = crate::sampler::samples_per_rank(dealt.job.dataset.len, world_size, false)
+        .0
+        .div_ceil(dealt.job.sampler.batch_size);
     for s in 1..=steps {
+        let (epoch, batch) = ((s - 1) / batches, (s - 1) % batches);
         for i in 0..n {
-            events.push(e(2 + s, &node_name(i), step(100 + i, 0, s)));
+            let on = RanksOf {
+                world_size,
+                first_rank: u64::from(i * ranks_per_node),
+                ranks: ranks_per_node,
+            };
+            let step = dealt_step(&dealt, (100 + i, 0, s), on, epoch, batch);
+            events.push(e(2 + s, &node_name(i), step));
         }
         if s % 5 == 0 {
             events.push(e(2 + s, "node-0", checkpoint(100, s)));

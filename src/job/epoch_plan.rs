@@ -13,6 +13,13 @@ use crate::scenario::model::{Complexity, JobConfig, SamplerKind};
 /// The planted bug `sampler-off-by-one`: each rank's stride starts at rank + 1.
 pub const MUTANT_SAMPLER_OFF_BY_ONE: &str = "sampler-off-by-one";
 
+/// The key the dataset's complexities are drawn under in the run with `run_seed`: the same
+/// for every process of the run, and for a checker that deals an epoch again.
+pub fn dataset_key(run_seed: u64) -> u64 {
+    use rand::RngCore;
+    crate::world::rng::stream(run_seed, "dataset/complexity").next_u64()
+}
+
 /// splitmix64: a fast, well-mixed hash of one word, so sample `i`'s complexity needs no
 /// table and no sequential draw.
 fn mix(mut z: u64) -> u64 {

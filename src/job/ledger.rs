@@ -1,6 +1,7 @@
 //! The sample ledger: which dataset indices the ranks of a group actually trained on in
-//! each epoch, so `sampler.coverage` judges what the job did rather than what a sampler
-//! would give. Every node of a group adds its ranks' batches after each completed step;
+//! each epoch, summarised for the report (`EpochCovered`). `sampler.coverage` does not read
+//! it: it deals each recorded step again from the sampler, so a ledger bug cannot hide a
+//! sampler bug. Every node of a group adds its ranks' batches after each completed step;
 //! when the last node of the group finishes the epoch, the ledger hands back a summary for
 //! the trace. Epochs a restart cuts short are dropped unsummarised.
 //!

@@ -20,13 +20,12 @@ pub mod reader_feed;
 mod segment;
 
 use crate::runner::Mutants;
-use crate::trace::EventKind;
+use crate::trace::{samples_digest, EventKind, TrainedOn};
 use crate::world::env::CollectiveError;
 use crate::world::gpu::{compute_time_us, gpu_of_local_rank};
-use crate::world::{rng, time, Checkpoint, NodeEnv};
+use crate::world::{time, Checkpoint, NodeEnv};
 use epoch_plan::{EpochPlan, PlanKey, MUTANT_SAMPLER_OFF_BY_ONE};
 use ledger::SampleLedger;
-use rand::RngCore;
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -87,7 +86,7 @@ struct DataCache {
 
 /// The key complexities are drawn under: the same for every process of a run.
 fn dataset_key(env: &NodeEnv) -> u64 {
-    rng::stream(env.run_seed(), "dataset/complexity").next_u64()
+    epoch_plan::dataset_key(env.run_seed())
 }
 
 /// The plan of one epoch for this group, computed once per run and shared.
@@ -262,6 +261,7 @@ async fn one_step(
         step,
         epoch: at.epoch,
         samples,
+        trained: trained_on(plan, at.batch, batches),
     });
     Ok(())
 }
@@ -396,6 +396,18 @@ fn ring_cost_us(env: &NodeEnv, plan: &GroupPlan) -> u64 {
         scenario.network.bandwidth_bits_per_sec,
         scenario.cluster.gpu.d2d_bits_per_sec,
     )
+}
+
+/// What the step's record says this node's ranks trained on: where in the epoch, which
+/// ranks, and a digest of the batches they were given.
+fn trained_on(plan: &GroupPlan, batch: u64, batches: &[Vec<u64>]) -> TrainedOn {
+    TrainedOn {
+        batch,
+        world_size: plan.world_size,
+        first_rank: plan.base_global_rank,
+        ranks: batches.len() as u32,
+        samples_digest: samples_digest(batches.iter().map(Vec::as_slice)),
+    }
 }
 
 /// Adds the step's batches to the ledger; returns how many samples they held.

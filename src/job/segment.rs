@@ -1,14 +1,15 @@
 //! Runs of training steps settled in closed form. Between moments that can change the
 //! group's stepping (a fault, a checkpoint, an epoch boundary, a member's workers leaving),
 //! the members pool their compute times, sleep once to the run's end and record each step at
-//! the moment it would have ended, with the same samples in the ledger. A member that
+//! the moment it would have ended, with the same samples in the ledger and the same record
+//! (what its ranks trained on) as a step taken one at a time. A member that
 //! leaves in the middle cuts the run for the others at the first step it never released;
 //! an aborted run settles the steps already done when it is dropped.
 
 use super::closed_form::{self, StepTiming};
 use super::epoch_plan::EpochPlan;
 use super::ledger::SampleLedger;
-use super::{compute_batches, consume, GroupPlan, Position, WorkerStatus};
+use super::{compute_batches, consume, trained_on, GroupPlan, Position, WorkerStatus};
 use crate::trace::EventKind;
 use crate::world::segments::{Departure, Gathered};
 use crate::world::{time, NodeEnv};
@@ -253,6 +254,7 @@ impl Settler<'_, '_> {
             let global_step = self.at_step + step as u64 + 1;
             s.reached.fetch_max(global_step, Ordering::Relaxed);
             let samples = consume(s.ledger, plan, self.epoch, self.batches);
+            let batch = self.first_batch + step as u64;
             s.env.record_at(
                 self.done_ns(step) / 1_000,
                 EventKind::Step {
@@ -261,6 +263,7 @@ impl Settler<'_, '_> {
                     step: global_step,
                     epoch: self.epoch,
                     samples,
+                    trained: trained_on(plan, batch, self.batches),
                 },
             );
             self.settled += 1;

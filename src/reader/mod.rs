@@ -6,11 +6,11 @@
 //!
 //! There is no simulator here: a [`run::Run`] steps one thread at a time in an order chosen
 //! by a caller's [`run::Scheduler`], logs every buffer state change, detects hangs, and hands
-//! back per-epoch output that the pure [`checks`] judge. HugeCTR's quirks are reproduced by
-//! default; each has a named opt-in fix (see [`config::KNOWN_FIXES`]).
+//! back per-epoch output that the pure checks of `check::reader_output` judge. HugeCTR's
+//! quirks are reproduced by default; each has a named opt-in fix (see
+//! [`config::KNOWN_FIXES`]).
 
 pub mod buffer;
-pub mod checks;
 pub mod collector;
 pub mod config;
 pub mod feed;

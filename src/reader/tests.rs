@@ -4,11 +4,11 @@
 use std::collections::BTreeSet;
 
 use super::buffer::{ActorId, AtomicOp, BufferEvent, BufferId, BufferState};
-use super::checks::{buffer_protocol, exactly_once, terminates, Verdict};
 use super::collector::CollectorAction;
 use super::config::{CheckKind, ConfigError, Consumer, ReaderConfig};
 use super::files::{Dataset, FileSource, OpenResult, RecordId, RecordRead};
 use super::run::{run, Action, Outcome, Prefer, RoundRobin, Run, RunOutput};
+use crate::check::reader_output::{buffer_protocol, exactly_once, terminates, Verdict};
 
 fn small(workers: u32) -> ReaderConfig {
     let mut cfg = ReaderConfig::new(workers, 4, 5, 4);

@@ -26,7 +26,7 @@ const TOP_FIELDS: [&str; 14] = [
 
 fn report_of(scenario: &Scenario, events: Vec<crate::trace::Event>, end: RunEnd) -> Report {
     let trace = trace(events);
-    let invariants = check_all(scenario, &trace, &end);
+    let invariants = check_all(scenario, 1, &trace, &end);
     build(scenario, "scenarios/x.toml", 7, &trace, &end, invariants)
 }
 
@@ -306,7 +306,7 @@ fn expect_met_when_everything_matches() {
 fn unexpected_and_expected_violations() {
     let trace = trace(happy_run(3, 10));
     let end = end(13, "succeeded");
-    let mut invariants = check_all(&scenario(), &trace, &end);
+    let mut invariants = check_all(&scenario(), 1, &trace, &end);
     invariants[2].status = Status::Violated;
     invariants[2].violations = vec![
         Violation::new(2 * S, Some("node-0"), "too big"),

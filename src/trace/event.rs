@@ -119,6 +119,43 @@ pub enum RendezvousErrorKind {
     StateError,
 }
 
+/// What one node's ranks trained on in one step, in a few numbers: batch `batch` of the
+/// epoch as the sampler deals it to global ranks `first_rank .. first_rank + ranks` of a
+/// world of `world_size` ranks, and a digest of the sample ids they were actually given. A
+/// checker can deal the epoch again from the sampler and compare, without the trace listing
+/// sample ids.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize)]
+pub struct TrainedOn {
+    pub batch: u64,
+    pub world_size: u64,
+    pub first_rank: u64,
+    pub ranks: u32,
+    /// [`samples_digest`] of the node's batches, local rank 0 first.
+    pub samples_digest: u64,
+}
+
+/// A digest of the batches a node's ranks trained on in one step, in local rank order:
+/// order-sensitive, and a batch's length is mixed in so that ids cannot slide from one rank
+/// to the next unnoticed. Not cryptographic: it tells a job's slip from the sampler's deal.
+pub fn samples_digest<'a>(batches: impl IntoIterator<Item = &'a [u64]>) -> u64 {
+    let mut digest = 0x243f_6a88_85a3_08d3u64;
+    for batch in batches {
+        digest = mix(digest ^ batch.len() as u64);
+        for &id in batch {
+            digest = mix(digest ^ id);
+        }
+    }
+    digest
+}
+
+/// splitmix64's finalizer: every input bit reaches every output bit.
+fn mix(mut z: u64) -> u64 {
+    z = z.wrapping_add(0x9e37_79b9_7f4a_7c15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    z ^ (z >> 31)
+}
+
 /// What happened.
 #[derive(Debug, Clone, PartialEq, Serialize, strum::IntoStaticStr)]
 #[serde(tag = "type", rename_all = "snake_case")]
@@ -217,13 +254,14 @@ pub enum EventKind {
     /// `UNHEALTHY`, `FAILED`, `SUCCEEDED`, `STOPPED`); recorded on each change only.
     WorkerGroupState { pid: u32, state: WorkerGroupState },
     /// The group on this node reached global step `step`, in data epoch `epoch`, its ranks
-    /// having trained on `samples` samples in the step.
+    /// having trained on `samples` samples in the step, as `trained` says where.
     Step {
         pid: u32,
         round: u64,
         step: u64,
         epoch: u64,
         samples: u64,
+        trained: TrainedOn,
     },
     /// A checkpoint of step `step` was written.
     Checkpoint { pid: u32, step: u64 },
@@ -238,7 +276,9 @@ pub enum EventKind {
         first_batch: u64,
         batches: u64,
     },
-    /// Every node of the group finished `epoch`: what its ranks trained on, from the ledger.
+    /// Every node of the group finished `epoch`: what its ranks trained on, as the job's own
+    /// sample ledger counted it (the report's summary; `sampler.coverage` judges the
+    /// `Step` records instead).
     EpochCovered {
         round: u64,
         store_incarnation: u64,
@@ -406,5 +446,16 @@ mod tests {
         );
         assert_eq!(fault.type_name(), "fault_applied");
         assert_eq!(EventKind::StoreStarted.type_name(), "store_started");
+    }
+
+    #[test]
+    fn the_digest_tells_order_rank_boundaries_and_ids_apart() {
+        let d = |batches: &[&[u64]]| samples_digest(batches.iter().copied());
+        let base = d(&[&[1, 2], &[3]]);
+        assert_eq!(base, d(&[&[1, 2], &[3]]));
+        assert_ne!(base, d(&[&[2, 1], &[3]]), "order");
+        assert_ne!(base, d(&[&[1], &[2, 3]]), "rank boundary");
+        assert_ne!(base, d(&[&[1, 2], &[4]]), "ids");
+        assert_ne!(d(&[&[], &[]]), d(&[&[]]), "empty batches still count");
     }
 }

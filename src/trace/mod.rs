@@ -4,7 +4,10 @@
 pub mod event;
 pub mod perfetto;
 
-pub use event::{AgentState, Event, EventKind, ExitReason, RendezvousErrorKind, WorkerGroupState};
+pub use event::{
+    samples_digest, AgentState, Event, EventKind, ExitReason, RendezvousErrorKind, TrainedOn,
+    WorkerGroupState,
+};
 
 use sha2::{Digest, Sha256};
 use std::sync::{Arc, Mutex};

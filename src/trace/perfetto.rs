@@ -556,6 +556,7 @@ mod tests {
                         step: 1,
                         epoch: 0,
                         samples: 0,
+                        trained: Default::default(),
                     },
                 ),
                 ev(
@@ -567,6 +568,7 @@ mod tests {
                         step: 2,
                         epoch: 0,
                         samples: 0,
+                        trained: Default::default(),
                     },
                 ),
                 ev(
@@ -578,6 +580,7 @@ mod tests {
                         step: 3,
                         epoch: 0,
                         samples: 0,
+                        trained: Default::default(),
                     },
                 ),
                 ev(

@@ -1,12 +1,13 @@
-//! The `reader.*` invariants as pure functions over a run's output: `exactly_once`,
-//! `buffer_protocol` and `terminates`. The project's `check` module wraps them.
+//! The `reader.*` invariants as pure functions over one reader model run's output:
+//! `exactly_once`, `buffer_protocol` and `terminates`. `check::reader` rebuilds that output
+//! from a run's trace and judges it with these; the reader model's tests call them directly.
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use super::buffer::{ActorId, BufferEvent, BufferId, BufferState};
-use super::config::ReaderConfig;
-use super::files::{Dataset, RecordId};
-use super::run::{Outcome, RunOutput};
+use crate::reader::buffer::{ActorId, BufferEvent, BufferId, BufferState};
+use crate::reader::config::ReaderConfig;
+use crate::reader::files::{Dataset, RecordId};
+use crate::reader::run::{Outcome, RunOutput};
 
 /// Most example records one violation sentence names.
 const EXAMPLES_MAX: usize = 5;
