@@ -51,9 +51,7 @@ pub(super) fn coverage(scenario: &Scenario, run_seed: u64, trace: &Trace) -> Inv
                     store_incarnation: *store_incarnation,
                     members: *world_size as usize,
                 };
-                coverage
-                    .groups
-                    .insert((node.to_owned(), *pid, *round), group);
+                coverage.groups.insert((node, *pid, *round), group);
             }
             EventKind::Step {
                 pid,
@@ -63,7 +61,7 @@ pub(super) fn coverage(scenario: &Scenario, run_seed: u64, trace: &Trace) -> Inv
                 trained,
                 ..
             } => {
-                let key = (node.to_owned(), *pid, *round);
+                let key = (node, *pid, *round);
                 if let Some(group) = coverage.groups.get(&key).copied() {
                     let step = StepSeen {
                         event,
@@ -90,13 +88,13 @@ struct Group {
     members: usize,
 }
 
-/// One node's workers: (node, pid, round).
-type Workers = (String, u32, u64);
+/// One node's workers: (node, pid, round), the node's name borrowed from the trace.
+type Workers<'t> = (&'t str, u32, u64);
 
 /// One recorded step of a started group.
 struct StepSeen<'a> {
     event: &'a Event,
-    workers: Workers,
+    workers: Workers<'a>,
     group: Group,
     epoch: u64,
     samples: u64,
@@ -126,7 +124,7 @@ struct Place {
 
 /// What a group's ranks trained on in one epoch, from the checker's own deal.
 #[derive(Debug)]
-struct Tally {
+struct Tally<'t> {
     world_size: u64,
     /// The batch the group's first recorded step of the epoch took.
     first_batch: u64,
@@ -136,11 +134,11 @@ struct Tally {
     /// Samples per global rank, `None` until the rank trains.
     per_rank: Vec<Option<u64>>,
     /// Nodes that trained the epoch's last batch.
-    nodes_done: BTreeSet<String>,
+    nodes_done: BTreeSet<&'t str>,
     judged: bool,
 }
 
-impl Tally {
+impl Tally<'_> {
     fn new(world_size: u64, first_batch: u64, len: u64) -> Self {
         Tally {
             world_size,
@@ -169,23 +167,23 @@ impl Tally {
     }
 }
 
-struct Coverage<'a> {
+struct Coverage<'a, 't> {
     scenario: &'a Scenario,
     dealer: Dealer<'a>,
-    groups: BTreeMap<Workers, Group>,
-    last: BTreeMap<Workers, Place>,
+    groups: BTreeMap<Workers<'t>, Group>,
+    last: BTreeMap<Workers<'t>, Place>,
     /// By (store incarnation, round, epoch).
-    tallies: BTreeMap<(u64, u64, u64), Tally>,
+    tallies: BTreeMap<(u64, u64, u64), Tally<'t>>,
     /// (workers, epoch) already reported for samples other than the deal's: one each.
-    misdealt: BTreeSet<(Workers, u64)>,
+    misdealt: BTreeSet<(Workers<'t>, u64)>,
     applicable: bool,
     violations: Vec<Violation>,
     /// The deal of the current step, by local rank.
     batches: Vec<Vec<u64>>,
 }
 
-impl Coverage<'_> {
-    fn step(&mut self, step: &StepSeen) {
+impl<'t> Coverage<'_, 't> {
+    fn step(&mut self, step: &StepSeen<'t>) {
         let t = step.trained;
         let cluster = &self.scenario.cluster;
         let ranks_max = u64::from(cluster.nodes + cluster.spare_nodes)
@@ -231,7 +229,7 @@ impl Coverage<'_> {
         };
         if let Some(message) = self
             .last
-            .insert(step.workers.clone(), place)
+            .insert(step.workers, place)
             .and_then(|before| out_of_sequence(before, place))
         {
             self.violations.push(step.violation(message));
@@ -242,12 +240,12 @@ impl Coverage<'_> {
     }
 
     /// A step whose ranks were given other samples than the deal: once per workers and epoch.
-    fn compare(&mut self, step: &StepSeen) {
+    fn compare(&mut self, step: &StepSeen<'t>) {
         let t = step.trained;
         let dealt: u64 = self.batches.iter().map(|b| b.len() as u64).sum();
         let digest = samples_digest(self.batches.iter().map(Vec::as_slice));
         if (digest, dealt) == (t.samples_digest, step.samples)
-            || !self.misdealt.insert((step.workers.clone(), step.epoch))
+            || !self.misdealt.insert((step.workers, step.epoch))
         {
             return;
         }
@@ -263,7 +261,7 @@ impl Coverage<'_> {
 
     /// Adds the step's deal to its group's epoch; when the last node of the group trained
     /// the epoch's last batch, judges the epoch.
-    fn tally(&mut self, step: &StepSeen, batches: u64) {
+    fn tally(&mut self, step: &StepSeen<'t>, batches: u64) {
         let t = step.trained;
         let key = (step.group.store_incarnation, step.workers.2, step.epoch);
         let len = self.scenario.job.dataset.len;
@@ -280,7 +278,7 @@ impl Coverage<'_> {
         if t.batch + 1 != batches {
             return;
         }
-        tally.nodes_done.insert(step.workers.0.clone());
+        tally.nodes_done.insert(step.workers.0);
         // Judged when a node that finished counts as many finished nodes as it was told
         // its group has.
         if tally.nodes_done.len() >= step.group.members {

@@ -135,17 +135,25 @@ pub struct TrainedOn {
 }
 
 /// A digest of the batches a node's ranks trained on in one step, in local rank order:
-/// order-sensitive, and a batch's length is mixed in so that ids cannot slide from one rank
+/// order-sensitive, and a batch's length is folded in so that ids cannot slide from one rank
 /// to the next unnoticed. Not cryptographic: it tells a job's slip from the sampler's deal.
+/// Each id costs one multiply (the job digests every sample it trains on, and the checker
+/// digests its own deal again), and one full mix at the end spreads every bit.
 pub fn samples_digest<'a>(batches: impl IntoIterator<Item = &'a [u64]>) -> u64 {
     let mut digest = 0x243f_6a88_85a3_08d3u64;
     for batch in batches {
-        digest = mix(digest ^ batch.len() as u64);
+        digest = fold(digest, batch.len() as u64);
         for &id in batch {
-            digest = mix(digest ^ id);
+            digest = fold(digest, id);
         }
     }
-    digest
+    mix(digest)
+}
+
+/// One word into the running digest: a rotate, an xor and an odd multiply (FxHash's step),
+/// so a word's position changes what it contributes.
+fn fold(digest: u64, word: u64) -> u64 {
+    (digest.rotate_left(5) ^ word).wrapping_mul(0x517c_c1b7_2722_0a95)
 }
 
 /// splitmix64's finalizer: every input bit reaches every output bit.
@@ -457,5 +465,31 @@ mod tests {
         assert_ne!(base, d(&[&[1], &[2, 3]]), "rank boundary");
         assert_ne!(base, d(&[&[1, 2], &[4]]), "ids");
         assert_ne!(d(&[&[], &[]]), d(&[&[]]), "empty batches still count");
+    }
+
+    #[test]
+    fn the_digest_tells_every_swap_and_every_changed_id_of_a_step_apart() {
+        let ranks: Vec<Vec<u64>> = (0..8u64)
+            .map(|r| (0..32).map(|k| r * 1_000 + k * 7).collect())
+            .collect();
+        let digest = |ranks: &[Vec<u64>]| samples_digest(ranks.iter().map(Vec::as_slice));
+        let base = digest(&ranks);
+        let mut seen = std::collections::BTreeSet::from([base]);
+        for r in 0..ranks.len() {
+            for k in 0..ranks[r].len() {
+                let mut changed = ranks.clone();
+                changed[r][k] += 1;
+                assert!(seen.insert(digest(&changed)), "id {k} of rank {r} changed");
+                if k + 1 < ranks[r].len() {
+                    let mut swapped = ranks.clone();
+                    swapped[r].swap(k, k + 1);
+                    assert!(
+                        seen.insert(digest(&swapped)),
+                        "ids {k}, {} of rank {r}",
+                        k + 1
+                    );
+                }
+            }
+        }
     }
 }
