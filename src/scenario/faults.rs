@@ -152,13 +152,8 @@ fn fault(p: &FieldPath, f: &RawFault, ctx: &FaultContext) -> Check<Fault> {
 }
 
 fn fault_kind(p: &FieldPath, kind: &str, f: &RawFault, ctx: &FaultContext) -> Check<FaultKind> {
-    let node = || {
-        node_index(
-            &p.key("node"),
-            f.node.as_deref().unwrap_or(""),
-            ctx.total_nodes,
-        )
-    };
+    let node_name = f.node.as_deref().unwrap_or("");
+    let node = || node_index(&p.key("node"), node_name, ctx.total_nodes);
     let duration = |v: Option<Duration>| -> Check<Option<u64>> {
         v.map(|d| quantity_in(&p.key("duration"), d, 1..=TIME_LIMIT_US_MAX))
             .transpose()
