@@ -171,6 +171,34 @@ fn bad_duration_strings() {
 }
 
 #[test]
+fn bad_quantities_are_located_at_their_value() {
+    let e = error("name = \"x\"\ntime_limit = 5\n");
+    assert_at(&e, 2, 14, "time_limit", "expected a duration string");
+    let e = error("name = \"x\"\n[cluster]\nnodes = 2\nclock_skew = { node-1 = \"2d\" }\n");
+    assert_at(
+        &e,
+        4,
+        25,
+        "cluster.clock_skew.node-1",
+        "`d` is not a duration unit",
+    );
+    let e = error("name = \"x\"\n[[faults]]\nat = \"1s\"\nkind = \"loss\"\nprobability = 0.5\nduration = \"1q\"\n");
+    assert_at(&e, 6, 12, "faults[0].duration", "not a duration unit");
+    let e = error("name = \"x\"\n[network]\nlatency = [\"1ms\", \"1GiB\"]\n");
+    assert_at(
+        &e,
+        3,
+        19,
+        "network.latency[1]",
+        "`GiB` is not a duration unit",
+    );
+    let e = error("name = \"x\"\n[job]\nmodel_size = \"0.5B\"\n");
+    assert_at(&e, 3, 14, "job.model_size", "not a whole number of bytes");
+    let e = error("name = \"x\"\n[network]\nbandwidth = \"0bps\"\n");
+    assert_at(&e, 3, 13, "network.bandwidth", "at least 1bps (got 0bps)");
+}
+
+#[test]
 fn missing_name() {
     assert_at(&error("seed = 1\n"), 1, 1, "name", "is required");
 }

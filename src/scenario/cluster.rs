@@ -5,6 +5,7 @@ use super::limits::*;
 use super::locate::FieldPath;
 use super::model::{AgentConfig, Cluster, GpuProfile, Network, StoreHost};
 use super::raw::{RawAgent, RawCluster, RawGpuProfile, RawNetwork, RawRendezvous};
+use super::units::{Bandwidth, Duration};
 use super::values::*;
 use crate::rendezvous::settings::RendezvousSettings;
 use std::collections::{BTreeMap, BTreeSet};
@@ -69,7 +70,7 @@ pub fn cluster(raw: &Option<RawCluster>, top_profile: &Option<RawGpuProfile>) ->
     for (name, offset) in c.clock_skew.iter().flatten() {
         let at = p.key("clock_skew").key(name);
         let node = node_index(&at, name, nodes + spare_nodes)?;
-        clock_skew_us.insert(node, offset_in(&at, offset, CLOCK_SKEW_US_MAX)?);
+        clock_skew_us.insert(node, offset_in(&at, *offset, CLOCK_SKEW_US_MAX)?);
     }
     Ok(Cluster {
         nodes,
@@ -132,14 +133,14 @@ fn gpu(
             return Err(issue(&cluster.key("gpu"), msg));
         }
     }
-    let memory_bytes = size_in(
-        &p.key("memory"),
-        &Some(required(&p.key("memory"), &raw.memory)?),
-        0,
-        GPU_MEMORY_BYTES_MAX,
-    )?;
-    let h2d = Some(required(&p.key("h2d_bandwidth"), &raw.h2d_bandwidth)?);
-    let d2d = Some(required(&p.key("d2d_bandwidth"), &raw.d2d_bandwidth)?);
+    let memory = required(&p.key("memory"), &raw.memory)?;
+    let memory_bytes = quantity_in(&p.key("memory"), memory, 1..=GPU_MEMORY_BYTES_MAX)?;
+    let bandwidth = |key: &str, value: &Option<Bandwidth>| {
+        let value = required(&p.key(key), value)?;
+        quantity_in(&p.key(key), value, 1..=BANDWIDTH_BITS_PER_SEC_MAX)
+    };
+    let h2d_bits_per_sec = bandwidth("h2d_bandwidth", &raw.h2d_bandwidth)?;
+    let d2d_bits_per_sec = bandwidth("d2d_bandwidth", &raw.d2d_bandwidth)?;
     let speed = required(&p.key("compute_speed"), &raw.compute_speed)?;
     let compute_speed = float_in(
         &p.key("compute_speed"),
@@ -150,8 +151,8 @@ fn gpu(
     Ok(GpuProfile {
         name: profile_name,
         memory_bytes,
-        h2d_bits_per_sec: bandwidth(&p.key("h2d_bandwidth"), &h2d, 0)?,
-        d2d_bits_per_sec: bandwidth(&p.key("d2d_bandwidth"), &d2d, 0)?,
+        h2d_bits_per_sec,
+        d2d_bits_per_sec,
         compute_speed,
     })
 }
@@ -165,7 +166,12 @@ pub fn network(raw: &Option<RawNetwork>) -> Check<Network> {
         None => (1_000, 5_000),
     };
     let loss = probability(&p.key("loss"), n.loss.unwrap_or(0.0))?;
-    let bandwidth_bits_per_sec = bandwidth(&p.key("bandwidth"), &n.bandwidth, 100_000_000_000)?;
+    let bandwidth_bits_per_sec = quantity_or(
+        &p.key("bandwidth"),
+        n.bandwidth,
+        100_000_000_000,
+        1..=BANDWIDTH_BITS_PER_SEC_MAX,
+    )?;
     Ok(Network {
         latency_us_min,
         latency_us_max,
@@ -193,19 +199,19 @@ pub fn rendezvous(raw: &Option<RawRendezvous>, cluster: &Cluster) -> Check<Rende
         let msg = format!("min_nodes ({min_nodes}) is greater than max_nodes ({max_nodes})");
         return Err(issue(&p.key("min_nodes"), msg));
     }
-    let t = |key: &str, v: &Option<String>, default_s: u64| {
-        positive_duration(&p.key(key), v, default_s * 1_000_000, TIMEOUT_US_MAX)
+    let t = |key: &str, v: Option<Duration>, default_s: u64| {
+        quantity_or(&p.key(key), v, default_s * 1_000_000, 1..=TIMEOUT_US_MAX)
     };
     let attempts = r.keep_alive_max_attempt.unwrap_or(3);
     Ok(RendezvousSettings {
         run_id: crate::agent::run::RUN_ID.to_owned(),
         min_nodes,
         max_nodes,
-        join_timeout_us: t("join_timeout", &r.join_timeout, 600)?,
-        last_call_timeout_us: t("last_call_timeout", &r.last_call_timeout, 30)?,
-        close_timeout_us: t("close_timeout", &r.close_timeout, 30)?,
-        heartbeat_timeout_us: t("heartbeat_timeout", &r.heartbeat_timeout, 5)?,
-        keep_alive_interval_us: t("keep_alive_interval", &r.keep_alive_interval, 5)?,
+        join_timeout_us: t("join_timeout", r.join_timeout, 600)?,
+        last_call_timeout_us: t("last_call_timeout", r.last_call_timeout, 30)?,
+        close_timeout_us: t("close_timeout", r.close_timeout, 30)?,
+        heartbeat_timeout_us: t("heartbeat_timeout", r.heartbeat_timeout, 5)?,
+        keep_alive_interval_us: t("keep_alive_interval", r.keep_alive_interval, 5)?,
         keep_alive_max_attempt: in_range(
             &p.key("keep_alive_max_attempt"),
             attempts,
@@ -263,17 +269,17 @@ pub fn agent(raw: &Option<RawAgent>, cluster: &Cluster) -> Check<AgentConfig> {
             0,
             MAX_RESTARTS_MAX,
         )?,
-        monitor_interval_us: positive_duration(
+        monitor_interval_us: quantity_or(
             &p.key("monitor_interval"),
-            &a.monitor_interval,
+            a.monitor_interval,
             100_000,
-            TIMEOUT_US_MAX,
+            1..=TIMEOUT_US_MAX,
         )?,
-        exit_barrier_timeout_us: positive_duration(
+        exit_barrier_timeout_us: quantity_or(
             &p.key("exit_barrier_timeout"),
-            &a.exit_barrier_timeout,
+            a.exit_barrier_timeout,
             300_000_000,
-            TIMEOUT_US_MAX,
+            1..=TIMEOUT_US_MAX,
         )?,
         share_store: a.share_store.unwrap_or(true),
         fixes: fixes(

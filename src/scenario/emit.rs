@@ -4,10 +4,7 @@
 use super::cluster::builtin_gpu;
 use super::model::*;
 use super::raw::*;
-use super::units::{
-    format_bandwidth_bits_per_sec as bw, format_duration_us as dur, format_offset_us,
-    format_size_bytes as size,
-};
+use super::units::{Bandwidth, Duration, Offset, Size};
 
 /// The scenario as TOML text. A scenario that did not come from `parse` (e.g. one a fuzzer
 /// drew) must still respect the bounds, or the text will not parse back; a value TOML
@@ -25,22 +22,24 @@ pub fn to_raw(s: &Scenario) -> RawScenario {
         name: Some(s.name.clone()),
         description: (!s.description.is_empty()).then(|| s.description.clone()),
         seed: Some(s.seed),
-        time_limit: Some(dur(s.time_limit_us)),
+        time_limit: Some(Duration::from_us(s.time_limit_us)),
         cluster: Some(cluster(&s.cluster)),
         network: Some(RawNetwork {
             latency: Some(vec![
-                dur(s.network.latency_us_min),
-                dur(s.network.latency_us_max),
+                Duration::from_us(s.network.latency_us_min),
+                Duration::from_us(s.network.latency_us_max),
             ]),
             loss: Some(s.network.loss),
-            bandwidth: Some(bw(s.network.bandwidth_bits_per_sec)),
+            bandwidth: Some(Bandwidth::from_bits_per_sec(
+                s.network.bandwidth_bits_per_sec,
+            )),
         }),
         rendezvous: Some(rendezvous(&s.rendezvous)),
         agent: Some(RawAgent {
             nproc_per_node: Some(s.agent.nproc_per_node),
             max_restarts: Some(s.agent.max_restarts),
-            monitor_interval: Some(dur(s.agent.monitor_interval_us)),
-            exit_barrier_timeout: Some(dur(s.agent.exit_barrier_timeout_us)),
+            monitor_interval: Some(Duration::from_us(s.agent.monitor_interval_us)),
+            exit_barrier_timeout: Some(Duration::from_us(s.agent.exit_barrier_timeout_us)),
             share_store: Some(s.agent.share_store),
             fixes: Some(s.agent.fixes.clone()),
         }),
@@ -70,7 +69,7 @@ fn cluster(c: &Cluster) -> RawCluster {
         clock_skew: (!c.clock_skew_us.is_empty()).then(|| {
             c.clock_skew_us
                 .iter()
-                .map(|(n, us)| (node(*n), format_offset_us(*us)))
+                .map(|(n, us)| (node(*n), Offset::from_us(*us)))
                 .collect()
         }),
         gpu_profile: None,
@@ -82,9 +81,9 @@ fn gpu_profile(c: &Cluster) -> Option<RawGpuProfile> {
     let builtin = builtin_gpu(&c.gpu.name).is_some_and(|b| b == c.gpu);
     (!builtin).then(|| RawGpuProfile {
         name: Some(c.gpu.name.clone()),
-        memory: Some(size(c.gpu.memory_bytes)),
-        h2d_bandwidth: Some(bw(c.gpu.h2d_bits_per_sec)),
-        d2d_bandwidth: Some(bw(c.gpu.d2d_bits_per_sec)),
+        memory: Some(Size::from_bytes(c.gpu.memory_bytes)),
+        h2d_bandwidth: Some(Bandwidth::from_bits_per_sec(c.gpu.h2d_bits_per_sec)),
+        d2d_bandwidth: Some(Bandwidth::from_bits_per_sec(c.gpu.d2d_bits_per_sec)),
         compute_speed: Some(c.gpu.compute_speed),
     })
 }
@@ -93,11 +92,11 @@ fn rendezvous(r: &crate::rendezvous::settings::RendezvousSettings) -> RawRendezv
     RawRendezvous {
         min_nodes: Some(r.min_nodes),
         max_nodes: Some(r.max_nodes),
-        join_timeout: Some(dur(r.join_timeout_us)),
-        last_call_timeout: Some(dur(r.last_call_timeout_us)),
-        close_timeout: Some(dur(r.close_timeout_us)),
-        heartbeat_timeout: Some(dur(r.heartbeat_timeout_us)),
-        keep_alive_interval: Some(dur(r.keep_alive_interval_us)),
+        join_timeout: Some(Duration::from_us(r.join_timeout_us)),
+        last_call_timeout: Some(Duration::from_us(r.last_call_timeout_us)),
+        close_timeout: Some(Duration::from_us(r.close_timeout_us)),
+        heartbeat_timeout: Some(Duration::from_us(r.heartbeat_timeout_us)),
+        keep_alive_interval: Some(Duration::from_us(r.keep_alive_interval_us)),
         keep_alive_max_attempt: Some(r.keep_alive_max_attempt),
         fixes: Some(r.fixes.iter().cloned().collect()),
     }
@@ -122,10 +121,10 @@ fn job(j: &JobConfig) -> RawJob {
     let s = &j.sampler;
     RawJob {
         steps: Some(j.steps),
-        step_time: Some(dur(j.step_time_us)),
-        model_size: Some(size(j.model_size_bytes)),
+        step_time: Some(Duration::from_us(j.step_time_us)),
+        model_size: Some(Size::from_bytes(j.model_size_bytes)),
         checkpoint_every: Some(j.checkpoint_every),
-        collective_timeout: Some(dur(j.collective_timeout_us)),
+        collective_timeout: Some(Duration::from_us(j.collective_timeout_us)),
         backend: Some(j.backend),
         dataset: Some(RawDataset {
             len: Some(j.dataset.len),
@@ -159,15 +158,15 @@ fn reader(r: &ReaderConfig) -> RawReader {
         broken_files: Some(r.broken_files.clone()),
         corrupt_records: Some(r.corrupt_records.clone()),
         truncated_files: Some(r.truncated_files.clone()),
-        parse_time: Some(dur(r.parse_time_us)),
-        record_size: Some(size(r.record_size_bytes)),
+        parse_time: Some(Duration::from_us(r.parse_time_us)),
+        record_size: Some(Size::from_bytes(r.record_size_bytes)),
         fixes: Some(r.fixes.clone()),
     }
 }
 
 fn fault(f: &Fault) -> RawFault {
     let mut r = RawFault {
-        at: Some(dur(f.at_us)),
+        at: Some(Duration::from_us(f.at_us)),
         kind: Some(f.kind.name().to_string()),
         ..RawFault::default()
     };
@@ -196,15 +195,18 @@ fn fault(f: &Fault) -> RawFault {
             latency_us_max,
             duration_us,
         } => {
-            r.latency = Some(vec![dur(*latency_us_min), dur(*latency_us_max)]);
-            r.duration = duration_us.map(dur);
+            r.latency = Some(vec![
+                Duration::from_us(*latency_us_min),
+                Duration::from_us(*latency_us_max),
+            ]);
+            r.duration = duration_us.map(Duration::from_us);
         }
         FaultKind::Loss {
             probability,
             duration_us,
-        } => (r.probability, r.duration) = (Some(*probability), duration_us.map(dur)),
+        } => (r.probability, r.duration) = (Some(*probability), duration_us.map(Duration::from_us)),
         FaultKind::ClockSkew { node: n, offset_us } => {
-            (r.node, r.offset) = (Some(node(*n)), Some(format_offset_us(*offset_us)))
+            (r.node, r.offset) = (Some(node(*n)), Some(Offset::from_us(*offset_us)))
         }
         FaultKind::GpuSlow {
             node: n,
@@ -216,7 +218,7 @@ fn fault(f: &Fault) -> RawFault {
                 Some(node(*n)),
                 Some(*gpu),
                 Some(*factor),
-                Some(dur(*duration_us)),
+                Some(Duration::from_us(*duration_us)),
             );
         }
         FaultKind::GpuFail { node: n, gpu } => (r.node, r.gpu) = (Some(node(*n)), Some(*gpu)),

@@ -5,7 +5,7 @@ use super::limits::*;
 use super::locate::FieldPath;
 use super::model::{Fault, FaultKind, NodeIndex};
 use super::raw::RawFault;
-use super::units;
+use super::units::Duration;
 use super::values::*;
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -138,26 +138,24 @@ fn fault(p: &FieldPath, f: &RawFault, ctx: &FaultContext) -> Check<Fault> {
         return Err(issue(p, format!("a `{kind}` fault needs `{key}`")));
     }
     let at = required(&p.key("at"), &f.at)?;
-    let at_us = duration_in(&p.key("at"), &at, 0, u64::MAX)?;
-    if at_us >= ctx.time_limit_us {
-        let limit = units::format_duration_us(ctx.time_limit_us);
+    if at.us() >= ctx.time_limit_us {
+        let limit = Duration::from_us(ctx.time_limit_us);
         return Err(issue(
             &p.key("at"),
-            format!("{at:?} is not before time_limit ({limit}); the run ends there"),
+            format!("{at} is not before time_limit ({limit}); the run ends there"),
         ));
     }
     Ok(Fault {
-        at_us,
+        at_us: at.us(),
         kind: fault_kind(p, &kind, f, ctx)?,
     })
 }
 
 fn fault_kind(p: &FieldPath, kind: &str, f: &RawFault, ctx: &FaultContext) -> Check<FaultKind> {
-    let text = |v: &Option<String>| v.clone().unwrap_or_default();
-    let node = || node_index(&p.key("node"), &text(&f.node), ctx.total_nodes);
-    let duration = |v: &Option<String>| -> Check<Option<u64>> {
-        v.as_ref()
-            .map(|d| duration_in(&p.key("duration"), d, 1, TIME_LIMIT_US_MAX))
+    let node_name = f.node.as_deref().unwrap_or("");
+    let node = || node_index(&p.key("node"), node_name, ctx.total_nodes);
+    let duration = |v: Option<Duration>| -> Check<Option<u64>> {
+        v.map(|d| quantity_in(&p.key("duration"), d, 1..=TIME_LIMIT_US_MAX))
             .transpose()
     };
     Ok(match kind {
@@ -180,16 +178,20 @@ fn fault_kind(p: &FieldPath, kind: &str, f: &RawFault, ctx: &FaultContext) -> Ch
             FaultKind::Latency {
                 latency_us_min: min,
                 latency_us_max: max,
-                duration_us: duration(&f.duration)?,
+                duration_us: duration(f.duration)?,
             }
         }
         "loss" => FaultKind::Loss {
             probability: probability(&p.key("probability"), f.probability.unwrap_or(0.0))?,
-            duration_us: duration(&f.duration)?,
+            duration_us: duration(f.duration)?,
         },
         "clock_skew" => FaultKind::ClockSkew {
             node: node()?,
-            offset_us: offset_in(&p.key("offset"), &text(&f.offset), CLOCK_SKEW_US_MAX)?,
+            offset_us: offset_in(
+                &p.key("offset"),
+                f.offset.unwrap_or_default(),
+                CLOCK_SKEW_US_MAX,
+            )?,
         },
         "gpu_slow" => FaultKind::GpuSlow {
             node: node()?,
@@ -200,7 +202,7 @@ fn fault_kind(p: &FieldPath, kind: &str, f: &RawFault, ctx: &FaultContext) -> Ch
                 1.0,
                 GPU_SLOW_FACTOR_MAX,
             )?,
-            duration_us: duration(&f.duration)?.unwrap_or(0),
+            duration_us: duration(f.duration)?.unwrap_or(0),
         },
         "gpu_fail" => FaultKind::GpuFail {
             node: node()?,

@@ -22,13 +22,17 @@ pub fn job(raw: &Option<RawJob>) -> Check<JobConfig> {
     let p = FieldPath::root().key("job");
     let j = raw.clone().unwrap_or_default();
     let steps = in_range(&p.key("steps"), j.steps.unwrap_or(500), 1, STEPS_MAX)?;
-    let step_time_us =
-        positive_duration(&p.key("step_time"), &j.step_time, 200_000, STEP_TIME_US_MAX)?;
-    let model_size_bytes = size_in(
+    let step_time_us = quantity_or(
+        &p.key("step_time"),
+        j.step_time,
+        200_000,
+        1..=STEP_TIME_US_MAX,
+    )?;
+    let model_size_bytes = quantity_or(
         &p.key("model_size"),
-        &j.model_size,
+        j.model_size,
         1 << 30,
-        MODEL_SIZE_BYTES_MAX,
+        1..=MODEL_SIZE_BYTES_MAX,
     )?;
     let checkpoint_every = in_range(
         &p.key("checkpoint_every"),
@@ -36,11 +40,11 @@ pub fn job(raw: &Option<RawJob>) -> Check<JobConfig> {
         1,
         STEPS_MAX,
     )?;
-    let collective_timeout_us = positive_duration(
+    let collective_timeout_us = quantity_or(
         &p.key("collective_timeout"),
-        &j.collective_timeout,
+        j.collective_timeout,
         COLLECTIVE_TIMEOUT_US_DEFAULT,
-        TIMEOUT_US_MAX,
+        1..=TIMEOUT_US_MAX,
     )?;
     let dataset = dataset(
         &p.key("dataset"),
@@ -260,15 +264,17 @@ pub fn reader(raw: &Option<RawReader>) -> Check<Option<ReaderConfig>> {
         RawReaderCheck::None => ReaderCheck::None,
     };
     let repeat = r.repeat.unwrap_or(false);
-    let parse_time_us = match &r.parse_time {
-        Some(t) => duration_in(&p.key("parse_time"), t, 0, READER_PARSE_TIME_US_MAX)?,
-        None => READER_PARSE_TIME_US_DEFAULT,
-    };
-    let record_size_bytes = size_in(
+    let parse_time_us = quantity_or(
+        &p.key("parse_time"),
+        r.parse_time,
+        READER_PARSE_TIME_US_DEFAULT,
+        0..=READER_PARSE_TIME_US_MAX,
+    )?;
+    let record_size_bytes = quantity_or(
         &p.key("record_size"),
-        &r.record_size,
+        r.record_size,
         READER_RECORD_SIZE_BYTES_DEFAULT,
-        READER_RECORD_SIZE_BYTES_MAX,
+        1..=READER_RECORD_SIZE_BYTES_MAX,
     )?;
     let fixes = reader_fixes(&p.key("fixes"), r.fixes.as_deref().unwrap_or(&[]))?;
     Ok(Some(ReaderConfig {

@@ -1,6 +1,8 @@
 //! The scenario file as written: serde types that mirror the TOML, every key optional so
-//! defaults and "required" messages live in one place (`validate`). Unknown keys are denied.
+//! defaults and "required" messages live in one place (`validate`). Unknown keys are denied;
+//! quantities are `units` types, so a malformed one is refused here, at its span.
 
+use super::units::{Bandwidth, Duration, Offset, Size};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
@@ -11,7 +13,7 @@ pub struct RawScenario {
     pub name: Option<String>,
     pub description: Option<String>,
     pub seed: Option<u64>,
-    pub time_limit: Option<String>,
+    pub time_limit: Option<Duration>,
     pub cluster: Option<RawCluster>,
     pub network: Option<RawNetwork>,
     pub rendezvous: Option<RawRendezvous>,
@@ -35,7 +37,7 @@ pub struct RawCluster {
     pub gpus_per_node: Option<u32>,
     pub gpu: Option<String>,
     pub store: Option<String>,
-    pub clock_skew: Option<BTreeMap<String, String>>,
+    pub clock_skew: Option<BTreeMap<String, Offset>>,
     pub gpu_profile: Option<RawGpuProfile>,
 }
 
@@ -44,9 +46,9 @@ pub struct RawCluster {
 #[serde(deny_unknown_fields)]
 pub struct RawGpuProfile {
     pub name: Option<String>,
-    pub memory: Option<String>,
-    pub h2d_bandwidth: Option<String>,
-    pub d2d_bandwidth: Option<String>,
+    pub memory: Option<Size>,
+    pub h2d_bandwidth: Option<Bandwidth>,
+    pub d2d_bandwidth: Option<Bandwidth>,
     pub compute_speed: Option<f64>,
 }
 
@@ -54,9 +56,9 @@ pub struct RawGpuProfile {
 #[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct RawNetwork {
-    pub latency: Option<Vec<String>>,
+    pub latency: Option<Vec<Duration>>,
     pub loss: Option<f64>,
-    pub bandwidth: Option<String>,
+    pub bandwidth: Option<Bandwidth>,
 }
 
 /// `[rendezvous]`.
@@ -65,11 +67,11 @@ pub struct RawNetwork {
 pub struct RawRendezvous {
     pub min_nodes: Option<u32>,
     pub max_nodes: Option<u32>,
-    pub join_timeout: Option<String>,
-    pub last_call_timeout: Option<String>,
-    pub close_timeout: Option<String>,
-    pub heartbeat_timeout: Option<String>,
-    pub keep_alive_interval: Option<String>,
+    pub join_timeout: Option<Duration>,
+    pub last_call_timeout: Option<Duration>,
+    pub close_timeout: Option<Duration>,
+    pub heartbeat_timeout: Option<Duration>,
+    pub keep_alive_interval: Option<Duration>,
     pub keep_alive_max_attempt: Option<u32>,
     pub fixes: Option<Vec<String>>,
 }
@@ -80,8 +82,8 @@ pub struct RawRendezvous {
 pub struct RawAgent {
     pub nproc_per_node: Option<u32>,
     pub max_restarts: Option<u32>,
-    pub monitor_interval: Option<String>,
-    pub exit_barrier_timeout: Option<String>,
+    pub monitor_interval: Option<Duration>,
+    pub exit_barrier_timeout: Option<Duration>,
     pub share_store: Option<bool>,
     pub fixes: Option<Vec<String>>,
 }
@@ -91,10 +93,10 @@ pub struct RawAgent {
 #[serde(deny_unknown_fields)]
 pub struct RawJob {
     pub steps: Option<u64>,
-    pub step_time: Option<String>,
-    pub model_size: Option<String>,
+    pub step_time: Option<Duration>,
+    pub model_size: Option<Size>,
     pub checkpoint_every: Option<u64>,
-    pub collective_timeout: Option<String>,
+    pub collective_timeout: Option<Duration>,
     pub backend: Option<super::model::Backend>,
     pub dataset: Option<RawDataset>,
     pub sampler: Option<RawSampler>,
@@ -155,8 +157,8 @@ pub struct RawReader {
     pub broken_files: Option<Vec<u32>>,
     pub corrupt_records: Option<Vec<(u32, u64)>>,
     pub truncated_files: Option<Vec<(u32, u64)>>,
-    pub parse_time: Option<String>,
-    pub record_size: Option<String>,
+    pub parse_time: Option<Duration>,
+    pub record_size: Option<Size>,
     pub fixes: Option<Vec<String>>,
 }
 
@@ -173,16 +175,16 @@ pub enum RawReaderCheck {
 #[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct RawFault {
-    pub at: Option<String>,
+    pub at: Option<Duration>,
     pub kind: Option<String>,
     pub node: Option<String>,
     pub groups: Option<Vec<Vec<String>>>,
     pub from: Option<String>,
     pub to: Option<String>,
-    pub latency: Option<Vec<String>>,
+    pub latency: Option<Vec<Duration>>,
     pub probability: Option<f64>,
-    pub duration: Option<String>,
-    pub offset: Option<String>,
+    pub duration: Option<Duration>,
+    pub offset: Option<Offset>,
     pub gpu: Option<u32>,
     pub factor: Option<f64>,
     pub local_rank: Option<u32>,

@@ -1,132 +1,266 @@
-//! Quantities with units: durations, sizes and bandwidths, parsed exactly (no floating
-//! point, so `"0.1s"` is exactly 100000 µs) and written back in the largest exact unit.
+//! Quantities with units as serde newtypes: durations, clock offsets, sizes and bandwidths
+//! read from the strings the scenario format documents, exactly (no floating point, so
+//! `"0.1s"` is exactly 100000 µs), and written back in the largest exact unit.
 
-/// Duration units, in microseconds.
-pub const DURATION_UNITS: &[(&str, u64)] = &[
-    ("h", 3_600_000_000),
-    ("m", 60_000_000),
-    ("s", 1_000_000),
-    ("ms", 1_000),
-    ("us", 1),
-    ("µs", 1),
-];
+use std::fmt;
+use std::marker::PhantomData;
+use std::str::FromStr;
 
-/// Size units, in bytes: binary (`KiB`) and decimal (`KB`, SI) multiples.
-pub const SIZE_UNITS: &[(&str, u64)] = &[
-    ("TiB", 1 << 40),
-    ("GiB", 1 << 30),
-    ("MiB", 1 << 20),
-    ("KiB", 1 << 10),
-    ("TB", 1_000_000_000_000),
-    ("GB", 1_000_000_000),
-    ("MB", 1_000_000),
-    ("KB", 1_000),
-    ("kB", 1_000),
-    ("B", 1),
-];
+/// How one kind of quantity is spelled: the units it reads, the units it writes (largest
+/// first, ending with the base unit), and the words its error messages use.
+struct Grammar {
+    what: &'static str,
+    base: &'static str,
+    /// Every unit accepted on input, with its factor to the base unit.
+    units: &'static [(&'static str, u64)],
+    /// The units output uses, largest first; the last is the base unit.
+    written: &'static [&'static str],
+    /// How zero is written.
+    zero: &'static str,
+    example: &'static str,
+}
 
-/// Bandwidth units, in bits per second (decimal multiples, as links are sold).
-pub const BANDWIDTH_UNITS: &[(&str, u64)] = &[
-    ("Tbps", 1_000_000_000_000),
-    ("Gbps", 1_000_000_000),
-    ("Mbps", 1_000_000),
-    ("Kbps", 1_000),
-    ("kbps", 1_000),
-    ("bps", 1),
-];
+const DURATION: Grammar = Grammar {
+    what: "duration",
+    base: "microseconds",
+    units: &[
+        ("h", 3_600_000_000),
+        ("m", 60_000_000),
+        ("s", 1_000_000),
+        ("ms", 1_000),
+        ("us", 1),
+        ("µs", 1),
+    ],
+    written: &["h", "m", "s", "ms", "us"],
+    zero: "0s",
+    example: "\"250ms\" or \"1.5s\"",
+};
+
+/// Sizes read binary (`KiB`) and decimal (`KB`, SI) multiples and are written in binary ones.
+const SIZE: Grammar = Grammar {
+    what: "size",
+    base: "bytes",
+    units: &[
+        ("TiB", 1 << 40),
+        ("GiB", 1 << 30),
+        ("MiB", 1 << 20),
+        ("KiB", 1 << 10),
+        ("TB", 1_000_000_000_000),
+        ("GB", 1_000_000_000),
+        ("MB", 1_000_000),
+        ("KB", 1_000),
+        ("kB", 1_000),
+        ("B", 1),
+    ],
+    written: &["TiB", "GiB", "MiB", "KiB", "B"],
+    zero: "0B",
+    example: "\"512MiB\" or \"1GiB\"",
+};
+
+/// Bandwidths are decimal multiples of bits per second, as links are sold.
+const BANDWIDTH: Grammar = Grammar {
+    what: "bandwidth",
+    base: "bits per second",
+    units: &[
+        ("Tbps", 1_000_000_000_000),
+        ("Gbps", 1_000_000_000),
+        ("Mbps", 1_000_000),
+        ("Kbps", 1_000),
+        ("kbps", 1_000),
+        ("bps", 1),
+    ],
+    written: &["Tbps", "Gbps", "Mbps", "Kbps", "bps"],
+    zero: "0bps",
+    example: "\"100Gbps\"",
+};
 
 /// Most digits accepted on either side of the decimal point; more cannot be meant.
 const DIGITS_MAX: usize = 18;
 
-/// Parses a non-negative duration such as `"250ms"` or `"0.5s"` into microseconds.
-pub fn parse_duration_us(text: &str) -> Result<u64, String> {
-    parse_quantity(text, DURATION_UNITS, "duration", "microseconds")
-}
+/// A non-negative quantity in its base unit, read and written with one `Grammar`.
+macro_rules! unsigned_quantity {
+    ($(#[$doc:meta])* $name:ident, $grammar:ident, $from:ident, $get:ident) => {
+        $(#[$doc])*
+        #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, PartialOrd, Ord)]
+        pub struct $name(u64);
 
-/// Parses a signed duration such as `"-2s"` into microseconds.
-pub fn parse_offset_us(text: &str) -> Result<i64, String> {
-    let t = text.trim();
-    let (negative, rest) = match t.strip_prefix('-') {
-        Some(rest) => (true, rest),
-        None => (false, t.strip_prefix('+').unwrap_or(t)),
-    };
-    let magnitude = parse_quantity(rest, DURATION_UNITS, "duration", "microseconds")?;
-    let magnitude = i64::try_from(magnitude).map_err(|_| format!("`{text}` is too large"))?;
-    Ok(if negative { -magnitude } else { magnitude })
-}
+        impl $name {
+            pub const fn $from(value: u64) -> Self {
+                Self(value)
+            }
 
-/// Parses a size such as `"1GiB"` or `"512MB"` into bytes.
-pub fn parse_size_bytes(text: &str) -> Result<u64, String> {
-    parse_quantity(text, SIZE_UNITS, "size", "bytes")
-}
-
-/// Parses a bandwidth such as `"100Gbps"` into bits per second.
-pub fn parse_bandwidth_bits_per_sec(text: &str) -> Result<u64, String> {
-    parse_quantity(text, BANDWIDTH_UNITS, "bandwidth", "bits per second")
-}
-
-/// Writes microseconds in the largest unit that holds them exactly.
-pub fn format_duration_us(us: u64) -> String {
-    format_quantity(us, &DURATION_UNITS[..5], "s")
-}
-
-/// Writes a signed offset in microseconds, `-` first when negative.
-pub fn format_offset_us(us: i64) -> String {
-    let magnitude = format_duration_us(us.unsigned_abs());
-    if us < 0 {
-        format!("-{magnitude}")
-    } else {
-        magnitude
-    }
-}
-
-/// Writes bytes in the largest binary unit that holds them exactly.
-pub fn format_size_bytes(bytes: u64) -> String {
-    format_quantity(
-        bytes,
-        &[
-            SIZE_UNITS[0],
-            SIZE_UNITS[1],
-            SIZE_UNITS[2],
-            SIZE_UNITS[3],
-            SIZE_UNITS[9],
-        ],
-        "B",
-    )
-}
-
-/// Writes bits per second in the largest unit that holds them exactly.
-pub fn format_bandwidth_bits_per_sec(bps: u64) -> String {
-    let units = [
-        BANDWIDTH_UNITS[0],
-        BANDWIDTH_UNITS[1],
-        BANDWIDTH_UNITS[2],
-        BANDWIDTH_UNITS[3],
-        BANDWIDTH_UNITS[5],
-    ];
-    format_quantity(bps, &units, "bps")
-}
-
-fn format_quantity(value: u64, units: &[(&str, u64)], zero_unit: &str) -> String {
-    if value == 0 {
-        return format!("0{zero_unit}");
-    }
-    for (name, factor) in units {
-        if value.is_multiple_of(*factor) {
-            return format!("{}{name}", value / factor);
+            pub const fn $get(self) -> u64 {
+                self.0
+            }
         }
+
+        impl FromStr for $name {
+            type Err = String;
+
+            fn from_str(text: &str) -> Result<Self, String> {
+                parse_quantity(text, &$grammar).map(Self)
+            }
+        }
+
+        impl fmt::Display for $name {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                write_quantity(f, self.0, &$grammar)
+            }
+        }
+
+        impl Quantity for $name {
+            fn from_base(value: u64) -> Self {
+                Self(value)
+            }
+
+            fn base(self) -> u64 {
+                self.0
+            }
+        }
+    };
+}
+
+unsigned_quantity!(
+    /// A duration such as `"250ms"` or `"0.5s"`, in microseconds.
+    Duration,
+    DURATION,
+    from_us,
+    us
+);
+
+unsigned_quantity!(
+    /// A size such as `"1GiB"` or `"512MB"`, in bytes.
+    Size,
+    SIZE,
+    from_bytes,
+    bytes
+);
+
+unsigned_quantity!(
+    /// A bandwidth such as `"100Gbps"`, in bits per second.
+    Bandwidth,
+    BANDWIDTH,
+    from_bits_per_sec,
+    bits_per_sec
+);
+
+/// A signed duration such as `"-2s"` or `"+3ms"` (a clock offset), in microseconds.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, PartialOrd, Ord)]
+pub struct Offset(i64);
+
+impl Offset {
+    pub const fn from_us(us: i64) -> Self {
+        Self(us)
     }
-    // The last unit has factor 1, so the loop always returns; this keeps the function total.
-    format!("{value}{zero_unit}")
+
+    pub const fn us(self) -> i64 {
+        self.0
+    }
+}
+
+impl FromStr for Offset {
+    type Err = String;
+
+    fn from_str(text: &str) -> Result<Self, String> {
+        let t = text.trim();
+        let (negative, rest) = match t.strip_prefix('-') {
+            Some(rest) => (true, rest),
+            None => (false, t.strip_prefix('+').unwrap_or(t)),
+        };
+        let magnitude = parse_quantity(rest, &DURATION)?;
+        let magnitude = i64::try_from(magnitude).map_err(|_| format!("`{text}` is too large"))?;
+        Ok(Self(if negative { -magnitude } else { magnitude }))
+    }
+}
+
+/// `-` first when negative.
+impl fmt::Display for Offset {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.0 < 0 {
+            f.write_str("-")?;
+        }
+        write_quantity(f, self.0.unsigned_abs(), &DURATION)
+    }
+}
+
+/// A non-negative quantity in its base unit (µs, bytes, bits per second), so one range
+/// check serves them all.
+pub trait Quantity: Copy + Ord + fmt::Display {
+    fn from_base(value: u64) -> Self;
+    fn base(self) -> u64;
+}
+
+/// Serde reads and writes each quantity as its string form; `expecting` is what a value of
+/// another type (a bare number) is told was wanted.
+macro_rules! serde_as_text {
+    ($($name:ident: $expecting:literal),*) => {$(
+        impl serde::Serialize for $name {
+            fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+                serializer.collect_str(self)
+            }
+        }
+
+        impl<'de> serde::Deserialize<'de> for $name {
+            fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+                deserializer.deserialize_str(TextVisitor($expecting, PhantomData))
+            }
+        }
+    )*};
+}
+
+serde_as_text!(
+    Duration: "a duration string, like \"250ms\" or \"1.5s\"",
+    Offset: "a signed duration string, like \"-2s\" or \"3ms\"",
+    Size: "a size string, like \"512MiB\" or \"1GiB\"",
+    Bandwidth: "a bandwidth string, like \"100Gbps\""
+);
+
+/// Parses a string with `T::from_str`; its message becomes the serde error, which the
+/// TOML deserializer places at the value's span.
+struct TextVisitor<T>(&'static str, PhantomData<T>);
+
+impl<T: FromStr<Err = String>> serde::de::Visitor<'_> for TextVisitor<T> {
+    type Value = T;
+
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str(self.0)
+    }
+
+    fn visit_str<E: serde::de::Error>(self, text: &str) -> Result<T, E> {
+        text.parse().map_err(E::custom)
+    }
+}
+
+/// Writes `value` in the largest written unit that holds it exactly.
+fn write_quantity(f: &mut fmt::Formatter<'_>, value: u64, grammar: &Grammar) -> fmt::Result {
+    if value == 0 {
+        return f.write_str(grammar.zero);
+    }
+    let factor = |name: &str| {
+        grammar
+            .units
+            .iter()
+            .find(|u| u.0 == name)
+            .map_or(1, |u| u.1)
+    };
+    // The last written unit is the base unit, which holds every value exactly.
+    let name = grammar
+        .written
+        .iter()
+        .find(|name| value.is_multiple_of(factor(name)))
+        .map_or("", |name| *name);
+    write!(f, "{}{name}", value / factor(name))
 }
 
 /// Parses `<digits>[.<digits>]<unit>`, exactly, with optional spaces around the number.
-fn parse_quantity(
-    text: &str,
-    units: &[(&str, u64)],
-    what: &str,
-    base: &str,
-) -> Result<u64, String> {
+fn parse_quantity(text: &str, grammar: &Grammar) -> Result<u64, String> {
+    let Grammar {
+        what,
+        base,
+        units,
+        example,
+        ..
+    } = grammar;
     let t = text.trim();
     let split = t
         .find(|c: char| !(c.is_ascii_digit() || c == '.'))
@@ -134,9 +268,8 @@ fn parse_quantity(
     let (number, unit) = (&t[..split], t[split..].trim_start());
     let names: Vec<&str> = units.iter().map(|(n, _)| *n).collect();
     let expected = format!(
-        "a {what} is a number and a unit ({}), like {}",
-        names.join(", "),
-        example(what)
+        "a {what} is a number and a unit ({}), like {example}",
+        names.join(", ")
     );
     if number.is_empty() {
         return Err(format!("`{text}` is not a {what}: {expected}"));
@@ -159,19 +292,13 @@ fn parse_quantity(
     if whole.len() > DIGITS_MAX || frac.len() > DIGITS_MAX {
         return Err(format!("`{text}` has too many digits"));
     }
-    let whole_value: u128 = if whole.is_empty() {
-        0
-    } else {
-        whole
-            .parse()
-            .map_err(|_| format!("`{text}` is not a number"))?
+    let digits = |d: &str| -> Result<u128, String> {
+        if d.is_empty() {
+            return Ok(0);
+        }
+        d.parse().map_err(|_| format!("`{text}` is not a number"))
     };
-    let frac_value: u128 = if frac.is_empty() {
-        0
-    } else {
-        frac.parse()
-            .map_err(|_| format!("`{text}` is not a number"))?
-    };
+    let (whole_value, frac_value) = (digits(whole)?, digits(frac)?);
     let scale = 10u128.pow(frac.len() as u32);
     let frac_scaled = frac_value * u128::from(factor);
     if !frac_scaled.is_multiple_of(scale) {
@@ -181,63 +308,67 @@ fn parse_quantity(
     u64::try_from(total).map_err(|_| format!("`{text}` is too large"))
 }
 
-fn example(what: &str) -> &'static str {
-    match what {
-        "duration" => "\"250ms\" or \"1.5s\"",
-        "size" => "\"512MiB\" or \"1GiB\"",
-        _ => "\"100Gbps\"",
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
+    fn us(text: &str) -> Result<u64, String> {
+        text.parse::<Duration>().map(Duration::us)
+    }
+
     #[test]
     fn durations_parse_exactly() {
-        assert_eq!(parse_duration_us("250ms"), Ok(250_000));
-        assert_eq!(parse_duration_us("0.5s"), Ok(500_000));
-        assert_eq!(parse_duration_us("0.1s"), Ok(100_000));
-        assert_eq!(parse_duration_us("2h"), Ok(7_200_000_000));
-        assert_eq!(parse_duration_us("5m"), Ok(300_000_000));
-        assert_eq!(parse_duration_us("7us"), Ok(7));
-        assert_eq!(parse_duration_us(".5ms"), Ok(500));
-        assert!(parse_duration_us("1.5us")
+        assert_eq!(us("250ms"), Ok(250_000));
+        assert_eq!(us("0.5s"), Ok(500_000));
+        assert_eq!(us("0.1s"), Ok(100_000));
+        assert_eq!(us("2h"), Ok(7_200_000_000));
+        assert_eq!(us("5m"), Ok(300_000_000));
+        assert_eq!(us("7us"), Ok(7));
+        assert_eq!(us("7µs"), Ok(7));
+        assert_eq!(us(" 3 ms "), Ok(3_000));
+        assert_eq!(us(".5ms"), Ok(500));
+        assert!(us("1.5us").unwrap_err().contains("whole number"));
+        assert!(us("5").unwrap_err().contains("no unit"));
+        assert!(us("5 sec").unwrap_err().contains("not a duration unit"));
+        assert!(us("-5s").is_err());
+        assert!(us("1.2.3s").is_err());
+        assert!(us(".s").is_err());
+        assert!(us("").is_err());
+        assert!(us("99999999999999999999h")
             .unwrap_err()
-            .contains("whole number"));
-        assert!(parse_duration_us("5").unwrap_err().contains("no unit"));
-        assert!(parse_duration_us("5 sec")
-            .unwrap_err()
-            .contains("not a duration unit"));
-        assert!(parse_duration_us("-5s").is_err());
-        assert!(parse_duration_us("1.2.3s").is_err());
-        assert!(parse_duration_us(".s").is_err());
-        assert!(parse_duration_us("99999999999999999999h").is_err());
-        assert!(parse_duration_us("999999999999999999h")
-            .unwrap_err()
-            .contains("too large"));
+            .contains("too many digits"));
+        assert!(us("999999999999999999h").unwrap_err().contains("too large"));
     }
 
     #[test]
     fn offsets_are_signed() {
-        assert_eq!(parse_offset_us("-2s"), Ok(-2_000_000));
-        assert_eq!(parse_offset_us("+3ms"), Ok(3_000));
-        assert_eq!(format_offset_us(-2_000_000), "-2s");
+        let offset = |text: &str| text.parse::<Offset>().map(Offset::us);
+        assert_eq!(offset("-2s"), Ok(-2_000_000));
+        assert_eq!(offset("+3ms"), Ok(3_000));
+        assert_eq!(offset("3ms"), Ok(3_000));
+        assert!(offset("--1s").is_err());
+        assert!(offset("-9999999999999h").unwrap_err().contains("too large"));
+        assert_eq!(Offset::from_us(-2_000_000).to_string(), "-2s");
+        assert_eq!(Offset::from_us(1_500).to_string(), "1500us");
     }
 
     #[test]
     fn sizes_and_bandwidths() {
-        assert_eq!(parse_size_bytes("1GiB"), Ok(1 << 30));
-        assert_eq!(parse_size_bytes("1.5KiB"), Ok(1536));
-        assert_eq!(parse_size_bytes("2MB"), Ok(2_000_000));
-        assert_eq!(parse_bandwidth_bits_per_sec("100Gbps"), Ok(100_000_000_000));
-        assert_eq!(parse_bandwidth_bits_per_sec("800Mbps"), Ok(800_000_000));
-        assert!(parse_bandwidth_bits_per_sec("1GB").is_err());
+        let bytes = |text: &str| text.parse::<Size>().map(Size::bytes);
+        let bps = |text: &str| text.parse::<Bandwidth>().map(Bandwidth::bits_per_sec);
+        assert_eq!(bytes("1GiB"), Ok(1 << 30));
+        assert_eq!(bytes("1.5KiB"), Ok(1536));
+        assert_eq!(bytes("2MB"), Ok(2_000_000));
+        assert_eq!(bytes("3kB"), Ok(3_000));
+        assert_eq!(bps("100Gbps"), Ok(100_000_000_000));
+        assert_eq!(bps("800Mbps"), Ok(800_000_000));
+        assert!(bps("1GB").unwrap_err().contains("not a bandwidth unit"));
+        assert!(bytes("1Gbps").unwrap_err().contains("not a size unit"));
     }
 
     #[test]
-    fn formatting_round_trips() {
-        for us in [
+    fn writing_uses_the_largest_exact_unit_and_round_trips() {
+        for value in [
             0,
             1,
             999,
@@ -247,18 +378,60 @@ mod tests {
             7_200_000_000,
             123_456_789,
         ] {
-            assert_eq!(parse_duration_us(&format_duration_us(us)), Ok(us));
+            let d = Duration::from_us(value);
+            assert_eq!(d.to_string().parse(), Ok(d));
         }
-        for b in [0, 1, 1023, 1 << 30, 3 << 20, 1_000_000] {
-            assert_eq!(parse_size_bytes(&format_size_bytes(b)), Ok(b));
+        for value in [0, 1, 1023, 1 << 30, 3 << 20, 1_000_000] {
+            let s = Size::from_bytes(value);
+            assert_eq!(s.to_string().parse(), Ok(s));
         }
-        for bps in [0, 1, 100_000_000_000, 1_234] {
-            assert_eq!(
-                parse_bandwidth_bits_per_sec(&format_bandwidth_bits_per_sec(bps)),
-                Ok(bps)
-            );
+        for value in [0, 1, 100_000_000_000, 1_234] {
+            let b = Bandwidth::from_bits_per_sec(value);
+            assert_eq!(b.to_string().parse(), Ok(b));
         }
-        assert_eq!(format_duration_us(7_200_000_000), "2h");
-        assert_eq!(format_size_bytes(1 << 30), "1GiB");
+        assert_eq!(Duration::from_us(7_200_000_000).to_string(), "2h");
+        assert_eq!(Duration::from_us(0).to_string(), "0s");
+        assert_eq!(Duration::from_us(1_500).to_string(), "1500us");
+        assert_eq!(Size::from_bytes(1 << 30).to_string(), "1GiB");
+        assert_eq!(Size::from_bytes(1_000_000).to_string(), "1000000B");
+        assert_eq!(Size::from_bytes(0).to_string(), "0B");
+        assert_eq!(Bandwidth::from_bits_per_sec(0).to_string(), "0bps");
+        assert_eq!(Bandwidth::from_bits_per_sec(1_000).to_string(), "1Kbps");
+    }
+
+    #[derive(Debug, PartialEq, serde::Deserialize, serde::Serialize)]
+    struct Table {
+        d: Duration,
+        o: Offset,
+        s: Size,
+        b: Bandwidth,
+    }
+
+    #[test]
+    fn serde_reads_and_writes_the_string_form() {
+        let text = "d = \"0.5s\"\no = \"-90s\"\ns = \"2048KiB\"\nb = \"1000Mbps\"\n";
+        let t: Table = toml::from_str(text).unwrap();
+        assert_eq!(
+            t,
+            Table {
+                d: Duration::from_us(500_000),
+                o: Offset::from_us(-90_000_000),
+                s: Size::from_bytes(2 << 20),
+                b: Bandwidth::from_bits_per_sec(1_000_000_000),
+            }
+        );
+        let written = toml::to_string(&t).unwrap();
+        assert_eq!(
+            written,
+            "d = \"500ms\"\no = \"-90s\"\ns = \"2MiB\"\nb = \"1Gbps\"\n"
+        );
+        let bad = toml::from_str::<Table>(&text.replace("0.5s", "5")).unwrap_err();
+        assert!(bad.message().starts_with("`5` has no unit"), "{bad}");
+        assert_eq!(bad.span(), Some(4..7));
+        let bad = toml::from_str::<Table>(&text.replace("\"0.5s\"", "5")).unwrap_err();
+        assert_eq!(
+            bad.message(),
+            "invalid type: integer `5`, expected a duration string, like \"250ms\" or \"1.5s\""
+        );
     }
 }

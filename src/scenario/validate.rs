@@ -51,11 +51,11 @@ pub fn validate(raw: &RawScenario) -> Check<Scenario> {
         ));
     }
     let seed = in_range(&root.key("seed"), raw.seed.unwrap_or(0), 0, SEED_MAX)?;
-    let time_limit_us = positive_duration(
+    let time_limit_us = quantity_or(
         &root.key("time_limit"),
-        &raw.time_limit,
+        raw.time_limit,
         TIME_LIMIT_US_DEFAULT,
-        TIME_LIMIT_US_MAX,
+        1..=TIME_LIMIT_US_MAX,
     )?;
     let cluster = cluster::cluster(&raw.cluster, &raw.gpu_profile)?;
     let network = cluster::network(&raw.network)?;

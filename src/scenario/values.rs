@@ -4,8 +4,9 @@
 use super::limits;
 use super::locate::FieldPath;
 use super::node::{NodeIndex, NodeNameError};
-use super::units;
+use super::units::{Duration, Offset, Quantity};
 use std::fmt::Display;
+use std::ops::RangeInclusive;
 
 /// A validation failure at a field path; `parse` turns it into a located `ScenarioError`.
 #[derive(Debug, Clone, PartialEq)]
@@ -62,86 +63,37 @@ pub fn probability(path: &FieldPath, value: f64) -> Check<f64> {
     float_in(path, value, 0.0, 1.0)
 }
 
-/// A duration string within `min_us..=max_us`.
-pub fn duration_in(path: &FieldPath, text: &str, min_us: u64, max_us: u64) -> Check<u64> {
-    let us = units::parse_duration_us(text).map_err(|m| issue(path, m))?;
-    if us < min_us {
-        let min = units::format_duration_us(min_us);
-        return Err(issue(
-            path,
-            format!("must be at least {min} (got {text:?})"),
-        ));
-    }
-    if us > max_us {
-        let max = units::format_duration_us(max_us);
-        return Err(issue(path, format!("must be at most {max} (got {text:?})")));
-    }
-    Ok(us)
-}
-
-/// A positive duration that defaults to `default_us` when absent.
-pub fn positive_duration(
+/// A quantity within `bounds`, in its base unit (µs, bytes, bits per second).
+pub fn quantity_in<Q: Quantity>(
     path: &FieldPath,
-    text: &Option<String>,
-    default_us: u64,
-    max_us: u64,
+    value: Q,
+    bounds: RangeInclusive<u64>,
 ) -> Check<u64> {
-    match text {
-        Some(t) => duration_in(path, t, 1, max_us),
-        None => Ok(default_us),
-    }
+    let (min, max) = bounds.into_inner();
+    in_range(path, value, Q::from_base(min), Q::from_base(max)).map(Q::base)
 }
 
-/// A signed duration within `±max_us`.
-pub fn offset_in(path: &FieldPath, text: &str, max_us: u64) -> Check<i64> {
-    let us = units::parse_offset_us(text).map_err(|m| issue(path, m))?;
-    if us.unsigned_abs() > max_us {
-        let max = units::format_duration_us(max_us);
-        return Err(issue(path, format!("must be within ±{max} (got {text:?})")));
-    }
-    Ok(us)
-}
-
-/// A positive size string (bytes) up to `max_bytes`, defaulting when absent.
-pub fn size_in(
+/// An optional quantity within `bounds`, in its base unit, `default` when absent.
+pub fn quantity_or<Q: Quantity>(
     path: &FieldPath,
-    text: &Option<String>,
-    default_bytes: u64,
-    max_bytes: u64,
+    value: Option<Q>,
+    default: u64,
+    bounds: RangeInclusive<u64>,
 ) -> Check<u64> {
-    let Some(text) = text else {
-        return Ok(default_bytes);
-    };
-    let bytes = units::parse_size_bytes(text).map_err(|m| issue(path, m))?;
-    if bytes == 0 {
-        return Err(issue(path, "must be more than 0 bytes"));
-    }
-    if bytes > max_bytes {
-        let max = units::format_size_bytes(max_bytes);
-        return Err(issue(path, format!("must be at most {max} (got {text:?})")));
-    }
-    Ok(bytes)
+    value.map_or(Ok(default), |v| quantity_in(path, v, bounds))
 }
 
-/// A positive bandwidth string (bits per second) up to the bound, defaulting when absent.
-pub fn bandwidth(path: &FieldPath, text: &Option<String>, default_bps: u64) -> Check<u64> {
-    let Some(text) = text else {
-        return Ok(default_bps);
-    };
-    let bps = units::parse_bandwidth_bits_per_sec(text).map_err(|m| issue(path, m))?;
-    if bps == 0 {
-        return Err(issue(path, "must be more than 0 bps"));
+/// A signed duration within `±max_us`, in microseconds.
+pub fn offset_in(path: &FieldPath, value: Offset, max_us: u64) -> Check<i64> {
+    if value.us().unsigned_abs() > max_us {
+        let max = Duration::from_us(max_us);
+        return Err(issue(path, format!("must be within ±{max} (got {value})")));
     }
-    let max = limits::BANDWIDTH_BITS_PER_SEC_MAX;
-    if bps > max {
-        let max = units::format_bandwidth_bits_per_sec(max);
-        return Err(issue(path, format!("must be at most {max} (got {text:?})")));
-    }
-    Ok(bps)
+    Ok(value.us())
 }
 
 /// A `[min, max]` latency pair of durations, each up to `LATENCY_US_MAX`, min ≤ max.
-pub fn latency_range(path: &FieldPath, pair: &[String]) -> Check<(u64, u64)> {
+pub fn latency_range(path: &FieldPath, pair: &[Duration]) -> Check<(u64, u64)> {
     let [min, max] = pair else {
         return Err(issue(
             path,
@@ -151,12 +103,12 @@ pub fn latency_range(path: &FieldPath, pair: &[String]) -> Check<(u64, u64)> {
             ),
         ));
     };
-    let min_us = duration_in(&path.index(0), min, 0, limits::LATENCY_US_MAX)?;
-    let max_us = duration_in(&path.index(1), max, 0, limits::LATENCY_US_MAX)?;
+    let min_us = quantity_in(&path.index(0), *min, 0..=limits::LATENCY_US_MAX)?;
+    let max_us = quantity_in(&path.index(1), *max, 0..=limits::LATENCY_US_MAX)?;
     if min_us > max_us {
         return Err(issue(
             path,
-            format!("the minimum {min:?} is above the maximum {max:?}"),
+            format!("the minimum {min} is above the maximum {max}"),
         ));
     }
     Ok((min_us, max_us))
