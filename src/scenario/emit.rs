@@ -131,10 +131,7 @@ fn job(j: &JobConfig) -> RawJob {
             complexity: Some(c),
         }),
         sampler: Some(RawSampler {
-            kind: Some(match s.kind {
-                SamplerKind::Distributed => RawSamplerKind::Distributed,
-                SamplerKind::LoadBalancing => RawSamplerKind::LoadBalancing,
-            }),
+            kind: Some(s.kind),
             shuffle: Some(s.shuffle),
             seed: Some(s.seed),
             drop_last: Some(s.drop_last),
@@ -151,10 +148,7 @@ fn reader(r: &ReaderConfig) -> RawReader {
         records_per_file: Some(r.records_per_file),
         batch_size: Some(r.batch_size),
         repeat: Some(r.repeat),
-        check: Some(match r.check {
-            ReaderCheck::Sum => RawReaderCheck::Sum,
-            ReaderCheck::None => RawReaderCheck::None,
-        }),
+        check: Some(r.check),
         broken_files: Some(r.broken_files.clone()),
         corrupt_records: Some(r.corrupt_records.clone()),
         truncated_files: Some(r.truncated_files.clone()),
@@ -239,11 +233,7 @@ fn expect(e: &Expect) -> Option<RawExpect> {
         return None;
     }
     Some(RawExpect {
-        outcome: e.outcome.map(|o| match o {
-            Outcome::Succeeded => RawOutcome::Succeeded,
-            Outcome::Failed => RawOutcome::Failed,
-            Outcome::TimedOut => RawOutcome::TimedOut,
-        }),
+        outcome: e.outcome,
         rounds: e.rounds.map(|(min, max)| {
             if min == max {
                 RawRounds::Exact(min)

@@ -5,7 +5,7 @@ use super::locate::FieldPath;
 use super::model::{
     Complexity, Dataset, JobConfig, ReaderCheck, ReaderConfig, SamplerConfig, SamplerKind,
 };
-use super::raw::{RawComplexity, RawJob, RawReader, RawReaderCheck, RawSampler, RawSamplerKind};
+use super::raw::{RawComplexity, RawJob, RawReader, RawSampler};
 use super::values::*;
 use std::collections::BTreeSet;
 
@@ -174,10 +174,7 @@ fn list(p: &FieldPath, values: &[u64], len: u64) -> Check<Complexity> {
 }
 
 fn sampler(p: &FieldPath, s: &RawSampler) -> Check<SamplerConfig> {
-    let kind = match s.kind.unwrap_or(RawSamplerKind::Distributed) {
-        RawSamplerKind::Distributed => SamplerKind::Distributed,
-        RawSamplerKind::LoadBalancing => SamplerKind::LoadBalancing,
-    };
+    let kind = s.kind.unwrap_or(SamplerKind::Distributed);
     let random_level = probability(&p.key("random_level"), s.random_level.unwrap_or(0.0))?;
     if random_level != 0.0 && kind != SamplerKind::LoadBalancing {
         return Err(issue(
@@ -259,10 +256,7 @@ pub fn reader(raw: &Option<RawReader>) -> Check<Option<ReaderConfig>> {
         files,
         records_per_file,
     )?;
-    let check = match r.check.unwrap_or(RawReaderCheck::Sum) {
-        RawReaderCheck::Sum => ReaderCheck::Sum,
-        RawReaderCheck::None => ReaderCheck::None,
-    };
+    let check = r.check.unwrap_or(ReaderCheck::Sum);
     let repeat = r.repeat.unwrap_or(false);
     let parse_time_us = quantity_or(
         &p.key("parse_time"),

@@ -152,7 +152,9 @@ pub struct SamplerConfig {
     pub batch_size: u64,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// `job.sampler.kind`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Deserialize, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
 pub enum SamplerKind {
     Distributed,
     LoadBalancing,
@@ -181,7 +183,9 @@ pub struct ReaderConfig {
     pub fixes: Vec<String>,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// `reader.check`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Deserialize, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
 pub enum ReaderCheck {
     Sum,
     None,
@@ -314,7 +318,19 @@ pub struct Expect {
 }
 
 /// How a run ended, named as the report and `expect.outcome` spell it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, strum::IntoStaticStr)]
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    PartialOrd,
+    Ord,
+    strum::IntoStaticStr,
+    serde::Deserialize,
+    serde::Serialize,
+)]
+#[serde(rename_all = "snake_case")]
 #[strum(serialize_all = "snake_case")]
 pub enum Outcome {
     Succeeded,

@@ -2,6 +2,7 @@
 //! defaults and "required" messages live in one place (`validate`). Unknown keys are denied;
 //! quantities are `units` types, so a malformed one is refused here, at its span.
 
+use super::model::{Outcome, ReaderCheck, SamplerKind};
 use super::units::{Bandwidth, Duration, Offset, Size};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -128,20 +129,12 @@ pub struct RawComplexity {
 #[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct RawSampler {
-    pub kind: Option<RawSamplerKind>,
+    pub kind: Option<SamplerKind>,
     pub shuffle: Option<bool>,
     pub seed: Option<i64>,
     pub drop_last: Option<bool>,
     pub random_level: Option<f64>,
     pub batch_size: Option<u64>,
-}
-
-/// `job.sampler.kind`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum RawSamplerKind {
-    Distributed,
-    LoadBalancing,
 }
 
 /// `[reader]`.
@@ -153,21 +146,13 @@ pub struct RawReader {
     pub records_per_file: Option<u64>,
     pub batch_size: Option<u64>,
     pub repeat: Option<bool>,
-    pub check: Option<RawReaderCheck>,
+    pub check: Option<ReaderCheck>,
     pub broken_files: Option<Vec<u32>>,
     pub corrupt_records: Option<Vec<(u32, u64)>>,
     pub truncated_files: Option<Vec<(u32, u64)>>,
     pub parse_time: Option<Duration>,
     pub record_size: Option<Size>,
     pub fixes: Option<Vec<String>>,
-}
-
-/// `reader.check`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum RawReaderCheck {
-    Sum,
-    None,
 }
 
 /// One `[[faults]]` entry, tagged by `kind`; which keys each kind takes is checked in
@@ -195,20 +180,11 @@ pub struct RawFault {
 #[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct RawExpect {
-    pub outcome: Option<RawOutcome>,
+    pub outcome: Option<Outcome>,
     pub rounds: Option<RawRounds>,
     pub restarts: Option<BTreeMap<String, u32>>,
     pub final_world_size: Option<u32>,
     pub violations: Option<Vec<String>>,
-}
-
-/// `expect.outcome`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum RawOutcome {
-    Succeeded,
-    Failed,
-    TimedOut,
 }
 
 /// `expect.rounds`: an exact count or `{ min, max }`.

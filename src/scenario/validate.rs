@@ -3,8 +3,8 @@
 
 use super::limits::*;
 use super::locate::FieldPath;
-use super::model::{Expect, Outcome, Scenario};
-use super::raw::{RawExpect, RawOutcome, RawRounds, RawScenario};
+use super::model::{Expect, Scenario};
+use super::raw::{RawExpect, RawRounds, RawScenario};
 use super::values::*;
 use super::{cluster, faults, job};
 use std::collections::{BTreeMap, BTreeSet};
@@ -104,11 +104,7 @@ fn expect(raw: &Option<RawExpect>, total_nodes: u32) -> Check<Expect> {
         return Ok(Expect::default());
     };
     let p = FieldPath::root().key("expect");
-    let outcome = e.outcome.map(|o| match o {
-        RawOutcome::Succeeded => Outcome::Succeeded,
-        RawOutcome::Failed => Outcome::Failed,
-        RawOutcome::TimedOut => Outcome::TimedOut,
-    });
+    let outcome = e.outcome;
     let rounds = match e.rounds {
         None => None,
         Some(RawRounds::Exact(n)) => Some((in_range(&p.key("rounds"), n, 0, ROUNDS_MAX)?, n)),
