@@ -3,34 +3,35 @@
 
 use super::limits::*;
 use super::locate::FieldPath;
-use super::model::{Fault, FaultKind, NodeIndex};
+use super::model::{Fault, FaultKind, FaultName, NodeIndex};
 use super::raw::RawFault;
 use super::units::Duration;
 use super::values::*;
 use std::collections::{BTreeMap, BTreeSet};
+use strum::VariantArray;
 
-/// Every fault kind with the keys it takes besides `at` and `kind`; keys in the second list
-/// are optional.
-pub const FAULT_FIELDS: &[(&str, &[&str], &[&str])] = &[
-    ("kill", &["node"], &[]),
-    ("power_off", &["node"], &[]),
-    ("stop", &["node"], &[]),
-    ("restart", &["node"], &[]),
-    ("start", &["node"], &[]),
-    ("pause", &["node"], &[]),
-    ("resume", &["node"], &[]),
-    ("partition", &["groups"], &[]),
-    ("heal", &[], &[]),
-    ("clog_link", &["from", "to"], &[]),
-    ("unclog_link", &["from", "to"], &[]),
-    ("latency", &["latency"], &["duration"]),
-    ("loss", &["probability"], &["duration"]),
-    ("clock_skew", &["node", "offset"], &[]),
-    ("gpu_slow", &["node", "gpu", "factor", "duration"], &[]),
-    ("gpu_fail", &["node", "gpu"], &[]),
-    ("worker_crash", &["node", "local_rank"], &["exit_code"]),
-    ("store_crash", &[], &[]),
-];
+/// The keys a fault of kind `name` takes besides `at` and `kind`: the ones it needs, and the
+/// optional ones. Exhaustive, so a new kind must say what it takes.
+pub fn fault_fields(name: FaultName) -> (&'static [&'static str], &'static [&'static str]) {
+    match name {
+        FaultName::Kill
+        | FaultName::PowerOff
+        | FaultName::Stop
+        | FaultName::Restart
+        | FaultName::Start
+        | FaultName::Pause
+        | FaultName::Resume => (&["node"], &[]),
+        FaultName::Partition => (&["groups"], &[]),
+        FaultName::Heal | FaultName::StoreCrash => (&[], &[]),
+        FaultName::ClogLink | FaultName::UnclogLink => (&["from", "to"], &[]),
+        FaultName::Latency => (&["latency"], &["duration"]),
+        FaultName::Loss => (&["probability"], &["duration"]),
+        FaultName::ClockSkew => (&["node", "offset"], &[]),
+        FaultName::GpuSlow => (&["node", "gpu", "factor", "duration"], &[]),
+        FaultName::GpuFail => (&["node", "gpu"], &[]),
+        FaultName::WorkerCrash => (&["node", "local_rank"], &["exit_code"]),
+    }
+}
 
 /// What a fault may refer to.
 pub struct FaultContext {
@@ -109,8 +110,8 @@ fn present_keys(f: &RawFault) -> Vec<&'static str> {
 
 fn fault(p: &FieldPath, f: &RawFault, ctx: &FaultContext) -> Check<Fault> {
     let kind = required(&p.key("kind"), &f.kind)?;
-    let Some((_, needs, optional)) = FAULT_FIELDS.iter().find(|(k, _, _)| *k == kind) else {
-        let kinds: Vec<&str> = FAULT_FIELDS.iter().map(|(k, _, _)| *k).collect();
+    let Ok(name) = kind.parse::<FaultName>() else {
+        let kinds: Vec<&str> = FaultName::VARIANTS.iter().map(|n| n.into()).collect();
         return Err(issue(
             &p.key("kind"),
             format!(
@@ -119,6 +120,7 @@ fn fault(p: &FieldPath, f: &RawFault, ctx: &FaultContext) -> Check<Fault> {
             ),
         ));
     };
+    let (needs, optional) = fault_fields(name);
     let present = present_keys(f);
     for key in &present {
         if !needs.contains(key) && !optional.contains(key) {
@@ -147,33 +149,38 @@ fn fault(p: &FieldPath, f: &RawFault, ctx: &FaultContext) -> Check<Fault> {
     }
     Ok(Fault {
         at_us: at.us(),
-        kind: fault_kind(p, &kind, f, ctx)?,
+        kind: fault_kind(p, name, f, ctx)?,
     })
 }
 
-fn fault_kind(p: &FieldPath, kind: &str, f: &RawFault, ctx: &FaultContext) -> Check<FaultKind> {
+fn fault_kind(
+    p: &FieldPath,
+    name: FaultName,
+    f: &RawFault,
+    ctx: &FaultContext,
+) -> Check<FaultKind> {
     let node_name = f.node.as_deref().unwrap_or("");
     let node = || node_index(&p.key("node"), node_name, ctx.total_nodes);
     let duration = |v: Option<Duration>| -> Check<Option<u64>> {
         v.map(|d| quantity_in(&p.key("duration"), d, 1..=TIME_LIMIT_US_MAX))
             .transpose()
     };
-    Ok(match kind {
-        "kill" => FaultKind::Kill { node: node()? },
-        "power_off" => FaultKind::PowerOff { node: node()? },
-        "stop" => FaultKind::Stop { node: node()? },
-        "restart" => FaultKind::Restart { node: node()? },
-        "start" => FaultKind::Start {
+    Ok(match name {
+        FaultName::Kill => FaultKind::Kill { node: node()? },
+        FaultName::PowerOff => FaultKind::PowerOff { node: node()? },
+        FaultName::Stop => FaultKind::Stop { node: node()? },
+        FaultName::Restart => FaultKind::Restart { node: node()? },
+        FaultName::Start => FaultKind::Start {
             node: spare(p, node()?, ctx)?,
         },
-        "pause" => FaultKind::Pause { node: node()? },
-        "resume" => FaultKind::Resume { node: node()? },
-        "partition" => FaultKind::Partition {
+        FaultName::Pause => FaultKind::Pause { node: node()? },
+        FaultName::Resume => FaultKind::Resume { node: node()? },
+        FaultName::Partition => FaultKind::Partition {
             groups: groups(&p.key("groups"), f.groups.as_deref().unwrap_or(&[]), ctx)?,
         },
-        "heal" => FaultKind::Heal,
-        "clog_link" | "unclog_link" => link(p, kind, f, ctx)?,
-        "latency" => {
+        FaultName::Heal => FaultKind::Heal,
+        FaultName::ClogLink | FaultName::UnclogLink => link(p, name, f, ctx)?,
+        FaultName::Latency => {
             let (min, max) = latency_range(&p.key("latency"), f.latency.as_deref().unwrap_or(&[]))?;
             FaultKind::Latency {
                 latency_us_min: min,
@@ -181,11 +188,11 @@ fn fault_kind(p: &FieldPath, kind: &str, f: &RawFault, ctx: &FaultContext) -> Ch
                 duration_us: duration(f.duration)?,
             }
         }
-        "loss" => FaultKind::Loss {
+        FaultName::Loss => FaultKind::Loss {
             probability: probability(&p.key("probability"), f.probability.unwrap_or(0.0))?,
             duration_us: duration(f.duration)?,
         },
-        "clock_skew" => FaultKind::ClockSkew {
+        FaultName::ClockSkew => FaultKind::ClockSkew {
             node: node()?,
             offset_us: offset_in(
                 &p.key("offset"),
@@ -193,7 +200,7 @@ fn fault_kind(p: &FieldPath, kind: &str, f: &RawFault, ctx: &FaultContext) -> Ch
                 CLOCK_SKEW_US_MAX,
             )?,
         },
-        "gpu_slow" => FaultKind::GpuSlow {
+        FaultName::GpuSlow => FaultKind::GpuSlow {
             node: node()?,
             gpu: gpu(p, f.gpu.unwrap_or(0), ctx)?,
             factor: float_in(
@@ -204,20 +211,20 @@ fn fault_kind(p: &FieldPath, kind: &str, f: &RawFault, ctx: &FaultContext) -> Ch
             )?,
             duration_us: duration(f.duration)?.unwrap_or(0),
         },
-        "gpu_fail" => FaultKind::GpuFail {
+        FaultName::GpuFail => FaultKind::GpuFail {
             node: node()?,
             gpu: gpu(p, f.gpu.unwrap_or(0), ctx)?,
         },
-        "worker_crash" => FaultKind::WorkerCrash {
+        FaultName::WorkerCrash => FaultKind::WorkerCrash {
             node: node()?,
             local_rank: local_rank(p, f, ctx)?,
             exit_code: exit_code(p, f)?,
         },
-        _ => FaultKind::StoreCrash,
+        FaultName::StoreCrash => FaultKind::StoreCrash,
     })
 }
 
-fn link(p: &FieldPath, kind: &str, f: &RawFault, ctx: &FaultContext) -> Check<FaultKind> {
+fn link(p: &FieldPath, name: FaultName, f: &RawFault, ctx: &FaultContext) -> Check<FaultKind> {
     let from = node_index(
         &p.key("from"),
         f.from.as_deref().unwrap_or(""),
@@ -227,7 +234,7 @@ fn link(p: &FieldPath, kind: &str, f: &RawFault, ctx: &FaultContext) -> Check<Fa
     if from == to {
         return Err(issue(&p.key("to"), "a link joins two different nodes"));
     }
-    Ok(if kind == "clog_link" {
+    Ok(if name == FaultName::ClogLink {
         FaultKind::ClogLink { from, to }
     } else {
         FaultKind::UnclogLink { from, to }

@@ -156,7 +156,7 @@ pub struct RawReader {
 }
 
 /// One `[[faults]]` entry, tagged by `kind`; which keys each kind takes is checked in
-/// `validate` (see `faults::FAULT_FIELDS`) so a misplaced key gets a message naming the kind.
+/// `validate` (see `faults::fault_fields`) so a misplaced key gets a message naming the kind.
 #[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct RawFault {
