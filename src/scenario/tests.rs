@@ -332,6 +332,30 @@ fn every_fault_kind_parses() {
 }
 
 #[test]
+fn a_fault_names_a_kind_and_only_the_keys_it_takes() {
+    let with = |fault: &str| {
+        let text = format!("name = \"f\"\n[cluster]\nnodes = 2\n[[faults]]\nat = \"1s\"\n{fault}");
+        parse(&text, "f.toml").unwrap_err()
+    };
+    let e = with("kind = \"meteor\"\n");
+    assert_eq!((e.field.as_str(), e.line), ("faults[0].kind", 6), "{e}");
+    assert!(
+        e.message
+            .starts_with("`meteor` is not a fault kind (one of: kill, power_off, stop,"),
+        "{e}"
+    );
+    let e = with("kind = \"store_crash\"\nnode = \"node-1\"\n");
+    assert_eq!(e.field, "faults[0].node", "{e}");
+    assert!(e.message.contains("it takes: no other keys"), "{e}");
+    let e = with("kind = \"worker_crash\"\nnode = \"node-1\"\n");
+    assert!(
+        e.message
+            .contains("a `worker_crash` fault needs `local_rank`"),
+        "{e}"
+    );
+}
+
+#[test]
 fn custom_gpu_profiles_and_dists_round_trip() {
     let text = r#"name = "custom"
 [cluster]
