@@ -246,11 +246,6 @@ async fn invoke_run(
                 });
             }
             Decision::Restart { counted, reason } => {
-                assert!(
-                    !counted || policy.restart_count() > 0,
-                    "a counted restart ({}) left the restart count at 0",
-                    reason.name()
-                );
                 record_restart(env, counted, policy.restart_count(), reason.name());
                 workers.stop(env, reason.stop_reason()).await;
                 group.enter(env, WorkerGroupState::Stopped);
