@@ -271,10 +271,10 @@ async fn next_tick(
     interval_us: u64,
     quiet: bool,
 ) {
-    // Not read while an op (a keep-alive) holds the rendezvous state: the monitor never
-    // waits on that lock before looking at its workers.
     // Validation makes `monitor_interval` positive; the tick arithmetic divides by it.
     assert!(interval_us > 0, "the monitor ticks every 0 us");
+    // Not read while an op (a keep-alive) holds the rendezvous state: the monitor never
+    // waits on that lock before looking at its workers.
     let fresh_until_mono_us = handler.cache_fresh_until_mono_us();
     let (true, Some(fresh_until_mono_us)) = (quiet, fresh_until_mono_us) else {
         time::sleep_us(interval_us).await;

@@ -85,7 +85,7 @@ impl GroupPlan {
     }
 
     /// What every step of the group relies on: members to reduce with, ranks on this node,
-    /// a world of ranks, and this node's ranks inside it.
+    /// a world of ranks, and a resume point inside the job's `steps`.
     fn assert_steppable(&self, steps: u64) {
         assert!(
             !self.members.is_empty() && self.local_world_size > 0 && self.world_size > 0,
