@@ -249,6 +249,15 @@ async fn train_steps(
             }
         }
         if plan.group_rank == 0 && at.step.is_multiple_of(job.checkpoint_every) {
+            // Every pass of the loop completes a step: a checkpoint never repeats the
+            // one the group resumed from.
+            assert!(
+                at.step > plan.start_step,
+                "round {} checkpoints step {} without a step past its start {}",
+                plan.round,
+                at.step,
+                plan.start_step
+            );
             env.write_checkpoint(Checkpoint {
                 step: at.step,
                 epoch: at.epoch,
