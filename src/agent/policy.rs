@@ -111,7 +111,14 @@ impl RestartPolicy {
 
     /// `TORCHELASTIC_RESTART_COUNT`: `max_restarts - remaining_restarts`.
     pub fn restart_count(&self) -> u32 {
-        self.max_restarts - self.remaining_restarts
+        self.max_restarts
+            .checked_sub(self.remaining_restarts)
+            .unwrap_or_else(|| {
+                panic!(
+                    "the restart budget holds {} restarts left of max_restarts {}",
+                    self.remaining_restarts, self.max_restarts
+                )
+            })
     }
 
     /// The monitor saw a FAILED (or UNHEALTHY) group: restart while the budget lasts.
@@ -147,22 +154,69 @@ impl RestartPolicy {
         if !self.has_fix(FIX_SHARED_RESTART_COUNT) {
             return;
         }
+        let before = self.restart_count();
         let adopted = group_count_max.min(self.max_restarts);
-        if adopted > self.restart_count() {
+        if adopted > before {
             self.remaining_restarts = self.max_restarts - adopted;
         }
+        // The count only grows: adopting never hands back a spent restart.
+        let after = self.restart_count();
+        assert!(
+            after >= before && after <= self.max_restarts,
+            "adopting the group's restart count {group_count_max} moved this agent's count \
+             from {before} to {after} (max_restarts {})",
+            self.max_restarts
+        );
     }
 
     fn spend(&mut self, reason: RestartReason) -> Decision {
         if self.remaining_restarts == 0 {
             return Decision::GiveUp;
         }
-        self.remaining_restarts -= 1;
+        let before = self.restart_count();
+        self.remaining_restarts = self.remaining_restarts.checked_sub(1).unwrap_or_else(|| {
+            panic!("a counted restart ({reason:?}) spent a budget with no restart left")
+        });
+        assert_eq!(
+            self.restart_count(),
+            before + 1,
+            "a counted restart ({reason:?}) moves the restart count by exactly one"
+        );
         Decision::Restart {
             counted: true,
             reason,
         }
     }
+}
+
+/// Whether the worker group may move from `from` (`None` before its first state) to `to` in
+/// `SimpleElasticAgent._invoke_run` as the run loop drives it: INIT first, HEALTHY once
+/// workers run (from INIT or after a restart's STOPPED), a monitored state (SUCCEEDED,
+/// FAILED) or a restart's STOPPED only from HEALTHY or FAILED, and nothing after SUCCEEDED.
+/// Staying in a state is no transition and always allowed.
+pub fn group_transition_allowed(from: Option<WorkerGroupState>, to: WorkerGroupState) -> bool {
+    use WorkerGroupState::{Failed, Healthy, Init, Stopped, Succeeded};
+    if from == Some(to) {
+        return true;
+    }
+    match (from, to) {
+        (None, Init) => true,
+        (Some(Init | Stopped), Healthy) => true,
+        (Some(Healthy), Succeeded | Failed | Stopped) => true,
+        // A failure restarts (STOPPED); a give-up stays FAILED.
+        (Some(Failed), Stopped) => true,
+        _ => false,
+    }
+}
+
+/// Asserts that the worker group may move from `from` to `to` (see
+/// [`group_transition_allowed`]): a run loop that skips or reorders a state is a bug in the
+/// model, stopped at the transition.
+pub fn assert_group_transition(from: Option<WorkerGroupState>, to: WorkerGroupState) {
+    assert!(
+        group_transition_allowed(from, to),
+        "the worker group moved from {from:?} to {to:?}, which the agent's run loop never does"
+    );
 }
 
 #[cfg(test)]
@@ -238,6 +292,44 @@ mod tests {
         let fixed = vec![FIX_KEEP_OPEN_ON_FAILURE.to_owned()];
         assert!(!closes_rendezvous_on_exit(AgentState::Failed, &fixed));
         assert!(closes_rendezvous_on_exit(AgentState::Succeeded, &fixed));
+    }
+
+    #[test]
+    #[should_panic(expected = "the restart budget holds 3 restarts left of max_restarts 1")]
+    fn a_budget_with_more_left_than_its_maximum_stops_the_run() {
+        let broken = RestartPolicy {
+            max_restarts: 1,
+            remaining_restarts: 3,
+            fixes: BTreeSet::new(),
+        };
+        broken.restart_count();
+    }
+
+    #[test]
+    fn the_run_loop_moves_the_group_as_torch_does() {
+        use WorkerGroupState::*;
+        let path = [
+            Init, Healthy, Failed, Stopped, Healthy, Stopped, Healthy, Succeeded,
+        ];
+        let mut last = None;
+        for state in path {
+            assert!(
+                group_transition_allowed(last, state),
+                "{last:?} -> {state:?}"
+            );
+            last = Some(state);
+        }
+        assert!(group_transition_allowed(Some(Healthy), Failed));
+        assert!(group_transition_allowed(Some(Failed), Failed));
+        assert!(!group_transition_allowed(None, Healthy));
+        assert!(!group_transition_allowed(Some(Succeeded), Stopped));
+        assert!(!group_transition_allowed(Some(Stopped), Failed));
+    }
+
+    #[test]
+    #[should_panic(expected = "the worker group moved from Some(Init) to Succeeded")]
+    fn a_group_that_succeeds_before_its_workers_ran_stops_the_run() {
+        assert_group_transition(Some(WorkerGroupState::Init), WorkerGroupState::Succeeded);
     }
 
     #[test]

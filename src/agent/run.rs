@@ -4,7 +4,7 @@
 //! success, and close the rendezvous on exit unless stopped by a signal.
 
 use super::policy::{
-    closes_rendezvous_on_exit, Decision, RestartPolicy, WorkerGroupState,
+    assert_group_transition, closes_rendezvous_on_exit, Decision, RestartPolicy, WorkerGroupState,
     FIX_COUNT_REJOINED_FAILURES, FIX_SHARED_RESTART_COUNT,
 };
 use super::rank_exchange::{
@@ -155,6 +155,7 @@ struct GroupState {
 
 impl GroupState {
     fn enter(&mut self, env: &NodeEnv, state: WorkerGroupState) {
+        assert_group_transition(self.last, state);
         if self.last == Some(state) {
             return;
         }
@@ -216,7 +217,14 @@ async fn invoke_run(
                 env.clear_worker_crash();
                 group.enter(env, WorkerGroupState::Failed);
                 let why = format!("worker {local_rank} failed ({reason})");
-                (policy.on_failure(), why)
+                let decision = policy.on_failure();
+                // A failed group is never left running: torch restarts it or gives up.
+                assert_ne!(
+                    decision,
+                    Decision::Continue,
+                    "the policy kept monitoring a group whose {why}"
+                );
+                (decision, why)
             }
             WorkerStatus::Healthy => {
                 let decision = nodes_waiting(handler, &mut policy, &workers.info).await?;
@@ -263,6 +271,8 @@ async fn next_tick(
     interval_us: u64,
     quiet: bool,
 ) {
+    // Validation makes `monitor_interval` positive; the tick arithmetic divides by it.
+    assert!(interval_us > 0, "the monitor ticks every 0 us");
     // Not read while an op (a keep-alive) holds the rendezvous state: the monitor never
     // waits on that lock before looking at its workers.
     let fresh_until_mono_us = handler.cache_fresh_until_mono_us();
@@ -276,7 +286,10 @@ async fn next_tick(
     let ticks_to_stale = fresh_for_us / interval_us + 1;
     let idle = std::pin::pin!(time::sleep_us(ticks_to_stale * interval_us));
     if let Either::Right(((), _)) = select(idle, wake.notified()).await {
-        let ticks = (time::elapsed_us() - start_us).div_ceil(interval_us).max(1);
+        let woken_after_us = time::elapsed_us()
+            .checked_sub(start_us)
+            .expect("simulated time never runs backwards while the monitor waits");
+        let ticks = woken_after_us.div_ceil(interval_us).max(1);
         time::sleep_until_us(start_us + ticks * interval_us).await;
     }
 }

@@ -49,14 +49,22 @@ pub fn step_timings(compute_us: &[&[u64]], cost_us: u64, horizon_us: u64) -> Vec
         start_us = done_us;
     }
     // Each step releases after the previous one is done, and is done after it releases.
-    assert!(timings
-        .windows(2)
-        .all(|w| w[0].done_us < w[1].release_us && w[1].release_us < w[1].done_us));
+    assert!(
+        timings
+            .windows(2)
+            .all(|w| w[0].done_us < w[1].release_us && w[1].release_us < w[1].done_us),
+        "step timings out of order: {timings:?}"
+    );
     timings
 }
 
 /// When step `step` of the run started (every member starts it together).
 pub fn started_us(timings: &[StepTiming], step: usize) -> u64 {
+    assert!(
+        step <= timings.len(),
+        "step {step} of a run of {} steps",
+        timings.len()
+    );
     match step {
         0 => 0,
         _ => timings[step - 1].done_us,
@@ -72,6 +80,12 @@ pub fn released_before(timings: &[StepTiming], at_us: u64) -> usize {
 /// How many steps of the run a member with compute times `own_us` had arrived at by
 /// `at_us` (its arrivals stand if it vanishes then).
 pub fn arrived_by(timings: &[StepTiming], own_us: &[u64], at_us: u64) -> usize {
+    assert!(
+        own_us.len() >= timings.len(),
+        "a member with {} compute times in a run of {} steps",
+        own_us.len(),
+        timings.len()
+    );
     (0..timings.len())
         .take_while(|&step| started_us(timings, step) + slept_us(own_us[step]) <= at_us)
         .count()
@@ -80,6 +94,13 @@ pub fn arrived_by(timings: &[StepTiming], own_us: &[u64], at_us: u64) -> usize {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    #[should_panic(expected = "step 3 of a run of 2 steps")]
+    fn a_step_past_the_run_stops_the_run() {
+        let a = [10_000; 2];
+        started_us(&step_timings(&[&a], 0, u64::MAX), 3);
+    }
 
     #[test]
     fn the_slowest_member_sets_each_step() {

@@ -97,6 +97,11 @@ impl EpochPlan {
 
     /// The sample indices of `rank`'s batch `batch`, into `out` (cleared first).
     pub fn batch_into(&self, rank: u64, batch: u64, out: &mut Vec<u64>) {
+        assert!(
+            batch < self.batches(),
+            "batch {batch} of an epoch of {} batches",
+            self.batches()
+        );
         out.clear();
         let first = batch * self.batch_size;
         let end = (first + self.batch_size).min(self.num_samples);
@@ -177,6 +182,20 @@ pub fn epoch_plan(
 mod tests {
     use super::*;
     use crate::scenario::model::{Dataset, SamplerConfig};
+
+    #[test]
+    #[should_panic(expected = "batch 6 of an epoch of 6 batches")]
+    fn a_batch_past_the_epoch_stops_the_run() {
+        let j = job(SamplerKind::Distributed, 103, 4, false);
+        let key = PlanKey {
+            epoch: 0,
+            world_size: 5,
+            off_by_one: false,
+        };
+        epoch_plan(&j, key, Vec::new)
+            .unwrap()
+            .batch_into(0, 6, &mut Vec::new());
+    }
 
     fn job(kind: SamplerKind, len: u64, batch_size: u64, drop_last: bool) -> JobConfig {
         JobConfig {

@@ -100,6 +100,11 @@ impl SampleLedger {
                 nodes_done: BTreeSet::new(),
             },
         );
+        assert!(
+            self.open.len() <= OPEN_EPOCHS_MAX,
+            "{} epochs open in the ledger, at most {OPEN_EPOCHS_MAX} kept",
+            self.open.len()
+        );
     }
 
     /// `rank` trained on `indices` in (round, epoch).
@@ -140,6 +145,11 @@ impl SampleLedger {
         node: u32,
         members: usize,
     ) -> Option<EpochCoverage> {
+        // With no member, the first node done would summarise an epoch nobody trained.
+        assert!(
+            members > 0,
+            "node {node} finished epoch {epoch} of a group with no member"
+        );
         let t = self.open.get_mut(&(round, epoch))?;
         t.nodes_done.insert(node);
         if t.nodes_done.len() < members {
@@ -195,6 +205,14 @@ mod tests {
         assert_eq!(step, by_rank.node_done(1, 0, 0, 1).unwrap());
         assert_eq!((step.samples, step.distinct, step.ranks), (5, 4, 3));
         assert_eq!((step.rank_samples_min, step.rank_samples_max), (0, 3));
+    }
+
+    #[test]
+    #[should_panic(expected = "node 0 finished epoch 0 of a group with no member")]
+    fn an_epoch_finished_by_a_memberless_group_stops_the_run() {
+        let mut l = SampleLedger::default();
+        l.begin(1, 0, 2, 0, 5);
+        l.node_done(1, 0, 0, 0);
     }
 
     #[test]

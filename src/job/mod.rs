@@ -73,7 +73,34 @@ pub struct GroupPlan {
 impl GroupPlan {
     /// The group's identity across the run: one round of one rendezvous store incarnation.
     pub fn group_key(&self) -> u64 {
+        // Two groups must never share a key: the round keeps to its 40 bits and the
+        // incarnation to the 24 above them.
+        assert!(
+            self.round < 1 << 40 && self.store_incarnation < 1 << 24,
+            "round {} of store incarnation {} does not fit a group key",
+            self.round,
+            self.store_incarnation
+        );
         (self.store_incarnation << 40) | self.round
+    }
+
+    /// What every step of the group relies on: members to reduce with, ranks on this node,
+    /// a world of ranks, and a resume point inside the job's `steps`.
+    fn assert_steppable(&self, steps: u64) {
+        assert!(
+            !self.members.is_empty() && self.local_world_size > 0 && self.world_size > 0,
+            "group of round {} has {} members, {} local ranks, world size {}",
+            self.round,
+            self.members.len(),
+            self.local_world_size,
+            self.world_size
+        );
+        assert!(
+            self.start_step <= steps,
+            "group of round {} resumes from step {} past the job's {steps} steps",
+            self.round,
+            self.start_step
+        );
     }
 }
 
@@ -155,6 +182,7 @@ async fn train_steps(
     mutants: &Mutants,
 ) -> Result<(), WorkerStatus> {
     let job = env.scenario().job.clone();
+    plan.assert_steppable(job.steps);
     let ck = plan.checkpoint;
     let same_world = ck.world_size == plan.world_size;
     let mut at = Position {
@@ -194,6 +222,16 @@ async fn train_steps(
         if run.settled > 0 {
             at.step += run.settled;
             at.batch += run.settled;
+            // A run stops at the job's end, the epoch's end and the next checkpoint.
+            assert!(
+                at.step <= job.steps && at.batch <= epoch_plan.batches(),
+                "a run of {} steps ended at step {} of {}, batch {} of {}",
+                run.settled,
+                at.step,
+                job.steps,
+                at.batch,
+                epoch_plan.batches()
+            );
             step_started_ns = run.next_step_started_ns;
         } else {
             wait_for_reader(env, &mut reader).await?;
@@ -211,6 +249,15 @@ async fn train_steps(
             }
         }
         if plan.group_rank == 0 && at.step.is_multiple_of(job.checkpoint_every) {
+            // Every pass of the loop completes a step: a checkpoint never repeats the
+            // one the group resumed from.
+            assert!(
+                at.step > plan.start_step,
+                "round {} checkpoints step {} without a step past its start {}",
+                plan.round,
+                at.step,
+                plan.start_step
+            );
             env.write_checkpoint(Checkpoint {
                 step: at.step,
                 epoch: at.epoch,
@@ -311,6 +358,13 @@ fn start_epoch(
     if at.batch >= epoch_plan.batches() {
         at.batch = 0;
     }
+    assert!(
+        at.batch < epoch_plan.batches(),
+        "epoch {} starts at batch {} of {}",
+        key.epoch,
+        at.batch,
+        epoch_plan.batches()
+    );
     let len = env.scenario().job.dataset.len;
     env.shared::<Mutex<SampleLedger>>("job/ledger")
         .lock()
@@ -446,5 +500,52 @@ fn finish_epoch(env: &NodeEnv, plan: &GroupPlan, ledger: &Mutex<SampleLedger>, e
             rank_samples_min: c.rank_samples_min,
             rank_samples_max: c.rank_samples_max,
         });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn plan(round: u64, store_incarnation: u64) -> GroupPlan {
+        GroupPlan {
+            round,
+            store_incarnation,
+            bootstrap: bootstrap::WorkerBootstrap {
+                master: "node-0:29500".into(),
+                master_addr: None,
+                hosts_store: false,
+            },
+            group_rank: 0,
+            members: vec![0, 1],
+            start_step: 0,
+            checkpoint: Checkpoint::default(),
+            base_global_rank: 0,
+            world_size: 2,
+            local_world_size: 1,
+        }
+    }
+
+    #[test]
+    fn group_keys_tell_rounds_and_incarnations_apart() {
+        assert_ne!(plan(1, 0).group_key(), plan(0, 1).group_key());
+        assert_eq!(plan(3, 2).group_key(), (2 << 40) | 3);
+        plan(3, 2).assert_steppable(10);
+    }
+
+    #[test]
+    #[should_panic(
+        expected = "round 1099511627776 of store incarnation 0 does not fit a group key"
+    )]
+    fn a_round_past_its_bits_stops_the_run() {
+        plan(1 << 40, 0).group_key();
+    }
+
+    #[test]
+    #[should_panic(expected = "resumes from step 11 past the job's 10 steps")]
+    fn a_group_resuming_past_the_end_stops_the_run() {
+        let mut p = plan(1, 0);
+        p.start_step = 11;
+        p.assert_steppable(10);
     }
 }

@@ -34,6 +34,14 @@ pub enum Taken {
     },
 }
 
+/// How long the trainer waited for a batch it asked for at `asked_at_us`: the reader hands a
+/// batch over no earlier than it was asked for.
+fn waited_us(ready_at_us: u64, asked_at_us: u64) -> u64 {
+    ready_at_us.checked_sub(asked_at_us).unwrap_or_else(|| {
+        panic!("a reader batch was ready at {ready_at_us} us, before it was asked for at {asked_at_us} us")
+    })
+}
+
 /// One worker group's reader on one node.
 #[derive(Debug)]
 pub struct ReaderFeed {
@@ -105,10 +113,10 @@ impl ReaderFeed {
                         size,
                         records: record_runs(&records),
                         trained,
-                        stall_us: ready_at_us - at_us,
+                        stall_us: waited_us(ready_at_us, at_us),
                     });
                     if trained {
-                        let stall_us = ready_at_us - now_us;
+                        let stall_us = waited_us(ready_at_us, now_us);
                         return Taken::Batch { stall_us, size };
                     }
                     at_us = ready_at_us;
@@ -192,5 +200,24 @@ impl ReaderFeed {
                 },
             });
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_batch_ready_when_asked_costs_no_wait() {
+        assert_eq!(waited_us(500, 500), 0);
+        assert_eq!(waited_us(700, 500), 200);
+    }
+
+    #[test]
+    #[should_panic(
+        expected = "a reader batch was ready at 400 us, before it was asked for at 500 us"
+    )]
+    fn a_batch_ready_before_it_was_asked_for_stops_the_run() {
+        waited_us(400, 500);
     }
 }

@@ -120,6 +120,14 @@ pub(super) async fn run(
 fn steps_max(s: &Steps<'_>, at: &Position) -> Option<u64> {
     let env = s.env;
     let job = &env.scenario().job;
+    assert!(
+        at.step < job.steps && at.batch < s.epoch_plan.batches(),
+        "a run was tried from step {} of {}, batch {} of {}",
+        at.step,
+        job.steps,
+        at.batch,
+        s.epoch_plan.batches()
+    );
     // The group's first step is one at a time: its members start it at different moments.
     if env.scenario().reader.is_some() || !env.segments_allowed() || at.step <= s.plan.start_step {
         return None;
@@ -154,6 +162,17 @@ fn own_compute_us(
         .collect()
 }
 
+/// A departure cut a run of `steps` steps, `settled` of them recorded, after `released`:
+/// a step already recorded ended before the departure, so every member had arrived at it
+/// and it had released.
+fn assert_cut(released: usize, settled: usize, steps: usize) {
+    assert!(
+        settled <= released && released <= steps,
+        "a departure left {released} of {steps} steps released with {settled} recorded: it \
+         cannot take back a recorded step"
+    );
+}
+
 /// Records the steps of a run as their moments pass; on drop (the workers stopped), the
 /// steps done by then.
 struct Settler<'a, 'b> {
@@ -179,6 +198,11 @@ impl Settler<'_, '_> {
     /// Sleeps to the run's end, or until a member departs and cuts it.
     async fn sleep_through_run(&mut self) -> Result<Run, WorkerStatus> {
         let steps = self.timings.len();
+        assert!(
+            steps > 0 && self.settled == 0,
+            "a run sleeps through {steps} steps with {} already settled",
+            self.settled
+        );
         let end_ns = self.done_ns(steps - 1);
         let departures = self.s.env.watch_departures(self.s.plan.group_key());
         let departure = match select(pin!(time::sleep_until_ns(end_ns)), departures).await {
@@ -197,12 +221,7 @@ impl Settler<'_, '_> {
             });
         };
         let released = self.released_despite(departure);
-        // A step already recorded ended before the departure, so every member had arrived
-        // at it and it had released.
-        assert!(
-            released >= self.settled,
-            "a departure cannot take back a recorded step"
-        );
+        assert_cut(released, self.settled, steps);
         self.completable = released;
         self.settle_through(time::elapsed_ns());
         if released > self.settled {
@@ -239,7 +258,13 @@ impl Settler<'_, '_> {
 
     /// Records every step done by `now_ns` and not yet recorded.
     fn settle_through(&mut self, now_ns: u64) {
-        assert!(self.settled <= self.completable && self.completable <= self.timings.len());
+        assert!(
+            self.settled <= self.completable && self.completable <= self.timings.len(),
+            "settled {} of {} completable steps in a run of {}",
+            self.settled,
+            self.completable,
+            self.timings.len()
+        );
         while self.settled < self.completable && self.done_ns(self.settled) <= now_ns {
             let step = self.settled;
             let s = self.s;
@@ -280,5 +305,22 @@ impl Drop for Settler<'_, '_> {
                 self.s.env.workers_vanished();
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_cut_keeps_every_recorded_step() {
+        assert_cut(2, 2, 5);
+        assert_cut(5, 0, 5);
+    }
+
+    #[test]
+    #[should_panic(expected = "a departure left 1 of 5 steps released with 2 recorded")]
+    fn a_cut_that_takes_back_a_recorded_step_stops_the_run() {
+        assert_cut(1, 2, 5);
     }
 }

@@ -176,6 +176,11 @@ impl Buffers {
         new: BufferState,
     ) -> bool {
         assert_ne!(expected, new, "a compare-exchange must change the state");
+        // Claims are made by a buffer's own threads: its writer or its reader.
+        assert!(
+            actor == id.writer() || actor == id.reader(),
+            "{actor} compare-exchanged {id}, which it neither writes nor reads"
+        );
         if self.state(id) != expected {
             return false;
         }
@@ -200,6 +205,11 @@ impl Buffers {
     }
 
     fn set(&mut self, id: BufferId, actor: ActorId, op: AtomicOp, new: BufferState) {
+        // Besides a buffer's own threads only the trainer touches it, in `set_source`.
+        assert!(
+            actor == id.writer() || actor == id.reader() || actor == ActorId::Trainer,
+            "{actor} changed {id}, which it neither writes nor reads"
+        );
         let step = self.step;
         let buffer = self.get_mut(id);
         let from = buffer.state;
@@ -227,7 +237,21 @@ impl Buffers {
 
 #[cfg(test)]
 mod tests {
-    use super::BufferState;
+    use super::{ActorId, BufferId, BufferState, Buffers};
+
+    #[test]
+    #[should_panic(
+        expected = "the trainer compare-exchanged worker 0's buffer, which it neither writes nor reads"
+    )]
+    fn a_claim_by_a_thread_outside_the_buffer_stops_the_run() {
+        let mut bufs = Buffers::new(1);
+        bufs.cas(
+            BufferId::Worker(0),
+            ActorId::Trainer,
+            BufferState::ReadyForWrite,
+            BufferState::Writing,
+        );
+    }
 
     #[test]
     fn buffer_states_display_as_hugectr_names_them() {

@@ -79,6 +79,11 @@ impl Collector {
 
     fn advance(&mut self) {
         self.counter = (self.counter + 1) % self.workers;
+        assert!(
+            self.ended_count < self.workers,
+            "the cursor moved on with all {} workers ended (the epoch should have reset)",
+            self.workers
+        );
     }
 
     /// Whether the next iteration changes anything; otherwise the thread is spinning.
@@ -122,11 +127,21 @@ impl Collector {
         if !bufs.cas(dst, me, BufferState::ReadyForWrite, BufferState::Writing) {
             return CollectorAction::HeldSource { worker };
         }
+        assert!(
+            !self.republishing || self.double_publish,
+            "the collector republishes worker {worker}'s batch without the planted bug"
+        );
         let records = bufs.get(src).records.clone();
         if records.is_empty() {
             // Size 0 means "this worker is done", whether or not it meant it.
             self.ended[worker as usize] = true;
             self.ended_count += 1;
+            assert!(
+                self.ended_count <= self.workers,
+                "{} of {} workers ended",
+                self.ended_count,
+                self.workers
+            );
             bufs.store(src, me, BufferState::FileEof);
             if self.ended_count != self.workers {
                 self.advance();
@@ -136,6 +151,15 @@ impl Collector {
         }
         bufs.put_records(dst, records.clone());
         let action = if records.is_empty() {
+            assert!(
+                self.ended.iter().all(|e| *e),
+                "the epoch ended with workers {:?} still reading",
+                (0u32..)
+                    .zip(&self.ended)
+                    .filter(|(_, e)| !**e)
+                    .map(|(w, _)| w)
+                    .collect::<Vec<_>>()
+            );
             self.ended.iter_mut().for_each(|e| *e = false);
             self.ended_count = 0;
             self.counter = 0;
@@ -164,5 +188,40 @@ impl Collector {
             ),
             state => format!("waits for {src} to be ReadyForRead (it is {state})"),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Buffers where worker 0 published a one-record batch.
+    fn published() -> Buffers {
+        let mut bufs = Buffers::new(2);
+        let w0 = BufferId::Worker(0);
+        let me = ActorId::Worker(0);
+        assert!(bufs.cas(w0, me, BufferState::ReadyForWrite, BufferState::Writing));
+        bufs.put_records(w0, vec![RecordId { file: 0, record: 0 }]);
+        bufs.store(w0, me, BufferState::ReadyForRead);
+        bufs
+    }
+
+    #[test]
+    fn a_published_batch_is_broadcast() {
+        let mut bufs = published();
+        let action = Collector::new(2).step(&mut bufs);
+        assert!(matches!(
+            action,
+            CollectorAction::Broadcast { worker: 0, .. }
+        ));
+    }
+
+    #[test]
+    #[should_panic(expected = "the collector republishes worker 0's batch without the planted bug")]
+    fn a_republish_without_the_mutant_stops_the_run() {
+        let mut bufs = published();
+        let mut collector = Collector::new(2);
+        collector.republishing = true;
+        collector.step(&mut bufs);
     }
 }

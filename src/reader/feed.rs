@@ -229,10 +229,11 @@ impl NodeFeed {
                 .iter()
                 .min_by_key(|a| (self.ready_at_us[self.slot(**a)], self.slot(**a)))
             else {
+                // No thread can move: the run's outcome is a hang, never "still running".
                 let outcome = self
                     .run
                     .outcome()
-                    .unwrap_or(Outcome::StepLimit { steps: 0 });
+                    .expect("a reader with no enabled thread has an outcome");
                 return self.stuck(outcome);
             };
             self.step_background(actor, slowdowns);

@@ -127,8 +127,17 @@ impl Trainer {
                 TrainerAction::Acquired { size }
             }
             TrainerPc::Release { records } => {
+                // Nobody else moves the broadcast buffer while the trainer reads it.
+                assert_eq!(
+                    bufs.state(dst),
+                    BufferState::Reading,
+                    "the trainer releases {dst}, which it no longer holds"
+                );
                 bufs.store(dst, me, BufferState::ReadyForWrite);
-                self.batches_taken += 1;
+                self.batches_taken = self
+                    .batches_taken
+                    .checked_add(1)
+                    .expect("batches taken overflow u32");
                 if cfg.repeat && self.batches_taken >= cfg.repeat_batches {
                     self.pc = TrainerPc::Finished;
                 }
@@ -176,6 +185,12 @@ impl Trainer {
             }
         }
         self.epoch += 1;
+        assert!(
+            self.epoch < cfg.epochs,
+            "set_source started epoch {} of {}",
+            self.epoch,
+            cfg.epochs
+        );
         self.pc = TrainerPc::Acquire;
         TrainerAction::SetSource { epoch: self.epoch }
     }
@@ -184,5 +199,27 @@ impl Trainer {
 impl Default for Trainer {
     fn default() -> Self {
         Self::new()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    #[should_panic(
+        expected = "the trainer releases the broadcast buffer, which it no longer holds"
+    )]
+    fn a_release_of_a_buffer_not_held_stops_the_run() {
+        let cfg = ReaderConfig::new(1, 1, 4, 2);
+        let mut bufs = Buffers::new(1);
+        let mut trainer = Trainer {
+            pc: TrainerPc::Release {
+                records: Vec::new(),
+            },
+            epoch: 0,
+            batches_taken: 0,
+        };
+        trainer.step(&cfg, &mut bufs, &mut []);
     }
 }

@@ -136,7 +136,11 @@ impl RunContext {
     /// Counts one simulator event; past the bound, marks the run over and wakes the
     /// supervisor.
     pub(super) fn count_sim_event(&self) {
-        let count = self.sim_events.get() + 1;
+        let count = self
+            .sim_events
+            .get()
+            .checked_add(1)
+            .expect("simulator events overflow u64");
         self.sim_events.set(count);
         if count > self.sim_events_max {
             self.over_bound.set(true);
@@ -169,6 +173,14 @@ pub fn count_store_reply(request: &StoreRequest, reply: &StoreResponse) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    #[should_panic(expected = "simulator events overflow u64")]
+    fn a_count_past_u64_stops_the_run() {
+        let installed = install(u64::MAX);
+        installed.context.sim_events.set(u64::MAX);
+        installed.context.count_sim_event();
+    }
 
     #[test]
     fn dropping_the_guard_leaves_the_thread_clean() {

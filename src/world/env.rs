@@ -41,13 +41,11 @@ pub enum CollectiveError {
 pub(super) async fn process_main(world: Arc<World>, index: u32) {
     let pid = {
         let mut st = world.state.lock().expect("world lock");
-        let slot = &mut st.nodes[index as usize];
-        slot.launching = false;
-        if !slot.started {
+        if !st.nodes[index as usize].launch(index) {
             return;
         }
         let pid = st.next_pid;
-        st.next_pid += 1;
+        st.next_pid = pid.checked_add(1).expect("pids run out past u32::MAX");
         st.nodes[index as usize].process = Some(Process {
             pid,
             stop_requested: false,
@@ -83,8 +81,7 @@ pub(super) async fn process_main(world: Arc<World>, index: u32) {
             st.any_succeeded = true;
         }
         st.nodes[index as usize]
-            .process
-            .take()
+            .exit(index, pid)
             .and_then(|p| p.store_task)
     };
     if let Some(task) = store_task {
@@ -162,14 +159,11 @@ impl NodeEnv {
 
     /// A port no other server of the run was given (torch's `get_free_port`).
     pub fn free_port(&self) -> u16 {
-        let mut st = self.world.state.lock().expect("world lock");
-        let port = st.next_port;
-        st.next_port = if port >= super::state::PORT_LAST {
-            super::state::PORT_FIRST
-        } else {
-            port + 1
-        };
-        port
+        self.world
+            .state
+            .lock()
+            .expect("world lock")
+            .take_free_port()
     }
 
     /// Starts a TCPStore server in this process on `port` of this node. It serves until the

@@ -12,6 +12,10 @@ use std::time::Duration;
 
 /// Applies every fault at its time, in order.
 pub(super) async fn apply_all(world: Arc<World>) {
+    let is_start =
+        |f: &Fault| matches!(f.kind, FaultKind::Start { .. } | FaultKind::Restart { .. });
+    // The schedule's own count of the starts still to come, which `pending_starts` mirrors.
+    let mut starts_left = world.scenario.faults.iter().filter(|f| is_start(f)).count();
     for fault in world.scenario.faults.clone() {
         let now = time::elapsed_us();
         if fault.at_us > now {
@@ -27,16 +31,13 @@ pub(super) async fn apply_all(world: Arc<World>) {
                 detail,
             },
         );
-        if matches!(
-            fault.kind,
-            FaultKind::Start { .. } | FaultKind::Restart { .. }
-        ) {
-            let mut st = world.state.lock().expect("world lock");
-            st.pending_starts = st
-                .pending_starts
-                .checked_sub(1)
-                .expect("every start and restart fault was counted when the run began");
-            drop(st);
+        if is_start(&fault) {
+            starts_left -= 1;
+            world
+                .state
+                .lock()
+                .expect("world lock")
+                .start_applied(starts_left);
             let _ = world.exits.unbounded_send(());
         }
     }
@@ -103,8 +104,7 @@ fn apply(world: &Arc<World>, fault: &Fault) -> String {
         }
         FaultKind::ClockSkew { node, offset_us } => {
             let mut st = world.state.lock().expect("world lock");
-            let skew = st.skew_us.entry(*node).or_insert(0);
-            *skew += offset_us;
+            let skew = st.step_clock(*node, *offset_us);
             format!(
                 "{} wall clock stepped by {offset_us} us (offset now {skew} us)",
                 NodeIndex(*node)
@@ -139,7 +139,7 @@ fn start(world: &Arc<World>, handle: &Handle, node: u32) -> String {
     if running {
         kill(world, handle, node, Death::ProcessesKilled);
     }
-    world.state.lock().expect("world lock").nodes[node as usize].launching = true;
+    world.state.lock().expect("world lock").nodes[node as usize].launch_pending(node);
     super::net::set_host_down(super::node_ip(node), false);
     handle.restart(id);
     format!("{} starts a new agent process", NodeIndex(node))
@@ -380,16 +380,7 @@ fn apply_change(net: &NetSim, change: NetChange) {
 }
 
 fn store_crash(world: &Arc<World>, handle: &Handle) -> String {
-    let (hosted, dedicated) = {
-        let mut st = world.state.lock().expect("world lock");
-        let hosted = st
-            .nodes
-            .iter_mut()
-            .find_map(|n| n.process.as_mut().and_then(|p| p.store_task.take()));
-        let dedicated = st.dedicated_store.filter(|_| st.dedicated_store_alive);
-        st.dedicated_store_alive = false;
-        (hosted, dedicated)
-    };
+    let (hosted, dedicated) = world.state.lock().expect("world lock").take_store();
     let store_node = match world.scenario.cluster.store {
         crate::scenario::model::StoreHost::Node(i) => node_name(i),
         crate::scenario::model::StoreHost::Dedicated => "store".to_owned(),

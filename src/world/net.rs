@@ -122,6 +122,12 @@ impl Registry {
         let generation = self.binds.entry(addr).or_insert(0);
         *generation += 1;
         let generation = *generation;
+        let listening = self.listening.get(&addr);
+        // A live server holds its port: a second bind of it would have failed.
+        assert!(
+            listening.is_none_or(|inc| !self.incarnations[inc].alive),
+            "{addr} bound again (bind {generation}) while incarnation {listening:?} listens"
+        );
         self.incarnations.insert(
             id,
             Incarnation {
@@ -282,7 +288,9 @@ impl RpcClient {
             self.next_id >> 32,
             "a client's request ids stay in its own range"
         );
-        let deadline_us = super::time::elapsed_us() + timeout_us;
+        let deadline_us = super::time::elapsed_us()
+            .checked_add(timeout_us)
+            .unwrap_or_else(|| panic!("a call to {} with timeout {timeout_us} us", self.server));
         let mut rto_us = RTO_US_MIN;
         loop {
             let now_us = super::time::elapsed_us();
@@ -537,6 +545,7 @@ impl Replier {
         {
             let mut cache = self.replies.lock().expect("reply cache lock");
             if let Some(slot) = cache.entries.get_mut(&id) {
+                assert!(slot.is_none(), "request {id} was answered twice");
                 *slot = Some(Box::new(reply.clone()));
             }
         }
@@ -546,12 +555,26 @@ impl Replier {
 
 impl ReplyCache {
     fn insert_pending(&mut self, id: u64) {
-        self.entries.insert(id, None);
+        let earlier = self.entries.insert(id, None);
+        assert!(
+            earlier.is_none(),
+            "request {id} entered the reply cache twice"
+        );
         self.order.push_back(id);
         while self.order.len() > REPLY_CACHE_MAX {
             if let Some(old) = self.order.pop_front() {
                 self.entries.remove(&old);
             }
         }
+        // Every id is listed once in `order` and once in `entries`.
+        assert_eq!(
+            self.entries.len(),
+            self.order.len(),
+            "the reply cache's entries and its order disagree"
+        );
     }
 }
+
+#[cfg(test)]
+#[path = "net_tests.rs"]
+mod tests;

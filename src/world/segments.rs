@@ -101,7 +101,14 @@ impl Segments {
         let same_view = gather.members == c.members;
         match c.times {
             Some(times) if in_step && same_view && !gather.declined => {
-                gather.contributions.insert(c.member, Arc::new(times));
+                let earlier = gather.contributions.insert(c.member, Arc::new(times));
+                assert!(
+                    earlier.is_none(),
+                    "node {} contributed twice to the gather of group {:#x} from step {}",
+                    c.member,
+                    key.0,
+                    key.1
+                );
             }
             _ => gather.declined = true,
         }
@@ -213,6 +220,11 @@ impl NodeEnv {
     ) -> Result<Gathered, CollectiveError> {
         let rx = {
             let now_ns = time::elapsed_ns();
+            assert!(
+                deadline_ns > now_ns,
+                "the gather of group {group:#x} from step {first_step} has its deadline \
+                 {deadline_ns} ns in the past (now {now_ns} ns)"
+            );
             let mut st = self.world().state.lock().expect("world lock");
             let blocked = !st.connected(members) || st.group_has_departures(group);
             let contribution = Contribution {
@@ -261,5 +273,39 @@ impl NodeEnv {
             .lock()
             .expect("world lock")
             .depart(self.index, true);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn contribution(member: u32, members: &[u32]) -> Contribution<'_> {
+        Contribution {
+            member,
+            members,
+            times: Some(vec![10_000, 10_000]),
+            now_ns: 0,
+        }
+    }
+
+    #[test]
+    fn a_gather_completes_when_every_member_came() {
+        let mut segments = Segments::default();
+        let members = [0, 1];
+        assert!(segments
+            .contribute((1, 5), contribution(0, &members))
+            .is_err());
+        let all = segments.contribute((1, 5), contribution(1, &members));
+        assert!(matches!(all, Ok(Gathered::All { ref compute_us, .. }) if compute_us.len() == 2));
+    }
+
+    #[test]
+    #[should_panic(expected = "node 0 contributed twice to the gather of group 0x1 from step 5")]
+    fn a_member_contributing_twice_stops_the_run() {
+        let mut segments = Segments::default();
+        let members = [0, 1];
+        let _ = segments.contribute((1, 5), contribution(0, &members));
+        let _ = segments.contribute((1, 5), contribution(0, &members));
     }
 }

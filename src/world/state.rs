@@ -2,7 +2,7 @@
 //! checkpoint storage. Shared by the simulated tasks of one run (one thread, so a plain mutex).
 
 use super::Programs;
-use crate::scenario::model::{FaultKind, Scenario};
+use crate::scenario::model::{FaultKind, NodeIndex, Scenario};
 use crate::trace::Recorder;
 use futures::channel::{mpsc, oneshot};
 use madsim::task::NodeId;
@@ -59,6 +59,48 @@ impl NodeSlot {
             process: None,
             launching: started,
         }
+    }
+
+    /// A `start` or `restart` fault: a new agent process will start on node `node`, whose
+    /// running process (if any) was killed first.
+    pub fn launch_pending(&mut self, node: u32) {
+        assert!(
+            self.started && self.process.is_none(),
+            "{} launches a new agent process (started: {}) while pid {:?} still runs there",
+            NodeIndex(node),
+            self.started,
+            self.process.as_ref().map(|p| p.pid)
+        );
+        self.launching = true;
+    }
+
+    /// The node's init task runs on node `node`: the pending launch is over; returns
+    /// whether an agent process starts (a spare's first boot starts none).
+    pub fn launch(&mut self, node: u32) -> bool {
+        // One agent process at a time, and a started node's launch was pending from its
+        // boot or its `start`/`restart` fault until now.
+        assert!(
+            self.process.is_none() && (self.launching || !self.started),
+            "{} launches an agent (launch pending: {}) while pid {:?} runs there",
+            NodeIndex(node),
+            self.launching,
+            self.process.as_ref().map(|p| p.pid)
+        );
+        self.launching = false;
+        self.started
+    }
+
+    /// Agent process `pid` on node `node` exited by itself; hands back its slot.
+    pub fn exit(&mut self, node: u32, pid: u32) -> Option<Process> {
+        let process = self.process.take();
+        // A killed process never gets here: its task died with it.
+        assert_eq!(
+            process.as_ref().map(|p| p.pid),
+            Some(pid),
+            "pid {pid} of {} exits, but the node holds another process",
+            NodeIndex(node)
+        );
+        process
     }
 }
 
@@ -177,6 +219,70 @@ impl WorldState {
         }
     }
 
+    /// A `start` or `restart` fault was applied; `starts_left` more are in the schedule.
+    pub fn start_applied(&mut self, starts_left: usize) {
+        self.pending_starts = self
+            .pending_starts
+            .checked_sub(1)
+            .expect("every start and restart fault was counted when the run began");
+        assert_eq!(
+            self.pending_starts, starts_left,
+            "pending starts disagree with the starts left in the fault schedule"
+        );
+    }
+
+    /// A `store_crash`: takes the store task a hosting agent process runs, and the
+    /// dedicated store's node while its store is alive (the store is dead afterwards).
+    pub fn take_store(&mut self) -> (Option<madsim::task::JoinHandle<()>>, Option<NodeId>) {
+        let hosted = self
+            .nodes
+            .iter_mut()
+            .find_map(|n| n.process.as_mut().and_then(|p| p.store_task.take()));
+        let dedicated = self.dedicated_store.filter(|_| self.dedicated_store_alive);
+        self.dedicated_store_alive = false;
+        // The run has one c10d store: hosted by one agent process or on its own node.
+        let hosted_left = self
+            .nodes
+            .iter()
+            .filter(|n| n.process.as_ref().is_some_and(|p| p.store_task.is_some()))
+            .count();
+        assert!(
+            hosted_left == 0 && !(hosted.is_some() && dedicated.is_some()),
+            "a store crash found more than one store: {hosted_left} more hosted, a dedicated \
+             one alive: {}",
+            dedicated.is_some()
+        );
+        (hosted, dedicated)
+    }
+
+    /// A `clock_skew` fault steps node `node`'s wall clock by `offset_us`; returns the
+    /// node's offset now.
+    pub fn step_clock(&mut self, node: u32, offset_us: i64) -> i64 {
+        let skew = self.skew_us.entry(node).or_insert(0);
+        *skew = skew.checked_add(offset_us).unwrap_or_else(|| {
+            panic!(
+                "{} wall clock offset {skew} us overflows when stepped by {offset_us} us",
+                NodeIndex(node)
+            )
+        });
+        *skew
+    }
+
+    /// Hands out the next free port (torch's `get_free_port`), wrapping around the range.
+    pub fn take_free_port(&mut self) -> u16 {
+        let port = self.next_port;
+        assert!(
+            (PORT_FIRST..=PORT_LAST).contains(&port),
+            "the next free port {port} is outside the ephemeral range"
+        );
+        self.next_port = if port >= PORT_LAST {
+            PORT_FIRST
+        } else {
+            port + 1
+        };
+        port
+    }
+
     /// The run is over when no agent runs and no fault will start one.
     pub fn run_is_over(&self) -> bool {
         self.pending_starts == 0
@@ -218,6 +324,11 @@ impl WorldState {
             }
         }
         self.barriers.retain(|_, b| !b.arrived.is_empty());
+        // What `withdraw` promises: no unfinished all-reduce counts the node as arrived.
+        assert!(
+            self.barriers.values().all(|b| !b.arrived.contains(&node)),
+            "node {node} still counts as arrived at an all-reduce it withdrew from"
+        );
     }
 
     /// Marks `node` departed from every group it is a member of, and tells those groups'
@@ -257,12 +368,18 @@ impl WorldState {
                 self.collective_groups.pop_first();
             }
         }
-        self.collective_groups
+        let group = self
+            .collective_groups
             .entry(key)
             .or_insert_with(|| CollectiveGroup {
                 members: members.to_vec(),
                 ..CollectiveGroup::default()
-            })
+            });
+        assert!(
+            !group.members.is_empty(),
+            "worker group {key:#x} registered with no member"
+        );
+        group
     }
 
     /// Whether every pair of `members` can reach each other.
@@ -272,5 +389,99 @@ impl WorldState {
                 .iter()
                 .all(|b| a == b || !self.clogged.contains(&(*a, *b)))
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn world_state() -> WorldState {
+        WorldState::new(&crate::scenario::default_scenario("state"))
+    }
+
+    /// A node slot, with a node id from a throwaway madsim runtime.
+    fn slot(started: bool) -> NodeSlot {
+        let runtime = madsim::runtime::Runtime::new();
+        let id = runtime.block_on(async {
+            madsim::runtime::Handle::current()
+                .create_node()
+                .build()
+                .id()
+        });
+        NodeSlot::new(id, started)
+    }
+
+    fn process(pid: u32) -> Process {
+        Process {
+            pid,
+            stop_requested: false,
+            stop_waiters: Vec::new(),
+            worker_crash: None,
+            store_task: None,
+            monitor_wake: Default::default(),
+        }
+    }
+
+    #[test]
+    fn a_node_launches_exits_and_launches_again() {
+        let mut s = slot(true);
+        assert!(s.launch(0));
+        s.process = Some(process(1000));
+        assert_eq!(s.exit(0, 1000).map(|p| p.pid), Some(1000));
+        s.launch_pending(0);
+        assert!(s.launch(0));
+        assert!(
+            !slot(false).launch(1),
+            "a spare's first boot starts nothing"
+        );
+    }
+
+    #[test]
+    #[should_panic(
+        expected = "node-2 launches a new agent process (started: true) while pid Some(1000) still runs there"
+    )]
+    fn a_launch_over_a_running_process_stops_the_run() {
+        let mut s = slot(true);
+        s.process = Some(process(1000));
+        s.launch_pending(2);
+    }
+
+    #[test]
+    #[should_panic(expected = "pid 1001 of node-0 exits, but the node holds another process")]
+    fn an_exit_of_a_replaced_process_stops_the_run() {
+        let mut s = slot(true);
+        s.process = Some(process(1000));
+        s.exit(0, 1001);
+    }
+
+    #[test]
+    #[should_panic(expected = "every start and restart fault was counted when the run began")]
+    fn a_start_nobody_counted_stops_the_run() {
+        world_state().start_applied(0);
+    }
+
+    #[test]
+    fn free_ports_wrap_around_the_range() {
+        let mut st = world_state();
+        st.next_port = PORT_LAST;
+        assert_eq!(st.take_free_port(), PORT_LAST);
+        assert_eq!(st.take_free_port(), PORT_FIRST);
+    }
+
+    #[test]
+    #[should_panic(expected = "the next free port 80 is outside the ephemeral range")]
+    fn a_port_outside_the_range_stops_the_run() {
+        let mut st = world_state();
+        st.next_port = 80;
+        st.take_free_port();
+    }
+
+    #[test]
+    #[should_panic(expected = "node-1 wall clock offset")]
+    fn a_clock_stepped_past_its_range_stops_the_run() {
+        let mut st = world_state();
+        assert_eq!(st.step_clock(1, i64::MAX - 1), i64::MAX - 1);
+        st.step_clock(1, 2);
     }
 }
