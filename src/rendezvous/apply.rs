@@ -85,10 +85,6 @@ pub fn assert_applicable(
     let waiting = state.wait_list.contains(node);
     let redundant = state.redundancy_list.contains(node);
     let (round, closed, complete) = (state.round, state.closed, state.complete);
-    let found = format!(
-        "round {round}: closed {closed}, complete {complete}, participant {participant}, \
-         waiting {waiting}, redundant {redundant}"
-    );
     let ok = match action {
         Action::KeepAlive => state.last_heartbeats.contains_key(node),
         Action::AddToParticipants => {
@@ -111,8 +107,9 @@ pub fn assert_applicable(
     };
     assert!(
         ok,
-        "{action} for {node} is not an action the decision table takes in {found} \
-         (heartbeat {:?}, {} participants)",
+        "{action} for {node} is not an action the decision table takes in round {round}: \
+         closed {closed}, complete {complete}, participant {participant}, waiting {waiting}, \
+         redundant {redundant} (heartbeat {:?}, {} participants)",
         state.last_heartbeats.get(node),
         state.participants.len()
     );

@@ -238,6 +238,18 @@ fn exit_close_keep_alive_tables() {
     assert!(!should_keep_alive(&ctx, NOW_UTC_US - 1));
 }
 
+#[test]
+#[should_panic(expected = "op join decided under unvalidated node bounds min 3 max 2")]
+fn deciding_under_node_bounds_torch_refuses_fires() {
+    let _ = run(
+        OpKind::Join,
+        &n("a"),
+        &RendezvousState::default(),
+        &settings(3, 2),
+        0,
+    );
+}
+
 /// Runs a join op for `node` to its end against a single shared state with no other writers,
 /// the way the shell would (decide, apply, sanitize), returning the last action.
 fn drive_join(
