@@ -6,6 +6,7 @@
 use super::ranks::{assign_worker_ranks, GroupRole};
 use crate::rendezvous::handler::RendezvousInfo;
 use crate::store::service::{StoreClient, StoreError};
+use crate::store::Value;
 use serde::{Deserialize, Serialize};
 
 /// torchrun's role when none is given.
@@ -67,15 +68,7 @@ async fn publish_assignments(
     let keys: Vec<String> = (0..group_world_size)
         .map(|r| format!("{prefix}{ROLE_INFO_PREFIX}{r}"))
         .collect();
-    let mut roles = Vec::with_capacity(keys.len());
-    for bytes in store.multi_get(&keys).await? {
-        let info: RoleInfo = serde_json::from_slice(&bytes)
-            .map_err(|e| StoreError::Refused(format!("bad role info: {e}")))?;
-        roles.push(GroupRole {
-            role: info.role,
-            local_world_size: info.local_world_size,
-        });
-    }
+    let roles = role_infos(&store.multi_get(&keys).await?, group_world_size)?;
     let entries = assign_worker_ranks(&roles)
         .iter()
         .enumerate()
@@ -95,6 +88,30 @@ async fn publish_assignments(
         })
         .collect();
     store.multi_set(entries).await
+}
+
+/// The role infos of group ranks 0..`group_world_size`, from one `multi_get` of their keys.
+fn role_infos(values: &[Value], group_world_size: u32) -> Result<Vec<GroupRole>, StoreError> {
+    assert_answers_every_key(values.len(), group_world_size, "role infos");
+    values
+        .iter()
+        .map(|bytes| {
+            let info: RoleInfo = serde_json::from_slice(bytes)
+                .map_err(|e| StoreError::Refused(format!("bad role info: {e}")))?;
+            Ok(GroupRole {
+                role: info.role,
+                local_world_size: info.local_world_size,
+            })
+        })
+        .collect()
+}
+
+/// TCPStore's `multi_get` answers one value per key asked, in order.
+fn assert_answers_every_key(values: usize, keys: u32, what: &str) {
+    assert_eq!(
+        values, keys as usize,
+        "a multi_get of {keys} {what} answered {values} values"
+    );
 }
 
 /// Where the agent fix `shared-restart-count` publishes each agent's restart count; torch
@@ -126,8 +143,10 @@ pub async fn group_restart_count_max(
     let keys: Vec<String> = (0..info.world_size)
         .map(|r| format!("{prefix}{RESTART_COUNT_PREFIX}{r}"))
         .collect();
+    let counts = store.multi_get(&keys).await?;
+    assert_answers_every_key(counts.len(), info.world_size, "restart counts");
     let mut max = 0;
-    for bytes in store.multi_get(&keys).await? {
+    for bytes in counts {
         let count = std::str::from_utf8(&bytes)
             .ok()
             .and_then(|text| text.parse::<u32>().ok())
@@ -135,4 +154,32 @@ pub async fn group_restart_count_max(
         max = max.max(count);
     }
     Ok(max)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn role_info(local_world_size: u64) -> Value {
+        let info = RoleInfo {
+            role: DEFAULT_ROLE.into(),
+            rank: 0,
+            local_world_size,
+        };
+        Value::from(serde_json::to_vec(&info).expect("role info serializes"))
+    }
+
+    #[test]
+    fn role_infos_are_read_in_group_rank_order() {
+        let roles = role_infos(&[role_info(2), role_info(3)], 2).expect("valid infos");
+        let sizes: Vec<u64> = roles.iter().map(|r| r.local_world_size).collect();
+        assert_eq!(sizes, vec![2, 3]);
+        assert!(role_infos(&[Value::from(&b"nope"[..])], 1).is_err());
+    }
+
+    #[test]
+    #[should_panic(expected = "a multi_get of 3 role infos answered 2 values")]
+    fn a_short_multi_get_answer_fires() {
+        let _ = role_infos(&[role_info(1), role_info(1)], 3);
+    }
 }

@@ -33,20 +33,24 @@ pub struct WorkerRanks {
 /// Global ranks are handed out in group-rank order, and role ranks in group-rank order among
 /// the groups of that role, each group taking a contiguous block of its `local_world_size`.
 pub fn assign_worker_ranks(groups: &[GroupRole]) -> Vec<Vec<WorkerRanks>> {
-    let world_size: u64 = groups.iter().map(|g| g.local_world_size).sum();
+    let world_size = groups
+        .iter()
+        .fold(0, |sum: u64, g| add_workers(sum, g, "the world size"));
     // BTreeMap: deterministic, and the order never reaches the output anyway.
     let mut role_world_sizes: BTreeMap<&str, u64> = BTreeMap::new();
     for group in groups {
-        *role_world_sizes.entry(&group.role).or_default() += group.local_world_size;
+        let size = role_world_sizes.entry(&group.role).or_default();
+        *size = add_workers(*size, group, "a role's world size");
     }
     let mut next_global_rank = 0;
     let mut next_role_rank: BTreeMap<&str, u64> = BTreeMap::new();
-    groups
+    let assigned = groups
         .iter()
         .map(|group| {
             let base_global_rank = next_global_rank;
             let role_rank_slot = next_role_rank.entry(&group.role).or_default();
             let base_role_rank = *role_rank_slot;
+            // Cannot overflow: the totals above did not.
             next_global_rank += group.local_world_size;
             *role_rank_slot += group.local_world_size;
             let role_world_size = role_world_sizes[group.role.as_str()];
@@ -60,7 +64,27 @@ pub fn assign_worker_ranks(groups: &[GroupRole]) -> Vec<Vec<WorkerRanks>> {
                 })
                 .collect()
         })
-        .collect()
+        .collect();
+    // Every group took its block: the blocks tile 0..world size, and each role's 0..its size.
+    assert_eq!(
+        next_global_rank, world_size,
+        "global ranks end at {next_global_rank}, expected the world size {world_size}"
+    );
+    assert_eq!(
+        next_role_rank, role_world_sizes,
+        "role ranks end at {next_role_rank:?}, expected the role world sizes"
+    );
+    assigned
+}
+
+/// `sum` plus the group's workers; a total past u64 is no world torch could run.
+fn add_workers(sum: u64, group: &GroupRole, what: &str) -> u64 {
+    sum.checked_add(group.local_world_size).unwrap_or_else(|| {
+        panic!(
+            "{what} overflows u64: {sum} workers so far plus {} of role '{}'",
+            group.local_world_size, group.role
+        )
+    })
 }
 
 #[cfg(test)]
@@ -90,6 +114,14 @@ mod tests {
             vec![vec![(0, 0, 3), (1, 1, 3)], vec![(2, 0, 1)], vec![(3, 2, 3)]]
         );
         assert!(ranks.iter().flatten().all(|w| w.world_size == 4));
+    }
+
+    #[test]
+    #[should_panic(
+        expected = "the world size overflows u64: 18446744073709551615 workers so far plus 1 of role 'tr'"
+    )]
+    fn a_world_past_u64_fires() {
+        assign_worker_ranks(&[group("ps", u64::MAX), group("tr", 1)]);
     }
 
     #[test]

@@ -7,10 +7,25 @@ use super::state::{NodeDesc, RendezvousState};
 
 /// Applies `action`, taken by `node` at wall-clock `now_utc_us`, to `state`.
 ///
-/// Actions that change nothing in torch (SYNC, the errors, FINISH) change nothing here. Where
-/// torch would raise `KeyError` (removing a node that is not there) this removes nothing
-/// instead: the decision table never asks for that, and a pure core must not panic on it.
+/// Actions that change nothing in torch (SYNC, the errors, FINISH) change nothing here.
+/// `action` must be one the decision table could have chosen for `node` in `state`
+/// ([`assert_applicable`]): where torch would raise `KeyError` (removing a node that is not
+/// there) this panics too, and so does any other action the table never asks for.
 pub fn apply(
+    action: Action,
+    state: &mut RendezvousState,
+    node: &NodeDesc,
+    settings: &RendezvousSettings,
+    now_utc_us: i64,
+) {
+    assert_applicable(action, state, node, settings);
+    let before = Before::of(state);
+    apply_unchecked(action, state, node, settings, now_utc_us);
+    before.assert_moved_forward(state, action);
+    assert_applied(action, state, node, now_utc_us);
+}
+
+fn apply_unchecked(
     action: Action,
     state: &mut RendezvousState,
     node: &NodeDesc,
@@ -57,6 +72,116 @@ pub fn apply(
     }
 }
 
+/// Panics unless the decision table could have chosen `action` for `node` in `state`: the
+/// caller (the op executor, after `ops::decide` on this very state) must have established
+/// this. The parity vectors, torch's own applies, all satisfy it.
+pub fn assert_applicable(
+    action: Action,
+    state: &RendezvousState,
+    node: &NodeDesc,
+    settings: &RendezvousSettings,
+) {
+    let participant = state.is_participant(node);
+    let waiting = state.wait_list.contains(node);
+    let redundant = state.redundancy_list.contains(node);
+    let (round, closed, complete) = (state.round, state.closed, state.complete);
+    let ok = match action {
+        Action::KeepAlive => state.last_heartbeats.contains_key(node),
+        Action::AddToParticipants => {
+            let late_joiner = settings.has_mutant(super::settings::MUTANT_LATE_JOINER);
+            !closed && (!complete || late_joiner) && !participant && !redundant
+        }
+        Action::AddToWaitList | Action::AddToRedundancyList => {
+            !closed && complete && !participant && !waiting
+        }
+        Action::RemoveFromParticipants => participant,
+        Action::RemoveFromWaitList => waiting,
+        Action::RemoveFromRedundancyList => redundant && !closed,
+        Action::MarkRendezvousComplete => {
+            let count = state.participants.len();
+            let (min, max) = (settings.min_nodes as usize, settings.max_nodes as usize);
+            !closed && !complete && participant && (min..=max).contains(&count)
+        }
+        Action::MarkRendezvousClosed => !closed,
+        Action::Sync | Action::ErrorClosed | Action::ErrorTimeout | Action::Finish => true,
+    };
+    assert!(
+        ok,
+        "{action} for {node} is not an action the decision table takes in round {round}: \
+         closed {closed}, complete {complete}, participant {participant}, waiting {waiting}, \
+         redundant {redundant} (heartbeat {:?}, {} participants)",
+        state.last_heartbeats.get(node),
+        state.participants.len()
+    );
+}
+
+/// The counters an action may only move forward.
+struct Before {
+    round: u64,
+    closed: bool,
+    complete: bool,
+}
+
+impl Before {
+    fn of(state: &RendezvousState) -> Self {
+        Before {
+            round: state.round,
+            closed: state.closed,
+            complete: state.complete,
+        }
+    }
+
+    /// The round moves on by at most one, and only when a complete round lost its last
+    /// participant; a closed rendezvous stays closed.
+    fn assert_moved_forward(&self, state: &RendezvousState, action: Action) {
+        let reopened = self.complete && !state.complete && state.participants.is_empty();
+        let expected_round = self.round + u64::from(reopened);
+        assert_eq!(
+            state.round, expected_round,
+            "{action} moved round {} to {}; expected {expected_round} (complete {} -> {})",
+            self.round, state.round, self.complete, state.complete
+        );
+        assert!(
+            state.closed || !self.closed,
+            "{action} reopened a closed rendezvous in round {}",
+            state.round
+        );
+    }
+}
+
+/// What each action promises about `node` afterwards. O(log nodes).
+fn assert_applied(action: Action, state: &RendezvousState, node: &NodeDesc, now_utc_us: i64) {
+    let heartbeat = state.last_heartbeats.get(node).copied();
+    let (fresh, gone) = (heartbeat == Some(now_utc_us), heartbeat.is_none());
+    let ok = match action {
+        Action::KeepAlive => fresh,
+        Action::AddToParticipants => {
+            fresh && state.is_participant(node) && !state.wait_list.contains(node)
+        }
+        Action::AddToWaitList => {
+            fresh && state.wait_list.contains(node) && !state.redundancy_list.contains(node)
+        }
+        Action::AddToRedundancyList => fresh && state.redundancy_list.contains(node),
+        Action::RemoveFromParticipants => gone && !state.is_participant(node),
+        Action::RemoveFromWaitList => gone && !state.wait_list.contains(node),
+        Action::RemoveFromRedundancyList => gone && !state.redundancy_list.contains(node),
+        Action::MarkRendezvousComplete => state.complete && state.deadline_utc_us.is_none(),
+        Action::MarkRendezvousClosed => state.closed,
+        Action::Sync | Action::ErrorClosed | Action::ErrorTimeout | Action::Finish => true,
+    };
+    assert!(
+        ok,
+        "{action} for {node} at {now_utc_us} left heartbeat {heartbeat:?}, participant {}, \
+         waiting {}, redundant {}, complete {}, closed {}, deadline {:?}",
+        state.is_participant(node),
+        state.wait_list.contains(node),
+        state.redundancy_list.contains(node),
+        state.complete,
+        state.closed,
+        state.deadline_utc_us
+    );
+}
+
 /// The `restarted-node-replaces-entry` fix: a process on `node`'s host (same address and
 /// local id, another pid) is an earlier incarnation that died, since one host runs one
 /// agent per local id; its entries go, as sanitize would drop them once its heartbeat expired.
@@ -98,9 +223,6 @@ fn add_to_participants(
     // Ranks are only meaningful once the round completes.
     state.participants.insert(node.clone(), 0);
     keep_alive(state, node, now_utc_us);
-    assert!(
-        !state.wait_list.contains(node) && state.last_heartbeats.get(node) == Some(&now_utc_us)
-    );
     let count = state.participants.len();
     if count == settings.min_nodes as usize {
         let last_call_us = i64::try_from(settings.last_call_timeout_us).unwrap_or(i64::MAX);
@@ -109,7 +231,16 @@ fn add_to_participants(
     if count == settings.max_nodes as usize {
         mark_complete(state, settings);
     }
-    assert!(state.is_participant(node));
+    // Reaching max_nodes completes the round; reaching only min_nodes opens the last call.
+    let completed = state.complete && state.deadline_utc_us.is_none();
+    assert!(
+        count != settings.max_nodes as usize || completed,
+        "{node} made {count} = max_nodes participants in round {}, but the round is not \
+         complete without a deadline (complete {}, deadline {:?})",
+        state.round,
+        state.complete,
+        state.deadline_utc_us
+    );
 }
 
 /// torch's `_mark_rendezvous_complete`: complete, no deadline, ranks 0.. in node order. With
@@ -126,12 +257,13 @@ fn mark_complete(state: &mut RendezvousState, settings: &RendezvousSettings) {
         if let Some(second) = state.participants.keys().nth(1).cloned() {
             state.participants.insert(second, 0);
         }
-    } else {
-        assert!(state
-            .participants
-            .values()
-            .enumerate()
-            .all(|(i, &r)| r as usize == i));
+    } else if let Some((i, (node, rank))) = state
+        .participants
+        .iter()
+        .enumerate()
+        .find(|(i, (_, &rank))| rank as usize != *i)
+    {
+        panic!("completion gave {node}, place {i} in node order, rank {rank}, expected {i}");
     }
     if settings.has_fix(super::settings::FIX_WORLD_AT_COMPLETION) {
         // Persistent maps share structure: the record costs no copy of the nodes.
@@ -149,13 +281,21 @@ pub fn remove_participant_epilogue(state: &mut RendezvousState, settings: &Rende
     if state.complete {
         if state.participants.is_empty() {
             state.complete = false;
-            state.round += 1;
+            state.round = state
+                .round
+                .checked_add(1)
+                .expect("round number overflows u64");
             // The next round has no world yet (always `None` without `world-at-completion`).
             state.completed_world = None;
         }
     } else if state.participants.len() < settings.min_nodes as usize {
         state.deadline_utc_us = None;
     }
+    assert!(
+        !(state.complete && state.participants.is_empty()),
+        "round {} is still complete with no participant after the epilogue",
+        state.round
+    );
 }
 
 #[cfg(test)]
@@ -227,6 +367,7 @@ mod tests {
     fn wait_list_takes_node_off_redundancy_list() {
         let s = RendezvousSettings::new("r", 1, 1);
         let mut st = RendezvousState::default();
+        apply(Action::AddToParticipants, &mut st, &n("p"), &s, 8);
         apply(Action::AddToRedundancyList, &mut st, &n("a"), &s, 9);
         assert!(st.redundancy_list.contains(&n("a")));
         apply(Action::AddToWaitList, &mut st, &n("a"), &s, 10);
@@ -250,6 +391,29 @@ mod tests {
             apply(a, &mut st, &n("a"), &s, 1);
         }
         assert_eq!(st, before);
+    }
+
+    #[test]
+    #[should_panic(
+        expected = "REMOVE_FROM_WAIT_LIST for a_1_0 is not an action the decision table takes"
+    )]
+    fn removing_a_node_that_is_not_there_fires() {
+        let s = RendezvousSettings::new("r", 1, 2);
+        let mut st = RendezvousState::default();
+        apply(Action::RemoveFromWaitList, &mut st, &n("a"), &s, 1);
+    }
+
+    #[test]
+    #[should_panic(
+        expected = "ADD_TO_PARTICIPANTS for a_1_0 is not an action the decision table takes in round 0: closed true"
+    )]
+    fn joining_a_closed_rendezvous_fires() {
+        let s = RendezvousSettings::new("r", 1, 2);
+        let mut st = RendezvousState {
+            closed: true,
+            ..Default::default()
+        };
+        apply(Action::AddToParticipants, &mut st, &n("a"), &s, 1);
     }
 
     /// Settings with the `restarted-node-replaces-entry` fix on (or off).

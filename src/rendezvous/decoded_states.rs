@@ -80,14 +80,22 @@ impl DecodedStates {
         let mut latest = self.latest.lock().expect("decoded states lock");
         // Values read from the store are shared, so a hit is usually an identity check.
         let at = latest.iter().position(|(b, _)| b == bytes)?;
-        let entry = latest.remove(at)?;
+        let entry = latest.remove(at).expect("position found the entry");
         let shared = entry.1.clone();
         latest.push_front(entry);
         Some(shared)
     }
 
+    /// Caches a value that [`DecodedStates::lookup`] just missed; a value already cached
+    /// would be served twice from one slot and push a live state out.
     fn insert(&self, bytes: &Value, shared: SharedState) {
         let mut latest = self.latest.lock().expect("decoded states lock");
+        if let Some(at) = latest.iter().position(|(b, _)| Value::same(b, bytes)) {
+            panic!(
+                "a decoded state is cached twice (at {at} of {})",
+                latest.len()
+            );
+        }
         latest.push_front((bytes.clone(), shared));
         latest.truncate(DECODED_CACHE_MAX);
     }
@@ -146,6 +154,15 @@ mod tests {
         let evicted = decode(&copy).expect("decodes");
         assert!(!Arc::ptr_eq(&s, &evicted.state));
         assert_eq!(*evicted.state, *s);
+    }
+
+    #[test]
+    #[should_panic(expected = "a decoded state is cached twice (at 0 of 1)")]
+    fn caching_a_value_twice_fires() {
+        let cache = DecodedStates::default();
+        let bytes = Value::from(state(&[("a", 1)]).encode());
+        let shared = cache.decode(&bytes).expect("decodes");
+        cache.insert(&bytes, shared);
     }
 
     /// The shortcut never skips a sanitize that would change the state.

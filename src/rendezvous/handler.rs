@@ -182,6 +182,9 @@ impl RendezvousHandler {
         settings: RendezvousSettings,
         store: StoreClient,
     ) -> Result<Self, RendezvousError> {
+        if let Err(e) = settings.validate() {
+            panic!("a rendezvous handler was given settings the scenario check refuses: {e}");
+        }
         let key = settings.state_key();
         store
             .compare_set(&key, Value::from(&b""[..]), Value::from(NULL_SENTINEL))
@@ -226,8 +229,23 @@ impl RendezvousHandler {
         }
         let deadline = h.env.now_mono_us() + h.settings.join_timeout_us as i64;
         h.run(OpKind::Exit, deadline, false).await?;
+        assert!(
+            !h.state.is_participant(&h.node),
+            "the exit op finished with {} still a participant of round {}",
+            h.node,
+            h.state.round
+        );
         h.run(OpKind::Join, deadline, true).await?;
-        let (round, rank, world_size, participants) = h.world();
+        assert!(
+            h.state.join_finished(&h.node),
+            "the join op finished with {} not a participant of a complete round {} \
+             (complete {}, participant {})",
+            h.node,
+            h.state.round,
+            h.state.complete,
+            h.state.is_participant(&h.node)
+        );
+        let (round, rank, world_size, participants) = h.state.world_of(&h.node, &h.settings);
         // The members this node was told of: those of the completed world with
         // `world-at-completion`, so one sanitize dropped before this read still counts.
         h.joined = Some((h.state.round, h.state.world().keys().cloned().collect()));
@@ -273,7 +291,11 @@ impl RendezvousHandler {
                     bootstrap.server = Some((port, env.serve_store(port)));
                     env.record(EventKind::WorkerStoreStarted { pid: env.pid, port });
                 }
-                port = bootstrap.server.as_ref().map_or(0, |(port, _)| *port);
+                let (server_port, _) = bootstrap
+                    .server
+                    .as_ref()
+                    .expect("rank 0 started its server above");
+                port = *server_port;
             }
             bootstrap.cached = Some(self.build_master(env, &prefix, rank, port, true).await?);
         }
@@ -445,6 +467,8 @@ impl Holder {
                 }
                 Action::Sync => time::sleep_us(SYNC_DELAY_US).await,
                 _ => {
+                    assert!(action.mutates_state(), "{action} reached the write path");
+                    let (round, complete) = (self.state.round, self.state.complete);
                     apply(
                         action,
                         Arc::make_mut(&mut self.state),
@@ -452,6 +476,10 @@ impl Holder {
                         &self.settings,
                         now_utc_us,
                     );
+                    if (self.state.round, self.state.complete) != (round, complete) {
+                        // A round completed or reopened: check the whole state, O(nodes).
+                        self.state.assert_well_formed(&self.settings);
+                    }
                     if action == Action::RemoveFromRedundancyList && update_deadline {
                         // A redundant node may now take part: it gets a fresh join timeout.
                         deadline_mono_us = now_mono_us + self.settings.join_timeout_us as i64;
@@ -513,9 +541,14 @@ impl Holder {
             let dead = self.receipts.expired(&self.settings, now_mono_us);
             if !dead.is_empty() {
                 drop_nodes(Arc::make_mut(&mut self.state), &self.settings, &dead);
+                self.state.assert_well_formed(&self.settings);
             }
         } else if synced.may_expire(&self.settings, now_utc_us) {
-            sanitize(Arc::make_mut(&mut self.state), &self.settings, now_utc_us);
+            let dead = sanitize(Arc::make_mut(&mut self.state), &self.settings, now_utc_us);
+            if !dead.is_empty() {
+                // A node died: rare, so the whole state is checked, O(nodes).
+                self.state.assert_well_formed(&self.settings);
+            }
         }
         Ok(has_set)
     }
@@ -558,27 +591,5 @@ impl Holder {
                 .count(),
             _ => 0,
         }
-    }
-
-    /// torch's `_get_world`: this node's rank and the world, read from the synced state
-    /// (with `world-at-completion`, from the world the round completed with).
-    /// Returns (round, rank, world size, participant addresses by rank).
-    fn world(&self) -> (u64, u32, u32, Vec<String>) {
-        let world = self.state.world();
-        let rank = world
-            .get(&self.node)
-            .copied()
-            .expect("a finished join is a participant");
-        let mut by_rank: Vec<(u32, &NodeDesc)> = world.iter().map(|(n, r)| (*r, n)).collect();
-        by_rank.sort();
-        (
-            self.state.round,
-            rank,
-            world.len() as u32,
-            by_rank
-                .into_iter()
-                .map(|(_, n)| n.addr.to_string())
-                .collect(),
-        )
     }
 }

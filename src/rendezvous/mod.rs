@@ -12,6 +12,7 @@ pub mod ops;
 pub mod sanitize;
 pub mod settings;
 pub mod state;
+pub mod well_formed;
 
 #[cfg(test)]
 mod tests;

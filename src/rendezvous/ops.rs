@@ -149,9 +149,17 @@ pub fn decide(
     now_mono_us: i64,
     deadline_mono_us: i64,
 ) -> Result<Action, GracefulExit> {
+    let settings = ctx.settings;
+    assert!(
+        settings.min_nodes >= 1 && settings.min_nodes <= settings.max_nodes,
+        "op {} decided under unvalidated node bounds min {} max {}",
+        op.name(),
+        settings.min_nodes,
+        settings.max_nodes
+    );
     let timed_out = now_mono_us > deadline_mono_us;
     let action = match op {
-        OpKind::Join => return decide_join(ctx, now_utc_us, now_mono_us, deadline_mono_us),
+        OpKind::Join => decide_join(ctx, now_utc_us, now_mono_us, deadline_mono_us)?,
         OpKind::Exit => match (ctx.state.is_participant(ctx.node), timed_out) {
             (false, _) => Action::Finish,
             (true, true) => Action::ErrorTimeout,
@@ -168,7 +176,40 @@ pub fn decide(
             (true, false) => Action::KeepAlive,
         },
     };
+    assert_decided(op, ctx, action, timed_out);
     Ok(action)
+}
+
+/// What each op's answer promises about the state it was decided on: FINISH only once the
+/// op's goal holds, a timeout only past the deadline, a heartbeat only for a node that has
+/// one. O(log nodes).
+fn assert_decided(op: OpKind, ctx: &OpContext<'_>, action: Action, timed_out: bool) {
+    let (state, node) = (ctx.state, ctx.node);
+    let ok = match (op, action) {
+        (OpKind::Join, Action::Finish) => state.join_finished(node),
+        (OpKind::Exit, Action::Finish) => !state.is_participant(node),
+        (OpKind::Close, Action::Finish) => state.closed,
+        (_, Action::ErrorTimeout) => timed_out,
+        (_, Action::KeepAlive) => state.last_heartbeats.contains_key(node),
+        (OpKind::Join, _) => true,
+        (_, other) => matches!(
+            (op, other),
+            (OpKind::Exit, Action::RemoveFromParticipants)
+                | (OpKind::Close, Action::MarkRendezvousClosed)
+                | (OpKind::KeepAlive, Action::Finish)
+        ),
+    };
+    assert!(
+        ok,
+        "op {} decided {action} for {node} with timed_out {timed_out} in round {}: complete {}, \
+         closed {}, participant {}, heartbeat {:?}",
+        op.name(),
+        state.round,
+        state.complete,
+        state.closed,
+        state.is_participant(node),
+        state.last_heartbeats.get(node)
+    );
 }
 
 /// KEEP_ALIVE if a heartbeat is due, else SYNC: every "wait and look again" exit of the join op.

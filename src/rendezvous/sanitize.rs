@@ -31,7 +31,9 @@ pub fn sanitize(
         .map(|(node, _)| node.clone())
         .collect();
     drop_nodes(state, settings, &dead);
-    assert!(state.last_heartbeats.values().all(|&t| t >= expire_us));
+    if let Some((node, last_us)) = state.last_heartbeats.iter().find(|(_, &t)| t < expire_us) {
+        panic!("sanitize kept {node}, whose heartbeat {last_us} is older than {expire_us}");
+    }
     dead
 }
 
@@ -48,6 +50,17 @@ pub fn drop_nodes(state: &mut RendezvousState, settings: &RendezvousSettings, de
     if participant_removed {
         remove_participant_epilogue(state, settings);
     }
+    if let Some(node) = dead.iter().find(|node| state.knows(node)) {
+        panic!(
+            "{node} was dropped but is still in round {}'s state (participant {}, waiting {}, \
+             redundant {}, heartbeat {:?})",
+            state.round,
+            state.is_participant(node),
+            state.wait_list.contains(node),
+            state.redundancy_list.contains(node),
+            state.last_heartbeats.get(node)
+        );
+    }
 }
 
 /// For the fix `monotonic-heartbeats`: when this reader first saw each node's current
@@ -62,11 +75,15 @@ pub fn drop_nodes(state: &mut RendezvousState, settings: &RendezvousSettings, de
 pub struct HeartbeatReceipts {
     /// node → (stamp last seen, monotonic time it was first seen).
     seen_mono_us: BTreeMap<NodeDesc, (i64, i64)>,
+    /// The monotonic time of the latest observation: a monotonic clock never goes back.
+    last_observed_mono_us: Option<i64>,
 }
 
 impl HeartbeatReceipts {
     /// Records the stamps of a freshly synced state; forgets nodes that left it.
     pub fn observe(&mut self, state: &RendezvousState, now_mono_us: i64) {
+        assert_monotonic(self.last_observed_mono_us, now_mono_us, "observe");
+        self.last_observed_mono_us = Some(now_mono_us);
         self.seen_mono_us
             .retain(|node, _| state.last_heartbeats.contains_key(node));
         for (node, &stamp_us) in &state.last_heartbeats {
@@ -79,17 +96,38 @@ impl HeartbeatReceipts {
                 }
             }
         }
+        // Exactly the state's heartbeats are tracked (both maps are keyed by node).
+        assert_eq!(
+            self.seen_mono_us.len(),
+            state.last_heartbeats.len(),
+            "heartbeat receipts track {} nodes for {} heartbeats in round {}",
+            self.seen_mono_us.len(),
+            state.last_heartbeats.len(),
+            state.round
+        );
     }
 
     /// Nodes whose stamp has not changed for strictly longer than the heartbeat expiry, by
     /// this reader's monotonic clock, in node order.
     pub fn expired(&self, settings: &RendezvousSettings, now_mono_us: i64) -> Vec<NodeDesc> {
+        assert_monotonic(self.last_observed_mono_us, now_mono_us, "expired");
         let horizon_us = now_mono_us.saturating_sub(settings.heartbeat_expiry_us());
         self.seen_mono_us
             .iter()
             .filter(|(_, &(_, seen_us))| seen_us < horizon_us)
             .map(|(node, _)| node.clone())
             .collect()
+    }
+}
+
+/// A reader's monotonic clock never goes back between two uses of its receipts.
+fn assert_monotonic(last_mono_us: Option<i64>, now_mono_us: i64, what: &str) {
+    if let Some(last_mono_us) = last_mono_us {
+        assert!(
+            now_mono_us >= last_mono_us,
+            "heartbeat receipts {what} at monotonic {now_mono_us}, before the last \
+             observation at {last_mono_us}"
+        );
     }
 }
 
@@ -138,6 +176,14 @@ mod tests {
         receipts.observe(&st, 20);
         assert!(receipts.expired(&s, expiry + 10).is_empty());
         assert_eq!(receipts.expired(&s, expiry + 11), vec![b]);
+    }
+
+    #[test]
+    #[should_panic(expected = "before the last observation at 20")]
+    fn a_monotonic_clock_going_back_fires() {
+        let mut receipts = HeartbeatReceipts::default();
+        receipts.observe(&RendezvousState::default(), 20);
+        receipts.observe(&RendezvousState::default(), 19);
     }
 
     #[test]

@@ -6,6 +6,8 @@ use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
+use super::settings::RendezvousSettings;
+
 /// One rendezvous handler instance, as torch's `_NodeDesc` describes it.
 ///
 /// Field order matters: the derived `Ord` compares (addr, pid, local_id) in that order, which
@@ -330,6 +332,58 @@ impl RendezvousState {
         self.completed_world.as_ref().unwrap_or(&self.participants)
     }
 
+    /// torch's `_get_world`: `node`'s rank and the world, read from the synced `state` (with
+    /// `world-at-completion`, from the world the round completed with).
+    /// Returns (round, rank, world size, participant addresses by rank).
+    ///
+    /// The world's ranks are distinct (sanitize only drops nodes after completion), and with
+    /// `world-at-completion` they are exactly 0..world size. Without it they may have gaps:
+    /// that is torch's world-size race, which `rendezvous.agreement` judges.
+    pub fn world_of(
+        &self,
+        node: &NodeDesc,
+        settings: &RendezvousSettings,
+    ) -> (u64, u32, u32, Vec<String>) {
+        let (state, world) = (self, self.world());
+        let rank = world.get(node).copied().unwrap_or_else(|| {
+            panic!(
+                "{node} finished its join of round {} but is not in its world",
+                state.round
+            )
+        });
+        let mut by_rank: Vec<(u32, &NodeDesc)> = world.iter().map(|(n, r)| (*r, n)).collect();
+        by_rank.sort();
+        let planted_collision = settings.has_mutant(super::settings::MUTANT_RANK_COLLISION)
+            || settings.has_mutant(super::settings::MUTANT_LATE_JOINER);
+        if !planted_collision {
+            if let Some(pair) = by_rank.windows(2).find(|pair| pair[0].0 == pair[1].0) {
+                panic!(
+                    "round {}: {} and {} share rank {} in the world {node} was told",
+                    state.round, pair[0].1, pair[1].1, pair[0].0
+                );
+            }
+            if settings.has_fix(super::settings::FIX_WORLD_AT_COMPLETION) {
+                let last = by_rank.last().map(|(rank, _)| *rank as usize);
+                assert_eq!(
+                    last.map_or(0, |rank| rank + 1),
+                    by_rank.len(),
+                    "round {}: the completed world of {} nodes has ranks up to {last:?}",
+                    state.round,
+                    by_rank.len()
+                );
+            }
+        }
+        (
+            state.round,
+            rank,
+            world.len() as u32,
+            by_rank
+                .into_iter()
+                .map(|(_, n)| n.addr.to_string())
+                .collect(),
+        )
+    }
+
     /// torch's `num_nodes_waiting()`: the wait list only. Redundant nodes do not count, which
     /// is what lets them wait without triggering a re-rendezvous.
     pub fn num_nodes_waiting(&self) -> usize {
@@ -420,6 +474,42 @@ mod tests {
                 ..
             })
         ));
+    }
+
+    #[test]
+    fn a_node_is_told_its_rank_and_the_world_in_rank_order() {
+        let settings = RendezvousSettings::new("r", 1, 3);
+        let mut s = sample();
+        s.complete = true;
+        s.participants.insert(NodeDesc::new("b", 1, 0), 2);
+        let (round, rank, size, world) = s.world_of(&NodeDesc::new("b", 1, 0), &settings);
+        assert_eq!((round, rank, size), (3, 2, 2));
+        assert_eq!(world, vec!["a", "b"]);
+    }
+
+    #[test]
+    #[should_panic(expected = "share rank 0 in the world")]
+    fn a_world_with_a_repeated_rank_fires() {
+        let mut s = sample();
+        s.complete = true;
+        s.world_of(
+            &NodeDesc::new("b", 1, 0),
+            &RendezvousSettings::new("r", 1, 3),
+        );
+    }
+
+    #[test]
+    #[should_panic(expected = "the completed world of 2 nodes has ranks up to Some(2)")]
+    fn a_completed_world_with_a_gap_fires() {
+        let mut settings = RendezvousSettings::new("r", 1, 3);
+        settings
+            .fixes
+            .insert(crate::rendezvous::settings::FIX_WORLD_AT_COMPLETION.to_owned());
+        let mut s = sample();
+        s.complete = true;
+        s.participants.insert(NodeDesc::new("b", 1, 0), 2);
+        s.completed_world = Some(s.participants.clone());
+        s.world_of(&NodeDesc::new("b", 1, 0), &settings);
     }
 
     #[test]

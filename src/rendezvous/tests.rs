@@ -238,6 +238,18 @@ fn exit_close_keep_alive_tables() {
     assert!(!should_keep_alive(&ctx, NOW_UTC_US - 1));
 }
 
+#[test]
+#[should_panic(expected = "op join decided under unvalidated node bounds min 3 max 2")]
+fn deciding_under_node_bounds_torch_refuses_fires() {
+    let _ = run(
+        OpKind::Join,
+        &n("a"),
+        &RendezvousState::default(),
+        &settings(3, 2),
+        0,
+    );
+}
+
 /// Runs a join op for `node` to its end against a single shared state with no other writers,
 /// the way the shell would (decide, apply, sanitize), returning the last action.
 fn drive_join(
@@ -306,13 +318,22 @@ fn ranks_distinct(st: &RendezvousState) -> bool {
 proptest! {
     /// Any interleaving of ops by several nodes against one state, each decided on the
     /// sanitized state and applied, keeps a complete round's ranks distinct, never lists a
-    /// node on both the wait and redundancy lists, and round/closed never go backwards.
+    /// node on both the wait and redundancy lists, round/closed never go backwards, and
+    /// every state is well formed (with or without the fixes that change the state).
     #[test]
     fn decide_apply_sanitize_keeps_invariants(
-        min in 1u32..3, extra in 0u32..3,
+        min in 1u32..3, extra in 0u32..3, replace_fix in any::<bool>(), world_fix in any::<bool>(),
         steps in prop::collection::vec((arb_node(), arb_op(), 0i64..20_000_000, -6_000_000i64..2_000_000), 1..60),
     ) {
-        let s = settings(min, min + extra);
+        let mut s = settings(min, min + extra);
+        for (on, fix) in [
+            (replace_fix, super::settings::FIX_RESTARTED_NODE_REPLACES_ENTRY),
+            (world_fix, super::settings::FIX_WORLD_AT_COMPLETION),
+        ] {
+            if on {
+                s.fixes.insert(fix.to_owned());
+            }
+        }
         let mut st = RendezvousState::default();
         let mut now = NOW_UTC_US;
         for (node, op, advance_us, slack_us) in steps {
@@ -330,6 +351,7 @@ proptest! {
                 prop_assert!(st.participants.len() <= s.max_nodes as usize);
             }
             prop_assert!(st.wait_list.iter().all(|n| !st.redundancy_list.contains(n)));
+            st.assert_well_formed(&s);
             prop_assert_eq!(RendezvousState::decode(&st.encode()).unwrap(), st.clone());
         }
     }

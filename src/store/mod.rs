@@ -151,6 +151,17 @@ impl StoreState {
     /// Applies a request. `None` means it must wait for keys that do not exist yet; the
     /// server retries it after every change.
     pub fn apply(&mut self, request: &StoreRequest) -> Option<StoreResponse> {
+        let reply = self.apply_unchecked(request);
+        assert!(
+            self.data.len() <= KEYS_MAX,
+            "the store holds {} keys after {:?}, over its bound of {KEYS_MAX}",
+            self.data.len(),
+            request.keys().first()
+        );
+        reply
+    }
+
+    fn apply_unchecked(&mut self, request: &StoreRequest) -> Option<StoreResponse> {
         match request {
             StoreRequest::Set { key, value } => Some(self.set(key, value.clone())),
             StoreRequest::Get { key } => {
@@ -192,6 +203,11 @@ impl StoreState {
     }
 
     fn set(&mut self, key: &str, value: Value) -> StoreResponse {
+        assert!(
+            self.data.len() <= KEYS_MAX,
+            "a set of '{key}' found {} keys, over the store's bound of {KEYS_MAX}",
+            self.data.len()
+        );
         if value.len() > VALUE_BYTES_MAX {
             return StoreResponse::Error(format!(
                 "value of {} bytes is over the store's bound of {VALUE_BYTES_MAX}",
@@ -201,8 +217,20 @@ impl StoreState {
         if !self.data.contains_key(key) && self.data.len() >= KEYS_MAX {
             return StoreResponse::Error(format!("the store is full ({KEYS_MAX} keys)"));
         }
-        self.data.insert(key.to_owned(), value);
+        self.data.insert(key.to_owned(), value.clone());
+        self.assert_holds(key, &value, "set");
         StoreResponse::Done
+    }
+
+    /// After a write: `key` holds this very value (shared, so no bytes are compared).
+    fn assert_holds(&self, key: &str, value: &Value, what: &str) {
+        assert!(
+            self.data
+                .get(key)
+                .is_some_and(|held| Value::same(held, value)),
+            "after a {what} of '{key}' the store holds {:?} bytes there, not the value written",
+            self.data.get(key).map(|held| held.len())
+        );
     }
 
     /// TCPStore keeps counters as decimal text, so `get` of a counter reads its digits.
@@ -234,6 +262,7 @@ impl StoreState {
             None => StoreResponse::Value(expected.clone()),
             Some(current) if current == expected => {
                 self.data.insert(key.to_owned(), desired.clone());
+                self.assert_holds(key, desired, "compare_set");
                 StoreResponse::Value(desired.clone())
             }
             Some(current) => StoreResponse::Value(current.clone()),
@@ -337,6 +366,19 @@ mod tests {
             }),
             Some(StoreResponse::Error(_))
         ));
+    }
+
+    #[test]
+    #[should_panic(expected = "a set of 'k' found 100001 keys, over the store's bound of 100000")]
+    fn a_store_over_its_key_bound_fires() {
+        let mut s = StoreState::new();
+        for i in 0..=KEYS_MAX {
+            s.data.insert(i.to_string(), Value::from(&b"v"[..]));
+        }
+        s.apply(&StoreRequest::Set {
+            key: "k".into(),
+            value: b"v"[..].into(),
+        });
     }
 
     #[test]

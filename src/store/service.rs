@@ -63,7 +63,7 @@ impl Waiters {
     /// Blocks a request on the keys of `keys` that `state` lacks.
     fn add(&mut self, keys: &[&str], state: &StoreState, wake: oneshot::Sender<()>) {
         let id = self.next_id;
-        self.next_id += 1;
+        self.next_id = id.checked_add(1).expect("blocked request ids overflow u64");
         let mut missing = 0;
         for key in keys.iter().filter(|k| !state.contains(k)) {
             missing += 1;
@@ -79,7 +79,11 @@ impl Waiters {
             let _ = wake.send(());
             return;
         }
-        self.by_id.insert(id, (wake, missing));
+        let earlier = self.by_id.insert(id, (wake, missing));
+        assert!(
+            earlier.is_none(),
+            "blocked request id {id} was handed out twice"
+        );
     }
 
     /// A write touched `changed`: requests whose last missing key now holds a value are
@@ -88,21 +92,27 @@ impl Waiters {
         let mut woken = BTreeSet::new();
         for key in changed.iter().filter(|k| state.contains(k)) {
             for id in self.by_key.remove(*key).unwrap_or_default() {
-                if let Some((_, missing)) = self.by_id.get_mut(&id) {
-                    // Registered once per missing key, so never below zero.
-                    *missing = missing
-                        .checked_sub(1)
-                        .expect("a blocked request counts each missing key once");
-                    if *missing == 0 {
-                        woken.insert(id);
-                    }
+                // A request leaves `by_id` only once its last missing key appeared, which
+                // took it off every key's list: a listed id is always registered.
+                let Some((_, missing)) = self.by_id.get_mut(&id) else {
+                    panic!("blocked request {id} waits on '{key}' but is not registered");
+                };
+                // Registered once per missing key, so never below zero.
+                *missing = missing.checked_sub(1).unwrap_or_else(|| {
+                    panic!("blocked request {id} had no missing key left when '{key}' appeared")
+                });
+                if *missing == 0 {
+                    woken.insert(id);
                 }
             }
         }
         for id in woken {
-            if let Some((wake, _)) = self.by_id.remove(&id) {
-                let _ = wake.send(());
-            }
+            let (wake, _) = self
+                .by_id
+                .remove(&id)
+                .expect("a woken request is registered until woken");
+            // The request may have timed out meanwhile; its receiver is gone then.
+            let _ = wake.send(());
         }
     }
 }
@@ -337,4 +347,43 @@ impl StoreClient {
 
 fn unexpected(reply: StoreResponse) -> StoreError {
     StoreError::Refused(format!("unexpected reply {reply:?}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_request_is_woken_once_its_last_missing_key_appears() {
+        let mut state = StoreState::new();
+        let mut waiters = Waiters::default();
+        let (tx, mut rx) = oneshot::channel();
+        waiters.add(&["a", "b"], &state, tx);
+        state.apply(&StoreRequest::Set {
+            key: "a".into(),
+            value: b"1"[..].into(),
+        });
+        waiters.wake(&["a"], &state);
+        assert_eq!(rx.try_recv(), Ok(None));
+        state.apply(&StoreRequest::Set {
+            key: "b".into(),
+            value: b"2"[..].into(),
+        });
+        waiters.wake(&["b"], &state);
+        assert_eq!(rx.try_recv(), Ok(Some(())));
+        assert!(waiters.is_empty() && waiters.by_key.is_empty());
+    }
+
+    #[test]
+    #[should_panic(expected = "blocked request 7 waits on 'k' but is not registered")]
+    fn a_listed_request_that_is_not_registered_fires() {
+        let mut state = StoreState::new();
+        state.apply(&StoreRequest::Set {
+            key: "k".into(),
+            value: b"1"[..].into(),
+        });
+        let mut waiters = Waiters::default();
+        waiters.by_key.insert("k".into(), vec![7]);
+        waiters.wake(&["k"], &state);
+    }
 }
