@@ -260,11 +260,11 @@ impl StoreState {
             },
             // TCPStore answers an absent key with the expected value it was given.
             None => StoreResponse::Value(expected.clone()),
-            Some(current) if current == expected => {
-                self.data.insert(key.to_owned(), desired.clone());
-                self.assert_holds(key, desired, "compare_set");
-                StoreResponse::Value(desired.clone())
-            }
+            // Through `set`, so a swap is held to the same value bound as a first write.
+            Some(current) if current == expected => match self.set(key, desired.clone()) {
+                StoreResponse::Done => StoreResponse::Value(desired.clone()),
+                error => error,
+            },
             Some(current) => StoreResponse::Value(current.clone()),
         }
     }
@@ -280,6 +280,26 @@ mod tests {
             expected: e.as_bytes().into(),
             desired: d.as_bytes().into(),
         })
+    }
+
+    #[test]
+    fn a_swap_over_the_value_bound_is_refused_and_leaves_the_value() {
+        let mut s = StoreState::new();
+        assert_eq!(
+            cas(&mut s, "k", "", "a"),
+            Some(StoreResponse::Value(b"a"[..].into()))
+        );
+        let huge = Value::from(vec![b'x'; VALUE_BYTES_MAX + 1]);
+        let swap = StoreRequest::CompareSet {
+            key: "k".into(),
+            expected: b"a"[..].into(),
+            desired: huge,
+        };
+        assert!(matches!(s.apply(&swap), Some(StoreResponse::Error(e)) if e.contains("bound")));
+        assert_eq!(
+            cas(&mut s, "k", "a", "b"),
+            Some(StoreResponse::Value(b"b"[..].into()))
+        );
     }
 
     #[test]
