@@ -6,39 +6,51 @@ use crate::trace::AgentState;
 pub use crate::trace::WorkerGroupState;
 use std::collections::BTreeSet;
 
-/// Fix for pytorch#135712 / pytorch#108158: `TORCHELASTIC_RESTART_COUNT` is per agent, so
-/// after one node's failure the agents of the same new group hold different counts, and the
-/// group as a whole can restart after failures more often than `max_restarts`. With this
-/// fix every agent publishes its count through the round's store when it starts workers and
-/// adopts the group's highest, so the count and the budget left are the group's.
-pub const FIX_SHARED_RESTART_COUNT: &str = "shared-restart-count";
-
-/// Fix for pytorch#147064: a node whose agent was killed and came back quickly lands on the
-/// wait list, and the survivors restart as a free membership change, so `max_restarts = 0`
-/// does not stop a crash loop. With this fix a membership restart counts against the budget
-/// when a waiting node has the address of a member of the running group (its process was
-/// replaced: a failure, not a scale-up).
-pub const FIX_COUNT_REJOINED_FAILURES: &str = "count-rejoined-failures";
-
-/// Fix for one agent's failure closing the rendezvous for all: torch's `launch_agent`
-/// calls `shutdown()`, which closes the rendezvous, on every exit but a signal, so one
-/// agent that fails (its budget spent, or a rendezvous error of its own) ends every other
-/// agent at its next re-rendezvous. With this fix a FAILED agent leaves the rendezvous open,
-/// as torch already does for a signal and as forks do for an unhealthy node.
-pub const FIX_KEEP_OPEN_ON_FAILURE: &str = "keep-open-on-failure";
-
-/// Every named fix `agent.fixes` may switch on.
-pub const KNOWN_AGENT_FIXES: &[&str] = &[
-    FIX_SHARED_RESTART_COUNT,
-    FIX_COUNT_REJOINED_FAILURES,
-    FIX_KEEP_OPEN_ON_FAILURE,
-];
+/// The opt-in agent fixes `agent.fixes` may switch on, named in kebab-case; the list order
+/// is the order error messages name them in.
+#[derive(
+    Clone,
+    Copy,
+    Debug,
+    PartialEq,
+    Eq,
+    PartialOrd,
+    Ord,
+    serde::Serialize,
+    serde::Deserialize,
+    strum::Display,
+    strum::EnumString,
+    strum::IntoStaticStr,
+    strum::VariantArray,
+)]
+#[serde(rename_all = "kebab-case")]
+#[strum(serialize_all = "kebab-case")]
+pub enum AgentFix {
+    /// Fix for pytorch#135712 / pytorch#108158: `TORCHELASTIC_RESTART_COUNT` is per agent, so
+    /// after one node's failure the agents of the same new group hold different counts, and the
+    /// group as a whole can restart after failures more often than `max_restarts`. With this
+    /// fix every agent publishes its count through the round's store when it starts workers and
+    /// adopts the group's highest, so the count and the budget left are the group's.
+    SharedRestartCount,
+    /// Fix for pytorch#147064: a node whose agent was killed and came back quickly lands on the
+    /// wait list, and the survivors restart as a free membership change, so `max_restarts = 0`
+    /// does not stop a crash loop. With this fix a membership restart counts against the budget
+    /// when a waiting node has the address of a member of the running group (its process was
+    /// replaced: a failure, not a scale-up).
+    CountRejoinedFailures,
+    /// Fix for one agent's failure closing the rendezvous for all: torch's `launch_agent`
+    /// calls `shutdown()`, which closes the rendezvous, on every exit but a signal, so one
+    /// agent that fails (its budget spent, or a rendezvous error of its own) ends every other
+    /// agent at its next re-rendezvous. With this fix a FAILED agent leaves the rendezvous open,
+    /// as torch already does for a signal and as forks do for an unhealthy node.
+    KeepOpenOnFailure,
+}
 
 /// `launch_agent`'s shutdown rule for an agent that exits in `state` (not by a signal):
-/// torch closes the rendezvous whatever the state; with [`FIX_KEEP_OPEN_ON_FAILURE`] a
+/// torch closes the rendezvous whatever the state; with [`AgentFix::KeepOpenOnFailure`] a
 /// FAILED agent leaves it open.
-pub fn closes_rendezvous_on_exit(state: AgentState, fixes: &[String]) -> bool {
-    let keep_open = fixes.iter().any(|f| f == FIX_KEEP_OPEN_ON_FAILURE);
+pub fn closes_rendezvous_on_exit(state: AgentState, fixes: &[AgentFix]) -> bool {
+    let keep_open = fixes.contains(&AgentFix::KeepOpenOnFailure);
     !(keep_open && state == AgentState::Failed)
 }
 
@@ -91,12 +103,12 @@ pub enum Decision {
 pub struct RestartPolicy {
     max_restarts: u32,
     remaining_restarts: u32,
-    fixes: BTreeSet<String>,
+    fixes: BTreeSet<AgentFix>,
 }
 
 impl RestartPolicy {
     /// A fresh budget: every process starts with `max_restarts` left.
-    pub fn new(max_restarts: u32, fixes: BTreeSet<String>) -> Self {
+    pub fn new(max_restarts: u32, fixes: BTreeSet<AgentFix>) -> Self {
         Self {
             max_restarts,
             remaining_restarts: max_restarts,
@@ -105,8 +117,8 @@ impl RestartPolicy {
     }
 
     /// Whether the named agent fix is switched on.
-    pub fn has_fix(&self, name: &str) -> bool {
-        self.fixes.contains(name)
+    pub fn has_fix(&self, fix: AgentFix) -> bool {
+        self.fixes.contains(&fix)
     }
 
     /// `TORCHELASTIC_RESTART_COUNT`: `max_restarts - remaining_restarts`.
@@ -127,7 +139,7 @@ impl RestartPolicy {
     }
 
     /// The monitor saw a HEALTHY group and `waiting` nodes want to join (their addresses,
-    /// when the caller read them; only [`FIX_COUNT_REJOINED_FAILURES`] needs them).
+    /// when the caller read them; only [`AgentFix::CountRejoinedFailures`] needs them).
     /// `members` are the addresses of the running group. torch restarts uncounted.
     pub fn on_nodes_waiting(
         &mut self,
@@ -139,7 +151,7 @@ impl RestartPolicy {
             return Decision::Continue;
         }
         let rejoined = waiting.iter().any(|addr| members.contains(addr));
-        if rejoined && self.has_fix(FIX_COUNT_REJOINED_FAILURES) {
+        if rejoined && self.has_fix(AgentFix::CountRejoinedFailures) {
             return self.spend(RestartReason::MemberRejoined);
         }
         Decision::Restart {
@@ -148,10 +160,10 @@ impl RestartPolicy {
         }
     }
 
-    /// With [`FIX_SHARED_RESTART_COUNT`]: adopt the highest restart count of the new group's
+    /// With [`AgentFix::SharedRestartCount`]: adopt the highest restart count of the new group's
     /// agents, so the group shares one count and one budget. Without it, does nothing.
     pub fn adopt_group_count(&mut self, group_count_max: u32) {
-        if !self.has_fix(FIX_SHARED_RESTART_COUNT) {
+        if !self.has_fix(AgentFix::SharedRestartCount) {
             return;
         }
         let before = self.restart_count();
@@ -223,8 +235,8 @@ pub fn assert_group_transition(from: Option<WorkerGroupState>, to: WorkerGroupSt
 mod tests {
     use super::*;
 
-    fn policy(max: u32, fixes: &[&str]) -> RestartPolicy {
-        RestartPolicy::new(max, fixes.iter().map(|f| f.to_string()).collect())
+    fn policy(max: u32, fixes: &[AgentFix]) -> RestartPolicy {
+        RestartPolicy::new(max, fixes.iter().copied().collect())
     }
 
     fn names(list: &[&str]) -> Vec<String> {
@@ -266,7 +278,7 @@ mod tests {
 
     #[test]
     fn rejoined_members_count_with_the_fix() {
-        let mut p = policy(1, &[FIX_COUNT_REJOINED_FAILURES]);
+        let mut p = policy(1, &[AgentFix::CountRejoinedFailures]);
         let members = names(&["node-0", "node-1"]);
         // A new node (scale-up) stays free.
         let d = p.on_nodes_waiting(1, &names(&["node-2"]), &members);
@@ -289,7 +301,7 @@ mod tests {
     fn a_failed_agent_closes_the_rendezvous_unless_fixed() {
         assert!(closes_rendezvous_on_exit(AgentState::Failed, &[]));
         assert!(closes_rendezvous_on_exit(AgentState::Succeeded, &[]));
-        let fixed = vec![FIX_KEEP_OPEN_ON_FAILURE.to_owned()];
+        let fixed = vec![AgentFix::KeepOpenOnFailure];
         assert!(!closes_rendezvous_on_exit(AgentState::Failed, &fixed));
         assert!(closes_rendezvous_on_exit(AgentState::Succeeded, &fixed));
     }
@@ -337,7 +349,7 @@ mod tests {
         let mut torch = policy(3, &[]);
         torch.adopt_group_count(2);
         assert_eq!(torch.restart_count(), 0);
-        let mut fixed = policy(3, &[FIX_SHARED_RESTART_COUNT]);
+        let mut fixed = policy(3, &[AgentFix::SharedRestartCount]);
         fixed.adopt_group_count(2);
         assert_eq!(fixed.restart_count(), 2);
         // Never backwards, never past the budget.

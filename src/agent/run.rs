@@ -4,8 +4,8 @@
 //! success, and close the rendezvous on exit unless stopped by a signal.
 
 use super::policy::{
-    assert_group_transition, closes_rendezvous_on_exit, Decision, RestartPolicy, WorkerGroupState,
-    FIX_COUNT_REJOINED_FAILURES, FIX_SHARED_RESTART_COUNT,
+    assert_group_transition, closes_rendezvous_on_exit, AgentFix, Decision, RestartPolicy,
+    WorkerGroupState,
 };
 use super::rank_exchange::{
     exchange_ranks, group_restart_count_max, publish_restart_count, AssignedRanks, DEFAULT_ROLE,
@@ -177,7 +177,7 @@ async fn invoke_run(
     mutants: &Arc<Mutants>,
 ) -> Result<AgentExit, RendezvousError> {
     let agent = &env.scenario().agent;
-    let mut policy = RestartPolicy::new(agent.max_restarts, agent.fixes.iter().cloned().collect());
+    let mut policy = RestartPolicy::new(agent.max_restarts, agent.fixes.iter().copied().collect());
     let launch = Launch {
         highest_step: Arc::new(AtomicU64::new(0)),
         mutants: Arc::clone(mutants),
@@ -302,7 +302,7 @@ async fn nodes_waiting(
     info: &RendezvousInfo,
 ) -> Result<Decision, RendezvousError> {
     let waiting_count = handler.num_nodes_waiting().await?;
-    let waiting = if waiting_count > 0 && policy.has_fix(FIX_COUNT_REJOINED_FAILURES) {
+    let waiting = if waiting_count > 0 && policy.has_fix(AgentFix::CountRejoinedFailures) {
         handler.waiting_addrs().await?
     } else {
         Vec::new()
@@ -359,7 +359,7 @@ async fn initialize_workers(
         store_incarnation: info.store_incarnation,
     });
     let prefix = format!("{}/", settings_of(env).round_store_prefix(info.round));
-    let shared = policy.has_fix(FIX_SHARED_RESTART_COUNT);
+    let shared = policy.has_fix(AgentFix::SharedRestartCount);
     if shared {
         publish_restart_count(store, &prefix, &info, policy.restart_count()).await?;
     }

@@ -3,68 +3,58 @@
 
 use super::signature::{judge, Verdict};
 use super::strategy::Case;
-use crate::agent::policy::{
-    FIX_COUNT_REJOINED_FAILURES, FIX_KEEP_OPEN_ON_FAILURE, FIX_SHARED_RESTART_COUNT,
-};
-use crate::rendezvous::settings::{
-    FIX_DEAD_PARTICIPANT_REJOIN, FIX_MONOTONIC_HEARTBEATS, FIX_REFRESH_MASTER_ADDR,
-    FIX_RESTARTED_NODE_REPLACES_ENTRY, FIX_WORLD_AT_COMPLETION,
-};
+use crate::agent::policy::AgentFix;
+use crate::rendezvous::settings::RendezvousFix;
 use serde::{Deserialize, Serialize};
 
-/// Where a fix applies.
+/// A fix triage can switch on, by where it applies.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum FixScope {
-    /// `rendezvous.fixes`.
-    Rendezvous,
-    /// `agent.fixes`.
-    Agent,
+pub enum TriageFix {
+    /// One of `rendezvous.fixes`.
+    Rendezvous(RendezvousFix),
+    /// One of `agent.fixes`.
+    Agent(AgentFix),
 }
 
-/// Every fix triage tries, in this order, with the torch behaviour it removes (see each
-/// constant's documentation).
-pub const TRIAGE_FIXES: &[(&str, FixScope, &str)] = &[
-    (
-        FIX_DEAD_PARTICIPANT_REJOIN,
-        FixScope::Rendezvous,
-        "pytorch#111646",
-    ),
-    (
-        FIX_RESTARTED_NODE_REPLACES_ENTRY,
-        FixScope::Rendezvous,
-        "torch: a restarted node's stale entry",
-    ),
-    (
-        FIX_MONOTONIC_HEARTBEATS,
-        FixScope::Rendezvous,
-        "torch: wall-clock heartbeat expiry",
-    ),
-    (
-        FIX_REFRESH_MASTER_ADDR,
-        FixScope::Rendezvous,
-        "torch 2.15: stale bootstrap address",
-    ),
-    (
-        FIX_WORLD_AT_COMPLETION,
-        FixScope::Rendezvous,
-        "torch: world size read after sanitize",
-    ),
-    (
-        FIX_SHARED_RESTART_COUNT,
-        FixScope::Agent,
-        "pytorch#135712/#108158",
-    ),
-    (
-        FIX_COUNT_REJOINED_FAILURES,
-        FixScope::Agent,
-        "pytorch#147064",
-    ),
-    (
-        FIX_KEEP_OPEN_ON_FAILURE,
-        FixScope::Agent,
-        "torch: one agent's failure closes the rendezvous",
-    ),
-];
+impl TriageFix {
+    /// The fix's name as a scenario file spells it.
+    pub fn name(self) -> &'static str {
+        match self {
+            TriageFix::Rendezvous(fix) => fix.into(),
+            TriageFix::Agent(fix) => fix.into(),
+        }
+    }
+}
+
+/// The torch behaviour each fix removes (see each fix's documentation). Exhaustive, so a
+/// new fix must name what it removes.
+fn removes(fix: TriageFix) -> &'static str {
+    match fix {
+        TriageFix::Rendezvous(fix) => match fix {
+            RendezvousFix::DeadParticipantRejoin => "pytorch#111646",
+            RendezvousFix::RestartedNodeReplacesEntry => "torch: a restarted node's stale entry",
+            RendezvousFix::MonotonicHeartbeats => "torch: wall-clock heartbeat expiry",
+            RendezvousFix::RefreshMasterAddr => "torch 2.15: stale bootstrap address",
+            RendezvousFix::WorldAtCompletion => "torch: world size read after sanitize",
+        },
+        TriageFix::Agent(fix) => match fix {
+            AgentFix::SharedRestartCount => "pytorch#135712/#108158",
+            AgentFix::CountRejoinedFailures => "pytorch#147064",
+            AgentFix::KeepOpenOnFailure => "torch: one agent's failure closes the rendezvous",
+        },
+    }
+}
+
+/// Every fix triage tries, in this order: the rendezvous fixes, then the agent's, each in
+/// declaration order.
+pub fn triage_fixes() -> Vec<TriageFix> {
+    use strum::VariantArray;
+    let rendezvous = RendezvousFix::VARIANTS
+        .iter()
+        .map(|&f| TriageFix::Rendezvous(f));
+    let agent = AgentFix::VARIANTS.iter().map(|&f| TriageFix::Agent(f));
+    rendezvous.chain(agent).collect()
+}
 
 /// A finding's triage.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -89,15 +79,15 @@ impl Known {
 }
 
 /// The case with `fix` switched on, or `None` when the case already has it.
-pub fn with_fix(case: &Case, fix: &str, scope: FixScope) -> Option<Case> {
+pub fn with_fix(case: &Case, fix: TriageFix) -> Option<Case> {
     let mut c = case.clone();
-    let added = match scope {
-        FixScope::Rendezvous => c.scenario.rendezvous.fixes.insert(fix.to_owned()),
-        FixScope::Agent => {
+    let added = match fix {
+        TriageFix::Rendezvous(fix) => c.scenario.rendezvous.fixes.insert(fix),
+        TriageFix::Agent(fix) => {
             let fixes = &mut c.scenario.agent.fixes;
-            let new = !fixes.iter().any(|f| f == fix);
+            let new = !fixes.contains(&fix);
             if new {
-                fixes.push(fix.to_owned());
+                fixes.push(fix);
             }
             new
         }
@@ -105,7 +95,7 @@ pub fn with_fix(case: &Case, fix: &str, scope: FixScope) -> Option<Case> {
     added.then_some(c)
 }
 
-/// The first fix (in [`TRIAGE_FIXES`] order) under which `case` violates nothing that
+/// The first fix (in [`triage_fixes`] order) under which `case` violates nothing that
 /// counts. When no single fix does, every fix together is tried, then fixes are dropped
 /// one by one while the case stays clean: a finding that needs two known fixes is two
 /// known behaviours at once, labelled with both. `None` means the finding is new. A
@@ -118,23 +108,23 @@ pub fn triage(case: &Case, verdict: &Verdict, mutant: Option<&str>) -> Option<Kn
     {
         return None;
     }
+    let all = triage_fixes();
     let clean = |fixes: &[usize]| {
         let mut c = case.clone();
         for &i in fixes {
-            let (fix, scope, _) = TRIAGE_FIXES[i];
-            c = with_fix(&c, fix, scope).unwrap_or(c);
+            c = with_fix(&c, all[i]).unwrap_or(c);
         }
         !judge(&c.scenario, c.seed, mutant).0.fails()
     };
-    let single = (0..TRIAGE_FIXES.len()).find(|&i| clean(&[i]));
+    let single = (0..all.len()).find(|&i| clean(&[i]));
     let set: Vec<usize> = match single {
         Some(i) => vec![i],
         None => {
-            let mut set: Vec<usize> = (0..TRIAGE_FIXES.len()).collect();
+            let mut set: Vec<usize> = (0..all.len()).collect();
             if !clean(&set) {
                 return None;
             }
-            for i in (0..TRIAGE_FIXES.len()).rev() {
+            for i in (0..all.len()).rev() {
                 let fewer: Vec<usize> = set.iter().copied().filter(|&j| j != i).collect();
                 if clean(&fewer) {
                     set = fewer;
@@ -146,12 +136,12 @@ pub fn triage(case: &Case, verdict: &Verdict, mutant: Option<&str>) -> Option<Kn
     Some(Known {
         fix: set
             .iter()
-            .map(|&i| TRIAGE_FIXES[i].0)
+            .map(|&i| all[i].name())
             .collect::<Vec<_>>()
             .join(" + "),
         issue: set
             .iter()
-            .map(|&i| TRIAGE_FIXES[i].2)
+            .map(|&i| removes(all[i]))
             .collect::<Vec<_>>()
             .join(" + "),
     })
@@ -163,15 +153,12 @@ mod tests {
 
     #[test]
     fn every_known_fix_is_tried_once() {
-        let mut names: Vec<&str> = TRIAGE_FIXES.iter().map(|f| f.0).collect();
-        names.sort_unstable();
-        let mut known: Vec<&str> = crate::rendezvous::settings::KNOWN_FIXES
-            .iter()
-            .chain(crate::agent::policy::KNOWN_AGENT_FIXES.iter())
-            .copied()
-            .collect();
-        known.sort_unstable();
-        assert_eq!(names, known);
+        let names: Vec<&str> = triage_fixes().into_iter().map(TriageFix::name).collect();
+        let distinct: std::collections::BTreeSet<&str> = names.iter().copied().collect();
+        assert_eq!(names.len(), 8);
+        assert_eq!(distinct.len(), names.len());
+        assert_eq!(names[0], "dead-participant-rejoin");
+        assert_eq!(names[7], "keep-open-on-failure");
     }
 
     #[test]
@@ -180,11 +167,11 @@ mod tests {
             scenario: crate::scenario::default_scenario("t"),
             seed: 1,
         };
-        let fixed =
-            with_fix(&case, FIX_DEAD_PARTICIPANT_REJOIN, FixScope::Rendezvous).expect("not yet on");
-        assert!(with_fix(&fixed, FIX_DEAD_PARTICIPANT_REJOIN, FixScope::Rendezvous).is_none());
+        let rejoin = TriageFix::Rendezvous(RendezvousFix::DeadParticipantRejoin);
+        let fixed = with_fix(&case, rejoin).expect("not yet on");
+        assert!(with_fix(&fixed, rejoin).is_none());
         let k = Known {
-            fix: FIX_DEAD_PARTICIPANT_REJOIN.into(),
+            fix: rejoin.name().into(),
             issue: "pytorch#111646".into(),
         };
         assert_eq!(
@@ -217,7 +204,7 @@ mod tests {
         let (verdict, _) = judge(&case.scenario, case.seed, None);
         assert_eq!(verdict.counted, vec!["rendezvous.liveness".to_owned()]);
         let known = triage(&case, &verdict, None).expect("a known torch behaviour");
-        assert_eq!(known.fix, FIX_DEAD_PARTICIPANT_REJOIN);
+        assert_eq!(known.fix, "dead-participant-rejoin");
         assert_eq!(known.issue, "pytorch#111646");
     }
 
@@ -233,7 +220,7 @@ mod tests {
             "reproduce with: trainsim fuzz --target rendezvous --cases 2812..2813 --seed 1"
         );
         let known = triage(&case, &verdict, None).expect("a known torch behaviour");
-        assert_eq!(known.fix, FIX_WORLD_AT_COMPLETION);
+        assert_eq!(known.fix, "world-at-completion");
         assert_eq!(known.issue, "torch: world size read after sanitize");
     }
 }

@@ -2,7 +2,7 @@
 //! participant-removal epilogue it shares with sanitize.
 
 use super::ops::Action;
-use super::settings::RendezvousSettings;
+use super::settings::{RendezvousFix, RendezvousSettings};
 use super::state::{NodeDesc, RendezvousState};
 
 /// Applies `action`, taken by `node` at wall-clock `now_utc_us`, to `state`.
@@ -36,7 +36,7 @@ fn apply_unchecked(
         action,
         Action::AddToParticipants | Action::AddToWaitList | Action::AddToRedundancyList
     );
-    if enters_state && settings.has_fix(super::settings::FIX_RESTARTED_NODE_REPLACES_ENTRY) {
+    if enters_state && settings.has_fix(RendezvousFix::RestartedNodeReplacesEntry) {
         drop_stale_entries_of(state, node, settings);
     }
     match action {
@@ -265,7 +265,7 @@ fn mark_complete(state: &mut RendezvousState, settings: &RendezvousSettings) {
     {
         panic!("completion gave {node}, place {i} in node order, rank {rank}, expected {i}");
     }
-    if settings.has_fix(super::settings::FIX_WORLD_AT_COMPLETION) {
+    if settings.has_fix(RendezvousFix::WorldAtCompletion) {
         // Persistent maps share structure: the record costs no copy of the nodes.
         state.completed_world = Some(state.participants.clone());
     }
@@ -420,8 +420,7 @@ mod tests {
     fn with_replace_fix(min: u32, max: u32, on: bool) -> RendezvousSettings {
         let mut s = RendezvousSettings::new("r", min, max);
         if on {
-            s.fixes
-                .insert(crate::rendezvous::settings::FIX_RESTARTED_NODE_REPLACES_ENTRY.to_owned());
+            s.fixes.insert(RendezvousFix::RestartedNodeReplacesEntry);
         }
         s
     }
@@ -474,11 +473,10 @@ mod tests {
     #[test]
     fn the_completed_world_survives_sanitize_only_with_its_fix() {
         use crate::rendezvous::sanitize::sanitize;
-        use crate::rendezvous::settings::FIX_WORLD_AT_COMPLETION;
         let mut fixed = RendezvousSettings::new("r", 1, 3);
-        fixed.fixes.insert(FIX_WORLD_AT_COMPLETION.to_owned());
+        fixed.fixes.insert(RendezvousFix::WorldAtCompletion);
         for settings in [RendezvousSettings::new("r", 1, 3), fixed] {
-            let on = settings.has_fix(FIX_WORLD_AT_COMPLETION);
+            let on = settings.has_fix(RendezvousFix::WorldAtCompletion);
             let mut st = RendezvousState::default();
             apply(Action::AddToParticipants, &mut st, &n("a"), &settings, 1);
             apply(Action::AddToParticipants, &mut st, &n("b"), &settings, 2);

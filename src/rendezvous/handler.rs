@@ -9,10 +9,7 @@ use super::apply::apply;
 use super::decoded_states::{DecodedStates, SharedState};
 use super::ops::{decide, Action, OpContext, OpKind};
 use super::sanitize::{drop_nodes, sanitize, HeartbeatReceipts};
-use super::settings::{
-    RendezvousSettings, FIX_DEAD_PARTICIPANT_REJOIN, FIX_MONOTONIC_HEARTBEATS,
-    FIX_REFRESH_MASTER_ADDR,
-};
+use super::settings::{RendezvousFix, RendezvousSettings};
 use super::state::{NodeDesc, RendezvousState};
 use crate::store::service::{StoreClient, StoreError};
 use crate::store::Value;
@@ -282,7 +279,7 @@ impl RendezvousHandler {
             return self.build_master(env, &prefix, rank, port, false).await;
         }
         let mut bootstrap = self.bootstrap.lock().await;
-        let refresh = settings.has_fix(FIX_REFRESH_MASTER_ADDR);
+        let refresh = settings.has_fix(RendezvousFix::RefreshMasterAddr);
         if bootstrap.cached.is_none() || (rank == 0 && bootstrap.server.is_none()) || refresh {
             let mut port = 0;
             if rank == 0 {
@@ -535,7 +532,7 @@ impl Holder {
         self.last_sync_mono_us = Some(self.env.now_mono_us());
         let now_utc_us = self.env.now_utc_us();
         self.state = synced.state.clone();
-        if self.settings.has_fix(FIX_MONOTONIC_HEARTBEATS) {
+        if self.settings.has_fix(RendezvousFix::MonotonicHeartbeats) {
             let now_mono_us = self.env.now_mono_us();
             self.receipts.observe(&self.state, now_mono_us);
             let dead = self.receipts.expired(&self.settings, now_mono_us);
@@ -581,7 +578,7 @@ impl Holder {
     /// gone from the (sanitized) state while that round is still current. Always 0 without
     /// the fix, as in torch.
     fn dead_round_members(&self) -> usize {
-        if !self.settings.has_fix(FIX_DEAD_PARTICIPANT_REJOIN) {
+        if !self.settings.has_fix(RendezvousFix::DeadParticipantRejoin) {
             return 0;
         }
         match &self.joined {

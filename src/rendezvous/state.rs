@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
-use super::settings::RendezvousSettings;
+use super::settings::{RendezvousFix, RendezvousSettings};
 
 /// One rendezvous handler instance, as torch's `_NodeDesc` describes it.
 ///
@@ -362,7 +362,7 @@ impl RendezvousState {
                     state.round, pair[0].1, pair[1].1, pair[0].0
                 );
             }
-            if settings.has_fix(super::settings::FIX_WORLD_AT_COMPLETION) {
+            if settings.has_fix(RendezvousFix::WorldAtCompletion) {
                 let last = by_rank.last().map(|(rank, _)| *rank as usize);
                 assert_eq!(
                     last.map_or(0, |rank| rank + 1),
@@ -502,9 +502,7 @@ mod tests {
     #[should_panic(expected = "the completed world of 2 nodes has ranks up to Some(2)")]
     fn a_completed_world_with_a_gap_fires() {
         let mut settings = RendezvousSettings::new("r", 1, 3);
-        settings
-            .fixes
-            .insert(crate::rendezvous::settings::FIX_WORLD_AT_COMPLETION.to_owned());
+        settings.fixes.insert(RendezvousFix::WorldAtCompletion);
         let mut s = sample();
         s.complete = true;
         s.participants.insert(NodeDesc::new("b", 1, 0), 2);

@@ -8,7 +8,7 @@ use super::ops::{
     decide, should_keep_alive, Action, GracefulExit, OpContext, OpKind, ROLLBACK_WINDOW_US,
 };
 use super::sanitize::sanitize;
-use super::settings::RendezvousSettings;
+use super::settings::{RendezvousFix, RendezvousSettings};
 use super::state::{NodeDesc, RendezvousState};
 
 const NOW_UTC_US: i64 = 1_000_000_000;
@@ -327,8 +327,8 @@ proptest! {
     ) {
         let mut s = settings(min, min + extra);
         for (on, fix) in [
-            (replace_fix, super::settings::FIX_RESTARTED_NODE_REPLACES_ENTRY),
-            (world_fix, super::settings::FIX_WORLD_AT_COMPLETION),
+            (replace_fix, RendezvousFix::RestartedNodeReplacesEntry),
+            (world_fix, RendezvousFix::WorldAtCompletion),
         ] {
             if on {
                 s.fixes.insert(fix.to_owned());

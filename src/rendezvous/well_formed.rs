@@ -6,7 +6,9 @@
 //! torch never writes (a participant on the wait list, more participants than `max_nodes`),
 //! so the pure core does not call this; the handler does, on the states it writes.
 
-use super::settings::{RendezvousSettings, MUTANT_LATE_JOINER, MUTANT_RANK_COLLISION};
+use super::settings::{
+    RendezvousFix, RendezvousSettings, MUTANT_LATE_JOINER, MUTANT_RANK_COLLISION,
+};
 use super::state::{NodeMap, RendezvousState};
 
 impl RendezvousState {
@@ -111,7 +113,7 @@ impl RendezvousState {
         ranks_may_repeat: bool,
         late_joiner: bool,
     ) {
-        let fix = settings.has_fix(super::settings::FIX_WORLD_AT_COMPLETION);
+        let fix = settings.has_fix(RendezvousFix::WorldAtCompletion);
         let recorded = self.completed_world.is_some();
         assert_eq!(
             recorded,

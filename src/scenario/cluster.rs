@@ -10,12 +10,6 @@ use super::values::*;
 use crate::rendezvous::settings::RendezvousSettings;
 use std::collections::{BTreeMap, BTreeSet};
 
-/// Named deviations from torch's agent behaviour that `agent.fixes` may ask for.
-pub use crate::agent::policy::KNOWN_AGENT_FIXES;
-/// Named deviations from torch's behaviour that `rendezvous.fixes` may ask for; any other
-/// name is an error.
-pub use crate::rendezvous::settings::KNOWN_FIXES;
-
 /// The built-in GPU profile called `name`, if there is one.
 pub fn builtin_gpu(name: &str) -> Option<GpuProfile> {
     // Datasheet figures: PCIe Gen5/Gen4 x16 for host-to-device, NVLink 4/3 for
@@ -218,21 +212,22 @@ pub fn rendezvous(raw: &Option<RawRendezvous>, cluster: &Cluster) -> Check<Rende
             1,
             KEEP_ALIVE_MAX_ATTEMPT_MAX,
         )?,
-        fixes: fixes(
-            &p.key("fixes"),
-            r.fixes.as_deref().unwrap_or(&[]),
-            KNOWN_FIXES,
-        )?
-        .into_iter()
-        .collect(),
+        fixes: fixes(&p.key("fixes"), r.fixes.as_deref().unwrap_or(&[]))?
+            .into_iter()
+            .collect(),
         mutants: BTreeSet::new(),
     })
 }
 
-/// `rendezvous.fixes` and `agent.fixes`: non-empty, distinct names from `known`.
-pub fn fixes(path: &FieldPath, names: &[String], known: &[&str]) -> Check<Vec<String>> {
+/// `rendezvous.fixes` and `agent.fixes`: non-empty, distinct names of fixes of kind `F`
+/// (`RendezvousFix`, `AgentFix`), read into them in the file's order.
+pub fn fixes<F>(path: &FieldPath, names: &[String]) -> Check<Vec<F>>
+where
+    F: Copy + std::str::FromStr + strum::VariantArray + Into<&'static str>,
+{
     list_len(path, names, FIXES_MAX)?;
     let mut seen = BTreeSet::new();
+    let mut fixes = Vec::with_capacity(names.len());
     for (i, name) in names.iter().enumerate() {
         let at = path.index(i);
         if name.trim().is_empty() {
@@ -241,19 +236,19 @@ pub fn fixes(path: &FieldPath, names: &[String], known: &[&str]) -> Check<Vec<St
         if !seen.insert(name.as_str()) {
             return Err(issue(&at, format!("`{name}` is listed twice")));
         }
-        if !known.contains(&name.as_str()) {
-            let known = if known.is_empty() {
-                "none yet".to_string()
-            } else {
-                known.join(", ")
-            };
+        let Ok(fix) = name.parse::<F>() else {
+            let known: Vec<&str> = F::VARIANTS.iter().map(|&f| f.into()).collect();
             return Err(issue(
                 &at,
-                format!("`{name}` is not a known fix (known fixes: {known})"),
+                format!(
+                    "`{name}` is not a known fix (known fixes: {})",
+                    known.join(", ")
+                ),
             ));
-        }
+        };
+        fixes.push(fix);
     }
-    Ok(names.to_vec())
+    Ok(fixes)
 }
 
 /// `[agent]`: `LocalElasticAgent` / torchrun defaults.
@@ -282,10 +277,6 @@ pub fn agent(raw: &Option<RawAgent>, cluster: &Cluster) -> Check<AgentConfig> {
             1..=TIMEOUT_US_MAX,
         )?,
         share_store: a.share_store.unwrap_or(true),
-        fixes: fixes(
-            &p.key("fixes"),
-            a.fixes.as_deref().unwrap_or(&[]),
-            KNOWN_AGENT_FIXES,
-        )?,
+        fixes: fixes(&p.key("fixes"), a.fixes.as_deref().unwrap_or(&[]))?,
     })
 }

@@ -41,7 +41,7 @@ pub fn to_raw(s: &Scenario) -> RawScenario {
             monitor_interval: Some(Duration::from_us(s.agent.monitor_interval_us)),
             exit_barrier_timeout: Some(Duration::from_us(s.agent.exit_barrier_timeout_us)),
             share_store: Some(s.agent.share_store),
-            fixes: Some(s.agent.fixes.clone()),
+            fixes: Some(names(&s.agent.fixes)),
         }),
         job: Some(job(&s.job)),
         reader: s.reader.as_ref().map(reader),
@@ -98,7 +98,12 @@ fn rendezvous(r: &crate::rendezvous::settings::RendezvousSettings) -> RawRendezv
         heartbeat_timeout: Some(Duration::from_us(r.heartbeat_timeout_us)),
         keep_alive_interval: Some(Duration::from_us(r.keep_alive_interval_us)),
         keep_alive_max_attempt: Some(r.keep_alive_max_attempt),
-        fixes: Some(r.fixes.iter().cloned().collect()),
+        // In name order, as the set of names was written before it held the fixes.
+        fixes: Some({
+            let mut fixes = names(&r.fixes);
+            fixes.sort_unstable();
+            fixes
+        }),
     }
 }
 
@@ -249,4 +254,15 @@ fn expect(e: &Expect) -> Option<RawExpect> {
         final_world_size: e.final_world_size,
         violations: (!e.violations.is_empty()).then(|| e.violations.clone()),
     })
+}
+
+/// The names of `fixes`, in their order.
+fn names<'a, F>(fixes: impl IntoIterator<Item = &'a F>) -> Vec<String>
+where
+    F: Copy + Into<&'static str> + 'a,
+{
+    fixes
+        .into_iter()
+        .map(|&f| Into::<&'static str>::into(f).to_owned())
+        .collect()
 }

@@ -18,7 +18,6 @@ pub mod units;
 pub mod validate;
 pub mod values;
 
-pub use cluster::KNOWN_FIXES;
 pub use emit::to_toml;
 pub use model::Scenario;
 pub use validate::INVARIANT_NAMES;

@@ -94,7 +94,7 @@ pub struct AgentConfig {
     /// its address; `false` is `TORCH_DISABLE_SHARE_RDZV_TCP_STORE=1`.
     pub share_store: bool,
     /// Opt-in named deviations from torch's agent behaviour.
-    pub fixes: Vec<String>,
+    pub fixes: Vec<crate::agent::policy::AgentFix>,
 }
 
 /// `[job]`: the training job.

@@ -520,8 +520,9 @@ fn scenario() -> impl Strategy<Value = Scenario> {
                 s.rendezvous.max_nodes = min_nodes + extra;
                 s.agent.nproc_per_node = gpus;
                 if flag {
-                    s.agent.fixes = vec!["shared-restart-count".into()];
-                    s.rendezvous.fixes = ["dead-participant-rejoin".to_owned()].into();
+                    s.agent.fixes = vec![crate::agent::policy::AgentFix::SharedRestartCount];
+                    s.rendezvous.fixes =
+                        [crate::rendezvous::settings::RendezvousFix::DeadParticipantRejoin].into();
                 }
                 s.job.step_time_us = step_us;
                 // Gradients must fit in one GPU's memory.
