@@ -7,10 +7,8 @@ use std::collections::BTreeSet;
 use proptest::prelude::*;
 use trainsim::check::reader_output::{buffer_protocol, exactly_once, terminates, Verdict};
 use trainsim::reader::{
-    run, ActorId, CheckKind, Consumer, FileSource, Outcome, Prefer, ReaderConfig, RecordId,
-    RoundRobin, RunOutput, SeededScheduler, FIX_BROKEN_READ_RECORD_INDEX,
-    FIX_EMPTY_BATCH_IS_END_MARKER, FIX_TRAIN_KEEPS_INCOMPLETE_BATCHES,
-    FIX_WORKER_FAILURE_IS_END_OF_DATA,
+    run, ActorId, CheckKind, Consumer, FileSource, Outcome, Prefer, ReaderConfig, ReaderFix,
+    RecordId, RoundRobin, RunOutput, SeededScheduler,
 };
 
 /// HugeCTR's data reader unit test: 10 files of `batchsize * 2 + 10` = 74 records, batch 32.
@@ -32,8 +30,8 @@ fn run_rr(cfg: &ReaderConfig) -> RunOutput {
     run(cfg, &mut RoundRobin::default()).expect("valid config")
 }
 
-fn with_fix(mut cfg: ReaderConfig, fix: &str) -> ReaderConfig {
-    cfg.fixes.insert(fix.to_string());
+fn with_fix(mut cfg: ReaderConfig, fix: ReaderFix) -> ReaderConfig {
+    cfg.fixes.insert(fix);
     cfg
 }
 
@@ -174,7 +172,7 @@ fn model_train_drops_incomplete_batches_unless_fixed() {
         "Model::train dropped 100 delivered records",
     );
 
-    let fixed = with_fix(cfg, FIX_TRAIN_KEEPS_INCOMPLETE_BATCHES);
+    let fixed = with_fix(cfg, ReaderFix::TrainKeepsIncompleteBatches);
     let out = run_all(&fixed);
     assert_eq!(out.epochs[0].trained_batch_sizes, *sizes(&out, 0));
     held(exactly_once(&fixed, &out));
@@ -257,7 +255,7 @@ fn broken_read_loses_the_next_files_last_record_unless_fixed() {
         "1 intact records were never delivered, e.g. (4, 73)",
     );
 
-    let fixed = with_fix(cfg.clone(), FIX_BROKEN_READ_RECORD_INDEX);
+    let fixed = with_fix(cfg.clone(), ReaderFix::BrokenReadRecordIndex);
     let out = run_all(&fixed);
     assert_eq!(sizes(&out, 0), seq(&[(32, 22), (2, 1)]));
     held(exactly_once(&fixed, &out));
@@ -317,7 +315,7 @@ fn an_all_corrupt_batch_collides_with_the_end_marker_unless_fixed() {
     violated_with(terminates(&cfg, &out), "epoch 1 cannot start");
     held(exactly_once(&cfg, &out));
 
-    let fixed = with_fix(cfg, FIX_EMPTY_BATCH_IS_END_MARKER);
+    let fixed = with_fix(cfg, ReaderFix::EmptyBatchIsEndMarker);
     let out = run_all(&fixed);
     assert_eq!(out.outcome, Outcome::Finished);
     assert_eq!(sizes(&out, 0), vec![32, 32]);
@@ -347,7 +345,7 @@ fn ten_unopenable_files_in_a_row_hang_the_collector_unless_fixed() {
         "worker 0 has exited: 10 files in a row could not be opened (the last was file 14)",
     );
 
-    let fixed = with_fix(cfg, FIX_WORKER_FAILURE_IS_END_OF_DATA);
+    let fixed = with_fix(cfg, ReaderFix::WorkerFailureIsEndOfData);
     let out = run_all(&fixed);
     assert_eq!(out.outcome, Outcome::Finished);
     assert_eq!(sizes(&out, 0), seq(&[(8, 6), (2, 1)]));
@@ -375,7 +373,7 @@ fn a_dead_worker_stalls_the_others_in_round_robin() {
     assert!(blocked[2].contains("the collector waits for worker 0's buffer to be ReadyForRead"));
     assert!(terminates(&cfg, &out).is_violated());
 
-    let fixed = with_fix(cfg, FIX_WORKER_FAILURE_IS_END_OF_DATA);
+    let fixed = with_fix(cfg, ReaderFix::WorkerFailureIsEndOfData);
     let out = run_all(&fixed);
     assert_eq!(out.outcome, Outcome::Finished);
     // Worker 1 has 150 = 18·8 + 6. Round 6: worker 0's remainder of 2, then worker 1's
@@ -429,9 +427,9 @@ fn faulty_config(workers: u32, seed_bits: u32, fixes: bool) -> ReaderConfig {
             .insert(RecordId::new(seed_bits % 10, seed_bits % 37));
     }
     if fixes {
-        cfg.fixes = trainsim::reader::KNOWN_FIXES
+        cfg.fixes = <ReaderFix as strum::VariantArray>::VARIANTS
             .iter()
-            .map(|f| f.to_string())
+            .copied()
             .collect();
     }
     cfg

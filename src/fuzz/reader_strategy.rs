@@ -10,11 +10,12 @@
 //! everything drawn is within the validation bounds (a test checks the round trip).
 
 use super::strategy::Case;
-use crate::reader::config::KNOWN_FIXES;
+use crate::reader::config::ReaderFix;
 use crate::scenario;
 use crate::scenario::model::{ReaderCheck, ReaderConfig};
 use proptest::prelude::*;
 use std::collections::{BTreeMap, BTreeSet};
+use strum::VariantArray;
 
 /// Most files a drawn reader has.
 pub const FILES_MAX: u32 = 12;
@@ -34,7 +35,7 @@ fn picks() -> impl Strategy<Value = FaultPicks> {
         proptest::collection::vec(0u32..FILES_MAX, 0..=4),
         proptest::collection::vec((0u32..FILES_MAX, 0u64..RECORDS_PER_FILE_MAX), 0..=6),
         proptest::collection::vec((0u32..FILES_MAX, 0u64..RECORDS_PER_FILE_MAX), 0..=2),
-        proptest::collection::vec(0usize..KNOWN_FIXES.len(), 0..=3),
+        proptest::collection::vec(0usize..ReaderFix::VARIANTS.len(), 0..=3),
     )
 }
 
@@ -104,8 +105,8 @@ fn reader(shape: Shape, mask: u8, picks: &FaultPicks) -> ReaderConfig {
     } else {
         BTreeMap::new()
     };
-    let fixes: BTreeSet<String> = if on(3) {
-        fixes.iter().map(|&i| KNOWN_FIXES[i].to_owned()).collect()
+    let fixes: BTreeSet<ReaderFix> = if on(3) {
+        fixes.iter().map(|&i| ReaderFix::VARIANTS[i]).collect()
     } else {
         BTreeSet::new()
     };

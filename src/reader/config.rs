@@ -5,30 +5,37 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use super::files::RecordId;
 
-/// Fix: after a broken read makes a worker open the next file, do not count the failed read
-/// against that new file. HugeCTR resets its record index to 0 when it opens the file and
-/// then still increments it for the failed read, so the new file ends one record early.
-pub const FIX_BROKEN_READ_RECORD_INDEX: &str = "broken-read-record-index";
-
-/// Fix: a batch that ends at end-of-data with no record (every record in it failed its
-/// checksum) takes the end-of-data path instead of being published as a size-0 batch, which
-/// HugeCTR's collector cannot tell apart from the end marker.
-pub const FIX_EMPTY_BATCH_IS_END_MARKER: &str = "empty-batch-is-end-marker";
-
-/// Fix: `Model::train` trains on incomplete batches instead of dropping them.
-pub const FIX_TRAIN_KEEPS_INCOMPLETE_BATCHES: &str = "train-keeps-incomplete-batches";
-
-/// Fix: a worker whose retries run out publishes what it read and then its end marker, as at
-/// end-of-data, instead of letting its thread die while the collector waits on it forever.
-pub const FIX_WORKER_FAILURE_IS_END_OF_DATA: &str = "worker-failure-is-end-of-data";
-
-/// Every fix name the model knows, sorted.
-pub const KNOWN_FIXES: [&str; 4] = [
-    FIX_BROKEN_READ_RECORD_INDEX,
-    FIX_EMPTY_BATCH_IS_END_MARKER,
-    FIX_TRAIN_KEEPS_INCOMPLETE_BATCHES,
-    FIX_WORKER_FAILURE_IS_END_OF_DATA,
-];
+/// The opt-in deviations from HugeCTR `reader.fixes` may switch on, named in kebab-case and
+/// declared in name order (the order error messages list them in).
+#[derive(
+    Clone,
+    Copy,
+    Debug,
+    PartialEq,
+    Eq,
+    PartialOrd,
+    Ord,
+    strum::Display,
+    strum::EnumString,
+    strum::IntoStaticStr,
+    strum::VariantArray,
+)]
+#[strum(serialize_all = "kebab-case")]
+pub enum ReaderFix {
+    /// Fix: after a broken read makes a worker open the next file, do not count the failed read
+    /// against that new file. HugeCTR resets its record index to 0 when it opens the file and
+    /// then still increments it for the failed read, so the new file ends one record early.
+    BrokenReadRecordIndex,
+    /// Fix: a batch that ends at end-of-data with no record (every record in it failed its
+    /// checksum) takes the end-of-data path instead of being published as a size-0 batch, which
+    /// HugeCTR's collector cannot tell apart from the end marker.
+    EmptyBatchIsEndMarker,
+    /// Fix: `Model::train` trains on incomplete batches instead of dropping them.
+    TrainKeepsIncompleteBatches,
+    /// Fix: a worker whose retries run out publishes what it read and then its end marker, as at
+    /// end-of-data, instead of letting its thread die while the collector waits on it forever.
+    WorkerFailureIsEndOfData,
+}
 
 /// Mutant (a planted bug, off unless the command line names it): the collector hands a
 /// batch from worker 1 or higher out twice, by broadcasting it again before releasing the
@@ -115,9 +122,6 @@ pub enum ConfigError {
         /// This node.
         node: u32,
     },
-    /// A fix name the model does not know.
-    #[error("`{0}` is not a known reader fix (known: {known})", known = KNOWN_FIXES.join(", "))]
-    UnknownFix(String),
 }
 
 /// Everything one run of the reader model needs; plain data, validated by [`Self::validate`].
@@ -160,8 +164,8 @@ pub struct ReaderConfig {
     pub repeat_batches: u32,
     /// Step budget: reaching it ends the run as `StepLimit`, never an endless loop.
     pub steps_max: u64,
-    /// Opt-in deviations from HugeCTR, by name (see `KNOWN_FIXES`).
-    pub fixes: BTreeSet<String>,
+    /// Opt-in deviations from HugeCTR; empty is HugeCTR.
+    pub fixes: BTreeSet<ReaderFix>,
     /// Planted bugs switched on, by name (see `KNOWN_MUTANTS`); empty is HugeCTR.
     pub mutants: BTreeSet<String>,
 }
@@ -195,8 +199,8 @@ impl ReaderConfig {
     }
 
     /// Whether the named fix is on.
-    pub fn has_fix(&self, name: &str) -> bool {
-        self.fixes.contains(name)
+    pub fn has_fix(&self, fix: ReaderFix) -> bool {
+        self.fixes.contains(&fix)
     }
 
     /// Total records the headers announce.
@@ -246,15 +250,7 @@ impl ReaderConfig {
                 node: self.node,
             });
         }
-        self.validate_faults()?;
-        match self
-            .fixes
-            .iter()
-            .find(|f| !KNOWN_FIXES.contains(&f.as_str()))
-        {
-            Some(unknown) => Err(ConfigError::UnknownFix(unknown.clone())),
-            None => Ok(()),
-        }
+        self.validate_faults()
     }
 
     fn validate_faults(&self) -> Result<(), ConfigError> {

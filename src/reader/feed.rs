@@ -466,7 +466,7 @@ pub fn config_of(r: &crate::scenario::model::ReaderConfig) -> ReaderConfig {
     cfg.epochs = super::config::EPOCHS_MAX;
     cfg.repeat_batches = u32::MAX;
     cfg.steps_max = u64::MAX;
-    cfg.fixes = r.fixes.iter().cloned().collect();
+    cfg.fixes = r.fixes.iter().copied().collect();
     cfg
 }
 

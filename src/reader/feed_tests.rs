@@ -2,7 +2,7 @@
 //! start, and `set_source` refusals.
 
 use super::*;
-use crate::reader::config::FIX_EMPTY_BATCH_IS_END_MARKER;
+use crate::reader::config::ReaderFix;
 
 /// 1 µs to parse a record, 1 µs to copy one from host to device, 0.25 µs device to device;
 /// two GPUs on the node, four in all (two nodes).
@@ -177,7 +177,7 @@ fn a_refused_set_source_is_hugectrs_illegal_call() {
     let reason = refused.unwrap_err().to_string();
     assert!(reason.contains("IllegalCall"), "{reason}");
     let mut fixed = all_corrupt_tail();
-    fixed.fixes.insert(FIX_EMPTY_BATCH_IS_END_MARKER.into());
+    fixed.fixes.insert(ReaderFix::EmptyBatchIsEndMarker);
     assert_eq!(set_source_after_one_epoch(&fixed), Ok(1));
 }
 

@@ -8,7 +8,7 @@
 //! by a caller's [`run::Scheduler`], logs every buffer state change, detects hangs, and hands
 //! back per-epoch output that the pure checks of `check::reader_output` judge. HugeCTR's
 //! quirks are reproduced by default; each has a named opt-in fix (see
-//! [`config::KNOWN_FIXES`]).
+//! [`config::ReaderFix`]).
 
 pub mod buffer;
 pub mod collector;
@@ -24,9 +24,7 @@ mod tests;
 
 pub use buffer::{ActorId, AtomicOp, BufferEvent, BufferId, BufferState};
 pub use config::{
-    CheckKind, ConfigError, Consumer, ReaderConfig, FIX_BROKEN_READ_RECORD_INDEX,
-    FIX_EMPTY_BATCH_IS_END_MARKER, FIX_TRAIN_KEEPS_INCOMPLETE_BATCHES,
-    FIX_WORKER_FAILURE_IS_END_OF_DATA, KNOWN_FIXES, KNOWN_MUTANTS, MUTANT_DOUBLE_PUBLISH,
+    CheckKind, ConfigError, Consumer, ReaderConfig, ReaderFix, KNOWN_MUTANTS, MUTANT_DOUBLE_PUBLISH,
 };
 pub use feed::{Delivery, FeedCosts, NodeFeed, SetSourceError, WorkerNote};
 pub use files::{FileSource, RecordId};

@@ -3,7 +3,7 @@
 //! `set_source`.
 
 use super::buffer::{ActorId, BufferId, BufferState, Buffers};
-use super::config::{Consumer, ReaderConfig, FIX_TRAIN_KEEPS_INCOMPLETE_BATCHES};
+use super::config::{Consumer, ReaderConfig, ReaderFix};
 use super::files::RecordId;
 use super::worker::Worker;
 
@@ -158,7 +158,7 @@ impl Trainer {
         let incomplete = size < cfg.batch_size as usize;
         cfg.consumer == Consumer::ModelTrain
             && incomplete
-            && !cfg.has_fix(FIX_TRAIN_KEEPS_INCOMPLETE_BATCHES)
+            && !cfg.has_fix(ReaderFix::TrainKeepsIncompleteBatches)
     }
 
     fn after_epoch(&self, cfg: &ReaderConfig) -> TrainerPc {

@@ -4,10 +4,7 @@
 use std::fmt;
 
 use super::buffer::{ActorId, BufferId, BufferState, Buffers};
-use super::config::{
-    ReaderConfig, FIX_BROKEN_READ_RECORD_INDEX, FIX_EMPTY_BATCH_IS_END_MARKER,
-    FIX_WORKER_FAILURE_IS_END_OF_DATA,
-};
+use super::config::{ReaderConfig, ReaderFix};
 use super::files::{Dataset, FileSource, Header, OpenResult, RecordId, RecordRead, OPEN_TRIES_MAX};
 
 /// Why a worker thread ended: HugeCTR lets these exceptions escape `read_a_batch`, and the
@@ -335,7 +332,7 @@ impl Worker {
         }
         // HugeCTR increments the index even after the broken-read recovery just reset it to
         // 0 for the new file, so that file ends one record early: its last record is lost.
-        if !(reopened && cfg.has_fix(FIX_BROKEN_READ_RECORD_INDEX)) {
+        if !(reopened && cfg.has_fix(ReaderFix::BrokenReadRecordIndex)) {
             self.record_index += 1;
         }
         let header = self.header.expect("a file is open, so its header was read");
@@ -394,7 +391,7 @@ impl Worker {
         report: &mut ReadReport,
     ) -> Produced {
         if records.is_empty() {
-            if cfg.has_fix(FIX_EMPTY_BATCH_IS_END_MARKER) {
+            if cfg.has_fix(ReaderFix::EmptyBatchIsEndMarker) {
                 return Produced::EndMarker;
             }
             report.empty_batch_published = true;
@@ -412,7 +409,7 @@ impl Worker {
         report: &mut ReadReport,
     ) -> Produced {
         report.failed = Some(failure);
-        if !cfg.has_fix(FIX_WORKER_FAILURE_IS_END_OF_DATA) {
+        if !cfg.has_fix(ReaderFix::WorkerFailureIsEndOfData) {
             report.lost = records;
             return Produced::Died(failure);
         }

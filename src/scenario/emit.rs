@@ -159,7 +159,7 @@ fn reader(r: &ReaderConfig) -> RawReader {
         truncated_files: Some(r.truncated_files.clone()),
         parse_time: Some(Duration::from_us(r.parse_time_us)),
         record_size: Some(Size::from_bytes(r.record_size_bytes)),
-        fixes: Some(r.fixes.clone()),
+        fixes: Some(names(&r.fixes)),
     }
 }
 

@@ -7,7 +7,9 @@ use super::model::{
 };
 use super::raw::{RawComplexity, RawJob, RawReader, RawSampler};
 use super::values::*;
+use crate::reader::config::ReaderFix;
 use std::collections::BTreeSet;
+use strum::VariantArray;
 
 /// The keys each complexity `dist` takes besides `dist` itself.
 pub const DIST_FIELDS: &[(&str, &[&str])] = &[
@@ -295,25 +297,28 @@ pub const READER_PARSE_TIME_US_DEFAULT: u64 = 1;
 /// and 13 dense floats, 26 slots of one 8-byte key with its 4-byte count).
 pub const READER_RECORD_SIZE_BYTES_DEFAULT: u64 = 368;
 
-/// `reader.fixes`: distinct names from the reader model's `KNOWN_FIXES`.
-fn reader_fixes(path: &FieldPath, names: &[String]) -> Check<Vec<String>> {
-    let known = &crate::reader::config::KNOWN_FIXES;
+/// `reader.fixes`: distinct names of the reader model's fixes, read in the file's order.
+fn reader_fixes(path: &FieldPath, names: &[String]) -> Check<Vec<ReaderFix>> {
+    let known = ReaderFix::VARIANTS;
     list_len(path, names, known.len())?;
     let mut seen = BTreeSet::new();
+    let mut fixes = Vec::with_capacity(names.len());
     for (i, name) in names.iter().enumerate() {
         let at = path.index(i);
-        if !known.contains(&name.as_str()) {
+        let Ok(fix) = name.parse::<ReaderFix>() else {
+            let known: Vec<&str> = known.iter().map(|&f| f.into()).collect();
             let msg = format!(
                 "`{name}` is not a known reader fix (known: {})",
                 known.join(", ")
             );
             return Err(issue(&at, msg));
-        }
-        if !seen.insert(name.as_str()) {
+        };
+        if !seen.insert(fix) {
             return Err(issue(&at, format!("`{name}` is listed twice")));
         }
+        fixes.push(fix);
     }
-    Ok(names.to_vec())
+    Ok(fixes)
 }
 
 /// `reader.broken_files`: existing files, each once.

@@ -179,8 +179,8 @@ pub struct ReaderConfig {
     pub parse_time_us: u64,
     /// Bytes of one record as copied to the GPUs.
     pub record_size_bytes: u64,
-    /// Opt-in named deviations from HugeCTR (`reader::config::KNOWN_FIXES`).
-    pub fixes: Vec<String>,
+    /// Opt-in named deviations from HugeCTR.
+    pub fixes: Vec<crate::reader::config::ReaderFix>,
 }
 
 /// `reader.check`.

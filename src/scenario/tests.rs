@@ -118,7 +118,10 @@ fn reader_fixes_and_costs_are_checked_where_they_stand() {
     .unwrap();
     let r = s.reader.clone().unwrap();
     assert_eq!((r.parse_time_us, r.record_size_bytes), (3, 1024));
-    assert_eq!(r.fixes, vec!["empty-batch-is-end-marker".to_string()]);
+    assert_eq!(
+        r.fixes,
+        vec![crate::reader::config::ReaderFix::EmptyBatchIsEndMarker]
+    );
     assert_eq!(parse(&to_toml(&s), "again.toml"), Ok(s));
     let e = parse(&text("fixes = [\"x\"]\n"), "r.toml").unwrap_err();
     assert_eq!(
