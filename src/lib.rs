@@ -26,6 +26,7 @@ pub mod cli;
 pub mod conform;
 pub mod fuzz;
 pub mod job;
+pub mod mutant;
 pub mod parity;
 pub mod reader;
 pub mod rendezvous;

@@ -83,19 +83,20 @@ impl RunOptions {
 
 /// The planted bugs of one run, by the part of the simulation each breaks: the rendezvous
 /// core's go into its settings, the job's into its epoch plans, the reader's into each
-/// node's reader configuration. Names are spelled as `--mutant` takes them.
+/// node's reader configuration.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Mutants {
-    /// `rendezvous::settings::KNOWN_MUTANTS`, for `RendezvousSettings::mutants`.
-    pub rendezvous: BTreeSet<String>,
-    /// `job::epoch_plan::MUTANT_SAMPLER_OFF_BY_ONE`, read by the job's epoch plans.
-    pub job: BTreeSet<String>,
-    /// `reader::KNOWN_MUTANTS`, for the reader's `ReaderConfig::mutants`.
-    pub reader: BTreeSet<String>,
+    /// For `RendezvousSettings::mutants`.
+    pub rendezvous: BTreeSet<Mutant>,
+    /// Read by the job's epoch plans.
+    pub job: BTreeSet<Mutant>,
+    /// For the reader's `ReaderConfig::mutants`.
+    pub reader: BTreeSet<Mutant>,
 }
 
 impl Mutants {
-    /// Switches `name` on where it acts; an unknown name is an error naming it.
+    /// Switches the mutant `name` (as `--mutant` spells it) on where it acts; an unknown
+    /// name is an error naming it.
     pub fn switch_on(&mut self, name: &str) -> Result<(), String> {
         let mutant: Mutant = name.parse().map_err(|_| name.to_owned())?;
         // Exhaustive, so a new mutant must say which part of the simulation it breaks.
@@ -106,17 +107,17 @@ impl Mutants {
             Mutant::SamplerOffByOne => &mut self.job,
             Mutant::ReaderDoublePublish => &mut self.reader,
         };
-        set.insert(name.to_owned());
+        set.insert(mutant);
         Ok(())
     }
 
-    /// Every mutant switched on, in name order.
-    pub fn names(&self) -> BTreeSet<&str> {
+    /// Every mutant switched on, by name, in name order.
+    pub fn names(&self) -> BTreeSet<&'static str> {
         self.rendezvous
             .iter()
             .chain(&self.job)
             .chain(&self.reader)
-            .map(String::as_str)
+            .map(|&m| m.into())
             .collect()
     }
 }

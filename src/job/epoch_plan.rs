@@ -10,9 +10,6 @@ use crate::sampler::{DistributedSampler, LoadBalancingSampler, SamplerError};
 use crate::scenario::limits::COMPLEXITY_MAX;
 use crate::scenario::model::{Complexity, JobConfig, SamplerKind};
 
-/// The planted bug `sampler-off-by-one`: each rank's stride starts at rank + 1.
-pub const MUTANT_SAMPLER_OFF_BY_ONE: &str = "sampler-off-by-one";
-
 /// The key the dataset's complexities are drawn under in the run with `run_seed`: the same
 /// for every process of the run, and for a checker that deals an epoch again.
 pub fn dataset_key(run_seed: u64) -> u64 {

@@ -24,7 +24,7 @@ use crate::trace::{samples_digest, EventKind, TrainedOn};
 use crate::world::env::CollectiveError;
 use crate::world::gpu::{compute_time_us, gpu_of_local_rank};
 use crate::world::{time, Checkpoint, NodeEnv};
-use epoch_plan::{EpochPlan, PlanKey, MUTANT_SAMPLER_OFF_BY_ONE};
+use epoch_plan::{EpochPlan, PlanKey};
 use ledger::SampleLedger;
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -193,7 +193,9 @@ async fn train_steps(
     let key_of = |epoch| PlanKey {
         epoch,
         world_size: plan.world_size,
-        off_by_one: mutants.job.contains(MUTANT_SAMPLER_OFF_BY_ONE),
+        off_by_one: mutants
+            .job
+            .contains(&crate::mutant::Mutant::SamplerOffByOne),
     };
     let mut epoch_plan = start_epoch(env, plan, key_of(at.epoch), &mut at)?;
     let dataset_key = dataset_key(env);

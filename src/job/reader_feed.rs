@@ -59,7 +59,7 @@ impl ReaderFeed {
     pub fn start(
         env: &NodeEnv,
         round: u64,
-        mutants: &BTreeSet<String>,
+        mutants: &BTreeSet<crate::mutant::Mutant>,
     ) -> Result<Option<ReaderFeed>, String> {
         let scenario = env.scenario();
         let Some(reader) = scenario.reader.as_ref() else {

@@ -37,14 +37,6 @@ pub enum ReaderFix {
     WorkerFailureIsEndOfData,
 }
 
-/// Mutant (a planted bug, off unless the command line names it): the collector hands a
-/// batch from worker 1 or higher out twice, by broadcasting it again before releasing the
-/// worker's buffer. The fuzzer's canary for the reader target.
-pub const MUTANT_DOUBLE_PUBLISH: &str = "reader-double-publish";
-
-/// Every reader mutant name.
-pub const KNOWN_MUTANTS: [&str; 1] = [MUTANT_DOUBLE_PUBLISH];
-
 /// Most reader worker threads.
 pub const WORKERS_MAX: u32 = 1024;
 /// Most records over all files, so a run's logs stay bounded.
@@ -166,8 +158,9 @@ pub struct ReaderConfig {
     pub steps_max: u64,
     /// Opt-in deviations from HugeCTR; empty is HugeCTR.
     pub fixes: BTreeSet<ReaderFix>,
-    /// Planted bugs switched on, by name (see `KNOWN_MUTANTS`); empty is HugeCTR.
-    pub mutants: BTreeSet<String>,
+    /// Planted bugs switched on (only `Mutant::ReaderDoublePublish` acts here); empty is
+    /// HugeCTR.
+    pub mutants: BTreeSet<crate::mutant::Mutant>,
 }
 
 impl ReaderConfig {

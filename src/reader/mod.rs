@@ -23,9 +23,7 @@ pub mod worker;
 mod tests;
 
 pub use buffer::{ActorId, AtomicOp, BufferEvent, BufferId, BufferState};
-pub use config::{
-    CheckKind, ConfigError, Consumer, ReaderConfig, ReaderFix, KNOWN_MUTANTS, MUTANT_DOUBLE_PUBLISH,
-};
+pub use config::{CheckKind, ConfigError, Consumer, ReaderConfig, ReaderFix};
 pub use feed::{Delivery, FeedCosts, NodeFeed, SetSourceError, WorkerNote};
 pub use files::{FileSource, RecordId};
 pub use run::{

@@ -6,10 +6,11 @@ use rand_chacha::ChaCha8Rng;
 
 use super::buffer::{ActorId, BufferEvent, BufferId, Buffers};
 use super::collector::{Collector, CollectorAction};
-use super::config::{ConfigError, ReaderConfig, MUTANT_DOUBLE_PUBLISH};
+use super::config::{ConfigError, ReaderConfig};
 use super::files::{Dataset, RecordId};
 use super::trainer::{Trainer, TrainerAction, TrainerPc};
 use super::worker::{Worker, WorkerAction, WorkerFailure, WorkerPc};
+use crate::mutant::Mutant;
 
 /// What the node's reader did in one epoch.
 #[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]
@@ -204,7 +205,7 @@ impl Run {
             worker_epoch: vec![0; cfg.workers as usize],
             collector: {
                 let c = Collector::new(cfg.workers);
-                if cfg.mutants.contains(MUTANT_DOUBLE_PUBLISH) {
+                if cfg.mutants.contains(&Mutant::ReaderDoublePublish) {
                     c.with_double_publish()
                 } else {
                     c

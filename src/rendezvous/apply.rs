@@ -88,7 +88,8 @@ pub fn assert_applicable(
     let ok = match action {
         Action::KeepAlive => state.last_heartbeats.contains_key(node),
         Action::AddToParticipants => {
-            let late_joiner = settings.has_mutant(super::settings::MUTANT_LATE_JOINER);
+            let late_joiner =
+                settings.has_mutant(crate::mutant::Mutant::LateJoinerJoinsCompleteRound);
             !closed && (!complete || late_joiner) && !participant && !redundant
         }
         Action::AddToWaitList | Action::AddToRedundancyList => {
@@ -253,7 +254,7 @@ fn mark_complete(state: &mut RendezvousState, settings: &RendezvousSettings) {
         .map(|(rank, node)| (node.clone(), rank))
         .collect();
     // The planted bug for the fuzzer's canary: the second participant also gets rank 0.
-    if settings.has_mutant(super::settings::MUTANT_RANK_COLLISION) {
+    if settings.has_mutant(crate::mutant::Mutant::RankCollision) {
         if let Some(second) = state.participants.keys().nth(1).cloned() {
             state.participants.insert(second, 0);
         }

@@ -271,7 +271,7 @@ fn decide_join(
         // full, park on the redundancy list if it is.
         let waiting = state.wait_list.contains(node);
         // The planted bug for the fuzzer's canary: join the running round directly.
-        if settings.has_mutant(super::settings::MUTANT_LATE_JOINER)
+        if settings.has_mutant(crate::mutant::Mutant::LateJoinerJoinsCompleteRound)
             && state.participants.len() < max_nodes
         {
             return Ok(Action::AddToParticipants);

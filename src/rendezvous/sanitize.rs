@@ -20,7 +20,7 @@ pub fn sanitize(
     now_utc_us: i64,
 ) -> Vec<NodeDesc> {
     // The planted bug for the fuzzer's canary: nobody ever expires.
-    if settings.has_mutant(super::settings::MUTANT_NO_HEARTBEAT_EXPIRY) {
+    if settings.has_mutant(crate::mutant::Mutant::NoHeartbeatExpiry) {
         return Vec::new();
     }
     let expire_us = now_utc_us.saturating_sub(settings.heartbeat_expiry_us());

@@ -4,6 +4,8 @@ use std::collections::BTreeSet;
 
 use serde::{Deserialize, Serialize};
 
+use crate::mutant::Mutant;
+
 /// torch's default join timeout (600 s).
 pub const DEFAULT_JOIN_TIMEOUT_US: u64 = 600_000_000;
 /// torch's default last-call timeout (30 s).
@@ -82,21 +84,6 @@ impl RendezvousFix {
     }
 }
 
-/// Mutant (a deliberately planted bug, for testing the fuzzer): the join op admits a
-/// joiner of a complete round straight into its participants instead of the wait list.
-pub const MUTANT_LATE_JOINER: &str = "late-joiner-joins-complete-round";
-/// Mutant: completing a round gives the first two participants the same rank.
-pub const MUTANT_RANK_COLLISION: &str = "rank-collision";
-/// Mutant: sanitize never drops a node, however old its heartbeat.
-pub const MUTANT_NO_HEARTBEAT_EXPIRY: &str = "no-heartbeat-expiry";
-
-/// Every mutant `trainsim fuzz --mutant` and `trainsim run --mutant` may switch on.
-pub const KNOWN_MUTANTS: &[&str] = &[
-    MUTANT_LATE_JOINER,
-    MUTANT_RANK_COLLISION,
-    MUTANT_NO_HEARTBEAT_EXPIRY,
-];
-
 /// The settings every node of one rendezvous shares.
 ///
 /// Field names follow the parity vectors' `settings` object. `fixes` is not part of torch:
@@ -124,10 +111,10 @@ pub struct RendezvousSettings {
     /// Opt-in named deviations from torch; empty reproduces torch exactly.
     #[serde(default)]
     pub fixes: BTreeSet<RendezvousFix>,
-    /// Planted bugs ([`KNOWN_MUTANTS`]) that only the command line switches on, so the
-    /// fuzzer can show it finds them; never set by a scenario file, empty in parity tests.
+    /// Planted bugs that only the command line switches on, so the fuzzer can show it
+    /// finds them; never set by a scenario file, empty in parity tests.
     #[serde(default, skip_serializing_if = "BTreeSet::is_empty")]
-    pub mutants: BTreeSet<String>,
+    pub mutants: BTreeSet<Mutant>,
 }
 
 /// Why a settings value is refused; mirrors the `ValueError`s torch raises.
@@ -213,9 +200,9 @@ impl RendezvousSettings {
         self.fixes.contains(&fix)
     }
 
-    /// Whether the named planted bug is switched on (see [`KNOWN_MUTANTS`]).
-    pub fn has_mutant(&self, name: &str) -> bool {
-        self.mutants.contains(name)
+    /// Whether the planted bug is switched on.
+    pub fn has_mutant(&self, mutant: Mutant) -> bool {
+        self.mutants.contains(&mutant)
     }
 
     /// The store key holding the encoded state (torch's c10d backend: `torch.rendezvous.<run_id>`).

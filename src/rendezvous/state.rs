@@ -353,8 +353,8 @@ impl RendezvousState {
         });
         let mut by_rank: Vec<(u32, &NodeDesc)> = world.iter().map(|(n, r)| (*r, n)).collect();
         by_rank.sort();
-        let planted_collision = settings.has_mutant(super::settings::MUTANT_RANK_COLLISION)
-            || settings.has_mutant(super::settings::MUTANT_LATE_JOINER);
+        let planted_collision = settings.has_mutant(crate::mutant::Mutant::RankCollision)
+            || settings.has_mutant(crate::mutant::Mutant::LateJoinerJoinsCompleteRound);
         if !planted_collision {
             if let Some(pair) = by_rank.windows(2).find(|pair| pair[0].0 == pair[1].0) {
                 panic!(

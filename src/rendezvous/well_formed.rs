@@ -6,10 +6,9 @@
 //! torch never writes (a participant on the wait list, more participants than `max_nodes`),
 //! so the pure core does not call this; the handler does, on the states it writes.
 
-use super::settings::{
-    RendezvousFix, RendezvousSettings, MUTANT_LATE_JOINER, MUTANT_RANK_COLLISION,
-};
+use super::settings::{RendezvousFix, RendezvousSettings};
 use super::state::{NodeMap, RendezvousState};
+use crate::mutant::Mutant;
 
 impl RendezvousState {
     /// Panics, naming the broken property and the values found, unless this state is one
@@ -28,8 +27,8 @@ impl RendezvousState {
             "round {} has {count} participants, over max_nodes {max_nodes}",
             self.round
         );
-        let late_joiner = settings.has_mutant(MUTANT_LATE_JOINER);
-        let ranks_may_repeat = late_joiner || settings.has_mutant(MUTANT_RANK_COLLISION);
+        let late_joiner = settings.has_mutant(Mutant::LateJoinerJoinsCompleteRound);
+        let ranks_may_repeat = late_joiner || settings.has_mutant(Mutant::RankCollision);
         if self.complete {
             assert!(
                 count > 0,
