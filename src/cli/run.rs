@@ -39,9 +39,9 @@ pub struct RunArgs {
     /// node and the verdicts. Needs exactly one file and one seed.
     #[arg(long, value_name = "FILE")]
     pub html: Option<PathBuf>,
-    /// Switch on a planted rendezvous bug (repeatable), to replay what `trainsim fuzz
-    /// --mutant M` found: late-joiner-joins-complete-round, rank-collision,
-    /// no-heartbeat-expiry.
+    /// Switch on a planted bug (repeatable), to replay what `trainsim fuzz --mutant M`
+    /// found: late-joiner-joins-complete-round, rank-collision, no-heartbeat-expiry
+    /// (rendezvous), sampler-off-by-one (job), reader-double-publish (reader).
     #[arg(long, value_name = "M")]
     pub mutant: Vec<String>,
 }
