@@ -189,7 +189,9 @@ const RTO_US_MIN: u64 = 200_000;
 const RTO_US_MAX: u64 = 120_000_000;
 /// How often an acknowledged request asks again for a reply that may have been lost.
 const REASK_US_MAX: u64 = 3_200_000;
-/// Replies the server remembers for resent requests, across all clients.
+/// Answered replies the server remembers for resent requests, across all clients. Requests
+/// still being served are kept apart from this bound (there is one per request in flight):
+/// forgetting one would serve its resend as a new request, applying it twice.
 const REPLY_CACHE_MAX: usize = 4096;
 /// How long a reset takes to come back from a live host.
 const RESET_DELAY_US: u64 = 2_000;
@@ -428,8 +430,10 @@ pub struct RpcServer {
 /// sender and id made this cache's lookups a visible share of every message's cost.
 #[derive(Default)]
 struct ReplyCache {
+    /// Every request being served (`None`) or answered and remembered.
     entries: BTreeMap<u64, Option<Box<dyn CloneAny>>>,
-    order: VecDeque<u64>,
+    /// The answered ones, oldest first: the first to forget.
+    answered: VecDeque<u64>,
 }
 
 /// A reply that can be sent again.
@@ -542,13 +546,10 @@ impl Replier {
         id: u64,
         reply: Resp,
     ) {
-        {
-            let mut cache = self.replies.lock().expect("reply cache lock");
-            if let Some(slot) = cache.entries.get_mut(&id) {
-                assert!(slot.is_none(), "request {id} was answered twice");
-                *slot = Some(Box::new(reply.clone()));
-            }
-        }
+        self.replies
+            .lock()
+            .expect("reply cache lock")
+            .answer(id, Box::new(reply.clone()));
         send(&self.endpoint, to, REPLY_TAG_BASE | id, Box::new(reply)).await;
     }
 }
@@ -560,17 +561,29 @@ impl ReplyCache {
             earlier.is_none(),
             "request {id} entered the reply cache twice"
         );
-        self.order.push_back(id);
-        while self.order.len() > REPLY_CACHE_MAX {
-            if let Some(old) = self.order.pop_front() {
+    }
+
+    /// Remembers the reply to request `id`, forgetting the oldest answered replies past the
+    /// bound. A request is answered once: it is never forgotten while it is being served.
+    fn answer(&mut self, id: u64, reply: Box<dyn CloneAny>) {
+        let Some(slot) = self.entries.get_mut(&id) else {
+            // The request came to an earlier process on this port; nothing to remember.
+            return;
+        };
+        assert!(slot.is_none(), "request {id} was answered twice");
+        *slot = Some(reply);
+        self.answered.push_back(id);
+        while self.answered.len() > REPLY_CACHE_MAX {
+            if let Some(old) = self.answered.pop_front() {
                 self.entries.remove(&old);
             }
         }
-        // Every id is listed once in `order` and once in `entries`.
-        assert_eq!(
-            self.entries.len(),
-            self.order.len(),
-            "the reply cache's entries and its order disagree"
+        // Every answered id is listed once in `answered` and once in `entries`.
+        assert!(
+            self.entries.len() >= self.answered.len(),
+            "the reply cache lists {} answered requests but holds {} entries",
+            self.answered.len(),
+            self.entries.len()
         );
     }
 }

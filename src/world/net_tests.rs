@@ -30,3 +30,33 @@ fn a_request_cached_twice_stops_the_run() {
     cache.insert_pending(7);
     cache.insert_pending(7);
 }
+
+#[test]
+fn a_request_in_service_is_never_forgotten_however_many_are_answered() {
+    let mut cache = ReplyCache::default();
+    cache.insert_pending(1);
+    for id in 2..(REPLY_CACHE_MAX as u64 + 10) {
+        cache.insert_pending(id);
+        cache.answer(id, Box::new(id));
+    }
+    assert!(
+        matches!(cache.entries.get(&1), Some(None)),
+        "still being served"
+    );
+    assert!(
+        !cache.entries.contains_key(&2),
+        "the oldest answered reply is forgotten"
+    );
+    assert_eq!(cache.answered.len(), REPLY_CACHE_MAX);
+    cache.answer(1, Box::new(1u64));
+    assert!(matches!(cache.entries.get(&1), Some(Some(_))));
+}
+
+#[test]
+#[should_panic(expected = "request 3 was answered twice")]
+fn a_request_answered_twice_stops_the_run() {
+    let mut cache = ReplyCache::default();
+    cache.insert_pending(3);
+    cache.answer(3, Box::new(3u64));
+    cache.answer(3, Box::new(3u64));
+}
