@@ -9,7 +9,7 @@
 //! user to rerun both and diff them by hand.
 
 use crate::check;
-use crate::fuzz::mutants::Mutant;
+use crate::mutant::Mutant;
 use crate::report::{self, Report};
 use crate::scenario::model::Scenario;
 use crate::trace::{RunEnd, Trace};
@@ -163,11 +163,7 @@ impl<'a> Run<'a> {
     /// Like [`Run::report`], but also hands back the trace, for exports and determinism
     /// checks; a run with mutants names them in its repro line.
     pub fn traced(&self) -> Result<(Report, Trace), HarnessFailure> {
-        let run = self.simulate().map_err(|e| {
-            let mut f = self.failure(e.to_string());
-            f.repro.push_str(&self.options.mutant_flags());
-            f
-        })?;
+        let run = self.simulate().map_err(|e| self.failure(e.to_string()))?;
         let report = self.check(&run.trace, &run.end)?;
         Ok((report, run.trace))
     }
@@ -197,10 +193,10 @@ impl<'a> Run<'a> {
             report
         }))
         .map_err(|payload| {
-            let message = format!("the checks panicked: {}", world::panic_message(&payload));
-            let mut f = self.failure(message);
-            f.repro.push_str(&flags);
-            f
+            self.failure(format!(
+                "the checks panicked: {}",
+                world::panic_message(&payload)
+            ))
         })
     }
 
@@ -240,11 +236,13 @@ impl<'a> Run<'a> {
         Ok((first, first_trace))
     }
 
+    /// A harness failure of this run; its repro line names the run's mutants, so it replays
+    /// the same run whichever step failed.
     fn failure(&self, message: String) -> HarnessFailure {
         HarnessFailure {
             seed: self.seed,
             message,
-            repro: report::repro_line(self.file, self.seed),
+            repro: report::repro_line(self.file, self.seed) + &self.options.mutant_flags(),
         }
     }
 }
