@@ -121,7 +121,7 @@ fn reference() -> Result<Figures, String> {
     let report = report.map_err(|e| e.to_string())?;
     let stats = run.stats;
     let wall_us = simulate_wall_us + check_wall_us;
-    // The floor runs as many simulator events (timers and messages) as the run cost.
+    // The floor runs as many simulator events (sleeps and message timers) as the run cost.
     let (floor_wall_us, _) =
         timed(|| bare_madsim_floor::timers_and_messages(stats.sim_events, BENCH_SEED));
     // Events per second of each over the same count: the ratio of their wall times.

@@ -126,7 +126,7 @@ impl Waiters {
 /// in progress: a crashed store answers nothing more, and its port stops listening at once
 /// even while a blocking `get` was pending.
 pub async fn serve(addr: SocketAddr) -> Result<(), NetError> {
-    let mut server = RpcServer::bind(addr).await?;
+    let mut server = RpcServer::bind(addr);
     let shared = Arc::new(Mutex::new(Shared::default()));
     let mut in_progress = FuturesUnordered::new();
     loop {
@@ -147,7 +147,7 @@ pub async fn serve(addr: SocketAddr) -> Result<(), NetError> {
         let shared = shared.clone();
         in_progress.push(async move {
             if let Some(reply) = answer(&shared, &incoming.request).await {
-                replier.reply(incoming.from, incoming.id, reply).await;
+                replier.reply(&incoming.from, incoming.id, reply);
             }
         });
     }
@@ -197,9 +197,7 @@ pub struct StoreClient {
 impl StoreClient {
     /// Opens a client of the store at `server`.
     pub async fn connect(server: SocketAddr, timeout_us: u64) -> Result<Self, StoreError> {
-        let rpc = RpcClient::connect(server)
-            .await
-            .map_err(|e| StoreError::Connection(e.to_string()))?;
+        let rpc = RpcClient::connect(server);
         Ok(StoreClient {
             conn: Arc::new(futures::lock::Mutex::new(rpc)),
             timeout_us: Arc::new(timeout_us.into()),

@@ -5,10 +5,8 @@ use super::state::World;
 use super::{spawn, time};
 use crate::scenario::model::{node_name, Fault, FaultKind, FaultName, NodeIndex};
 use crate::trace::EventKind;
-use madsim::net::NetSim;
 use madsim::runtime::Handle;
 use std::sync::Arc;
-use std::time::Duration;
 
 /// Applies every fault at its time, in order.
 pub(super) async fn apply_all(world: Arc<World>) {
@@ -46,7 +44,6 @@ pub(super) async fn apply_all(world: Arc<World>) {
 /// Applies one fault now and describes what it did.
 fn apply(world: &Arc<World>, fault: &Fault) -> String {
     let handle = Handle::current();
-    let net = NetSim::current();
     match &fault.kind {
         FaultKind::Kill { node } => kill(world, &handle, *node, Death::ProcessesKilled),
         FaultKind::PowerOff { node } => kill(world, &handle, *node, Death::PowerOff),
@@ -60,10 +57,10 @@ fn apply(world: &Arc<World>, fault: &Fault) -> String {
             handle.resume(node_id(world, *node));
             format!("{} resumed", NodeIndex(*node))
         }
-        FaultKind::Partition { groups } => partition(world, &net, groups),
-        FaultKind::Heal => heal(world, &net),
+        FaultKind::Partition { groups } => partition(world, groups),
+        FaultKind::Heal => heal(world),
         FaultKind::ClogLink { from, to } => {
-            net.clog_link(node_id(world, *from), node_id(world, *to));
+            cut_link(*from, *to, true);
             world
                 .state
                 .lock()
@@ -77,7 +74,7 @@ fn apply(world: &Arc<World>, fault: &Fault) -> String {
             )
         }
         FaultKind::UnclogLink { from, to } => {
-            net.unclog_link(node_id(world, *from), node_id(world, *to));
+            cut_link(*from, *to, false);
             world
                 .state
                 .lock()
@@ -92,14 +89,14 @@ fn apply(world: &Arc<World>, fault: &Fault) -> String {
             duration_us,
         } => {
             let change = NetChange::Latency(*latency_us_min, *latency_us_max);
-            change_network_for(world, &net, change, *duration_us);
+            change_network_for(world, change, *duration_us);
             format!("latency {latency_us_min}..{latency_us_max} us")
         }
         FaultKind::Loss {
             probability,
             duration_us,
         } => {
-            change_network_for(world, &net, NetChange::Loss(*probability), *duration_us);
+            change_network_for(world, NetChange::Loss(*probability), *duration_us);
             format!("loss {probability}")
         }
         FaultKind::ClockSkew { node, offset_us } => {
@@ -146,13 +143,13 @@ fn start(world: &Arc<World>, handle: &Handle, node: u32) -> String {
 }
 
 /// `heal`: every link a partition or clog cut works again.
-fn heal(world: &World, net: &NetSim) -> String {
+fn heal(world: &World) -> String {
     let links: Vec<(u32, u32)> =
         std::mem::take(&mut world.state.lock().expect("world lock").clogged)
             .into_iter()
             .collect();
     for (a, b) in &links {
-        net.unclog_link(node_id(world, *a), node_id(world, *b));
+        cut_link(*a, *b, false);
     }
     format!("{} cut links restored", links.len())
 }
@@ -283,7 +280,12 @@ fn stop(world: &World, node: u32) -> String {
     }
 }
 
-fn partition(world: &World, net: &NetSim, groups: &[Vec<u32>]) -> String {
+/// Cuts (or restores) the directed link between two nodes.
+fn cut_link(from: u32, to: u32, cut: bool) {
+    super::net::set_link_cut(super::node_ip(from), super::node_ip(to), cut);
+}
+
+fn partition(world: &World, groups: &[Vec<u32>]) -> String {
     let mut cut = 0;
     for (gi, a_group) in groups.iter().enumerate() {
         for (gj, b_group) in groups.iter().enumerate() {
@@ -292,7 +294,7 @@ fn partition(world: &World, net: &NetSim, groups: &[Vec<u32>]) -> String {
             }
             for a in a_group {
                 for b in b_group {
-                    net.clog_link(node_id(world, *a), node_id(world, *b));
+                    cut_link(*a, *b, true);
                     world
                         .state
                         .lock()
@@ -307,13 +309,6 @@ fn partition(world: &World, net: &NetSim, groups: &[Vec<u32>]) -> String {
     format!("{} groups, {cut} directed links cut", groups.len())
 }
 
-fn set_latency(net: &NetSim, min_us: u64, max_us: u64) {
-    net.update_config(|c| {
-        c.send_latency =
-            Duration::from_micros(min_us)..Duration::from_micros(max_us.max(min_us + 1));
-    });
-}
-
 /// One network parameter a fault sets.
 #[derive(Debug, Clone, Copy, PartialEq)]
 enum NetChange {
@@ -323,12 +318,7 @@ enum NetChange {
 
 /// Applies `change`; with a duration, puts back what that parameter was before it when the
 /// duration ends, unless a later fault changed the same parameter meanwhile.
-fn change_network_for(
-    world: &Arc<World>,
-    net: &NetSim,
-    change: NetChange,
-    duration_us: Option<u64>,
-) {
+fn change_network_for(world: &Arc<World>, change: NetChange, duration_us: Option<u64>) {
     let (previous, generation) = {
         let mut st = world.state.lock().expect("world lock");
         let previous = match change {
@@ -337,7 +327,7 @@ fn change_network_for(
         };
         (previous, record_change(&mut st, change))
     };
-    apply_change(net, change);
+    apply_change(change);
     let Some(duration_us) = duration_us else {
         return;
     };
@@ -351,7 +341,7 @@ fn change_network_for(
         };
         if current == generation {
             record_change(&mut st, previous);
-            apply_change(&NetSim::current(), previous);
+            apply_change(previous);
         }
     });
 }
@@ -372,10 +362,10 @@ fn record_change(st: &mut super::state::WorldState, change: NetChange) -> u64 {
     }
 }
 
-fn apply_change(net: &NetSim, change: NetChange) {
+fn apply_change(change: NetChange) {
     match change {
-        NetChange::Latency(min_us, max_us) => set_latency(net, min_us, max_us),
-        NetChange::Loss(p) => net.update_config(|c| c.packet_loss_rate = p),
+        NetChange::Latency(min_us, max_us) => super::net::set_latency_us(min_us, max_us),
+        NetChange::Loss(p) => super::net::set_loss(p),
     }
 }
 

@@ -22,6 +22,7 @@ pub mod segments;
 mod state;
 pub mod time;
 pub mod wake;
+mod wire;
 
 pub use context::RunStats;
 pub use env::NodeEnv;
@@ -153,16 +154,16 @@ fn run_on_this_thread(
     sim_events_max: u64,
 ) -> (SimulatedRun, bool) {
     let context = context::install(sim_events_max);
-    let mut config = madsim::Config::default();
-    config.net.send_latency = Duration::from_micros(scenario.network.latency_us_min)
-        ..Duration::from_micros(
-            scenario
-                .network
-                .latency_us_max
-                .max(scenario.network.latency_us_min + 1),
-        );
-    config.net.packet_loss_rate = scenario.network.loss;
-    let runtime = madsim::runtime::Runtime::with_seed_and_config(seed, config);
+    net::configure(
+        seed,
+        (
+            scenario.network.latency_us_min,
+            scenario.network.latency_us_max,
+        ),
+        scenario.network.loss,
+    );
+    // The network is `wire`'s, not madsim's: madsim's own network carries nothing.
+    let runtime = madsim::runtime::Runtime::with_seed_and_config(seed, madsim::Config::default());
     let _leave_run = time::LeaveRunOnDrop;
     let recorder = Recorder::new();
     let run_recorder = recorder.clone();
@@ -273,6 +274,7 @@ fn create_nodes(world: &Arc<state::World>) {
                 store_program(store_addr)
             })
             .build();
+        net::register_host(node.id(), dedicated_store_ip());
         world.state.lock().expect("world lock").dedicated_store = Some(node.id());
     }
     for index in 0..scenario.cluster.total_nodes() {
@@ -284,6 +286,7 @@ fn create_nodes(world: &Arc<state::World>) {
             .ip(node_ip(index))
             .init(move || env::process_main(w.clone(), index))
             .build();
+        net::register_host(node.id(), node_ip(index));
         let mut st = world.state.lock().expect("world lock");
         st.nodes.push(NodeSlot::new(node.id(), starts_now));
     }

@@ -1,7 +1,7 @@
 //! Request/response messaging over the simulated network, with TCP's connection semantics.
 //!
-//! madsim delivers datagrams with the configured latency and loss and drops them on clogged
-//! links. Real c10d traffic runs over TCP, and its verdicts on faults come from TCP:
+//! The wire (`wire`) delivers each message after the network's latency, or drops it (loss,
+//! a cut link). Real c10d traffic runs over TCP, and its verdicts on faults come from TCP:
 //! - A client is a connection to one server *incarnation* (one bind of one process). It never
 //!   reconnects: a restarted server at the same address never answers an old connection.
 //! - A server process that dies on a live host resets its connections at once: every call
@@ -10,21 +10,23 @@
 //!   the host is back, a request still being retransmitted meets a reset; a request the dead
 //!   server had already received (acknowledged, so nothing is retransmitted) waits out its
 //!   timeout.
-//! - Loss is hidden behind retransmission: an unacknowledged request is resent with TCP's
-//!   doubling timeout (200 ms up to Linux's 120 s); once acknowledged, the client re-asks
-//!   for a lost reply at most every 3.2 s. The server answers a resent request from a small
-//!   cache instead of applying it twice.
+//! - Loss is hidden behind retransmission: a dropped request is resent when TCP's doubling
+//!   timeout runs out (200 ms up to Linux's 120 s); a dropped reply is asked for again, at
+//!   most 3.2 s later. The server answers a resent request from a small cache instead of
+//!   applying it twice. Nothing is resent that was not dropped: TCP's timer would find
+//!   nothing to do, so none is armed.
+//! - A call waits for its reply up to its timeout, however long the server takes.
 //! - The first connect is retried every 100 ms while nothing listens, as TCPStore's client
 //!   retries a refused connect until its timeout.
 
+use super::time;
+use super::wire::{Arrival, Conditions, Envelope, Hosts, Inbox, Mailbox, ReturnPath};
 use futures::future::{select, Either, FutureExt, Shared};
-use futures::StreamExt;
-use madsim::net::Endpoint;
-use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::collections::{BTreeMap, BTreeSet};
 use std::net::{IpAddr, SocketAddr};
-use std::pin::pin;
+use std::pin::{pin, Pin};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Weak};
 
 /// Fires when a server incarnation's connections are reset.
 type ResetSignal = Shared<futures::channel::oneshot::Receiver<()>>;
@@ -38,6 +40,8 @@ struct Incarnation {
     /// Sending on it resets every connection; kept unsent while the incarnation is silent.
     reset_tx: Option<futures::channel::oneshot::Sender<()>>,
     reset: ResetSignal,
+    /// Where requests to it arrive, while its server lives.
+    mailbox: Weak<Mailbox>,
 }
 
 /// The run's view of which servers listen and which hosts are up, kept in the run's
@@ -54,11 +58,40 @@ pub(super) struct Registry {
     binds: BTreeMap<SocketAddr, u64>,
     /// Clients made so far: each numbers its requests in a range of its own.
     pub(super) clients_made: u64,
+    /// Latency, loss and cut links; set when the run starts.
+    conditions: Option<Conditions>,
+    hosts: Hosts,
 }
 
 /// `f` on the registry of the run on this thread.
 fn with_registry<T>(f: impl FnOnce(&mut Registry) -> T) -> T {
     super::context::with_run(|context| f(&mut context.registry.borrow_mut()))
+}
+
+/// Sets the network's conditions at the start of a run: latencies and losses come from the
+/// run's `network` stream.
+pub(super) fn configure(seed: u64, latency_us: (u64, u64), loss: f64) {
+    with_registry(|r| r.conditions = Some(Conditions::new(seed, latency_us, loss)));
+}
+
+/// Names the address of a simulated machine.
+pub(super) fn register_host(node: madsim::task::NodeId, ip: IpAddr) {
+    with_registry(|r| r.hosts.insert(node, ip));
+}
+
+/// The network's latency range from now on.
+pub(super) fn set_latency_us(min_us: u64, max_us: u64) {
+    with_registry(|r| r.conditions().set_latency_us(min_us, max_us));
+}
+
+/// The network's loss probability from now on.
+pub(super) fn set_loss(probability: f64) {
+    with_registry(|r| r.conditions().set_loss(probability));
+}
+
+/// Cuts (or restores) the directed link between two hosts.
+pub(super) fn set_link_cut(from: IpAddr, to: IpAddr, cut: bool) {
+    with_registry(|r| r.conditions().set_cut(from, to, cut));
 }
 
 /// Marks a host powered off or back on. A host going down silences its servers' connections
@@ -90,6 +123,22 @@ enum Path {
 }
 
 impl Registry {
+    fn conditions(&mut self) -> &mut Conditions {
+        self.conditions
+            .as_mut()
+            .expect("the network is configured when the run starts")
+    }
+
+    /// The mailbox a request to `incarnation` lands in now, if its server lives and its
+    /// host is up.
+    fn arrival(&self, incarnation: u64) -> Option<Arc<Mailbox>> {
+        let inc = self.incarnations.get(&incarnation)?;
+        if !inc.alive || self.host_down(inc.addr.ip()) {
+            return None;
+        }
+        inc.mailbox.upgrade()
+    }
+
     fn host_down(&self, ip: IpAddr) -> bool {
         self.hosts_down.contains(&ip)
     }
@@ -115,7 +164,7 @@ impl Registry {
         }
     }
 
-    fn bind(&mut self, addr: SocketAddr) -> u64 {
+    fn bind(&mut self, addr: SocketAddr, mailbox: Weak<Mailbox>) -> u64 {
         self.incarnations_made += 1;
         let id = self.incarnations_made;
         let (tx, rx) = futures::channel::oneshot::channel();
@@ -136,6 +185,7 @@ impl Registry {
                 alive: true,
                 reset_tx: Some(tx),
                 reset: rx.shared(),
+                mailbox,
             },
         );
         self.listening.insert(addr, id);
@@ -181,13 +231,10 @@ impl Drop for ListenGuard {
     }
 }
 
-/// The tag requests travel under; a reply to request `id` uses `REPLY_TAG_BASE | id`.
-const REQUEST_TAG: u64 = 1;
-const REPLY_TAG_BASE: u64 = 1 << 63;
 /// The first retransmission timeout (Linux's minimum RTO), and its ceiling (`TCP_RTO_MAX`).
 const RTO_US_MIN: u64 = 200_000;
 const RTO_US_MAX: u64 = 120_000_000;
-/// How often an acknowledged request asks again for a reply that may have been lost.
+/// The longest a client waits before asking again for a reply that was dropped.
 const REASK_US_MAX: u64 = 3_200_000;
 /// Answered replies the server remembers for resent requests, across all clients. Requests
 /// still being served are kept apart from this bound (there is one per request in flight):
@@ -203,48 +250,48 @@ const CONNECT_RETRY_US: u64 = 100_000;
 pub enum NetError {
     #[error("no reply from {0} within {1} us")]
     Timeout(SocketAddr, u64),
-    #[error("cannot bind a socket: {0}")]
-    Bind(String),
     #[error("connection to {0} refused: nothing listens there")]
     Refused(SocketAddr),
     #[error("connection to {0} reset by peer: the server process is gone")]
     Reset(SocketAddr),
 }
 
-/// A request on the wire: its id, the incarnation it is addressed to, and the client's
-/// acknowledgement slot (the highest id the server received: TCP's ACK, without a message).
-type Wire<Req> = (u64, u64, Arc<AtomicU64>, Req);
-
 /// A client connection to one server. Each call carries a fresh id; calls on one client are
 /// sequential. It binds to the server incarnation its first call reaches, and stays bound.
 pub struct RpcClient {
-    endpoint: Endpoint,
+    /// The client's host.
+    ip: IpAddr,
     server: SocketAddr,
     next_id: u64,
     /// The incarnation this connection reached, once it did.
     incarnation: Option<u64>,
     reset: Option<ResetSignal>,
     acked: Arc<AtomicU64>,
+    inbox: Arc<Inbox>,
+    /// The timer that ends calls that wait too long, and the moment it fires. It is kept
+    /// from call to call and moved on only when it fires before the call it serves ends:
+    /// most calls are answered long before their timeout, and a timer per call would cost
+    /// one more simulator event each.
+    deadline: Option<(u64, Pin<Box<time::Sleep>>)>,
 }
 
 impl RpcClient {
-    /// Binds an ephemeral port on the current node; the connection is made by the first call.
-    pub async fn connect(server: SocketAddr) -> Result<Self, NetError> {
-        let endpoint = Endpoint::bind("0.0.0.0:0")
-            .await
-            .map_err(|e| NetError::Bind(e.to_string()))?;
-        let client = with_registry(|r| {
+    /// A connection from the current machine to `server`, made by the first call.
+    pub fn connect(server: SocketAddr) -> Self {
+        let (ip, client) = with_registry(|r| {
             r.clients_made += 1;
-            r.clients_made
+            (r.hosts.current(), r.clients_made)
         });
-        Ok(RpcClient {
-            endpoint,
+        RpcClient {
+            ip,
             server,
             next_id: (client << 32) | 1,
             incarnation: None,
             reset: None,
             acked: Arc::default(),
-        })
+            inbox: Arc::default(),
+            deadline: None,
+        }
     }
 
     /// Which bind of its address the server this connection reached is (1 for the first
@@ -280,7 +327,7 @@ impl RpcClient {
     pub async fn call<Req, Resp>(&mut self, request: Req, timeout_us: u64) -> Result<Resp, NetError>
     where
         Req: Clone + Send + Sync + 'static,
-        Resp: Clone + Send + Sync + 'static,
+        Resp: Send + Sync + 'static,
     {
         let id = self.next_id;
         self.next_id += 1;
@@ -290,12 +337,12 @@ impl RpcClient {
             self.next_id >> 32,
             "a client's request ids stay in its own range"
         );
-        let deadline_us = super::time::elapsed_us()
+        let deadline_us = time::elapsed_us()
             .checked_add(timeout_us)
             .unwrap_or_else(|| panic!("a call to {} with timeout {timeout_us} us", self.server));
         let mut rto_us = RTO_US_MIN;
         loop {
-            let now_us = super::time::elapsed_us();
+            let now_us = time::elapsed_us();
             if now_us >= deadline_us {
                 return Err(NetError::Timeout(self.server, timeout_us));
             }
@@ -303,22 +350,22 @@ impl RpcClient {
             match self.path() {
                 Path::Reset if self.incarnation.is_none() => {
                     // A refused connect, which TCPStore's client retries until its timeout.
-                    super::time::sleep_us(RESET_DELAY_US).await;
-                    if super::time::elapsed_us() + CONNECT_RETRY_US >= deadline_us {
+                    time::sleep_us(RESET_DELAY_US).await;
+                    if time::elapsed_us() + CONNECT_RETRY_US >= deadline_us {
                         return Err(NetError::Refused(self.server));
                     }
-                    super::time::sleep_us(CONNECT_RETRY_US).await;
+                    time::sleep_us(CONNECT_RETRY_US).await;
                 }
                 Path::Reset if self.acked(id) => {
                     // Nothing outstanding on the wire: nothing meets the reset.
-                    super::time::sleep_us(remaining_us).await;
+                    time::sleep_us(remaining_us).await;
                 }
                 Path::Reset => {
-                    super::time::sleep_us(RESET_DELAY_US).await;
+                    time::sleep_us(RESET_DELAY_US).await;
                     return Err(NetError::Reset(self.server));
                 }
                 Path::Silent => {
-                    super::time::sleep_us(rto_us.min(remaining_us)).await;
+                    time::sleep_us(rto_us.min(remaining_us)).await;
                     rto_us = (rto_us * 2).min(RTO_US_MAX);
                 }
                 Path::Open => {
@@ -327,45 +374,107 @@ impl RpcClient {
                     } else {
                         RTO_US_MAX
                     };
-                    let wait_us = rto_us.min(cap_us).min(remaining_us);
-                    match self.exchange(id, &request, wait_us).await {
+                    let resend_at_us = now_us + rto_us.min(cap_us).min(remaining_us);
+                    match self.exchange(id, &request, deadline_us).await {
                         Exchange::Reply(resp) => return Ok(resp),
                         Exchange::Reset => {
-                            super::time::sleep_us(RESET_DELAY_US).await;
+                            time::sleep_us(RESET_DELAY_US).await;
                             return Err(NetError::Reset(self.server));
                         }
-                        Exchange::Silence => rto_us = (rto_us * 2).min(cap_us),
+                        Exchange::TimedOut => {
+                            return Err(NetError::Timeout(self.server, timeout_us))
+                        }
+                        Exchange::Dropped => {
+                            // TCP's retransmission timer runs out before anything is sent
+                            // again, unless the connection resets first.
+                            if self.reset_before(resend_at_us).await {
+                                time::sleep_us(RESET_DELAY_US).await;
+                                return Err(NetError::Reset(self.server));
+                            }
+                            rto_us = (rto_us * 2).min(cap_us);
+                        }
                     }
                 }
             }
         }
     }
 
-    /// Sends the request once and waits up to `wait_us` for its reply or a reset.
-    async fn exchange<Req, Resp>(&self, id: u64, request: &Req, wait_us: u64) -> Exchange<Resp>
+    /// Sends the request once and waits for its reply, a reset, word that the wire dropped
+    /// it or its reply, or the call's deadline.
+    async fn exchange<Req, Resp>(
+        &mut self,
+        id: u64,
+        request: &Req,
+        deadline_us: u64,
+    ) -> Exchange<Resp>
     where
         Req: Clone + Send + Sync + 'static,
-        Resp: Clone + Send + Sync + 'static,
+        Resp: Send + Sync + 'static,
     {
         let incarnation = self.incarnation.expect("an open path is bound");
-        let wire: Wire<Req> = (id, incarnation, Arc::clone(&self.acked), request.clone());
-        send(&self.endpoint, self.server, REQUEST_TAG, Box::new(wire)).await;
-        let reply =
-            super::time::timeout_us(wait_us, self.endpoint.recv_from_raw(REPLY_TAG_BASE | id));
+        self.inbox.await_request(id);
+        let envelope = Envelope {
+            id,
+            incarnation,
+            acked: Arc::clone(&self.acked),
+            reply_to: ReturnPath {
+                ip: self.ip,
+                inbox: Arc::downgrade(&self.inbox),
+            },
+            request: Box::new(request.clone()),
+        };
+        if !send_request(self.ip, self.server.ip(), envelope) {
+            return Exchange::Dropped;
+        }
         let reset = self
             .reset
             .clone()
             .expect("a bound connection has its reset signal");
-        match select(pin!(reply), reset).await {
-            Either::Left((Some(Ok((payload, _from))), _)) => {
-                let resp = payload
-                    .downcast::<Resp>()
-                    .expect("a reply always has the type its request asked for");
-                Exchange::Reply(*resp)
+        let inbox = Arc::clone(&self.inbox);
+        let arrival = pin!(std::future::poll_fn(|cx| inbox.poll_arrival(cx)));
+        let mut answered = pin!(select(arrival, reset));
+        loop {
+            let deadline = self.deadline_timer(deadline_us);
+            match select(answered.as_mut(), deadline).await {
+                Either::Left((Either::Left((Arrival::Reply(payload), _)), _)) => {
+                    let resp = payload
+                        .downcast::<Resp>()
+                        .expect("a reply always has the type its request asked for");
+                    return Exchange::Reply(*resp);
+                }
+                Either::Left((Either::Left((Arrival::Lost, _)), _)) => return Exchange::Dropped,
+                Either::Left((Either::Right(_), _)) => return Exchange::Reset,
+                // The kept timer fired for an earlier, shorter deadline: move it on.
+                Either::Right(_) if time::elapsed_us() < deadline_us => self.deadline = None,
+                Either::Right(_) => return Exchange::TimedOut,
             }
-            Either::Left(_) => Exchange::Silence,
-            Either::Right(_) => Exchange::Reset,
         }
+    }
+
+    /// The kept deadline timer, moved to `deadline_us` unless it fires before then (and is
+    /// moved on when it does).
+    fn deadline_timer(&mut self, deadline_us: u64) -> Pin<&mut time::Sleep> {
+        let now_us = time::elapsed_us();
+        let keep =
+            matches!(self.deadline, Some((at_us, _)) if at_us <= deadline_us && at_us > now_us);
+        if !keep {
+            let timer = Box::pin(time::sleep_us(deadline_us.saturating_sub(now_us)));
+            self.deadline = Some((deadline_us, timer));
+        }
+        self.deadline
+            .as_mut()
+            .map(|(_, timer)| timer.as_mut())
+            .expect("set above")
+    }
+
+    /// Waits until `at_us`; true if the connection reset first.
+    async fn reset_before(&self, at_us: u64) -> bool {
+        let reset = self
+            .reset
+            .clone()
+            .expect("a bound connection has its reset signal");
+        let wait = pin!(time::sleep_until_us(at_us));
+        matches!(select(wait, reset).await, Either::Right(_))
     }
 }
 
@@ -373,14 +482,26 @@ impl RpcClient {
 enum Exchange<Resp> {
     Reply(Resp),
     Reset,
-    Silence,
+    /// The wire dropped the request or its reply.
+    Dropped,
+    TimedOut,
 }
 
-/// Sends one message, counted as a simulator event. A send error means the destination is
-/// unknown; the sender sees silence, as a SYN to a dead host would.
-async fn send(endpoint: &Endpoint, to: SocketAddr, tag: u64, payload: madsim::net::Payload) {
-    super::time::count_sim_event();
-    let _ = endpoint.send_to_raw(to, tag, payload).await;
+/// Puts a request on the wire; false if the wire dropped it at once (loss, a cut link). One
+/// that arrives to find its server gone or its host down is dropped then, and its client
+/// told.
+fn send_request(from: IpAddr, to: IpAddr, envelope: Envelope) -> bool {
+    let Some(latency_ns) = with_registry(|r| r.conditions().latency_ns(from, to)) else {
+        return false;
+    };
+    time::run_at_ns(
+        time::elapsed_ns() + latency_ns,
+        move || match with_registry(|r| r.arrival(envelope.incarnation)) {
+            Some(mailbox) => mailbox.push(envelope),
+            None => envelope.reply_to.lose(envelope.id),
+        },
+    );
+    true
 }
 
 /// Every server process on the host `ip` died with its host still up (a killed pod): their
@@ -399,194 +520,11 @@ pub fn processes_died_on(ip: IpAddr) {
     });
 }
 
-/// Receives a server keeps waiting at once, at least. madsim charges every receive a random
-/// delay that its `sleep` rounds up to 1 ms, so one receive at a time caps a server at 1 000
-/// messages per simulated second: a 1 024-node join storm queued requests for over 60 s
-/// (TCPStore's timeout) behind that cap, an artefact no real TCPStore has. A server with
-/// more clients keeps one receive per client, as TCPStore reads every connection: a message
-/// that finds no receive waits in madsim's mailbox, which serves the newest first
-/// (`swap_remove`), and under a 4 096-node storm the oldest requests starved past 60 s.
-const RECEIVES_IN_FLIGHT_MIN: usize = 32;
-/// Clients a server tells apart for its receive count; past it, one receive per client.
-const CLIENTS_COUNTED_MAX: usize = 65_536;
-
-/// One pending receive of a request message.
-type Receive =
-    futures::future::BoxFuture<'static, std::io::Result<(madsim::net::Payload, SocketAddr)>>;
-
-/// A server socket: receives requests and sends replies, deduplicating resent requests.
-pub struct RpcServer {
-    endpoint: Endpoint,
-    _listening: Arc<ListenGuard>,
-    incarnation: u64,
-    replies: std::sync::Arc<std::sync::Mutex<ReplyCache>>,
-    receiving: futures::stream::FuturesUnordered<Receive>,
-    /// The clients that sent to this server (each is one connection).
-    clients: BTreeSet<SocketAddr>,
-}
-
-/// What the server knows of each request id. Request ids are unique in a run (each client
-/// numbers its requests in a range of its own), so the id alone names a request: keying by
-/// sender and id made this cache's lookups a visible share of every message's cost.
-#[derive(Default)]
-struct ReplyCache {
-    /// Every request being served (`None`) or answered and remembered.
-    entries: BTreeMap<u64, Option<Box<dyn CloneAny>>>,
-    /// The answered ones, oldest first: the first to forget.
-    answered: VecDeque<u64>,
-}
-
-/// A reply that can be sent again.
-trait CloneAny: Send + Sync {
-    fn clone_payload(&self) -> madsim::net::Payload;
-}
-
-impl<T: Clone + Send + Sync + 'static> CloneAny for T {
-    fn clone_payload(&self) -> madsim::net::Payload {
-        Box::new(self.clone())
-    }
-}
-
-/// One request as the server sees it.
-pub struct Incoming<Req> {
-    pub from: SocketAddr,
-    pub id: u64,
-    pub request: Req,
-}
-
-impl RpcServer {
-    /// Binds `addr`, an address of the current node.
-    pub async fn bind(addr: SocketAddr) -> Result<Self, NetError> {
-        let endpoint = Endpoint::bind(addr)
-            .await
-            .map_err(|e| NetError::Bind(e.to_string()))?;
-        let incarnation = with_registry(|r| r.bind(addr));
-        Ok(RpcServer {
-            endpoint,
-            _listening: Arc::new(ListenGuard(incarnation)),
-            incarnation,
-            replies: Default::default(),
-            receiving: futures::stream::FuturesUnordered::new(),
-            clients: BTreeSet::new(),
-        })
-    }
-
-    /// Waits for the next request that is not a resend of one in progress. A resend of an
-    /// answered request is answered again from the cache here.
-    pub async fn recv<Req: Send + Sync + 'static>(&mut self) -> Incoming<Req> {
-        loop {
-            let receives = RECEIVES_IN_FLIGHT_MIN.max(self.clients.len());
-            while self.receiving.len() < receives {
-                let endpoint = self.endpoint.clone();
-                self.receiving.push(Box::pin(async move {
-                    endpoint.recv_from_raw(REQUEST_TAG).await
-                }));
-            }
-            let Some(Ok((payload, from))) = self.receiving.next().await else {
-                continue;
-            };
-            if self.clients.len() < CLIENTS_COUNTED_MAX {
-                self.clients.insert(from);
-            }
-            let (id, incarnation, acked, request) = *payload
-                .downcast::<Wire<Req>>()
-                .expect("requests on a server socket all have its request type");
-            if incarnation != self.incarnation {
-                // Meant for an earlier process on this port: its connection is gone.
-                continue;
-            }
-            acked.fetch_max(id, Ordering::Relaxed);
-            let cached = {
-                let mut cache = self.replies.lock().expect("reply cache lock");
-                match cache.entries.get(&id) {
-                    Some(Some(reply)) => Some(Some(reply.as_ref().clone_payload())),
-                    Some(None) => Some(None),
-                    None => {
-                        cache.insert_pending(id);
-                        None
-                    }
-                }
-            };
-            match cached {
-                Some(Some(reply)) => {
-                    send(&self.endpoint, from, REPLY_TAG_BASE | id, reply).await;
-                }
-                Some(None) => {}
-                None => return Incoming { from, id, request },
-            }
-        }
-    }
-
-    /// This bind's incarnation number: new for every process that binds the address.
-    pub fn incarnation(&self) -> u64 {
-        self.incarnation
-    }
-
-    /// A handle that can answer requests but does not keep the port listening: request
-    /// tasks hold this, so the port closes when the server itself goes away.
-    pub fn replier(&self) -> Replier {
-        Replier {
-            endpoint: self.endpoint.clone(),
-            replies: self.replies.clone(),
-        }
-    }
-}
-
-/// Sends replies on behalf of an `RpcServer`.
-pub struct Replier {
-    endpoint: Endpoint,
-    replies: std::sync::Arc<std::sync::Mutex<ReplyCache>>,
-}
-
-impl Replier {
-    /// Sends the reply to a request and remembers it for resends.
-    pub async fn reply<Resp: Clone + Send + Sync + 'static>(
-        &self,
-        to: SocketAddr,
-        id: u64,
-        reply: Resp,
-    ) {
-        self.replies
-            .lock()
-            .expect("reply cache lock")
-            .answer(id, Box::new(reply.clone()));
-        send(&self.endpoint, to, REPLY_TAG_BASE | id, Box::new(reply)).await;
-    }
-}
-
-impl ReplyCache {
-    fn insert_pending(&mut self, id: u64) {
-        let earlier = self.entries.insert(id, None);
-        assert!(
-            earlier.is_none(),
-            "request {id} entered the reply cache twice"
-        );
-    }
-
-    /// Remembers the reply to request `id`, forgetting the oldest answered replies past the
-    /// bound. A request is answered once: it is never forgotten while it is being served.
-    fn answer(&mut self, id: u64, reply: Box<dyn CloneAny>) {
-        let Some(slot) = self.entries.get_mut(&id) else {
-            // The request came to an earlier process on this port; nothing to remember.
-            return;
-        };
-        assert!(slot.is_none(), "request {id} was answered twice");
-        *slot = Some(reply);
-        self.answered.push_back(id);
-        while self.answered.len() > REPLY_CACHE_MAX {
-            if let Some(old) = self.answered.pop_front() {
-                self.entries.remove(&old);
-            }
-        }
-        // Every answered id is listed once in `answered` and once in `entries`.
-        assert!(
-            self.entries.len() >= self.answered.len(),
-            "the reply cache lists {} answered requests but holds {} entries",
-            self.answered.len(),
-            self.entries.len()
-        );
-    }
-}
+#[path = "net_server.rs"]
+mod server;
+#[cfg(test)]
+use server::ReplyCache;
+pub use server::{Incoming, Replier, RpcServer};
 
 #[cfg(test)]
 #[path = "net_tests.rs"]

@@ -8,9 +8,9 @@ const ADDR: &str = "10.0.0.1:29500";
 fn a_port_is_bound_again_once_its_server_died() {
     let mut r = Registry::default();
     let addr = ADDR.parse().unwrap();
-    let first = r.bind(addr);
+    let first = r.bind(addr, std::sync::Weak::new());
     r.died(first);
-    let second = r.bind(addr);
+    let second = r.bind(addr, std::sync::Weak::new());
     assert_eq!(r.incarnations[&second].generation, 2);
 }
 
@@ -19,8 +19,8 @@ fn a_port_is_bound_again_once_its_server_died() {
 fn a_second_bind_of_a_live_port_stops_the_run() {
     let mut r = Registry::default();
     let addr = ADDR.parse().unwrap();
-    r.bind(addr);
-    r.bind(addr);
+    r.bind(addr, std::sync::Weak::new());
+    r.bind(addr, std::sync::Weak::new());
 }
 
 #[test]

@@ -105,6 +105,39 @@ pub async fn sleep_until_us(at_us: u64) {
     }
 }
 
+/// Runs `deliver` at `at_ns` simulated nanoseconds since the run began (1 ns from now if
+/// that moment has come), exactly, with no 1 ms minimum: one timer, counted, that wakes no
+/// task of its own. The network's messages travel this way (`wire`). madsim runs the timer's
+/// callback between task polls while it holds its timer heap, so `deliver` must not arm a
+/// timer; it may wake tasks.
+pub(super) fn run_at_ns(at_ns: u64, deliver: impl FnOnce() + Send + 'static) {
+    with_handle(|h| {
+        let delay_ns = at_ns.saturating_sub(h.elapsed().as_nanos() as u64).max(1);
+        let mut timer = h.sleep(Duration::ZERO);
+        Pin::new(&mut timer).reset(h.now_instant() + Duration::from_nanos(delay_ns));
+        let callback = Arc::new(Callback(Mutex::new(Some(Box::new(deliver)))));
+        let waker = Waker::from(callback);
+        let armed = Pin::new(&mut timer).poll(&mut Context::from_waker(&waker));
+        assert!(
+            armed.is_pending(),
+            "a delivery timer {delay_ns} ns ahead fired at once"
+        );
+    });
+    count_sim_event();
+}
+
+/// A timer callback: runs once, when the timer wakes it.
+struct Callback(Mutex<Option<Box<dyn FnOnce() + Send>>>);
+
+impl Wake for Callback {
+    fn wake(self: Arc<Self>) {
+        let callback = self.0.lock().expect("timer callback lock").take();
+        if let Some(callback) = callback {
+            callback();
+        }
+    }
+}
+
 /// Runs `future` for at most `duration_us`; `None` when time ran out. The future is polled
 /// first, so one that is ready when time runs out still wins (as with madsim's `timeout`).
 pub async fn timeout_us<F: Future>(duration_us: u64, future: F) -> Option<F::Output> {

@@ -1,0 +1,195 @@
+//! The server side of `net`'s connections: a listening socket that takes requests in arrival
+//! order, answers resent ones from a cache of replies, and sends replies over the wire.
+
+use super::{with_registry, ListenGuard, REPLY_CACHE_MAX};
+use crate::world::time;
+use crate::world::wire::{Mailbox, Payload, ReturnPath};
+use std::collections::{BTreeMap, VecDeque};
+use std::net::{IpAddr, SocketAddr};
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+
+/// Puts a reply on the wire; its client is told at once if the wire drops it.
+pub(super) fn send_reply(from: IpAddr, to: &ReturnPath, id: u64, reply: Payload) {
+    let Some(latency_ns) = with_registry(|r| r.conditions().latency_ns(from, to.ip)) else {
+        to.lose(id);
+        return;
+    };
+    let inbox = to.inbox.clone();
+    time::run_at_ns(time::elapsed_ns() + latency_ns, move || {
+        if let Some(inbox) = inbox.upgrade() {
+            inbox.deliver(id, reply);
+        }
+    });
+}
+
+/// A server socket: receives requests in arrival order and sends replies, deduplicating
+/// resent requests.
+pub struct RpcServer {
+    ip: IpAddr,
+    mailbox: Arc<Mailbox>,
+    _listening: Arc<ListenGuard>,
+    incarnation: u64,
+    replies: Arc<std::sync::Mutex<ReplyCache>>,
+}
+
+/// What the server knows of each request id. Request ids are unique in a run (each client
+/// numbers its requests in a range of its own), so the id alone names a request.
+#[derive(Default)]
+pub(super) struct ReplyCache {
+    /// Every request being served (`None`) or answered and remembered.
+    pub(super) entries: BTreeMap<u64, Option<Box<dyn CloneAny>>>,
+    /// The answered ones, oldest first: the first to forget.
+    pub(super) answered: VecDeque<u64>,
+}
+
+/// A reply that can be sent again.
+pub(super) trait CloneAny: Send + Sync {
+    fn clone_payload(&self) -> Payload;
+}
+
+impl<T: Clone + Send + Sync + 'static> CloneAny for T {
+    fn clone_payload(&self) -> Payload {
+        Box::new(self.clone())
+    }
+}
+
+/// One request as the server sees it.
+pub struct Incoming<Req> {
+    /// Where its reply goes.
+    pub from: ReturnPath,
+    pub id: u64,
+    pub request: Req,
+}
+
+impl RpcServer {
+    /// Listens at `addr`, an address of the current machine.
+    pub fn bind(addr: SocketAddr) -> Self {
+        let mailbox = Arc::new(Mailbox::default());
+        let (incarnation, ip) =
+            with_registry(|r| (r.bind(addr, Arc::downgrade(&mailbox)), r.hosts.current()));
+        assert_eq!(
+            ip,
+            addr.ip(),
+            "a server listens on its own machine's address"
+        );
+        RpcServer {
+            ip,
+            mailbox,
+            _listening: Arc::new(ListenGuard(incarnation)),
+            incarnation,
+            replies: Default::default(),
+        }
+    }
+
+    /// Waits for the next request that is not a resend of one in progress. A resend of an
+    /// answered request is answered again from the cache here.
+    pub async fn recv<Req: Send + Sync + 'static>(&mut self) -> Incoming<Req> {
+        loop {
+            let envelope = std::future::poll_fn(|cx| self.mailbox.poll_next(cx)).await;
+            assert_eq!(
+                envelope.incarnation, self.incarnation,
+                "a request for incarnation {} landed in incarnation {}'s mailbox",
+                envelope.incarnation, self.incarnation
+            );
+            let id = envelope.id;
+            envelope.acked.fetch_max(id, Ordering::Relaxed);
+            let cached = {
+                let mut cache = self.replies.lock().expect("reply cache lock");
+                match cache.entries.get(&id) {
+                    Some(Some(reply)) => Some(Some(reply.as_ref().clone_payload())),
+                    Some(None) => Some(None),
+                    None => {
+                        cache.insert_pending(id);
+                        None
+                    }
+                }
+            };
+            match cached {
+                Some(Some(reply)) => send_reply(self.ip, &envelope.reply_to, id, reply),
+                Some(None) => {}
+                None => {
+                    let request = envelope
+                        .request
+                        .downcast::<Req>()
+                        .expect("requests on a server socket all have its request type");
+                    return Incoming {
+                        from: envelope.reply_to,
+                        id,
+                        request: *request,
+                    };
+                }
+            }
+        }
+    }
+
+    /// This bind's incarnation number: new for every process that binds the address.
+    pub fn incarnation(&self) -> u64 {
+        self.incarnation
+    }
+
+    /// A handle that can answer requests but does not keep the port listening: request
+    /// tasks hold this, so the port closes when the server itself goes away.
+    pub fn replier(&self) -> Replier {
+        Replier {
+            ip: self.ip,
+            replies: self.replies.clone(),
+        }
+    }
+}
+
+/// Sends replies on behalf of an `RpcServer`.
+pub struct Replier {
+    ip: IpAddr,
+    replies: Arc<std::sync::Mutex<ReplyCache>>,
+}
+
+impl Replier {
+    /// Sends the reply to a request and remembers it for resends.
+    pub fn reply<Resp: Clone + Send + Sync + 'static>(
+        &self,
+        to: &ReturnPath,
+        id: u64,
+        reply: Resp,
+    ) {
+        self.replies
+            .lock()
+            .expect("reply cache lock")
+            .answer(id, Box::new(reply.clone()));
+        send_reply(self.ip, to, id, Box::new(reply));
+    }
+}
+
+impl ReplyCache {
+    pub(super) fn insert_pending(&mut self, id: u64) {
+        let earlier = self.entries.insert(id, None);
+        assert!(
+            earlier.is_none(),
+            "request {id} entered the reply cache twice"
+        );
+    }
+
+    /// Remembers the reply to request `id`, forgetting the oldest answered replies past the
+    /// bound. A request is answered once: it is never forgotten while it is being served.
+    pub(super) fn answer(&mut self, id: u64, reply: Box<dyn CloneAny>) {
+        let Some(slot) = self.entries.get_mut(&id) else {
+            // The request came to an earlier process on this port; nothing to remember.
+            return;
+        };
+        assert!(slot.is_none(), "request {id} was answered twice");
+        *slot = Some(reply);
+        self.answered.push_back(id);
+        while self.answered.len() > REPLY_CACHE_MAX {
+            if let Some(old) = self.answered.pop_front() {
+                self.entries.remove(&old);
+            }
+        }
+        // Every answered id is listed once in `answered` and once in `entries`.
+        assert!(
+            self.entries.len() >= self.answered.len(),
+            "the reply cache lists {} answered requests but holds {} entries",
+            self.answered.len(),
+            self.entries.len()
+        );
+    }
+}
