@@ -67,20 +67,14 @@ pub fn complexities(key: u64, dist: &Complexity, len: u64) -> Vec<i64> {
     (0..len).map(|i| complexity(key, dist, i) as i64).collect()
 }
 
-/// How the epoch's samples are laid out over the ranks.
-#[derive(Debug, Clone, PartialEq)]
-enum Layout {
-    /// torch's `indices[rank + extra : total_size : world]` over the padded order.
-    Dealt { order: Vec<u64>, extra_offset: u64 },
-    /// One list per rank (the load-balancing sampler).
-    Lists(Vec<Vec<u64>>),
-}
-
 /// One epoch's samples for every rank of a world.
 #[derive(Debug, Clone, PartialEq)]
 pub struct EpochPlan {
-    layout: Layout,
-    world_size: u64,
+    /// Each rank's samples of the epoch, in the order it takes them. torch deals rank `r`
+    /// `indices[r : total_size : world]` of the padded order; dealing them out once per
+    /// plan makes every batch a contiguous slice, where reading them with that stride cost
+    /// a cache miss per sample, every step, on every node.
+    per_rank: Vec<Vec<u64>>,
     /// Samples per rank (torch's `num_samples`).
     pub num_samples: u64,
     pub batch_size: u64,
@@ -102,24 +96,9 @@ impl EpochPlan {
         out.clear();
         let first = batch * self.batch_size;
         let end = (first + self.batch_size).min(self.num_samples);
-        match &self.layout {
-            Layout::Dealt {
-                order,
-                extra_offset,
-            } => {
-                for k in first..end {
-                    let at = rank + extra_offset + k * self.world_size;
-                    if let Some(&i) = order.get(at as usize) {
-                        out.push(i);
-                    }
-                }
-            }
-            Layout::Lists(lists) => {
-                let list = &lists[rank as usize];
-                let end = (end as usize).min(list.len());
-                out.extend_from_slice(&list[(first as usize).min(end)..end]);
-            }
-        }
+        let list = &self.per_rank[rank as usize];
+        let end = (end as usize).min(list.len());
+        out.extend_from_slice(&list[(first as usize).min(end)..end]);
     }
 }
 
@@ -141,16 +120,15 @@ pub fn epoch_plan(
 ) -> Result<EpochPlan, SamplerError> {
     let s = &job.sampler;
     let len = job.dataset.len;
-    let (layout, num_samples) = match s.kind {
+    let (per_rank, num_samples) = match s.kind {
         SamplerKind::Distributed => {
             let mut sampler =
                 DistributedSampler::new(len, key.world_size, 0, s.shuffle, s.seed, s.drop_last)?;
             sampler.set_epoch(key.epoch);
-            let layout = Layout::Dealt {
-                order: sampler.padded_order()?,
-                extra_offset: u64::from(key.off_by_one),
-            };
-            (layout, sampler.len())
+            let num_samples = sampler.len();
+            let order = sampler.padded_order()?;
+            let extra_offset = u64::from(key.off_by_one);
+            (deal(&order, key.world_size, extra_offset, num_samples), num_samples)
         }
         SamplerKind::LoadBalancing => {
             let mut sampler = LoadBalancingSampler::new(
@@ -164,15 +142,34 @@ pub fn epoch_plan(
             )?;
             sampler.set_epoch(key.epoch);
             let num_samples = sampler.len();
-            (Layout::Lists(sampler.indices_all_ranks()?), num_samples)
+            (sampler.indices_all_ranks()?, num_samples)
         }
     };
     Ok(EpochPlan {
-        layout,
-        world_size: key.world_size,
+        per_rank,
         num_samples,
         batch_size: s.batch_size,
     })
+}
+
+/// torch's deal of the padded `order` over `world` ranks: rank `r` takes the entries at
+/// `r + extra_offset + k × world` for `k < num_samples` that exist (`extra_offset` is the
+/// off-by-one mutant's shift), read in one pass over the order.
+fn deal(order: &[u64], world: u64, extra_offset: u64, num_samples: u64) -> Vec<Vec<u64>> {
+    let mut per_rank: Vec<Vec<u64>> = (0..world)
+        .map(|_| Vec::with_capacity(num_samples as usize))
+        .collect();
+    for row in order
+        .get(extra_offset as usize..)
+        .unwrap_or_default()
+        .chunks(world as usize)
+        .take(num_samples as usize)
+    {
+        for (rank, &index) in row.iter().enumerate() {
+            per_rank[rank].push(index);
+        }
+    }
+    per_rank
 }
 
 #[cfg(test)]
