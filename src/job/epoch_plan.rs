@@ -128,7 +128,10 @@ pub fn epoch_plan(
             let num_samples = sampler.len();
             let order = sampler.padded_order()?;
             let extra_offset = u64::from(key.off_by_one);
-            (deal(&order, key.world_size, extra_offset, num_samples), num_samples)
+            (
+                deal(&order, key.world_size, extra_offset, num_samples),
+                num_samples,
+            )
         }
         SamplerKind::LoadBalancing => {
             let mut sampler = LoadBalancingSampler::new(

@@ -153,106 +153,137 @@ fn into_set(field: &'static str, nodes: Vec<NodeDesc>) -> Result<NodeSet, Decode
     Ok(set)
 }
 
+/// Where an encoding goes: the bytes themselves, or only how many there are.
+trait Sink {
+    fn put(&mut self, bytes: &[u8]);
+}
+
+impl Sink for Vec<u8> {
+    fn put(&mut self, bytes: &[u8]) {
+        self.extend_from_slice(bytes);
+    }
+}
+
+/// Counts the bytes an encoding would write, writing none.
+struct ByteCount(usize);
+
+impl Sink for ByteCount {
+    fn put(&mut self, bytes: &[u8]) {
+        self.0 += bytes.len();
+    }
+}
+
 /// Appends an integer as JSON writes it.
-fn push_int(out: &mut Vec<u8>, value: impl itoa::Integer) {
-    out.extend_from_slice(itoa::Buffer::new().format(value).as_bytes());
+fn push_int(out: &mut impl Sink, value: impl itoa::Integer) {
+    out.put(itoa::Buffer::new().format(value).as_bytes());
 }
 
 /// Appends `{"addr":…,"pid":…,"local_id":…}`, the serde form of a [`NodeDesc`].
-fn push_node(out: &mut Vec<u8>, node: &NodeDesc) {
-    out.extend_from_slice(b"{\"addr\":");
+fn push_node(out: &mut impl Sink, node: &NodeDesc) {
+    out.put(b"{\"addr\":");
     let plain = node
         .addr
         .bytes()
         .all(|b| b >= 0x20 && b != b'"' && b != b'\\' && b < 0x7f);
     if plain {
-        out.push(b'"');
-        out.extend_from_slice(node.addr.as_bytes());
-        out.push(b'"');
+        out.put(b"\"");
+        out.put(node.addr.as_bytes());
+        out.put(b"\"");
     } else {
         // Escaping is serde_json's; such addresses are rare.
-        serde_json::to_writer(&mut *out, &node.addr).expect("a string serializes");
+        out.put(&serde_json::to_vec(&node.addr).expect("a string serializes"));
     }
-    out.extend_from_slice(b",\"pid\":");
+    out.put(b",\"pid\":");
     push_int(out, node.pid);
-    out.extend_from_slice(b",\"local_id\":");
+    out.put(b",\"local_id\":");
     push_int(out, node.local_id);
-    out.push(b'}');
+    out.put(b"}");
 }
 
 /// Appends `[node,…]`.
-fn push_nodes(out: &mut Vec<u8>, nodes: &NodeSet) {
-    out.push(b'[');
+fn push_nodes(out: &mut impl Sink, nodes: &NodeSet) {
+    out.put(b"[");
     for (i, node) in nodes.iter().enumerate() {
         if i > 0 {
-            out.push(b',');
+            out.put(b",");
         }
         push_node(out, node);
     }
-    out.push(b']');
+    out.put(b"]");
 }
 
 /// Appends `[[node,value],…]`.
 fn push_pairs<'a, V: itoa::Integer>(
-    out: &mut Vec<u8>,
+    out: &mut impl Sink,
     pairs: impl Iterator<Item = (&'a NodeDesc, V)>,
 ) {
-    out.push(b'[');
+    out.put(b"[");
     for (i, (node, value)) in pairs.enumerate() {
         if i > 0 {
-            out.push(b',');
+            out.put(b",");
         }
-        out.push(b'[');
+        out.put(b"[");
         push_node(out, node);
-        out.push(b',');
+        out.put(b",");
         push_int(out, value);
-        out.push(b']');
+        out.put(b"]");
     }
-    out.push(b']');
+    out.put(b"]");
 }
 
 impl crate::store::Encode for RendezvousState {
     fn encode(&self) -> Vec<u8> {
         RendezvousState::encode(self)
     }
+
+    fn encoded_len(&self) -> usize {
+        let mut count = ByteCount(0);
+        self.write_to(&mut count);
+        count.0
+    }
 }
 
 impl RendezvousState {
     /// The canonical bytes of this state: compact JSON in the parity `state` format, lists in
-    /// node order. Equal states give equal bytes, so the bytes can serve as the CAS token the
-    /// way torch's c10d backend uses the stored base64 text as its fencing token.
+    /// node order. Equal states give equal bytes, and different states different bytes
+    /// (`decode` gives the state back), so the bytes can serve as the CAS token the way
+    /// torch's c10d backend uses the stored base64 text as its fencing token.
     pub fn encode(&self) -> Vec<u8> {
-        // Written by hand: this runs on every CAS and was the harness's hottest function as
-        // serde output. `encode_with_serde` is the reference it must equal byte for byte.
         let nodes = self.participants.len() + self.last_heartbeats.len();
         let mut out = Vec::with_capacity(160 + nodes * 64);
-        out.extend_from_slice(b"{\"round\":");
-        push_int(&mut out, self.round);
-        out.extend_from_slice(b",\"complete\":");
-        out.extend_from_slice(if self.complete { b"true" } else { b"false" });
-        out.extend_from_slice(b",\"deadline_utc_us\":");
+        self.write_to(&mut out);
+        out
+    }
+
+    fn write_to(&self, out: &mut impl Sink) {
+        // Written by hand: this runs on every CAS and was the harness's hottest function as
+        // serde output. `encode_with_serde` is the reference it must equal byte for byte.
+        out.put(b"{\"round\":");
+        push_int(out, self.round);
+        out.put(b",\"complete\":");
+        out.put(if self.complete { b"true" } else { b"false" });
+        out.put(b",\"deadline_utc_us\":");
         match self.deadline_utc_us {
-            Some(deadline) => push_int(&mut out, deadline),
-            None => out.extend_from_slice(b"null"),
+            Some(deadline) => push_int(out, deadline),
+            None => out.put(b"null"),
         }
-        out.extend_from_slice(b",\"closed\":");
-        out.extend_from_slice(if self.closed { b"true" } else { b"false" });
-        out.extend_from_slice(b",\"participants\":");
-        push_pairs(&mut out, self.participants.iter().map(|(n, r)| (n, *r)));
-        out.extend_from_slice(b",\"wait_list\":");
-        push_nodes(&mut out, &self.wait_list);
-        out.extend_from_slice(b",\"redundancy_list\":");
-        push_nodes(&mut out, &self.redundancy_list);
-        out.extend_from_slice(b",\"last_heartbeats\":");
-        push_pairs(&mut out, self.last_heartbeats.iter().map(|(n, t)| (n, *t)));
+        out.put(b",\"closed\":");
+        out.put(if self.closed { b"true" } else { b"false" });
+        out.put(b",\"participants\":");
+        push_pairs(out, self.participants.iter().map(|(n, r)| (n, *r)));
+        out.put(b",\"wait_list\":");
+        push_nodes(out, &self.wait_list);
+        out.put(b",\"redundancy_list\":");
+        push_nodes(out, &self.redundancy_list);
+        out.put(b",\"last_heartbeats\":");
+        push_pairs(out, self.last_heartbeats.iter().map(|(n, t)| (n, *t)));
         // Absent unless the fix `world-at-completion` recorded it, so torch's state keeps
         // torch's bytes (the CAS payload, and so the simulated timing, stays the same).
         if let Some(world) = &self.completed_world {
-            out.extend_from_slice(b",\"completed_world\":");
-            push_pairs(&mut out, world.iter().map(|(n, r)| (n, *r)));
+            out.put(b",\"completed_world\":");
+            push_pairs(out, world.iter().map(|(n, r)| (n, *r)));
         }
-        out.push(b'}');
-        out
+        out.put(b"}");
     }
 
     /// The serde encoding [`RendezvousState::encode`] reproduces (kept for its tests).

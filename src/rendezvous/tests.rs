@@ -364,7 +364,9 @@ fn arb_any_node() -> impl Strategy<Value = NodeDesc> {
 
 proptest! {
     /// The hand-written encoder writes exactly the bytes serde_json writes, for any state,
-    /// addresses that need escaping included.
+    /// addresses that need escaping included; its byte count is their length; and the bytes
+    /// give the state back, so different states never share bytes (values of states are
+    /// compared as states, `store::Value`).
     #[test]
     fn encode_equals_the_serde_encoding(
         round in any::<u64>(), complete in any::<bool>(), closed in any::<bool>(),
@@ -385,6 +387,9 @@ proptest! {
             last_heartbeats: last_heartbeats.into_iter().collect(),
             completed_world: completed_world.map(|w| w.into_iter().collect()),
         };
-        prop_assert_eq!(st.encode(), st.encode_with_serde());
+        let bytes = st.encode();
+        prop_assert_eq!(&bytes, &st.encode_with_serde());
+        prop_assert_eq!(crate::store::Encode::encoded_len(&st), bytes.len());
+        prop_assert_eq!(RendezvousState::decode(&bytes).expect("decodes"), st);
     }
 }

@@ -11,20 +11,46 @@ use std::any::Any;
 use std::fmt;
 use std::sync::{Arc, OnceLock};
 
-/// A structure that knows its wire bytes.
-pub trait Encode: Send + Sync + 'static {
+/// A structure that knows its wire bytes. Its encoding must be one-to-one: equal
+/// structures encode to equal bytes and different ones to different bytes, so two values
+/// made from structures of one type are compared as structures, without their bytes.
+pub trait Encode: PartialEq + Send + Sync + 'static {
     fn encode(&self) -> Vec<u8>;
+
+    /// `encode().len()`, which a type may count without writing the bytes.
+    fn encoded_len(&self) -> usize {
+        self.encode().len()
+    }
 }
 
 /// The type-erased source of a lazy value.
 trait Source: Send + Sync {
     fn encode(&self) -> Vec<u8>;
+    fn encoded_len(&self) -> usize;
+    /// Whether the two encode to the same bytes, when `other` has this one's type.
+    fn same_bytes_as(&self, other: &dyn Source) -> Option<bool>;
+    fn as_any(&self) -> &dyn Any;
     fn into_any(self: Arc<Self>) -> Arc<dyn Any + Send + Sync>;
 }
 
 impl<T: Encode> Source for T {
     fn encode(&self) -> Vec<u8> {
         Encode::encode(self)
+    }
+
+    fn encoded_len(&self) -> usize {
+        Encode::encoded_len(self)
+    }
+
+    fn same_bytes_as(&self, other: &dyn Source) -> Option<bool> {
+        other
+            .as_any()
+            .downcast_ref::<T>()
+            .map(|other| self == other)
+    }
+
+    fn as_any(&self) -> &dyn Any {
+        self
     }
 
     fn into_any(self: Arc<Self>) -> Arc<dyn Any + Send + Sync> {
@@ -34,6 +60,8 @@ impl<T: Encode> Source for T {
 
 struct Inner {
     bytes: OnceLock<Box<[u8]>>,
+    /// How many bytes there are, counted without writing them when nobody read them yet.
+    len: OnceLock<usize>,
     /// A hash of the bytes, made the first time the value is compared with another.
     fingerprint: OnceLock<u64>,
     source: Option<Arc<dyn Source>>,
@@ -49,6 +77,7 @@ impl Value {
     pub fn lazy<T: Encode>(source: Arc<T>) -> Self {
         Value(Arc::new(Inner {
             bytes: OnceLock::new(),
+            len: OnceLock::new(),
             fingerprint: OnceLock::new(),
             source: Some(source),
         }))
@@ -83,8 +112,16 @@ impl Value {
         })
     }
 
+    /// How many bytes the value has: the store checks its bound and counts what it sends
+    /// by this, which encodes nothing.
     pub fn len(&self) -> usize {
-        self.bytes().len()
+        if let Some(bytes) = self.0.bytes.get() {
+            return bytes.len();
+        }
+        *self.0.len.get_or_init(|| match &self.0.source {
+            Some(source) => source.encoded_len(),
+            None => 0,
+        })
     }
 
     pub fn is_empty(&self) -> bool {
@@ -101,15 +138,24 @@ impl std::ops::Deref for Value {
 }
 
 /// Byte equality, as TCPStore compares. One value is equal to itself without a byte
-/// compare, and values of different lengths or fingerprints differ without one: a stale
-/// token and the state that replaced it often have the same length (a keep-alive changes a
-/// timestamp), and comparing them byte by byte cost a join storm O(nodes) per attempt.
+/// compare; two made from structures of one type are equal when the structures are (their
+/// encoding is one-to-one), which needs no bytes; values of different lengths or
+/// fingerprints differ without a byte compare: a stale token and the state that replaced it
+/// often have the same length (a keep-alive changes a timestamp), and comparing them byte
+/// by byte cost a join storm O(nodes) per attempt.
 impl PartialEq for Value {
     fn eq(&self, other: &Value) -> bool {
-        Value::same(self, other)
-            || (self.len() == other.len()
-                && self.fingerprint() == other.fingerprint()
-                && self.bytes() == other.bytes())
+        if Value::same(self, other) {
+            return true;
+        }
+        if let (Some(a), Some(b)) = (&self.0.source, &other.0.source) {
+            if let Some(same) = a.same_bytes_as(b.as_ref()) {
+                return same;
+            }
+        }
+        self.len() == other.len()
+            && self.fingerprint() == other.fingerprint()
+            && self.bytes() == other.bytes()
     }
 }
 
@@ -118,6 +164,7 @@ impl Eq for Value {}
 impl From<Vec<u8>> for Value {
     fn from(bytes: Vec<u8>) -> Self {
         Value(Arc::new(Inner {
+            len: OnceLock::from(bytes.len()),
             bytes: OnceLock::from(bytes.into_boxed_slice()),
             fingerprint: OnceLock::new(),
             source: None,
@@ -151,6 +198,12 @@ mod tests {
 
     struct Counted(&'static str, AtomicUsize);
 
+    impl PartialEq for Counted {
+        fn eq(&self, other: &Self) -> bool {
+            self.0 == other.0
+        }
+    }
+
     impl Encode for Counted {
         fn encode(&self) -> Vec<u8> {
             self.1.fetch_add(1, Ordering::Relaxed);
@@ -175,5 +228,18 @@ mod tests {
         ));
         assert!(Value::from(&b"abc"[..]).source::<Counted>().is_none());
         assert_ne!(lazy, Value::from(&b"abd"[..]));
+    }
+
+    #[test]
+    fn lazy_values_compare_and_measure_without_encoding() {
+        let a = Value::lazy(Arc::new(Counted("abc", AtomicUsize::new(0))));
+        let b = Value::lazy(Arc::new(Counted("abc", AtomicUsize::new(0))));
+        let c = Value::lazy(Arc::new(Counted("xyz", AtomicUsize::new(0))));
+        assert!(a == b && a != c);
+        let encodes = |v: &Value| v.source::<Counted>().unwrap().1.load(Ordering::Relaxed);
+        assert_eq!((encodes(&a), encodes(&b), encodes(&c)), (0, 0, 0));
+        // The default length encodes once (a type may count instead) and is remembered.
+        assert_eq!((a.len(), a.len()), (3, 3));
+        assert_eq!(encodes(&a), 1);
     }
 }
