@@ -174,10 +174,24 @@ impl Judging<'_, '_, '_, '_, '_> {
         }
         // The walk kept only steps whose ranks lie inside their world.
         let ranks = t.first_rank..t.first_rank + u64::from(t.ranks);
-        let dealt = ranks.clone().map(|rank| deal.batch(rank, t.batch));
-        let dealt_count: u64 = dealt.clone().map(|b| b.len() as u64).sum();
-        let digest = samples_digest(dealt.clone());
+        let dealt = ranks.clone().map(|rank| (rank, deal.batch(rank, t.batch)));
+        let dealt_count: u64 = dealt.clone().map(|(_, ids)| ids.len() as u64).sum();
         let workers = self.walk.workers[step.workers as usize];
+        let group = self.walk.groups[step.group as usize];
+        let len = self.walk.scenario.job.dataset.len;
+        let tally = self
+            .tallies
+            .entry((group.store_incarnation, workers.round))
+            .or_insert_with(|| Tally::new(t.world_size, t.batch, len));
+        // The step's deal is added to its group's epoch as it is digested, a rank's batch
+        // at a time, while the batch is in cache.
+        let counting = !tally.judged;
+        let digest = samples_digest(dealt.map(|(rank, ids)| {
+            if counting {
+                tally.add(rank, ids);
+            }
+            ids
+        }));
         // A step whose ranks were given other samples than the deal: once per workers.
         if (digest, dealt_count) != (t.samples_digest, samples)
             && self.misdealt.insert(step.workers)
@@ -189,21 +203,7 @@ impl Judging<'_, '_, '_, '_, '_> {
             let found = Found::at_step(step.event, event, Part::Samples, t.world_size, &message);
             self.judged.found.push(found);
         }
-        // Adds the step's deal to its group's epoch; when the last node of the group
-        // trained the epoch's last batch, judges the epoch.
-        let group = self.walk.groups[step.group as usize];
-        let len = self.walk.scenario.job.dataset.len;
-        let tally = self
-            .tallies
-            .entry((group.store_incarnation, workers.round))
-            .or_insert_with(|| Tally::new(t.world_size, t.batch, len));
-        if tally.judged {
-            return;
-        }
-        for (rank, ids) in ranks.clone().zip(dealt) {
-            tally.add(rank, ids);
-        }
-        if t.batch + 1 != batches {
+        if !counting || t.batch + 1 != batches {
             return;
         }
         tally.nodes_done.insert(workers.node);
