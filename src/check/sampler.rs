@@ -14,7 +14,7 @@
 //! thread), its deals (one per world size, at most `DEALS_CACHED_MAX`) and one bitset of
 //! `dataset.len` bits per group that trained it, all freed when the epoch is judged.
 
-use super::sampler_epoch::{judge_epochs, EpochJudged, EpochSteps};
+use super::sampler_epoch::{judge_epochs, EpochJudged, EpochSteps, SECOND_THREAD_FROM_IDS};
 use super::InvariantResult;
 use super::Violation;
 use crate::scenario::model::Scenario;
@@ -31,9 +31,20 @@ use std::collections::BTreeMap;
 /// its ranks must have been given the samples the sampler deals them. Not applicable when no
 /// epoch was finished.
 pub(super) fn coverage(scenario: &Scenario, run_seed: u64, trace: &Trace) -> InvariantResult {
+    coverage_with(scenario, run_seed, trace, SECOND_THREAD_FROM_IDS)
+}
+
+/// [`coverage`], judging epochs on a second thread too once they deal
+/// `second_thread_from_ids` sample ids (tests pin it to compare one thread with two).
+fn coverage_with(
+    scenario: &Scenario,
+    run_seed: u64,
+    trace: &Trace,
+    second_thread_from_ids: u64,
+) -> InvariantResult {
     let walk = Walk::of(scenario, trace);
     let epochs = walk.steps_by_epoch();
-    let judged = judge_epochs(&walk, &epochs, run_seed);
+    let judged = judge_epochs(&walk, &epochs, run_seed, second_thread_from_ids);
     let applicable = judged.iter().any(|j| j.applicable);
     let mut found = walk.early;
     found.extend(in_sequence(&walk.steps, &walk.workers, &judged, trace));

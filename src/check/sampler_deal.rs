@@ -185,7 +185,8 @@ impl<'s, 'a> Dealer<'s, 'a> {
         let key = (epoch, world_size);
         if !self.cached.contains_key(&key) {
             let deal = self.source.deal(epoch, world_size);
-            // The earliest epoch goes first: the walk never goes back to it.
+            // The smallest key goes first: a deal asked for again is dealt again, only
+            // slower (the check asks for one epoch's world sizes, usually one).
             while self.cached.len() >= DEALS_CACHED_MAX {
                 self.cached.pop_first();
             }
@@ -222,6 +223,31 @@ mod tests {
         }
         assert!(deal.batch(4, 0).is_empty(), "no rank 4 in a world of 4");
         assert!(deal.batch(0, 2).is_empty(), "no batch past the last");
+    }
+
+    #[test]
+    fn a_strided_deal_takes_every_world_size_th_place_from_the_rank() {
+        for (world_size, num_samples) in [(1, 5), (4, 3), (5, 11), (512, 17), (3, 0)] {
+            let order: Vec<u64> = (0..world_size * num_samples).map(|i| i * 7 + 1).collect();
+            let deal = Deal::strided(&order, world_size, num_samples, 4);
+            for rank in 0..world_size {
+                let got: Vec<u64> = (0..deal.batches())
+                    .flat_map(|b| deal.batch(rank, b).to_vec())
+                    .collect();
+                let want: Vec<u64> = order
+                    .iter()
+                    .copied()
+                    .skip(rank as usize)
+                    .step_by(world_size as usize)
+                    .collect();
+                assert_eq!(got, want, "rank {rank} of {world_size}");
+            }
+        }
+        // An order short of `num_samples × world_size`: the last ranks get fewer.
+        let deal = Deal::strided(&(0..10).collect::<Vec<u64>>(), 4, 3, 2);
+        assert_eq!(deal.batch(1, 1), &[9]);
+        assert!(deal.batch(2, 1).is_empty());
+        assert_eq!(deal.batch(3, 0), &[3, 7]);
     }
 
     #[test]
