@@ -16,6 +16,7 @@ pub mod reader_output;
 mod rendezvous;
 mod sampler;
 mod sampler_deal;
+mod sampler_epoch;
 #[cfg(test)]
 pub(crate) mod testkit;
 

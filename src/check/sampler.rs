@@ -4,15 +4,22 @@
 //! (`sampler_deal`) and counts coverage from its own deal. It never reads the job's sample
 //! ledger or its summary (`EpochCovered`), so a ledger bug cannot hide a sampler bug.
 //!
-//! Bounded: one bitset of `dataset.len` bits per (group, epoch) still open, freed when the
-//! epoch is judged, and a few dealt epochs at a time.
+//! The walk is split in three: one pass over the trace lists the steps of started groups;
+//! each epoch's steps are then dealt and judged on their own (`sampler_epoch`), on two
+//! threads for a long trace; a last pass follows every node's steps from batch to batch.
+//! What each part finds is tagged with the step that showed it and merged in trace order,
+//! so the verdict and every message are the same whichever thread judged which epoch.
+//!
+//! Bounded: one entry of a few words per recorded step; per epoch being judged (one per
+//! thread), its deals (one per world size, at most `DEALS_CACHED_MAX`) and one bitset of
+//! `dataset.len` bits per group that trained it, all freed when the epoch is judged.
 
-use super::sampler_deal::{Deal, Dealer};
-use super::{InvariantResult, Violation};
-use crate::sampler::samples_per_rank;
+use super::sampler_epoch::{judge_epochs, EpochJudged, EpochSteps, SECOND_THREAD_FROM_IDS};
+use super::InvariantResult;
+use super::Violation;
 use crate::scenario::model::Scenario;
-use crate::trace::{samples_digest, Event, EventKind, Trace, TrainedOn};
-use std::collections::{BTreeMap, BTreeSet};
+use crate::trace::{Event, EventKind, Trace, TrainedOn};
+use std::collections::BTreeMap;
 
 /// `sampler.coverage`: per epoch a group finished (each of its nodes trained the epoch's
 /// last batch), every rank trained on the same number of samples; an epoch run from its
@@ -24,94 +31,231 @@ use std::collections::{BTreeMap, BTreeSet};
 /// its ranks must have been given the samples the sampler deals them. Not applicable when no
 /// epoch was finished.
 pub(super) fn coverage(scenario: &Scenario, run_seed: u64, trace: &Trace) -> InvariantResult {
-    let mut coverage = Coverage {
-        scenario,
-        dealer: Dealer::new(&scenario.job, run_seed),
-        groups: BTreeMap::new(),
-        last: BTreeMap::new(),
-        tallies: BTreeMap::new(),
-        misdealt: BTreeSet::new(),
-        applicable: false,
-        violations: Vec::new(),
-        batches: Vec::new(),
-    };
-    for event in &trace.events {
-        let Some(node) = event.node.as_deref() else {
-            continue;
-        };
-        match &event.kind {
-            EventKind::WorkersStarted {
-                pid,
-                round,
-                world_size,
-                store_incarnation,
-                ..
-            } => {
-                let group = Group {
-                    store_incarnation: *store_incarnation,
-                    members: *world_size as usize,
-                };
-                coverage.groups.insert((node, *pid, *round), group);
-            }
-            EventKind::Step {
-                pid,
-                round,
-                epoch,
-                samples,
-                trained,
-                ..
-            } => {
-                let key = (node, *pid, *round);
-                if let Some(group) = coverage.groups.get(&key).copied() {
-                    let step = StepSeen {
-                        event,
-                        workers: key,
-                        group,
-                        epoch: *epoch,
-                        samples: *samples,
-                        trained: *trained,
-                    };
-                    coverage.step(&step);
-                }
-            }
-            _ => {}
-        }
+    coverage_with(scenario, run_seed, trace, SECOND_THREAD_FROM_IDS)
+}
+
+/// [`coverage`], judging epochs on a second thread too once they deal
+/// `second_thread_from_ids` sample ids (tests pin it to compare one thread with two).
+fn coverage_with(
+    scenario: &Scenario,
+    run_seed: u64,
+    trace: &Trace,
+    second_thread_from_ids: u64,
+) -> InvariantResult {
+    let walk = Walk::of(scenario, trace);
+    let epochs = walk.steps_by_epoch();
+    let judged = judge_epochs(&walk, &epochs, run_seed, second_thread_from_ids);
+    let applicable = judged.iter().any(|j| j.applicable);
+    let mut found = walk.early;
+    found.extend(in_sequence(&walk.steps, &walk.workers, &judged, trace));
+    for epoch in judged {
+        found.extend(epoch.found);
     }
-    InvariantResult::judge("sampler.coverage", coverage.applicable, coverage.violations)
+    // Stable: what one step showed keeps the order it was found in.
+    found.sort_by_key(|f| (f.event, f.part));
+    let violations = found.into_iter().map(|f| f.violation).collect();
+    InvariantResult::judge("sampler.coverage", applicable, violations)
 }
 
 /// A node's worker group as its agent started it: the rendezvous it belongs to, and how
 /// many nodes it was told the group has.
 #[derive(Debug, Clone, Copy)]
-struct Group {
-    store_incarnation: u64,
-    members: usize,
+pub(super) struct Group {
+    pub store_incarnation: u64,
+    pub members: usize,
 }
 
-/// One node's workers: (node, pid, round), the node's name borrowed from the trace.
-type Workers<'t> = (&'t str, u32, u64);
-
-/// One recorded step of a started group.
-struct StepSeen<'a> {
-    event: &'a Event,
-    workers: Workers<'a>,
-    group: Group,
-    epoch: u64,
-    samples: u64,
-    trained: TrainedOn,
+/// One node's workers, as a started group's steps name them.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Workers {
+    /// The node, numbered in the order the trace first starts workers on it.
+    pub node: u32,
+    pub round: u64,
 }
 
-impl StepSeen<'_> {
-    fn violation(&self, message: String) -> Violation {
-        Violation::new(
-            self.event.at_us,
-            self.event.node.as_deref(),
-            format!(
-                "epoch {} (world size {}): {message}",
-                self.epoch, self.trained.world_size
-            ),
-        )
+/// A recorded step of a started group whose ranks fit its world: to be dealt and judged.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct StepRef {
+    /// Its index in the trace.
+    pub event: usize,
+    /// Index into [`Walk::workers`].
+    pub workers: u32,
+    /// Index into [`Walk::groups`]: the group its workers were in when it was recorded.
+    pub group: u32,
+}
+
+/// Which check of a step found a violation: a step's violations are listed in this order.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub(super) enum Part {
+    /// Its world, its deal, its batch and its place after the node's previous step.
+    Place,
+    /// The samples its ranks were given.
+    Samples,
+    /// The epoch it finished.
+    Epoch,
+}
+
+/// A violation, tagged with the step that showed it.
+#[derive(Debug)]
+pub(super) struct Found {
+    pub event: usize,
+    pub part: Part,
+    pub violation: Violation,
+}
+
+impl Found {
+    /// A violation of the step at `event`: `epoch E (world size W): message`.
+    pub fn at_step(event: usize, e: &Event, part: Part, world_size: u64, message: &str) -> Self {
+        let (epoch, _, _) = step_fields(e).expect("a step event");
+        let message = format!("epoch {epoch} (world size {world_size}): {message}");
+        Found {
+            event,
+            part,
+            violation: Violation::new(e.at_us, e.node.as_deref(), message),
+        }
     }
+}
+
+/// A step event's epoch, sample count and what it trained on.
+pub(super) fn step_fields(event: &Event) -> Option<(u64, u64, TrainedOn)> {
+    match &event.kind {
+        EventKind::Step {
+            epoch,
+            samples,
+            trained,
+            ..
+        } => Some((*epoch, *samples, *trained)),
+        _ => None,
+    }
+}
+
+/// The first pass: the steps of started groups, and the violations seen without a deal.
+pub(super) struct Walk<'a, 't> {
+    pub scenario: &'a Scenario,
+    pub events: &'t [Event],
+    pub workers: Vec<Workers>,
+    pub groups: Vec<Group>,
+    /// In trace order.
+    pub steps: Vec<StepRef>,
+    /// Steps whose world the cluster cannot hold or whose ranks lie outside it.
+    early: Vec<Found>,
+}
+
+impl<'a, 't> Walk<'a, 't> {
+    fn of(scenario: &'a Scenario, trace: &'t Trace) -> Self {
+        let cluster = &scenario.cluster;
+        let ranks_max = u64::from(cluster.nodes + cluster.spare_nodes)
+            * u64::from(scenario.agent.nproc_per_node);
+        let mut walk = Walk {
+            scenario,
+            events: &trace.events,
+            workers: Vec::new(),
+            groups: Vec::new(),
+            steps: Vec::new(),
+            early: Vec::new(),
+        };
+        // (round, pid, node) → (index into `workers`, index into `groups`).
+        let mut started: BTreeMap<(u64, u32, &'t str), (u32, u32)> = BTreeMap::new();
+        let mut nodes: BTreeMap<&'t str, u32> = BTreeMap::new();
+        for (i, event) in trace.events.iter().enumerate() {
+            let Some(node) = event.node.as_deref() else {
+                continue;
+            };
+            match &event.kind {
+                EventKind::WorkersStarted {
+                    pid,
+                    round,
+                    world_size,
+                    store_incarnation,
+                    ..
+                } => {
+                    let group = index(walk.groups.len());
+                    walk.groups.push(Group {
+                        store_incarnation: *store_incarnation,
+                        members: *world_size as usize,
+                    });
+                    let next_node = index(nodes.len());
+                    let node_index = *nodes.entry(node).or_insert(next_node);
+                    let next_workers = index(walk.workers.len());
+                    let entry = started
+                        .entry((*round, *pid, node))
+                        .or_insert((next_workers, group));
+                    entry.1 = group;
+                    if entry.0 == next_workers {
+                        walk.workers.push(Workers {
+                            node: node_index,
+                            round: *round,
+                        });
+                    }
+                }
+                EventKind::Step {
+                    pid,
+                    round,
+                    trained,
+                    ..
+                } => {
+                    if let Some(&(workers, group)) = started.get(&(*round, *pid, node)) {
+                        walk.step(
+                            i,
+                            StepRef {
+                                event: i,
+                                workers,
+                                group,
+                            },
+                            trained,
+                            ranks_max,
+                        );
+                    }
+                }
+                _ => {}
+            }
+        }
+        walk
+    }
+
+    /// Keeps a step whose world fits the cluster and whose ranks fit its world.
+    fn step(&mut self, i: usize, step: StepRef, t: &TrainedOn, ranks_max: u64) {
+        let event = &self.events[i];
+        let message = if t.world_size > ranks_max {
+            // Not dealt: a world the cluster cannot hold would only exhaust memory.
+            format!("a world of more ranks than the cluster's {ranks_max}")
+        } else if t
+            .first_rank
+            .checked_add(u64::from(t.ranks))
+            .is_none_or(|end| end > t.world_size)
+        {
+            format!(
+                "ranks {}..{} trained, outside a world of {} ranks",
+                t.first_rank,
+                t.first_rank.saturating_add(u64::from(t.ranks)),
+                t.world_size
+            )
+        } else {
+            self.steps.push(step);
+            return;
+        };
+        let found = Found::at_step(i, event, Part::Place, t.world_size, &message);
+        self.early.push(found);
+    }
+
+    /// The kept steps' indices grouped by epoch, epochs in order, each in trace order.
+    fn steps_by_epoch(&self) -> Vec<EpochSteps> {
+        let mut by_epoch: BTreeMap<u64, Vec<u32>> = BTreeMap::new();
+        for (i, step) in self.steps.iter().enumerate() {
+            let (epoch, _, _) = step_fields(&self.events[step.event]).expect("a step event");
+            by_epoch.entry(epoch).or_default().push(index(i));
+        }
+        by_epoch
+            .into_iter()
+            .map(|(epoch, steps)| EpochSteps { epoch, steps })
+            .collect()
+    }
+}
+
+/// A list index as the walk stores it: a trace too long for `u32` steps is not a trace
+/// this harness can record.
+fn index(len: usize) -> u32 {
+    u32::try_from(len).expect("fewer than 2^32 started groups and steps")
 }
 
 /// Where a node's workers were after their previous step: epoch, batch, batches per rank.
@@ -122,192 +266,45 @@ struct Place {
     batches: u64,
 }
 
-/// What a group's ranks trained on in one epoch, from the checker's own deal.
-#[derive(Debug)]
-struct Tally<'t> {
-    world_size: u64,
-    /// The batch the group's first recorded step of the epoch took.
-    first_batch: u64,
-    seen: Vec<u64>,
-    samples: u64,
-    distinct: u64,
-    /// Samples per global rank, `None` until the rank trains.
-    per_rank: Vec<Option<u64>>,
-    /// Nodes that trained the epoch's last batch.
-    nodes_done: BTreeSet<&'t str>,
-    judged: bool,
-}
-
-impl Tally<'_> {
-    fn new(world_size: u64, first_batch: u64, len: u64) -> Self {
-        Tally {
-            world_size,
-            first_batch,
-            seen: vec![0; len.div_ceil(64) as usize],
-            samples: 0,
-            distinct: 0,
-            per_rank: vec![None; world_size as usize],
-            nodes_done: BTreeSet::new(),
-            judged: false,
-        }
-    }
-
-    fn add(&mut self, rank: u64, ids: &[u64]) {
-        for &i in ids {
-            if let Some(w) = self.seen.get_mut((i / 64) as usize) {
-                let bit = 1u64 << (i % 64);
-                self.distinct += u64::from(*w & bit == 0);
-                *w |= bit;
+/// The last pass: each kept step's deal must have dealt, its batch must be one the deal
+/// has, and it must follow its workers' previous step.
+fn in_sequence(
+    steps: &[StepRef],
+    workers: &[Workers],
+    judged: &[EpochJudged],
+    trace: &Trace,
+) -> Vec<Found> {
+    let shapes: BTreeMap<(u64, u64), &Result<u64, crate::sampler::SamplerError>> = judged
+        .iter()
+        .flat_map(|j| j.shapes.iter().map(|(ws, shape)| ((j.epoch, *ws), shape)))
+        .collect();
+    let mut last: Vec<Option<Place>> = vec![None; workers.len()];
+    let mut found = Vec::new();
+    for step in steps {
+        let event = &trace.events[step.event];
+        let (epoch, _, t) = step_fields(event).expect("a step event");
+        let message = match shapes[&(epoch, t.world_size)] {
+            Err(e) => format!("the sampler cannot deal it: {e}"),
+            Ok(batches) if t.batch >= *batches => {
+                format!("batch {} trained, past the last of {batches}", t.batch)
             }
-        }
-        self.samples += ids.len() as u64;
-        if let Some(count) = self.per_rank.get_mut(rank as usize) {
-            *count = Some(count.unwrap_or(0) + ids.len() as u64);
-        }
-    }
-}
-
-struct Coverage<'a, 't> {
-    scenario: &'a Scenario,
-    dealer: Dealer<'a>,
-    groups: BTreeMap<Workers<'t>, Group>,
-    last: BTreeMap<Workers<'t>, Place>,
-    /// By (store incarnation, round, epoch).
-    tallies: BTreeMap<(u64, u64, u64), Tally<'t>>,
-    /// (workers, epoch) already reported for samples other than the deal's: one each.
-    misdealt: BTreeSet<(Workers<'t>, u64)>,
-    applicable: bool,
-    violations: Vec<Violation>,
-    /// The deal of the current step, by local rank.
-    batches: Vec<Vec<u64>>,
-}
-
-impl<'t> Coverage<'_, 't> {
-    fn step(&mut self, step: &StepSeen<'t>) {
-        let t = step.trained;
-        let cluster = &self.scenario.cluster;
-        let ranks_max = u64::from(cluster.nodes + cluster.spare_nodes)
-            * u64::from(self.scenario.agent.nproc_per_node);
-        if t.world_size > ranks_max {
-            // Not dealt: a world the cluster cannot hold would only exhaust memory.
-            let message = format!("a world of more ranks than the cluster's {ranks_max}");
-            self.violations.push(step.violation(message));
-            return;
-        }
-        let Some(last_rank) = t
-            .first_rank
-            .checked_add(u64::from(t.ranks))
-            .filter(|&end| end <= t.world_size)
-        else {
-            let message = format!(
-                "ranks {}..{} trained, outside a world of {} ranks",
-                t.first_rank,
-                t.first_rank.saturating_add(u64::from(t.ranks)),
-                t.world_size
-            );
-            self.violations.push(step.violation(message));
-            return;
-        };
-        let deal = match self.dealer.deal(step.epoch, t.world_size) {
-            Ok(deal) => deal,
-            Err(e) => {
-                let message = format!("the sampler cannot deal it: {e}");
-                self.violations.push(step.violation(message));
-                return;
+            Ok(batches) => {
+                let place = Place {
+                    epoch,
+                    batch: t.batch,
+                    batches: *batches,
+                };
+                let before = last[step.workers as usize].replace(place);
+                match before.and_then(|before| out_of_sequence(before, place)) {
+                    Some(message) => message,
+                    None => continue,
+                }
             }
         };
-        let batches = deal.batches();
-        if t.batch >= batches {
-            let message = format!("batch {} trained, past the last of {batches}", t.batch);
-            self.violations.push(step.violation(message));
-            return;
-        }
-        let place = Place {
-            epoch: step.epoch,
-            batch: t.batch,
-            batches,
-        };
-        if let Some(message) = self
-            .last
-            .insert(step.workers, place)
-            .and_then(|before| out_of_sequence(before, place))
-        {
-            self.violations.push(step.violation(message));
-        }
-        redeal(deal, &t, last_rank, &mut self.batches);
-        self.compare(step);
-        self.tally(step, batches);
+        let f = Found::at_step(step.event, event, Part::Place, t.world_size, &message);
+        found.push(f);
     }
-
-    /// A step whose ranks were given other samples than the deal: once per workers and epoch.
-    fn compare(&mut self, step: &StepSeen<'t>) {
-        let t = step.trained;
-        let dealt: u64 = self.batches.iter().map(|b| b.len() as u64).sum();
-        let digest = samples_digest(self.batches.iter().map(Vec::as_slice));
-        if (digest, dealt) == (t.samples_digest, step.samples)
-            || !self.misdealt.insert((step.workers, step.epoch))
-        {
-            return;
-        }
-        let message = format!(
-            "at batch {}, ranks {}..{} were given other samples than the sampler deals them ({} taken, {dealt} dealt)",
-            t.batch,
-            t.first_rank,
-            t.first_rank + u64::from(t.ranks),
-            step.samples,
-        );
-        self.violations.push(step.violation(message));
-    }
-
-    /// Adds the step's deal to its group's epoch; when the last node of the group trained
-    /// the epoch's last batch, judges the epoch.
-    fn tally(&mut self, step: &StepSeen<'t>, batches: u64) {
-        let t = step.trained;
-        let key = (step.group.store_incarnation, step.workers.2, step.epoch);
-        let len = self.scenario.job.dataset.len;
-        let tally = self
-            .tallies
-            .entry(key)
-            .or_insert_with(|| Tally::new(t.world_size, t.batch, len));
-        if tally.judged {
-            return;
-        }
-        for (rank, ids) in (t.first_rank..).zip(&self.batches) {
-            tally.add(rank, ids);
-        }
-        if t.batch + 1 != batches {
-            return;
-        }
-        tally.nodes_done.insert(step.workers.0);
-        // Judged when a node that finished counts as many finished nodes as it was told
-        // its group has.
-        if tally.nodes_done.len() >= step.group.members {
-            self.applicable = true;
-            let verdict = judge_epoch(self.scenario, tally);
-            tally.judged = true;
-            tally.seen = Vec::new();
-            tally.per_rank = Vec::new();
-            self.violations.extend(verdict.into_iter().map(|m| {
-                Violation::new(
-                    step.event.at_us,
-                    step.event.node.as_deref(),
-                    format!(
-                        "epoch {} (world size {}): {m}",
-                        step.epoch, tally.world_size
-                    ),
-                )
-            }));
-        }
-    }
-}
-
-/// Deals the step's batch to its ranks `first_rank..last_rank`, one list per local rank.
-fn redeal(deal: &Deal, t: &TrainedOn, last_rank: u64, batches: &mut Vec<Vec<u64>>) {
-    let ranks = (last_rank - t.first_rank) as usize;
-    batches.resize_with(ranks, Vec::new);
-    for (rank, out) in (t.first_rank..).zip(batches.iter_mut()) {
-        deal.batch_into(rank, t.batch, out);
-    }
+    found
 }
 
 /// Why a node's step at `now` cannot follow its step at `before`, if it cannot: within an
@@ -343,47 +340,6 @@ fn out_of_sequence(before: Place, now: Place) -> Option<String> {
         ));
     }
     (n.batch != 0).then(|| format!("begun at batch {}, not at batch 0", n.batch))
-}
-
-/// What is wrong with a finished epoch's tally, one sentence each.
-fn judge_epoch(scenario: &Scenario, t: &Tally) -> Vec<String> {
-    let len = scenario.job.dataset.len;
-    let sampler = &scenario.job.sampler;
-    let world_size = t.world_size;
-    let mut wrong = Vec::new();
-    let (num_samples, total_size) = samples_per_rank(len, world_size, sampler.drop_last);
-    let expected_per_rank =
-        num_samples.saturating_sub(t.first_batch.saturating_mul(sampler.batch_size));
-    let counts: Vec<u64> = t.per_rank.iter().flatten().copied().collect();
-    let ranks = counts.len() as u64;
-    let min = counts.iter().copied().min().unwrap_or(0);
-    let max = counts.iter().copied().max().unwrap_or(0);
-    if ranks != world_size {
-        wrong.push(format!("{ranks} of {world_size} ranks trained"));
-    }
-    if min != max {
-        wrong.push(format!("ranks trained on unequal counts, {min} to {max}"));
-    }
-    if max != expected_per_rank || min != expected_per_rank {
-        wrong.push(format!(
-            "a rank trained on {min}..{max} samples, the sampler's num_samples leaves {expected_per_rank}"
-        ));
-    }
-    let padding = total_size.saturating_sub(len);
-    let repeats = t.samples - t.distinct;
-    if repeats > padding {
-        wrong.push(format!(
-            "{repeats} samples were repeated, but padding accounts for only {padding}"
-        ));
-    }
-    let whole = total_size.min(len);
-    if t.first_batch == 0 && t.distinct != whole {
-        wrong.push(format!(
-            "the ranks together covered {} distinct samples of the {whole} the epoch must cover",
-            t.distinct
-        ));
-    }
-    wrong
 }
 
 #[cfg(test)]

@@ -7,106 +7,143 @@ use crate::job::epoch_plan::{complexities, dataset_key};
 use crate::sampler::{DistributedSampler, LoadBalancingSampler, SamplerError};
 use crate::scenario::model::{JobConfig, SamplerKind};
 use std::collections::BTreeMap;
+use std::sync::OnceLock;
 
-/// Deals kept at once (each holds one permutation of the dataset).
-const DEALS_CACHED_MAX: usize = 4;
+/// Deals one [`Dealer`] keeps at once (each holds one permutation of the dataset).
+pub(super) const DEALS_CACHED_MAX: usize = 4;
 
-/// How one epoch's samples lie over the ranks.
-#[derive(Debug)]
-enum Layout {
-    /// torch's `order[rank : total_size : world_size]` over the padded order.
-    Strided(Vec<u64>),
-    /// One list per rank (Bagua's load-balancing sampler).
-    PerRank(Vec<Vec<u64>>),
-}
-
-/// One epoch dealt to a world of ranks.
+/// One epoch dealt to a world of ranks, each rank's samples side by side so a batch is a
+/// slice: dealt once, read by every step of the epoch without copying.
 #[derive(Debug)]
 pub(super) struct Deal {
-    layout: Layout,
-    world_size: u64,
+    /// Every rank's samples, rank 0's first.
+    ids: Vec<u64>,
+    /// Where each rank's samples start in `ids`, and where the last one's end.
+    starts: Vec<usize>,
     /// Samples per rank (torch's `num_samples`).
     num_samples: u64,
     batch_size: u64,
 }
 
 impl Deal {
+    /// Lays out per-rank lists: rank `r`'s are `rank_ids(r)`, for `r` in `0..world_size`.
+    fn of<I: IntoIterator<Item = u64>>(
+        world_size: u64,
+        num_samples: u64,
+        batch_size: u64,
+        total: usize,
+        rank_ids: impl Fn(u64) -> I,
+    ) -> Self {
+        let mut ids = Vec::with_capacity(total);
+        let mut starts = Vec::with_capacity(world_size as usize + 1);
+        for rank in 0..world_size {
+            starts.push(ids.len());
+            ids.extend(rank_ids(rank));
+        }
+        starts.push(ids.len());
+        Deal {
+            ids,
+            starts,
+            num_samples,
+            batch_size,
+        }
+    }
+
+    /// torch's `order[rank : total_size : world_size]` for every rank.
+    fn strided(order: &[u64], world_size: u64, num_samples: u64, batch_size: u64) -> Self {
+        let (ws, ns) = (world_size as usize, num_samples as usize);
+        if ws.checked_mul(ns) != Some(order.len()) {
+            // Not a whole padded order: each rank takes the places its stride finds.
+            let rank_ids = |rank| order.iter().copied().skip(rank as usize).step_by(ws);
+            return Deal::of(world_size, num_samples, batch_size, order.len(), rank_ids);
+        }
+        // A few rows of the order at a time, so that each rank's next few samples are
+        // written together and the rows read stay cached (a world of 512 ranks puts one
+        // rank's samples 4 KiB apart, all in one cache set).
+        const ROWS: usize = 8;
+        let mut ids = vec![0; order.len()];
+        for first_row in (0..ns).step_by(ROWS) {
+            let rows = ROWS.min(ns - first_row);
+            for (rank, out) in ids.chunks_exact_mut(ns).enumerate() {
+                let out = &mut out[first_row..first_row + rows];
+                for (row, id) in (first_row..).zip(out) {
+                    *id = order[row * ws + rank];
+                }
+            }
+        }
+        Deal {
+            ids,
+            starts: (0..=ws).map(|rank| rank * ns).collect(),
+            num_samples,
+            batch_size,
+        }
+    }
+
     /// Batches per rank: the last one may be short, as a `DataLoader` keeps it.
     pub fn batches(&self) -> u64 {
         self.num_samples.div_ceil(self.batch_size)
     }
 
-    /// The ids of `rank`'s batch `batch`, into `out` (cleared first); none for a rank
-    /// outside the world.
-    pub fn batch_into(&self, rank: u64, batch: u64, out: &mut Vec<u64>) {
-        out.clear();
-        if rank >= self.world_size {
-            return;
-        }
+    /// The ids of `rank`'s batch `batch`; none for a rank outside the world.
+    pub fn batch(&self, rank: u64, batch: u64) -> &[u64] {
+        let Some(list) = usize::try_from(rank)
+            .ok()
+            .and_then(|r| Some(&self.ids[*self.starts.get(r)?..*self.starts.get(r + 1)?]))
+        else {
+            return &[];
+        };
         let first = batch.saturating_mul(self.batch_size).min(self.num_samples);
         let end = first.saturating_add(self.batch_size).min(self.num_samples);
-        match &self.layout {
-            Layout::Strided(order) => out.extend(
-                (first..end).filter_map(|k| order.get((rank + k * self.world_size) as usize)),
-            ),
-            Layout::PerRank(lists) => {
-                let list = &lists[rank as usize];
-                let end = (end as usize).min(list.len());
-                out.extend_from_slice(&list[(first as usize).min(end)..end]);
-            }
-        }
+        let end = (end as usize).min(list.len());
+        &list[(first as usize).min(end)..end]
     }
 }
 
-/// Deals epochs on demand, keeping the few most recently asked for.
-pub(super) struct Dealer<'a> {
+/// What every [`Dealer`] of one check deals from: the job's sampler settings and, for the
+/// load-balancing sampler, the dataset's complexities, drawn once however many dealers
+/// share them.
+pub(super) struct DealSource<'a> {
     job: &'a JobConfig,
     run_seed: u64,
-    complexities: Option<Vec<i64>>,
-    cached: BTreeMap<(u64, u64), Deal>,
+    complexities: OnceLock<Vec<i64>>,
 }
 
-impl<'a> Dealer<'a> {
+impl<'a> DealSource<'a> {
     pub fn new(job: &'a JobConfig, run_seed: u64) -> Self {
-        Dealer {
+        DealSource {
             job,
             run_seed,
-            complexities: None,
-            cached: BTreeMap::new(),
+            complexities: OnceLock::new(),
         }
     }
 
     /// `epoch` dealt to `world_size` ranks, as `set_epoch(epoch)` on every rank's sampler.
-    pub fn deal(&mut self, epoch: u64, world_size: u64) -> Result<&Deal, SamplerError> {
-        let key = (epoch, world_size);
-        if !self.cached.contains_key(&key) {
-            let deal = self.deal_afresh(epoch, world_size)?;
-            while self.cached.len() >= DEALS_CACHED_MAX {
-                let oldest = *self.cached.keys().next().expect("non-empty");
-                self.cached.remove(&oldest);
-            }
-            self.cached.insert(key, deal);
-        }
-        Ok(&self.cached[&key])
-    }
-
-    fn deal_afresh(&mut self, epoch: u64, world_size: u64) -> Result<Deal, SamplerError> {
+    fn deal(&self, epoch: u64, world_size: u64) -> Result<Deal, SamplerError> {
         let s = &self.job.sampler;
         let len = self.job.dataset.len;
         if s.batch_size == 0 {
             return Err(SamplerError::ZeroBatchSize);
         }
-        let (layout, num_samples) = match s.kind {
+        match s.kind {
             SamplerKind::Distributed => {
                 let mut sampler =
                     DistributedSampler::new(len, world_size, 0, s.shuffle, s.seed, s.drop_last)?;
                 sampler.set_epoch(epoch);
-                (Layout::Strided(sampler.padded_order()?), sampler.len())
+                let order = sampler.padded_order()?;
+                Ok(Deal::strided(
+                    &order,
+                    world_size,
+                    sampler.len(),
+                    s.batch_size,
+                ))
             }
             SamplerKind::LoadBalancing => {
-                let (job, run_seed) = (self.job, self.run_seed);
-                let all = self.complexities.get_or_insert_with(|| {
-                    complexities(dataset_key(run_seed), &job.dataset.complexity, len)
+                let all = self.complexities.get_or_init(|| {
+                    complexities(
+                        dataset_key(self.run_seed),
+                        &self.job.dataset.complexity,
+                        len,
+                    )
                 });
                 let mut sampler = LoadBalancingSampler::new(
                     all.clone(),
@@ -118,15 +155,44 @@ impl<'a> Dealer<'a> {
                     s.random_level,
                 )?;
                 sampler.set_epoch(epoch);
-                (Layout::PerRank(sampler.indices_all_ranks()?), sampler.len())
+                let lists = sampler.indices_all_ranks()?;
+                let total = lists.iter().map(Vec::len).sum();
+                let rank_ids = |rank: u64| lists[rank as usize].iter().copied();
+                let deal = Deal::of(world_size, sampler.len(), s.batch_size, total, rank_ids);
+                Ok(deal)
             }
-        };
-        Ok(Deal {
-            layout,
-            world_size,
-            num_samples,
-            batch_size: s.batch_size,
-        })
+        }
+    }
+}
+
+/// Deals epochs on demand from one [`DealSource`], keeping the few most recently asked for
+/// (and what kept the sampler from dealing one, so a failing deal is tried once).
+pub(super) struct Dealer<'s, 'a> {
+    source: &'s DealSource<'a>,
+    cached: BTreeMap<(u64, u64), Result<Deal, SamplerError>>,
+}
+
+impl<'s, 'a> Dealer<'s, 'a> {
+    pub fn new(source: &'s DealSource<'a>) -> Self {
+        Dealer {
+            source,
+            cached: BTreeMap::new(),
+        }
+    }
+
+    /// `epoch` dealt to `world_size` ranks, as `set_epoch(epoch)` on every rank's sampler.
+    pub fn deal(&mut self, epoch: u64, world_size: u64) -> Result<&Deal, &SamplerError> {
+        let key = (epoch, world_size);
+        if !self.cached.contains_key(&key) {
+            let deal = self.source.deal(epoch, world_size);
+            // The smallest key goes first: a deal asked for again is dealt again, only
+            // slower (the check asks for one epoch's world sizes, usually one).
+            while self.cached.len() >= DEALS_CACHED_MAX {
+                self.cached.pop_first();
+            }
+            self.cached.insert(key, deal);
+        }
+        self.cached[&key].as_ref()
     }
 }
 
@@ -141,22 +207,80 @@ mod tests {
         s.job.dataset.len = 10;
         s.job.sampler.batch_size = 2;
         s.job.sampler.drop_last = false;
-        let mut dealer = Dealer::new(&s.job, 1);
+        let source = DealSource::new(&s.job, 1);
+        let mut dealer = Dealer::new(&source);
         let deal = dealer.deal(3, 4).unwrap();
         assert_eq!(deal.batches(), 2, "3 samples per rank in batches of 2");
-        let mut out = Vec::new();
         for rank in 0..4 {
             let mut got = Vec::new();
             for batch in 0..deal.batches() {
-                deal.batch_into(rank, batch, &mut out);
-                got.extend_from_slice(&out);
+                got.extend_from_slice(deal.batch(rank, batch));
             }
             let mut sampler = DistributedSampler::new(10, 4, rank, true, s.job.sampler.seed, false)
                 .expect("a valid rank");
             sampler.set_epoch(3);
             assert_eq!(got, sampler.indices().unwrap(), "rank {rank}");
         }
-        deal.batch_into(4, 0, &mut out);
-        assert!(out.is_empty(), "no rank 4 in a world of 4");
+        assert!(deal.batch(4, 0).is_empty(), "no rank 4 in a world of 4");
+        assert!(deal.batch(0, 2).is_empty(), "no batch past the last");
+    }
+
+    #[test]
+    fn a_strided_deal_takes_every_world_size_th_place_from_the_rank() {
+        for (world_size, num_samples) in [(1, 5), (4, 3), (5, 11), (512, 17), (3, 0)] {
+            let order: Vec<u64> = (0..world_size * num_samples).map(|i| i * 7 + 1).collect();
+            let deal = Deal::strided(&order, world_size, num_samples, 4);
+            for rank in 0..world_size {
+                let got: Vec<u64> = (0..deal.batches())
+                    .flat_map(|b| deal.batch(rank, b).to_vec())
+                    .collect();
+                let want: Vec<u64> = order
+                    .iter()
+                    .copied()
+                    .skip(rank as usize)
+                    .step_by(world_size as usize)
+                    .collect();
+                assert_eq!(got, want, "rank {rank} of {world_size}");
+            }
+        }
+        // An order short of `num_samples × world_size`: the last ranks get fewer.
+        let deal = Deal::strided(&(0..10).collect::<Vec<u64>>(), 4, 3, 2);
+        assert_eq!(deal.batch(1, 1), &[9]);
+        assert!(deal.batch(2, 1).is_empty());
+        assert_eq!(deal.batch(3, 0), &[3, 7]);
+    }
+
+    #[test]
+    fn a_load_balancing_deal_gives_each_rank_its_sampler_indices() {
+        let mut s = scenario();
+        s.job.dataset.len = 23;
+        s.job.sampler.kind = SamplerKind::LoadBalancing;
+        s.job.sampler.batch_size = 2;
+        let source = DealSource::new(&s.job, 7);
+        let mut dealer = Dealer::new(&source);
+        let deal = dealer.deal(2, 3).unwrap();
+        let all = complexities(dataset_key(7), &s.job.dataset.complexity, 23);
+        let j = &s.job.sampler;
+        let mut sampler =
+            LoadBalancingSampler::new(all, 3, 0, j.shuffle, j.seed, j.drop_last, j.random_level)
+                .unwrap();
+        sampler.set_epoch(2);
+        for (rank, want) in (0..).zip(sampler.indices_all_ranks().unwrap()) {
+            let got: Vec<u64> = (0..deal.batches())
+                .flat_map(|b| deal.batch(rank, b).to_vec())
+                .collect();
+            assert_eq!(got, want, "rank {rank}");
+        }
+    }
+
+    #[test]
+    fn a_failing_deal_says_why_every_time_it_is_asked_for() {
+        let mut s = scenario();
+        s.job.sampler.batch_size = 0;
+        let source = DealSource::new(&s.job, 1);
+        let mut dealer = Dealer::new(&source);
+        for _ in 0..2 {
+            assert_eq!(dealer.deal(0, 4).unwrap_err(), &SamplerError::ZeroBatchSize);
+        }
     }
 }

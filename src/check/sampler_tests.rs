@@ -214,3 +214,73 @@ fn steps_of_workers_never_started_or_no_finished_epoch_do_not_apply() {
     );
     assert_eq!(judge(&scenario(), Vec::new()).status, Status::NotApplicable);
 }
+
+/// 40 epochs of [`small`] on one node, with repeated batches, a skipped one, a jump of two
+/// epochs and steps given other samples than the deal's, one of them an epoch's last.
+fn many_epochs_some_wrong(s: &Scenario) -> Vec<Event> {
+    let mut plan: Vec<(u64, u64)> = (0..40).flat_map(|e| [(e, 0), (e, 1)]).collect();
+    plan[7] = (3, 0); // Epoch 3 never ends.
+    plan.insert(12, (6, 0)); // Epoch 6 ends with batch 0 twice.
+    plan.remove(21); // Epoch 10 begins at batch 1.
+    for place in &mut plan[50..] {
+        place.0 += 2; // From epoch 24 to 27.
+    }
+    let mut events = alone(s, &plan);
+    // Events after the group's start: plan entry `i` is event `i + 1`.
+    for i in [3, 7, 30, 61] {
+        if let EventKind::Step { trained, .. } = &mut events[i].kind {
+            trained.samples_digest ^= 1;
+        }
+    }
+    events
+}
+
+#[test]
+fn two_threads_find_what_one_finds_in_the_same_order() {
+    let s = small();
+    let t = trace(many_epochs_some_wrong(&s));
+    let one = coverage_with(&s, 1, &t, u64::MAX);
+    let two = coverage_with(&s, 1, &t, 0);
+    assert_eq!(one, two);
+    assert_eq!(one.status, Status::Violated);
+    let said = messages(&one);
+    for part in [
+        "epoch 3 (world size 4): batch 0 trained again, after batch 0",
+        "epoch 4 (world size 4): begun after batch 0 of epoch 3's 2, not its last",
+        "epoch 6 (world size 4): batch 0 trained again, after batch 0",
+        "epoch 6 (world size 4): 10 samples were repeated, but padding accounts for only 2",
+        "epoch 10 (world size 4): begun at batch 1, not at batch 0",
+        "epoch 27 (world size 4): the ranks went from epoch 24 to epoch 27",
+        "epoch 14 (world size 4): at batch 1, ranks 0..4 were given other samples",
+    ] {
+        assert!(said.contains(part), "{part}: {said}");
+    }
+    let times: Vec<u64> = one.violations.iter().map(|v| v.at_us).collect();
+    assert!(times.is_sorted(), "in trace order: {times:?}");
+}
+
+#[test]
+fn a_step_is_placed_then_compared_then_ends_its_epoch() {
+    let mut s = small();
+    s.job.dataset.len = 24; // 6 per rank: 3 batches of 2.
+                            // Batch 1 skipped, and the epoch's last batch given other samples.
+    let mut events = alone(&s, &[(0, 0), (0, 2)]);
+    if let EventKind::Step { trained, .. } = &mut events[2].kind {
+        trained.samples_digest ^= 1;
+    }
+    for second_thread_from_ids in [0, u64::MAX] {
+        let r = coverage_with(&s, 1, &trace(events.clone()), second_thread_from_ids);
+        let said: Vec<&str> = r.violations.iter().map(|v| v.message.as_str()).collect();
+        assert_eq!(said.len(), 4, "{said:?}");
+        assert!(
+            said[0].ends_with("batches 1..2 skipped, from batch 0 to 2"),
+            "{said:?}"
+        );
+        assert!(said[1].contains("were given other samples"), "{said:?}");
+        assert!(said[2].ends_with("num_samples leaves 6"), "{said:?}");
+        assert!(
+            said[3].contains("covered 16 distinct samples of the 24"),
+            "{said:?}"
+        );
+    }
+}

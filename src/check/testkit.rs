@@ -162,14 +162,11 @@ pub fn dealt_step(
     epoch: u64,
     batch: u64,
 ) -> EventKind {
-    let mut dealer = super::sampler_deal::Dealer::new(&s.job, 1);
+    let source = super::sampler_deal::DealSource::new(&s.job, 1);
+    let mut dealer = super::sampler_deal::Dealer::new(&source);
     let deal = dealer.deal(epoch, on.world_size).expect("a dealable epoch");
     let batches: Vec<Vec<u64>> = (on.first_rank..on.first_rank + u64::from(on.ranks))
-        .map(|rank| {
-            let mut out = Vec::new();
-            deal.batch_into(rank, batch, &mut out);
-            out
-        })
+        .map(|rank| deal.batch(rank, batch).to_vec())
         .collect();
     EventKind::Step {
         pid,

@@ -1,0 +1,276 @@
+//! `sampler.coverage`'s judgement of one epoch at a time: deals it to each world size its
+//! steps name, checks every step's samples against the deal and counts what each group
+//! trained, judging the group's epoch when all its nodes finished it. Epochs share nothing,
+//! so a long trace's epochs are judged on two threads, each taking the next epoch in turn;
+//! the results come back in epoch order whichever thread judged them.
+
+use super::sampler::{step_fields, Found, Part, StepRef, Walk};
+use super::sampler_deal::{Deal, DealSource, Dealer};
+use crate::sampler::{samples_per_rank, SamplerError};
+use crate::scenario::model::Scenario;
+use crate::trace::samples_digest;
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+/// Dealt sample ids (epochs × dataset length) from which epochs are judged on a second
+/// thread too. Measured on a 2-core machine: from 1M ids (10 epochs of 100 000 samples,
+/// about 3 ms of dealing) the second thread cuts the check by a fifth or more while the
+/// other core is free, but adds to its median while that core is busy, as it is under
+/// `trainsim fuzz` and `trainsim check`, which run cases on every core. Their traces stay
+/// below this (the scenarios reach 1.3M ids, the fuzz workload's cases 0.4M); the bench's
+/// reference job deals 53M.
+pub(super) const SECOND_THREAD_FROM_IDS: u64 = 2_000_000;
+
+/// One epoch's steps: indices into [`Walk::steps`], in trace order.
+pub(super) struct EpochSteps {
+    pub epoch: u64,
+    pub steps: Vec<u32>,
+}
+
+/// What judging one epoch found.
+pub(super) struct EpochJudged {
+    pub epoch: u64,
+    /// Per world size its steps name, the deal's batches per rank or why it failed.
+    pub shapes: Vec<(u64, Result<u64, SamplerError>)>,
+    /// A group finished the epoch.
+    pub applicable: bool,
+    pub found: Vec<Found>,
+}
+
+/// Judges every epoch, on a second thread as well when the epochs deal at least
+/// `second_thread_from_ids` sample ids; the result lists the epochs in the order given.
+pub(super) fn judge_epochs(
+    walk: &Walk,
+    epochs: &[EpochSteps],
+    run_seed: u64,
+    second_thread_from_ids: u64,
+) -> Vec<EpochJudged> {
+    let source = DealSource::new(&walk.scenario.job, run_seed);
+    let ids = (epochs.len() as u64).saturating_mul(walk.scenario.job.dataset.len);
+    if epochs.len() < 2 || ids < second_thread_from_ids {
+        return epochs.iter().map(|e| judge(walk, &source, e)).collect();
+    }
+    judge_on_two_threads(walk, &source, epochs)
+}
+
+/// Both threads take the next epoch not yet taken until none is left.
+fn judge_on_two_threads(
+    walk: &Walk,
+    source: &DealSource,
+    epochs: &[EpochSteps],
+) -> Vec<EpochJudged> {
+    let next = AtomicUsize::new(0);
+    let take_turns = || {
+        let mut judged = Vec::new();
+        loop {
+            let i = next.fetch_add(1, Ordering::Relaxed);
+            let Some(epoch) = epochs.get(i) else {
+                return judged;
+            };
+            judged.push((i, judge(walk, source, epoch)));
+        }
+    };
+    let (mine, theirs) = std::thread::scope(|scope| {
+        let helper = scope.spawn(take_turns);
+        let mine = take_turns();
+        // A panic on the helper is the check's own: raise it here with its message.
+        let theirs = helper
+            .join()
+            .unwrap_or_else(|panic| std::panic::resume_unwind(panic));
+        (mine, theirs)
+    });
+    let mut slots: Vec<Option<EpochJudged>> = epochs.iter().map(|_| None).collect();
+    for (i, judged) in mine.into_iter().chain(theirs) {
+        slots[i] = Some(judged);
+    }
+    slots
+        .into_iter()
+        .map(|slot| slot.expect("every epoch was taken once"))
+        .collect()
+}
+
+/// Judges one epoch's steps in trace order.
+fn judge(walk: &Walk, source: &DealSource, epoch: &EpochSteps) -> EpochJudged {
+    let mut judging = Judging {
+        walk,
+        dealer: Dealer::new(source),
+        tallies: BTreeMap::new(),
+        misdealt: BTreeSet::new(),
+        judged: EpochJudged {
+            epoch: epoch.epoch,
+            shapes: Vec::new(),
+            applicable: false,
+            found: Vec::new(),
+        },
+    };
+    for &i in &epoch.steps {
+        judging.step(&walk.steps[i as usize]);
+    }
+    judging.judged
+}
+
+/// What a group's ranks trained on in the epoch, from the checker's own deal.
+#[derive(Debug)]
+struct Tally {
+    world_size: u64,
+    /// The batch the group's first recorded step of the epoch took.
+    first_batch: u64,
+    /// One bit per sample id trained.
+    seen: Vec<u64>,
+    samples: u64,
+    /// Samples per global rank, `None` until the rank trains.
+    per_rank: Vec<Option<u64>>,
+    /// Nodes (numbered as in [`super::sampler::Workers::node`]) that trained the epoch's
+    /// last batch.
+    nodes_done: BTreeSet<u32>,
+    judged: bool,
+}
+
+impl Tally {
+    fn new(world_size: u64, first_batch: u64, len: u64) -> Self {
+        Tally {
+            world_size,
+            first_batch,
+            seen: vec![0; len.div_ceil(64) as usize],
+            samples: 0,
+            per_rank: vec![None; world_size as usize],
+            nodes_done: BTreeSet::new(),
+            judged: false,
+        }
+    }
+
+    fn add(&mut self, rank: u64, ids: &[u64]) {
+        for &i in ids {
+            if let Some(w) = self.seen.get_mut((i / 64) as usize) {
+                *w |= 1u64 << (i % 64);
+            }
+        }
+        self.samples += ids.len() as u64;
+        if let Some(count) = self.per_rank.get_mut(rank as usize) {
+            *count = Some(count.unwrap_or(0) + ids.len() as u64);
+        }
+    }
+}
+
+/// One epoch being judged.
+struct Judging<'w, 'a, 't, 's, 'd> {
+    walk: &'w Walk<'a, 't>,
+    dealer: Dealer<'s, 'd>,
+    /// By (store incarnation, round).
+    tallies: BTreeMap<(u64, u64), Tally>,
+    /// Workers (indices into [`Walk::workers`]) already reported for samples other than
+    /// the deal's: one report each.
+    misdealt: BTreeSet<u32>,
+    judged: EpochJudged,
+}
+
+impl Judging<'_, '_, '_, '_, '_> {
+    /// Deals the step's world; a step the deal has a batch for is compared and counted (a
+    /// failing deal and a batch past the last are the sequence pass's to report).
+    fn step(&mut self, step: &StepRef) {
+        let event = &self.walk.events[step.event];
+        let (_, samples, t) = step_fields(event).expect("a step event");
+        let deal = self.dealer.deal(self.judged.epoch, t.world_size);
+        if !self.judged.shapes.iter().any(|(ws, _)| *ws == t.world_size) {
+            let shape = deal.map(Deal::batches).map_err(Clone::clone);
+            self.judged.shapes.push((t.world_size, shape));
+        }
+        let Ok(deal) = deal else {
+            return;
+        };
+        let batches = deal.batches();
+        if t.batch >= batches {
+            return;
+        }
+        // The walk kept only steps whose ranks lie inside their world.
+        let ranks = t.first_rank..t.first_rank + u64::from(t.ranks);
+        let dealt = ranks.clone().map(|rank| (rank, deal.batch(rank, t.batch)));
+        let dealt_count: u64 = dealt.clone().map(|(_, ids)| ids.len() as u64).sum();
+        let workers = self.walk.workers[step.workers as usize];
+        let group = self.walk.groups[step.group as usize];
+        let len = self.walk.scenario.job.dataset.len;
+        let tally = self
+            .tallies
+            .entry((group.store_incarnation, workers.round))
+            .or_insert_with(|| Tally::new(t.world_size, t.batch, len));
+        // The step's deal is added to its group's epoch as it is digested, a rank's batch
+        // at a time, while the batch is in cache.
+        let counting = !tally.judged;
+        let digest = samples_digest(dealt.map(|(rank, ids)| {
+            if counting {
+                tally.add(rank, ids);
+            }
+            ids
+        }));
+        // A step whose ranks were given other samples than the deal: once per workers.
+        if (digest, dealt_count) != (t.samples_digest, samples)
+            && self.misdealt.insert(step.workers)
+        {
+            let message = format!(
+                "at batch {}, ranks {}..{} were given other samples than the sampler deals them ({samples} taken, {dealt_count} dealt)",
+                t.batch, ranks.start, ranks.end,
+            );
+            let found = Found::at_step(step.event, event, Part::Samples, t.world_size, &message);
+            self.judged.found.push(found);
+        }
+        if !counting || t.batch + 1 != batches {
+            return;
+        }
+        tally.nodes_done.insert(workers.node);
+        // Judged when a node that finished counts as many finished nodes as it was told
+        // its group has.
+        if tally.nodes_done.len() >= group.members {
+            self.judged.applicable = true;
+            let verdict = judge_epoch(self.walk.scenario, tally);
+            tally.judged = true;
+            tally.seen = Vec::new();
+            tally.per_rank = Vec::new();
+            for wrong in verdict {
+                let found =
+                    Found::at_step(step.event, event, Part::Epoch, tally.world_size, &wrong);
+                self.judged.found.push(found);
+            }
+        }
+    }
+}
+
+/// What is wrong with a finished epoch's tally, one sentence each.
+fn judge_epoch(scenario: &Scenario, t: &Tally) -> Vec<String> {
+    let len = scenario.job.dataset.len;
+    let sampler = &scenario.job.sampler;
+    let world_size = t.world_size;
+    let mut wrong = Vec::new();
+    let (num_samples, total_size) = samples_per_rank(len, world_size, sampler.drop_last);
+    let expected_per_rank =
+        num_samples.saturating_sub(t.first_batch.saturating_mul(sampler.batch_size));
+    let counts: Vec<u64> = t.per_rank.iter().flatten().copied().collect();
+    let ranks = counts.len() as u64;
+    let min = counts.iter().copied().min().unwrap_or(0);
+    let max = counts.iter().copied().max().unwrap_or(0);
+    if ranks != world_size {
+        wrong.push(format!("{ranks} of {world_size} ranks trained"));
+    }
+    if min != max {
+        wrong.push(format!("ranks trained on unequal counts, {min} to {max}"));
+    }
+    if max != expected_per_rank || min != expected_per_rank {
+        wrong.push(format!(
+            "a rank trained on {min}..{max} samples, the sampler's num_samples leaves {expected_per_rank}"
+        ));
+    }
+    let padding = total_size.saturating_sub(len);
+    let distinct: u64 = t.seen.iter().map(|w| u64::from(w.count_ones())).sum();
+    let repeats = t.samples - distinct;
+    if repeats > padding {
+        wrong.push(format!(
+            "{repeats} samples were repeated, but padding accounts for only {padding}"
+        ));
+    }
+    let whole = total_size.min(len);
+    if t.first_batch == 0 && distinct != whole {
+        wrong.push(format!(
+            "the ranks together covered {distinct} distinct samples of the {whole} the epoch must cover"
+        ));
+    }
+    wrong
+}
