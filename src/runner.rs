@@ -186,9 +186,16 @@ impl<'a> Run<'a> {
     pub fn check(&self, trace: &Trace, end: &RunEnd) -> Result<Report, HarnessFailure> {
         let flags = self.options.mutant_flags();
         std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-            let invariants = check::check_all(self.scenario, self.seed, trace, end);
-            let mut report =
-                report::build(self.scenario, self.file, self.seed, trace, end, invariants);
+            let (invariants, trace_hash) = checks_and_hash(self.scenario, self.seed, trace, end);
+            let mut report = report::build(
+                self.scenario,
+                self.file,
+                self.seed,
+                trace,
+                end,
+                invariants,
+                trace_hash,
+            );
             report.repro.push_str(&flags);
             report
         }))
@@ -279,10 +286,62 @@ pub fn first_divergence(a: &Trace, b: &Trace) -> Option<Divergence> {
     })
 }
 
+/// Traces of at least this many events are hashed on a second thread while the invariants
+/// are judged: the hash (every event as JSON, through SHA-256) is about a fifth of checking
+/// a long run. Shorter traces, such as fuzz cases, whose campaigns already use every core,
+/// stay on one thread.
+const HASH_APART_FROM_EVENTS: usize = 50_000;
+
+/// The invariants' verdicts and the trace's hash.
+fn checks_and_hash(
+    scenario: &Scenario,
+    seed: u64,
+    trace: &Trace,
+    end: &RunEnd,
+) -> (Vec<check::InvariantResult>, String) {
+    checks_and_hash_apart_from(scenario, seed, trace, end, HASH_APART_FROM_EVENTS)
+}
+
+fn checks_and_hash_apart_from(
+    scenario: &Scenario,
+    seed: u64,
+    trace: &Trace,
+    end: &RunEnd,
+    apart_from_events: usize,
+) -> (Vec<check::InvariantResult>, String) {
+    if trace.events.len() < apart_from_events {
+        return (
+            check::check_all(scenario, seed, trace, end),
+            trace.hash_hex(),
+        );
+    }
+    std::thread::scope(|scope| {
+        let hashing = scope.spawn(|| trace.hash_hex());
+        let invariants = check::check_all(scenario, seed, trace, end);
+        let trace_hash = hashing
+            .join()
+            .unwrap_or_else(|payload| std::panic::resume_unwind(payload));
+        (invariants, trace_hash)
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::trace::{Event, EventKind};
+
+    #[test]
+    fn hashing_on_a_second_thread_gives_the_same_report() {
+        let text = std::fs::read_to_string("scenarios/worker_crash_restart.toml").unwrap();
+        let scenario = crate::scenario::parse(&text, "worker_crash_restart.toml").unwrap();
+        let run = Run::of(&scenario, "worker_crash_restart.toml")
+            .simulate()
+            .unwrap();
+        let one = checks_and_hash_apart_from(&scenario, 1, &run.trace, &run.end, usize::MAX);
+        let two = checks_and_hash_apart_from(&scenario, 1, &run.trace, &run.end, 0);
+        assert_eq!(format!("{one:?}"), format!("{two:?}"));
+        assert_eq!(one.1, run.trace.hash_hex());
+    }
 
     fn trace(steps: &[u64]) -> Trace {
         Trace {

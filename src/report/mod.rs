@@ -158,7 +158,7 @@ pub fn repro_line(file: &str, seed: u64) -> String {
     format!("trainsim run {file} --seed {seed}")
 }
 
-/// Builds the report of one run.
+/// Builds the report of one run, given its verdicts and its trace's hash (`Trace::hash_hex`).
 pub fn build(
     scenario: &Scenario,
     file: &str,
@@ -166,6 +166,7 @@ pub fn build(
     trace: &Trace,
     end: &RunEnd,
     invariants: Vec<InvariantResult>,
+    trace_hash: String,
 ) -> Report {
     let rounds = rounds(trace);
     let agents = agents(trace);
@@ -174,7 +175,7 @@ pub fn build(
         scenario: scenario.name.clone(),
         file: file.to_owned(),
         seed,
-        trace_hash: trace.hash_hex(),
+        trace_hash,
         sim_time_us: end.sim_time_us,
         events: trace.events.len() as u64,
         outcome: end.outcome.as_str().to_owned(),

@@ -27,7 +27,15 @@ const TOP_FIELDS: [&str; 14] = [
 fn report_of(scenario: &Scenario, events: Vec<crate::trace::Event>, end: RunEnd) -> Report {
     let trace = trace(events);
     let invariants = check_all(scenario, 1, &trace, &end);
-    build(scenario, "scenarios/x.toml", 7, &trace, &end, invariants)
+    build(
+        scenario,
+        "scenarios/x.toml",
+        7,
+        &trace,
+        &end,
+        invariants,
+        trace.hash_hex(),
+    )
 }
 
 fn happy_report() -> Report {
@@ -312,7 +320,15 @@ fn unexpected_and_expected_violations() {
         Violation::new(2 * S, Some("node-0"), "too big"),
         Violation::new(3 * S, Some("node-1"), "too big again"),
     ];
-    let r = build(&scenario(), "f.toml", 1, &trace, &end, invariants.clone());
+    let r = build(
+        &scenario(),
+        "f.toml",
+        1,
+        &trace,
+        &end,
+        invariants.clone(),
+        trace.hash_hex(),
+    );
     assert_eq!(
         r.expect.failures,
         vec!["rendezvous.bounds was violated: too big (and 1 more)"]
@@ -320,7 +336,7 @@ fn unexpected_and_expected_violations() {
     assert_eq!(exit_code(&[r]), 1);
     let mut s = scenario();
     s.expect.violations = vec!["rendezvous.bounds".into()];
-    let r = build(&s, "f.toml", 1, &trace, &end, invariants);
+    let r = build(&s, "f.toml", 1, &trace, &end, invariants, trace.hash_hex());
     assert!(r.passed(), "{:?}", r.expect.failures);
     assert_eq!(exit_code(&[]), 0);
 }

@@ -30,10 +30,12 @@ impl Trace {
     /// Struct fields serialize in declaration order, so equal traces give equal hashes.
     pub fn hash_hex(&self) -> String {
         let mut hasher = Sha256::new();
+        let mut line = Vec::new();
         for event in &self.events {
-            let line = serde_json::to_string(event).expect("events always serialize");
-            hasher.update(line.as_bytes());
-            hasher.update(b"\n");
+            line.clear();
+            serde_json::to_writer(&mut line, event).expect("events always serialize");
+            line.push(b'\n');
+            hasher.update(&line);
         }
         hasher
             .finalize()
