@@ -150,9 +150,15 @@ fn landed(stored: &Value, ours: &Value, synced: &SharedState) -> bool {
         return true;
     }
     match ours.source::<RendezvousState>() {
-        Some(state) if stored.bytes() != NULL_SENTINEL => *synced.state == *state,
+        Some(state) if !is_null_sentinel(stored) => *synced.state == *state,
         _ => stored == ours,
     }
+}
+
+/// Whether a stored value is torch's null sentinel. A written state never is, and reading
+/// its bytes to find that out would encode it: every sync did, for every state it read.
+fn is_null_sentinel(value: &Value) -> bool {
+    value.source::<RendezvousState>().is_none() && value.bytes() == NULL_SENTINEL
 }
 
 /// One node's rendezvous handler.
@@ -503,7 +509,7 @@ impl Holder {
         let Some((bits, written)) = self.write_or_read().await? else {
             return Ok(None);
         };
-        let synced = if *bits != *NULL_SENTINEL {
+        let synced = if !is_null_sentinel(&bits) {
             let synced = self
                 .decoded
                 .decode(&bits)
