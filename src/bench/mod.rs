@@ -38,10 +38,10 @@ pub const FUZZ_CASES: u32 = 12;
 pub const FUZZ_CAMPAIGN_CASES: u64 = 400;
 /// The seed every workload runs with.
 pub const BENCH_SEED: u64 = 1;
-/// Simulator events one scale workload may cost. The 1024-node round costs about 2.6
-/// million; the 4096-node one many times more (torch's compare-and-sets grow faster than
+/// Simulator events one scale workload may cost. The 1024-node round costs about 0.75
+/// million; the 4096-node one about 49 million (torch's compare-and-sets grow faster than
 /// nodes², see docs/performance.md). Past the bound a line says how far its round got.
-pub const SCALE_SIM_EVENTS_MAX: u64 = 6_000_000;
+pub const SCALE_SIM_EVENTS_MAX: u64 = 60_000_000;
 /// Items `randperm-10m` permutes.
 pub const RANDPERM_ITEMS: u64 = 10_000_000;
 

@@ -72,9 +72,9 @@ pub enum HarnessError {
     },
 }
 
-/// The most simulator events (timers armed, messages sent) one run may cost: about 120
-/// simulated hours of `trainsim bench`'s 64-node reference job, which costs about 454 a
-/// simulated second and about 5 µs of wall time each (some 17 minutes for the bound).
+/// The most simulator events (timers armed: sleeps and messages) one run may cost: about
+/// 210 simulated hours of `trainsim bench`'s 64-node reference job, which costs about 262 a
+/// simulated second and under 2 µs of wall time each (some 6 minutes for the bound).
 pub const SIM_EVENTS_MAX: u64 = 200_000_000;
 
 /// A spawned simulated task; dropping it detaches, `abort()` ends it.
