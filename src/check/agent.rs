@@ -21,7 +21,7 @@ struct Process {
     /// Whether its pending restart was counted by the agent.
     restart_counted: bool,
     /// The participants of its latest completed round.
-    participants: Vec<String>,
+    participants: std::sync::Arc<[String]>,
     /// Whether its latest `next_rendezvous()` call raised.
     rendezvous_failed_last: bool,
     /// Whether a beyond-budget violation was already reported for it.

@@ -32,7 +32,7 @@ pub(crate) struct Member {
     pub node: String,
     pub round: RoundId,
     /// The round's participants as this process saw them.
-    pub participants: Vec<String>,
+    pub participants: std::sync::Arc<[String]>,
 }
 
 /// The live-group members at one point of the trace.

@@ -157,7 +157,7 @@ pub(super) fn exclusive(trace: &Trace) -> InvariantResult {
                     ),
                 )),
             }
-            for participant in participants {
+            for participant in participants.iter() {
                 if let Some(m) = membership.of_node(participant) {
                     if m.round != *round {
                         violations.push(Violation::new(

@@ -92,7 +92,7 @@ pub fn completed(pid: u32, round: u64, rank: u32, nodes: &[u32]) -> EventKind {
         round,
         rank,
         world_size: nodes.len() as u32,
-        participants,
+        participants: participants.into(),
     }
 }
 

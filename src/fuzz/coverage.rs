@@ -274,7 +274,7 @@ mod tests {
             round,
             rank: 0,
             world_size: 1,
-            participants: vec![who.to_owned()],
+            participants: vec![who.to_owned()].into(),
             store_incarnation: 1,
         };
         let trace = Trace {

@@ -6,7 +6,7 @@
 //! this file only moves state between them and the store, and sleeps.
 
 use super::apply::apply;
-use super::decoded_states::{DecodedStates, SharedState};
+use super::decoded_states::{DecodedStates, SharedState, WorldNames};
 use super::ops::{decide, Action, OpContext, OpKind};
 use super::sanitize::{drop_nodes, sanitize, HeartbeatReceipts};
 use super::settings::{RendezvousFix, RendezvousSettings};
@@ -69,8 +69,8 @@ pub struct RendezvousInfo {
     pub round: u64,
     pub rank: u32,
     pub world_size: u32,
-    /// Node addresses (`node-N`), index = rank.
-    pub participants: Vec<String>,
+    /// Node addresses (`node-N`), index = rank; one list shared by the nodes of a world.
+    pub participants: Arc<[String]>,
     /// The rendezvous store's incarnation the round was agreed in: a restarted store starts
     /// a new rendezvous, whose round numbers start again.
     pub store_incarnation: u64,
@@ -249,6 +249,8 @@ impl RendezvousHandler {
             h.state.is_participant(&h.node)
         );
         let (round, rank, world_size, participants) = h.state.world_of(&h.node, &h.settings);
+        let participants =
+            (h.env.shared::<WorldNames>("rendezvous/world_names")).intern(participants);
         // The members this node was told of: those of the completed world with
         // `world-at-completion`, so one sanitize dropped before this read still counts.
         h.joined = Some((h.state.round, h.state.world().keys().cloned().collect()));

@@ -230,7 +230,7 @@ fn rounds(trace: &Trace) -> Vec<RoundSummary> {
                 round: *round,
                 store_incarnation: *store_incarnation,
                 completed_at_us: event.at_us,
-                participants: participants.clone(),
+                participants: participants.to_vec(),
                 world_size: *world_size,
             });
         }

@@ -191,8 +191,8 @@ pub enum EventKind {
         round: u64,
         rank: u32,
         world_size: u32,
-        /// Participant node names, index = rank.
-        participants: Vec<String>,
+        /// Participant node names, index = rank (shared by the nodes that saw one world).
+        participants: std::sync::Arc<[String]>,
         /// The rendezvous store's incarnation: rounds of different incarnations are
         /// different rendezvous.
         store_incarnation: u64,
