@@ -60,7 +60,7 @@ impl<T: Encode> Source for T {
 
 struct Inner {
     bytes: OnceLock<Box<[u8]>>,
-    /// How many bytes there are, counted without writing them when nobody read them yet.
+    /// How many bytes a lazy value has, counted without writing them, until `bytes` is set.
     len: OnceLock<usize>,
     /// A hash of the bytes, made the first time the value is compared with another.
     fingerprint: OnceLock<u64>,
@@ -164,8 +164,8 @@ impl Eq for Value {}
 impl From<Vec<u8>> for Value {
     fn from(bytes: Vec<u8>) -> Self {
         Value(Arc::new(Inner {
-            len: OnceLock::from(bytes.len()),
             bytes: OnceLock::from(bytes.into_boxed_slice()),
+            len: OnceLock::new(),
             fingerprint: OnceLock::new(),
             source: None,
         }))

@@ -360,10 +360,7 @@ impl RpcClient {
                     // Nothing outstanding on the wire: nothing meets the reset.
                     time::sleep_us(remaining_us).await;
                 }
-                Path::Reset => {
-                    time::sleep_us(RESET_DELAY_US).await;
-                    return Err(NetError::Reset(self.server));
-                }
+                Path::Reset => return Err(self.reset_arrives().await),
                 Path::Silent => {
                     time::sleep_us(rto_us.min(remaining_us)).await;
                     rto_us = (rto_us * 2).min(RTO_US_MAX);
@@ -377,10 +374,7 @@ impl RpcClient {
                     let resend_at_us = now_us + rto_us.min(cap_us).min(remaining_us);
                     match self.exchange(id, &request, deadline_us).await {
                         Exchange::Reply(resp) => return Ok(resp),
-                        Exchange::Reset => {
-                            time::sleep_us(RESET_DELAY_US).await;
-                            return Err(NetError::Reset(self.server));
-                        }
+                        Exchange::Reset => return Err(self.reset_arrives().await),
                         Exchange::TimedOut => {
                             return Err(NetError::Timeout(self.server, timeout_us))
                         }
@@ -388,8 +382,7 @@ impl RpcClient {
                             // TCP's retransmission timer runs out before anything is sent
                             // again, unless the connection resets first.
                             if self.reset_before(resend_at_us).await {
-                                time::sleep_us(RESET_DELAY_US).await;
-                                return Err(NetError::Reset(self.server));
+                                return Err(self.reset_arrives().await);
                             }
                             rto_us = (rto_us * 2).min(cap_us);
                         }
@@ -426,10 +419,7 @@ impl RpcClient {
         if !send_request(self.ip, self.server.ip(), envelope) {
             return Exchange::Dropped;
         }
-        let reset = self
-            .reset
-            .clone()
-            .expect("a bound connection has its reset signal");
+        let reset = self.reset_signal();
         let inbox = Arc::clone(&self.inbox);
         let arrival = pin!(std::future::poll_fn(|cx| inbox.poll_arrival(cx)));
         let mut answered = pin!(select(arrival, reset));
@@ -469,12 +459,21 @@ impl RpcClient {
 
     /// Waits until `at_us`; true if the connection reset first.
     async fn reset_before(&self, at_us: u64) -> bool {
-        let reset = self
-            .reset
-            .clone()
-            .expect("a bound connection has its reset signal");
         let wait = pin!(time::sleep_until_us(at_us));
-        matches!(select(wait, reset).await, Either::Right(_))
+        matches!(select(wait, self.reset_signal()).await, Either::Right(_))
+    }
+
+    /// What fires when this bound connection's server incarnation resets it.
+    fn reset_signal(&self) -> ResetSignal {
+        self.reset
+            .clone()
+            .expect("a bound connection has its reset signal")
+    }
+
+    /// The reset, once it has come back from the live host.
+    async fn reset_arrives(&self) -> NetError {
+        time::sleep_us(RESET_DELAY_US).await;
+        NetError::Reset(self.server)
     }
 }
 
@@ -487,21 +486,26 @@ enum Exchange<Resp> {
     TimedOut,
 }
 
-/// Puts a request on the wire; false if the wire dropped it at once (loss, a cut link). One
-/// that arrives to find its server gone or its host down is dropped then, and its client
-/// told.
-fn send_request(from: IpAddr, to: IpAddr, envelope: Envelope) -> bool {
+/// Puts a message from `from` to `to` on the wire: `arrive` runs when it arrives, after the
+/// network's latency. False if the wire dropped it at once (loss, a cut link); then nothing
+/// runs.
+fn transmit(from: IpAddr, to: IpAddr, arrive: impl FnOnce() + Send + 'static) -> bool {
     let Some(latency_ns) = with_registry(|r| r.conditions().latency_ns(from, to)) else {
         return false;
     };
-    time::run_at_ns(
-        time::elapsed_ns() + latency_ns,
-        move || match with_registry(|r| r.arrival(envelope.incarnation)) {
+    time::run_after_ns(latency_ns, arrive);
+    true
+}
+
+/// Puts a request on the wire; false if the wire dropped it at once. One that arrives to
+/// find its server gone or its host down is dropped then, and its client told.
+fn send_request(from: IpAddr, to: IpAddr, envelope: Envelope) -> bool {
+    transmit(from, to, move || {
+        match with_registry(|r| r.arrival(envelope.incarnation)) {
             Some(mailbox) => mailbox.push(envelope),
             None => envelope.reply_to.lose(envelope.id),
-        },
-    );
-    true
+        }
+    })
 }
 
 /// Every server process on the host `ip` died with its host still up (a killed pod): their

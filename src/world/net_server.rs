@@ -1,8 +1,7 @@
 //! The server side of `net`'s connections: a listening socket that takes requests in arrival
 //! order, answers resent ones from a cache of replies, and sends replies over the wire.
 
-use super::{with_registry, ListenGuard, REPLY_CACHE_MAX};
-use crate::world::time;
+use super::{transmit, with_registry, ListenGuard, REPLY_CACHE_MAX};
 use crate::world::wire::{Mailbox, Payload, ReturnPath};
 use std::collections::{BTreeMap, VecDeque};
 use std::net::{IpAddr, SocketAddr};
@@ -10,17 +9,16 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 /// Puts a reply on the wire; its client is told at once if the wire drops it.
-pub(super) fn send_reply(from: IpAddr, to: &ReturnPath, id: u64, reply: Payload) {
-    let Some(latency_ns) = with_registry(|r| r.conditions().latency_ns(from, to.ip)) else {
-        to.lose(id);
-        return;
-    };
+fn send_reply(from: IpAddr, to: &ReturnPath, id: u64, reply: Payload) {
     let inbox = to.inbox.clone();
-    time::run_at_ns(time::elapsed_ns() + latency_ns, move || {
+    let sent = transmit(from, to.ip, move || {
         if let Some(inbox) = inbox.upgrade() {
             inbox.deliver(id, reply);
         }
     });
+    if !sent {
+        to.lose(id);
+    }
 }
 
 /// A server socket: receives requests in arrival order and sends replies, deduplicating

@@ -105,14 +105,13 @@ pub async fn sleep_until_us(at_us: u64) {
     }
 }
 
-/// Runs `deliver` at `at_ns` simulated nanoseconds since the run began (1 ns from now if
-/// that moment has come), exactly, with no 1 ms minimum: one timer, counted, that wakes no
-/// task of its own. The network's messages travel this way (`wire`). madsim runs the timer's
-/// callback between task polls while it holds its timer heap, so `deliver` must not arm a
-/// timer; it may wake tasks.
-pub(super) fn run_at_ns(at_ns: u64, deliver: impl FnOnce() + Send + 'static) {
+/// Runs `deliver` `delay_ns` simulated nanoseconds from now (at least 1), exactly, with no
+/// 1 ms minimum: one timer, counted, that wakes no task of its own. The network's messages
+/// travel this way (`net::transmit`). madsim runs the timer's callback between task polls
+/// while it holds its timer heap, so `deliver` must not arm a timer; it may wake tasks.
+pub(super) fn run_after_ns(delay_ns: u64, deliver: impl FnOnce() + Send + 'static) {
+    let delay_ns = delay_ns.max(1);
     with_handle(|h| {
-        let delay_ns = at_ns.saturating_sub(h.elapsed().as_nanos() as u64).max(1);
         let mut timer = h.sleep(Duration::ZERO);
         Pin::new(&mut timer).reset(h.now_instant() + Duration::from_nanos(delay_ns));
         let callback = Arc::new(Callback(Mutex::new(Some(Box::new(deliver)))));
