@@ -186,7 +186,8 @@ impl<'a> Run<'a> {
     pub fn check(&self, trace: &Trace, end: &RunEnd) -> Result<Report, HarnessFailure> {
         let flags = self.options.mutant_flags();
         std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-            let (invariants, trace_hash) = checks_and_hash(self.scenario, self.seed, trace, end);
+            let (invariants, trace_hash) =
+                checks_and_hash(self.scenario, self.seed, trace, end, HASH_APART_FROM_EVENTS);
             let mut report = report::build(
                 self.scenario,
                 self.file,
@@ -292,17 +293,9 @@ pub fn first_divergence(a: &Trace, b: &Trace) -> Option<Divergence> {
 /// stay on one thread.
 const HASH_APART_FROM_EVENTS: usize = 50_000;
 
-/// The invariants' verdicts and the trace's hash.
+/// The invariants' verdicts and the trace's hash, hashed on a second thread from
+/// `apart_from_events` events on.
 fn checks_and_hash(
-    scenario: &Scenario,
-    seed: u64,
-    trace: &Trace,
-    end: &RunEnd,
-) -> (Vec<check::InvariantResult>, String) {
-    checks_and_hash_apart_from(scenario, seed, trace, end, HASH_APART_FROM_EVENTS)
-}
-
-fn checks_and_hash_apart_from(
     scenario: &Scenario,
     seed: u64,
     trace: &Trace,
@@ -337,8 +330,8 @@ mod tests {
         let run = Run::of(&scenario, "worker_crash_restart.toml")
             .simulate()
             .unwrap();
-        let one = checks_and_hash_apart_from(&scenario, 1, &run.trace, &run.end, usize::MAX);
-        let two = checks_and_hash_apart_from(&scenario, 1, &run.trace, &run.end, 0);
+        let one = checks_and_hash(&scenario, 1, &run.trace, &run.end, usize::MAX);
+        let two = checks_and_hash(&scenario, 1, &run.trace, &run.end, 0);
         assert_eq!(format!("{one:?}"), format!("{two:?}"));
         assert_eq!(one.1, run.trace.hash_hex());
     }
