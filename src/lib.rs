@@ -18,6 +18,7 @@
 //! - [`conform`]: the same scenario on real torchrun and in the simulator, compared.
 //! - [`cli`]: the subcommands behind the `trainsim` binary.
 //! - [`runner`]: one run end to end: scenario in, report out, panics caught.
+//! - [`shared_list`]: lists many simulated processes hold equal copies of, kept once.
 
 pub mod agent;
 pub mod bench;
@@ -34,6 +35,7 @@ pub mod report;
 pub mod runner;
 pub mod sampler;
 pub mod scenario;
+pub mod shared_list;
 pub mod store;
 pub mod trace;
 pub mod world;

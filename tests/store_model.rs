@@ -273,10 +273,10 @@ async fn call(clients: &[StoreClient], op: &Op) -> Vec<Reply> {
                 .await,
             |v| Reply::Value(v.to_vec()),
         ),
-        Op::Check { client, keys } => reply(at(client).check(&names(keys)).await, Reply::Bool),
-        Op::Wait { client, keys } => reply(at(client).wait(&names(keys)).await, |()| Reply::Done),
+        Op::Check { client, keys } => reply(at(client).check(names(keys)).await, Reply::Bool),
+        Op::Wait { client, keys } => reply(at(client).wait(names(keys)).await, |()| Reply::Done),
         Op::Delete { client, key } => reply(at(client).delete_key(KEYS[*key]).await, Reply::Bool),
-        Op::MultiGet { client, keys } => reply(at(client).multi_get(&names(keys)).await, |vs| {
+        Op::MultiGet { client, keys } => reply(at(client).multi_get(names(keys)).await, |vs| {
             Reply::Values(vs.iter().map(|v| v.to_vec()).collect())
         }),
         Op::MultiSet { client, entries } => {

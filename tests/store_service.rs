@@ -103,7 +103,7 @@ fn set_get_add_and_multi_ops_over_the_network() {
                 note(
                     &log,
                     &env,
-                    format!("check before = {:?}", c.check(&keys(&["m1", "m2"])).await),
+                    format!("check before = {:?}", c.check(keys(&["m1", "m2"])).await),
                 );
                 c.multi_set(vec![
                     ("m1".into(), b"x".to_vec()),
@@ -114,19 +114,19 @@ fn set_get_add_and_multi_ops_over_the_network() {
                 note(
                     &log,
                     &env,
-                    format!("check after = {:?}", c.check(&keys(&["m1", "m2"])).await),
+                    format!("check after = {:?}", c.check(keys(&["m1", "m2"])).await),
                 );
                 note(
                     &log,
                     &env,
-                    format!("check partial = {:?}", c.check(&keys(&["m1", "zz"])).await),
+                    format!("check partial = {:?}", c.check(keys(&["m1", "zz"])).await),
                 );
                 note(
                     &log,
                     &env,
                     format!(
                         "multi_get = {:?}",
-                        c.multi_get(&keys(&["m2", "m1", "a"])).await
+                        c.multi_get(keys(&["m2", "m1", "a"])).await
                     ),
                 );
                 note(
@@ -142,12 +142,12 @@ fn set_get_add_and_multi_ops_over_the_network() {
                 note(
                     &log,
                     &env,
-                    format!("check deleted = {:?}", c.check(&keys(&["m1"])).await),
+                    format!("check deleted = {:?}", c.check(keys(&["m1"])).await),
                 );
                 note(
                     &log,
                     &env,
-                    format!("check kept = {:?}", c.check(&keys(&["m2"])).await),
+                    format!("check kept = {:?}", c.check(keys(&["m2"])).await),
                 );
                 done()
             }
@@ -193,7 +193,7 @@ fn compare_set_follows_tcpstore_over_the_network() {
                     &env,
                     format!("{:?}", c.compare_set("k", b"x", b"y").await),
                 );
-                note(&log, &env, format!("{:?}", c.check(&keys(&["k"])).await));
+                note(&log, &env, format!("{:?}", c.check(keys(&["k"])).await));
                 // Absent key, empty expected: sets.
                 note(
                     &log,
@@ -268,7 +268,7 @@ fn blocking_get_wait_and_multi_get_return_after_another_nodes_set() {
                     note(
                         &log,
                         &env,
-                        format!("wait = {:?}", c.wait(&keys(&["w1", "w2"])).await),
+                        format!("wait = {:?}", c.wait(keys(&["w1", "w2"])).await),
                     );
                     // Both keys exist by now; a second client on the same node works alongside.
                     let other = client(&env, READ_TIMEOUT_US).await;
@@ -277,7 +277,7 @@ fn blocking_get_wait_and_multi_get_return_after_another_nodes_set() {
                         &env,
                         format!(
                             "multi_get = {:?}",
-                            other.multi_get(&keys(&["w1", "w2"])).await
+                            other.multi_get(keys(&["w1", "w2"])).await
                         ),
                     );
                 }

@@ -68,7 +68,7 @@ async fn publish_assignments(
     let keys: Vec<String> = (0..group_world_size)
         .map(|r| format!("{prefix}{ROLE_INFO_PREFIX}{r}"))
         .collect();
-    let roles = role_infos(&store.multi_get(&keys).await?, group_world_size)?;
+    let roles = role_infos(&store.multi_get(keys).await?, group_world_size)?;
     let entries = assign_worker_ranks(&roles)
         .iter()
         .enumerate()
@@ -143,7 +143,7 @@ pub async fn group_restart_count_max(
     let keys: Vec<String> = (0..info.world_size)
         .map(|r| format!("{prefix}{RESTART_COUNT_PREFIX}{r}"))
         .collect();
-    let counts = store.multi_get(&keys).await?;
+    let counts = store.multi_get(keys).await?;
     assert_answers_every_key(counts.len(), info.world_size, "restart counts");
     let mut max = 0;
     for bytes in counts {

@@ -476,7 +476,7 @@ async fn exit_barrier(env: &NodeEnv, store: &StoreClient, info: &RendezvousInfo)
         if arrived == info.world_size as i64 {
             store.set(&last_key, b"<val_ignored>".to_vec()).await?;
         }
-        store.wait(std::slice::from_ref(&last_key)).await
+        store.wait(vec![last_key]).await
     };
     if barrier.await.is_ok() {
         store.set_timeout_us(old_timeout_us);

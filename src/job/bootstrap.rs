@@ -24,11 +24,14 @@
 
 use super::{GroupPlan, WorkerStatus};
 use crate::scenario::model::Backend;
+use crate::shared_list::SharedList;
 use crate::store::service::StoreClient;
+use crate::store::Keys;
 use crate::world::time;
 use crate::world::{NodeEnv, TaskHandle};
 use rand::Rng;
 use std::net::SocketAddr;
+use std::sync::Arc;
 
 /// Where one node's workers bootstrap their process group.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -69,12 +72,12 @@ pub async fn init_process_group(
             .gen_range(0..=GLOO_SETUP_JITTER_US);
         time::sleep_us(setup_us).await;
     }
-    let addresses = publish_and_wait(&store, KEY_PREFIX, plan, &group)
+    let addresses = publish_and_wait(env, &store, KEY_PREFIX, plan, &group)
         .await
         .map_err(|e| fail(format!("publishing its address: {e}")))?;
     if gloo {
         let addresses = store
-            .multi_get(&addresses)
+            .multi_get(Arc::clone(&addresses))
             .await
             .map_err(|e| fail(format!("reading every rank's address: {e}")))?;
         let block = u64::from(plan.local_world_size.max(1));
@@ -89,6 +92,7 @@ pub async fn init_process_group(
     // The mesh is up only when every rank connected: one that read a dead address never
     // does, and the others' connects time out.
     publish_and_wait(
+        env,
         &store,
         &format!("{KEY_PREFIX}/connected/{group}"),
         plan,
@@ -105,18 +109,22 @@ pub async fn init_process_group(
 /// this node's view of the round, as in torch: a node whose view of the round disagrees
 /// (sanitize dropped a participant before `_get_world`) waits for ranks its view lacks.
 async fn publish_and_wait(
+    env: &NodeEnv,
     store: &StoreClient,
     prefix: &str,
     plan: &GroupPlan,
     value: &str,
-) -> Result<Vec<String>, crate::store::service::StoreError> {
+) -> Result<Keys, crate::store::service::StoreError> {
     let block = u64::from(plan.local_world_size.max(1));
-    let keys: Vec<String> = (0..plan.world_size.div_ceil(block))
+    let keys = (0..plan.world_size.div_ceil(block))
         .map(|node| format!("{prefix}/rank_{}", node * block))
         .collect();
+    let keys = env
+        .shared::<SharedList<String>>("job/bootstrap_keys")
+        .intern(keys);
     let own = format!("{prefix}/rank_{}", plan.base_global_rank);
     store.set(&own, value.as_bytes().to_vec()).await?;
-    store.wait(&keys).await?;
+    store.wait(Arc::clone(&keys)).await?;
     Ok(keys)
 }
 

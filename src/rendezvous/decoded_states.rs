@@ -101,27 +101,6 @@ impl DecodedStates {
     }
 }
 
-/// The participant names of the latest world a node finished joining, shared by every node
-/// that finishes the same world. A copy per node, kept in its rendezvous info and recorded
-/// in its trace event, made them nodes² strings: 200 MB of a 1 024-node round's 349 MB heap.
-#[derive(Default)]
-pub struct WorldNames {
-    latest: Mutex<Option<Arc<[String]>>>,
-}
-
-impl WorldNames {
-    /// `names` as a shared list: the latest one when it is equal.
-    pub fn intern(&self, names: Vec<String>) -> Arc<[String]> {
-        let mut latest = self.latest.lock().expect("world names lock");
-        if let Some(shared) = latest.as_ref().filter(|shared| ***shared == *names) {
-            return Arc::clone(shared);
-        }
-        let shared: Arc<[String]> = names.into();
-        *latest = Some(Arc::clone(&shared));
-        shared
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -137,18 +116,6 @@ mod tests {
         }
         s.complete = true;
         s
-    }
-
-    #[test]
-    fn equal_world_names_are_one_list() {
-        let names = WorldNames::default();
-        let list = |n: &[&str]| n.iter().map(|s| s.to_string()).collect::<Vec<_>>();
-        let first = names.intern(list(&["node-0", "node-1"]));
-        let second = names.intern(list(&["node-0", "node-1"]));
-        assert!(Arc::ptr_eq(&first, &second));
-        let other = names.intern(list(&["node-0"]));
-        assert_eq!(*other, *list(&["node-0"]));
-        assert!(!Arc::ptr_eq(&first, &other));
     }
 
     #[test]

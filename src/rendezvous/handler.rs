@@ -6,11 +6,12 @@
 //! this file only moves state between them and the store, and sleeps.
 
 use super::apply::apply;
-use super::decoded_states::{DecodedStates, SharedState, WorldNames};
+use super::decoded_states::{DecodedStates, SharedState};
 use super::ops::{decide, Action, OpContext, OpKind};
 use super::sanitize::{drop_nodes, sanitize, HeartbeatReceipts};
 use super::settings::{RendezvousFix, RendezvousSettings};
 use super::state::{NodeDesc, RendezvousState};
+use crate::shared_list::SharedList;
 use crate::store::service::{StoreClient, StoreError};
 use crate::store::Value;
 use crate::trace::{EventKind, RendezvousErrorKind};
@@ -133,9 +134,9 @@ struct Holder {
     last_sync_mono_us: Option<i64>,
     /// Events to record once the next write lands: a close or a heartbeat.
     pending_event: Option<EventKind>,
-    /// The round this node last joined and its participants (for the opt-in fix
-    /// `dead-participant-rejoin`).
-    joined: Option<(u64, Vec<NodeDesc>)>,
+    /// With the opt-in fix `dead-participant-rejoin`: the round this node last joined and
+    /// its participants (the list shared by the nodes that joined the same world).
+    joined: Option<(u64, Arc<[NodeDesc]>)>,
     /// When this node saw each heartbeat stamp change (for the opt-in fix
     /// `monotonic-heartbeats`); empty without it.
     receipts: HeartbeatReceipts,
@@ -250,10 +251,17 @@ impl RendezvousHandler {
         );
         let (round, rank, world_size, participants) = h.state.world_of(&h.node, &h.settings);
         let participants =
-            (h.env.shared::<WorldNames>("rendezvous/world_names")).intern(participants);
-        // The members this node was told of: those of the completed world with
-        // `world-at-completion`, so one sanitize dropped before this read still counts.
-        h.joined = Some((h.state.round, h.state.world().keys().cloned().collect()));
+            (h.env.shared::<SharedList<String>>("rendezvous/world_names")).intern(participants);
+        if h.settings.has_fix(RendezvousFix::DeadParticipantRejoin) {
+            // The members this node was told of: those of the completed world with
+            // `world-at-completion`, so one sanitize dropped before this read still counts.
+            let members = h.state.world().keys().cloned().collect();
+            let members = (h
+                .env
+                .shared::<SharedList<NodeDesc>>("rendezvous/joined_members"))
+            .intern(members);
+            h.joined = Some((h.state.round, members));
+        }
         let env = h.env.clone();
         drop(h);
         self.start_heartbeats();

@@ -7,6 +7,11 @@ pub mod value;
 pub use value::{Encode, Value};
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
+
+/// The keys of a request that names several. Shared: every node of a world waits for the
+/// same list of its workers' keys, and a copy per node is nodes² strings.
+pub type Keys = Arc<[String]>;
 
 /// The most keys a store holds, and the largest value it accepts.
 pub const KEYS_MAX: usize = 100_000;
@@ -36,17 +41,17 @@ pub enum StoreRequest {
     },
     /// Blocks until every key exists.
     Wait {
-        keys: Vec<String>,
+        keys: Keys,
     },
     Check {
-        keys: Vec<String>,
+        keys: Keys,
     },
     DeleteKey {
         key: String,
     },
     /// Blocks until every key exists.
     MultiGet {
-        keys: Vec<String>,
+        keys: Keys,
     },
     MultiSet {
         entries: Vec<(String, Value)>,
@@ -334,7 +339,7 @@ mod tests {
         assert_eq!(s.apply(&StoreRequest::Get { key: "k".into() }), None);
         assert_eq!(
             s.apply(&StoreRequest::Wait {
-                keys: vec!["k".into()]
+                keys: vec!["k".into()].into()
             }),
             None
         );
@@ -348,7 +353,7 @@ mod tests {
         );
         assert_eq!(
             s.apply(&StoreRequest::Wait {
-                keys: vec!["k".into()]
+                keys: vec!["k".into()].into()
             }),
             Some(StoreResponse::Done)
         );
@@ -409,7 +414,7 @@ mod tests {
             ("b".to_string(), b"2"[..].into()),
         ];
         s.apply(&StoreRequest::MultiSet { entries });
-        let keys = vec!["a".to_string(), "b".to_string()];
+        let keys: Keys = vec!["a".to_string(), "b".to_string()].into();
         assert_eq!(
             s.apply(&StoreRequest::MultiGet { keys: keys.clone() }),
             Some(StoreResponse::Values(vec![

@@ -6,7 +6,7 @@
 //! (TCPStore's 60 s by default). Every answer is counted in the run's stats
 //! (`world::context::count_store_reply`), which the run hands back beside its trace.
 
-use super::{StoreRequest, StoreResponse, StoreState, Value};
+use super::{Keys, StoreRequest, StoreResponse, StoreState, Value};
 use crate::world::net::{NetError, RpcClient, RpcServer};
 use crate::world::time;
 use futures::channel::oneshot;
@@ -282,21 +282,14 @@ impl StoreClient {
         }
     }
 
-    pub async fn wait(&self, keys: &[String]) -> Result<(), StoreError> {
-        self.call(StoreRequest::Wait {
-            keys: keys.to_vec(),
-        })
-        .await
-        .map(|_| ())
+    pub async fn wait(&self, keys: impl Into<Keys>) -> Result<(), StoreError> {
+        self.call(StoreRequest::Wait { keys: keys.into() })
+            .await
+            .map(|_| ())
     }
 
-    pub async fn check(&self, keys: &[String]) -> Result<bool, StoreError> {
-        match self
-            .call(StoreRequest::Check {
-                keys: keys.to_vec(),
-            })
-            .await?
-        {
+    pub async fn check(&self, keys: impl Into<Keys>) -> Result<bool, StoreError> {
+        match self.call(StoreRequest::Check { keys: keys.into() }).await? {
             StoreResponse::Bool(b) => Ok(b),
             other => Err(unexpected(other)),
         }
@@ -312,11 +305,9 @@ impl StoreClient {
         }
     }
 
-    pub async fn multi_get(&self, keys: &[String]) -> Result<Vec<Value>, StoreError> {
+    pub async fn multi_get(&self, keys: impl Into<Keys>) -> Result<Vec<Value>, StoreError> {
         match self
-            .call(StoreRequest::MultiGet {
-                keys: keys.to_vec(),
-            })
+            .call(StoreRequest::MultiGet { keys: keys.into() })
             .await?
         {
             StoreResponse::Values(v) => Ok(v),
