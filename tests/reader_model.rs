@@ -457,3 +457,34 @@ proptest! {
         }
     }
 }
+
+#[test]
+fn in_repeat_mode_the_fixed_worker_failure_ends_the_data_and_the_trainer_waits() {
+    // Two workers in repeat mode; worker 0's files 0, 2, …, 18 cannot be opened, so its ten
+    // open retries run out at once. With the fix it sends its end marker; worker 1 keeps
+    // wrapping round its own files, and the collector skips the ended worker 0.
+    let mut cfg = ReaderConfig::new(2, 20, 10, 8);
+    cfg.consumer = Consumer::ReadBatch;
+    cfg.repeat = true;
+    cfg.repeat_batches = 30;
+    cfg.broken_files = (0..20).step_by(2).collect();
+    let fixed = with_fix(cfg.clone(), ReaderFix::WorkerFailureIsEndOfData);
+    let out = run_all(&fixed);
+    assert_eq!(out.outcome, Outcome::Finished);
+    assert_eq!(sizes(&out, 0), seq(&[(8, 30)]));
+
+    // Both workers' files broken: every worker ends, so the end marker reaches the trainer.
+    // Repeat mode has no `set_source`: the loop asks for the next batch, which never comes.
+    let mut all_broken = fixed;
+    all_broken.broken_files = (0..20).collect();
+    // Which worker gives up first depends on the schedule; the hang does not.
+    let out = run_rr(&all_broken);
+    let Outcome::Hang { blocked, .. } = &out.outcome else {
+        panic!("expected a hang, got {:?}", out.outcome);
+    };
+    assert_eq!(
+        blocked.last().map(String::as_str),
+        Some("the trainer waits for the broadcast buffer to be ReadyForRead (it is ReadyForWrite)")
+    );
+    assert!(terminates(&all_broken, &out).is_violated());
+}

@@ -170,3 +170,46 @@ fn a_batch_that_does_not_split_over_every_gpu_fails_the_workers() {
         .expect("the harness runs it");
     assert_eq!(report.job.steps_done, 20, "{:?}", report.agents);
 }
+
+#[test]
+fn in_repeat_mode_a_worker_given_up_under_the_fix_leaves_the_trainer_waiting() {
+    // The only reader worker's only file cannot be opened; with `worker-failure-is-end-of-data`
+    // it sends its end marker. Repeat mode calls no `set_source`: the trainer asks for the
+    // next batch, which never comes.
+    let text = r#"
+        name = "repeat mode, the only worker given up"
+        seed = 1
+        time_limit = "5m"
+        [cluster]
+        gpus_per_node = 1
+        [agent]
+        nproc_per_node = 1
+        [job]
+        steps = 10
+        step_time = "10ms"
+        [reader]
+        batch_size = 1
+        files = 1
+        records_per_file = 1
+        workers = 1
+        broken_files = [0]
+        repeat = true
+        fixes = ["worker-failure-is-end-of-data"]
+    "#;
+    let scenario = trainsim::scenario::parse(text, "repeat.toml").expect("the scenario is valid");
+    let report = Run::of(&scenario, "repeat.toml")
+        .report()
+        .expect("the harness runs it");
+    assert_eq!(status(&report, "reader.terminates"), "violated");
+    let violation = &report
+        .invariants
+        .iter()
+        .find(|i| i.name == "reader.terminates")
+        .unwrap()
+        .violations[0]
+        .message;
+    assert!(
+        violation.contains("the trainer waits for the broadcast buffer"),
+        "{violation}"
+    );
+}

@@ -46,6 +46,8 @@ fn waited_us(ready_at_us: u64, asked_at_us: u64) -> u64 {
 #[derive(Debug)]
 pub struct ReaderFeed {
     feed: NodeFeed,
+    /// HugeCTR's repeat mode: end of data starts no new epoch.
+    repeat: bool,
     pid: u32,
     round: u64,
 }
@@ -83,6 +85,7 @@ impl ReaderFeed {
             .map_err(|e| format!("HugeCTR DataReader: {e}"))?;
         Ok(Some(ReaderFeed {
             feed,
+            repeat: reader.repeat,
             pid: env.pid,
             round,
         }))
@@ -133,6 +136,11 @@ impl ReaderFeed {
                             "{EMPTY_EPOCHS_PER_STEP_MAX} epochs in a row gave no full batch: Model::train drops them all"
                         );
                         return self.hang(env, epoch, reason);
+                    }
+                    if self.repeat {
+                        // No `set_source` in repeat mode: the trainer asks for the next batch.
+                        at_us = ready_at_us;
+                        continue;
                     }
                     let started = self.feed.set_source(ready_at_us);
                     self.flush(env);

@@ -161,8 +161,15 @@ impl Trainer {
             && !cfg.has_fix(ReaderFix::TrainKeepsIncompleteBatches)
     }
 
+    /// After the end marker. In repeat mode no `set_source` comes: `Model::fit`'s loop over
+    /// `max_iter` ignores the `false` that `Model::train` returns for it and asks for the next
+    /// batch, as a `read_a_batch_to_device` loop does. The end marker only reaches the
+    /// trainer once every worker has ended, which in repeat mode no worker does but by giving
+    /// up, so that batch never comes: HugeCTR's trainer spins, and the run hangs.
     fn after_epoch(&self, cfg: &ReaderConfig) -> TrainerPc {
-        if !cfg.repeat && self.epoch + 1 < cfg.epochs {
+        if cfg.repeat {
+            TrainerPc::Acquire
+        } else if self.epoch + 1 < cfg.epochs {
             TrainerPc::SetSource
         } else {
             TrainerPc::Finished
