@@ -59,8 +59,13 @@ impl RendezvousError {
 }
 
 impl From<StoreError> for RendezvousError {
+    /// torch's `RendezvousConnectionError`, with the store's own words once: a lost
+    /// connection's cause, or the whole refusal.
     fn from(e: StoreError) -> Self {
-        RendezvousError::Connection(e.to_string())
+        match e {
+            StoreError::Connection(cause) => RendezvousError::Connection(cause),
+            refused @ StoreError::Refused(_) => RendezvousError::Connection(refused.to_string()),
+        }
     }
 }
 
