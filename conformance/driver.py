@@ -37,7 +37,7 @@ WORKER = os.path.join(HERE, "worker.py")
 # The most worker processes per node: this driver runs every node on one machine.
 NPROC_CAP = 2
 # No run lasts longer than this, whatever its `time_limit`.
-HARD_CAP_S = 150.0
+HARD_CAP_S = 300.0
 # Faults the real machine cannot apply.
 UNSUPPORTED = {
     "partition": "network partitions need separate hosts",

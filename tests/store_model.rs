@@ -237,7 +237,7 @@ fn reply<T>(result: Result<T, StoreError>, ok: impl FnOnce(T) -> Reply) -> Reply
     match result {
         Ok(v) => ok(v),
         Err(StoreError::Refused(_)) => Reply::Refused,
-        Err(StoreError::Connection(e)) if e.contains("no reply") => Reply::TimedOut,
+        Err(StoreError::WaitTimeout { .. }) => Reply::TimedOut,
         Err(e) => Reply::Failed(e.to_string()),
     }
 }
@@ -247,6 +247,13 @@ fn names(keys: &[usize]) -> Vec<String> {
 }
 
 /// Makes the calls of `op` through the clients and returns their replies.
+/// `set` and `multi_set` read no reply, so the next op, on another client, could reach the
+/// server first (as with TCPStore). A reply to a later request on the same connection
+/// means the server applied them: the model's ops are then in one order.
+async fn fence(client: &StoreClient) {
+    let _ = client.num_keys().await;
+}
+
 async fn call(clients: &[StoreClient], op: &Op) -> Vec<Reply> {
     let at = |client: &usize| &clients[client % clients.len()];
     let value = |v: &usize| VALUES[*v].to_vec();
@@ -255,7 +262,11 @@ async fn call(clients: &[StoreClient], op: &Op) -> Vec<Reply> {
             client,
             key,
             value: v,
-        } => reply(at(client).set(KEYS[*key], value(v)).await, |()| Reply::Done),
+        } => {
+            let sent = at(client).set(KEYS[*key], value(v)).await;
+            fence(at(client)).await;
+            reply(sent, |()| Reply::Done)
+        }
         Op::Get { client, key } => reply(at(client).get(KEYS[*key]).await, |v| {
             Reply::Value(v.to_vec())
         }),
@@ -284,7 +295,9 @@ async fn call(clients: &[StoreClient], op: &Op) -> Vec<Reply> {
                 .iter()
                 .map(|(k, v)| (KEYS[*k].to_owned(), value(v)))
                 .collect();
-            reply(at(client).multi_set(entries).await, |()| Reply::Done)
+            let sent = at(client).multi_set(entries).await;
+            fence(at(client)).await;
+            reply(sent, |()| Reply::Done)
         }
         Op::NumKeys { client } => reply(at(client).num_keys().await, Reply::Int),
         Op::GetWokenBySet {
@@ -299,7 +312,9 @@ async fn call(clients: &[StoreClient], op: &Op) -> Vec<Reply> {
                 reply(waiter.get(key).await, |v| Reply::Value(v.to_vec()))
             });
             sleep_us(SETTER_DELAY_US).await;
-            let set = reply(at(setter).set(key, value(v)).await, |()| Reply::Done);
+            let sent = at(setter).set(key, value(v)).await;
+            fence(at(setter)).await;
+            let set = reply(sent, |()| Reply::Done);
             let got = get.await.expect("the get task runs to its end");
             return vec![deleted, got, set];
         }

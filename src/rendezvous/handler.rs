@@ -64,7 +64,9 @@ impl From<StoreError> for RendezvousError {
     fn from(e: StoreError) -> Self {
         match e {
             StoreError::Connection(cause) => RendezvousError::Connection(cause),
-            refused @ StoreError::Refused(_) => RendezvousError::Connection(refused.to_string()),
+            other @ (StoreError::Refused(_) | StoreError::WaitTimeout { .. }) => {
+                RendezvousError::Connection(other.to_string())
+            }
         }
     }
 }

@@ -66,6 +66,12 @@ pub fn cluster(raw: &Option<RawCluster>, top_profile: &Option<RawGpuProfile>) ->
         let node = node_index(&at, name, nodes + spare_nodes)?;
         clock_skew_us.insert(node, offset_in(&at, *offset, CLOCK_SKEW_US_MAX)?);
     }
+    let tcp_retries2 = in_range(
+        &p.key("tcp_retries2"),
+        c.tcp_retries2.unwrap_or(TCP_RETRIES2_DEFAULT),
+        0,
+        TCP_RETRIES2_MAX,
+    )?;
     Ok(Cluster {
         nodes,
         spare_nodes,
@@ -73,6 +79,7 @@ pub fn cluster(raw: &Option<RawCluster>, top_profile: &Option<RawGpuProfile>) ->
         gpu,
         store,
         clock_skew_us,
+        tcp_retries2,
     })
 }
 

@@ -2,6 +2,7 @@
 //! value explicit, quantities in their largest exact unit, faults in time order.
 
 use super::cluster::builtin_gpu;
+use super::limits::TCP_RETRIES2_DEFAULT;
 use super::model::*;
 use super::raw::*;
 use super::units::{Bandwidth, Duration, Offset, Size};
@@ -73,6 +74,7 @@ fn cluster(c: &Cluster) -> RawCluster {
                 .collect()
         }),
         gpu_profile: None,
+        tcp_retries2: (c.tcp_retries2 != TCP_RETRIES2_DEFAULT).then_some(c.tcp_retries2),
     }
 }
 

@@ -19,6 +19,10 @@ pub const GPUS_PER_NODE_MAX: u32 = 64;
 pub const NPROC_PER_NODE_MAX: u32 = 256;
 /// Largest clock offset, either way: 1 day.
 pub const CLOCK_SKEW_US_MAX: u64 = 24 * 3_600 * 1_000_000;
+/// Linux's default `net.ipv4.tcp_retries2`, and the most the format takes (at 60, TCP gives
+/// up on a silent peer after about 93 minutes).
+pub const TCP_RETRIES2_DEFAULT: u32 = 15;
+pub const TCP_RETRIES2_MAX: u32 = 60;
 /// Longest one-way network latency: 60 s.
 pub const LATENCY_US_MAX: u64 = 60 * 1_000_000;
 /// Fastest link or GPU transfer: 100 Tbps.

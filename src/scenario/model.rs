@@ -45,6 +45,8 @@ pub struct Cluster {
     pub store: StoreHost,
     /// Initial wall-clock offset per node index, in microseconds (may be negative).
     pub clock_skew_us: BTreeMap<u32, i64>,
+    /// Linux's `net.ipv4.tcp_retries2` on every host (15 by default).
+    pub tcp_retries2: u32,
 }
 
 impl Cluster {

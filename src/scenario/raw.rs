@@ -40,6 +40,7 @@ pub struct RawCluster {
     pub store: Option<String>,
     pub clock_skew: Option<BTreeMap<String, Offset>>,
     pub gpu_profile: Option<RawGpuProfile>,
+    pub tcp_retries2: Option<u32>,
 }
 
 /// `[gpu_profile]` (or `[cluster.gpu_profile]`): a GPU model of the user's own.

@@ -151,6 +151,8 @@ fn defaults_are_torchs_and_the_contracts() {
     );
     assert_eq!(s.cluster.gpu.name, "h100");
     assert_eq!(s.cluster.store, StoreHost::Node(0));
+    // Linux's default retransmission limit.
+    assert_eq!(s.cluster.tcp_retries2, 15);
     assert_eq!(
         (
             s.network.latency_us_min,
@@ -513,6 +515,7 @@ fn scenario() -> impl Strategy<Value = Scenario> {
                 s.cluster.spare_nodes = spare;
                 s.cluster.gpus_per_node = gpus;
                 s.cluster.clock_skew_us = skew;
+                s.cluster.tcp_retries2 = if flag { 5 } else { 15 };
                 s.cluster.store = if flag {
                     StoreHost::Dedicated
                 } else {

@@ -57,6 +57,9 @@ pub enum StoreRequest {
         entries: Vec<(String, Value)>,
     },
     NumKeys,
+    /// TCPStore's `CANCEL_WAIT`: the client stopped waiting for its blocked request, which
+    /// the server drops. Changes nothing stored; answered `Done`.
+    CancelWait,
 }
 
 impl StoreRequest {
@@ -69,6 +72,15 @@ impl StoreRequest {
                 | StoreRequest::CompareSet { .. }
                 | StoreRequest::DeleteKey { .. }
                 | StoreRequest::MultiSet { .. }
+        )
+    }
+
+    /// Whether TCPStore's client waits for it with its timeout (`doWait`): `get`, `wait`
+    /// and `multi_get`. Every other request's reply is read with no timeout at all.
+    pub fn waits_for_keys(&self) -> bool {
+        matches!(
+            self,
+            StoreRequest::Get { .. } | StoreRequest::Wait { .. } | StoreRequest::MultiGet { .. }
         )
     }
 
@@ -85,7 +97,7 @@ impl StoreRequest {
             | StoreRequest::Check { keys }
             | StoreRequest::MultiGet { keys } => keys.iter().map(String::as_str).collect(),
             StoreRequest::MultiSet { entries } => entries.iter().map(|(k, _)| k.as_str()).collect(),
-            StoreRequest::NumKeys => Vec::new(),
+            StoreRequest::NumKeys | StoreRequest::CancelWait => Vec::new(),
         }
     }
 }
@@ -195,6 +207,7 @@ impl StoreState {
                 Some(StoreResponse::Done)
             }
             StoreRequest::NumKeys => Some(StoreResponse::Int(self.data.len() as i64)),
+            StoreRequest::CancelWait => Some(StoreResponse::Done),
         }
     }
 

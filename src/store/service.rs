@@ -2,13 +2,23 @@
 //!
 //! The server answers requests concurrently in its one task (so a blocking `get` never
 //! holds up other clients) and retries blocked requests after a change to their keys.
-//! Clients see a connection error when no reply arrives within their read timeout
-//! (TCPStore's 60 s by default). Every answer is counted in the run's stats
-//! (`world::context::count_store_reply`), which the run hands back beside its trace.
+//! Every answer is counted in the run's stats (`world::context::count_store_reply`), which
+//! the run hands back beside its trace.
+//!
+//! The client keeps TCPStore's timeouts, which differ by operation (torch 2.15's
+//! `TCPStore.cpp`, and measured on the real TCPStore with a stopped or cut-off server):
+//! - `get`, `wait` and `multi_get` wait for their keys up to the client's timeout (60 s by
+//!   default); then the client sends `CANCEL_WAIT` and reads the server's answer with no
+//!   timeout before it raises `wait timeout after …ms`. A server that is stopped or cut off
+//!   therefore delays the error until it answers again, or until TCP gives up;
+//! - `compare_set`, `add`, `check`, `delete_key` and `num_keys` read their reply with no
+//!   timeout at all: a stopped server's client waits for it, and succeeds once it resumes;
+//! - `set` and `multi_set` read no reply: the caller goes on at once, and a failure shows
+//!   on its next call.
 
 use super::{Keys, StoreRequest, StoreResponse, StoreState, Value};
-use crate::world::net::{NetError, RpcClient, RpcServer};
-use crate::world::time;
+use crate::world::net::{NetError, ReplyWait, RpcClient, RpcServer};
+use crate::world::{spawn, time};
 use futures::channel::oneshot;
 use futures::future::{select, Either};
 use futures::stream::{FuturesUnordered, StreamExt};
@@ -19,7 +29,8 @@ use std::sync::{Arc, Mutex};
 
 /// The port the store listens on (torchrun's default rendezvous port).
 pub const STORE_PORT: u16 = 29400;
-/// TCPStore's default timeout for reads and blocking gets.
+/// TCPStore's default timeout: how long `get`, `wait` and `multi_get` wait for their keys,
+/// and how long the first connect is retried.
 pub const READ_TIMEOUT_US: u64 = 60_000_000;
 /// How long the server keeps a blocked request before giving up on its client.
 const BLOCKED_REQUEST_US_MAX: u64 = 3_600_000_000;
@@ -31,13 +42,20 @@ pub enum StoreError {
     Connection(String),
     #[error("the c10d store refused the request: {0}")]
     Refused(String),
+    /// TCPStore's `DistStoreError` when a `get`, `wait` or `multi_get` ran out of time.
+    #[error("wait timeout after {timeout_ms}ms, keys: {keys}")]
+    WaitTimeout { timeout_ms: u64, keys: String },
 }
 
-/// Shared server state: the data and the requests waiting for keys.
+/// Shared server state: the data, the requests waiting for keys, and how to cancel each
+/// connection's blocked request.
 #[derive(Default)]
 struct Shared {
     state: StoreState,
     waiters: Waiters,
+    /// The blocked request of each connection (a client's calls are sequential, so it has
+    /// at most one), by connection: `CANCEL_WAIT` fires it.
+    cancels: BTreeMap<u64, oneshot::Sender<()>>,
 }
 
 /// Blocked requests, as TCPStore keeps them: each waits on the keys it still misses, and is
@@ -145,40 +163,79 @@ pub async fn serve(addr: SocketAddr) -> Result<(), NetError> {
         };
         let replier = server.replier();
         let shared = shared.clone();
+        let connection = incoming.connection();
         in_progress.push(async move {
-            if let Some(reply) = answer(&shared, &incoming.request).await {
+            if let Some(reply) = answer(&shared, &incoming.request, connection).await {
                 replier.reply(&incoming.from, incoming.id, reply);
             }
         });
     }
 }
 
-/// Applies one request, waiting for keys when it must.
-async fn answer(shared: &Arc<Mutex<Shared>>, request: &StoreRequest) -> Option<StoreResponse> {
+/// Applies one request from `connection`, waiting for keys when it must; `None` when the
+/// wait ended without an answer (cancelled by its client, or past the server's bound).
+async fn answer(
+    shared: &Arc<Mutex<Shared>>,
+    request: &StoreRequest,
+    connection: u64,
+) -> Option<StoreResponse> {
+    if matches!(request, StoreRequest::CancelWait) {
+        let cancel = shared
+            .lock()
+            .expect("store lock")
+            .cancels
+            .remove(&connection);
+        if let Some(cancel) = cancel {
+            // The blocked request may have been answered meanwhile; then nothing listens.
+            let _ = cancel.send(());
+        }
+    }
     // One deadline for the whole wait: a blocked request can be woken more than once (a key
     // it had was deleted meanwhile), and a timer armed per wake-up would pile up in madsim's timer heap (timers there
     // cannot be cancelled), which made long blocked gets cost more than the rest of a run.
     let mut deadline = std::pin::pin!(time::sleep_us(BLOCKED_REQUEST_US_MAX));
-    loop {
+    let mut cancelled: Option<oneshot::Receiver<()>> = None;
+    let answered = loop {
         let wake = {
             let mut guard = shared.lock().expect("store lock");
             if let Some(reply) = guard.state.apply(request) {
                 crate::world::context::count_store_reply(request, &reply);
                 if request.may_change() && !guard.waiters.is_empty() {
-                    let Shared { state, waiters } = &mut *guard;
+                    let Shared { state, waiters, .. } = &mut *guard;
                     waiters.wake(&request.keys(), state);
                 }
-                return Some(reply);
+                break Some(reply);
+            }
+            if cancelled.is_none() {
+                let (cancel, on_cancel) = oneshot::channel();
+                guard.cancels.insert(connection, cancel);
+                cancelled = Some(on_cancel);
             }
             let (tx, rx) = oneshot::channel();
-            let Shared { state, waiters } = &mut *guard;
+            let Shared { state, waiters, .. } = &mut *guard;
             waiters.add(&request.keys(), state, tx);
             rx
         };
-        if let Either::Right(((), _)) = select(wake, deadline.as_mut()).await {
-            return None;
+        let on_cancel = cancelled.as_mut().expect("registered above");
+        let ended = select(deadline.as_mut(), on_cancel);
+        if let Either::Right((_, _)) = select(wake, ended).await {
+            break None;
+        }
+    };
+    if let Some(on_cancel) = cancelled {
+        // A request that blocked and was answered leaves no cancel behind for a later one:
+        // with its receiver gone, the entry still there is its own.
+        drop(on_cancel);
+        let mut guard = shared.lock().expect("store lock");
+        if guard
+            .cancels
+            .get(&connection)
+            .is_some_and(|c| c.is_canceled())
+        {
+            guard.cancels.remove(&connection);
         }
     }
+    answered
 }
 
 /// A TCPStore client on the current node: one connection to one server incarnation.
@@ -195,9 +252,10 @@ pub struct StoreClient {
 }
 
 impl StoreClient {
-    /// Opens a client of the store at `server`.
+    /// Opens a client of the store at `server`; `timeout_us` is its timeout for waits and
+    /// for the connect itself.
     pub async fn connect(server: SocketAddr, timeout_us: u64) -> Result<Self, StoreError> {
-        let rpc = RpcClient::connect(server);
+        let rpc = RpcClient::connect(server, timeout_us);
         Ok(StoreClient {
             conn: Arc::new(futures::lock::Mutex::new(rpc)),
             timeout_us: Arc::new(timeout_us.into()),
@@ -221,26 +279,61 @@ impl StoreClient {
         self.conn.lock().await.incarnation()
     }
 
+    /// One request and its reply, with TCPStore's timeout for its kind (see the module docs).
     async fn call(&self, request: StoreRequest) -> Result<StoreResponse, StoreError> {
         let timeout_us = self.timeout_us();
         let mut conn = self.conn.lock().await;
-        match conn
-            .call::<StoreRequest, StoreResponse>(request, timeout_us)
-            .await
-        {
-            Ok(StoreResponse::Error(e)) => Err(StoreError::Refused(e)),
-            Ok(reply) => Ok(reply),
-            Err(e) => Err(StoreError::Connection(e.to_string())),
+        if !request.waits_for_keys() {
+            return settle(conn.call(request, ReplyWait::Unbounded).await);
+        }
+        let keys = request.keys().join(", ");
+        match conn.call(request, ReplyWait::WithinUs(timeout_us)).await {
+            Err(NetError::Timeout(..)) if conn.incarnation().is_some() => {
+                // TCPStore's doWait: cancel, read the server's answer with no timeout, then
+                // raise the timeout whatever that answer was.
+                settle(
+                    conn.call(StoreRequest::CancelWait, ReplyWait::Unbounded)
+                        .await,
+                )?;
+                Err(StoreError::WaitTimeout {
+                    timeout_ms: timeout_us / 1_000,
+                    keys,
+                })
+            }
+            reply => settle(reply),
         }
     }
 
+    /// A request TCPStore sends without reading a reply: the caller goes on at once, and the
+    /// connection carries it before anything the caller sends next. Its failure shows on
+    /// that next call (the connection reset, or TCP gave up); only a connect that fails (as
+    /// TCPStore's constructor would) fails the caller.
+    async fn send(&self, request: StoreRequest) -> Result<(), StoreError> {
+        let mut conn = Arc::clone(&self.conn).lock_owned().await;
+        conn.connect_now()
+            .await
+            .map_err(|e| StoreError::Connection(e.to_string()))?;
+        let mut in_flight = Box::pin(async move {
+            let _ = conn
+                .call::<_, StoreResponse>(request, ReplyWait::Unbounded)
+                .await;
+        });
+        // Polled once here, the request is on the wire before the caller goes on, as
+        // TCPStore's bytes are in the socket when `set` returns: a process that exits right
+        // after still delivers it. The rest (the acknowledgement, resends) runs on its own.
+        if futures::poll!(in_flight.as_mut()).is_pending() {
+            spawn(in_flight);
+        }
+        Ok(())
+    }
+
+    /// Sends the value and goes on: TCPStore's `set` reads no reply.
     pub async fn set(&self, key: &str, value: impl Into<Value>) -> Result<(), StoreError> {
-        self.call(StoreRequest::Set {
+        self.send(StoreRequest::Set {
             key: key.into(),
             value: value.into(),
         })
         .await
-        .map(|_| ())
     }
 
     /// Blocks until the key exists, up to the client's timeout.
@@ -328,9 +421,16 @@ impl StoreClient {
             .into_iter()
             .map(|(key, value)| (key, Value::from(value)))
             .collect();
-        self.call(StoreRequest::MultiSet { entries })
-            .await
-            .map(|_| ())
+        self.send(StoreRequest::MultiSet { entries }).await
+    }
+}
+
+/// A reply as the c10d backend sees it: refusals and connection errors apart.
+fn settle(reply: Result<StoreResponse, NetError>) -> Result<StoreResponse, StoreError> {
+    match reply {
+        Ok(StoreResponse::Error(e)) => Err(StoreError::Refused(e)),
+        Ok(reply) => Ok(reply),
+        Err(e) => Err(StoreError::Connection(e.to_string())),
     }
 }
 

@@ -161,6 +161,7 @@ fn run_on_this_thread(
             scenario.network.latency_us_max,
         ),
         scenario.network.loss,
+        scenario.cluster.tcp_retries2,
     );
     // The network is `wire`'s, not madsim's: madsim's own network carries nothing.
     let runtime = madsim::runtime::Runtime::with_seed_and_config(seed, madsim::Config::default());

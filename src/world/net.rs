@@ -6,30 +6,34 @@
 //!   reconnects: a restarted server at the same address never answers an old connection.
 //! - A server process that dies on a live host resets its connections at once: every call
 //!   on them fails within a round trip, even one blocked in a `get`.
-//! - A host that goes down answers nothing: calls see silence until their own timeout. Once
-//!   the host is back, a request still being retransmitted meets a reset; a request the dead
-//!   server had already received (acknowledged, so nothing is retransmitted) waits out its
-//!   timeout.
+//! - A host that goes down (or a link that is cut) answers nothing. A request it never
+//!   received is retransmitted with TCP's doubling timeout until Linux gives up after
+//!   `tcp_retries2` retransmissions (15 by default: about 924.6 s), and the connection is
+//!   dead from then on. Once the host is back, a request still being retransmitted meets a
+//!   reset; a request the dead server had already received (acknowledged, so nothing is
+//!   retransmitted) waits for a reply that never comes: only a call's own timeout ends it.
 //! - Loss is hidden behind retransmission: a dropped request is resent when TCP's doubling
 //!   timeout runs out (200 ms up to Linux's 120 s); a dropped reply is asked for again, at
 //!   most 3.2 s later. The server answers a resent request from a small cache instead of
 //!   applying it twice. Nothing is resent that was not dropped: TCP's timer would find
 //!   nothing to do, so none is armed.
-//! - A call waits for its reply up to its timeout, however long the server takes.
+//! - A call waits for its reply as long as its caller says: up to a timeout, or without one
+//!   (TCPStore's `compare_set` and `add` read their reply with no timeout). A timeout ends a
+//!   call only once its request reached the server: before that, whatever the caller sends
+//!   next is queued behind it in the same stream, so the call goes on until the request
+//!   lands (and then times out) or TCP gives up.
 //! - The first connect is retried every 100 ms while nothing listens, as TCPStore's client
-//!   retries a refused connect until its timeout.
+//!   retries a refused connect until its connect timeout.
 
 use super::time;
-use super::wire::{Arrival, Conditions, Envelope, Hosts, Inbox, Mailbox, ReturnPath};
-use futures::future::{select, Either, FutureExt, Shared};
+use super::wire::{Conditions, Envelope, Hosts, Mailbox};
+use futures::future::{FutureExt, Shared};
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::{IpAddr, SocketAddr};
-use std::pin::{pin, Pin};
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Weak};
 
 /// Fires when a server incarnation's connections are reset.
-type ResetSignal = Shared<futures::channel::oneshot::Receiver<()>>;
+pub(super) type ResetSignal = Shared<futures::channel::oneshot::Receiver<()>>;
 
 /// One bind of a server socket by one process.
 struct Incarnation {
@@ -60,18 +64,24 @@ pub(super) struct Registry {
     pub(super) clients_made: u64,
     /// Latency, loss and cut links; set when the run starts.
     conditions: Option<Conditions>,
+    /// Linux's `net.ipv4.tcp_retries2` on every host: retransmissions of an unacknowledged
+    /// request before TCP gives up on the connection.
+    tcp_retries2: u32,
     hosts: Hosts,
 }
 
 /// `f` on the registry of the run on this thread.
-fn with_registry<T>(f: impl FnOnce(&mut Registry) -> T) -> T {
+pub(super) fn with_registry<T>(f: impl FnOnce(&mut Registry) -> T) -> T {
     super::context::with_run(|context| f(&mut context.registry.borrow_mut()))
 }
 
 /// Sets the network's conditions at the start of a run: latencies and losses come from the
-/// run's `network` stream.
-pub(super) fn configure(seed: u64, latency_us: (u64, u64), loss: f64) {
-    with_registry(|r| r.conditions = Some(Conditions::new(seed, latency_us, loss)));
+/// run's `network` stream; `tcp_retries2` is every host's retransmission limit.
+pub(super) fn configure(seed: u64, latency_us: (u64, u64), loss: f64, tcp_retries2: u32) {
+    with_registry(|r| {
+        r.conditions = Some(Conditions::new(seed, latency_us, loss));
+        r.tcp_retries2 = tcp_retries2;
+    });
 }
 
 /// Names the address of a simulated machine.
@@ -113,7 +123,7 @@ pub fn listening_incarnation(addr: SocketAddr) -> Option<u64> {
 
 /// What a client bound to an incarnation (or about to connect) meets when it sends now.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Path {
+pub(super) enum Path {
     /// The server is alive and its host up: the message goes out.
     Open,
     /// The host is up and nothing answers for this connection: a reset comes back.
@@ -232,18 +242,33 @@ impl Drop for ListenGuard {
 }
 
 /// The first retransmission timeout (Linux's minimum RTO), and its ceiling (`TCP_RTO_MAX`).
-const RTO_US_MIN: u64 = 200_000;
-const RTO_US_MAX: u64 = 120_000_000;
+pub(super) const RTO_US_MIN: u64 = 200_000;
+pub(super) const RTO_US_MAX: u64 = 120_000_000;
 /// The longest a client waits before asking again for a reply that was dropped.
-const REASK_US_MAX: u64 = 3_200_000;
+pub(super) const REASK_US_MAX: u64 = 3_200_000;
 /// Answered replies the server remembers for resent requests, across all clients. Requests
 /// still being served are kept apart from this bound (there is one per request in flight):
 /// forgetting one would serve its resend as a new request, applying it twice.
 const REPLY_CACHE_MAX: usize = 4096;
 /// How long a reset takes to come back from a live host.
-const RESET_DELAY_US: u64 = 2_000;
+pub(super) const RESET_DELAY_US: u64 = 2_000;
 /// How often a client retries a refused connect.
-const CONNECT_RETRY_US: u64 = 100_000;
+pub(super) const CONNECT_RETRY_US: u64 = 100_000;
+
+/// When TCP gives up on a request that is never acknowledged: the retransmission timeout
+/// doubles from `RTO_US_MIN` up to `RTO_US_MAX`, and at the expiry after the
+/// `tcp_retries2`-th retransmission the connection fails (Linux's `retransmits_timed_out`,
+/// whose limit is exactly that sum when the RTO starts at its minimum). For the default 15:
+/// 0.2 + 0.4 + … + 102.4 s, then six times 120 s, 924.6 s in all.
+pub fn tcp_give_up_us(tcp_retries2: u32) -> u64 {
+    let mut rto_us = RTO_US_MIN;
+    let mut total_us = 0u64;
+    for _ in 0..=tcp_retries2 {
+        total_us = total_us.saturating_add(rto_us);
+        rto_us = (rto_us * 2).min(RTO_US_MAX);
+    }
+    total_us
+}
 
 /// Why a call got no answer.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -254,236 +279,9 @@ pub enum NetError {
     Refused(SocketAddr),
     #[error("connection to {0} reset by peer: the server process is gone")]
     Reset(SocketAddr),
-}
-
-/// A client connection to one server. Each call carries a fresh id; calls on one client are
-/// sequential. It binds to the server incarnation its first call reaches, and stays bound.
-pub struct RpcClient {
-    /// The client's host.
-    ip: IpAddr,
-    server: SocketAddr,
-    next_id: u64,
-    /// The incarnation this connection reached, once it did.
-    incarnation: Option<u64>,
-    reset: Option<ResetSignal>,
-    acked: Arc<AtomicU64>,
-    inbox: Arc<Inbox>,
-    /// The timer that ends calls that wait too long, and the moment it fires. It is kept
-    /// from call to call and moved on only when it fires before the call it serves ends:
-    /// most calls are answered long before their timeout, and a timer per call would cost
-    /// one more simulator event each.
-    deadline: Option<(u64, Pin<Box<time::Sleep>>)>,
-}
-
-impl RpcClient {
-    /// A connection from the current machine to `server`, made by the first call.
-    pub fn connect(server: SocketAddr) -> Self {
-        let (ip, client) = with_registry(|r| {
-            r.clients_made += 1;
-            (r.hosts.current(), r.clients_made)
-        });
-        RpcClient {
-            ip,
-            server,
-            next_id: (client << 32) | 1,
-            incarnation: None,
-            reset: None,
-            acked: Arc::default(),
-            inbox: Arc::default(),
-            deadline: None,
-        }
-    }
-
-    /// Which bind of its address the server this connection reached is (1 for the first
-    /// process to serve there), once a call reached one.
-    pub fn incarnation(&self) -> Option<u64> {
-        let id = self.incarnation?;
-        with_registry(|r| r.incarnations.get(&id).map(|inc| inc.generation))
-    }
-
-    /// Where this connection's next message goes, connecting first if it is not yet bound.
-    fn path(&mut self) -> Path {
-        if let Some(incarnation) = self.incarnation {
-            return with_registry(|r| r.path_of(incarnation));
-        }
-        let (path, reached) = with_registry(|r| {
-            let (path, reached) = r.connect_path(self.server);
-            let reset = reached.map(|inc| r.incarnations[&inc].reset.clone());
-            (path, reached.zip(reset))
-        });
-        if let Some((incarnation, reset)) = reached {
-            self.incarnation = Some(incarnation);
-            self.reset = Some(reset);
-        }
-        path
-    }
-
-    fn acked(&self, id: u64) -> bool {
-        self.acked.load(Ordering::Relaxed) >= id
-    }
-
-    /// Sends `request` and waits up to `timeout_us` for the reply (see the module docs for
-    /// what resets, silence and loss do to it).
-    pub async fn call<Req, Resp>(&mut self, request: Req, timeout_us: u64) -> Result<Resp, NetError>
-    where
-        Req: Clone + Send + Sync + 'static,
-        Resp: Send + Sync + 'static,
-    {
-        let id = self.next_id;
-        self.next_id += 1;
-        // The server's reply cache names a request by its id alone.
-        assert_eq!(
-            id >> 32,
-            self.next_id >> 32,
-            "a client's request ids stay in its own range"
-        );
-        let deadline_us = time::elapsed_us()
-            .checked_add(timeout_us)
-            .unwrap_or_else(|| panic!("a call to {} with timeout {timeout_us} us", self.server));
-        let mut rto_us = RTO_US_MIN;
-        loop {
-            let now_us = time::elapsed_us();
-            if now_us >= deadline_us {
-                return Err(NetError::Timeout(self.server, timeout_us));
-            }
-            let remaining_us = deadline_us - now_us;
-            match self.path() {
-                Path::Reset if self.incarnation.is_none() => {
-                    // A refused connect, which TCPStore's client retries until its timeout.
-                    time::sleep_us(RESET_DELAY_US).await;
-                    if time::elapsed_us() + CONNECT_RETRY_US >= deadline_us {
-                        return Err(NetError::Refused(self.server));
-                    }
-                    time::sleep_us(CONNECT_RETRY_US).await;
-                }
-                Path::Reset if self.acked(id) => {
-                    // Nothing outstanding on the wire: nothing meets the reset.
-                    time::sleep_us(remaining_us).await;
-                }
-                Path::Reset => return Err(self.reset_arrives().await),
-                Path::Silent => {
-                    time::sleep_us(rto_us.min(remaining_us)).await;
-                    rto_us = (rto_us * 2).min(RTO_US_MAX);
-                }
-                Path::Open => {
-                    let cap_us = if self.acked(id) {
-                        REASK_US_MAX
-                    } else {
-                        RTO_US_MAX
-                    };
-                    let resend_at_us = now_us + rto_us.min(cap_us).min(remaining_us);
-                    match self.exchange(id, &request, deadline_us).await {
-                        Exchange::Reply(resp) => return Ok(resp),
-                        Exchange::Reset => return Err(self.reset_arrives().await),
-                        Exchange::TimedOut => {
-                            return Err(NetError::Timeout(self.server, timeout_us))
-                        }
-                        Exchange::Dropped => {
-                            // TCP's retransmission timer runs out before anything is sent
-                            // again, unless the connection resets first.
-                            if self.reset_before(resend_at_us).await {
-                                return Err(self.reset_arrives().await);
-                            }
-                            rto_us = (rto_us * 2).min(cap_us);
-                        }
-                    }
-                }
-            }
-        }
-    }
-
-    /// Sends the request once and waits for its reply, a reset, word that the wire dropped
-    /// it or its reply, or the call's deadline.
-    async fn exchange<Req, Resp>(
-        &mut self,
-        id: u64,
-        request: &Req,
-        deadline_us: u64,
-    ) -> Exchange<Resp>
-    where
-        Req: Clone + Send + Sync + 'static,
-        Resp: Send + Sync + 'static,
-    {
-        let incarnation = self.incarnation.expect("an open path is bound");
-        self.inbox.await_request(id);
-        let envelope = Envelope {
-            id,
-            incarnation,
-            acked: Arc::clone(&self.acked),
-            reply_to: ReturnPath {
-                ip: self.ip,
-                inbox: Arc::downgrade(&self.inbox),
-            },
-            request: Box::new(request.clone()),
-        };
-        if !send_request(self.ip, self.server.ip(), envelope) {
-            return Exchange::Dropped;
-        }
-        let reset = self.reset_signal();
-        let inbox = Arc::clone(&self.inbox);
-        let arrival = pin!(std::future::poll_fn(|cx| inbox.poll_arrival(cx)));
-        let mut answered = pin!(select(arrival, reset));
-        loop {
-            let deadline = self.deadline_timer(deadline_us);
-            match select(answered.as_mut(), deadline).await {
-                Either::Left((Either::Left((Arrival::Reply(payload), _)), _)) => {
-                    let resp = payload
-                        .downcast::<Resp>()
-                        .expect("a reply always has the type its request asked for");
-                    return Exchange::Reply(*resp);
-                }
-                Either::Left((Either::Left((Arrival::Lost, _)), _)) => return Exchange::Dropped,
-                Either::Left((Either::Right(_), _)) => return Exchange::Reset,
-                // The kept timer fired for an earlier, shorter deadline: move it on.
-                Either::Right(_) if time::elapsed_us() < deadline_us => self.deadline = None,
-                Either::Right(_) => return Exchange::TimedOut,
-            }
-        }
-    }
-
-    /// The kept deadline timer, moved to `deadline_us` unless it fires before then (and is
-    /// moved on when it does).
-    fn deadline_timer(&mut self, deadline_us: u64) -> Pin<&mut time::Sleep> {
-        let now_us = time::elapsed_us();
-        let keep =
-            matches!(self.deadline, Some((at_us, _)) if at_us <= deadline_us && at_us > now_us);
-        if !keep {
-            let timer = Box::pin(time::sleep_us(deadline_us.saturating_sub(now_us)));
-            self.deadline = Some((deadline_us, timer));
-        }
-        self.deadline
-            .as_mut()
-            .map(|(_, timer)| timer.as_mut())
-            .expect("set above")
-    }
-
-    /// Waits until `at_us`; true if the connection reset first.
-    async fn reset_before(&self, at_us: u64) -> bool {
-        let wait = pin!(time::sleep_until_us(at_us));
-        matches!(select(wait, self.reset_signal()).await, Either::Right(_))
-    }
-
-    /// What fires when this bound connection's server incarnation resets it.
-    fn reset_signal(&self) -> ResetSignal {
-        self.reset
-            .clone()
-            .expect("a bound connection has its reset signal")
-    }
-
-    /// The reset, once it has come back from the live host.
-    async fn reset_arrives(&self) -> NetError {
-        time::sleep_us(RESET_DELAY_US).await;
-        NetError::Reset(self.server)
-    }
-}
-
-/// How one send of a request ended.
-enum Exchange<Resp> {
-    Reply(Resp),
-    Reset,
-    /// The wire dropped the request or its reply.
-    Dropped,
-    TimedOut,
+    /// TCP gave up retransmitting a request nobody acknowledged (ETIMEDOUT).
+    #[error("connection to {0} timed out: no acknowledgement after {1} retransmissions over {2} us (tcp_retries2)")]
+    GaveUp(SocketAddr, u32, u64),
 }
 
 /// Puts a message from `from` to `to` on the wire: `arrive` runs when it arrives, after the
@@ -499,7 +297,7 @@ fn transmit(from: IpAddr, to: IpAddr, arrive: impl FnOnce() + Send + 'static) ->
 
 /// Puts a request on the wire; false if the wire dropped it at once. One that arrives to
 /// find its server gone or its host down is dropped then, and its client told.
-fn send_request(from: IpAddr, to: IpAddr, envelope: Envelope) -> bool {
+pub(super) fn send_request(from: IpAddr, to: IpAddr, envelope: Envelope) -> bool {
     transmit(from, to, move || {
         match with_registry(|r| r.arrival(envelope.incarnation)) {
             Some(mailbox) => mailbox.push(envelope),
@@ -523,6 +321,10 @@ pub fn processes_died_on(ip: IpAddr) {
         }
     });
 }
+
+#[path = "net_client.rs"]
+mod client;
+pub use client::{ReplyWait, RpcClient};
 
 #[path = "net_server.rs"]
 mod server;

@@ -60,6 +60,13 @@ pub struct Incoming<Req> {
     pub request: Req,
 }
 
+impl<Req> Incoming<Req> {
+    /// The connection it came on: a client numbers its requests in a range of its own.
+    pub fn connection(&self) -> u64 {
+        self.id >> 32
+    }
+}
+
 impl RpcServer {
     /// Listens at `addr`, an address of the current machine.
     pub fn bind(addr: SocketAddr) -> Self {
@@ -92,6 +99,7 @@ impl RpcServer {
             );
             let id = envelope.id;
             envelope.acked.fetch_max(id, Ordering::Relaxed);
+            envelope.reply_to.acknowledge(id);
             let cached = {
                 let mut cache = self.replies.lock().expect("reply cache lock");
                 match cache.entries.get(&id) {

@@ -126,6 +126,10 @@ struct InboxInner {
     awaiting: u64,
     reply: Option<Payload>,
     lost: bool,
+    /// Whether the client wants to hear when the server takes the request (a call past its
+    /// deadline waits only for that), and whether it has.
+    ack_wanted: bool,
+    ack_seen: bool,
     waker: Option<Waker>,
 }
 
@@ -134,6 +138,8 @@ pub(super) enum Arrival {
     Reply(Payload),
     /// The wire dropped the request or its reply.
     Lost,
+    /// The server took the request, and the client asked to hear of it.
+    Acknowledged,
 }
 
 impl Inbox {
@@ -143,6 +149,19 @@ impl Inbox {
         inner.awaiting = id;
         inner.reply = None;
         inner.lost = false;
+        inner.ack_wanted = false;
+        inner.ack_seen = false;
+    }
+
+    /// From now on, the server taking the awaited request ends the wait
+    /// (`Arrival::Acknowledged`).
+    pub(super) fn want_ack(&self) {
+        self.inner.lock().expect("inbox lock").ack_wanted = true;
+    }
+
+    /// The server took request `id`.
+    pub(super) fn acknowledge(&self, id: u64) {
+        self.update(id, |inner| inner.ack_seen = inner.ack_wanted);
     }
 
     /// Hands over the reply to request `id`.
@@ -179,6 +198,10 @@ impl Inbox {
             inner.lost = false;
             return Poll::Ready(Arrival::Lost);
         }
+        if inner.ack_seen {
+            inner.ack_seen = false;
+            return Poll::Ready(Arrival::Acknowledged);
+        }
         inner.waker = Some(cx.waker().clone());
         Poll::Pending
     }
@@ -196,6 +219,13 @@ impl ReturnPath {
     pub(super) fn lose(&self, id: u64) {
         if let Some(inbox) = self.inbox.upgrade() {
             inbox.lose(id);
+        }
+    }
+
+    /// Tells the client the server took its request `id` (TCP's ACK), if it asked to hear.
+    pub(super) fn acknowledge(&self, id: u64) {
+        if let Some(inbox) = self.inbox.upgrade() {
+            inbox.acknowledge(id);
         }
     }
 }

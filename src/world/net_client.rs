@@ -1,0 +1,446 @@
+//! The client side of `net`'s connections: one TCP connection to one server incarnation,
+//! with TCP's retransmission and give-up, and each call's own way of waiting for its reply.
+
+use super::{
+    send_request, with_registry, NetError, Path, ResetSignal, CONNECT_RETRY_US, REASK_US_MAX,
+    RESET_DELAY_US, RTO_US_MAX, RTO_US_MIN,
+};
+use crate::world::time;
+use crate::world::wire::{Arrival, Envelope, Inbox, ReturnPath};
+use futures::future::{select, Either};
+use std::net::{IpAddr, SocketAddr};
+use std::pin::{pin, Pin};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+/// How long a call waits for its reply once its request has reached the server.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ReplyWait {
+    /// Up to this many microseconds from the call's start (TCPStore's `wait` and `get`).
+    WithinUs(u64),
+    /// As long as it takes (TCPStore's `compare_set`, `add`, `check`, …): only a reset or
+    /// TCP giving up ends it.
+    Unbounded,
+}
+
+/// A client connection to one server. Each call carries a fresh id; calls on one client are
+/// sequential. It binds to the server incarnation its first call reaches, and stays bound.
+pub struct RpcClient {
+    /// The client's host.
+    ip: IpAddr,
+    server: SocketAddr,
+    next_id: u64,
+    /// The incarnation this connection reached, once it did.
+    incarnation: Option<u64>,
+    reset: Option<ResetSignal>,
+    acked: Arc<AtomicU64>,
+    inbox: Arc<Inbox>,
+    /// How long the first connect is retried while nothing listens (TCPStore connects with
+    /// its timeout of the moment it is made).
+    connect_timeout_us: u64,
+    /// Why the connection died for good (TCP gave up): every later call fails with it.
+    broken: Option<NetError>,
+    /// Linux's retransmission limit on this host (`tcp_retries2`).
+    tcp_retries2: u32,
+    /// The timer that ends calls that wait too long, and the moment it fires. It is kept
+    /// from call to call and moved on only when it fires before the call it serves ends:
+    /// most calls are answered long before their timeout, and a timer per call would cost
+    /// one more simulator event each.
+    deadline: Option<(u64, Pin<Box<time::Sleep>>)>,
+}
+
+impl RpcClient {
+    /// A connection from the current machine to `server`, made by the first call, which
+    /// retries a refused connect for up to `connect_timeout_us`.
+    pub fn connect(server: SocketAddr, connect_timeout_us: u64) -> Self {
+        let (ip, client, tcp_retries2) = with_registry(|r| {
+            r.clients_made += 1;
+            (r.hosts.current(), r.clients_made, r.tcp_retries2)
+        });
+        RpcClient {
+            ip,
+            server,
+            next_id: (client << 32) | 1,
+            incarnation: None,
+            reset: None,
+            acked: Arc::default(),
+            inbox: Arc::default(),
+            connect_timeout_us,
+            broken: None,
+            tcp_retries2,
+            deadline: None,
+        }
+    }
+
+    /// Which bind of its address the server this connection reached is (1 for the first
+    /// process to serve there), once a call reached one.
+    pub fn incarnation(&self) -> Option<u64> {
+        let id = self.incarnation?;
+        with_registry(|r| r.incarnations.get(&id).map(|inc| inc.generation))
+    }
+
+    /// Where this connection's next message goes, connecting first if it is not yet bound.
+    fn path(&mut self) -> Path {
+        if let Some(incarnation) = self.incarnation {
+            return with_registry(|r| r.path_of(incarnation));
+        }
+        let (path, reached) = with_registry(|r| {
+            let (path, reached) = r.connect_path(self.server);
+            let reset = reached.map(|inc| r.incarnations[&inc].reset.clone());
+            (path, reached.zip(reset))
+        });
+        if let Some((incarnation, reset)) = reached {
+            self.incarnation = Some(incarnation);
+            self.reset = Some(reset);
+        }
+        path
+    }
+
+    fn acked(&self, id: u64) -> bool {
+        self.acked.load(Ordering::Relaxed) >= id
+    }
+
+    /// Sends `request` and waits for the reply as `wait` says (see the module docs for what
+    /// resets, silence and loss do to it).
+    pub async fn call<Req, Resp>(&mut self, request: Req, wait: ReplyWait) -> Result<Resp, NetError>
+    where
+        Req: Clone + Send + Sync + 'static,
+        Resp: Send + Sync + 'static,
+    {
+        if let Some(broken) = &self.broken {
+            return Err(broken.clone());
+        }
+        let id = self.next_id;
+        self.next_id += 1;
+        // The server's reply cache names a request by its id alone.
+        assert_eq!(
+            id >> 32,
+            self.next_id >> 32,
+            "a client's request ids stay in its own range"
+        );
+        let started_us = time::elapsed_us();
+        let call = Call {
+            id,
+            started_us,
+            deadline_us: match wait {
+                ReplyWait::WithinUs(timeout_us) => {
+                    Some(started_us.checked_add(timeout_us).unwrap_or_else(|| {
+                        panic!("a call to {} with timeout {timeout_us} us", self.server)
+                    }))
+                }
+                ReplyWait::Unbounded => None,
+            },
+            connect_deadline_us: started_us.saturating_add(self.connect_timeout_us),
+        };
+        // Errors but TCP giving up say nothing of the next call: a reset is met again, and a
+        // refused or timed-out connect is tried again.
+        let result = self.call_until_done(&call, &request).await;
+        if let Err(e @ NetError::GaveUp(..)) = &result {
+            self.broken = Some(e.clone());
+        }
+        result
+    }
+
+    /// The body of `call`: sends, resends and waits until the reply, an error, or the
+    /// deadline of a request that reached the server.
+    async fn call_until_done<Req, Resp>(
+        &mut self,
+        call: &Call,
+        request: &Req,
+    ) -> Result<Resp, NetError>
+    where
+        Req: Clone + Send + Sync + 'static,
+        Resp: Send + Sync + 'static,
+    {
+        let id = call.id;
+        self.connect_until(call.connect_deadline_us).await?;
+        let mut resend = Resend::new();
+        loop {
+            let now_us = time::elapsed_us();
+            if call.overdue(now_us) && self.acked(id) {
+                return Err(self.timed_out(call));
+            }
+            match self.path() {
+                // Nothing outstanding on the wire: nothing meets the reset or the silence, and
+                // only the caller's deadline ends the wait.
+                Path::Reset | Path::Silent if self.acked(id) => self.wait_out(call).await,
+                Path::Reset => return Err(self.reset_arrives().await),
+                Path::Silent => {
+                    time::sleep_us(resend.rto_us).await;
+                    resend.expired(self.tcp_retries2, || self.gave_up(call))?;
+                }
+                Path::Open => {
+                    let acked_before = self.acked(id);
+                    let cap_us = if acked_before {
+                        REASK_US_MAX
+                    } else {
+                        RTO_US_MAX
+                    };
+                    let remaining_us = match call.deadline_us {
+                        Some(deadline_us) if acked_before => deadline_us.saturating_sub(now_us),
+                        _ => u64::MAX,
+                    };
+                    let resend_at_us = now_us + resend.rto_us.min(cap_us).min(remaining_us);
+                    let deadline_us = call.deadline_us.filter(|at_us| *at_us > now_us);
+                    let wait = match deadline_us {
+                        Some(at_us) => Until::Deadline(at_us),
+                        None if call.overdue(now_us) => Until::Taken,
+                        None => Until::Reply,
+                    };
+                    match self.exchange(id, request, wait).await {
+                        Exchange::Reply(_) if call.overdue(time::elapsed_us()) => {
+                            // The caller stopped waiting at its deadline; what it reads now
+                            // answers the request it sends next (TCPStore's cancel).
+                            return Err(self.timed_out(call));
+                        }
+                        Exchange::Reply(resp) => return Ok(resp),
+                        Exchange::Reset => return Err(self.reset_arrives().await),
+                        Exchange::TimedOut => return Err(self.timed_out(call)),
+                        Exchange::Dropped => {
+                            // TCP's retransmission timer runs out before anything is sent
+                            // again, unless the connection resets first.
+                            if self.reset_before(resend_at_us).await {
+                                return Err(self.reset_arrives().await);
+                            }
+                            if self.acked(id) {
+                                // The reply was lost: the server's TCP sends it again.
+                                resend.rto_us = (resend.rto_us * 2).min(cap_us);
+                            } else {
+                                resend.expired(self.tcp_retries2, || self.gave_up(call))?;
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    /// Connects now if this client has not yet: TCPStore's constructor does, so a refused
+    /// connect fails before the first request is sent (or, for a `set`, before it returns).
+    pub async fn connect_now(&mut self) -> Result<(), NetError> {
+        let deadline_us = time::elapsed_us().saturating_add(self.connect_timeout_us);
+        self.connect_until(deadline_us).await
+    }
+
+    /// Binds to the server listening now, retrying a refused connect every 100 ms as
+    /// TCPStore's client does, and sending SYNs into a silent host, until `deadline_us`.
+    async fn connect_until(&mut self, deadline_us: u64) -> Result<(), NetError> {
+        let mut rto_us = RTO_US_MIN;
+        while self.incarnation.is_none() {
+            match self.path() {
+                Path::Open => {}
+                Path::Reset => {
+                    time::sleep_us(RESET_DELAY_US).await;
+                    if time::elapsed_us() + CONNECT_RETRY_US >= deadline_us {
+                        return Err(NetError::Refused(self.server));
+                    }
+                    time::sleep_us(CONNECT_RETRY_US).await;
+                }
+                Path::Silent => {
+                    let now_us = time::elapsed_us();
+                    if now_us >= deadline_us {
+                        return Err(NetError::Timeout(self.server, self.connect_timeout_us));
+                    }
+                    time::sleep_us(rto_us.min(deadline_us - now_us)).await;
+                    rto_us = (rto_us * 2).min(RTO_US_MAX);
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Waits until the call's deadline, or for ever when it has none: a request the server
+    /// received, on a connection that will never answer it.
+    async fn wait_out(&self, call: &Call) {
+        match call.deadline_us {
+            Some(deadline_us) => time::sleep_until_us(deadline_us).await,
+            None => std::future::pending().await,
+        }
+    }
+
+    fn timed_out(&self, call: &Call) -> NetError {
+        let timeout_us = call
+            .deadline_us
+            .map_or(0, |deadline_us| deadline_us - call.started_us);
+        NetError::Timeout(self.server, timeout_us)
+    }
+
+    fn gave_up(&self, call: &Call) -> NetError {
+        NetError::GaveUp(
+            self.server,
+            self.tcp_retries2,
+            time::elapsed_us() - call.started_us,
+        )
+    }
+
+    /// Sends the request once and waits for its reply, a reset, word that the wire dropped
+    /// it or its reply, or as `until` says. A deadline that comes before the server took
+    /// the request is not the end: the call then waits until the server takes it.
+    async fn exchange<Req, Resp>(&mut self, id: u64, request: &Req, until: Until) -> Exchange<Resp>
+    where
+        Req: Clone + Send + Sync + 'static,
+        Resp: Send + Sync + 'static,
+    {
+        let incarnation = self.incarnation.expect("an open path is bound");
+        self.inbox.await_request(id);
+        let mut deadline_us = match until {
+            Until::Deadline(at_us) => Some(at_us),
+            Until::Taken => {
+                self.inbox.want_ack();
+                None
+            }
+            Until::Reply => None,
+        };
+        let envelope = Envelope {
+            id,
+            incarnation,
+            acked: Arc::clone(&self.acked),
+            reply_to: ReturnPath {
+                ip: self.ip,
+                inbox: Arc::downgrade(&self.inbox),
+            },
+            request: Box::new(request.clone()),
+        };
+        if !send_request(self.ip, self.server.ip(), envelope) {
+            return Exchange::Dropped;
+        }
+        let reset = self.reset_signal();
+        let inbox = Arc::clone(&self.inbox);
+        let arrival = pin!(std::future::poll_fn(|cx| inbox.poll_arrival(cx)));
+        let mut answered = pin!(select(arrival, reset));
+        loop {
+            let deadline = match deadline_us {
+                Some(at_us) => Either::Left(self.deadline_timer(at_us)),
+                None => Either::Right(std::future::pending::<()>()),
+            };
+            match select(answered.as_mut(), deadline).await {
+                Either::Left((Either::Left((Arrival::Reply(payload), _)), _)) => {
+                    let resp = payload
+                        .downcast::<Resp>()
+                        .expect("a reply always has the type its request asked for");
+                    return Exchange::Reply(*resp);
+                }
+                Either::Left((Either::Left((Arrival::Lost, _)), _)) => return Exchange::Dropped,
+                // Taken by the server after the deadline: the caller's wait is over.
+                Either::Left((Either::Left((Arrival::Acknowledged, _)), _)) => {
+                    return Exchange::TimedOut
+                }
+                Either::Left((Either::Right(_), _)) => return Exchange::Reset,
+                Either::Right(_) => match deadline_us {
+                    // The kept timer fired for an earlier, shorter deadline: move it on.
+                    Some(at_us) if time::elapsed_us() < at_us => self.deadline = None,
+                    _ if self.acked(id) => return Exchange::TimedOut,
+                    // Not yet received: whatever the caller sends next waits behind it, so
+                    // the wait goes on until the server takes it.
+                    _ => {
+                        deadline_us = None;
+                        self.inbox.want_ack();
+                    }
+                },
+            }
+        }
+    }
+
+    /// The kept deadline timer, moved to `deadline_us` unless it fires before then (and is
+    /// moved on when it does).
+    fn deadline_timer(&mut self, deadline_us: u64) -> Pin<&mut time::Sleep> {
+        let now_us = time::elapsed_us();
+        let keep =
+            matches!(self.deadline, Some((at_us, _)) if at_us <= deadline_us && at_us > now_us);
+        if !keep {
+            let timer = Box::pin(time::sleep_us(deadline_us.saturating_sub(now_us)));
+            self.deadline = Some((deadline_us, timer));
+        }
+        self.deadline
+            .as_mut()
+            .map(|(_, timer)| timer.as_mut())
+            .expect("set above")
+    }
+
+    /// Waits until `at_us`; true if the connection reset first.
+    async fn reset_before(&self, at_us: u64) -> bool {
+        let wait = pin!(time::sleep_until_us(at_us));
+        matches!(select(wait, self.reset_signal()).await, Either::Right(_))
+    }
+
+    /// What fires when this bound connection's server incarnation resets it.
+    fn reset_signal(&self) -> ResetSignal {
+        self.reset
+            .clone()
+            .expect("a bound connection has its reset signal")
+    }
+
+    /// The reset, once it has come back from the live host.
+    async fn reset_arrives(&self) -> NetError {
+        time::sleep_us(RESET_DELAY_US).await;
+        NetError::Reset(self.server)
+    }
+}
+
+/// What ends one send of a request, besides its reply, a reset or a drop.
+#[derive(Debug, Clone, Copy)]
+enum Until {
+    /// This moment, if the server has taken the request by then.
+    Deadline(u64),
+    /// The server taking it: the call is already past its deadline.
+    Taken,
+    /// Nothing else.
+    Reply,
+}
+
+/// One call's moments.
+struct Call {
+    id: u64,
+    started_us: u64,
+    /// When a call that waits `ReplyWait::WithinUs` stops waiting.
+    deadline_us: Option<u64>,
+    /// When the first connect stops being retried.
+    connect_deadline_us: u64,
+}
+
+impl Call {
+    fn overdue(&self, now_us: u64) -> bool {
+        self.deadline_us
+            .is_some_and(|deadline_us| now_us >= deadline_us)
+    }
+}
+
+/// The retransmission timer of one call's request: its timeout, doubling from Linux's
+/// minimum, and how many times the unacknowledged request was sent again.
+struct Resend {
+    rto_us: u64,
+    retransmits: u32,
+}
+
+impl Resend {
+    fn new() -> Self {
+        Resend {
+            rto_us: RTO_US_MIN,
+            retransmits: 0,
+        }
+    }
+
+    /// The timer expired with the request still unacknowledged: TCP sends it again, or
+    /// gives up once it has done so `tcp_retries2` times.
+    fn expired(
+        &mut self,
+        tcp_retries2: u32,
+        gave_up: impl FnOnce() -> NetError,
+    ) -> Result<(), NetError> {
+        if self.retransmits >= tcp_retries2 {
+            return Err(gave_up());
+        }
+        self.retransmits += 1;
+        self.rto_us = (self.rto_us * 2).min(RTO_US_MAX);
+        Ok(())
+    }
+}
+
+/// How one send of a request ended.
+enum Exchange<Resp> {
+    Reply(Resp),
+    Reset,
+    /// The wire dropped the request or its reply.
+    Dropped,
+    TimedOut,
+}

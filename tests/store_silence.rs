@@ -1,0 +1,153 @@
+//! A store server that goes silent, as TCPStore's client meets it: a paused host still
+//! acknowledges (TCP never gives up, calls without a timeout wait for it), a powered-off
+//! host does not (TCP gives up after `tcp_retries2` retransmissions, not at the store's
+//! timeout).
+
+mod common;
+#[path = "common/store_log.rs"]
+mod store_log;
+
+use common::{done, programs};
+use store_log::*;
+use trainsim::scenario::model::*;
+use trainsim::world::net::tcp_give_up_us;
+use trainsim::world::time::{elapsed_us, sleep_us};
+
+fn at(at_us: u64, kind: FaultKind) -> Fault {
+    Fault { at_us, kind }
+}
+
+/// node-0 hosts the store and is paused from 10 s to 140 s; node-1, with a 3 s store
+/// timeout, calls it at 20 s.
+fn paused_store(call: &'static str) -> Log {
+    let log: Log = Default::default();
+    let l = log.clone();
+    let faults = vec![
+        at(10 * SEC, FaultKind::Pause { node: 0 }),
+        at(140 * SEC, FaultKind::Resume { node: 0 }),
+    ];
+    let s = scenario(2, StoreHost::Node(0), faults);
+    run(
+        &s,
+        programs(move |env| {
+            let log = l.clone();
+            async move {
+                if env.index == 0 {
+                    sleep_us(300 * SEC).await;
+                    return done();
+                }
+                let c = client(&env, 3 * SEC).await;
+                c.set("k", b"v".to_vec()).await.unwrap();
+                sleep_us(20 * SEC - elapsed_us()).await;
+                let result = match call {
+                    "compare_set" => format!(
+                        "{:?}",
+                        c.compare_set("k", b"v".to_vec(), b"w".to_vec()).await
+                    ),
+                    "add" => format!("{:?}", c.add("n", 1).await),
+                    "get" => format!("{:?}", c.get("missing").await),
+                    _ => format!("{:?}", c.set("k2", b"x".to_vec()).await),
+                };
+                note(&log, &env, format!("{call} = {result}"));
+                done()
+            }
+        }),
+    );
+    log
+}
+
+#[test]
+fn compare_set_and_add_wait_out_a_paused_store_and_succeed() {
+    for call in ["compare_set", "add"] {
+        let (result, at) = find(&paused_store(call), 1, call);
+        assert!(result.contains("Ok("), "{result}");
+        assert!(
+            (140 * SEC..141 * SEC).contains(&at),
+            "{call} returned at {at}, the store resumed at 140 s"
+        );
+    }
+}
+
+#[test]
+fn a_get_on_a_paused_store_raises_its_timeout_only_once_the_store_answers_the_cancel() {
+    let (result, at) = find(&paused_store("get"), 1, "get");
+    assert_eq!(
+        result,
+        "get = Err(WaitTimeout { timeout_ms: 3000, keys: \"missing\" })"
+    );
+    assert!(
+        (140 * SEC..141 * SEC).contains(&at),
+        "the get raised at {at}, the store resumed at 140 s"
+    );
+}
+
+#[test]
+fn a_set_on_a_paused_store_returns_at_once() {
+    let (result, at) = find(&paused_store("set"), 1, "set");
+    assert_eq!(result, "set = Ok(())");
+    assert!(at < 20 * SEC + 100_000, "the set returned at {at}");
+}
+
+/// node-0 hosts the store and is powered off at 10 s; node-1 calls `add` at 20 s, then
+/// `check` at once after it fails. Returns (add's result, when, check's result, when).
+fn powered_off_store(tcp_retries2: u32) -> (String, u64, String, u64) {
+    let log: Log = Default::default();
+    let l = log.clone();
+    let mut s = scenario(
+        2,
+        StoreHost::Node(0),
+        vec![at(10 * SEC, FaultKind::PowerOff { node: 0 })],
+    );
+    s.cluster.tcp_retries2 = tcp_retries2;
+    run(
+        &s,
+        programs(move |env| {
+            let log = l.clone();
+            async move {
+                if env.index == 0 {
+                    sleep_us(3_000 * SEC).await;
+                    return done();
+                }
+                let c = client(&env, 3 * SEC).await;
+                c.set("k", b"v".to_vec()).await.unwrap();
+                sleep_us(20 * SEC - elapsed_us()).await;
+                note(&log, &env, format!("add = {:?}", c.add("n", 1).await));
+                note(
+                    &log,
+                    &env,
+                    format!("check = {:?}", c.check(vec!["k".to_string()]).await),
+                );
+                done()
+            }
+        }),
+    );
+    let (add, add_at) = find(&log, 1, "add");
+    let (check, check_at) = find(&log, 1, "check");
+    (add, add_at, check, check_at)
+}
+
+#[test]
+fn a_powered_off_store_fails_calls_when_tcp_gives_up() {
+    // 0.2 + 0.4 + ... + 6.4 s: the expiry after the 5th retransmission.
+    let (add, at, check, check_at) = powered_off_store(5);
+    assert!(
+        add.contains("timed out: no acknowledgement after 5 retransmissions"),
+        "{add}"
+    );
+    let gave_up_us = 20 * SEC + tcp_give_up_us(5);
+    assert!(
+        (gave_up_us..gave_up_us + 100_000).contains(&at),
+        "add failed at {at}: 20 s + 12.6 s"
+    );
+    // The connection is dead: the next call fails at once, with the same error.
+    assert!(check.contains("after 5 retransmissions"), "{check}");
+    assert_eq!(check_at, at);
+    // Linux's default 15: 204.6 s of doubling, then six times 120 s.
+    let (add, at, _, _) = powered_off_store(15);
+    assert!(add.contains("after 15 retransmissions"), "{add}");
+    let gave_up_us = 20 * SEC + tcp_give_up_us(15);
+    assert!(
+        (gave_up_us..gave_up_us + 100_000).contains(&at),
+        "add failed at {at}: 20 s + 924.6 s"
+    );
+}
