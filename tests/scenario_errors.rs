@@ -121,6 +121,8 @@ fn fault_after_time_limit() {
 fn over_a_bound() {
     let e = error("name = \"x\"\n[cluster]\nnodes = 5000\n");
     assert_at(&e, 3, 9, "cluster.nodes", "at most 4096");
+    let e = error("name = \"x\"\n[rendezvous]\ncas_backoff_max = \"25h\"\n");
+    assert_at(&e, 3, 19, "rendezvous.cas_backoff_max", "at most");
     let e = error("name = \"x\"\n[cluster]\ntcp_retries2 = 61\n");
     assert_at(&e, 3, 16, "cluster.tcp_retries2", "at most 60");
     let e = error("name = \"x\"\ntime_limit = \"8d\"\n");

@@ -147,6 +147,8 @@ struct Holder {
     /// When this node saw each heartbeat stamp change (for the opt-in fix
     /// `monotonic-heartbeats`); empty without it.
     receipts: HeartbeatReceipts,
+    /// Draws the waits after lost writes (`cas_backoff_max_seconds`), made at the first.
+    backoff: Option<rand_chacha::ChaCha8Rng>,
 }
 
 /// torch's `has_set`: whether the bytes now stored are the bytes written. The server
@@ -216,6 +218,7 @@ impl RendezvousHandler {
             pending_event: None,
             joined: None,
             receipts: HeartbeatReceipts::default(),
+            backoff: None,
         };
         Ok(RendezvousHandler {
             holder: Arc::new(Mutex::new(holder)),
@@ -467,7 +470,9 @@ impl Holder {
         update_deadline: bool,
     ) -> Result<(), RendezvousError> {
         loop {
-            self.sync().await?;
+            if self.sync().await? == Some(false) {
+                self.back_off().await;
+            }
             let now_utc_us = self.env.now_utc_us();
             let now_mono_us = self.env.now_mono_us();
             let ctx = OpContext {
@@ -517,6 +522,19 @@ impl Holder {
                     self.dirty = true;
                 }
             }
+        }
+    }
+
+    /// torch's backoff after a write that lost (`cas_backoff_max_seconds`; off by default).
+    async fn back_off(&mut self) {
+        let max_us = self.settings.cas_backoff_max_us;
+        if max_us == 0 {
+            return;
+        }
+        let env = &self.env;
+        let rng = self.backoff.get_or_insert_with(|| env.rng("cas-backoff"));
+        if let Some(delay_us) = crate::rendezvous::backoff::delay_after_lost_write_us(max_us, rng) {
+            time::sleep_us(delay_us).await;
         }
     }
 

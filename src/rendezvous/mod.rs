@@ -6,6 +6,7 @@
 //! is the only part that awaits: it moves state between the core and the store.
 
 pub mod apply;
+pub mod backoff;
 pub mod decoded_states;
 pub mod handler;
 pub mod ops;

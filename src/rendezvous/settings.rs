@@ -108,6 +108,10 @@ pub struct RendezvousSettings {
     pub keep_alive_interval_us: u64,
     /// Missed heartbeats after which sanitize drops a node.
     pub keep_alive_max_attempt: u32,
+    /// torch's `cas_backoff_max_seconds`: after a state write that lost, the executor waits
+    /// a random time up to this before it goes on. 0 (torch's default) never waits.
+    #[serde(default)]
+    pub cas_backoff_max_us: u64,
     /// Opt-in named deviations from torch; empty reproduces torch exactly.
     #[serde(default)]
     pub fixes: BTreeSet<RendezvousFix>,
@@ -153,6 +157,7 @@ impl RendezvousSettings {
             heartbeat_timeout_us: DEFAULT_HEARTBEAT_TIMEOUT_US,
             keep_alive_interval_us: DEFAULT_KEEP_ALIVE_INTERVAL_US,
             keep_alive_max_attempt: DEFAULT_KEEP_ALIVE_MAX_ATTEMPT,
+            cas_backoff_max_us: 0,
             fixes: BTreeSet::new(),
             mutants: BTreeSet::new(),
         }

@@ -219,6 +219,12 @@ pub fn rendezvous(raw: &Option<RawRendezvous>, cluster: &Cluster) -> Check<Rende
             1,
             KEEP_ALIVE_MAX_ATTEMPT_MAX,
         )?,
+        cas_backoff_max_us: quantity_or(
+            &p.key("cas_backoff_max"),
+            r.cas_backoff_max,
+            0,
+            0..=TIMEOUT_US_MAX,
+        )?,
         fixes: fixes(&p.key("fixes"), r.fixes.as_deref().unwrap_or(&[]))?
             .into_iter()
             .collect(),

@@ -100,6 +100,8 @@ fn rendezvous(r: &crate::rendezvous::settings::RendezvousSettings) -> RawRendezv
         heartbeat_timeout: Some(Duration::from_us(r.heartbeat_timeout_us)),
         keep_alive_interval: Some(Duration::from_us(r.keep_alive_interval_us)),
         keep_alive_max_attempt: Some(r.keep_alive_max_attempt),
+        cas_backoff_max: (r.cas_backoff_max_us > 0)
+            .then(|| Duration::from_us(r.cas_backoff_max_us)),
         // In name order, as the set of names was written before it held the fixes.
         fixes: Some({
             let mut fixes = names(&r.fixes);

@@ -179,6 +179,8 @@ fn defaults_are_torchs_and_the_contracts() {
         ),
         (5_000_000, 5_000_000, 3)
     );
+    // torch's cas_backoff_max_seconds defaults to 0: no backoff.
+    assert_eq!(r.cas_backoff_max_us, 0);
     let a = &s.agent;
     assert_eq!(
         (
@@ -524,6 +526,7 @@ fn scenario() -> impl Strategy<Value = Scenario> {
                 s.network.loss = loss;
                 s.rendezvous.min_nodes = min_nodes;
                 s.rendezvous.max_nodes = min_nodes + extra;
+                s.rendezvous.cas_backoff_max_us = if flag { 1_500_000 } else { 0 };
                 s.agent.nproc_per_node = gpus;
                 if flag {
                     s.agent.fixes = vec![crate::agent::policy::AgentFix::SharedRestartCount];
