@@ -84,25 +84,7 @@ pub fn failure(
     use crate::scenario::model::Backend::{Gloo, Nccl};
     let timeout_ns = backend.timeout_us.saturating_mul(1_000);
     let deadline_ns = arrival_ns.saturating_add(timeout_ns).max(now_ns);
-    let timed_out = |at_ns: u64| match backend.kind {
-        Nccl => Failure {
-            at_ns,
-            exit_code: NCCL_ABORT_EXIT_CODE,
-            reason: format!(
-                "NCCL watchdog: the all-reduce of step {step} timed out after {} us",
-                backend.timeout_us
-            ),
-        },
-        Gloo => Failure {
-            at_ns,
-            exit_code: GLOO_ERROR_EXIT_CODE,
-            reason: format!(
-                "gloo: the all-reduce of step {step} timed out waiting {} ms for a recv \
-                 operation to complete",
-                backend.timeout_us / 1_000
-            ),
-        },
-    };
+    let timed_out = |at_ns: u64| timed_out(backend, step, at_ns);
     match (error, backend.kind) {
         (CollectiveError::Timeout, _) => timed_out(now_ns),
         (CollectiveError::PeerClosed { member, at_ns }, Gloo) => Failure {
@@ -147,6 +129,30 @@ pub fn failure(
             timed_out(at_ns.saturating_add(timeout_ns).max(now_ns))
         }
         (CollectiveError::Stalled { .. }, Nccl) => timed_out(deadline_ns),
+    }
+}
+
+/// The process-group timeout's failure, in the backend's words, at `at_ns`.
+fn timed_out(backend: &Backend, step: u64, at_ns: u64) -> Failure {
+    use crate::scenario::model::Backend::{Gloo, Nccl};
+    match backend.kind {
+        Nccl => Failure {
+            at_ns,
+            exit_code: NCCL_ABORT_EXIT_CODE,
+            reason: format!(
+                "NCCL watchdog: the all-reduce of step {step} timed out after {} us",
+                backend.timeout_us
+            ),
+        },
+        Gloo => Failure {
+            at_ns,
+            exit_code: GLOO_ERROR_EXIT_CODE,
+            reason: format!(
+                "gloo: the all-reduce of step {step} timed out waiting {} ms for a recv \
+                 operation to complete",
+                backend.timeout_us / 1_000
+            ),
+        },
     }
 }
 

@@ -455,7 +455,7 @@ async fn collective_failure(
     let backend = collective::Backend {
         kind: job.backend,
         timeout_us: job.collective_timeout_us,
-        peer_exit_detection_us: None,
+        peer_exit_detection_us: job.nccl_peer_exit_detection_us,
     };
     let now_ns = time::elapsed_ns();
     let failure = collective::failure(&backend, error, step, arrival_ns, now_ns, |node| {
