@@ -267,3 +267,37 @@ fn missing_file_is_an_error() {
     assert_eq!((e.line, e.file.as_str()), (0, "/nonexistent/missing.toml"));
     assert!(e.message.starts_with("cannot read"), "{e}");
 }
+
+#[test]
+fn nccl_peer_exit_detection_is_located() {
+    let job = |lines: &str| format!("name = \"x\"\n[job]\n{lines}");
+    let e = error(&job("nccl_peer_exit_detection = \"soon\"\n"));
+    assert_at(&e, 3, 28, "job.nccl_peer_exit_detection", "\"never\"");
+    let e = error(&job("nccl_peer_exit_detection = \"25h\"\n"));
+    assert_at(&e, 3, 28, "job.nccl_peer_exit_detection", "at most");
+    let e = error(&job(
+        "backend = \"gloo\"\nnccl_peer_exit_detection = \"1s\"\n",
+    ));
+    assert_at(
+        &e,
+        4,
+        28,
+        "job.nccl_peer_exit_detection",
+        "applies only to backend",
+    );
+    let e = error(&job("nccl_peer_exit_detection = 5\n"));
+    assert_at(&e, 3, 28, "job.nccl_peer_exit_detection", "string");
+}
+
+#[test]
+fn collective_timeouts_default_per_backend() {
+    let parsed = |text: &str| parse(text, FILE).expect("a valid scenario").job;
+    let nccl = parsed("name = \"x\"\n");
+    assert_eq!(nccl.collective_timeout_us, 600_000_000);
+    assert_eq!(nccl.nccl_peer_exit_detection_us, Some(1_400_000));
+    let gloo = parsed("name = \"x\"\n[job]\nbackend = \"gloo\"\n");
+    assert_eq!(gloo.collective_timeout_us, 1_800_000_000);
+    assert_eq!(gloo.nccl_peer_exit_detection_us, None);
+    let never = parsed("name = \"x\"\n[job]\nnccl_peer_exit_detection = \"never\"\n");
+    assert_eq!(never.nccl_peer_exit_detection_us, None);
+}

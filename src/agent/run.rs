@@ -65,8 +65,10 @@ pub async fn agent_process(env: NodeEnv, mutants: Arc<Mutants>) -> AgentExit {
         // torchrun's SignalException path: workers stop, the rendezvous stays open so the
         // rest of the job can go on without this node.
         Either::Right(((), run)) => {
-            // The run future owns the workers: dropping it is SIGTERM reaching them.
+            // The run future owns the workers: dropping it is SIGTERM reaching them. They
+            // die on a live host, so their connections close.
             drop(run);
+            env.leave_collectives();
             stop_workers_wait().await;
             handler.stop_heartbeats().await;
             AgentExit {

@@ -57,12 +57,10 @@ fn coverage_with(
     InvariantResult::judge("sampler.coverage", applicable, violations)
 }
 
-/// A node's worker group as its agent started it: the rendezvous it belongs to, and how
-/// many nodes it was told the group has.
+/// A node's worker group as its agent started it: the rendezvous it belongs to.
 #[derive(Debug, Clone, Copy)]
 pub(super) struct Group {
     pub store_incarnation: u64,
-    pub members: usize,
 }
 
 /// One node's workers, as a started group's steps name them.
@@ -165,14 +163,12 @@ impl<'a, 't> Walk<'a, 't> {
                 EventKind::WorkersStarted {
                     pid,
                     round,
-                    world_size,
                     store_incarnation,
                     ..
                 } => {
                     let group = index(walk.groups.len());
                     walk.groups.push(Group {
                         store_incarnation: *store_incarnation,
-                        members: *world_size as usize,
                     });
                     let next_node = index(nodes.len());
                     let node_index = *nodes.entry(node).or_insert(next_node);

@@ -217,9 +217,10 @@ impl Judging<'_, '_, '_, '_, '_> {
             return;
         }
         tally.nodes_done.insert(workers.node);
-        // Judged when a node that finished counts as many finished nodes as it was told
-        // its group has.
-        if tally.nodes_done.len() >= group.members {
+        // Judged when as many nodes finished as the step's world of ranks spans: the
+        // process group is that world, whatever a node's view of the round said.
+        let nodes_in_world = t.world_size.div_ceil(u64::from(t.ranks.max(1)));
+        if tally.nodes_done.len() as u64 >= nodes_in_world {
             self.judged.applicable = true;
             let verdict = judge_epoch(self.walk.scenario, tally);
             tally.judged = true;

@@ -166,25 +166,27 @@ fn a_resumed_epoch_is_held_to_its_remaining_batches() {
 }
 
 #[test]
-fn a_node_told_it_is_alone_covers_only_its_own_ranks() {
+fn a_node_told_it_is_alone_is_judged_with_the_rest_of_its_world() {
     let s = small();
-    let mine = RanksOf {
+    let ranks = |first_rank| RanksOf {
         world_size: 4,
-        first_rank: 2,
+        first_rank,
         ranks: 2,
     };
-    let events = vec![
+    // node-1's view says it is alone, but its ranks are 2..4 of a world of 4: the epoch is
+    // the whole world's, judged once the node holding ranks 0..2 finished it too.
+    let mut events = vec![
         e(1, "node-1", workers_started(2, 0, 1, 1)),
-        e(2, "node-1", dealt_step(&s, (2, 0, 1), mine, 0, 0)),
-        e(3, "node-1", dealt_step(&s, (2, 0, 2), mine, 0, 1)),
+        e(2, "node-1", dealt_step(&s, (2, 0, 1), ranks(2), 0, 0)),
+        e(3, "node-1", dealt_step(&s, (2, 0, 2), ranks(2), 0, 1)),
     ];
+    let r = judge(&s, events.clone());
+    assert_eq!(r.status, Status::NotApplicable, "{}", messages(&r));
+    events.insert(1, e(1, "node-0", workers_started(1, 0, 0, 2)));
+    events.push(e(4, "node-0", dealt_step(&s, (1, 0, 1), ranks(0), 0, 0)));
+    events.push(e(5, "node-0", dealt_step(&s, (1, 0, 2), ranks(0), 0, 1)));
     let r = judge(&s, events);
-    let said = messages(&r);
-    assert!(
-        said.contains("epoch 0 (world size 4): 2 of 4 ranks trained"),
-        "{said}"
-    );
-    assert_eq!(r.violations[0].at_us, 3_000_000);
+    assert_eq!(r.status, Status::Held, "{}", messages(&r));
 }
 
 #[test]

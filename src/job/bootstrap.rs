@@ -15,6 +15,11 @@
 //! rewrote it gets a dead worker's address, and gloo's full-mesh connect fails: a race the
 //! real torchrun lost in 5 of 5 restarts after a node died and 3 of 5 after a worker crash
 //! (`conformance/`). A fresh store (a new rank-0 agent, or no sharing) has no old keys.
+//! The rank that read the dead address fails at once (its connects are refused, and gloo
+//! retries a refused connect only 3 times, without a pause); the ranks waiting for it to
+//! connect hang in gloo's connect for 5 times the process-group timeout (measured with
+//! `conformance/measure_gloo.py stale` on torch 2.15.0: 20.3 to 20.7 s with a 4 s timeout,
+//! about 100 s with 20 s, and the conformance runs' 50 s with 10 s).
 //! What decides the race is when each node's workers publish their address: gloo's setup
 //! takes about a second after the workers start, a little more or less on each node, so
 //! with gloo each node publishes after a seeded 0–100 ms. The spread is calibrated on the
@@ -90,7 +95,14 @@ pub async fn init_process_group(
         }
     }
     // The mesh is up only when every rank connected: one that read a dead address never
-    // does, and the others' connects time out.
+    // does, and the others' connects time out (gloo's after 5 process-group timeouts).
+    let connect_timeout_us = if gloo {
+        timeout_us.saturating_mul(GLOO_CONNECT_TIMEOUTS)
+    } else {
+        timeout_us
+    };
+    store.set_timeout_us(connect_timeout_us);
+    let connecting_since_us = time::elapsed_us();
     publish_and_wait(
         env,
         &store,
@@ -99,7 +111,17 @@ pub async fn init_process_group(
         "1",
     )
     .await
-    .map_err(|e| fail(format!("connecting to every rank: {e}")))?;
+    .map_err(|e| {
+        let waited_us = time::elapsed_us().saturating_sub(connecting_since_us);
+        if gloo && waited_us >= connect_timeout_us {
+            fail(format!(
+                "gloo connectFullMesh: connect timeout after {connect_timeout_us} us: a rank \
+                 never connected"
+            ))
+        } else {
+            fail(format!("connecting to every rank: {e}"))
+        }
+    })?;
     Ok(server)
 }
 
@@ -131,6 +153,10 @@ async fn publish_and_wait(
 /// The spread of gloo's setup time across nodes, before each publishes its address
 /// (calibrated on the conformance suite; see the module docs).
 const GLOO_SETUP_JITTER_US: u64 = 100_000;
+
+/// How many process-group timeouts a gloo rank waits for a peer to connect to it
+/// (measured; see the module docs).
+const GLOO_CONNECT_TIMEOUTS: u64 = 5;
 
 /// Where the workers' keys live in the store; torch adds no per-attempt prefix.
 const KEY_PREFIX: &str = "/worker";

@@ -3,7 +3,7 @@
 //! simulator times them one step at a time.
 //!
 //! One step of one node is a compute sleep, the all-reduce barrier (released when the last
-//! member arrives) and a sleep for the ring's cost. Every member leaves a step's barrier at
+//! rank arrives) and a sleep for the ring's cost. Every member leaves a step's barrier at
 //! the same moment and pays the same cost, so the group starts the next step together, and
 //! step `j` of a run that starts at 0 ends at `done(j) = max_i(done(j−1) + c_i(j)) + cost`.
 //! madsim sleeps at least 1 ms, so each sleep here does too.
@@ -71,24 +71,11 @@ pub fn started_us(timings: &[StepTiming], step: usize) -> u64 {
     }
 }
 
-/// How many steps of the run released before `at_us`: a member leaving at `at_us` takes its
-/// arrival back from every later barrier, so those never release.
-pub fn released_before(timings: &[StepTiming], at_us: u64) -> usize {
-    timings.partition_point(|t| t.release_us < at_us)
-}
-
-/// How many steps of the run a member with compute times `own_us` had arrived at by
-/// `at_us` (its arrivals stand if it vanishes then).
-pub fn arrived_by(timings: &[StepTiming], own_us: &[u64], at_us: u64) -> usize {
-    assert!(
-        own_us.len() >= timings.len(),
-        "a member with {} compute times in a run of {} steps",
-        own_us.len(),
-        timings.len()
-    );
-    (0..timings.len())
-        .take_while(|&step| started_us(timings, step) + slept_us(own_us[step]) <= at_us)
-        .count()
+/// How many steps of the run were done by `at_us`: a member leaving at `at_us` breaks the
+/// step in progress then, whether its members were still computing, waiting at the barrier
+/// or moving the gradients around the ring.
+pub fn done_by(timings: &[StepTiming], at_us: u64) -> usize {
+    timings.partition_point(|t| t.done_us <= at_us)
 }
 
 #[cfg(test)]
@@ -130,24 +117,14 @@ mod tests {
     }
 
     #[test]
-    fn a_departure_cuts_the_run_at_the_first_unreleased_step() {
+    fn a_departure_cuts_the_run_at_the_step_in_progress() {
+        // Steps release at 10, 21, 32, 43 ms and are done a millisecond later.
         let a = [10_000; 4];
         let timings = step_timings(&[&a], 1_000, u64::MAX);
-        assert_eq!(released_before(&timings, 10_000), 0);
-        assert_eq!(released_before(&timings, 10_001), 1);
-        assert_eq!(released_before(&timings, 21_500), 2);
-        assert_eq!(started_us(&timings, 2), 22_000);
-        assert_eq!(released_before(&timings, u64::MAX), 4);
-    }
-
-    #[test]
-    fn a_vanished_member_still_releases_the_steps_it_reached() {
-        let fast = [2_000; 3];
-        let slow = [10_000; 3];
-        let timings = step_timings(&[&fast, &slow], 1_000, u64::MAX);
-        // The fast member arrived at step 1 at 13 ms; step 1 releases at 21 ms.
-        assert_eq!(arrived_by(&timings, &fast, 12_999), 1);
-        assert_eq!(arrived_by(&timings, &fast, 13_000), 2);
-        assert_eq!(released_before(&timings, 13_000), 1);
+        assert_eq!(done_by(&timings, 10_500), 0, "inside the first step's ring");
+        assert_eq!(done_by(&timings, 11_000), 1);
+        assert_eq!(done_by(&timings, 21_500), 1);
+        assert_eq!(started_us(&timings, 1), 11_000);
+        assert_eq!(done_by(&timings, u64::MAX), 4);
     }
 }

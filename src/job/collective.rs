@@ -1,8 +1,18 @@
-//! The cost of a step's gradient all-reduce: NCCL's ring, modelled with the α-β cost.
+//! A step's gradient all-reduce: its cost (a ring, modelled with the α-β cost), and how
+//! each backend fails it when a peer is gone.
 //!
 //! Inside a node the GPUs reduce over NVLink (the profile's device-to-device bandwidth);
 //! across nodes a ring of N nodes moves 2(N−1)/N of the bytes over each node's link in
 //! 2(N−1) latency-bound steps. The two phases add up (hierarchical all-reduce).
+//!
+//! A peer whose processes died on a live host closed its connections. gloo raises at once
+//! (measured on torch 2.15.0: 47–64 ms after a SIGKILL inside a ring, "Read error ...
+//! Connection reset by peer"; "Connection closed by peer" when it died between
+//! collectives). NCCL reports it as a remote error that torch's watchdog turns into an
+//! abort, after `nccl_peer_exit_detection` (pytorch#150916: 1.4 s after the peer's SIGTERM);
+//! `None` waits for the watchdog's timeout instead. A silent peer (a host powered off,
+//! paused or cut off) costs the process-group timeout: gloo counts it per receive, from when
+//! the ring stalled; NCCL's watchdog counts it from the collective's start.
 
 /// Microseconds to all-reduce `bytes` over `nodes` nodes of `gpus` GPUs each.
 pub fn ring_all_reduce_us(
@@ -34,9 +44,243 @@ pub fn ring_all_reduce_us(
     }
 }
 
+/// A worker killed by NCCL's watchdog (a timeout, or an error it found) ends on SIGABRT.
+pub const NCCL_ABORT_EXIT_CODE: i32 = -6;
+/// A gloo error is a Python `RuntimeError` the training script does not catch.
+pub const GLOO_ERROR_EXIT_CODE: i32 = 1;
+
+/// Why the world says a collective did not finish (see `world::collectives`).
+pub use crate::world::collectives::CollectiveError;
+
+/// What a worker's process group does with a collective that failed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Backend {
+    pub kind: crate::scenario::model::Backend,
+    /// The process-group timeout.
+    pub timeout_us: u64,
+    /// NCCL: how long after a peer's connections closed the watchdog aborts the worker
+    /// (`None`: never, the watchdog waits for the timeout).
+    pub peer_exit_detection_us: Option<u64>,
+}
+
+/// A collective's failure as the worker meets it: when, how it exits, and in which words.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Failure {
+    pub at_ns: u64,
+    pub exit_code: i32,
+    pub reason: String,
+}
+
+/// When and how the all-reduce of `step`, which this worker entered at `arrival_ns`, fails
+/// on `error`, seen at `now_ns`; `peer` names a node.
+pub fn failure(
+    backend: &Backend,
+    error: CollectiveError,
+    step: u64,
+    arrival_ns: u64,
+    now_ns: u64,
+    peer: impl Fn(u32) -> String,
+) -> Failure {
+    use crate::scenario::model::Backend::{Gloo, Nccl};
+    let timeout_ns = backend.timeout_us.saturating_mul(1_000);
+    let deadline_ns = arrival_ns.saturating_add(timeout_ns).max(now_ns);
+    let timed_out = |at_ns: u64| timed_out(backend, step, at_ns);
+    match (error, backend.kind) {
+        (CollectiveError::Timeout, _) => timed_out(now_ns),
+        (CollectiveError::PeerClosed { member, at_ns }, Gloo) => Failure {
+            at_ns: now_ns,
+            exit_code: GLOO_ERROR_EXIT_CODE,
+            reason: if at_ns >= arrival_ns {
+                format!(
+                    "gloo: the all-reduce of step {step} failed: read error from {}: \
+                     connection reset by peer",
+                    peer(member)
+                )
+            } else {
+                format!(
+                    "gloo: the all-reduce of step {step} failed: connection closed by peer {}",
+                    peer(member)
+                )
+            },
+        },
+        (CollectiveError::PeerClosed { member, at_ns }, Nccl) => {
+            match backend.peer_exit_detection_us {
+                Some(detection_us) => {
+                    let seen_ns = at_ns.saturating_add(detection_us * 1_000).max(now_ns);
+                    if seen_ns > deadline_ns {
+                        return timed_out(deadline_ns);
+                    }
+                    Failure {
+                        at_ns: seen_ns,
+                        exit_code: NCCL_ABORT_EXIT_CODE,
+                        reason: format!(
+                            "NCCL watchdog: the all-reduce of step {step} failed with \
+                             ncclRemoteError, remote process exited or there was a network \
+                             error: connection closed by {}",
+                            peer(member)
+                        ),
+                    }
+                }
+                None => timed_out(deadline_ns),
+            }
+        }
+        // gloo's receive times out a timeout after the ring stopped moving.
+        (CollectiveError::Stalled { at_ns, .. }, Gloo) => {
+            timed_out(at_ns.saturating_add(timeout_ns).max(now_ns))
+        }
+        (CollectiveError::Stalled { .. }, Nccl) => timed_out(deadline_ns),
+    }
+}
+
+/// The process-group timeout's failure, in the backend's words, at `at_ns`.
+fn timed_out(backend: &Backend, step: u64, at_ns: u64) -> Failure {
+    use crate::scenario::model::Backend::{Gloo, Nccl};
+    match backend.kind {
+        Nccl => Failure {
+            at_ns,
+            exit_code: NCCL_ABORT_EXIT_CODE,
+            reason: format!(
+                "NCCL watchdog: the all-reduce of step {step} timed out after {} us",
+                backend.timeout_us
+            ),
+        },
+        Gloo => Failure {
+            at_ns,
+            exit_code: GLOO_ERROR_EXIT_CODE,
+            reason: format!(
+                "gloo: the all-reduce of step {step} timed out waiting {} ms for a recv \
+                 operation to complete",
+                backend.timeout_us / 1_000
+            ),
+        },
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::scenario::model::Backend::{Gloo, Nccl};
+
+    fn backend(kind: crate::scenario::model::Backend, detection_us: Option<u64>) -> Backend {
+        Backend {
+            kind,
+            timeout_us: 600_000_000,
+            peer_exit_detection_us: detection_us,
+        }
+    }
+
+    fn name(node: u32) -> String {
+        format!("node-{node}")
+    }
+
+    const CLOSED_IN_RING: CollectiveError = CollectiveError::PeerClosed {
+        member: 2,
+        at_ns: 5_000_000_000,
+    };
+
+    #[test]
+    fn gloo_fails_at_once_on_a_closed_peer() {
+        let f = failure(
+            &backend(Gloo, None),
+            CLOSED_IN_RING,
+            7,
+            4_000_000_000,
+            5_000_000_000,
+            name,
+        );
+        assert_eq!((f.at_ns, f.exit_code), (5_000_000_000, 1));
+        assert!(
+            f.reason.contains("connection reset by peer"),
+            "{}",
+            f.reason
+        );
+        let before = failure(
+            &backend(Gloo, None),
+            CLOSED_IN_RING,
+            7,
+            6_000_000_000,
+            6_000_000_000,
+            name,
+        );
+        assert!(
+            before.reason.contains("connection closed by peer node-2"),
+            "{}",
+            before.reason
+        );
+    }
+
+    #[test]
+    fn nccl_notices_a_closed_peer_after_its_detection_time() {
+        let f = failure(
+            &backend(Nccl, Some(1_400_000)),
+            CLOSED_IN_RING,
+            7,
+            4_000_000_000,
+            5_000_000_000,
+            name,
+        );
+        assert_eq!((f.at_ns, f.exit_code), (6_400_000_000, -6));
+        assert!(f.reason.contains("ncclRemoteError"), "{}", f.reason);
+        // A step entered long after the peer died fails when it is entered.
+        let late = failure(
+            &backend(Nccl, Some(1_400_000)),
+            CLOSED_IN_RING,
+            7,
+            9_000_000_000,
+            9_000_000_000,
+            name,
+        );
+        assert_eq!(late.at_ns, 9_000_000_000);
+    }
+
+    #[test]
+    fn nccl_without_detection_waits_for_the_watchdog() {
+        let f = failure(
+            &backend(Nccl, None),
+            CLOSED_IN_RING,
+            7,
+            4_000_000_000,
+            5_000_000_000,
+            name,
+        );
+        assert_eq!(f.at_ns, 604_000_000_000);
+        assert!(
+            f.reason.contains("timed out after 600000000 us"),
+            "{}",
+            f.reason
+        );
+    }
+
+    #[test]
+    fn a_stalled_ring_times_out_per_backend() {
+        let stalled = CollectiveError::Stalled {
+            member: 2,
+            at_ns: 5_000_000_000,
+        };
+        let gloo = failure(
+            &backend(Gloo, None),
+            stalled,
+            7,
+            4_000_000_000,
+            5_000_000_000,
+            name,
+        );
+        assert_eq!(gloo.at_ns, 605_000_000_000);
+        assert!(
+            gloo.reason.contains("600000 ms for a recv"),
+            "{}",
+            gloo.reason
+        );
+        let nccl = failure(
+            &backend(Nccl, Some(1)),
+            stalled,
+            7,
+            4_000_000_000,
+            5_000_000_000,
+            name,
+        );
+        assert_eq!(nccl.at_ns, 604_000_000_000);
+    }
 
     #[test]
     fn one_gpu_alone_costs_nothing() {

@@ -202,6 +202,7 @@ mod tests {
             checkpoint_every: 1,
             collective_timeout_us: 1,
             backend: Default::default(),
+            nccl_peer_exit_detection_us: None,
             dataset: Dataset {
                 len,
                 complexity: Complexity::Uniform { min: 1, max: 100 },

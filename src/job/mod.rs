@@ -21,7 +21,7 @@ mod segment;
 
 use crate::runner::Mutants;
 use crate::trace::{samples_digest, EventKind, TrainedOn};
-use crate::world::env::CollectiveError;
+use crate::world::collectives::{CollectiveError, RankBlock};
 use crate::world::gpu::{compute_time_us, gpu_of_local_rank};
 use crate::world::{time, Checkpoint, NodeEnv};
 use epoch_plan::{EpochPlan, PlanKey};
@@ -30,10 +30,6 @@ use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
-/// torch's default process-group timeout: a collective whose peer is gone fails after it.
-pub const COLLECTIVE_TIMEOUT_US: u64 = crate::scenario::limits::COLLECTIVE_TIMEOUT_US_DEFAULT;
-/// A worker killed by NCCL's watchdog after a collective timed out ends on SIGABRT.
-pub const COLLECTIVE_TIMEOUT_EXIT_CODE: i32 = -6;
 /// Epoch plans kept at once (a plan holds one permutation of the dataset).
 const PLANS_CACHED_MAX: usize = 4;
 
@@ -58,7 +54,9 @@ pub struct GroupPlan {
     /// Where the workers' process group bootstraps.
     pub bootstrap: bootstrap::WorkerBootstrap,
     pub group_rank: u32,
-    /// Node indices of the group, by group rank.
+    /// Node indices of the round, by group rank, as this node's view of it has them. The
+    /// workers' process group is the world of `world_size` ranks, which a split view does
+    /// not change.
     pub members: Vec<u32>,
     /// The global step the group resumes from (the last checkpoint).
     pub start_step: u64,
@@ -82,6 +80,21 @@ impl GroupPlan {
             self.store_incarnation
         );
         (self.store_incarnation << 40) | self.round
+    }
+
+    /// The ranks this node's workers hold in the group's world.
+    pub fn ranks(&self) -> RankBlock {
+        RankBlock {
+            first: self.base_global_rank,
+            count: u64::from(self.local_world_size),
+            world_size: self.world_size,
+        }
+    }
+
+    /// How many nodes the group's world spans: every node runs `local_world_size` ranks.
+    pub fn nodes_in_world(&self) -> u64 {
+        self.world_size
+            .div_ceil(u64::from(self.local_world_size.max(1)))
     }
 
     /// What every step of the group relies on: members to reduce with, ranks on this node,
@@ -164,7 +177,10 @@ pub async fn train(
 ) {
     let result = match bootstrap::init_process_group(&env, &plan).await {
         // A store these workers host lives as long as they do.
-        Ok(_server) => train_steps(&env, &plan, &reached, &mutants).await,
+        Ok(_server) => {
+            env.join_process_group(plan.group_key());
+            train_steps(&env, &plan, &reached, &mutants).await
+        }
         Err(failed) => Err(failed),
     };
     *status.lock().expect("status lock") = match result {
@@ -276,7 +292,7 @@ async fn train_steps(
 }
 
 /// One step, its compute begun at `started_ns` (now, unless a cut run left it in progress):
-/// compute, all-reduce, the ring's cost, then the step is recorded.
+/// compute, the all-reduce (its barrier, then the ring's cost), then the step is recorded.
 async fn one_step(
     s: &segment::Steps<'_>,
     at: &Position,
@@ -292,15 +308,18 @@ async fn one_step(
     let timeout_us = env.scenario().job.collective_timeout_us;
     // Waiting since the arrival: a cut run's step may have arrived before now.
     let waited_us = time::elapsed_ns().saturating_sub(arrival_ns) / 1_000;
-    env.all_reduce(
-        plan.group_key(),
-        at.step + 1,
-        &plan.members,
-        timeout_us.saturating_sub(waited_us),
-    )
-    .await
-    .map_err(|e| collective_failure(e, at.step + 1, timeout_us))?;
-    time::sleep_us(ring_cost_us(env, plan)).await;
+    let reduced = env
+        .all_reduce(
+            plan.group_key(),
+            at.step + 1,
+            plan.ranks(),
+            ring_cost_us(env, plan),
+            timeout_us.saturating_sub(waited_us),
+        )
+        .await;
+    if let Err(e) = reduced {
+        return Err(collective_failure(env, e, at.step + 1, arrival_ns).await);
+    }
     let step = at.step + 1;
     s.reached.fetch_max(step, Ordering::Relaxed);
     let samples = consume(s.ledger, plan, at.epoch, batches);
@@ -424,29 +443,41 @@ fn compute_batches(
     Ok(slowest_us)
 }
 
-/// The worker failure a step's all-reduce ends in: NCCL's watchdog after `timeout_us`, or
-/// gloo's error on a peer's reset.
-fn collective_failure(error: CollectiveError, step: u64, timeout_us: u64) -> WorkerStatus {
-    match error {
-        CollectiveError::Timeout => WorkerStatus::Failed {
-            local_rank: 0,
-            exit_code: COLLECTIVE_TIMEOUT_EXIT_CODE,
-            reason: format!(
-                "NCCL watchdog: the all-reduce of step {step} timed out after {timeout_us} us"
-            ),
-        },
-        CollectiveError::PeerReset => script_error(format!(
-            "gloo: the all-reduce of step {step} lost a peer (connection reset)"
-        )),
+/// The worker failure the all-reduce of `step`, entered at `arrival_ns`, ends in, at the
+/// moment the backend raises it (see [`collective::failure`]).
+async fn collective_failure(
+    env: &NodeEnv,
+    error: CollectiveError,
+    step: u64,
+    arrival_ns: u64,
+) -> WorkerStatus {
+    let job = &env.scenario().job;
+    let backend = collective::Backend {
+        kind: job.backend,
+        timeout_us: job.collective_timeout_us,
+        peer_exit_detection_us: job.nccl_peer_exit_detection_us,
+    };
+    let now_ns = time::elapsed_ns();
+    let failure = collective::failure(&backend, error, step, arrival_ns, now_ns, |node| {
+        crate::scenario::model::node_name(node)
+    });
+    if failure.at_ns > now_ns {
+        time::sleep_until_ns(failure.at_ns).await;
+    }
+    WorkerStatus::Failed {
+        local_rank: 0,
+        exit_code: failure.exit_code,
+        reason: failure.reason,
     }
 }
 
-/// What one step's gradient all-reduce costs once every member has arrived.
+/// What one step's gradient all-reduce costs once every rank has arrived: a ring over every
+/// node of the group's world.
 fn ring_cost_us(env: &NodeEnv, plan: &GroupPlan) -> u64 {
     let scenario = env.scenario();
     collective::ring_all_reduce_us(
         scenario.job.model_size_bytes,
-        plan.members.len() as u64,
+        plan.nodes_in_world(),
         u64::from(plan.local_world_size),
         env.latency_mean_us(),
         scenario.network.bandwidth_bits_per_sec,
@@ -487,7 +518,7 @@ fn finish_epoch(env: &NodeEnv, plan: &GroupPlan, ledger: &Mutex<SampleLedger>, e
         plan.group_key(),
         epoch,
         env.index,
-        plan.members.len(),
+        plan.nodes_in_world() as usize,
     );
     if let Some(c) = done {
         env.record(EventKind::EpochCovered {

@@ -2,16 +2,16 @@
 //! group's stepping (a fault, a checkpoint, an epoch boundary, a member's workers leaving),
 //! the members pool their compute times, sleep once to the run's end and record each step at
 //! the moment it would have ended, with the same samples in the ledger and the same record
-//! (what its ranks trained on) as a step taken one at a time. A member that
-//! leaves in the middle cuts the run for the others at the first step it never released;
-//! an aborted run settles the steps already done when it is dropped.
+//! (what its ranks trained on) as a step taken one at a time. A member that leaves in the
+//! middle cuts the run for the others at the step in progress then (its ring or barrier
+//! breaks); an aborted run settles the steps already done when it is dropped.
 
 use super::closed_form::{self, StepTiming};
 use super::epoch_plan::EpochPlan;
 use super::ledger::SampleLedger;
 use super::{compute_batches, consume, trained_on, GroupPlan, Position, WorkerStatus};
 use crate::trace::EventKind;
-use crate::world::segments::{Departure, Gathered};
+use crate::world::segments::Gathered;
 use crate::world::{time, NodeEnv};
 use futures::future::{select, Either};
 use std::pin::pin;
@@ -73,12 +73,17 @@ pub(super) async fn run(
         .gather_step_times(
             s.plan.group_key(),
             at.step,
-            &s.plan.members,
+            s.plan.ranks(),
             mine,
             deadline_ns,
         )
-        .await
-        .map_err(|e| super::collective_failure(e, at.step + 1, timeout_us))?;
+        .await;
+    let gathered = match gathered {
+        Ok(gathered) => gathered,
+        Err(e) => {
+            return Err(super::collective_failure(s.env, e, at.step + 1, first_arrival_ns).await)
+        }
+    };
     // A node that waited for late members still began its step when it came.
     let came_ns = start_ns;
     let Gathered::All {
@@ -102,7 +107,6 @@ pub(super) async fn run(
     }
     let mut settler = Settler {
         s,
-        compute: &compute,
         at_step: at.step,
         epoch: at.epoch,
         first_batch: at.batch,
@@ -162,14 +166,13 @@ fn own_compute_us(
         .collect()
 }
 
-/// A departure cut a run of `steps` steps, `settled` of them recorded, after `released`:
-/// a step already recorded ended before the departure, so every member had arrived at it
-/// and it had released.
-fn assert_cut(released: usize, settled: usize, steps: usize) {
+/// A departure cut a run of `steps` steps, `settled` of them recorded, after `done`: a
+/// step already recorded ended before the departure.
+fn assert_cut(done: usize, settled: usize, steps: usize) {
     assert!(
-        settled <= released && released <= steps,
-        "a departure left {released} of {steps} steps released with {settled} recorded: it \
-         cannot take back a recorded step"
+        settled <= done && done <= steps,
+        "a departure left {done} of {steps} steps done with {settled} recorded: it cannot \
+         take back a recorded step"
     );
 }
 
@@ -177,8 +180,6 @@ fn assert_cut(released: usize, settled: usize, steps: usize) {
 /// steps done by then.
 struct Settler<'a, 'b> {
     s: &'a Steps<'b>,
-    /// Every member's compute times, by group rank.
-    compute: &'a [&'a [u64]],
     at_step: u64,
     epoch: u64,
     first_batch: u64,
@@ -207,53 +208,30 @@ impl Settler<'_, '_> {
         let departures = self.s.env.watch_departures(self.s.plan.group_key());
         let departure = match select(pin!(time::sleep_until_ns(end_ns)), departures).await {
             Either::Left(((), _)) => None,
-            Either::Right((departure, _)) => Some(departure.unwrap_or(Departure {
-                member: self.s.env.index,
-                at_ns: time::elapsed_ns(),
-                arrivals_stand: false,
-            })),
+            Either::Right((departure, _)) => {
+                Some(departure.map_or_else(|_| time::elapsed_ns(), |d| d.at_ns))
+            }
         };
-        let Some(departure) = departure else {
+        let Some(departed_ns) = departure else {
             self.settle_through(end_ns);
             return Ok(Run {
                 settled: steps as u64,
                 next_step_started_ns: None,
             });
         };
-        let released = self.released_despite(departure);
-        assert_cut(released, self.settled, steps);
-        self.completable = released;
+        // The step in progress when the member left breaks: its ring or its barrier.
+        let done = closed_form::done_by(
+            self.timings,
+            departed_ns.saturating_sub(self.start_ns) / 1_000,
+        );
+        assert_cut(done, self.settled, steps);
+        self.completable = done;
         self.settle_through(time::elapsed_ns());
-        if released > self.settled {
-            // Released before the departure: the members still finish it.
-            let done_ns = self.done_ns(released - 1);
-            time::sleep_until_ns(done_ns).await;
-            self.settle_through(done_ns);
-        }
         Ok(Run {
-            settled: released as u64,
-            next_step_started_ns: (released < steps)
-                .then(|| self.start_ns + closed_form::started_us(self.timings, released) * 1_000),
+            settled: done as u64,
+            next_step_started_ns: (done < steps)
+                .then(|| self.start_ns + closed_form::started_us(self.timings, done) * 1_000),
         })
-    }
-
-    /// How many steps of the run still release after `departure`: a stopped member's
-    /// arrivals are taken back, so only steps released before it count; a vanished
-    /// member's stand, so every step it had arrived at still releases.
-    fn released_despite(&self, departure: Departure) -> usize {
-        let after_start_ns = departure.at_ns.saturating_sub(self.start_ns);
-        let position = self
-            .s
-            .plan
-            .members
-            .iter()
-            .position(|m| *m == departure.member);
-        match position {
-            Some(p) if departure.arrivals_stand => {
-                closed_form::arrived_by(self.timings, self.compute[p], after_start_ns / 1_000)
-            }
-            _ => closed_form::released_before(self.timings, after_start_ns.div_ceil(1_000)),
-        }
     }
 
     /// Records every step done by `now_ns` and not yet recorded.
@@ -319,7 +297,7 @@ mod tests {
     }
 
     #[test]
-    #[should_panic(expected = "a departure left 1 of 5 steps released with 2 recorded")]
+    #[should_panic(expected = "a departure left 1 of 5 steps done with 2 recorded")]
     fn a_cut_that_takes_back_a_recorded_step_stops_the_run() {
         assert_cut(1, 2, 5);
     }

@@ -135,6 +135,11 @@ fn job(j: &JobConfig) -> RawJob {
         checkpoint_every: Some(j.checkpoint_every),
         collective_timeout: Some(Duration::from_us(j.collective_timeout_us)),
         backend: Some(j.backend),
+        nccl_peer_exit_detection: match (j.backend, j.nccl_peer_exit_detection_us) {
+            (Backend::Gloo, _) => None,
+            (Backend::Nccl, None) => Some(NEVER.into()),
+            (Backend::Nccl, Some(us)) => Some(Duration::from_us(us).to_string()),
+        },
         dataset: Some(RawDataset {
             len: Some(j.dataset.len),
             complexity: Some(c),

@@ -3,9 +3,11 @@
 use super::limits::*;
 use super::locate::FieldPath;
 use super::model::{
-    Complexity, Dataset, JobConfig, ReaderCheck, ReaderConfig, SamplerConfig, SamplerKind,
+    Backend, Complexity, Dataset, JobConfig, ReaderCheck, ReaderConfig, SamplerConfig, SamplerKind,
+    NEVER,
 };
 use super::raw::{RawComplexity, RawJob, RawReader, RawSampler};
+use super::units::Duration;
 use super::values::*;
 use crate::reader::config::ReaderFix;
 use std::collections::BTreeSet;
@@ -42,11 +44,20 @@ pub fn job(raw: &Option<RawJob>) -> Check<JobConfig> {
         1,
         STEPS_MAX,
     )?;
+    let backend = j.backend.unwrap_or_default();
     let collective_timeout_us = quantity_or(
         &p.key("collective_timeout"),
         j.collective_timeout,
-        COLLECTIVE_TIMEOUT_US_DEFAULT,
+        match backend {
+            Backend::Nccl => COLLECTIVE_TIMEOUT_US_DEFAULT,
+            Backend::Gloo => GLOO_COLLECTIVE_TIMEOUT_US_DEFAULT,
+        },
         1..=TIMEOUT_US_MAX,
+    )?;
+    let nccl_peer_exit_detection_us = nccl_peer_exit_detection(
+        &p.key("nccl_peer_exit_detection"),
+        j.nccl_peer_exit_detection.as_deref(),
+        backend,
     )?;
     let dataset = dataset(
         &p.key("dataset"),
@@ -59,10 +70,40 @@ pub fn job(raw: &Option<RawJob>) -> Check<JobConfig> {
         model_size_bytes,
         checkpoint_every,
         collective_timeout_us,
-        backend: j.backend.unwrap_or_default(),
+        backend,
+        nccl_peer_exit_detection_us,
         dataset,
         sampler,
     })
+}
+
+/// `job.nccl_peer_exit_detection`: a duration, or `"never"` (the watchdog's timeout decides);
+/// NCCL's default when absent, and nothing to say for gloo.
+fn nccl_peer_exit_detection(
+    p: &FieldPath,
+    text: Option<&str>,
+    backend: Backend,
+) -> Check<Option<u64>> {
+    let Some(text) = text else {
+        return Ok((backend == Backend::Nccl).then_some(NCCL_PEER_EXIT_DETECTION_US_DEFAULT));
+    };
+    if backend != Backend::Nccl {
+        return Err(issue(
+            p,
+            "applies only to backend = \"nccl\" (gloo raises at once when a peer's \
+             connection closes)",
+        ));
+    }
+    if text.trim() == NEVER {
+        return Ok(None);
+    }
+    let duration: Duration = text.parse().map_err(|e: String| {
+        issue(
+            p,
+            format!("{e} (or \"{NEVER}\": wait for the collective timeout)"),
+        )
+    })?;
+    quantity_in(p, duration, 0..=TIMEOUT_US_MAX).map(Some)
 }
 
 fn dataset(p: &FieldPath, raw: Option<(Option<u64>, &Option<RawComplexity>)>) -> Check<Dataset> {

@@ -50,8 +50,16 @@ pub const MODEL_SIZE_BYTES_MAX: u64 = 16 << 40;
 /// Most samples in the dataset: 2^25 (33.5 M). The samplers materialise a permutation of the
 /// whole dataset every epoch, as torch does, so this bounds a run's memory (268 MB of indices).
 pub const DATASET_LEN_MAX: u64 = 1 << 25;
-/// torch's default process-group timeout (10 minutes).
+/// torch's default process-group timeout for NCCL (`default_pg_nccl_timeout`, 10 minutes).
 pub const COLLECTIVE_TIMEOUT_US_DEFAULT: u64 = 600_000_000;
+/// torch's default process-group timeout for every other backend, gloo's included
+/// (`default_pg_timeout`, 30 minutes).
+pub const GLOO_COLLECTIVE_TIMEOUT_US_DEFAULT: u64 = 1_800_000_000;
+/// How long NCCL takes to abort a worker whose peer's processes died and closed their
+/// connections: pytorch#150916 logs the survivor's `ncclRemoteError` 1.39 s after the dead
+/// node's agent sent its worker SIGTERM (NCCL 2.21.5; the socket transport and torch's
+/// watchdog poll are the same in the NCCL 2.30.7 torch 2.15 bundles).
+pub const NCCL_PEER_EXIT_DETECTION_US_DEFAULT: u64 = 1_400_000;
 /// Most entries in a `dist = "list"` complexity (it must equal the dataset length).
 pub const COMPLEXITY_LIST_LEN_MAX: u64 = 1 << 20;
 /// Largest per-sample complexity.

@@ -111,19 +111,28 @@ pub struct JobConfig {
     pub collective_timeout_us: u64,
     /// The process group's backend, which decides how a collective meets a dead peer.
     pub backend: Backend,
+    /// NCCL only: how long after a peer's processes died on a live host (their connections
+    /// closed) the watchdog aborts the worker; `None` waits for `collective_timeout`.
+    pub nccl_peer_exit_detection_us: Option<u64>,
     pub dataset: Dataset,
     pub sampler: SamplerConfig,
 }
+
+/// The `job.nccl_peer_exit_detection` that never notices a closed peer: the watchdog's
+/// timeout decides, as every NCCL death did before the detection was modelled.
+pub const NEVER: &str = "never";
 
 /// `job.backend`: the collective library the workers' process group uses.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Deserialize, serde::Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Backend {
-    /// A collective whose peer is gone fails after the process-group timeout (NCCL's
-    /// watchdog).
+    /// A collective whose peer's processes died fails when NCCL reports the closed
+    /// connection (`nccl_peer_exit_detection`); one whose peer is silent fails after the
+    /// process-group timeout (NCCL's watchdog).
     #[default]
     Nccl,
-    /// A dead peer's connections reset and the collective fails at once (gloo on CPU).
+    /// A dead peer's connections reset and the collective fails at once; a silent peer
+    /// costs the timeout (gloo on CPU).
     Gloo,
 }
 

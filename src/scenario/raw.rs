@@ -101,6 +101,8 @@ pub struct RawJob {
     pub checkpoint_every: Option<u64>,
     pub collective_timeout: Option<Duration>,
     pub backend: Option<super::model::Backend>,
+    /// A duration, or `"never"`: read as text so that one key takes both.
+    pub nccl_peer_exit_detection: Option<String>,
     pub dataset: Option<RawDataset>,
     pub sampler: Option<RawSampler>,
 }

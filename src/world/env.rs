@@ -28,15 +28,6 @@ pub struct GpuNow {
     pub slowdown: f64,
 }
 
-/// Why an all-reduce did not finish.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum CollectiveError {
-    /// A member never arrived within the timeout (NCCL's watchdog).
-    Timeout,
-    /// A member's workers died and their connections reset (gloo).
-    PeerReset,
-}
-
 /// The body of every node's init: start an agent process if the node is meant to run one.
 pub(super) async fn process_main(world: Arc<World>, index: u32) {
     let pid = {
@@ -228,57 +219,6 @@ impl NodeEnv {
             .process
             .as_mut()
             .filter(|p| p.pid == self.pid)
-    }
-
-    /// The all-reduce of `step` among `members` (node indices) of the worker group `group`:
-    /// done when every member arrived over connected links. A member that never comes makes
-    /// the others wait out `timeout_us`, as NCCL does; with gloo, a member whose workers
-    /// died on a live host fails the others at once.
-    pub async fn all_reduce(
-        &self,
-        group: u64,
-        step: u64,
-        members: &[u32],
-        timeout_us: u64,
-    ) -> Result<(), CollectiveError> {
-        let rx = {
-            let mut st = self.world.state.lock().expect("world lock");
-            if !st.collective_group(group, members).reset.is_empty() {
-                return Err(CollectiveError::PeerReset);
-            }
-            let connected = st.connected(members);
-            let barrier = st.barriers.entry((group, step)).or_default();
-            barrier.arrived.insert(self.index);
-            if connected && members.iter().all(|m| barrier.arrived.contains(m)) {
-                let done = st
-                    .barriers
-                    .remove(&(group, step))
-                    .expect("barrier just touched");
-                for waiter in done.waiters {
-                    let _ = waiter.send(true);
-                }
-                return Ok(());
-            }
-            let (tx, rx) = oneshot::channel();
-            barrier.waiters.push(tx);
-            rx
-        };
-        match time::timeout_us(timeout_us, rx).await {
-            Some(Ok(true)) => Ok(()),
-            Some(Ok(false)) => Err(CollectiveError::PeerReset),
-            _ => Err(CollectiveError::Timeout),
-        }
-    }
-
-    /// Takes this node's arrivals back from every unfinished all-reduce: its workers are gone
-    /// (exited or stopped on a live host, so their connections reset).
-    pub fn leave_collectives(&self) {
-        let gloo = self.world.scenario.job.backend == crate::scenario::model::Backend::Gloo;
-        self.world
-            .state
-            .lock()
-            .expect("world lock")
-            .withdraw(self.index, true, gloo);
     }
 
     /// The last checkpointed step on shared storage.

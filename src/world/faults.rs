@@ -230,8 +230,7 @@ fn kill(world: &Arc<World>, handle: &Handle, node: u32, death: Death) -> String 
         let slot = &mut st.nodes[node as usize];
         let process = slot.process.take();
         let id = slot.id;
-        let gloo = world.scenario.job.backend == crate::scenario::model::Backend::Gloo;
-        st.withdraw(node, death == Death::ProcessesKilled, gloo);
+        st.withdraw(node, death == Death::ProcessesKilled);
         (id, process)
     };
     handle.kill(id);

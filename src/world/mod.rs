@@ -10,6 +10,7 @@
 //! hands back its trace with what it measured beside it (`SimulatedRun`).
 
 pub mod bare_madsim_floor;
+pub mod collectives;
 pub mod context;
 pub mod env;
 mod faults;

@@ -7,7 +7,8 @@
 //! no schedule knows, an agent stopping its workers, reaches the other members through
 //! [`NodeEnv::watch_departures`].
 
-use super::env::{CollectiveError, NodeEnv};
+use super::collectives::{covers_world, CollectiveError, RankBlock};
+use super::env::NodeEnv;
 use super::time;
 use crate::scenario::model::{FaultKind, Scenario};
 use futures::channel::oneshot;
@@ -25,9 +26,9 @@ const GATHERS_MAX: usize = 4096;
 const IN_STEP_NS: u64 = 1_000_000;
 
 /// What a gather gives back: when the first member came (the run's common start) and every
-/// member's compute times, by group rank; or `Declined` when the group cannot take a
-/// closed-form run now (a member declined or left, the group is cut by a partition, or its
-/// connections were reset).
+/// member's compute times, in the order of their ranks; or `Declined` when the group cannot
+/// take a closed-form run now (a member declined or left, the group is cut by a partition,
+/// or its connections were reset).
 #[derive(Debug, Clone)]
 pub enum Gathered {
     All {
@@ -37,21 +38,11 @@ pub enum Gathered {
     Declined,
 }
 
-/// A member's workers left a group: when, and whether their arrivals at the barriers they
-/// had reached still count (a dropped task's do; a stop takes them back).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Departure {
-    pub member: u32,
-    pub at_ns: u64,
-    pub arrivals_stand: bool,
-}
-
 /// One gather in progress: the contributions so far, and who waits for the rest.
 struct Gather {
     started_ns: u64,
-    /// The group as the first member to come sees it.
-    members: Vec<u32>,
-    contributions: BTreeMap<u32, Arc<Vec<u64>>>,
+    /// Each member's ranks and compute times, by node.
+    contributions: BTreeMap<u32, (RankBlock, Arc<Vec<u64>>)>,
     waiters: Vec<oneshot::Sender<Gathered>>,
     /// Set once the gather can no longer succeed; later members get `Declined` at once.
     declined: bool,
@@ -64,10 +55,10 @@ pub struct Segments {
 }
 
 /// One member's part of a gather.
-struct Contribution<'a> {
+struct Contribution {
     member: u32,
-    /// The group as this member sees it.
-    members: &'a [u32],
+    /// The ranks this member's workers hold.
+    ranks: RankBlock,
     /// `None`: the member declines.
     times: Option<Vec<u64>>,
     now_ns: u64,
@@ -79,7 +70,7 @@ impl Segments {
     fn contribute(
         &mut self,
         key: (u64, u64),
-        c: Contribution<'_>,
+        c: Contribution,
     ) -> Result<Gathered, oneshot::Receiver<Gathered>> {
         if !self.gathers.contains_key(&key) {
             while self.gathers.len() >= GATHERS_MAX {
@@ -88,7 +79,6 @@ impl Segments {
         }
         let gather = self.gathers.entry(key).or_insert_with(|| Gather {
             started_ns: c.now_ns,
-            members: c.members.to_vec(),
             contributions: BTreeMap::new(),
             waiters: Vec::new(),
             declined: false,
@@ -96,12 +86,11 @@ impl Segments {
         // madsim advances its clock 50–100 ns per task poll, so members released by one
         // barrier start a few microseconds apart; a member a whole sleep late is not in step.
         let in_step = c.now_ns < gather.started_ns + IN_STEP_NS;
-        // Members that saw different groups (a split view of one round) each wait for their
-        // own view at the barrier; only the one-at-a-time path models that.
-        let same_view = gather.members == c.members;
         match c.times {
-            Some(times) if in_step && same_view && !gather.declined => {
-                let earlier = gather.contributions.insert(c.member, Arc::new(times));
+            Some(times) if in_step && !gather.declined => {
+                let earlier = gather
+                    .contributions
+                    .insert(c.member, (c.ranks, Arc::new(times)));
                 assert!(
                     earlier.is_none(),
                     "node {} contributed twice to the gather of group {:#x} from step {}",
@@ -114,18 +103,13 @@ impl Segments {
         }
         let result = if gather.declined {
             Gathered::Declined
-        } else if gather
-            .members
-            .iter()
-            .all(|m| gather.contributions.contains_key(m))
-        {
+        } else if covers_world(gather.contributions.values().map(|(ranks, _)| *ranks)) {
+            let mut parts: Vec<&(RankBlock, Arc<Vec<u64>>)> =
+                gather.contributions.values().collect();
+            parts.sort_by_key(|(ranks, _)| ranks.first);
             Gathered::All {
                 started_ns: gather.started_ns,
-                compute_us: gather
-                    .members
-                    .iter()
-                    .map(|m| Arc::clone(&gather.contributions[m]))
-                    .collect(),
+                compute_us: parts.iter().map(|(_, times)| Arc::clone(times)).collect(),
             }
         } else {
             let (tx, rx) = oneshot::channel();
@@ -135,7 +119,7 @@ impl Segments {
         if let Gathered::All { compute_us, .. } = &result {
             assert_eq!(
                 compute_us.len(),
-                gather.members.len(),
+                gather.contributions.len(),
                 "one part per member"
             );
         }
@@ -208,13 +192,14 @@ impl NodeEnv {
     }
 
     /// Pools this node's compute times (`None`: it will not take part) with its group's for
-    /// the run of steps from `first_step`. Every member calls it at the same moment; past
-    /// `deadline_ns` without the others it fails as the step's all-reduce would.
+    /// the run of steps from `first_step`, this node holding `ranks` of the group's world.
+    /// Every member calls it at the same moment; past `deadline_ns` without every rank it
+    /// fails as the step's all-reduce would.
     pub async fn gather_step_times(
         &self,
         group: u64,
         first_step: u64,
-        members: &[u32],
+        ranks: RankBlock,
         mine: Option<Vec<u64>>,
         deadline_ns: u64,
     ) -> Result<Gathered, CollectiveError> {
@@ -226,10 +211,11 @@ impl NodeEnv {
                  {deadline_ns} ns in the past (now {now_ns} ns)"
             );
             let mut st = self.world().state.lock().expect("world lock");
-            let blocked = !st.connected(members) || st.group_has_departures(group);
+            let members = st.collectives.members(group);
+            let blocked = !st.connected(&members) || st.collectives.has_departures(group);
             let contribution = Contribution {
                 member: self.index,
-                members,
+                ranks,
                 times: mine.filter(|_| !blocked),
                 now_ns,
             };
@@ -245,45 +231,20 @@ impl NodeEnv {
             Either::Right(((), _)) => Err(CollectiveError::Timeout),
         }
     }
-
-    /// Fires when the workers of some member of `group` leave it (stopped, or dead). A
-    /// group that lost a member already fires at once, with this node as the member.
-    pub fn watch_departures(&self, group: u64) -> oneshot::Receiver<Departure> {
-        let (tx, rx) = oneshot::channel();
-        let now_ns = time::elapsed_ns();
-        let mut st = self.world().state.lock().expect("world lock");
-        if st.group_has_departures(group) {
-            let _ = tx.send(Departure {
-                member: self.index,
-                at_ns: now_ns,
-                arrivals_stand: false,
-            });
-        } else if let Some(g) = st.collective_groups.get_mut(&group) {
-            g.watchers.retain(|w| !w.is_canceled());
-            g.watchers.push(tx);
-        }
-        rx
-    }
-
-    /// This node's workers vanished in the middle of a closed-form run (their task was
-    /// dropped with their process): their arrivals stand, later ones never come.
-    pub fn workers_vanished(&self) {
-        self.world()
-            .state
-            .lock()
-            .expect("world lock")
-            .depart(self.index, true);
-    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    fn contribution(member: u32, members: &[u32]) -> Contribution<'_> {
+    fn contribution(member: u32) -> Contribution {
         Contribution {
             member,
-            members,
+            ranks: RankBlock {
+                first: u64::from(member),
+                count: 1,
+                world_size: 2,
+            },
             times: Some(vec![10_000, 10_000]),
             now_ns: 0,
         }
@@ -292,11 +253,8 @@ mod tests {
     #[test]
     fn a_gather_completes_when_every_member_came() {
         let mut segments = Segments::default();
-        let members = [0, 1];
-        assert!(segments
-            .contribute((1, 5), contribution(0, &members))
-            .is_err());
-        let all = segments.contribute((1, 5), contribution(1, &members));
+        assert!(segments.contribute((1, 5), contribution(0)).is_err());
+        let all = segments.contribute((1, 5), contribution(1));
         assert!(matches!(all, Ok(Gathered::All { ref compute_us, .. }) if compute_us.len() == 2));
     }
 
@@ -304,8 +262,7 @@ mod tests {
     #[should_panic(expected = "node 0 contributed twice to the gather of group 0x1 from step 5")]
     fn a_member_contributing_twice_stops_the_run() {
         let mut segments = Segments::default();
-        let members = [0, 1];
-        let _ = segments.contribute((1, 5), contribution(0, &members));
-        let _ = segments.contribute((1, 5), contribution(0, &members));
+        let _ = segments.contribute((1, 5), contribution(0));
+        let _ = segments.contribute((1, 5), contribution(0));
     }
 }

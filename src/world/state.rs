@@ -129,29 +129,6 @@ pub struct Checkpoint {
     pub world_size: u64,
 }
 
-/// One step's all-reduce among a group: who arrived, and who waits (told whether it
-/// completed).
-#[derive(Default)]
-pub struct Barrier {
-    pub arrived: BTreeSet<u32>,
-    pub waiters: Vec<oneshot::Sender<bool>>,
-}
-
-/// A worker group's collectives: its members, and the members whose workers are gone with
-/// their connections reset (gloo fails the others' collectives at once then).
-#[derive(Default)]
-pub struct CollectiveGroup {
-    pub members: Vec<u32>,
-    pub reset: BTreeSet<u32>,
-    /// Members whose workers left the group (stopped or dead): it completes no more steps.
-    pub departed: BTreeSet<u32>,
-    /// Members settling a run of steps in closed form, told when a member departs.
-    pub watchers: Vec<oneshot::Sender<super::segments::Departure>>,
-}
-
-/// Most worker groups whose collectives are remembered at once; the oldest go first.
-const COLLECTIVE_GROUPS_MAX: usize = 4096;
-
 /// The mutable part of the world.
 pub struct WorldState {
     pub nodes: Vec<NodeSlot>,
@@ -173,10 +150,8 @@ pub struct WorldState {
     pub checkpoint: Checkpoint,
     /// What faults did to the GPUs.
     pub gpus: super::gpu::Gpus,
-    /// All-reduce barriers by (group key, step).
-    pub barriers: BTreeMap<(u64, u64), Barrier>,
-    /// Worker groups by group key, for the gloo backend's resets.
-    pub collective_groups: BTreeMap<u64, CollectiveGroup>,
+    /// The workers' process groups and their all-reduce barriers.
+    pub collectives: super::collectives::Collectives,
     /// The network's latency range and loss now, and how many times each was changed
     /// (so a timed fault restores only what no later fault replaced).
     pub latency_us: (u64, u64),
@@ -206,8 +181,7 @@ impl WorldState {
             any_succeeded: false,
             checkpoint: Checkpoint::default(),
             gpus: super::gpu::Gpus::default(),
-            barriers: BTreeMap::new(),
-            collective_groups: BTreeMap::new(),
+            collectives: Default::default(),
             latency_us: (
                 scenario.network.latency_us_min,
                 scenario.network.latency_us_max,
@@ -292,104 +266,37 @@ impl WorldState {
                 .all(|n| n.process.is_none() && !n.launching)
     }
 
-    /// Removes `node` from every unfinished all-reduce (its workers died or were stopped).
-    /// With `reset`, its workers' connections reset (they died on a live host): a backend
-    /// that sees resets fails its peers' collectives at once (`fail_on_reset`).
-    pub fn withdraw(&mut self, node: u32, reset: bool, fail_on_reset: bool) {
-        for barrier in self.barriers.values_mut() {
-            barrier.arrived.remove(&node);
-        }
-        self.depart(node, false);
-        if reset && fail_on_reset {
-            let groups: Vec<u64> = self
-                .collective_groups
-                .iter_mut()
-                .filter(|(_, g)| g.members.contains(&node))
-                .map(|(key, g)| {
-                    g.reset.insert(node);
-                    *key
-                })
-                .collect();
-            let failed: Vec<(u64, u64)> = self
-                .barriers
-                .keys()
-                .filter(|(key, _)| groups.contains(key))
-                .copied()
-                .collect();
-            for key in failed {
-                let barrier = self.barriers.remove(&key).expect("listed above");
-                for waiter in barrier.waiters {
-                    let _ = waiter.send(false);
-                }
-            }
-        }
-        self.barriers.retain(|_, b| !b.arrived.is_empty());
-        // What `withdraw` promises: no unfinished all-reduce counts the node as arrived.
-        assert!(
-            self.barriers.values().all(|b| !b.arrived.contains(&node)),
-            "node {node} still counts as arrived at an all-reduce it withdrew from"
-        );
-    }
-
-    /// Marks `node` departed from every group it is a member of, and tells those groups'
-    /// members that settle steps in closed form. `arrivals_stand`: the workers vanished
-    /// without taking back their arrivals at barriers (their task was dropped).
-    pub fn depart(&mut self, node: u32, arrivals_stand: bool) {
-        let at_ns = super::time::elapsed_ns();
-        let departure = super::segments::Departure {
-            member: node,
-            at_ns,
-            arrivals_stand,
-        };
-        let mut groups = Vec::new();
-        for (key, group) in self.collective_groups.iter_mut() {
-            if group.members.contains(&node) {
-                group.departed.insert(node);
-                for watcher in group.watchers.drain(..) {
-                    let _ = watcher.send(departure);
-                }
-                groups.push(*key);
-            }
-        }
+    /// Removes `node` from every unfinished all-reduce: its workers died or were stopped.
+    /// `closed`: they died on a live host, so their connections closed (see
+    /// [`super::collectives::Collectives::withdraw`]). Closed-form gathers of its groups
+    /// decline.
+    pub fn withdraw(&mut self, node: u32, closed: bool) {
+        let now_ns = super::time::elapsed_ns();
+        let groups = self.collectives.withdraw(node, closed, now_ns);
         self.segments.member_left(&groups);
     }
 
-    /// Whether some member's workers left `group`.
-    pub fn group_has_departures(&self, group: u64) -> bool {
-        self.collective_groups
-            .get(&group)
-            .is_some_and(|g| !g.departed.is_empty())
-    }
-
-    /// Registers a worker group's members on its first collective.
-    pub fn collective_group(&mut self, key: u64, members: &[u32]) -> &CollectiveGroup {
-        if !self.collective_groups.contains_key(&key) {
-            while self.collective_groups.len() >= COLLECTIVE_GROUPS_MAX {
-                self.collective_groups.pop_first();
-            }
-        }
-        let group = self
-            .collective_groups
-            .entry(key)
-            .or_insert_with(|| CollectiveGroup {
-                members: members.to_vec(),
-                ..CollectiveGroup::default()
-            });
-        assert!(
-            !group.members.is_empty(),
-            "worker group {key:#x} registered with no member"
-        );
-        group
+    /// Marks `node` departed from every group it joined and tells those groups' members
+    /// that settle steps in closed form.
+    pub fn depart(&mut self, node: u32, closed: bool) {
+        let now_ns = super::time::elapsed_ns();
+        let groups = self.collectives.depart(node, closed, now_ns);
+        self.segments.member_left(&groups);
     }
 
     /// Whether every pair of `members` can reach each other.
     pub fn connected(&self, members: &[u32]) -> bool {
-        members.iter().all(|a| {
-            members
-                .iter()
-                .all(|b| a == b || !self.clogged.contains(&(*a, *b)))
-        })
+        links_connected(&self.clogged, members)
     }
+}
+
+/// Whether every pair of `members` can reach each other past the `clogged` links.
+pub fn links_connected(clogged: &BTreeSet<(u32, u32)>, members: &[u32]) -> bool {
+    members.iter().all(|a| {
+        members
+            .iter()
+            .all(|b| a == b || !clogged.contains(&(*a, *b)))
+    })
 }
 
 #[cfg(test)]
