@@ -128,6 +128,21 @@ fn finish(args: &ConformArgs, torch: &TorchInfo, reports: &[FileReport]) -> Resu
         "conform: {agreed} of {compared} files agree with torch {}",
         torch.version
     );
+    let judged: Vec<&FileReport> = reports
+        .iter()
+        .filter(|r| r.verdict == "agree" || r.verdict == "disagree")
+        .collect();
+    let coarse = judged.iter().filter(|r| r.levels.coarse == "agree").count();
+    let racy: Vec<bool> = judged
+        .iter()
+        .filter_map(|r| r.levels.distribution_agrees())
+        .collect();
+    let racy_agreed = racy.iter().filter(|a| **a).count();
+    outln!(
+        "conform: {coarse} of {compared} agree on the coarse outcome; {racy_agreed} of {} racy files pass the distribution test (p >= {})",
+        racy.len(),
+        conform::levels::P_VALUE_MIN
+    );
     if let Some(path) = &args.json {
         let output = Output {
             torch,
@@ -212,6 +227,13 @@ fn print_report(report: &FileReport, torch: &TorchInfo, args: &ConformArgs) {
     print_distribution(&report.sim);
     for d in &report.differences {
         outln!("  differs: {d}");
+    }
+    if report.verdict != "sim-only" {
+        let distribution = match report.levels.distribution_p {
+            Some(p) => format!("; racy, distribution test p = {p:.3}"),
+            None => String::new(),
+        };
+        outln!("  coarse outcome: {}{distribution}", report.levels.coarse);
     }
 }
 

@@ -3,6 +3,7 @@
 //!
 //! - [`signature`]: the coarse run signature and how the simulator's report maps to it.
 //! - [`compare`]: signature distributions and the agreement rule.
+//! - [`levels`]: agreement on the coarse outcome, and the distribution test of racy files.
 //! - [`real`]: running the Python driver and reading its signature back.
 //!
 //! A scenario with `rendezvous.fixes` or `agent.fixes` cannot run on real torch, which has
@@ -11,12 +12,14 @@
 //! distribution is shown against that twin's real runs, to show what the fix changes.
 
 pub mod compare;
+pub mod levels;
 pub mod real;
 pub mod signature;
 
 use crate::runner::{HarnessFailure, Run};
 use crate::scenario::Scenario;
 use compare::{Distribution, Verdict};
+use levels::{judge_levels, Levels};
 use serde::Serialize;
 use std::path::{Path, PathBuf};
 
@@ -33,6 +36,9 @@ pub struct FileReport {
     pub sim: Distribution,
     /// Each differing field between the most common real and simulated signatures.
     pub differences: Vec<String>,
+    /// The coarse outcome's verdict and, for a racy file, the distribution test's p-value.
+    #[serde(flatten)]
+    pub levels: Levels,
 }
 
 impl FileReport {
@@ -74,6 +80,7 @@ pub fn judge_file(file: &str, real: Distribution, sim: Distribution) -> FileRepo
     FileReport {
         file: file.to_owned(),
         verdict: if agree { "agree" } else { "disagree" }.to_owned(),
+        levels: judge_levels(&real, &sim),
         real,
         sim,
         differences,
@@ -89,12 +96,17 @@ pub fn judge_twin(file: &str, base_real: Option<&Distribution>, sim: Distributio
             real: Distribution::default(),
             sim,
             differences: Vec::new(),
+            levels: Levels {
+                coarse: "n/a".to_owned(),
+                distribution_p: None,
+            },
         };
     };
     let Verdict { agree, differences } = compare::judge(real, &sim);
     FileReport {
         file: file.to_owned(),
         verdict: if agree { "fix-same" } else { "fix-differs" }.to_owned(),
+        levels: judge_levels(real, &sim),
         real: real.clone(),
         sim,
         differences,

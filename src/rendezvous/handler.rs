@@ -7,14 +7,15 @@
 
 use super::apply::apply;
 use super::decoded_states::{DecodedStates, SharedState};
+pub use super::error::RendezvousError;
 use super::ops::{decide, Action, OpContext, OpKind};
 use super::sanitize::{drop_nodes, sanitize, HeartbeatReceipts};
 use super::settings::{RendezvousFix, RendezvousSettings};
 use super::state::{NodeDesc, RendezvousState};
 use crate::shared_list::SharedList;
-use crate::store::service::{StoreClient, StoreError};
+use crate::store::service::StoreClient;
 use crate::store::Value;
-use crate::trace::{EventKind, RendezvousErrorKind};
+use crate::trace::EventKind;
 use crate::world::{spawn, time, NodeEnv};
 use futures::lock::Mutex;
 use rand::Rng;
@@ -29,47 +30,6 @@ const CACHE_US: i64 = 1_000_000;
 const SYNC_DELAY_US: u64 = 1_000_000;
 /// The first round's random start delay, up to 0.3 s, spreads the first joins.
 const FIRST_ROUND_DELAY_US_MAX: u64 = 300_000;
-
-/// Why `next_rendezvous` (or another handler call) failed, as torch's exceptions.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum RendezvousError {
-    #[error("the rendezvous '{0}' is closed")]
-    Closed(String),
-    #[error("the rendezvous '{0}' timed out")]
-    Timeout(String),
-    #[error("the rendezvous '{0}' is closed, terminating pending rendezvous")]
-    GracefulExit(String),
-    #[error("the connection to the C10d store has failed: {0}")]
-    Connection(String),
-    #[error("the rendezvous state is corrupt: {0}")]
-    State(String),
-}
-
-impl RendezvousError {
-    /// A short name for the trace.
-    pub fn kind(&self) -> RendezvousErrorKind {
-        match self {
-            RendezvousError::Closed(_) => RendezvousErrorKind::Closed,
-            RendezvousError::Timeout(_) => RendezvousErrorKind::Timeout,
-            RendezvousError::GracefulExit(_) => RendezvousErrorKind::GracefulExit,
-            RendezvousError::Connection(_) => RendezvousErrorKind::StoreUnreachable,
-            RendezvousError::State(_) => RendezvousErrorKind::StateError,
-        }
-    }
-}
-
-impl From<StoreError> for RendezvousError {
-    /// torch's `RendezvousConnectionError`, with the store's own words once: a lost
-    /// connection's cause, or the whole refusal.
-    fn from(e: StoreError) -> Self {
-        match e {
-            StoreError::Connection(cause) => RendezvousError::Connection(cause),
-            other @ (StoreError::Refused(_) | StoreError::WaitTimeout { .. }) => {
-                RendezvousError::Connection(other.to_string())
-            }
-        }
-    }
-}
 
 /// The round this node joined: its rank and the participants in rank order.
 #[derive(Debug, Clone, PartialEq, Eq)]
