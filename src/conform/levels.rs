@@ -26,7 +26,7 @@ const SAMPLES: u32 = 10_000;
 /// Below this p-value a racy file's distributions disagree.
 pub const P_VALUE_MIN: f64 = 0.05;
 /// The fixed seed of the test's draws.
-const TEST_SEED: u64 = 0x636f_6e66_6f72_6d;
+const TEST_SEED: u64 = 0x0063_6f6e_666f_726d;
 
 /// The verdicts beside the mode rule's.
 #[derive(Debug, Clone, PartialEq, Serialize)]
