@@ -286,7 +286,9 @@ impl StoreClient {
         if !request.waits_for_keys() {
             return settle(conn.call(request, ReplyWait::Unbounded).await);
         }
-        let keys = request.keys().join(", ");
+        // Kept to name the keys if the wait times out: a clone shares a request's key list,
+        // where spelling the list out for every wait held nodes² bytes at scale.
+        let waited = request.clone();
         match conn.call(request, ReplyWait::WithinUs(timeout_us)).await {
             Err(NetError::Timeout(..)) if conn.incarnation().is_some() => {
                 // TCPStore's doWait: cancel, read the server's answer with no timeout, then
@@ -297,7 +299,7 @@ impl StoreClient {
                 )?;
                 Err(StoreError::WaitTimeout {
                     timeout_ms: timeout_us / 1_000,
-                    keys,
+                    keys: waited.keys().join(", "),
                 })
             }
             reply => settle(reply),
