@@ -8,52 +8,68 @@ mod common;
 mod store_log;
 
 use common::{done, programs};
+use std::future::Future;
+use std::sync::Arc;
 use store_log::*;
 use trainsim::scenario::model::*;
+use trainsim::store::service::StoreClient;
 use trainsim::world::net::tcp_give_up_us;
 use trainsim::world::time::{elapsed_us, sleep_us};
+use trainsim::world::NodeEnv;
 
 fn at(at_us: u64, kind: FaultKind) -> Fault {
     Fault { at_us, kind }
 }
 
-/// node-0 hosts the store and is paused from 10 s to 140 s; node-1, with a 3 s store
-/// timeout, calls it at 20 s.
-fn paused_store(call: &'static str) -> Log {
+/// Runs `s` with node-0 hosting the store for `host_us` and node-1 its caller: a client with
+/// a 3 s store timeout sets `k` at once, then runs `calls` at 20 s. Returns the log.
+fn store_and_caller<F, Fut>(s: &Scenario, host_us: u64, calls: F) -> Log
+where
+    F: Fn(NodeEnv, StoreClient, Log) -> Fut + Send + Sync + 'static,
+    Fut: Future<Output = ()> + Send + 'static,
+{
     let log: Log = Default::default();
     let l = log.clone();
-    let faults = vec![
-        at(10 * SEC, FaultKind::Pause { node: 0 }),
-        at(140 * SEC, FaultKind::Resume { node: 0 }),
-    ];
-    let s = scenario(2, StoreHost::Node(0), faults);
+    let calls = Arc::new(calls);
     run(
-        &s,
+        s,
         programs(move |env| {
-            let log = l.clone();
+            let (log, calls) = (l.clone(), Arc::clone(&calls));
             async move {
                 if env.index == 0 {
-                    sleep_us(300 * SEC).await;
+                    sleep_us(host_us).await;
                     return done();
                 }
                 let c = client(&env, 3 * SEC).await;
                 c.set("k", b"v".to_vec()).await.unwrap();
                 sleep_us(20 * SEC - elapsed_us()).await;
-                let result = match call {
-                    "compare_set" => format!(
-                        "{:?}",
-                        c.compare_set("k", b"v".to_vec(), b"w".to_vec()).await
-                    ),
-                    "add" => format!("{:?}", c.add("n", 1).await),
-                    "get" => format!("{:?}", c.get("missing").await),
-                    _ => format!("{:?}", c.set("k2", b"x".to_vec()).await),
-                };
-                note(&log, &env, format!("{call} = {result}"));
+                calls(env, c, log).await;
                 done()
             }
         }),
     );
     log
+}
+
+/// node-0 hosts the store and is paused from 10 s to 140 s; node-1 calls it at 20 s.
+fn paused_store(call: &'static str) -> Log {
+    let faults = vec![
+        at(10 * SEC, FaultKind::Pause { node: 0 }),
+        at(140 * SEC, FaultKind::Resume { node: 0 }),
+    ];
+    let s = scenario(2, StoreHost::Node(0), faults);
+    store_and_caller(&s, 300 * SEC, move |env, c, log| async move {
+        let result = match call {
+            "compare_set" => format!(
+                "{:?}",
+                c.compare_set("k", b"v".to_vec(), b"w".to_vec()).await
+            ),
+            "add" => format!("{:?}", c.add("n", 1).await),
+            "get" => format!("{:?}", c.get("missing").await),
+            _ => format!("{:?}", c.set("k2", b"x".to_vec()).await),
+        };
+        note(&log, &env, format!("{call} = {result}"));
+    })
 }
 
 #[test]
@@ -91,36 +107,20 @@ fn a_set_on_a_paused_store_returns_at_once() {
 /// node-0 hosts the store and is powered off at 10 s; node-1 calls `add` at 20 s, then
 /// `check` at once after it fails. Returns (add's result, when, check's result, when).
 fn powered_off_store(tcp_retries2: u32) -> (String, u64, String, u64) {
-    let log: Log = Default::default();
-    let l = log.clone();
     let mut s = scenario(
         2,
         StoreHost::Node(0),
         vec![at(10 * SEC, FaultKind::PowerOff { node: 0 })],
     );
     s.cluster.tcp_retries2 = tcp_retries2;
-    run(
-        &s,
-        programs(move |env| {
-            let log = l.clone();
-            async move {
-                if env.index == 0 {
-                    sleep_us(3_000 * SEC).await;
-                    return done();
-                }
-                let c = client(&env, 3 * SEC).await;
-                c.set("k", b"v".to_vec()).await.unwrap();
-                sleep_us(20 * SEC - elapsed_us()).await;
-                note(&log, &env, format!("add = {:?}", c.add("n", 1).await));
-                note(
-                    &log,
-                    &env,
-                    format!("check = {:?}", c.check(vec!["k".to_string()]).await),
-                );
-                done()
-            }
-        }),
-    );
+    let log = store_and_caller(&s, 3_000 * SEC, |env, c, log| async move {
+        note(&log, &env, format!("add = {:?}", c.add("n", 1).await));
+        note(
+            &log,
+            &env,
+            format!("check = {:?}", c.check(vec!["k".to_string()]).await),
+        );
+    });
     let (add, add_at) = find(&log, 1, "add");
     let (check, check_at) = find(&log, 1, "check");
     (add, add_at, check, check_at)

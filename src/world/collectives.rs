@@ -304,14 +304,7 @@ impl NodeEnv {
     /// The ring phase of a released all-reduce: `ring_us` of transfers that a member leaving
     /// in the middle breaks.
     async fn ring(&self, group: u64, ring_us: u64) -> Result<(), CollectiveError> {
-        let watch = self
-            .world()
-            .state
-            .lock()
-            .expect("world lock")
-            .collectives
-            .watch(group);
-        let departure = match watch {
+        let departure = match self.watch(group) {
             Err(departure) => departure,
             Ok(rx) => match select(pin!(time::sleep_us(ring_us)), rx).await {
                 Either::Left(((), _)) => return Ok(()),
@@ -345,18 +338,21 @@ impl NodeEnv {
             .withdraw(self.index, true);
     }
 
-    /// Fires when the workers of some member of `group` leave it (stopped, or dead). A
-    /// group that lost a member already fires at once.
-    pub fn watch_departures(&self, group: u64) -> oneshot::Receiver<Departure> {
-        let now_ns = time::elapsed_ns();
-        let watch = self
-            .world()
+    /// A watch on `group`'s departures, or the departure it already had.
+    fn watch(&self, group: u64) -> Result<oneshot::Receiver<Departure>, Departure> {
+        self.world()
             .state
             .lock()
             .expect("world lock")
             .collectives
-            .watch(group);
-        match watch {
+            .watch(group)
+    }
+
+    /// Fires when the workers of some member of `group` leave it (stopped, or dead). A
+    /// group that lost a member already fires at once.
+    pub fn watch_departures(&self, group: u64) -> oneshot::Receiver<Departure> {
+        let now_ns = time::elapsed_ns();
+        match self.watch(group) {
             Ok(rx) => rx,
             Err(departure) => {
                 let (tx, rx) = oneshot::channel();
