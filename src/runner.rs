@@ -12,6 +12,7 @@ use crate::check;
 use crate::mutant::Mutant;
 use crate::report::{self, Report};
 use crate::scenario::model::Scenario;
+use crate::store::cost::StoreCosts;
 use crate::trace::{RunEnd, Trace};
 use crate::world::{self, HarnessError, Programs, SimulatedRun};
 use futures::FutureExt;
@@ -60,11 +61,12 @@ impl RunOptions {
             agent: Arc::new(move |env| {
                 crate::agent::run::agent_process(env, Arc::clone(&mutants)).boxed()
             }),
-            store: Arc::new(|addr| {
+            store: Arc::new(|addr, scenario| {
+                let costs = StoreCosts::scaled(scenario.cluster.store_cost_scale);
                 async move {
                     // A bind failure means the port is taken: the store simply never comes
                     // up, and clients see connection errors, as they would in torch.
-                    let _ = crate::store::service::serve(addr).await;
+                    let _ = crate::store::service::serve(addr, costs).await;
                 }
                 .boxed()
             }),

@@ -28,6 +28,7 @@ fn scenario(nodes: u32, spare_nodes: u32, faults: Vec<Fault>) -> Scenario {
         latency_us_max: 2000,
         loss: 0.0,
         bandwidth_bits_per_sec: 100_000_000_000,
+        store_host_bandwidth_bits_per_sec: 100_000_000_000,
     };
     s.faults = faults;
     s

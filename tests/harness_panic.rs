@@ -5,7 +5,7 @@ use std::sync::Arc;
 use trainsim::scenario::model::StoreHost;
 use trainsim::trace::{EventKind, EVENTS_MAX};
 use trainsim::world::time::sleep_us;
-use trainsim::world::{AgentExit, HarnessError, Programs};
+use trainsim::world::{AgentExit, HarnessError, Programs, StoreProgram};
 
 fn scenario(nodes: u32) -> trainsim::scenario::Scenario {
     let mut s = trainsim::scenario::default_scenario("harness");
@@ -16,8 +16,7 @@ fn scenario(nodes: u32) -> trainsim::scenario::Scenario {
     s
 }
 
-fn store(
-) -> Arc<dyn Fn(std::net::SocketAddr) -> futures::future::BoxFuture<'static, ()> + Send + Sync> {
+fn store() -> StoreProgram {
     trainsim::runner::RunOptions::default().programs().store
 }
 
@@ -98,7 +97,7 @@ fn a_panicking_store_is_a_harness_error_too() {
             }
             .boxed()
         }),
-        store: Arc::new(|addr| async move { panic!("store at {addr} fell over") }.boxed()),
+        store: Arc::new(|addr, _| async move { panic!("store at {addr} fell over") }.boxed()),
     };
     match trainsim::world::simulate(&s, 4, programs) {
         Err(HarnessError::Panic(message)) => {

@@ -13,6 +13,7 @@ use super::sanitize::{drop_nodes, sanitize, HeartbeatReceipts};
 use super::settings::{RendezvousFix, RendezvousSettings};
 use super::state::{NodeDesc, RendezvousState};
 use crate::shared_list::SharedList;
+use crate::store::cost::StoreCosts;
 use crate::store::service::StoreClient;
 use crate::store::Value;
 use crate::trace::EventKind;
@@ -555,16 +556,21 @@ impl Holder {
     /// a read, unless the last sync is under a second old. Returns the value now stored, and
     /// the value written, if any. The write is lazy: its bytes are made only if it lands.
     async fn write_or_read(&mut self) -> Result<Option<(Value, Option<Value>)>, RendezvousError> {
+        let costs = StoreCosts::scaled(self.env.scenario().cluster.store_cost_scale);
         if self.dirty {
             let ours = Value::lazy(Arc::clone(&self.state));
             let expected = self
                 .token
                 .clone()
                 .unwrap_or_else(|| Value::from(NULL_SENTINEL));
+            // torch pickles and base64-encodes the state before the write, and decodes the
+            // state it gets back: CPU time that grows with the nodes.
+            time::spend_cpu_ns(costs.state_encode_ns(ours.len())).await;
             let stored = self
                 .store
                 .compare_set(&self.key, expected, ours.clone())
                 .await?;
+            time::spend_cpu_ns(costs.state_decode_ns(stored.len())).await;
             return Ok(Some((stored, Some(ours))));
         }
         if let Some(last) = self.last_sync_mono_us {
@@ -572,7 +578,9 @@ impl Holder {
                 return Ok(None);
             }
         }
-        Ok(Some((self.store.get(&self.key).await?, None)))
+        let stored = self.store.get(&self.key).await?;
+        time::spend_cpu_ns(costs.state_decode_ns(stored.len())).await;
+        Ok(Some((stored, None)))
     }
 
     /// With `dead-participant-rejoin`: how many members of the round this node joined are

@@ -72,6 +72,12 @@ pub fn cluster(raw: &Option<RawCluster>, top_profile: &Option<RawGpuProfile>) ->
         0,
         TCP_RETRIES2_MAX,
     )?;
+    let store_cost_scale = float_in(
+        &p.key("store_cost_scale"),
+        c.store_cost_scale.unwrap_or(1.0),
+        0.0,
+        STORE_COST_SCALE_MAX,
+    )?;
     Ok(Cluster {
         nodes,
         spare_nodes,
@@ -80,6 +86,7 @@ pub fn cluster(raw: &Option<RawCluster>, top_profile: &Option<RawGpuProfile>) ->
         store,
         clock_skew_us,
         tcp_retries2,
+        store_cost_scale,
     })
 }
 
@@ -173,11 +180,18 @@ pub fn network(raw: &Option<RawNetwork>) -> Check<Network> {
         100_000_000_000,
         1..=BANDWIDTH_BITS_PER_SEC_MAX,
     )?;
+    let store_host_bandwidth_bits_per_sec = quantity_or(
+        &p.key("store_host_bandwidth"),
+        n.store_host_bandwidth,
+        bandwidth_bits_per_sec,
+        1..=BANDWIDTH_BITS_PER_SEC_MAX,
+    )?;
     Ok(Network {
         latency_us_min,
         latency_us_max,
         loss,
         bandwidth_bits_per_sec,
+        store_host_bandwidth_bits_per_sec,
     })
 }
 

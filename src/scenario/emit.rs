@@ -34,6 +34,9 @@ pub fn to_raw(s: &Scenario) -> RawScenario {
             bandwidth: Some(Bandwidth::from_bits_per_sec(
                 s.network.bandwidth_bits_per_sec,
             )),
+            store_host_bandwidth: (s.network.store_host_bandwidth_bits_per_sec
+                != s.network.bandwidth_bits_per_sec)
+                .then(|| Bandwidth::from_bits_per_sec(s.network.store_host_bandwidth_bits_per_sec)),
         }),
         rendezvous: Some(rendezvous(&s.rendezvous)),
         agent: Some(RawAgent {
@@ -75,6 +78,7 @@ fn cluster(c: &Cluster) -> RawCluster {
         }),
         gpu_profile: None,
         tcp_retries2: (c.tcp_retries2 != TCP_RETRIES2_DEFAULT).then_some(c.tcp_retries2),
+        store_cost_scale: (c.store_cost_scale != 1.0).then_some(c.store_cost_scale),
     }
 }
 

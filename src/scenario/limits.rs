@@ -23,6 +23,9 @@ pub const CLOCK_SKEW_US_MAX: u64 = 24 * 3_600 * 1_000_000;
 /// up on a silent peer after about 93 minutes).
 pub const TCP_RETRIES2_DEFAULT: u32 = 15;
 pub const TCP_RETRIES2_MAX: u32 = 60;
+/// The most `[cluster] store_cost_scale` takes: a store a hundred times slower than the
+/// calibration machine's.
+pub const STORE_COST_SCALE_MAX: f64 = 100.0;
 /// Longest one-way network latency: 60 s.
 pub const LATENCY_US_MAX: u64 = 60 * 1_000_000;
 /// Fastest link or GPU transfer: 100 Tbps.

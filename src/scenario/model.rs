@@ -47,6 +47,9 @@ pub struct Cluster {
     pub clock_skew_us: BTreeMap<u32, i64>,
     /// Linux's `net.ipv4.tcp_retries2` on every host (15 by default).
     pub tcp_retries2: u32,
+    /// The CPU time of store requests (the server's, and the rendezvous clients' encoding of
+    /// the state) relative to torch 2.15 on the calibration machine; 0 makes the store free.
+    pub store_cost_scale: f64,
 }
 
 impl Cluster {
@@ -83,6 +86,8 @@ pub struct Network {
     pub latency_us_max: u64,
     pub loss: f64,
     pub bandwidth_bits_per_sec: u64,
+    /// The c10d store host's link, which every agent's requests and replies cross.
+    pub store_host_bandwidth_bits_per_sec: u64,
 }
 
 /// `[agent]`: `LocalElasticAgent` settings.

@@ -41,6 +41,7 @@ pub struct RawCluster {
     pub clock_skew: Option<BTreeMap<String, Offset>>,
     pub gpu_profile: Option<RawGpuProfile>,
     pub tcp_retries2: Option<u32>,
+    pub store_cost_scale: Option<f64>,
 }
 
 /// `[gpu_profile]` (or `[cluster.gpu_profile]`): a GPU model of the user's own.
@@ -61,6 +62,7 @@ pub struct RawNetwork {
     pub latency: Option<Vec<Duration>>,
     pub loss: Option<f64>,
     pub bandwidth: Option<Bandwidth>,
+    pub store_host_bandwidth: Option<Bandwidth>,
 }
 
 /// `[rendezvous]`.

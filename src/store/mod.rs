@@ -1,6 +1,7 @@
 //! The c10d key-value store: TCPStore's semantics as a pure state machine, plus its server
 //! and client over the simulated network (`store::service`).
 
+pub mod cost;
 pub mod service;
 pub mod value;
 
@@ -214,6 +215,14 @@ impl StoreState {
     /// Whether `key` holds a value.
     pub fn contains(&self, key: &str) -> bool {
         self.data.contains_key(key)
+    }
+
+    /// The bytes of the values a read of `keys` would answer now (absent keys: none).
+    pub fn value_bytes<'a>(&self, keys: impl IntoIterator<Item = &'a str>) -> u64 {
+        keys.into_iter()
+            .filter_map(|k| self.data.get(k))
+            .map(|v| v.len() as u64)
+            .sum()
     }
 
     fn all_present(&self, keys: &[String]) -> bool {

@@ -16,8 +16,9 @@
 //! - `set` and `multi_set` read no reply: the caller goes on at once, and a failure shows
 //!   on its next call.
 
+use super::cost::StoreCosts;
 use super::{Keys, StoreRequest, StoreResponse, StoreState, Value};
-use crate::world::net::{NetError, ReplyWait, RpcClient, RpcServer};
+use crate::world::net::{Incoming, NetError, ReplyWait, RpcClient, RpcServer};
 use crate::world::{spawn, time};
 use futures::channel::oneshot;
 use futures::future::{select, Either};
@@ -56,6 +57,11 @@ struct Shared {
     /// The blocked request of each connection (a client's calls are sequential, so it has
     /// at most one), by connection: `CANCEL_WAIT` fires it.
     cancels: BTreeMap<u64, oneshot::Sender<()>>,
+    /// When the event loop is done with every request that has arrived.
+    loop_free_ns: u64,
+    /// When the turn of the last write ends: the replies of the blocked requests it woke
+    /// leave with its own.
+    last_write_end_ns: u64,
 }
 
 /// Blocked requests, as TCPStore keeps them: each waits on the keys it still misses, and is
@@ -137,14 +143,21 @@ impl Waiters {
 
 /// Serves a fresh, empty store at `addr` (on the current node) until the task is dropped.
 ///
-/// Requests are answered inside this one task, concurrently: a blocked `get` waits without
-/// holding up other clients. A task per request did the same, but madsim remembers every
-/// task a node ever spawned until the node is killed, so a store leaked about 140 bytes a
-/// request (141 MB for one 1 024-node join storm). Dropping this task drops every request
-/// in progress: a crashed store answers nothing more, and its port stops listening at once
-/// even while a blocking `get` was pending.
-pub async fn serve(addr: SocketAddr) -> Result<(), NetError> {
-    let mut server = RpcServer::bind(addr);
+/// TCPStore's server is one event loop: it takes requests in arrival order and is busy with
+/// each for its cost (`StoreCosts`). Here each request is applied the moment it arrives,
+/// and its reply leaves when the loop would be done with it: the end of its own turn,
+/// which starts when it arrived or when the turn before it ended. The replies are the
+/// same as applying each at its turn (the order is the same, and nobody sees a result
+/// before its reply), without a timer per request. A blocked `get` waits without holding
+/// up the loop; when a write wakes it, its reply leaves with the write's.
+///
+/// Everything runs inside this one task. A task per request did the same, but madsim
+/// remembers every task a node ever spawned until the node is killed, so a store leaked
+/// about 140 bytes a request (141 MB for one 1 024-node join storm). Dropping this task
+/// drops every request in progress: a crashed store answers nothing more, and its port
+/// stops listening at once even while a blocking `get` was pending.
+pub async fn serve(addr: SocketAddr, costs: StoreCosts) -> Result<(), NetError> {
+    let server = RpcServer::bind(addr);
     let shared = Arc::new(Mutex::new(Shared::default()));
     let mut in_progress = FuturesUnordered::new();
     loop {
@@ -161,24 +174,48 @@ pub async fn serve(addr: SocketAddr) -> Result<(), NetError> {
                 }
             }
         };
+        let turn_end_ns = take_turn(&shared, &costs, &incoming);
         let replier = server.replier();
         let shared = shared.clone();
         let connection = incoming.connection();
         in_progress.push(async move {
-            if let Some(reply) = answer(&shared, &incoming.request, connection).await {
-                replier.reply(&incoming.from, incoming.id, reply);
+            let answered = answer(&shared, &incoming.request, connection, turn_end_ns).await;
+            if let Some((reply, leaves_ns)) = answered {
+                replier.reply(&incoming.from, incoming.id, reply, leaves_ns);
             }
         });
     }
 }
 
-/// Applies one request from `connection`, waiting for keys when it must; `None` when the
-/// wait ended without an answer (cancelled by its client, or past the server's bound).
+/// Books the turn on the event loop of a request that arrived now; returns when it ends.
+fn take_turn(
+    shared: &Arc<Mutex<Shared>>,
+    costs: &StoreCosts,
+    incoming: &Incoming<StoreRequest>,
+) -> u64 {
+    let request = &incoming.request;
+    let mut guard = shared.lock().expect("store lock");
+    let reply_bytes = match request {
+        StoreRequest::Get { .. } | StoreRequest::MultiGet { .. } => {
+            guard.state.value_bytes(request.keys())
+        }
+        _ => 0,
+    };
+    let starts_ns = incoming.received_ns.max(guard.loop_free_ns);
+    guard.loop_free_ns = starts_ns.saturating_add(costs.service_ns(request, reply_bytes));
+    guard.loop_free_ns
+}
+
+/// Applies one request from `connection`, waiting for keys when it must: its answer, and
+/// when that leaves (the end of its turn on the event loop, or of the write that woke
+/// it); `None` when the wait ended without an answer (cancelled by its client, or past the
+/// server's bound).
 async fn answer(
     shared: &Arc<Mutex<Shared>>,
     request: &StoreRequest,
     connection: u64,
-) -> Option<StoreResponse> {
+    turn_end_ns: u64,
+) -> Option<(StoreResponse, u64)> {
     if matches!(request, StoreRequest::CancelWait) {
         let cancel = shared
             .lock()
@@ -200,11 +237,19 @@ async fn answer(
             let mut guard = shared.lock().expect("store lock");
             if let Some(reply) = guard.state.apply(request) {
                 crate::world::context::count_store_reply(request, &reply);
-                if request.may_change() && !guard.waiters.is_empty() {
-                    let Shared { state, waiters, .. } = &mut *guard;
-                    waiters.wake(&request.keys(), state);
+                // Blocked before (`cancelled` is set once it blocks): a write woke it.
+                let leaves_ns = match cancelled {
+                    Some(_) => turn_end_ns.max(guard.last_write_end_ns),
+                    None => turn_end_ns,
+                };
+                if request.may_change() {
+                    guard.last_write_end_ns = turn_end_ns;
+                    if !guard.waiters.is_empty() {
+                        let Shared { state, waiters, .. } = &mut *guard;
+                        waiters.wake(&request.keys(), state);
+                    }
                 }
-                break Some(reply);
+                break Some((reply, leaves_ns));
             }
             if cancelled.is_none() {
                 let (cancel, on_cancel) = oneshot::channel();

@@ -56,7 +56,7 @@ pub(super) async fn process_main(world: Arc<World>, index: u32) {
     env.record(EventKind::AgentStarted { pid });
     if world.scenario.cluster.store == StoreHost::Node(index) {
         // TCPStore runs inside the host's agent process and dies with it.
-        let task = spawn((world.programs.store)(world.store_addr));
+        let task = spawn((world.programs.store)(world.store_addr, &world.scenario));
         env.record(EventKind::StoreStarted);
         if let Some(p) = world.state.lock().expect("world lock").nodes[index as usize]
             .process
@@ -161,7 +161,7 @@ impl NodeEnv {
     /// handle is aborted or the process dies.
     pub fn serve_store(&self, port: u16) -> super::TaskHandle<()> {
         let addr = SocketAddr::new(super::node_ip(self.index), port);
-        let server = (self.world.programs.store)(addr);
+        let server = (self.world.programs.store)(addr, &self.world.scenario);
         spawn(server)
     }
 

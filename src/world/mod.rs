@@ -16,6 +16,7 @@ pub mod env;
 mod faults;
 pub mod gpu;
 pub mod net;
+mod nic;
 #[cfg(test)]
 mod reuse_tests;
 pub mod rng;
@@ -47,12 +48,15 @@ pub struct AgentExit {
     pub reason: crate::trace::ExitReason,
 }
 
+/// The store server's program: it listens on the address it is given, as the scenario says.
+pub type StoreProgram = Arc<dyn Fn(SocketAddr, &Scenario) -> BoxFuture<'static, ()> + Send + Sync>;
+
 /// The programs the world runs: an agent per node process, and the store server.
 #[derive(Clone)]
 pub struct Programs {
     pub agent: Arc<dyn Fn(NodeEnv) -> BoxFuture<'static, AgentExit> + Send + Sync>,
-    /// The store server, given the address to listen on.
-    pub store: Arc<dyn Fn(SocketAddr) -> BoxFuture<'static, ()> + Send + Sync>,
+    /// The store server, given the address to listen on and the run's scenario.
+    pub store: StoreProgram,
     /// Time every training step with its own timers and barrier instead of settling runs of
     /// steps in closed form (`job::segment`): the reference the closed form is tested against.
     pub step_by_step: bool,
@@ -155,15 +159,21 @@ fn run_on_this_thread(
     sim_events_max: u64,
 ) -> (SimulatedRun, bool) {
     let context = context::install(sim_events_max);
-    net::configure(
+    let store_ip = match scenario.cluster.store {
+        StoreHost::Node(index) => node_ip(index),
+        StoreHost::Dedicated => dedicated_store_ip(),
+    };
+    net::configure(net::NetConfig {
         seed,
-        (
+        latency_us: (
             scenario.network.latency_us_min,
             scenario.network.latency_us_max,
         ),
-        scenario.network.loss,
-        scenario.cluster.tcp_retries2,
-    );
+        loss: scenario.network.loss,
+        tcp_retries2: scenario.cluster.tcp_retries2,
+        bandwidth_bits_per_sec: scenario.network.bandwidth_bits_per_sec,
+        store_host: (store_ip, scenario.network.store_host_bandwidth_bits_per_sec),
+    });
     // The network is `wire`'s, not madsim's: madsim's own network carries nothing.
     let runtime = madsim::runtime::Runtime::with_seed_and_config(seed, madsim::Config::default());
     let _leave_run = time::LeaveRunOnDrop;
@@ -265,6 +275,7 @@ fn create_nodes(world: &Arc<state::World>) {
     let scenario = &world.scenario;
     if scenario.cluster.store == StoreHost::Dedicated {
         let store_program = world.programs.store.clone();
+        let store_scenario = scenario.clone();
         let rec = world.recorder.clone();
         let store_addr = world.store_addr;
         let node = handle
@@ -273,7 +284,7 @@ fn create_nodes(world: &Arc<state::World>) {
             .ip(dedicated_store_ip())
             .init(move || {
                 rec.record(time::elapsed_us(), Some("store"), EventKind::StoreStarted);
-                store_program(store_addr)
+                store_program(store_addr, &store_scenario)
             })
             .build();
         net::register_host(node.id(), dedicated_store_ip());

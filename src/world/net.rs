@@ -24,8 +24,13 @@
 //!   lands (and then times out) or TCP gives up.
 //! - The first connect is retried every 100 ms while nothing listens, as TCPStore's client
 //!   retries a refused connect until its connect timeout.
+//! - A message's bytes cross its sender's and its receiver's links one message at a time
+//!   (`nic`), and a server may hold a reply until it is done with its request
+//!   (`Replier::reply`): a busy store host delays its clients, it never drops them.
 
+use super::nic::Nics;
 use super::time;
+pub use super::wire::WireSize;
 use super::wire::{Conditions, Envelope, Hosts, Mailbox};
 use futures::future::{FutureExt, Shared};
 use std::collections::{BTreeMap, BTreeSet};
@@ -67,7 +72,22 @@ pub(super) struct Registry {
     /// Linux's `net.ipv4.tcp_retries2` on every host: retransmissions of an unacknowledged
     /// request before TCP gives up on the connection.
     tcp_retries2: u32,
+    /// Every host's link; set when the run starts.
+    nics: Option<Nics>,
     hosts: Hosts,
+}
+
+/// The network a run starts with.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct NetConfig {
+    pub(super) seed: u64,
+    pub(super) latency_us: (u64, u64),
+    pub(super) loss: f64,
+    /// Every host's retransmission limit.
+    pub(super) tcp_retries2: u32,
+    /// Every host's link speed, and the store host's own.
+    pub(super) bandwidth_bits_per_sec: u64,
+    pub(super) store_host: (IpAddr, u64),
 }
 
 /// `f` on the registry of the run on this thread.
@@ -76,11 +96,14 @@ pub(super) fn with_registry<T>(f: impl FnOnce(&mut Registry) -> T) -> T {
 }
 
 /// Sets the network's conditions at the start of a run: latencies and losses come from the
-/// run's `network` stream; `tcp_retries2` is every host's retransmission limit.
-pub(super) fn configure(seed: u64, latency_us: (u64, u64), loss: f64, tcp_retries2: u32) {
+/// run's `network` stream.
+pub(super) fn configure(config: NetConfig) {
     with_registry(|r| {
-        r.conditions = Some(Conditions::new(seed, latency_us, loss));
-        r.tcp_retries2 = tcp_retries2;
+        r.conditions = Some(Conditions::new(config.seed, config.latency_us, config.loss));
+        r.tcp_retries2 = config.tcp_retries2;
+        let mut nics = Nics::new(config.bandwidth_bits_per_sec);
+        nics.set_bandwidth(config.store_host.0, config.store_host.1);
+        r.nics = Some(nics);
     });
 }
 
@@ -284,22 +307,53 @@ pub enum NetError {
     GaveUp(SocketAddr, u32, u64),
 }
 
-/// Puts a message from `from` to `to` on the wire: `arrive` runs when it arrives, after the
-/// network's latency. False if the wire dropped it at once (loss, a cut link); then nothing
-/// runs.
-fn transmit(from: IpAddr, to: IpAddr, arrive: impl FnOnce() + Send + 'static) -> bool {
-    let Some(latency_ns) = with_registry(|r| r.conditions().latency_ns(from, to)) else {
+/// One message: between which hosts, its size, and when it is ready to leave (its sender
+/// may hold it: a server busy with the request it answers).
+struct Message {
+    from: IpAddr,
+    to: IpAddr,
+    bytes: u64,
+    hold_until_ns: u64,
+}
+
+/// Puts a message on the wire: `arrive` runs when it has arrived, after its time on its
+/// sender's link and the network's latency. False if the wire dropped it at once (loss, a
+/// cut link); then nothing runs.
+fn transmit(message: Message, arrive: impl FnOnce() + Send + 'static) -> bool {
+    let now_ns = time::elapsed_ns();
+    let arrival_ns = with_registry(|r| {
+        let latency_ns = r.conditions().latency_ns(message.from, message.to)?;
+        let nics = r.nics.as_mut().expect("the network is configured");
+        let ready_ns = message.hold_until_ns.max(now_ns);
+        let sent_ns = nics.sent_ns(message.from, message.to, message.bytes, ready_ns);
+        Some(sent_ns.saturating_add(latency_ns))
+    });
+    let Some(arrival_ns) = arrival_ns else {
         return false;
     };
-    time::run_after_ns(latency_ns, arrive);
+    time::run_after_ns(arrival_ns - now_ns, arrive);
     true
 }
 
 /// Puts a request on the wire; false if the wire dropped it at once. One that arrives to
 /// find its server gone or its host down is dropped then, and its client told.
-pub(super) fn send_request(from: IpAddr, to: IpAddr, envelope: Envelope) -> bool {
-    transmit(from, to, move || {
-        match with_registry(|r| r.arrival(envelope.incarnation)) {
+pub(super) fn send_request(from: IpAddr, to: IpAddr, bytes: u64, envelope: Envelope) -> bool {
+    let message = Message {
+        from,
+        to,
+        bytes,
+        hold_until_ns: 0,
+    };
+    transmit(message, move || {
+        let mut envelope = envelope;
+        let arrived = with_registry(|r| {
+            let mailbox = r.arrival(envelope.incarnation)?;
+            // The server's host takes requests in as they arrive, one at a time on its link.
+            let nics = r.nics.as_mut().expect("the network is configured");
+            envelope.received_ns = nics.received_ns(from, to, bytes, time::elapsed_ns());
+            Some(mailbox)
+        });
+        match arrived {
             Some(mailbox) => mailbox.push(envelope),
             None => envelope.reply_to.lose(envelope.id),
         }

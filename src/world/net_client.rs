@@ -6,7 +6,7 @@ use super::{
     RESET_DELAY_US, RTO_US_MAX, RTO_US_MIN,
 };
 use crate::world::time;
-use crate::world::wire::{Arrival, Envelope, Inbox, ReturnPath};
+use crate::world::wire::{Arrival, Envelope, Inbox, ReturnPath, WireSize};
 use futures::future::{select, Either};
 use std::net::{IpAddr, SocketAddr};
 use std::pin::{pin, Pin};
@@ -104,7 +104,7 @@ impl RpcClient {
     /// resets, silence and loss do to it).
     pub async fn call<Req, Resp>(&mut self, request: Req, wait: ReplyWait) -> Result<Resp, NetError>
     where
-        Req: Clone + Send + Sync + 'static,
+        Req: WireSize + Clone + Send + Sync + 'static,
         Resp: Send + Sync + 'static,
     {
         if let Some(broken) = &self.broken {
@@ -149,7 +149,7 @@ impl RpcClient {
         request: &Req,
     ) -> Result<Resp, NetError>
     where
-        Req: Clone + Send + Sync + 'static,
+        Req: WireSize + Clone + Send + Sync + 'static,
         Resp: Send + Sync + 'static,
     {
         let id = call.id;
@@ -278,7 +278,7 @@ impl RpcClient {
     /// the request is not the end: the call then waits until the server takes it.
     async fn exchange<Req, Resp>(&mut self, id: u64, request: &Req, until: Until) -> Exchange<Resp>
     where
-        Req: Clone + Send + Sync + 'static,
+        Req: WireSize + Clone + Send + Sync + 'static,
         Resp: Send + Sync + 'static,
     {
         let incarnation = self.incarnation.expect("an open path is bound");
@@ -300,8 +300,9 @@ impl RpcClient {
                 inbox: Arc::downgrade(&self.inbox),
             },
             request: Box::new(request.clone()),
+            received_ns: 0,
         };
-        if !send_request(self.ip, self.server.ip(), envelope) {
+        if !send_request(self.ip, self.server.ip(), request.wire_bytes(), envelope) {
             return Exchange::Dropped;
         }
         let reset = self.reset_signal();

@@ -1,17 +1,25 @@
 //! The server side of `net`'s connections: a listening socket that takes requests in arrival
 //! order, answers resent ones from a cache of replies, and sends replies over the wire.
 
-use super::{transmit, with_registry, ListenGuard, REPLY_CACHE_MAX};
-use crate::world::wire::{Mailbox, Payload, ReturnPath};
+use super::{transmit, with_registry, ListenGuard, Message, REPLY_CACHE_MAX};
+use crate::world::wire::{Mailbox, Payload, ReturnPath, WireSize};
 use std::collections::{BTreeMap, VecDeque};
 use std::net::{IpAddr, SocketAddr};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
-/// Puts a reply on the wire; its client is told at once if the wire drops it.
-fn send_reply(from: IpAddr, to: &ReturnPath, id: u64, reply: Payload) {
+/// Puts a reply of `bytes` on the wire once the server is done with what it holds it for;
+/// its client is told at once if the wire drops it.
+fn send_reply(from: IpAddr, to: &ReturnPath, id: u64, reply: (Payload, u64), hold_until_ns: u64) {
+    let (reply, bytes) = reply;
     let inbox = to.inbox.clone();
-    let sent = transmit(from, to.ip, move || {
+    let message = Message {
+        from,
+        to: to.ip,
+        bytes,
+        hold_until_ns,
+    };
+    let sent = transmit(message, move || {
         if let Some(inbox) = inbox.upgrade() {
             inbox.deliver(id, reply);
         }
@@ -43,12 +51,13 @@ pub(super) struct ReplyCache {
 
 /// A reply that can be sent again.
 pub(super) trait CloneAny: Send + Sync {
-    fn clone_payload(&self) -> Payload;
+    /// A copy to send, and its size on the wire.
+    fn clone_payload(&self) -> (Payload, u64);
 }
 
-impl<T: Clone + Send + Sync + 'static> CloneAny for T {
-    fn clone_payload(&self) -> Payload {
-        Box::new(self.clone())
+impl<T: WireSize + Clone + Send + Sync + 'static> CloneAny for T {
+    fn clone_payload(&self) -> (Payload, u64) {
+        (Box::new(self.clone()), self.wire_bytes())
     }
 }
 
@@ -58,6 +67,8 @@ pub struct Incoming<Req> {
     pub from: ReturnPath,
     pub id: u64,
     pub request: Req,
+    /// When the server's host had taken in all of it: the server cannot start on it before.
+    pub received_ns: u64,
 }
 
 impl<Req> Incoming<Req> {
@@ -89,7 +100,7 @@ impl RpcServer {
 
     /// Waits for the next request that is not a resend of one in progress. A resend of an
     /// answered request is answered again from the cache here.
-    pub async fn recv<Req: Send + Sync + 'static>(&mut self) -> Incoming<Req> {
+    pub async fn recv<Req: Send + Sync + 'static>(&self) -> Incoming<Req> {
         loop {
             let envelope = std::future::poll_fn(|cx| self.mailbox.poll_next(cx)).await;
             assert_eq!(
@@ -112,7 +123,7 @@ impl RpcServer {
                 }
             };
             match cached {
-                Some(Some(reply)) => send_reply(self.ip, &envelope.reply_to, id, reply),
+                Some(Some(reply)) => send_reply(self.ip, &envelope.reply_to, id, reply, 0),
                 Some(None) => {}
                 None => {
                     let request = envelope
@@ -123,6 +134,7 @@ impl RpcServer {
                         from: envelope.reply_to,
                         id,
                         request: *request,
+                        received_ns: envelope.received_ns,
                     };
                 }
             }
@@ -145,24 +157,29 @@ impl RpcServer {
 }
 
 /// Sends replies on behalf of an `RpcServer`.
+#[derive(Clone)]
 pub struct Replier {
     ip: IpAddr,
     replies: Arc<std::sync::Mutex<ReplyCache>>,
 }
 
 impl Replier {
-    /// Sends the reply to a request and remembers it for resends.
-    pub fn reply<Resp: Clone + Send + Sync + 'static>(
+    /// Sends the reply to a request and remembers it for resends. It leaves at
+    /// `hold_until_ns` of simulated time, or now if that has passed: a server busy with a
+    /// request replies when it is done.
+    pub fn reply<Resp: WireSize + Clone + Send + Sync + 'static>(
         &self,
         to: &ReturnPath,
         id: u64,
         reply: Resp,
+        hold_until_ns: u64,
     ) {
+        let bytes = reply.wire_bytes();
         self.replies
             .lock()
             .expect("reply cache lock")
             .answer(id, Box::new(reply.clone()));
-        send_reply(self.ip, to, id, Box::new(reply));
+        send_reply(self.ip, to, id, (Box::new(reply), bytes), hold_until_ns);
     }
 }
 

@@ -69,3 +69,9 @@ fn tcp_gives_up_where_linux_does() {
     assert_eq!(tcp_give_up_us(15), 924_600_000);
     assert_eq!(tcp_give_up_us(16), 1_044_600_000);
 }
+
+impl super::WireSize for u64 {
+    fn wire_bytes(&self) -> u64 {
+        8
+    }
+}

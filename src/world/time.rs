@@ -87,6 +87,24 @@ pub fn sleep_until_ns(at_ns: u64) -> Sleep {
     }
 }
 
+/// Sleeps for exactly `duration_ns` of simulated time (at least 1 ns), without madsim's
+/// 1 ms minimum: for CPU work of a few microseconds, such as a client encoding a message.
+pub fn sleep_exact_ns(duration_ns: u64) -> Sleep {
+    let inner = with_handle(|h| {
+        let mut sleep = h.sleep(Duration::ZERO);
+        Pin::new(&mut sleep).reset(h.now_instant() + Duration::from_nanos(duration_ns.max(1)));
+        sleep
+    });
+    Sleep { inner, armed: None }
+}
+
+/// Spends `ns` of a process's CPU time, exactly; nothing (and no timer) for 0.
+pub async fn spend_cpu_ns(ns: u64) {
+    if ns > 0 {
+        sleep_exact_ns(ns).await;
+    }
+}
+
 /// Sleeps for `duration_us` of simulated time (madsim rounds short sleeps up to 1 ms).
 pub fn sleep_us(duration_us: u64) -> Sleep {
     Sleep {

@@ -23,6 +23,12 @@ use std::task::{Context, Poll, Waker};
 /// What a message carries: requests and replies of any type.
 pub(super) type Payload = Box<dyn std::any::Any + Send + Sync>;
 
+/// How many bytes a request or reply puts on the wire, headers of its own protocol included:
+/// what its hosts' links carry it at.
+pub trait WireSize {
+    fn wire_bytes(&self) -> u64;
+}
+
 /// The network's conditions now, which the scenario sets and faults change.
 pub(super) struct Conditions {
     latency_ns_min: u64,
@@ -232,13 +238,16 @@ impl ReturnPath {
 
 /// A request as it travels: its id, the server incarnation it is addressed to, the client's
 /// acknowledgement slot (the highest id the server received: TCP's ACK, without a message),
-/// where the reply goes, and the request itself.
+/// where the reply goes, the request itself, and when it was all in.
 pub(super) struct Envelope {
     pub(super) id: u64,
     pub(super) incarnation: u64,
     pub(super) acked: Arc<AtomicU64>,
     pub(super) reply_to: ReturnPath,
     pub(super) request: Payload,
+    /// When the server's host has taken it all in (set when it arrives): its link may still
+    /// be taking in requests that came before it.
+    pub(super) received_ns: u64,
 }
 
 /// A server's queue of arrived requests, served in arrival order as TCPStore reads its

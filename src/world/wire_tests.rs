@@ -92,6 +92,7 @@ fn requests_still_queued_when_a_server_goes_are_reported_dropped() {
             inbox: Arc::downgrade(&inbox),
         },
         request: Box::new(()),
+        received_ns: 0,
     });
     drop(mailbox);
     let waker = noop_waker();

@@ -26,6 +26,7 @@ pub fn scenario(nodes: u32, store: StoreHost, faults: Vec<Fault>) -> Scenario {
         latency_us_max: 5000,
         loss: 0.0,
         bandwidth_bits_per_sec: 100_000_000_000,
+        store_host_bandwidth_bits_per_sec: 100_000_000_000,
     };
     s.faults = faults;
     s
