@@ -25,8 +25,15 @@ pub const WORKLOADS: &[&str] = &[
     "scale-1024",
     "scale-4096",
     "scale",
+    "scale-64-backoff",
+    "scale-256-backoff",
+    "scale-1024-backoff",
+    "scale-4096-backoff",
     "randperm-10m",
 ];
+
+/// torch's `cas_backoff_max_seconds` in the `scale-N-backoff` lines.
+pub const SCALE_BACKOFF_MAX: &str = "1s";
 
 /// Node counts of the scale workloads.
 pub const SCALE_NODES: [u32; 4] = [64, 256, 1024, 4096];
@@ -100,13 +107,16 @@ pub fn run(workload: &str) -> Result<Figures, String> {
         "reference" => reference(),
         "fuzz" => fuzz_cases(),
         "randperm-10m" => Ok(randperm()),
-        _ => match workload
-            .strip_prefix("scale-")
-            .and_then(|n| n.parse::<u32>().ok())
-        {
-            Some(nodes) if SCALE_NODES.contains(&nodes) => scale(nodes),
-            _ => Err(format!("unknown workload `{workload}`")),
-        },
+        _ => {
+            let (nodes, backoff) = match workload.strip_suffix("-backoff") {
+                Some(plain) => (plain.strip_prefix("scale-"), true),
+                None => (workload.strip_prefix("scale-"), false),
+            };
+            match nodes.and_then(|n| n.parse::<u32>().ok()) {
+                Some(nodes) if SCALE_NODES.contains(&nodes) => scale(nodes, backoff),
+                _ => Err(format!("unknown workload `{workload}`")),
+            }
+        }
     }
 }
 
@@ -185,8 +195,12 @@ pub fn fuzz_workload_cases() -> Vec<fuzz::strategy::Case> {
         .collect()
 }
 
-fn scale(nodes: u32) -> Result<Figures, String> {
-    let scenario = workloads::scale(nodes);
+/// One rendezvous round of `nodes` joining at once, with torch's backoff after a lost
+/// compare-and-set or without: how long it takes in simulated time, what it costs the store
+/// (bytes on its link per simulated second, its busiest second, its event loop's busy
+/// share), and what it costs the simulator.
+fn scale(nodes: u32, backoff: bool) -> Result<Figures, String> {
+    let scenario = workloads::scale(nodes, backoff.then_some(SCALE_BACKOFF_MAX));
     let file = "bench-scale.toml";
     let bounded = RunOptions {
         sim_events_max: Some(SCALE_SIM_EVENTS_MAX),
@@ -198,15 +212,24 @@ fn scale(nodes: u32) -> Result<Figures, String> {
             .map(|run| (one.check(&run.trace, &run.end), run.stats))
     });
     let mut fields = json!({ "nodes": nodes, "wall_us": wall_us });
+    if backoff {
+        fields["cas_backoff_max"] = json!(SCALE_BACKOFF_MAX);
+    }
     let store = match run {
         Ok((report, stats)) => {
             let report = report.map_err(|e| e.to_string())?;
             let round = report.rounds.first();
             fields["completed"] = json!(true);
+            fields["outcome"] = json!(report.outcome.as_str());
+            fields["sim_time_us"] = json!(report.sim_time_us);
             fields["round_world_size"] = json!(round.map(|r| r.world_size).unwrap_or(0));
             fields["round_completed_at_us"] = json!(round.map(|r| r.completed_at_us));
             fields["events"] = json!(report.events);
             fields["sim_events"] = json!(stats.sim_events);
+            let sim_s = report.sim_time_us.max(1) as f64 / 1e6;
+            fields["store_wire_bytes_per_sim_s"] =
+                json!((stats.store.wire_bytes as f64 / sim_s).round());
+            fields["store_busy_share"] = json!(round2(stats.store.busy_ns as f64 / 1e9 / sim_s));
             stats.store
         }
         // Stopped at the bound: how far it got is the figure.
@@ -220,6 +243,9 @@ fn scale(nodes: u32) -> Result<Figures, String> {
     fields["cas_attempts"] = json!(store.compare_sets);
     fields["cas_landed"] = json!(store.compare_sets_landed);
     fields["store_value_bytes_sent"] = json!(store.value_bytes_sent);
+    fields["store_wire_bytes"] = json!(store.wire_bytes);
+    fields["store_busiest_second"] = json!(store.busiest_second);
+    fields["store_busiest_second_wire_bytes"] = json!(store.busiest_second_wire_bytes);
     let per_cas_ns = wall_us as f64 * 1000.0 / store.compare_sets.max(1) as f64;
     fields["wall_ns_per_cas"] = json!(per_cas_ns.round());
     Ok(Figures::new(&format!("scale-{nodes}"), fields))
@@ -232,6 +258,7 @@ fn scale(nodes: u32) -> Result<Figures, String> {
 pub fn scale_fit(lines: &[Figures]) -> Figures {
     let completed: Vec<&Figures> = lines
         .iter()
+        .filter(|f| !f.workload.ends_with("-backoff"))
         .filter(|f| f.fields.get("completed") == Some(&Value::Bool(true)))
         .collect();
     let points = |field: &str| -> Vec<(u32, u64)> {
@@ -334,7 +361,7 @@ mod tests {
     /// A 64-node round forms, and every node's join is a compare-and-set that landed.
     #[test]
     fn a_small_scale_round_completes_and_counts_its_protocol() {
-        let f = scale(64).expect("the round runs").fields;
+        let f = scale(64, false).expect("the round runs").fields;
         assert_eq!(f["completed"], json!(true));
         assert_eq!(f["round_world_size"], json!(64));
         let landed = f["cas_landed"].as_u64().expect("a count");

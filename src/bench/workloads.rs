@@ -78,12 +78,15 @@ pub fn reference() -> Scenario {
 /// first joiners of a storm that lasts longer are swept out before the last one arrives and
 /// the round never forms (at 1024 nodes it does not). The expiry is raised to 1000 s, so the
 /// figure is the cost of forming the round, not of that livelock.
-pub fn scale(nodes: u32) -> Scenario {
+pub fn scale(nodes: u32, cas_backoff_max: Option<&str>) -> Scenario {
+    let backoff = cas_backoff_max
+        .map(|max| format!("cas_backoff_max = \"{max}\"\n"))
+        .unwrap_or_default();
     let text = format!(
         "name = \"bench: one round of {nodes} nodes\"\nseed = 1\ntime_limit = \"1h\"\n\
          [cluster]\nnodes = {nodes}\nstore = \"dedicated\"\n\
          [rendezvous]\nmin_nodes = {nodes}\nmax_nodes = {nodes}\nkeep_alive_max_attempt = 200\n\
-         [job]\nsteps = 1\nstep_time = \"200ms\"\n"
+         {backoff}[job]\nsteps = 1\nstep_time = \"200ms\"\n"
     );
     scenario::parse(&text, "bench-scale.toml").expect("the scale scenario is valid")
 }
@@ -98,7 +101,11 @@ mod tests {
         assert_eq!((r.cluster.nodes, r.cluster.gpus_per_node), (64, 8));
         assert_eq!(r.faults.len(), 4);
         for n in crate::bench::SCALE_NODES {
-            assert_eq!(scale(n).rendezvous.max_nodes, n);
+            assert_eq!(scale(n, None).rendezvous.max_nodes, n);
+            assert_eq!(
+                scale(n, Some("1s")).rendezvous.cas_backoff_max_us,
+                1_000_000
+            );
         }
     }
 }

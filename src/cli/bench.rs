@@ -14,7 +14,8 @@ pub struct BenchArgs {
     #[arg(long, value_enum, default_value_t = Format::Text)]
     pub format: Format,
     /// Run only this workload: reference, fuzz, scale-64, scale-256, scale-1024, scale-4096,
-    /// scale (all four scale runs, then the fit), randperm-10m.
+    /// scale (all four scale runs, then the fit), scale-N-backoff (a scale run with torch's
+    /// cas_backoff_max_seconds at 1 s), randperm-10m.
     #[arg(long, value_name = "NAME")]
     pub workload: Option<String>,
 }

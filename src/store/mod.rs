@@ -126,12 +126,45 @@ pub struct StoreStats {
     pub compare_sets_landed: u64,
     /// Bytes of the values in the answers (a compare-and-set answers the value it finds).
     pub value_bytes_sent: u64,
+    /// Bytes of the requests and answers on the wire (with TCPStore's framing).
+    pub wire_bytes: u64,
+    /// Time the server's event loop spent on the answered requests.
+    pub busy_ns: u64,
+    /// The simulated second (from the run's start) whose answered requests carried the most
+    /// wire bytes, and those bytes.
+    pub busiest_second: u64,
+    pub busiest_second_wire_bytes: u64,
+    /// The second being counted, and its bytes so far.
+    second_now: u64,
+    second_now_wire_bytes: u64,
+}
+
+/// What one answered request cost: when it was answered, and the event loop's time on it.
+#[derive(Debug, Clone, Copy)]
+pub struct Served {
+    pub at_ns: u64,
+    pub service_ns: u64,
 }
 
 impl StoreStats {
     /// Counts one answered request.
-    pub fn count(&mut self, request: &StoreRequest, response: &StoreResponse) {
+    pub fn count(&mut self, request: &StoreRequest, response: &StoreResponse, served: Served) {
+        use crate::world::net::WireSize;
         self.requests += 1;
+        self.busy_ns = self.busy_ns.saturating_add(served.service_ns);
+        let wire_bytes = request.wire_bytes() + response.wire_bytes();
+        self.wire_bytes = self.wire_bytes.saturating_add(wire_bytes);
+        // Answers are counted in time order, so one open second at a time suffices.
+        let second = served.at_ns / 1_000_000_000;
+        if second != self.second_now {
+            self.second_now = second;
+            self.second_now_wire_bytes = 0;
+        }
+        self.second_now_wire_bytes += wire_bytes;
+        if self.second_now_wire_bytes > self.busiest_second_wire_bytes {
+            self.busiest_second = second;
+            self.busiest_second_wire_bytes = self.second_now_wire_bytes;
+        }
         if let StoreRequest::CompareSet { desired, .. } = request {
             self.compare_sets += 1;
             if matches!(response, StoreResponse::Value(v) if Value::same(v, desired)) {

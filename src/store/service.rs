@@ -17,7 +17,7 @@
 //!   on its next call.
 
 use super::cost::StoreCosts;
-use super::{Keys, StoreRequest, StoreResponse, StoreState, Value};
+use super::{Keys, Served, StoreRequest, StoreResponse, StoreState, Value};
 use crate::world::net::{Incoming, NetError, ReplyWait, RpcClient, RpcServer};
 use crate::world::{spawn, time};
 use futures::channel::oneshot;
@@ -174,12 +174,12 @@ pub async fn serve(addr: SocketAddr, costs: StoreCosts) -> Result<(), NetError> 
                 }
             }
         };
-        let turn_end_ns = take_turn(&shared, &costs, &incoming);
+        let turn = take_turn(&shared, &costs, &incoming);
         let replier = server.replier();
         let shared = shared.clone();
         let connection = incoming.connection();
         in_progress.push(async move {
-            let answered = answer(&shared, &incoming.request, connection, turn_end_ns).await;
+            let answered = answer(&shared, &incoming.request, connection, turn).await;
             if let Some((reply, leaves_ns)) = answered {
                 replier.reply(&incoming.from, incoming.id, reply, leaves_ns);
             }
@@ -187,12 +187,19 @@ pub async fn serve(addr: SocketAddr, costs: StoreCosts) -> Result<(), NetError> 
     }
 }
 
-/// Books the turn on the event loop of a request that arrived now; returns when it ends.
+/// A request's turn on the event loop: how long it takes, and when it ends.
+#[derive(Debug, Clone, Copy)]
+struct Turn {
+    service_ns: u64,
+    end_ns: u64,
+}
+
+/// Books the turn on the event loop of a request that arrived now.
 fn take_turn(
     shared: &Arc<Mutex<Shared>>,
     costs: &StoreCosts,
     incoming: &Incoming<StoreRequest>,
-) -> u64 {
+) -> Turn {
     let request = &incoming.request;
     let mut guard = shared.lock().expect("store lock");
     let reply_bytes = match request {
@@ -202,8 +209,12 @@ fn take_turn(
         _ => 0,
     };
     let starts_ns = incoming.received_ns.max(guard.loop_free_ns);
-    guard.loop_free_ns = starts_ns.saturating_add(costs.service_ns(request, reply_bytes));
-    guard.loop_free_ns
+    let service_ns = costs.service_ns(request, reply_bytes);
+    guard.loop_free_ns = starts_ns.saturating_add(service_ns);
+    Turn {
+        service_ns,
+        end_ns: guard.loop_free_ns,
+    }
 }
 
 /// Applies one request from `connection`, waiting for keys when it must: its answer, and
@@ -214,7 +225,7 @@ async fn answer(
     shared: &Arc<Mutex<Shared>>,
     request: &StoreRequest,
     connection: u64,
-    turn_end_ns: u64,
+    turn: Turn,
 ) -> Option<(StoreResponse, u64)> {
     if matches!(request, StoreRequest::CancelWait) {
         let cancel = shared
@@ -236,14 +247,18 @@ async fn answer(
         let wake = {
             let mut guard = shared.lock().expect("store lock");
             if let Some(reply) = guard.state.apply(request) {
-                crate::world::context::count_store_reply(request, &reply);
+                let served = Served {
+                    at_ns: time::elapsed_ns(),
+                    service_ns: turn.service_ns,
+                };
+                crate::world::context::count_store_reply(request, &reply, served);
                 // Blocked before (`cancelled` is set once it blocks): a write woke it.
                 let leaves_ns = match cancelled {
-                    Some(_) => turn_end_ns.max(guard.last_write_end_ns),
-                    None => turn_end_ns,
+                    Some(_) => turn.end_ns.max(guard.last_write_end_ns),
+                    None => turn.end_ns,
                 };
                 if request.may_change() {
-                    guard.last_write_end_ns = turn_end_ns;
+                    guard.last_write_end_ns = turn.end_ns;
                     if !guard.waiters.is_empty() {
                         let Shared { state, waiters, .. } = &mut *guard;
                         waiters.wake(&request.keys(), state);

@@ -18,7 +18,7 @@
 //! `NodeEnv::shared`, which the world keeps per run as well.
 
 use super::net::Registry;
-use crate::store::{StoreRequest, StoreResponse, StoreStats};
+use crate::store::{Served, StoreRequest, StoreResponse, StoreStats};
 use std::cell::{Cell, RefCell};
 use std::rc::Rc;
 use std::task::Waker;
@@ -162,10 +162,10 @@ impl RunContext {
 
 /// Counts a store's reply in the stats of the run on this thread (the store server calls
 /// this; outside a run there is nothing to count for).
-pub fn count_store_reply(request: &StoreRequest, reply: &StoreResponse) {
+pub fn count_store_reply(request: &StoreRequest, reply: &StoreResponse, served: Served) {
     with(|context| {
         let mut stats = context.store.get();
-        stats.count(request, reply);
+        stats.count(request, reply, served);
         context.store.set(stats);
     });
 }
