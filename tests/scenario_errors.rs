@@ -125,6 +125,14 @@ fn over_a_bound() {
     assert_at(&e, 3, 19, "rendezvous.cas_backoff_max", "at most");
     let e = error("name = \"x\"\n[cluster]\ntcp_retries2 = 61\n");
     assert_at(&e, 3, 16, "cluster.tcp_retries2", "at most 60");
+    let e = error("name = \"x\"\n[cluster]\nstore_cost_scale = 101.0\n");
+    assert_at(&e, 3, 20, "cluster.store_cost_scale", "at most 100");
+    let e = error("name = \"x\"\n[cluster]\nstore_cost_scale = -1.0\n");
+    assert_at(&e, 3, 20, "cluster.store_cost_scale", "at least 0");
+    let e = error("name = \"x\"\n[network]\nstore_host_bandwidth = \"0Gbps\"\n");
+    assert_at(&e, 3, 24, "network.store_host_bandwidth", "at least");
+    let e = error("name = \"x\"\n[network]\nstore_host_bandwidth = \"fast\"\n");
+    assert_at(&e, 3, 24, "network.store_host_bandwidth", "");
     let e = error("name = \"x\"\ntime_limit = \"8d\"\n");
     assert_at(&e, 2, 14, "time_limit", "not a duration unit");
     let e = error("name = \"x\"\ntime_limit = \"200h\"\n");
