@@ -248,7 +248,8 @@ fn scale(nodes: u32, backoff: bool) -> Result<Figures, String> {
     fields["store_busiest_second_wire_bytes"] = json!(store.busiest_second_wire_bytes);
     let per_cas_ns = wall_us as f64 * 1000.0 / store.compare_sets.max(1) as f64;
     fields["wall_ns_per_cas"] = json!(per_cas_ns.round());
-    Ok(Figures::new(&format!("scale-{nodes}"), fields))
+    let suffix = if backoff { "-backoff" } else { "" };
+    Ok(Figures::new(&format!("scale-{nodes}{suffix}"), fields))
 }
 
 /// The `scale` line, from the `scale-N` lines: the growth exponents (least-squares slopes in
@@ -361,7 +362,9 @@ mod tests {
     /// A 64-node round forms, and every node's join is a compare-and-set that landed.
     #[test]
     fn a_small_scale_round_completes_and_counts_its_protocol() {
-        let f = scale(64, false).expect("the round runs").fields;
+        let line = scale(64, false).expect("the round runs");
+        assert_eq!(line.workload, "scale-64");
+        let f = line.fields;
         assert_eq!(f["completed"], json!(true));
         assert_eq!(f["round_world_size"], json!(64));
         let landed = f["cas_landed"].as_u64().expect("a count");
@@ -381,6 +384,15 @@ mod tests {
             );
             assert_eq!(case.scenario.job.steps, workloads::FUZZ_STEPS);
         }
+    }
+
+    #[test]
+    fn a_backoff_line_is_named_for_its_workload_and_left_out_of_the_fit() {
+        let line = run("scale-64-backoff").expect("the round runs");
+        assert_eq!(line.workload, "scale-64-backoff");
+        assert_eq!(line.fields["cas_backoff_max"], json!(SCALE_BACKOFF_MAX));
+        let fit = scale_fit(&[line]).fields;
+        assert_eq!(fit["points"], json!(0));
     }
 
     #[test]
