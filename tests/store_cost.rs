@@ -60,43 +60,46 @@ fn burst(s: &Scenario, call: &'static str) -> (u64, u64) {
     (first, last)
 }
 
-fn cluster(store_cost_scale: f64, store_host_bandwidth_bits_per_sec: u64) -> Scenario {
+/// From the first call to the last reply of `call` at every client, in microseconds, on a
+/// store of this scale behind a link of this speed.
+fn span_us(
+    store_cost_scale: f64,
+    store_host_bandwidth_bits_per_sec: u64,
+    call: &'static str,
+) -> u64 {
     let mut s = scenario(CLIENTS + 1, StoreHost::Dedicated, vec![]);
     s.cluster.store_cost_scale = store_cost_scale;
     s.network.store_host_bandwidth_bits_per_sec = store_host_bandwidth_bits_per_sec;
-    s
+    let (first, last) = burst(&s, call);
+    last - first
 }
 
 #[test]
 fn the_event_loop_serves_compare_and_sets_one_at_a_time() {
-    let (first, last) = burst(&cluster(1.0, 100_000_000_000), "compare_set");
     // Eight requests arriving within 4 ms of each other queue behind one another.
+    let span = span_us(1.0, 100_000_000_000, "compare_set");
     assert!(
-        last - first >= u64::from(CLIENTS) * COMPARE_SET_400K_US,
-        "{CLIENTS} compare-and-sets of 400 kB took {} us from first call to last reply",
-        last - first
+        span >= u64::from(CLIENTS) * COMPARE_SET_400K_US,
+        "{CLIENTS} compare-and-sets of 400 kB took {span} us from first call to last reply"
     );
-    let (first, last) = burst(&cluster(0.0, 100_000_000_000), "compare_set");
+    let span = span_us(0.0, 100_000_000_000, "compare_set");
     assert!(
-        last - first < 11_000,
-        "a free store answers within two latencies and the bytes' time, took {} us",
-        last - first
+        span < 11_000,
+        "a free store answers within two latencies and the bytes' time, took {span} us"
     );
 }
 
 #[test]
 fn the_store_hosts_link_carries_every_reply_in_turn() {
     // 100 Mbps: a 400 kB reply takes 32 ms on the store host's link.
-    let (first, last) = burst(&cluster(0.0, 100_000_000), "get");
+    let span = span_us(0.0, 100_000_000, "get");
     assert!(
-        last - first >= u64::from(CLIENTS) * 32_000,
-        "{CLIENTS} gets of 400 kB through 100 Mbps took {} us",
-        last - first
+        span >= u64::from(CLIENTS) * 32_000,
+        "{CLIENTS} gets of 400 kB through 100 Mbps took {span} us"
     );
-    let (first, last) = burst(&cluster(0.0, 100_000_000_000), "get");
+    let span = span_us(0.0, 100_000_000_000, "get");
     assert!(
-        last - first < 11_000,
-        "at 100 Gbps the link is no bottleneck, took {} us",
-        last - first
+        span < 11_000,
+        "at 100 Gbps the link is no bottleneck, took {span} us"
     );
 }

@@ -162,6 +162,12 @@ impl Registry {
             .expect("the network is configured when the run starts")
     }
 
+    fn nics(&mut self) -> &mut Nics {
+        self.nics
+            .as_mut()
+            .expect("the network is configured when the run starts")
+    }
+
     /// The mailbox a request to `incarnation` lands in now, if its server lives and its
     /// host is up.
     fn arrival(&self, incarnation: u64) -> Option<Arc<Mailbox>> {
@@ -323,9 +329,10 @@ fn transmit(message: Message, arrive: impl FnOnce() + Send + 'static) -> bool {
     let now_ns = time::elapsed_ns();
     let arrival_ns = with_registry(|r| {
         let latency_ns = r.conditions().latency_ns(message.from, message.to)?;
-        let nics = r.nics.as_mut().expect("the network is configured");
         let ready_ns = message.hold_until_ns.max(now_ns);
-        let sent_ns = nics.sent_ns(message.from, message.to, message.bytes, ready_ns);
+        let sent_ns = r
+            .nics()
+            .sent_ns(message.from, message.to, message.bytes, ready_ns);
         Some(sent_ns.saturating_add(latency_ns))
     });
     let Some(arrival_ns) = arrival_ns else {
@@ -349,8 +356,7 @@ pub(super) fn send_request(from: IpAddr, to: IpAddr, bytes: u64, envelope: Envel
         let arrived = with_registry(|r| {
             let mailbox = r.arrival(envelope.incarnation)?;
             // The server's host takes requests in as they arrive, one at a time on its link.
-            let nics = r.nics.as_mut().expect("the network is configured");
-            envelope.received_ns = nics.received_ns(from, to, bytes, time::elapsed_ns());
+            envelope.received_ns = r.nics().received_ns(from, to, bytes, time::elapsed_ns());
             Some(mailbox)
         });
         match arrived {
