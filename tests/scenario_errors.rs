@@ -133,6 +133,14 @@ fn over_a_bound() {
     assert_at(&e, 3, 24, "network.store_host_bandwidth", "at least");
     let e = error("name = \"x\"\n[network]\nstore_host_bandwidth = \"fast\"\n");
     assert_at(&e, 3, 24, "network.store_host_bandwidth", "");
+    let e = error("name = \"x\"\n[agent]\nstart_time = \"2h\"\n");
+    assert_at(&e, 3, 14, "agent.start_time", "at most");
+    let e = error("name = \"x\"\n[agent]\nstart_time_jitter = \"soon\"\n");
+    assert_at(&e, 3, 21, "agent.start_time_jitter", "");
+    let e = error("name = \"x\"\n[job]\nworker_start_time = \"-1s\"\n");
+    assert_at(&e, 3, 21, "job.worker_start_time", "");
+    let e = error("name = \"x\"\n[job]\nworker_start_jitter = \"61m\"\n");
+    assert_at(&e, 3, 23, "job.worker_start_jitter", "at most");
     let e = error("name = \"x\"\ntime_limit = \"8d\"\n");
     assert_at(&e, 2, 14, "time_limit", "not a duration unit");
     let e = error("name = \"x\"\ntime_limit = \"200h\"\n");

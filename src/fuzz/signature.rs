@@ -344,7 +344,7 @@ mod tests {
                 },
             ),
             Fault {
-                at_us: 2_305_000,
+                at_us: 2_590_000,
                 kind: FaultKind::Kill { node: 1 },
             },
         ];

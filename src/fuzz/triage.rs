@@ -200,7 +200,8 @@ mod tests {
 
     #[test]
     fn a_killed_participant_is_triaged_as_pytorch_111646() {
-        let case = kill_case(5, 0, 5, 2_305_000, 1_776_612_806_655_204_715);
+        // node-1 dies 25 ms after round 0 completed, before the rank exchange is done.
+        let case = kill_case(5, 0, 5, 2_590_000, 1_776_612_806_655_204_715);
         let (verdict, _) = judge(&case.scenario, case.seed, None);
         assert_eq!(verdict.counted, vec!["rendezvous.liveness".to_owned()]);
         let known = triage(&case, &verdict, None).expect("a known torch behaviour");
@@ -211,13 +212,14 @@ mod tests {
     #[test]
     fn the_world_size_race_is_triaged_as_world_read_after_sanitize() {
         // Seed 1 case 2812 of the rendezvous campaign, shrunk: node-1 dies 15 s before the
-        // last call ends, so its heartbeat expires while the others finish their joins.
-        let case = kill_case(5, 2, 6, 15_403_000, 5_478_004_712_951_172_402);
+        // last call ends, so its heartbeat expires while the others finish their joins
+        // (16.1 s, as in scenarios/world_size_race.toml).
+        let case = kill_case(5, 2, 6, 16_100_000, 5_478_004_712_951_172_402);
         let (verdict, _) = judge(&case.scenario, case.seed, None);
         assert_eq!(
             verdict.counted,
             vec!["rendezvous.agreement", "rendezvous.exclusive"],
-            "reproduce with: trainsim fuzz --target rendezvous --cases 2812..2813 --seed 1"
+            "reproduce with: cargo test --release --lib the_world_size_race_is_triaged"
         );
         let known = triage(&case, &verdict, None).expect("a known torch behaviour");
         assert_eq!(known.fix, "world-at-completion");

@@ -201,6 +201,8 @@ mod tests {
             model_size_bytes: 1,
             checkpoint_every: 1,
             collective_timeout_us: 1,
+            worker_start_time_us: 0,
+            worker_start_jitter_us: 0,
             backend: Default::default(),
             nccl_peer_exit_detection_us: None,
             dataset: Dataset {

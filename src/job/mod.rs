@@ -175,6 +175,14 @@ pub async fn train(
     reached: Arc<AtomicU64>,
     mutants: Arc<Mutants>,
 ) {
+    // The worker process starts (Python, imports) before it reaches the process group.
+    let job = &env.scenario().job;
+    env.process_start(
+        &format!("worker-start/{}", plan.group_key()),
+        job.worker_start_time_us,
+        job.worker_start_jitter_us,
+    )
+    .await;
     let result = match bootstrap::init_process_group(&env, &plan).await {
         // A store these workers host lives as long as they do.
         Ok(_server) => {

@@ -303,6 +303,13 @@ pub fn agent(raw: &Option<RawAgent>, cluster: &Cluster) -> Check<AgentConfig> {
             300_000_000,
             1..=TIMEOUT_US_MAX,
         )?,
+        start_time_us: quantity_or(&p.key("start_time"), a.start_time, 0, 0..=STEP_TIME_US_MAX)?,
+        start_time_jitter_us: quantity_or(
+            &p.key("start_time_jitter"),
+            a.start_time_jitter,
+            0,
+            0..=STEP_TIME_US_MAX,
+        )?,
         share_store: a.share_store.unwrap_or(true),
         fixes: fixes(&p.key("fixes"), a.fixes.as_deref().unwrap_or(&[]))?,
     })

@@ -44,6 +44,8 @@ pub fn to_raw(s: &Scenario) -> RawScenario {
             max_restarts: Some(s.agent.max_restarts),
             monitor_interval: Some(Duration::from_us(s.agent.monitor_interval_us)),
             exit_barrier_timeout: Some(Duration::from_us(s.agent.exit_barrier_timeout_us)),
+            start_time: Some(Duration::from_us(s.agent.start_time_us)),
+            start_time_jitter: Some(Duration::from_us(s.agent.start_time_jitter_us)),
             share_store: Some(s.agent.share_store),
             fixes: Some(names(&s.agent.fixes)),
         }),
@@ -138,6 +140,8 @@ fn job(j: &JobConfig) -> RawJob {
         model_size: Some(Size::from_bytes(j.model_size_bytes)),
         checkpoint_every: Some(j.checkpoint_every),
         collective_timeout: Some(Duration::from_us(j.collective_timeout_us)),
+        worker_start_time: Some(Duration::from_us(j.worker_start_time_us)),
+        worker_start_jitter: Some(Duration::from_us(j.worker_start_jitter_us)),
         backend: Some(j.backend),
         nccl_peer_exit_detection: match (j.backend, j.nccl_peer_exit_detection_us) {
             (Backend::Gloo, _) => None,

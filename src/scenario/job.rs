@@ -54,6 +54,18 @@ pub fn job(raw: &Option<RawJob>) -> Check<JobConfig> {
         },
         1..=TIMEOUT_US_MAX,
     )?;
+    let worker_start_time_us = quantity_or(
+        &p.key("worker_start_time"),
+        j.worker_start_time,
+        0,
+        0..=STEP_TIME_US_MAX,
+    )?;
+    let worker_start_jitter_us = quantity_or(
+        &p.key("worker_start_jitter"),
+        j.worker_start_jitter,
+        0,
+        0..=STEP_TIME_US_MAX,
+    )?;
     let nccl_peer_exit_detection_us = nccl_peer_exit_detection(
         &p.key("nccl_peer_exit_detection"),
         j.nccl_peer_exit_detection.as_deref(),
@@ -70,6 +82,8 @@ pub fn job(raw: &Option<RawJob>) -> Check<JobConfig> {
         model_size_bytes,
         checkpoint_every,
         collective_timeout_us,
+        worker_start_time_us,
+        worker_start_jitter_us,
         backend,
         nccl_peer_exit_detection_us,
         dataset,

@@ -97,6 +97,13 @@ pub struct AgentConfig {
     pub max_restarts: u32,
     pub monitor_interval_us: u64,
     pub exit_barrier_timeout_us: u64,
+    /// From an agent process's launch until it creates its rendezvous handler: starting
+    /// Python and importing torch (about 4 s for each of 3 or 4 agents starting together
+    /// on the 2-core conformance machine).
+    pub start_time_us: u64,
+    /// Each agent process adds a uniform draw below this to `start_time_us` (from the run's
+    /// seed): processes starting together do not finish their imports together.
+    pub start_time_jitter_us: u64,
     /// torch's TCPStore sharing: the rank-0 agent hosts the workers' store and publishes
     /// its address; `false` is `TORCH_DISABLE_SHARE_RDZV_TCP_STORE=1`.
     pub share_store: bool,
@@ -114,6 +121,12 @@ pub struct JobConfig {
     pub checkpoint_every: u64,
     /// The process group's timeout: a collective whose peer is gone fails after it.
     pub collective_timeout_us: u64,
+    /// From a worker process's spawn until it calls `init_process_group`: starting Python
+    /// and importing torch and the training script (4 to 7 s on the conformance machine).
+    pub worker_start_time_us: u64,
+    /// Each node's workers add a uniform draw below this to `worker_start_time_us`, per
+    /// worker group (from the run's seed).
+    pub worker_start_jitter_us: u64,
     /// The process group's backend, which decides how a collective meets a dead peer.
     pub backend: Backend,
     /// NCCL only: how long after a peer's processes died on a live host (their connections

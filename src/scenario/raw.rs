@@ -89,6 +89,8 @@ pub struct RawAgent {
     pub max_restarts: Option<u32>,
     pub monitor_interval: Option<Duration>,
     pub exit_barrier_timeout: Option<Duration>,
+    pub start_time: Option<Duration>,
+    pub start_time_jitter: Option<Duration>,
     pub share_store: Option<bool>,
     pub fixes: Option<Vec<String>>,
 }
@@ -102,6 +104,8 @@ pub struct RawJob {
     pub model_size: Option<Size>,
     pub checkpoint_every: Option<u64>,
     pub collective_timeout: Option<Duration>,
+    pub worker_start_time: Option<Duration>,
+    pub worker_start_jitter: Option<Duration>,
     pub backend: Option<super::model::Backend>,
     /// A duration, or `"never"`: read as text so that one key takes both.
     pub nccl_peer_exit_detection: Option<String>,

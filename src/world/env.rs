@@ -6,6 +6,7 @@ use super::{rng, spawn, time};
 use crate::scenario::model::{node_name, NodeIndex, Scenario, StoreHost};
 use crate::trace::EventKind;
 use futures::channel::oneshot;
+use rand::Rng;
 use rand_chacha::ChaCha8Rng;
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -54,6 +55,15 @@ pub(super) async fn process_main(world: Arc<World>, index: u32) {
         pid,
     };
     env.record(EventKind::AgentStarted { pid });
+    // Python starts and imports torch before torchrun does anything, the store it may host
+    // included.
+    let agent = &world.scenario.agent;
+    env.process_start(
+        "agent-start",
+        agent.start_time_us,
+        agent.start_time_jitter_us,
+    )
+    .await;
     if world.scenario.cluster.store == StoreHost::Node(index) {
         // TCPStore runs inside the host's agent process and dies with it.
         let task = spawn((world.programs.store)(world.store_addr, &world.scenario));
@@ -136,6 +146,21 @@ impl NodeEnv {
             self.world.seed,
             &format!("{}/{}/{purpose}", self.name, self.pid),
         )
+    }
+
+    /// Waits while a process starts (Python, its imports): `time_us` plus a uniform draw
+    /// below `jitter_us` from this process's `purpose` stream. Sets no timer when both are
+    /// zero, so scenarios without start times draw nothing and schedule nothing extra.
+    pub async fn process_start(&self, purpose: &str, time_us: u64, jitter_us: u64) {
+        let extra_us = if jitter_us > 0 {
+            self.rng(purpose).gen_range(0..jitter_us)
+        } else {
+            0
+        };
+        let start_us = time_us.saturating_add(extra_us);
+        if start_us > 0 {
+            time::sleep_us(start_us).await;
+        }
     }
 
     /// The run's seed, for draws every process must agree on (the dataset).

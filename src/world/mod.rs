@@ -11,6 +11,7 @@
 
 pub mod bare_madsim_floor;
 pub mod collectives;
+mod connect_backoff;
 pub mod context;
 pub mod env;
 mod faults;

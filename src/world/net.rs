@@ -22,8 +22,8 @@
 //!   call only once its request reached the server: before that, whatever the caller sends
 //!   next is queued behind it in the same stream, so the call goes on until the request
 //!   lands (and then times out) or TCP gives up.
-//! - The first connect is retried every 100 ms while nothing listens, as TCPStore's client
-//!   retries a refused connect until its connect timeout.
+//! - The first connect is retried while nothing listens, after TCPStore's backoff
+//!   (`connect_backoff`), until a try fails past its connect timeout.
 //! - A message's bytes cross its sender's and its receiver's links one message at a time
 //!   (`nic`), and a server may hold a reply until it is done with its request
 //!   (`Replier::reply`): a busy store host delays its clients, it never drops them.
@@ -67,6 +67,8 @@ pub(super) struct Registry {
     binds: BTreeMap<SocketAddr, u64>,
     /// Clients made so far: each numbers its requests in a range of its own.
     pub(super) clients_made: u64,
+    /// The run's seed, for streams the network's parts draw from.
+    pub(super) seed: u64,
     /// Latency, loss and cut links; set when the run starts.
     conditions: Option<Conditions>,
     /// Linux's `net.ipv4.tcp_retries2` on every host: retransmissions of an unacknowledged
@@ -101,6 +103,7 @@ pub(super) fn configure(config: NetConfig) {
     with_registry(|r| {
         r.conditions = Some(Conditions::new(config.seed, config.latency_us, config.loss));
         r.tcp_retries2 = config.tcp_retries2;
+        r.seed = config.seed;
         let mut nics = Nics::new(config.bandwidth_bits_per_sec);
         nics.set_bandwidth(config.store_host.0, config.store_host.1);
         r.nics = Some(nics);
@@ -281,8 +284,6 @@ pub(super) const REASK_US_MAX: u64 = 3_200_000;
 const REPLY_CACHE_MAX: usize = 4096;
 /// How long a reset takes to come back from a live host.
 pub(super) const RESET_DELAY_US: u64 = 2_000;
-/// How often a client retries a refused connect.
-pub(super) const CONNECT_RETRY_US: u64 = 100_000;
 
 /// When TCP gives up on a request that is never acknowledged: the retransmission timeout
 /// doubles from `RTO_US_MIN` up to `RTO_US_MAX`, and at the expiry after the

@@ -2,9 +2,11 @@
 //! with TCP's retransmission and give-up, and each call's own way of waiting for its reply.
 
 use super::{
-    send_request, with_registry, NetError, Path, ResetSignal, CONNECT_RETRY_US, REASK_US_MAX,
-    RESET_DELAY_US, RTO_US_MAX, RTO_US_MIN,
+    send_request, with_registry, NetError, Path, ResetSignal, REASK_US_MAX, RESET_DELAY_US,
+    RTO_US_MAX, RTO_US_MIN,
 };
+use crate::world::connect_backoff::ConnectBackoff;
+use crate::world::rng;
 use crate::world::time;
 use crate::world::wire::{Arrival, Envelope, Inbox, ReturnPath, WireSize};
 use futures::future::{select, Either};
@@ -38,6 +40,10 @@ pub struct RpcClient {
     /// How long the first connect is retried while nothing listens (TCPStore connects with
     /// its timeout of the moment it is made).
     connect_timeout_us: u64,
+    /// The run's seed and this client's number: its connect retries draw their delays from
+    /// a stream of their own, made at the first refusal.
+    seed: u64,
+    client: u64,
     /// Why the connection died for good (TCP gave up): every later call fails with it.
     broken: Option<NetError>,
     /// Linux's retransmission limit on this host (`tcp_retries2`).
@@ -53,9 +59,9 @@ impl RpcClient {
     /// A connection from the current machine to `server`, made by the first call, which
     /// retries a refused connect for up to `connect_timeout_us`.
     pub fn connect(server: SocketAddr, connect_timeout_us: u64) -> Self {
-        let (ip, client, tcp_retries2) = with_registry(|r| {
+        let (ip, client, tcp_retries2, seed) = with_registry(|r| {
             r.clients_made += 1;
-            (r.hosts.current(), r.clients_made, r.tcp_retries2)
+            (r.hosts.current(), r.clients_made, r.tcp_retries2, r.seed)
         });
         RpcClient {
             ip,
@@ -66,6 +72,8 @@ impl RpcClient {
             acked: Arc::default(),
             inbox: Arc::default(),
             connect_timeout_us,
+            seed,
+            client,
             broken: None,
             tcp_retries2,
             deadline: None,
@@ -222,19 +230,25 @@ impl RpcClient {
         self.connect_until(deadline_us).await
     }
 
-    /// Binds to the server listening now, retrying a refused connect every 100 ms as
-    /// TCPStore's client does, and sending SYNs into a silent host, until `deadline_us`.
+    /// Binds to the server listening now, retrying a refused connect after TCPStore's
+    /// backoff until a try fails past `deadline_us`, and sending SYNs into a silent host
+    /// until `deadline_us`.
     async fn connect_until(&mut self, deadline_us: u64) -> Result<(), NetError> {
         let mut rto_us = RTO_US_MIN;
+        let mut backoff = None;
         while self.incarnation.is_none() {
             match self.path() {
                 Path::Open => {}
                 Path::Reset => {
                     time::sleep_us(RESET_DELAY_US).await;
-                    if time::elapsed_us() + CONNECT_RETRY_US >= deadline_us {
+                    if time::elapsed_us() > deadline_us {
                         return Err(NetError::Refused(self.server));
                     }
-                    time::sleep_us(CONNECT_RETRY_US).await;
+                    let backoff = backoff.get_or_insert_with(|| {
+                        let label = format!("connect-backoff/{}", self.client);
+                        ConnectBackoff::new(rng::stream(self.seed, &label))
+                    });
+                    time::sleep_us(backoff.next_us()).await;
                 }
                 Path::Silent => {
                     let now_us = time::elapsed_us();
