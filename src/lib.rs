@@ -19,12 +19,17 @@
 //! - [`cli`]: the subcommands behind the `trainsim` binary.
 //! - [`runner`]: one run end to end: scenario in, report out, panics caught.
 //! - [`shared_list`]: lists many simulated processes hold equal copies of, kept once.
+//! - [`fixes`]: the opt-in named fixes the scenario format names (ground floor).
+//! - [`mutant`]: the planted bugs the command line switches on (ground floor).
+//! - [`files`]: atomic file writes for every command.
 
 pub mod agent;
 pub mod bench;
 pub mod check;
 pub mod cli;
 pub mod conform;
+pub mod files;
+pub mod fixes;
 pub mod fuzz;
 pub mod job;
 pub mod mutant;

@@ -3,6 +3,8 @@
 //! it breaks (`rendezvous::{ops, apply, sanitize}`, `job`'s epoch plans, the reader's
 //! collector) and tests for its variant.
 
+use std::collections::BTreeSet;
+
 /// Every mutant the command line knows, named (in kebab-case) as `--mutant` spells it, with
 /// what it breaks, for `--help` and error messages.
 #[derive(
@@ -33,4 +35,45 @@ pub enum Mutant {
     SamplerOffByOne,
     #[strum(message = "the reader's collector hands a batch out twice")]
     ReaderDoublePublish,
+}
+
+/// The planted bugs of one run, by the part of the simulation each breaks: the rendezvous
+/// core's go into its settings, the job's into its epoch plans, the reader's into each
+/// node's reader configuration.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Mutants {
+    /// For `RendezvousSettings::mutants`.
+    pub rendezvous: BTreeSet<Mutant>,
+    /// Read by the job's epoch plans.
+    pub job: BTreeSet<Mutant>,
+    /// For the reader's `ReaderConfig::mutants`.
+    pub reader: BTreeSet<Mutant>,
+}
+
+impl Mutants {
+    /// Switches the mutant `name` (as `--mutant` spells it) on where it acts; an unknown
+    /// name is an error naming it.
+    pub fn switch_on(&mut self, name: &str) -> Result<(), String> {
+        let mutant: Mutant = name.parse().map_err(|_| name.to_owned())?;
+        // Exhaustive, so a new mutant must say which part of the simulation it breaks.
+        let set = match mutant {
+            Mutant::LateJoinerJoinsCompleteRound
+            | Mutant::RankCollision
+            | Mutant::NoHeartbeatExpiry => &mut self.rendezvous,
+            Mutant::SamplerOffByOne => &mut self.job,
+            Mutant::ReaderDoublePublish => &mut self.reader,
+        };
+        set.insert(mutant);
+        Ok(())
+    }
+
+    /// Every mutant switched on, by name, in name order.
+    pub fn names(&self) -> BTreeSet<&'static str> {
+        self.rendezvous
+            .iter()
+            .chain(&self.job)
+            .chain(&self.reader)
+            .map(|&m| m.into())
+            .collect()
+    }
 }

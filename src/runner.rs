@@ -9,14 +9,12 @@
 //! user to rerun both and diff them by hand.
 
 use crate::check;
-use crate::mutant::Mutant;
 use crate::report::{self, Report};
 use crate::scenario::model::Scenario;
 use crate::store::cost::StoreCosts;
 use crate::trace::{RunEnd, Trace};
 use crate::world::{self, HarnessError, Programs, SimulatedRun};
 use futures::FutureExt;
-use std::collections::BTreeSet;
 use std::sync::Arc;
 
 /// The harness itself failed on this run (exit code 3).
@@ -83,46 +81,7 @@ impl RunOptions {
     }
 }
 
-/// The planted bugs of one run, by the part of the simulation each breaks: the rendezvous
-/// core's go into its settings, the job's into its epoch plans, the reader's into each
-/// node's reader configuration.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Mutants {
-    /// For `RendezvousSettings::mutants`.
-    pub rendezvous: BTreeSet<Mutant>,
-    /// Read by the job's epoch plans.
-    pub job: BTreeSet<Mutant>,
-    /// For the reader's `ReaderConfig::mutants`.
-    pub reader: BTreeSet<Mutant>,
-}
-
-impl Mutants {
-    /// Switches the mutant `name` (as `--mutant` spells it) on where it acts; an unknown
-    /// name is an error naming it.
-    pub fn switch_on(&mut self, name: &str) -> Result<(), String> {
-        let mutant: Mutant = name.parse().map_err(|_| name.to_owned())?;
-        // Exhaustive, so a new mutant must say which part of the simulation it breaks.
-        let set = match mutant {
-            Mutant::LateJoinerJoinsCompleteRound
-            | Mutant::RankCollision
-            | Mutant::NoHeartbeatExpiry => &mut self.rendezvous,
-            Mutant::SamplerOffByOne => &mut self.job,
-            Mutant::ReaderDoublePublish => &mut self.reader,
-        };
-        set.insert(mutant);
-        Ok(())
-    }
-
-    /// Every mutant switched on, by name, in name order.
-    pub fn names(&self) -> BTreeSet<&'static str> {
-        self.rendezvous
-            .iter()
-            .chain(&self.job)
-            .chain(&self.reader)
-            .map(|&m| m.into())
-            .collect()
-    }
-}
+pub use crate::mutant::Mutants;
 
 /// One run to make: a scenario (read from `file`), the seed (the file's unless
 /// [`Run::seed`] says otherwise) and the options.

@@ -6,45 +6,7 @@ use crate::trace::AgentState;
 pub use crate::trace::WorkerGroupState;
 use std::collections::BTreeSet;
 
-/// The opt-in agent fixes `agent.fixes` may switch on, named in kebab-case; the list order
-/// is the order error messages name them in.
-#[derive(
-    Clone,
-    Copy,
-    Debug,
-    PartialEq,
-    Eq,
-    PartialOrd,
-    Ord,
-    serde::Serialize,
-    serde::Deserialize,
-    strum::Display,
-    strum::EnumString,
-    strum::IntoStaticStr,
-    strum::VariantArray,
-)]
-#[serde(rename_all = "kebab-case")]
-#[strum(serialize_all = "kebab-case")]
-pub enum AgentFix {
-    /// Fix for pytorch#135712 / pytorch#108158: `TORCHELASTIC_RESTART_COUNT` is per agent, so
-    /// after one node's failure the agents of the same new group hold different counts, and the
-    /// group as a whole can restart after failures more often than `max_restarts`. With this
-    /// fix every agent publishes its count through the round's store when it starts workers and
-    /// adopts the group's highest, so the count and the budget left are the group's.
-    SharedRestartCount,
-    /// Fix for pytorch#147064: a node whose agent was killed and came back quickly lands on the
-    /// wait list, and the survivors restart as a free membership change, so `max_restarts = 0`
-    /// does not stop a crash loop. With this fix a membership restart counts against the budget
-    /// when a waiting node has the address of a member of the running group (its process was
-    /// replaced: a failure, not a scale-up).
-    CountRejoinedFailures,
-    /// Fix for one agent's failure closing the rendezvous for all: torch's `launch_agent`
-    /// calls `shutdown()`, which closes the rendezvous, on every exit but a signal, so one
-    /// agent that fails (its budget spent, or a rendezvous error of its own) ends every other
-    /// agent at its next re-rendezvous. With this fix a FAILED agent leaves the rendezvous open,
-    /// as torch already does for a signal and as forks do for an unhealthy node.
-    KeepOpenOnFailure,
-}
+pub use crate::fixes::AgentFix;
 
 /// `launch_agent`'s shutdown rule for an agent that exits in `state` (not by a signal):
 /// torch closes the rendezvous whatever the state; with [`AgentFix::KeepOpenOnFailure`] a

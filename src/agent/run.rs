@@ -12,9 +12,9 @@ use super::rank_exchange::{
 };
 use crate::job::bootstrap::WorkerBootstrap;
 use crate::job::{self, GroupPlan, WorkerStatus};
+use crate::mutant::Mutants;
 use crate::rendezvous::handler::{RendezvousError, RendezvousHandler, RendezvousInfo};
 use crate::rendezvous::settings::RendezvousSettings;
-use crate::runner::Mutants;
 use crate::scenario::model::NodeIndex;
 use crate::store::service::{StoreClient, READ_TIMEOUT_US};
 use crate::trace::{AgentState, EventKind, ExitReason};
@@ -24,8 +24,7 @@ use futures::future::{select, Either};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
-/// The run id every agent of a scenario uses.
-pub const RUN_ID: &str = "trainsim";
+pub use crate::scenario::model::RUN_ID;
 
 /// The rendezvous settings of a scenario, with the planted bugs (mutants) the command line
 /// switched on; a scenario file never sets them.

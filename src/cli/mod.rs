@@ -21,7 +21,6 @@ pub mod run;
 pub mod sample;
 
 use std::io::{self, Write};
-use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 /// Set once stdout was found closed: nothing more is written to it.
@@ -40,29 +39,4 @@ pub fn print_out(args: std::fmt::Arguments<'_>) {
     }
 }
 
-/// Writes `bytes` to `path` through a temporary file in the same directory and a rename,
-/// so a CI job that reads the file never sees half of it.
-pub(crate) fn write_atomically(path: &Path, bytes: &[u8]) -> io::Result<()> {
-    let name = path
-        .file_name()
-        .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "not a file name"))?;
-    let dir = path
-        .parent()
-        .filter(|p| !p.as_os_str().is_empty())
-        .unwrap_or(Path::new("."));
-    // The pid keeps two concurrent writers of the same path off each other's temp file.
-    let temp = dir.join(format!(
-        ".{}.{}.tmp",
-        name.to_string_lossy(),
-        std::process::id()
-    ));
-    let written = std::fs::File::create(&temp).and_then(|mut f| {
-        f.write_all(bytes)?;
-        f.sync_all()
-    });
-    let result = written.and_then(|()| std::fs::rename(&temp, path));
-    if result.is_err() {
-        let _ = std::fs::remove_file(&temp);
-    }
-    result
-}
+pub(crate) use crate::files::write_atomically;

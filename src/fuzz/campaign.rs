@@ -370,7 +370,7 @@ fn write_repro(
         std::fs::create_dir_all(dir)
             .map_err(|e| format!("cannot write to {}: {e}", dir.display()))?;
     }
-    crate::cli::write_atomically(&path, text.as_bytes())
+    crate::files::write_atomically(&path, text.as_bytes())
         .map_err(|e| format!("cannot write {}: {e}", path.display()))
 }
 

@@ -51,7 +51,7 @@ pub fn save(dir: &Path, seed: u64, index: u64, case: &Case) -> std::io::Result<(
     let mut s = case.scenario.clone();
     s.seed = case.seed;
     let path = dir.join(format!("case-{seed}-{index:08}.toml"));
-    crate::cli::write_atomically(&path, scenario::to_toml(&s).as_bytes())
+    crate::files::write_atomically(&path, scenario::to_toml(&s).as_bytes())
 }
 
 /// A mutant of `parent`: one to three changes; `None` when the result is not a valid

@@ -19,7 +19,7 @@ pub mod ledger;
 pub mod reader_feed;
 mod segment;
 
-use crate::runner::Mutants;
+use crate::mutant::Mutants;
 use crate::trace::{samples_digest, EventKind, TrainedOn};
 use crate::world::collectives::{CollectiveError, RankBlock};
 use crate::world::gpu::{compute_time_us, gpu_of_local_rank};

@@ -5,42 +5,12 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use super::files::RecordId;
 
-/// The opt-in deviations from HugeCTR `reader.fixes` may switch on, named in kebab-case and
-/// declared in name order (the order error messages list them in).
-#[derive(
-    Clone,
-    Copy,
-    Debug,
-    PartialEq,
-    Eq,
-    PartialOrd,
-    Ord,
-    strum::Display,
-    strum::EnumString,
-    strum::IntoStaticStr,
-    strum::VariantArray,
-)]
-#[strum(serialize_all = "kebab-case")]
-pub enum ReaderFix {
-    /// Fix: after a broken read makes a worker open the next file, do not count the failed read
-    /// against that new file. HugeCTR resets its record index to 0 when it opens the file and
-    /// then still increments it for the failed read, so the new file ends one record early.
-    BrokenReadRecordIndex,
-    /// Fix: a batch that ends at end-of-data with no record (every record in it failed its
-    /// checksum) takes the end-of-data path instead of being published as a size-0 batch, which
-    /// HugeCTR's collector cannot tell apart from the end marker.
-    EmptyBatchIsEndMarker,
-    /// Fix: `Model::train` trains on incomplete batches instead of dropping them.
-    TrainKeepsIncompleteBatches,
-    /// Fix: a worker whose retries run out publishes what it read and then its end marker, as at
-    /// end-of-data, instead of letting its thread die while the collector waits on it forever.
-    WorkerFailureIsEndOfData,
-}
+pub use crate::fixes::ReaderFix;
 
 /// Most reader worker threads.
 pub const WORKERS_MAX: u32 = 1024;
 /// Most records over all files, so a run's logs stay bounded.
-pub const RECORDS_MAX: u64 = 10_000_000;
+pub const RECORDS_MAX: u64 = crate::scenario::limits::READER_RECORDS_MAX;
 /// Most epochs a run may ask for.
 pub const EPOCHS_MAX: u32 = 1000;
 

@@ -19,70 +19,7 @@ pub const DEFAULT_KEEP_ALIVE_INTERVAL_US: u64 = 5_000_000;
 /// torch's default number of missed heartbeats before a node counts as dead.
 pub const DEFAULT_KEEP_ALIVE_MAX_ATTEMPT: u32 = 3;
 
-/// The opt-in deviations from torch `rendezvous.fixes` may switch on, named in kebab-case
-/// (`dead-participant-rejoin`); the list order is the order error messages name them in.
-#[derive(
-    Clone,
-    Copy,
-    Debug,
-    PartialEq,
-    Eq,
-    PartialOrd,
-    Ord,
-    Serialize,
-    Deserialize,
-    strum::Display,
-    strum::EnumString,
-    strum::IntoStaticStr,
-    strum::VariantArray,
-)]
-#[serde(rename_all = "kebab-case")]
-#[strum(serialize_all = "kebab-case")]
-pub enum RendezvousFix {
-    /// Fix for pytorch#111646: a participant that dies after its round completed is noticed.
-    /// torch's `num_nodes_waiting()` counts only the wait list, so survivors of a dead
-    /// participant keep training until the process group times out. With this fix,
-    /// `num_nodes_waiting()` also counts members of this node's round that sanitize has since
-    /// dropped for missing heartbeats, so the agent re-rendezvouses at its next monitor tick
-    /// (a membership change, no restart spent).
-    DeadParticipantRejoin,
-    /// Fix for a restarted node's stale entry. torch names a node by (address, pid, local id),
-    /// so an agent killed and restarted on the same host joins as a new node while its dead
-    /// entry stays in the state until its heartbeat expires. In an open round the dead entry
-    /// counts toward `max_nodes` and the round completes listing the host twice, with a rank
-    /// nobody will ever fill. With this fix, a node entering the state first drops every entry
-    /// with its address and local id but another pid (participant, wait list, redundancy list,
-    /// heartbeat), running the participant epilogue as sanitize does.
-    RestartedNodeReplacesEntry,
-    /// Fix for wall-clock skew eating the heartbeat margin. torch stamps a heartbeat with the
-    /// writer's wall clock and expires it against the reader's, so a writer whose clock runs
-    /// more than `keep_alive_interval × (keep_alive_max_attempt − 1)` behind is dropped between
-    /// its heartbeats while alive. With this fix each reader judges a heartbeat's age by its own
-    /// monotonic clock since it saw the stamp change (`sanitize::HeartbeatReceipts`).
-    MonotonicHeartbeats,
-    /// Fix for a stale bootstrap address. With TCPStore sharing, torch 2.15's
-    /// `next_rendezvous` builds the workers' `MASTER_ADDR`/`MASTER_PORT` on an agent's first
-    /// rendezvous and rebuilds it only when the agent becomes rank 0 without a server. After
-    /// rank 0 dies, an agent that stays non-rank-0 keeps the dead node's address while the new
-    /// rank 0 serves another: the workers of one group are sent to two masters and never form a
-    /// process group. With this fix every agent rebuilds its bootstrap address every round.
-    RefreshMasterAddr,
-    /// Fix for the world-size disagreement race. torch's `_get_world` returns the rank and
-    /// `len(participants)` of the state as this node last synced it, and every sync sanitizes
-    /// nodes with an expired heartbeat out of a complete round. Two nodes that finish their join
-    /// of one round on either side of a dead participant's expiry report two world sizes, and
-    /// ranks that point at different nodes, for the same round. With this fix the op that marks
-    /// the round complete also records its participants and ranks in the state, and the world a
-    /// finished join reads is that record, whatever sanitize dropped since.
-    WorldAtCompletion,
-}
-
-impl RendezvousFix {
-    /// The fix's name as a scenario file spells it.
-    pub fn name(self) -> &'static str {
-        self.into()
-    }
-}
+pub use crate::fixes::RendezvousFix;
 
 /// The settings every node of one rendezvous shares.
 ///

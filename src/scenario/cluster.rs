@@ -219,7 +219,7 @@ pub fn rendezvous(raw: &Option<RawRendezvous>, cluster: &Cluster) -> Check<Rende
     };
     let attempts = r.keep_alive_max_attempt.unwrap_or(3);
     Ok(RendezvousSettings {
-        run_id: crate::agent::run::RUN_ID.to_owned(),
+        run_id: super::model::RUN_ID.to_owned(),
         min_nodes,
         max_nodes,
         join_timeout_us: t("join_timeout", r.join_timeout, 600)?,

@@ -9,7 +9,7 @@ use super::model::{
 use super::raw::{RawComplexity, RawJob, RawReader, RawSampler};
 use super::units::Duration;
 use super::values::*;
-use crate::reader::config::ReaderFix;
+use crate::fixes::ReaderFix;
 use std::collections::BTreeSet;
 use strum::VariantArray;
 

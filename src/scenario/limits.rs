@@ -79,7 +79,7 @@ pub const READER_FILES_MAX: u32 = 100_000;
 pub const READER_RECORDS_PER_FILE_MAX: u64 = u32::MAX as u64;
 /// Most records over all reader files: the reader model's bound, which keeps a run's
 /// delivery logs bounded.
-pub const READER_RECORDS_MAX: u64 = crate::reader::config::RECORDS_MAX;
+pub const READER_RECORDS_MAX: u64 = 10_000_000;
 /// Longest per-record parse time of a reader worker.
 pub const READER_PARSE_TIME_US_MAX: u64 = 1_000_000;
 /// Largest reader record.

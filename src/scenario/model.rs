@@ -20,7 +20,7 @@ pub struct Scenario {
     pub cluster: Cluster,
     pub network: Network,
     /// `[rendezvous]`: torch's `DynamicRendezvousHandler` settings as every agent's handler
-    /// takes them (run id `agent::run::RUN_ID`; no mutants, only the runner switches those
+    /// takes them (run id [`RUN_ID`]; no mutants, only the runner switches those
     /// on).
     pub rendezvous: RendezvousSettings,
     pub agent: AgentConfig,
@@ -108,7 +108,7 @@ pub struct AgentConfig {
     /// its address; `false` is `TORCH_DISABLE_SHARE_RDZV_TCP_STORE=1`.
     pub share_store: bool,
     /// Opt-in named deviations from torch's agent behaviour.
-    pub fixes: Vec<crate::agent::policy::AgentFix>,
+    pub fixes: Vec<crate::fixes::AgentFix>,
 }
 
 /// `[job]`: the training job.
@@ -135,6 +135,9 @@ pub struct JobConfig {
     pub dataset: Dataset,
     pub sampler: SamplerConfig,
 }
+
+/// The run id (torchrun's `--rdzv-id`) every agent of a scenario uses.
+pub const RUN_ID: &str = "trainsim";
 
 /// The `job.nccl_peer_exit_detection` that never notices a closed peer: the watchdog's
 /// timeout decides, as every NCCL death did before the detection was modelled.
@@ -209,7 +212,7 @@ pub struct ReaderConfig {
     /// Bytes of one record as copied to the GPUs.
     pub record_size_bytes: u64,
     /// Opt-in named deviations from HugeCTR.
-    pub fixes: Vec<crate::reader::config::ReaderFix>,
+    pub fixes: Vec<crate::fixes::ReaderFix>,
 }
 
 /// `reader.check`.

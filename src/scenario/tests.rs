@@ -120,7 +120,7 @@ fn reader_fixes_and_costs_are_checked_where_they_stand() {
     assert_eq!((r.parse_time_us, r.record_size_bytes), (3, 1024));
     assert_eq!(
         r.fixes,
-        vec![crate::reader::config::ReaderFix::EmptyBatchIsEndMarker]
+        vec![crate::fixes::ReaderFix::EmptyBatchIsEndMarker]
     );
     assert_eq!(parse(&to_toml(&s), "again.toml"), Ok(s));
     let e = parse(&text("fixes = [\"x\"]\n"), "r.toml").unwrap_err();
@@ -529,9 +529,9 @@ fn scenario() -> impl Strategy<Value = Scenario> {
                 s.rendezvous.cas_backoff_max_us = if flag { 1_500_000 } else { 0 };
                 s.agent.nproc_per_node = gpus;
                 if flag {
-                    s.agent.fixes = vec![crate::agent::policy::AgentFix::SharedRestartCount];
+                    s.agent.fixes = vec![crate::fixes::AgentFix::SharedRestartCount];
                     s.rendezvous.fixes =
-                        [crate::rendezvous::settings::RendezvousFix::DeadParticipantRejoin].into();
+                        [crate::fixes::RendezvousFix::DeadParticipantRejoin].into();
                 }
                 s.job.step_time_us = step_us;
                 // Gradients must fit in one GPU's memory.

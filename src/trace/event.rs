@@ -5,7 +5,7 @@
 //! `node-N`; the dedicated store node is `store`. Nothing here holds a `HashMap`, so the
 //! canonical serialization is stable.
 
-use crate::reader::BufferEvent;
+use super::buffer_events::BufferEvent;
 use crate::scenario::model::FaultName;
 use serde::Serialize;
 

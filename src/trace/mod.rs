@@ -1,6 +1,7 @@
 //! The trace: typed events recorded during a run, bounded, with a canonical hash, and its
 //! Chrome/Perfetto export.
 
+pub mod buffer_events;
 pub mod event;
 pub mod perfetto;
 

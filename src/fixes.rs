@@ -1,0 +1,142 @@
+//! The opt-in named fixes of torch's, HugeCTR's and the agent's behaviour: words of the
+//! scenario format (`rendezvous.fixes`, `agent.fixes`, `reader.fixes`), kept on the ground
+//! floor so the scenario names them without reaching up into the subsystems that act on them.
+
+use serde::{Deserialize, Serialize};
+
+/// The opt-in agent fixes `agent.fixes` may switch on, named in kebab-case; the list order
+/// is the order error messages name them in.
+#[derive(
+    Clone,
+    Copy,
+    Debug,
+    PartialEq,
+    Eq,
+    PartialOrd,
+    Ord,
+    Serialize,
+    Deserialize,
+    strum::Display,
+    strum::EnumString,
+    strum::IntoStaticStr,
+    strum::VariantArray,
+)]
+#[serde(rename_all = "kebab-case")]
+#[strum(serialize_all = "kebab-case")]
+pub enum AgentFix {
+    /// Fix for pytorch#135712 / pytorch#108158: `TORCHELASTIC_RESTART_COUNT` is per agent, so
+    /// after one node's failure the agents of the same new group hold different counts, and the
+    /// group as a whole can restart after failures more often than `max_restarts`. With this
+    /// fix every agent publishes its count through the round's store when it starts workers and
+    /// adopts the group's highest, so the count and the budget left are the group's.
+    SharedRestartCount,
+    /// Fix for pytorch#147064: a node whose agent was killed and came back quickly lands on the
+    /// wait list, and the survivors restart as a free membership change, so `max_restarts = 0`
+    /// does not stop a crash loop. With this fix a membership restart counts against the budget
+    /// when a waiting node has the address of a member of the running group (its process was
+    /// replaced: a failure, not a scale-up).
+    CountRejoinedFailures,
+    /// Fix for one agent's failure closing the rendezvous for all: torch's `launch_agent`
+    /// calls `shutdown()`, which closes the rendezvous, on every exit but a signal, so one
+    /// agent that fails (its budget spent, or a rendezvous error of its own) ends every other
+    /// agent at its next re-rendezvous. With this fix a FAILED agent leaves the rendezvous open,
+    /// as torch already does for a signal and as forks do for an unhealthy node.
+    KeepOpenOnFailure,
+}
+
+/// The opt-in deviations from torch `rendezvous.fixes` may switch on, named in kebab-case
+/// (`dead-participant-rejoin`); the list order is the order error messages name them in.
+#[derive(
+    Clone,
+    Copy,
+    Debug,
+    PartialEq,
+    Eq,
+    PartialOrd,
+    Ord,
+    Serialize,
+    Deserialize,
+    strum::Display,
+    strum::EnumString,
+    strum::IntoStaticStr,
+    strum::VariantArray,
+)]
+#[serde(rename_all = "kebab-case")]
+#[strum(serialize_all = "kebab-case")]
+pub enum RendezvousFix {
+    /// Fix for pytorch#111646: a participant that dies after its round completed is noticed.
+    /// torch's `num_nodes_waiting()` counts only the wait list, so survivors of a dead
+    /// participant keep training until the process group times out. With this fix,
+    /// `num_nodes_waiting()` also counts members of this node's round that sanitize has since
+    /// dropped for missing heartbeats, so the agent re-rendezvouses at its next monitor tick
+    /// (a membership change, no restart spent).
+    DeadParticipantRejoin,
+    /// Fix for a restarted node's stale entry. torch names a node by (address, pid, local id),
+    /// so an agent killed and restarted on the same host joins as a new node while its dead
+    /// entry stays in the state until its heartbeat expires. In an open round the dead entry
+    /// counts toward `max_nodes` and the round completes listing the host twice, with a rank
+    /// nobody will ever fill. With this fix, a node entering the state first drops every entry
+    /// with its address and local id but another pid (participant, wait list, redundancy list,
+    /// heartbeat), running the participant epilogue as sanitize does.
+    RestartedNodeReplacesEntry,
+    /// Fix for wall-clock skew eating the heartbeat margin. torch stamps a heartbeat with the
+    /// writer's wall clock and expires it against the reader's, so a writer whose clock runs
+    /// more than `keep_alive_interval × (keep_alive_max_attempt − 1)` behind is dropped between
+    /// its heartbeats while alive. With this fix each reader judges a heartbeat's age by its own
+    /// monotonic clock since it saw the stamp change (`sanitize::HeartbeatReceipts`).
+    MonotonicHeartbeats,
+    /// Fix for a stale bootstrap address. With TCPStore sharing, torch 2.15's
+    /// `next_rendezvous` builds the workers' `MASTER_ADDR`/`MASTER_PORT` on an agent's first
+    /// rendezvous and rebuilds it only when the agent becomes rank 0 without a server. After
+    /// rank 0 dies, an agent that stays non-rank-0 keeps the dead node's address while the new
+    /// rank 0 serves another: the workers of one group are sent to two masters and never form a
+    /// process group. With this fix every agent rebuilds its bootstrap address every round.
+    RefreshMasterAddr,
+    /// Fix for the world-size disagreement race. torch's `_get_world` returns the rank and
+    /// `len(participants)` of the state as this node last synced it, and every sync sanitizes
+    /// nodes with an expired heartbeat out of a complete round. Two nodes that finish their join
+    /// of one round on either side of a dead participant's expiry report two world sizes, and
+    /// ranks that point at different nodes, for the same round. With this fix the op that marks
+    /// the round complete also records its participants and ranks in the state, and the world a
+    /// finished join reads is that record, whatever sanitize dropped since.
+    WorldAtCompletion,
+}
+
+impl RendezvousFix {
+    /// The fix's name as a scenario file spells it.
+    pub fn name(self) -> &'static str {
+        self.into()
+    }
+}
+
+/// The opt-in deviations from HugeCTR `reader.fixes` may switch on, named in kebab-case and
+/// declared in name order (the order error messages list them in).
+#[derive(
+    Clone,
+    Copy,
+    Debug,
+    PartialEq,
+    Eq,
+    PartialOrd,
+    Ord,
+    strum::Display,
+    strum::EnumString,
+    strum::IntoStaticStr,
+    strum::VariantArray,
+)]
+#[strum(serialize_all = "kebab-case")]
+pub enum ReaderFix {
+    /// Fix: after a broken read makes a worker open the next file, do not count the failed read
+    /// against that new file. HugeCTR resets its record index to 0 when it opens the file and
+    /// then still increments it for the failed read, so the new file ends one record early.
+    BrokenReadRecordIndex,
+    /// Fix: a batch that ends at end-of-data with no record (every record in it failed its
+    /// checksum) takes the end-of-data path instead of being published as a size-0 batch, which
+    /// HugeCTR's collector cannot tell apart from the end marker.
+    EmptyBatchIsEndMarker,
+    /// Fix: `Model::train` trains on incomplete batches instead of dropping them.
+    TrainKeepsIncompleteBatches,
+    /// Fix: a worker whose retries run out publishes what it read and then its end marker, as at
+    /// end-of-data, instead of letting its thread die while the collector waits on it forever.
+    WorkerFailureIsEndOfData,
+}

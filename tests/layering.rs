@@ -1,0 +1,179 @@
+//! The crate's floors: each top-level module may use the modules on lower floors only, so
+//! data flows one way (scenario → world → subsystems → trace → checks → report). This test
+//! reads every `crate::…` path in `src/` (test modules and test files left out) and fails on
+//! an import that climbs, unless it is one of the few listed below with its reason.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+
+/// Each top-level module and its floor, lowest first. A module may use any module on a
+/// lower floor; two modules never share a floor, so no two can use each other.
+const FLOORS: &[(&str, u32)] = &[
+    // The ground floor: words every floor shares.
+    ("fixes", 0),
+    ("mutant", 0),
+    ("files", 0),
+    ("shared_list", 0),
+    ("scenario", 1),
+    ("trace", 2),
+    ("world", 3),
+    ("store", 4),
+    ("sampler", 5),
+    ("reader", 6),
+    ("rendezvous", 7),
+    ("job", 8),
+    ("agent", 9),
+    ("check", 10),
+    ("report", 11),
+    ("runner", 12),
+    ("parity", 13),
+    ("conform", 13),
+    ("fuzz", 13),
+    ("bench", 14),
+    ("cli", 15),
+];
+
+/// The imports that climb today, each with why it is still there. At most three.
+const UPWARD_ALLOWED: &[(&str, &str, &str)] = &[
+    (
+        "scenario",
+        "rendezvous",
+        "the scenario's [rendezvous] is validated straight into the rendezvous's settings \
+         (RendezvousSettings) instead of plain values each subsystem reads",
+    ),
+    (
+        "world",
+        "store",
+        "the run's context counts the store's answers (StoreStats) for `trainsim bench`, and \
+         the world places the store at STORE_PORT",
+    ),
+];
+
+fn floor(module: &str) -> u32 {
+    FLOORS
+        .iter()
+        .find(|(name, _)| *name == module)
+        .map(|(_, floor)| *floor)
+        .unwrap_or_else(|| panic!("src/{module} has no floor: add it to FLOORS in {}", file!()))
+}
+
+fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
+    for entry in std::fs::read_dir(dir).expect("src is readable") {
+        let path = entry.expect("a directory entry").path();
+        if path.is_dir() {
+            rust_files(&path, out);
+        } else if path.extension().is_some_and(|e| e == "rs") {
+            out.push(path);
+        }
+    }
+}
+
+/// The top-level module a file under `src/` belongs to (`None` for lib.rs and main.rs).
+fn module_of(src: &Path, file: &Path) -> Option<String> {
+    let relative = file.strip_prefix(src).expect("under src");
+    let first = relative.components().next()?.as_os_str().to_string_lossy();
+    let name = first.trim_end_matches(".rs");
+    (name != "lib" && name != "main").then(|| name.to_owned())
+}
+
+/// The file's code outside its unit-test module and its comments.
+fn code_outside_tests(text: &str) -> String {
+    let mut code = String::new();
+    let mut lines = text.lines().peekable();
+    while let Some(line) = lines.next() {
+        let trimmed = line.trim_start();
+        // The unit tests sit in one `#[cfg(test)] mod … {` block at the end of a file.
+        let opens_test_block = |next: Option<&&str>| {
+            next.is_some_and(|n| n.trim_start().starts_with("mod ") && n.trim_end().ends_with('{'))
+        };
+        if trimmed.starts_with("#[cfg(test)]") && opens_test_block(lines.peek()) {
+            break;
+        }
+        if !trimmed.starts_with("//") {
+            code.push_str(line);
+            code.push('\n');
+        }
+    }
+    code
+}
+
+/// Every top-level module each module names through `crate::`, with the files that do.
+fn imports() -> BTreeMap<String, BTreeMap<String, BTreeSet<String>>> {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let mut files = Vec::new();
+    rust_files(&src, &mut files);
+    let mut edges: BTreeMap<String, BTreeMap<String, BTreeSet<String>>> = BTreeMap::new();
+    for file in files {
+        let name = file.file_name().unwrap().to_string_lossy().into_owned();
+        if name.ends_with("tests.rs") || name == "testkit.rs" {
+            continue;
+        }
+        let Some(from) = module_of(&src, &file) else {
+            continue;
+        };
+        let text = std::fs::read_to_string(&file).expect("a source file");
+        let code = code_outside_tests(&text);
+        for (at, _) in code.match_indices("crate::") {
+            let rest = &code[at + "crate::".len()..];
+            let to: String = rest
+                .chars()
+                .take_while(|c| c.is_ascii_lowercase() || *c == '_')
+                .collect();
+            if !to.is_empty() && to != from {
+                let shown = file.strip_prefix(&src).unwrap().display().to_string();
+                edges
+                    .entry(from.clone())
+                    .or_default()
+                    .entry(to)
+                    .or_default()
+                    .insert(shown);
+            }
+        }
+    }
+    edges
+}
+
+#[test]
+fn no_module_imports_from_a_higher_floor_unless_listed() {
+    assert!(UPWARD_ALLOWED.len() <= 3, "at most three upward imports");
+    let mut climbing = Vec::new();
+    let mut used_allowances = BTreeSet::new();
+    for (from, targets) in imports() {
+        for (to, files) in targets {
+            if floor(&to) < floor(&from) {
+                continue;
+            }
+            if let Some(allowed) = UPWARD_ALLOWED
+                .iter()
+                .find(|(a, b, _)| *a == from && *b == to)
+            {
+                used_allowances.insert((allowed.0, allowed.1));
+                continue;
+            }
+            climbing.push(format!("{from} -> {to} (in {files:?})"));
+        }
+    }
+    assert!(
+        climbing.is_empty(),
+        "imports that climb a floor (move the shared piece down, or list it with its reason \
+         in UPWARD_ALLOWED):\n{}",
+        climbing.join("\n")
+    );
+    // An allowance nobody needs any more is taken off the list.
+    for (from, to, _) in UPWARD_ALLOWED {
+        assert!(
+            used_allowances.contains(&(*from, *to)),
+            "{from} -> {to} no longer climbs: remove it from UPWARD_ALLOWED"
+        );
+    }
+}
+
+#[test]
+fn every_module_has_a_floor() {
+    for (from, targets) in imports() {
+        floor(&from);
+        for to in targets.keys() {
+            floor(to);
+        }
+    }
+}
