@@ -12,6 +12,7 @@ use crate::check;
 use crate::report::{self, Report};
 use crate::scenario::model::Scenario;
 use crate::store::cost::StoreCosts;
+use crate::store::{StoreStats, StoreStatsHandle};
 use crate::trace::{RunEnd, Trace};
 use crate::world::{self, HarnessError, Programs, SimulatedRun};
 use futures::FutureExt;
@@ -51,20 +52,27 @@ impl RunOptions {
     }
 
     /// The programs of a run with these options: torch's agent on every node, with the
-    /// mutants switched on where they act, and the c10d store.
+    /// mutants switched on where they act, and the c10d store, counting what it serves in a
+    /// handle of its own.
     pub fn programs(&self) -> Programs {
+        self.programs_counting(StoreStatsHandle::default())
+    }
+
+    /// [`RunOptions::programs`], with the stores counting what they serve in `store_stats`.
+    pub fn programs_counting(&self, store_stats: StoreStatsHandle) -> Programs {
         let mutants = Arc::new(self.mutants.clone());
         Programs {
             step_by_step: self.step_by_step,
             agent: Arc::new(move |env| {
                 crate::agent::run::agent_process(env, Arc::clone(&mutants)).boxed()
             }),
-            store: Arc::new(|addr, scenario| {
+            store: Arc::new(move |addr, scenario| {
                 let costs = StoreCosts::scaled(scenario.cluster.store_cost_scale);
+                let stats = Arc::clone(&store_stats);
                 async move {
                     // A bind failure means the port is taken: the store simply never comes
                     // up, and clients see connection errors, as they would in torch.
-                    let _ = crate::store::service::serve(addr, costs).await;
+                    let _ = crate::store::service::serve(addr, costs, stats).await;
                 }
                 .boxed()
             }),
@@ -133,13 +141,22 @@ impl<'a> Run<'a> {
     /// trace: for callers that read what the run cost or what the store had served when it
     /// hit its bound (`trainsim bench`).
     pub fn simulate(&self) -> Result<SimulatedRun, HarnessError> {
+        self.simulate_measured().0
+    }
+
+    /// [`Run::simulate`], with what the run's stores served, whether or not the run
+    /// finished (a run stopped at its bound on simulator events still served that much).
+    pub fn simulate_measured(&self) -> (Result<SimulatedRun, HarnessError>, StoreStats) {
         let sim_events_max = self.options.sim_events_max.unwrap_or(world::SIM_EVENTS_MAX);
-        world::simulate_bounded(
+        let store_stats = StoreStatsHandle::default();
+        let run = world::simulate_bounded(
             self.scenario,
             self.seed,
-            self.options.programs(),
+            self.options.programs_counting(Arc::clone(&store_stats)),
             sim_events_max,
-        )
+        );
+        let served = *store_stats.lock().expect("store stats lock");
+        (run, served)
     }
 
     /// Checks a finished run of this scenario and builds its report; a panic in either is

@@ -207,15 +207,18 @@ fn scale(nodes: u32, backoff: bool) -> Result<Figures, String> {
         ..RunOptions::default()
     };
     let one = Run::of(&scenario, file).seed(BENCH_SEED).options(bounded);
-    let (wall_us, run) = timed(|| {
-        one.simulate()
-            .map(|run| (one.check(&run.trace, &run.end), run.stats))
+    let (wall_us, (run, store)) = timed(|| {
+        let (run, store) = one.simulate_measured();
+        (
+            run.map(|run| (one.check(&run.trace, &run.end), run.stats)),
+            store,
+        )
     });
     let mut fields = json!({ "nodes": nodes, "wall_us": wall_us });
     if backoff {
         fields["cas_backoff_max"] = json!(SCALE_BACKOFF_MAX);
     }
-    let store = match run {
+    match run {
         Ok((report, stats)) => {
             let report = report.map_err(|e| e.to_string())?;
             let round = report.rounds.first();
@@ -227,19 +230,16 @@ fn scale(nodes: u32, backoff: bool) -> Result<Figures, String> {
             fields["events"] = json!(report.events);
             fields["sim_events"] = json!(stats.sim_events);
             let sim_s = report.sim_time_us.max(1) as f64 / 1e6;
-            fields["store_wire_bytes_per_sim_s"] =
-                json!((stats.store.wire_bytes as f64 / sim_s).round());
-            fields["store_busy_share"] = json!(round2(stats.store.busy_ns as f64 / 1e9 / sim_s));
-            stats.store
+            fields["store_wire_bytes_per_sim_s"] = json!((store.wire_bytes as f64 / sim_s).round());
+            fields["store_busy_share"] = json!(round2(store.busy_ns as f64 / 1e9 / sim_s));
         }
         // Stopped at the bound: how far it got is the figure.
-        Err(world::HarnessError::SimEventsOverBound { max, store }) => {
+        Err(world::HarnessError::SimEventsOverBound { max }) => {
             fields["completed"] = json!(false);
             fields["stopped_at_sim_events"] = json!(max);
-            store
         }
         Err(e) => return Err(e.to_string()),
-    };
+    }
     fields["cas_attempts"] = json!(store.compare_sets);
     fields["cas_landed"] = json!(store.compare_sets_landed);
     fields["store_value_bytes_sent"] = json!(store.value_bytes_sent);

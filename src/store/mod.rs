@@ -115,6 +115,10 @@ pub enum StoreResponse {
     Error(String),
 }
 
+/// Where a run's store servers count what they serve: one per run, made by the runner and
+/// read when the run is over.
+pub type StoreStatsHandle = std::sync::Arc<std::sync::Mutex<StoreStats>>;
+
 /// What a store served in one run: the protocol's own cost, which `trainsim bench` sets
 /// against the simulator's. Not part of the trace's hash or the report.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]

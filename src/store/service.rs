@@ -2,8 +2,8 @@
 //!
 //! The server answers requests concurrently in its one task (so a blocking `get` never
 //! holds up other clients) and retries blocked requests after a change to their keys.
-//! Every answer is counted in the run's stats (`world::context::count_store_reply`), which
-//! the run hands back beside its trace.
+//! Every answer is counted in the stats handle the server was started with, which the
+//! runner reads when the run is over.
 //!
 //! The client keeps TCPStore's timeouts, which differ by operation (torch 2.15's
 //! `TCPStore.cpp`, and measured on the real TCPStore with a stopped or cut-off server):
@@ -17,7 +17,7 @@
 //!   on its next call.
 
 use super::cost::StoreCosts;
-use super::{Keys, Served, StoreRequest, StoreResponse, StoreState, Value};
+use super::{Keys, Served, StoreRequest, StoreResponse, StoreState, StoreStatsHandle, Value};
 use crate::world::net::{Incoming, NetError, ReplyWait, RpcClient, RpcServer};
 use crate::world::{spawn, time};
 use futures::channel::oneshot;
@@ -28,8 +28,7 @@ use std::net::SocketAddr;
 use std::pin::pin;
 use std::sync::{Arc, Mutex};
 
-/// The port the store listens on (torchrun's default rendezvous port).
-pub const STORE_PORT: u16 = 29400;
+pub use crate::world::STORE_PORT;
 /// TCPStore's default timeout: how long `get`, `wait` and `multi_get` wait for their keys,
 /// and how long the first connect is retried.
 pub const READ_TIMEOUT_US: u64 = 60_000_000;
@@ -62,6 +61,8 @@ struct Shared {
     /// When the turn of the last write ends: the replies of the blocked requests it woke
     /// leave with its own.
     last_write_end_ns: u64,
+    /// Where this server counts its answers.
+    stats: StoreStatsHandle,
 }
 
 /// Blocked requests, as TCPStore keeps them: each waits on the keys it still misses, and is
@@ -156,9 +157,16 @@ impl Waiters {
 /// about 140 bytes a request (141 MB for one 1 024-node join storm). Dropping this task
 /// drops every request in progress: a crashed store answers nothing more, and its port
 /// stops listening at once even while a blocking `get` was pending.
-pub async fn serve(addr: SocketAddr, costs: StoreCosts) -> Result<(), NetError> {
+pub async fn serve(
+    addr: SocketAddr,
+    costs: StoreCosts,
+    stats: StoreStatsHandle,
+) -> Result<(), NetError> {
     let server = RpcServer::bind(addr);
-    let shared = Arc::new(Mutex::new(Shared::default()));
+    let shared = Arc::new(Mutex::new(Shared {
+        stats,
+        ..Shared::default()
+    }));
     let mut in_progress = FuturesUnordered::new();
     loop {
         let incoming = {
@@ -251,7 +259,11 @@ async fn answer(
                     at_ns: time::elapsed_ns(),
                     service_ns: turn.service_ns,
                 };
-                crate::world::context::count_store_reply(request, &reply, served);
+                guard
+                    .stats
+                    .lock()
+                    .expect("store stats lock")
+                    .count(request, &reply, served);
                 // Blocked before (`cancelled` is set once it blocks): a write woke it.
                 let leaves_ns = match cancelled {
                     Some(_) => turn.end_ns.max(guard.last_write_end_ns),

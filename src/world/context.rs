@@ -1,6 +1,6 @@
 //! The run context: the state of one run that code without a handle on the world reaches
-//! (the network's listeners and hosts, the clock, the count of simulator events, what the
-//! stores served), owned by the run and installed on its thread for exactly its lifetime.
+//! (the network's listeners and hosts, the clock, the count of simulator events), owned by
+//! the run and installed on its thread for exactly its lifetime.
 //!
 //! The store server, the RPC client and every sleep are called from deep inside the
 //! simulated processes with no `World` in hand, the way tokio code reaches its runtime; so
@@ -18,7 +18,6 @@
 //! `NodeEnv::shared`, which the world keeps per run as well.
 
 use super::net::Registry;
-use crate::store::{Served, StoreRequest, StoreResponse, StoreStats};
 use std::cell::{Cell, RefCell};
 use std::rc::Rc;
 use std::task::Waker;
@@ -29,8 +28,6 @@ use std::task::Waker;
 pub struct RunStats {
     /// Simulator events the run cost: timers armed and messages sent.
     pub sim_events: u64,
-    /// What the run's stores served.
-    pub store: StoreStats,
 }
 
 /// The ambient state of the run on this thread.
@@ -48,7 +45,6 @@ pub(super) struct RunContext {
     over_bound: Cell<bool>,
     /// The supervisor to wake when it does.
     supervisor: RefCell<Option<Waker>>,
-    store: Cell<StoreStats>,
 }
 
 thread_local! {
@@ -66,7 +62,6 @@ pub(super) fn install(sim_events_max: u64) -> Installed {
         sim_events_max,
         over_bound: Cell::new(false),
         supervisor: RefCell::new(None),
-        store: Cell::new(StoreStats::default()),
     });
     CURRENT.with(|current| {
         let mut current = current.borrow_mut();
@@ -89,7 +84,6 @@ impl Installed {
     pub(super) fn stats(&self) -> RunStats {
         RunStats {
             sim_events: self.context.sim_events.get(),
-            store: self.context.store.get(),
         }
     }
 
@@ -158,16 +152,6 @@ impl RunContext {
         *self.supervisor.borrow_mut() = Some(waker.clone());
         false
     }
-}
-
-/// Counts a store's reply in the stats of the run on this thread (the store server calls
-/// this; outside a run there is nothing to count for).
-pub fn count_store_reply(request: &StoreRequest, reply: &StoreResponse, served: Served) {
-    with(|context| {
-        let mut stats = context.store.get();
-        stats.count(request, reply, served);
-        context.store.set(stats);
-    });
 }
 
 #[cfg(test)]

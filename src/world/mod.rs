@@ -2,8 +2,9 @@
 //! own thread, nodes with addresses and processes, the network, per-node clocks, the fault
 //! schedule, the shared checkpoint storage and the collective fabric.
 //!
-//! The world knows nothing of rendezvous or agents: the runner hands it the programs to run
-//! (`Programs`), and each agent process gets a `NodeEnv` through which it reads its clocks,
+//! The world knows nothing of rendezvous, agents or the store's protocol: the runner hands
+//! it the programs to run (`Programs`: an agent per node process, and the store server it
+//! places at `STORE_PORT`), and each agent process gets a `NodeEnv` through which it reads its clocks,
 //! records events and reaches the store, the collectives and the checkpoint. What code with
 //! no `NodeEnv` in hand needs of the run (the network's registry, the clock, the counters)
 //! is the run's `context`, installed on the run's thread for the run and no longer; a run
@@ -63,6 +64,10 @@ pub struct Programs {
     pub step_by_step: bool,
 }
 
+/// The port the c10d store listens on, on its host (torchrun's default rendezvous port):
+/// where the world places the store program it runs.
+pub const STORE_PORT: u16 = 29400;
+
 /// A run that could not finish: the harness itself failed.
 #[derive(Debug, Clone, thiserror::Error)]
 pub enum HarnessError {
@@ -71,11 +76,7 @@ pub enum HarnessError {
     #[error("the run recorded more than {0} events")]
     EventsOverBound(usize),
     #[error("the run cost more than {max} simulator events (timers and messages)")]
-    SimEventsOverBound {
-        max: u64,
-        /// What the store had served when the run stopped.
-        store: crate::store::StoreStats,
-    },
+    SimEventsOverBound { max: u64 },
 }
 
 /// The most simulator events (timers armed: sleeps and messages) one run may cost: about
@@ -135,9 +136,8 @@ pub fn simulate_bounded(
         .spawn(move || run_on_this_thread(scenario, seed, programs, sim_events_max))
         .map_err(|e| HarnessError::Panic(format!("cannot start the run's thread: {e}")))?;
     match thread.join() {
-        Ok((run, true)) => Err(HarnessError::SimEventsOverBound {
+        Ok((_, true)) => Err(HarnessError::SimEventsOverBound {
             max: sim_events_max,
-            store: run.stats.store,
         }),
         Ok((run, false)) if run.trace.truncated => {
             Err(HarnessError::EventsOverBound(crate::trace::EVENTS_MAX))
@@ -212,10 +212,8 @@ async fn supervise(
 ) -> RunEnd {
     let (exits_tx, mut exits_rx) = futures::channel::mpsc::unbounded::<()>();
     let store_addr = match scenario.cluster.store {
-        StoreHost::Node(i) => SocketAddr::new(node_ip(i), crate::store::service::STORE_PORT),
-        StoreHost::Dedicated => {
-            SocketAddr::new(dedicated_store_ip(), crate::store::service::STORE_PORT)
-        }
+        StoreHost::Node(i) => SocketAddr::new(node_ip(i), STORE_PORT),
+        StoreHost::Dedicated => SocketAddr::new(dedicated_store_ip(), STORE_PORT),
     };
     let world = Arc::new(state::World {
         scenario: scenario.clone(),

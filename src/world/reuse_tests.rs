@@ -19,7 +19,7 @@ type Seen = Arc<Mutex<Vec<(u32, Option<u64>)>>>;
 
 /// Each agent adds to a counter and notes which store incarnation it reached; with
 /// `panics`, node 1 then panics.
-fn programs(panics: bool, seen: Seen) -> Programs {
+fn programs(panics: bool, seen: Seen, store_stats: crate::store::StoreStatsHandle) -> Programs {
     Programs {
         step_by_step: false,
         agent: Arc::new(move |env| {
@@ -42,7 +42,9 @@ fn programs(panics: bool, seen: Seen) -> Programs {
             }
             .boxed()
         }),
-        store: crate::runner::RunOptions::default().programs().store,
+        store: crate::runner::RunOptions::default()
+            .programs_counting(store_stats)
+            .store,
     }
 }
 
@@ -50,19 +52,22 @@ fn programs(panics: bool, seen: Seen) -> Programs {
 fn a_thread_runs_the_run_after_a_panicking_one_from_scratch() {
     let run = |panics: bool| {
         let seen: Seen = Arc::default();
+        let store_stats = crate::store::StoreStatsHandle::default();
         let run = run_on_this_thread(
             scenario(),
             7,
-            programs(panics, Arc::clone(&seen)),
+            programs(panics, Arc::clone(&seen), Arc::clone(&store_stats)),
             1_000_000,
         );
         let seen = seen.lock().expect("seen").clone();
-        (run, seen)
+        let requests = store_stats.lock().expect("store stats").requests;
+        (run, seen, requests)
     };
-    let ((first, over), first_seen) = run(false);
+    let ((first, over), first_seen, first_requests) = run(false);
     assert!(!over);
     assert!(!context::is_installed());
-    assert_eq!(first.stats.store.requests, 2);
+    assert_eq!(first_requests, 2);
+    assert!(first.stats.sim_events > 0);
     assert_eq!(first_seen.len(), 2);
     assert!(first_seen
         .iter()
@@ -73,9 +78,10 @@ fn a_thread_runs_the_run_after_a_panicking_one_from_scratch() {
         !context::is_installed(),
         "the panic took the context off the thread"
     );
-    let ((again, over), again_seen) = run(false);
+    let ((again, over), again_seen, again_requests) = run(false);
     assert!(!over);
     assert_eq!(again.trace, first.trace);
     assert_eq!(again.stats, first.stats);
     assert_eq!(again_seen, first_seen);
+    assert_eq!(again_requests, first_requests);
 }
