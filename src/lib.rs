@@ -19,6 +19,7 @@
 //! - [`cli`]: the subcommands behind the `trainsim` binary.
 //! - [`runner`]: one run end to end: scenario in, report out, panics caught.
 //! - [`shared_list`]: lists many simulated processes hold equal copies of, kept once.
+//! - [`invariant`]: the contract's invariants, named once with their meaning (ground floor).
 //! - [`fixes`]: the opt-in named fixes the scenario format names (ground floor).
 //! - [`mutant`]: the planted bugs the command line switches on (ground floor).
 //! - [`files`]: atomic file writes for every command.
@@ -31,6 +32,7 @@ pub mod conform;
 pub mod files;
 pub mod fixes;
 pub mod fuzz;
+pub mod invariant;
 pub mod job;
 pub mod mutant;
 pub mod parity;

@@ -11,6 +11,7 @@ use std::path::{Path, PathBuf};
 const FLOORS: &[(&str, u32)] = &[
     // The ground floor: words every floor shares.
     ("fixes", 0),
+    ("invariant", 0),
     ("mutant", 0),
     ("files", 0),
     ("shared_list", 0),

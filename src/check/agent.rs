@@ -3,6 +3,7 @@
 
 use super::membership::RoundId;
 use super::{InvariantResult, Violation};
+use crate::invariant::Invariant;
 use crate::scenario::model::Scenario;
 use crate::trace::{AgentState, EventKind, Trace};
 use std::collections::{BTreeMap, BTreeSet};
@@ -179,7 +180,7 @@ pub(super) fn restart_budget(scenario: &Scenario, trace: &Trace) -> InvariantRes
             ));
         }
     }
-    InvariantResult::judge("agent.restart_budget", applicable, violations)
+    InvariantResult::judge(Invariant::AgentRestartBudget, applicable, violations)
 }
 
 /// `agent.no_zombie_steps`: a process's workers take steps only while their group runs:
@@ -222,7 +223,7 @@ pub(super) fn no_zombie_steps(trace: &Trace) -> InvariantResult {
             _ => {}
         }
     }
-    InvariantResult::judge("agent.no_zombie_steps", applicable, violations)
+    InvariantResult::judge(Invariant::AgentNoZombieSteps, applicable, violations)
 }
 
 #[cfg(test)]

@@ -7,6 +7,7 @@
 
 use super::membership::RoundId;
 use super::{InvariantResult, Violation};
+use crate::invariant::Invariant;
 use crate::trace::{EventKind, Trace};
 use std::collections::BTreeMap;
 
@@ -49,5 +50,5 @@ pub(super) fn bootstrap(trace: &Trace) -> InvariantResult {
             Some(_) => {}
         }
     }
-    InvariantResult::judge("agent.bootstrap", !first.is_empty(), violations)
+    InvariantResult::judge(Invariant::AgentBootstrap, !first.is_empty(), violations)
 }

@@ -1,6 +1,7 @@
 //! The `job.*` invariants: training progress across restarts and checkpoints.
 
 use super::{InvariantResult, Violation};
+use crate::invariant::Invariant;
 use crate::scenario::model::{Outcome, Scenario};
 use crate::trace::{EventKind, RunEnd, Trace};
 use std::collections::BTreeMap;
@@ -71,7 +72,11 @@ pub(super) fn progress(scenario: &Scenario, trace: &Trace, end: &RunEnd) -> Inva
             ),
         ));
     }
-    InvariantResult::judge("job.progress", highest.is_some() || succeeded, violations)
+    InvariantResult::judge(
+        Invariant::JobProgress,
+        highest.is_some() || succeeded,
+        violations,
+    )
 }
 
 #[cfg(test)]

@@ -24,9 +24,7 @@ use crate::scenario::model::Scenario;
 use crate::trace::{RunEnd, Trace};
 use serde::Serialize;
 
-/// The stable invariant names, in the contract's order. They belong to the scenario
-/// contract (`expect.violations` names them), so the scenario module holds the one list.
-pub use crate::scenario::INVARIANT_NAMES as NAMES;
+pub use crate::invariant::Invariant;
 
 /// How long `rendezvous.liveness` gives waiting nodes to complete a round once the faults
 /// are over; a run that ends sooner cannot be judged on it (the fuzzer sizes its cases'
@@ -87,7 +85,7 @@ impl Violation {
 /// One invariant's result.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct InvariantResult {
-    /// The stable name, one of [`NAMES`].
+    /// The stable name, an [`Invariant`]'s.
     pub name: String,
     pub status: Status,
     /// Empty unless `status` is `Violated`.
@@ -96,9 +94,9 @@ pub struct InvariantResult {
 
 impl InvariantResult {
     /// The result of an invariant whose subject did not occur in the run.
-    pub fn not_applicable(name: &str) -> Self {
+    pub fn not_applicable(invariant: Invariant) -> Self {
         InvariantResult {
-            name: name.to_owned(),
+            name: invariant.name().to_owned(),
             status: Status::NotApplicable,
             violations: Vec::new(),
         }
@@ -107,7 +105,7 @@ impl InvariantResult {
     /// `not_applicable` when `applicable` is false, else `held` or `violated` by whether
     /// there are violations. Violations found while not applicable still count: a check
     /// that found a failure always says so.
-    pub fn judge(name: &str, applicable: bool, violations: Vec<Violation>) -> Self {
+    pub fn judge(invariant: Invariant, applicable: bool, violations: Vec<Violation>) -> Self {
         let status = if !violations.is_empty() {
             Status::Violated
         } else if applicable {
@@ -116,7 +114,7 @@ impl InvariantResult {
             Status::NotApplicable
         };
         InvariantResult {
-            name: name.to_owned(),
+            name: invariant.name().to_owned(),
             status,
             violations,
         }
@@ -133,76 +131,28 @@ pub(crate) struct Inputs<'a> {
     pub end: &'a RunEnd,
 }
 
-/// One invariant's check.
-type Check = fn(&Inputs) -> InvariantResult;
-
-/// Every invariant of the contract with its check, in the contract's order: the one list
-/// `check_all` runs, held to [`NAMES`] at compile time.
-const INVARIANTS: &[(&str, Check)] = &[
-    ("rendezvous.agreement", |i| rendezvous::agreement(i.trace)),
-    ("rendezvous.exclusive", |i| rendezvous::exclusive(i.trace)),
-    ("rendezvous.bounds", |i| {
-        rendezvous::bounds(i.scenario, i.trace)
-    }),
-    ("rendezvous.liveness", |i| {
-        rendezvous::liveness(i.scenario, i.trace, i.end)
-    }),
-    ("rendezvous.closed_is_final", |i| {
-        rendezvous::closed_is_final(i.trace)
-    }),
-    ("agent.restart_budget", |i| {
-        agent::restart_budget(i.scenario, i.trace)
-    }),
-    ("agent.ranks", |i| ranks::ranks(i.trace)),
-    ("agent.no_zombie_steps", |i| agent::no_zombie_steps(i.trace)),
-    ("job.progress", |i| {
-        job::progress(i.scenario, i.trace, i.end)
-    }),
-    ("sampler.coverage", |i| {
-        sampler::coverage(i.scenario, i.seed, i.trace)
-    }),
-    ("reader.exactly_once", |i| {
-        reader::exactly_once(i.scenario, i.trace)
-    }),
-    ("reader.buffer_protocol", |i| {
-        reader::buffer_protocol(i.scenario, i.trace)
-    }),
-    ("reader.terminates", |i| {
-        reader::terminates(i.scenario, i.trace)
-    }),
-    ("agent.bootstrap", |i| bootstrap::bootstrap(i.trace)),
-];
-
-/// Whether `table` names exactly `names`, in the same order (a `const fn`, so the table and
-/// the contract's list are compared when the crate compiles).
-const fn names_agree(table: &[(&str, Check)], names: &[&str]) -> bool {
-    if table.len() != names.len() {
-        return false;
+/// Judges one invariant: every invariant of the contract has its check here (the match is
+/// exhaustive, so a new invariant cannot go unchecked).
+fn judge_one(invariant: Invariant, i: &Inputs) -> InvariantResult {
+    match invariant {
+        Invariant::RendezvousAgreement => rendezvous::agreement(i.trace),
+        Invariant::RendezvousExclusive => rendezvous::exclusive(i.trace),
+        Invariant::RendezvousBounds => rendezvous::bounds(i.scenario, i.trace),
+        Invariant::RendezvousLiveness => rendezvous::liveness(i.scenario, i.trace, i.end),
+        Invariant::RendezvousClosedIsFinal => rendezvous::closed_is_final(i.trace),
+        Invariant::AgentRestartBudget => agent::restart_budget(i.scenario, i.trace),
+        Invariant::AgentRanks => ranks::ranks(i.trace),
+        Invariant::AgentNoZombieSteps => agent::no_zombie_steps(i.trace),
+        Invariant::JobProgress => job::progress(i.scenario, i.trace, i.end),
+        Invariant::SamplerCoverage => sampler::coverage(i.scenario, i.seed, i.trace),
+        Invariant::ReaderExactlyOnce => reader::exactly_once(i.scenario, i.trace),
+        Invariant::ReaderBufferProtocol => reader::buffer_protocol(i.scenario, i.trace),
+        Invariant::ReaderTerminates => reader::terminates(i.scenario, i.trace),
+        Invariant::AgentBootstrap => bootstrap::bootstrap(i.trace),
     }
-    let mut i = 0;
-    while i < table.len() {
-        let (listed, named) = (table[i].0.as_bytes(), names[i].as_bytes());
-        if listed.len() != named.len() {
-            return false;
-        }
-        let mut j = 0;
-        while j < listed.len() {
-            if listed[j] != named[j] {
-                return false;
-            }
-            j += 1;
-        }
-        i += 1;
-    }
-    true
 }
 
-const _: () = assert!(
-    names_agree(INVARIANTS, NAMES),
-    "INVARIANTS must list every contract invariant, in the contract's order"
-);
-
-/// Runs every invariant's check over the trace, in the contract's order (see [`NAMES`]).
+/// Runs every invariant's check over the trace, in the contract's order ([`Invariant`]'s).
 pub fn check_all(
     scenario: &Scenario,
     seed: u64,
@@ -215,12 +165,13 @@ pub fn check_all(
         trace,
         end,
     };
-    INVARIANTS
+    <Invariant as strum::VariantArray>::VARIANTS
         .iter()
-        .map(|(name, check)| {
-            let result = check(&inputs);
+        .map(|&invariant| {
+            let result = judge_one(invariant, &inputs);
             assert_eq!(
-                result.name, *name,
+                result.name,
+                invariant.name(),
                 "an invariant's check must report under its own name"
             );
             result
@@ -249,16 +200,7 @@ mod tests {
     fn check_all_names_every_invariant_in_contract_order() {
         let results = check_all(&scenario(), 1, &trace(vec![]), &end(1, "succeeded"));
         let names: Vec<&str> = results.iter().map(|r| r.name.as_str()).collect();
-        assert_eq!(names, NAMES.to_vec());
-    }
-
-    #[test]
-    fn names_agree_tells_a_reordered_or_renamed_list() {
-        let table: &[(&str, Check)] = &[("a", |_| InvariantResult::not_applicable("a"))];
-        assert!(names_agree(table, &["a"]));
-        assert!(!names_agree(table, &["b"]));
-        assert!(!names_agree(table, &["ab"]));
-        assert!(!names_agree(table, &["a", "b"]));
+        assert_eq!(names, Invariant::names().collect::<Vec<_>>());
     }
 
     #[test]
@@ -273,15 +215,15 @@ mod tests {
     fn judge_prefers_violations_then_applicability() {
         let v = Violation::new(1, None, "x");
         assert_eq!(
-            InvariantResult::judge("a", false, vec![v]).status,
+            InvariantResult::judge(Invariant::JobProgress, false, vec![v]).status,
             Status::Violated
         );
         assert_eq!(
-            InvariantResult::judge("a", true, vec![]).status,
+            InvariantResult::judge(Invariant::JobProgress, true, vec![]).status,
             Status::Held
         );
         assert_eq!(
-            InvariantResult::judge("a", false, vec![]).status,
+            InvariantResult::judge(Invariant::JobProgress, false, vec![]).status,
             Status::NotApplicable
         );
     }

@@ -4,6 +4,7 @@
 use super::membership::RoundId;
 use super::{InvariantResult, Violation};
 use crate::agent::ranks::{assign_worker_ranks, GroupRole};
+use crate::invariant::Invariant;
 use crate::trace::{EventKind, Trace};
 use std::collections::BTreeMap;
 
@@ -86,7 +87,7 @@ pub(super) fn ranks(trace: &Trace) -> InvariantResult {
             check_algorithm(*round, by_group_rank, &mut violations);
         }
     }
-    InvariantResult::judge("agent.ranks", !rounds.is_empty(), violations)
+    InvariantResult::judge(Invariant::AgentRanks, !rounds.is_empty(), violations)
 }
 
 /// Global-rank blocks lie inside the world and never overlap.

@@ -4,6 +4,7 @@
 
 use super::reader_output::{self as checks, Verdict};
 use super::{InvariantResult, Violation};
+use crate::invariant::Invariant;
 use crate::reader::feed::{config_of, expand_runs};
 use crate::reader::{EpochOutput, Outcome, ReaderConfig, RunOutput};
 use crate::scenario::model::Scenario;
@@ -150,7 +151,7 @@ fn located(log: &ReaderLog, verdict: &Verdict, at_hang: bool) -> Vec<Violation> 
 }
 
 fn judge(
-    name: &'static str,
+    name: Invariant,
     scenario: &Scenario,
     trace: &Trace,
     applies: impl Fn(&ReaderConfig, &ReaderLog) -> bool,
@@ -163,7 +164,7 @@ fn judge(
     let applicable = logs.iter().any(|log| applies(&cfg, log));
     let violations = logs
         .iter()
-        .flat_map(|log| located(log, &check(&cfg, log), name == "reader.terminates"))
+        .flat_map(|log| located(log, &check(&cfg, log), name == Invariant::ReaderTerminates))
         .collect();
     InvariantResult::judge(name, applicable, violations)
 }
@@ -172,7 +173,7 @@ fn judge(
 /// was delivered once and trained on; corrupt ones never.
 pub(super) fn exactly_once(scenario: &Scenario, trace: &Trace) -> InvariantResult {
     judge(
-        "reader.exactly_once",
+        Invariant::ReaderExactlyOnce,
         scenario,
         trace,
         |cfg, log| !cfg.repeat && log.output.epochs.iter().any(|e| e.ended),
@@ -183,7 +184,7 @@ pub(super) fn exactly_once(scenario: &Scenario, trace: &Trace) -> InvariantResul
 /// `reader.buffer_protocol`: every buffer of every reader moved only as the protocol allows.
 pub(super) fn buffer_protocol(scenario: &Scenario, trace: &Trace) -> InvariantResult {
     judge(
-        "reader.buffer_protocol",
+        Invariant::ReaderBufferProtocol,
         scenario,
         trace,
         |_, log| !log.output.events.is_empty(),
@@ -198,7 +199,7 @@ pub(super) fn buffer_protocol(scenario: &Scenario, trace: &Trace) -> InvariantRe
 /// no hang: it throws, and the worker fails.)
 pub(super) fn terminates(scenario: &Scenario, trace: &Trace) -> InvariantResult {
     judge(
-        "reader.terminates",
+        Invariant::ReaderTerminates,
         scenario,
         trace,
         |_, _| true,

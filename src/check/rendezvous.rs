@@ -10,6 +10,7 @@ pub(super) use liveness::liveness;
 
 use super::membership::{Membership, RoundId};
 use super::{InvariantResult, Violation};
+use crate::invariant::Invariant;
 use crate::scenario::model::Scenario;
 use crate::trace::{Event, EventKind, Trace};
 use std::collections::{BTreeMap, BTreeSet};
@@ -112,7 +113,7 @@ pub(super) fn agreement(trace: &Trace) -> InvariantResult {
             }
         }
     }
-    InvariantResult::judge("rendezvous.agreement", any, violations)
+    InvariantResult::judge(Invariant::RendezvousAgreement, any, violations)
 }
 
 /// `rendezvous.exclusive`: at most one group completes per round, and no node is in two
@@ -174,7 +175,7 @@ pub(super) fn exclusive(trace: &Trace) -> InvariantResult {
         }
         membership.observe(event);
     }
-    InvariantResult::judge("rendezvous.exclusive", any, violations)
+    InvariantResult::judge(Invariant::RendezvousExclusive, any, violations)
 }
 
 /// `rendezvous.bounds`: min_nodes ≤ world size ≤ max_nodes for every completion.
@@ -196,7 +197,7 @@ pub(super) fn bounds(scenario: &Scenario, trace: &Trace) -> InvariantResult {
             ));
         }
     }
-    InvariantResult::judge("rendezvous.bounds", any, violations)
+    InvariantResult::judge(Invariant::RendezvousBounds, any, violations)
 }
 
 /// `rendezvous.closed_is_final`: once any node has closed the rendezvous, no round
@@ -235,7 +236,11 @@ pub(super) fn closed_is_final(trace: &Trace) -> InvariantResult {
             _ => {}
         }
     }
-    InvariantResult::judge("rendezvous.closed_is_final", !closed.is_empty(), violations)
+    InvariantResult::judge(
+        Invariant::RendezvousClosedIsFinal,
+        !closed.is_empty(),
+        violations,
+    )
 }
 
 /// How two groups differ, naming at most a few nodes on each side.

@@ -17,6 +17,7 @@
 use super::sampler_epoch::{judge_epochs, EpochJudged, EpochSteps, SECOND_THREAD_FROM_IDS};
 use super::InvariantResult;
 use super::Violation;
+use crate::invariant::Invariant;
 use crate::scenario::model::Scenario;
 use crate::trace::{Event, EventKind, Trace, TrainedOn};
 use std::collections::BTreeMap;
@@ -54,7 +55,7 @@ fn coverage_with(
     // Stable: what one step showed keeps the order it was found in.
     found.sort_by_key(|f| (f.event, f.part));
     let violations = found.into_iter().map(|f| f.violation).collect();
-    InvariantResult::judge("sampler.coverage", applicable, violations)
+    InvariantResult::judge(Invariant::SamplerCoverage, applicable, violations)
 }
 
 /// A node's worker group as its agent started it: the rendezvous it belongs to.

@@ -20,7 +20,6 @@ pub mod values;
 
 pub use emit::to_toml;
 pub use model::Scenario;
-pub use validate::INVARIANT_NAMES;
 
 use locate::{FieldPath, Seg};
 use std::io::Read;

@@ -7,27 +7,8 @@ use super::model::{Expect, Scenario};
 use super::raw::{RawExpect, RawRounds, RawScenario};
 use super::values::*;
 use super::{cluster, faults, job};
+use crate::invariant::Invariant;
 use std::collections::{BTreeMap, BTreeSet};
-
-/// The stable invariant names, in the contract's order: what `expect.violations` may list and
-/// what every report lists.
-pub const INVARIANT_NAMES: &[&str] = &[
-    "rendezvous.agreement",
-    "rendezvous.exclusive",
-    "rendezvous.bounds",
-    "rendezvous.liveness",
-    "rendezvous.closed_is_final",
-    "agent.restart_budget",
-    "agent.ranks",
-    "agent.no_zombie_steps",
-    "job.progress",
-    "sampler.coverage",
-    "reader.exactly_once",
-    "reader.buffer_protocol",
-    "reader.terminates",
-    // Later additions go at the end: names are never renamed or reordered.
-    "agent.bootstrap",
-];
 
 /// Default simulated time budget: 2 hours.
 pub const TIME_LIMIT_US_DEFAULT: u64 = 2 * 3_600 * 1_000_000;
@@ -136,16 +117,20 @@ fn expect(raw: &Option<RawExpect>, total_nodes: u32) -> Check<Expect> {
         .map(|w| in_range(&p.key("final_world_size"), w, 0, NODES_MAX))
         .transpose()?;
     let violations = e.violations.clone().unwrap_or_default();
-    list_len(&p.key("violations"), &violations, INVARIANT_NAMES.len())?;
+    list_len(
+        &p.key("violations"),
+        &violations,
+        <Invariant as strum::VariantArray>::VARIANTS.len(),
+    )?;
     let mut seen = BTreeSet::new();
     for (i, v) in violations.iter().enumerate() {
         let at = p.key("violations").index(i);
-        if !INVARIANT_NAMES.contains(&v.as_str()) {
+        if v.parse::<Invariant>().is_err() {
             return Err(issue(
                 &at,
                 format!(
                     "`{v}` is not an invariant (one of: {})",
-                    INVARIANT_NAMES.join(", ")
+                    Invariant::names().collect::<Vec<_>>().join(", ")
                 ),
             ));
         }

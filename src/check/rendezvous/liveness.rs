@@ -6,6 +6,7 @@
 
 use super::super::membership::Membership;
 use super::super::{secs, InvariantResult, Violation};
+use crate::invariant::Invariant;
 use crate::scenario::model::FaultName;
 use crate::scenario::model::Scenario;
 use crate::trace::{
@@ -55,7 +56,7 @@ pub(in crate::check) fn liveness(
     let mut violations = waiting_nodes_get_a_round(scenario, trace, end);
     violations.extend(survivors_rejoin(scenario, trace, end));
     violations.sort_by_key(|v| v.at_us);
-    InvariantResult::judge("rendezvous.liveness", joined, violations)
+    InvariantResult::judge(Invariant::RendezvousLiveness, joined, violations)
 }
 
 /// Which agents are alive, paused and waiting in `next_rendezvous()`.
