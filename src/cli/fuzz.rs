@@ -132,12 +132,17 @@ pub fn execute(args: FuzzArgs) -> i32 {
     if let Some(FuzzCommand::Merge(m)) = args.command {
         return merge(&m);
     }
-    if let Some(m) = &args.mutant {
-        if let Err(message) = mutants::options_of(std::slice::from_ref(m)) {
-            eprintln!("error: {message}");
-            return 2;
-        }
-    }
+    let mutant = match args.mutant.as_deref() {
+        None => None,
+        Some(name) => match name.parse::<crate::mutant::Mutant>() {
+            Ok(mutant) => Some(mutant),
+            Err(_) => {
+                let known = mutants::known().join(", ");
+                eprintln!("error: `{name}` is not a mutant (one of: {known})");
+                return 2;
+            }
+        },
+    };
     let (Some(target), Some(out)) = (args.target, args.out.clone()) else {
         eprintln!("error: --target and --out are required");
         return 2;
@@ -155,7 +160,7 @@ pub fn execute(args: FuzzArgs) -> i32 {
         jobs: args
             .jobs
             .map_or_else(parallel::default_jobs, |j| j as usize),
-        mutant: args.mutant.clone(),
+        mutant,
         known: match args.known {
             KnownArg::Report => KnownMode::Report,
             KnownArg::Skip => KnownMode::Skip,

@@ -12,6 +12,7 @@ use super::strategy::Case;
 use super::summary::{empty_coverage, SignatureEntry, Summary};
 use super::triage::{self, Known};
 use super::{parallel, FuzzTarget};
+use crate::mutant::Mutant;
 use proptest::strategy::{Strategy, ValueTree};
 use proptest::test_runner::{Config, RngAlgorithm, TestRng, TestRunner};
 use rand::Rng;
@@ -44,7 +45,7 @@ pub struct Campaign {
     pub cases: Range<u64>,
     pub seed: u64,
     pub jobs: usize,
-    pub mutant: Option<String>,
+    pub mutant: Option<Mutant>,
     pub known: KnownMode,
     /// The corpus directory, when one is kept.
     pub corpus: Option<PathBuf>,
@@ -123,7 +124,7 @@ fn case_at(c: &Campaign, corpus: &[Case], index: u64) -> (Case, bool) {
 
 fn run_case(c: &Campaign, corpus: &[Case], index: u64) -> CaseResult {
     let (case, mutated) = case_at(c, corpus, index);
-    let mutant = c.mutant.as_deref();
+    let mutant = c.mutant;
     let (verdict, trace) = judge(&case.scenario, case.seed, mutant);
     let situations = trace
         .as_ref()
@@ -192,22 +193,34 @@ pub fn run(c: &Campaign, mut progress: impl FnMut(Progress)) -> Result<Summary, 
     })
 }
 
+/// The failing cases of one signature: how many, and the first of them with only the
+/// faults it needs.
+struct Bucket {
+    signature: Signature,
+    cases: u64,
+    first_case: u64,
+    first_reduced: Case,
+}
+
 /// Buckets, triages, shrinks and writes; the coverage table.
 fn summarize(
     c: &Campaign,
     results: &[CaseResult],
     mut progress: impl FnMut(u64),
 ) -> Result<Summary, String> {
-    let mut buckets: BTreeMap<String, (Signature, u64, u64, Case)> = BTreeMap::new();
+    let mut buckets: BTreeMap<String, Bucket> = BTreeMap::new();
     for r in results {
         if let Some((reduced, sig)) = &r.finding {
-            let b = buckets
-                .entry(sig.key())
-                .or_insert_with(|| (sig.clone(), 0, r.index, reduced.clone()));
-            b.1 += 1;
+            let bucket = buckets.entry(sig.key()).or_insert_with(|| Bucket {
+                signature: sig.clone(),
+                cases: 0,
+                first_case: r.index,
+                first_reduced: reduced.clone(),
+            });
+            bucket.cases += 1;
         }
     }
-    let firsts: Vec<(String, (Signature, u64, u64, Case))> = buckets.into_iter().collect();
+    let firsts: Vec<(String, Bucket)> = buckets.into_iter().collect();
     let mutated: BTreeSet<u64> = results
         .iter()
         .filter(|r| r.mutated)
@@ -232,7 +245,7 @@ fn summarize(
     let mut summary = Summary {
         target: c.target.name().to_owned(),
         seed: c.seed,
-        mutant: c.mutant.clone(),
+        mutant: c.mutant.map(|m| <&str>::from(m).to_owned()),
         known: <&str>::from(c.known).to_owned(),
         corpus: c.corpus.is_some(),
         cases_start: c.cases.start,
@@ -259,10 +272,11 @@ fn summarize(
 fn bucket(
     c: &Campaign,
     key: &str,
-    (sig, count, first, reduced): &(Signature, u64, u64, Case),
+    b: &Bucket,
     mutated: &BTreeSet<u64>,
 ) -> Result<SignatureEntry, String> {
-    let mutant = c.mutant.as_deref();
+    let (sig, count, first, reduced) = (&b.signature, &b.cases, &b.first_case, &b.first_reduced);
+    let mutant = c.mutant;
     let (verdict, _) = judge(&reduced.scenario, reduced.seed, mutant);
     // With a mutant every counted violation is the mutant's (the case without it does not
     // violate it), so triage against torch's fixes would only blur the canary.
@@ -313,7 +327,7 @@ fn bucket(
 /// Shrinks case `index`'s fresh draw while it violates the signature's invariants, then
 /// drops the fault units it no longer needs.
 pub fn shrink(c: &Campaign, index: u64, sig: &Signature) -> Case {
-    let mutant = c.mutant.as_deref();
+    let mutant = c.mutant;
     let fails = |case: &Case| judge(&case.scenario, case.seed, mutant).0.counted == sig.invariants;
     let mut tree = draw(c.target, c.seed, index);
     let mut best = tree.current();
@@ -349,7 +363,7 @@ fn write_repro(
     s.name = format!("fuzz {} seed {} case {}", c.target.name(), c.seed, index);
     s.description = String::new();
     if c.as_known_bug {
-        let (verdict, _) = judge(&s, s.seed, c.mutant.as_deref());
+        let (verdict, _) = judge(&s, s.seed, c.mutant);
         s.expect.violations = verdict
             .all
             .into_iter()
@@ -362,7 +376,7 @@ fn write_repro(
         case_index: index,
         signature: sig.key(),
         status: known.map_or_else(|| "new".to_owned(), Known::label),
-        mutant: c.mutant.clone(),
+        mutant: c.mutant.map(|m| <&str>::from(m).to_owned()),
     };
     let path = c.out.join(rel);
     let text = minimal::repro_text(&s, &origin, &path.to_string_lossy());

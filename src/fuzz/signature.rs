@@ -9,6 +9,7 @@
 //! the order cases ran in.
 
 use crate::check::Status;
+use crate::mutant::Mutant;
 use crate::runner::{Run, RunOptions};
 use crate::scenario::model::{Fault, FaultKind, Scenario, StoreHost};
 use crate::trace::event::EventKind;
@@ -46,10 +47,12 @@ pub const HARNESS: &str = "harness";
 pub fn run_case(
     scenario: &Scenario,
     seed: u64,
-    mutant: Option<&str>,
+    mutant: Option<Mutant>,
 ) -> Result<(Vec<String>, Trace), String> {
-    let options = RunOptions::with_mutants(&Vec::from_iter(mutant))
-        .map_err(|name| format!("`{name}` is not a mutant"))?;
+    let mut options = RunOptions::default();
+    if let Some(mutant) = mutant {
+        options.mutants.switch_on(mutant.into())?;
+    }
     let (report, trace) = Run::of(scenario, CASE_FILE)
         .seed(seed)
         .options(options)
@@ -67,7 +70,7 @@ pub fn run_case(
 
 /// Judges a case: with a mutant, only invariants the case without it does not violate
 /// count. Returns the verdict and, when the run finished, its trace.
-pub fn judge(scenario: &Scenario, seed: u64, mutant: Option<&str>) -> (Verdict, Option<Trace>) {
+pub fn judge(scenario: &Scenario, seed: u64, mutant: Option<Mutant>) -> (Verdict, Option<Trace>) {
     let harness = || Verdict {
         counted: vec![HARNESS.to_owned()],
         all: vec![HARNESS.to_owned()],
@@ -207,7 +210,7 @@ pub fn without_units(s: &Scenario, all: &[Unit], dropped: &BTreeSet<usize>) -> S
 pub fn needed_faults(
     case: &Case,
     verdict: &Verdict,
-    mutant: Option<&str>,
+    mutant: Option<Mutant>,
 ) -> (Case, Option<Trace>) {
     let all = units(&case.scenario.faults);
     let mut dropped = BTreeSet::new();

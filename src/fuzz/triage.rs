@@ -4,6 +4,7 @@
 use super::signature::{judge, Verdict};
 use super::strategy::Case;
 use crate::agent::policy::AgentFix;
+use crate::mutant::Mutant;
 use crate::rendezvous::settings::RendezvousFix;
 use serde::{Deserialize, Serialize};
 
@@ -100,7 +101,7 @@ pub fn with_fix(case: &Case, fix: TriageFix) -> Option<Case> {
 /// one by one while the case stays clean: a finding that needs two known fixes is two
 /// known behaviours at once, labelled with both. `None` means the finding is new. A
 /// harness failure is never known.
-pub fn triage(case: &Case, verdict: &Verdict, mutant: Option<&str>) -> Option<Known> {
+pub fn triage(case: &Case, verdict: &Verdict, mutant: Option<Mutant>) -> Option<Known> {
     if verdict
         .counted
         .iter()

@@ -5,6 +5,7 @@ use super::limits::*;
 use super::locate::FieldPath;
 use super::model::{AgentConfig, Cluster, GpuProfile, Network, StoreHost};
 use super::raw::{RawAgent, RawCluster, RawGpuProfile, RawNetwork, RawRendezvous};
+use super::torch_defaults::*;
 use super::units::{Bandwidth, Duration};
 use super::values::*;
 use crate::rendezvous::settings::RendezvousSettings;
@@ -214,19 +215,33 @@ pub fn rendezvous(raw: &Option<RawRendezvous>, cluster: &Cluster) -> Check<Rende
         let msg = format!("min_nodes ({min_nodes}) is greater than max_nodes ({max_nodes})");
         return Err(issue(&p.key("min_nodes"), msg));
     }
-    let t = |key: &str, v: Option<Duration>, default_s: u64| {
-        quantity_or(&p.key(key), v, default_s * 1_000_000, 1..=TIMEOUT_US_MAX)
+    let t = |key: &str, v: Option<Duration>, default_us: u64| {
+        quantity_or(&p.key(key), v, default_us, 1..=TIMEOUT_US_MAX)
     };
-    let attempts = r.keep_alive_max_attempt.unwrap_or(3);
+    let attempts = r
+        .keep_alive_max_attempt
+        .unwrap_or(DEFAULT_KEEP_ALIVE_MAX_ATTEMPT);
     Ok(RendezvousSettings {
         run_id: super::model::RUN_ID.to_owned(),
         min_nodes,
         max_nodes,
-        join_timeout_us: t("join_timeout", r.join_timeout, 600)?,
-        last_call_timeout_us: t("last_call_timeout", r.last_call_timeout, 30)?,
-        close_timeout_us: t("close_timeout", r.close_timeout, 30)?,
-        heartbeat_timeout_us: t("heartbeat_timeout", r.heartbeat_timeout, 5)?,
-        keep_alive_interval_us: t("keep_alive_interval", r.keep_alive_interval, 5)?,
+        join_timeout_us: t("join_timeout", r.join_timeout, DEFAULT_JOIN_TIMEOUT_US)?,
+        last_call_timeout_us: t(
+            "last_call_timeout",
+            r.last_call_timeout,
+            DEFAULT_LAST_CALL_TIMEOUT_US,
+        )?,
+        close_timeout_us: t("close_timeout", r.close_timeout, DEFAULT_CLOSE_TIMEOUT_US)?,
+        heartbeat_timeout_us: t(
+            "heartbeat_timeout",
+            r.heartbeat_timeout,
+            DEFAULT_HEARTBEAT_TIMEOUT_US,
+        )?,
+        keep_alive_interval_us: t(
+            "keep_alive_interval",
+            r.keep_alive_interval,
+            DEFAULT_KEEP_ALIVE_INTERVAL_US,
+        )?,
         keep_alive_max_attempt: in_range(
             &p.key("keep_alive_max_attempt"),
             attempts,

@@ -14,6 +14,7 @@ pub mod locate;
 pub mod model;
 pub mod node;
 pub mod raw;
+pub mod torch_defaults;
 pub mod units;
 pub mod validate;
 pub mod values;
