@@ -29,14 +29,12 @@ pub use crate::scenario::model::RUN_ID;
 /// The rendezvous settings of a scenario, with the planted bugs (mutants) the command line
 /// switched on; a scenario file never sets them.
 pub fn settings_with_mutants(env: &NodeEnv, mutants: &Mutants) -> RendezvousSettings {
-    let mut settings = settings_of(env);
-    settings.mutants = mutants.rendezvous.clone();
-    settings
+    RendezvousSettings::of_scenario(&env.scenario().rendezvous, mutants.rendezvous.clone())
 }
 
-/// The rendezvous settings of a scenario, as its validation built them.
+/// The rendezvous settings of a scenario, without mutants.
 pub fn settings_of(env: &NodeEnv) -> RendezvousSettings {
-    env.scenario().rendezvous.clone()
+    RendezvousSettings::of_scenario(&env.scenario().rendezvous, Default::default())
 }
 
 /// One agent process, from start to exit, with the run's planted bugs (none for torch's

@@ -5,6 +5,7 @@ use std::collections::BTreeSet;
 use serde::{Deserialize, Serialize};
 
 use crate::mutant::Mutant;
+use crate::scenario::model::{RendezvousConfig, RUN_ID};
 
 pub use crate::scenario::torch_defaults::{
     DEFAULT_CLOSE_TIMEOUT_US, DEFAULT_HEARTBEAT_TIMEOUT_US, DEFAULT_JOIN_TIMEOUT_US,
@@ -89,6 +90,25 @@ impl RendezvousSettings {
             cas_backoff_max_us: 0,
             fixes: BTreeSet::new(),
             mutants: BTreeSet::new(),
+        }
+    }
+
+    /// The settings every agent's handler of a scenario takes: the file's `[rendezvous]`,
+    /// with the scenario's run id and the planted bugs the command line switched on.
+    pub fn of_scenario(config: &RendezvousConfig, mutants: BTreeSet<Mutant>) -> Self {
+        Self {
+            run_id: RUN_ID.to_owned(),
+            min_nodes: config.min_nodes,
+            max_nodes: config.max_nodes,
+            join_timeout_us: config.join_timeout_us,
+            last_call_timeout_us: config.last_call_timeout_us,
+            close_timeout_us: config.close_timeout_us,
+            heartbeat_timeout_us: config.heartbeat_timeout_us,
+            keep_alive_interval_us: config.keep_alive_interval_us,
+            keep_alive_max_attempt: config.keep_alive_max_attempt,
+            cas_backoff_max_us: config.cas_backoff_max_us,
+            fixes: config.fixes.clone(),
+            mutants,
         }
     }
 

@@ -3,12 +3,11 @@
 
 use super::limits::*;
 use super::locate::FieldPath;
-use super::model::{AgentConfig, Cluster, GpuProfile, Network, StoreHost};
+use super::model::{AgentConfig, Cluster, GpuProfile, Network, RendezvousConfig, StoreHost};
 use super::raw::{RawAgent, RawCluster, RawGpuProfile, RawNetwork, RawRendezvous};
 use super::torch_defaults::*;
 use super::units::{Bandwidth, Duration};
 use super::values::*;
-use crate::rendezvous::settings::RendezvousSettings;
 use std::collections::{BTreeMap, BTreeSet};
 
 /// The built-in GPU profile called `name`, if there is one.
@@ -200,7 +199,7 @@ pub fn network(raw: &Option<RawNetwork>) -> Check<Network> {
 /// `--nnodes` (absent: the cluster's starting nodes; one given: the other equals it). The
 /// result is the settings every agent's handler takes as they are, with the run id all
 /// agents share and no mutants.
-pub fn rendezvous(raw: &Option<RawRendezvous>, cluster: &Cluster) -> Check<RendezvousSettings> {
+pub fn rendezvous(raw: &Option<RawRendezvous>, cluster: &Cluster) -> Check<RendezvousConfig> {
     let p = FieldPath::root().key("rendezvous");
     let r = raw.clone().unwrap_or_default();
     let (min_nodes, max_nodes) = match (r.min_nodes, r.max_nodes) {
@@ -221,8 +220,7 @@ pub fn rendezvous(raw: &Option<RawRendezvous>, cluster: &Cluster) -> Check<Rende
     let attempts = r
         .keep_alive_max_attempt
         .unwrap_or(DEFAULT_KEEP_ALIVE_MAX_ATTEMPT);
-    Ok(RendezvousSettings {
-        run_id: super::model::RUN_ID.to_owned(),
+    Ok(RendezvousConfig {
         min_nodes,
         max_nodes,
         join_timeout_us: t("join_timeout", r.join_timeout, DEFAULT_JOIN_TIMEOUT_US)?,
@@ -257,7 +255,6 @@ pub fn rendezvous(raw: &Option<RawRendezvous>, cluster: &Cluster) -> Check<Rende
         fixes: fixes(&p.key("fixes"), r.fixes.as_deref().unwrap_or(&[]))?
             .into_iter()
             .collect(),
-        mutants: BTreeSet::new(),
     })
 }
 

@@ -96,7 +96,7 @@ fn gpu_profile(c: &Cluster) -> Option<RawGpuProfile> {
     })
 }
 
-fn rendezvous(r: &crate::rendezvous::settings::RendezvousSettings) -> RawRendezvous {
+fn rendezvous(r: &super::model::RendezvousConfig) -> RawRendezvous {
     RawRendezvous {
         min_nodes: Some(r.min_nodes),
         max_nodes: Some(r.max_nodes),

@@ -5,7 +5,6 @@
 //! sizes in bytes, bandwidths in bits per second, nodes by their index.
 
 pub use super::node::NodeIndex;
-use crate::rendezvous::settings::RendezvousSettings;
 use std::collections::BTreeMap;
 
 /// A whole scenario after validation.
@@ -19,10 +18,9 @@ pub struct Scenario {
     pub time_limit_us: u64,
     pub cluster: Cluster,
     pub network: Network,
-    /// `[rendezvous]`: torch's `DynamicRendezvousHandler` settings as every agent's handler
-    /// takes them (run id [`RUN_ID`]; no mutants, only the runner switches those
-    /// on).
-    pub rendezvous: RendezvousSettings,
+    /// `[rendezvous]`: torch's `DynamicRendezvousHandler` settings as the file gives them;
+    /// every agent's handler builds its settings from them (run id [`RUN_ID`]).
+    pub rendezvous: RendezvousConfig,
     pub agent: AgentConfig,
     pub job: JobConfig,
     /// The `[reader]` table when present: every node's trainer then takes one reader batch
@@ -134,6 +132,25 @@ pub struct JobConfig {
     pub nccl_peer_exit_detection_us: Option<u64>,
     pub dataset: Dataset,
     pub sampler: SamplerConfig,
+}
+
+/// `[rendezvous]` as plain values: torch's `RendezvousSettings` and `RendezvousTimeout`
+/// (in microseconds), the c10d backend's `cas_backoff_max_seconds`, and the opt-in fixes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RendezvousConfig {
+    /// Fewest participants a round may complete with.
+    pub min_nodes: u32,
+    /// Most participants a round admits; reaching it completes the round at once.
+    pub max_nodes: u32,
+    pub join_timeout_us: u64,
+    pub last_call_timeout_us: u64,
+    pub close_timeout_us: u64,
+    pub heartbeat_timeout_us: u64,
+    pub keep_alive_interval_us: u64,
+    pub keep_alive_max_attempt: u32,
+    pub cas_backoff_max_us: u64,
+    /// Opt-in named deviations from torch; empty reproduces torch exactly.
+    pub fixes: std::collections::BTreeSet<crate::fixes::RendezvousFix>,
 }
 
 /// The run id (torchrun's `--rdzv-id`) every agent of a scenario uses.
