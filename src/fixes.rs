@@ -100,6 +100,12 @@ pub enum RendezvousFix {
     /// the round complete also records its participants and ranks in the state, and the world a
     /// finished join reads is that record, whatever sanitize dropped since.
     WorldAtCompletion,
+    /// Fix for pytorch#191190: `_mark_rendezvous_complete` hands out ranks in
+    /// `sorted(participants)` order, which compares node addresses as strings, so with 12
+    /// nodes `node-10` and `node-11` come before `node-2`, which gets rank 4 (likewise
+    /// `127.0.0.10` before `127.0.0.2`). With this fix the numbers inside an address compare
+    /// as numbers, so ranks follow the nodes' natural order.
+    NaturalNodeOrder,
 }
 
 impl RendezvousFix {

@@ -133,6 +133,14 @@ fn over_a_bound() {
     assert_at(&e, 3, 24, "network.store_host_bandwidth", "at least");
     let e = error("name = \"x\"\n[network]\nstore_host_bandwidth = \"fast\"\n");
     assert_at(&e, 3, 24, "network.store_host_bandwidth", "");
+    let e = error(
+        "name = \"x\"\n[cluster]\nnodes = 3\n[expect]\nfinal_participants = [\"node-0\", \"node-9\"]\n",
+    );
+    assert_at(&e, 5, 33, "expect.final_participants[1]", "not a node");
+    let e = error(
+        "name = \"x\"\n[cluster]\nnodes = 3\n[expect]\nfinal_participants = [\"node-0\", \"node-0\"]\n",
+    );
+    assert_at(&e, 5, 33, "expect.final_participants[1]", "listed twice");
     let e = error("name = \"x\"\n[agent]\nstart_time = \"2h\"\n");
     assert_at(&e, 3, 14, "agent.start_time", "at most");
     let e = error("name = \"x\"\n[agent]\nstart_time_jitter = \"soon\"\n");

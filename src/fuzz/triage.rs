@@ -37,6 +37,7 @@ fn removes(fix: TriageFix) -> &'static str {
             RendezvousFix::MonotonicHeartbeats => "torch: wall-clock heartbeat expiry",
             RendezvousFix::RefreshMasterAddr => "torch 2.15: stale bootstrap address",
             RendezvousFix::WorldAtCompletion => "torch: world size read after sanitize",
+            RendezvousFix::NaturalNodeOrder => "pytorch#191190",
         },
         TriageFix::Agent(fix) => match fix {
             AgentFix::SharedRestartCount => "pytorch#135712/#108158",
@@ -154,12 +155,14 @@ mod tests {
 
     #[test]
     fn every_known_fix_is_tried_once() {
+        use strum::VariantArray;
         let names: Vec<&str> = triage_fixes().into_iter().map(TriageFix::name).collect();
         let distinct: std::collections::BTreeSet<&str> = names.iter().copied().collect();
-        assert_eq!(names.len(), 8);
+        let fixes_known = RendezvousFix::VARIANTS.len() + AgentFix::VARIANTS.len();
+        assert_eq!(names.len(), fixes_known);
         assert_eq!(distinct.len(), names.len());
-        assert_eq!(names[0], "dead-participant-rejoin");
-        assert_eq!(names[7], "keep-open-on-failure");
+        assert_eq!(names.first(), Some(&"dead-participant-rejoin"));
+        assert_eq!(names.last(), Some(&"keep-open-on-failure"));
     }
 
     #[test]

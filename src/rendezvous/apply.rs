@@ -249,15 +249,28 @@ fn add_to_participants(
 fn mark_complete(state: &mut RendezvousState, settings: &RendezvousSettings) {
     state.complete = true;
     state.deadline_utc_us = None;
+    let natural = settings.has_fix(RendezvousFix::NaturalNodeOrder);
+    let mut in_rank_order: Vec<NodeDesc> = state.participants.keys().cloned().collect();
+    if natural {
+        in_rank_order.sort_by(natural_order);
+    }
     state.participants = (0u32..)
-        .zip(state.participants.keys())
-        .map(|(rank, node)| (node.clone(), rank))
+        .zip(in_rank_order)
+        .map(|(rank, node)| (node, rank))
         .collect();
     // The planted bug for the fuzzer's canary: the second participant also gets rank 0.
     if settings.has_mutant(crate::mutant::Mutant::RankCollision) {
         if let Some(second) = state.participants.keys().nth(1).cloned() {
             state.participants.insert(second, 0);
         }
+    } else if natural {
+        let mut ranks: Vec<u32> = state.participants.values().copied().collect();
+        ranks.sort_unstable();
+        assert!(
+            ranks.iter().zip(0u32..).all(|(&rank, i)| rank == i),
+            "completion gave ranks {ranks:?}, not 0..{}",
+            ranks.len()
+        );
     } else if let Some((i, (node, rank))) = state
         .participants
         .iter()
@@ -270,6 +283,38 @@ fn mark_complete(state: &mut RendezvousState, settings: &RendezvousSettings) {
         // Persistent maps share structure: the record costs no copy of the nodes.
         state.completed_world = Some(state.participants.clone());
     }
+}
+
+/// Node order with the numbers inside addresses compared as numbers (`node-2` before
+/// `node-10`), then torch's own order for the rest; the fix `natural-node-order`.
+fn natural_order(a: &NodeDesc, b: &NodeDesc) -> std::cmp::Ordering {
+    let (left, right) = (chunks(&a.addr), chunks(&b.addr));
+    left.iter()
+        .zip(&right)
+        .map(|(l, r)| match (l.parse::<u128>(), r.parse::<u128>()) {
+            // Two runs of digits compare as numbers (then as text: `02` after `2`).
+            (Ok(x), Ok(y)) => x.cmp(&y).then_with(|| l.cmp(r)),
+            // Anything else compares as text, as torch compares the whole address.
+            _ => l.cmp(r),
+        })
+        .find(|order| order.is_ne())
+        .unwrap_or_else(|| left.len().cmp(&right.len()))
+        .then_with(|| a.cmp(b))
+}
+
+/// An address cut into runs of digits and runs of other characters.
+fn chunks(addr: &str) -> Vec<&str> {
+    let mut chunks = Vec::new();
+    let mut rest = addr;
+    while let Some(first) = rest.chars().next() {
+        let digit = first.is_ascii_digit();
+        let end = rest
+            .find(|c: char| c.is_ascii_digit() != digit)
+            .unwrap_or(rest.len());
+        chunks.push(&rest[..end]);
+        rest = &rest[end..];
+    }
+    chunks
 }
 
 /// torch's `_remove_participant_epilogue`, run after participants were removed (by the exit or
@@ -515,5 +560,20 @@ mod tests {
             assert_eq!(st.completed_world, None);
             assert!(st.world().is_empty());
         }
+    }
+
+    #[test]
+    fn natural_order_compares_the_numbers_in_addresses_as_numbers() {
+        let node = |addr: &str| NodeDesc::new(addr, 1, 0);
+        let mut nodes: Vec<NodeDesc> = ["node-10", "node-2", "node-1", "127.0.0.10", "127.0.0.9"]
+            .iter()
+            .map(|a| node(a))
+            .collect();
+        nodes.sort_by(natural_order);
+        let addrs: Vec<&str> = nodes.iter().map(|n| &*n.addr).collect();
+        assert_eq!(
+            addrs,
+            ["127.0.0.9", "127.0.0.10", "node-1", "node-2", "node-10"]
+        );
     }
 }

@@ -61,6 +61,22 @@ pub(super) fn check(
             )),
         }
     }
+    if let Some(wanted) = &expect.final_participants {
+        let wanted: Vec<String> = wanted.iter().map(|&n| node_name(n)).collect();
+        match rounds.last() {
+            Some(last) if last.participants == wanted => {}
+            Some(last) => failures.push(format!(
+                "expected round {}'s participants in rank order to be {}, got {}",
+                last.round,
+                wanted.join(" "),
+                last.participants.join(" ")
+            )),
+            None => failures.push(format!(
+                "expected final participants {}, but no round completed",
+                wanted.join(" ")
+            )),
+        }
+    }
     failures.extend(invariant_failures(expect, invariants));
     ExpectResult {
         met: failures.is_empty(),

@@ -269,6 +269,10 @@ fn expect(e: &Expect) -> Option<RawExpect> {
         restarts: (!e.restarts.is_empty())
             .then(|| e.restarts.iter().map(|(n, c)| (node(*n), *c)).collect()),
         final_world_size: e.final_world_size,
+        final_participants: e
+            .final_participants
+            .as_ref()
+            .map(|nodes| nodes.iter().map(|&n| node(n)).collect()),
         violations: (!e.violations.is_empty()).then(|| e.violations.clone()),
     })
 }

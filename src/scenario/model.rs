@@ -362,6 +362,8 @@ pub struct Expect {
     /// Counted restarts per node index.
     pub restarts: BTreeMap<u32, u32>,
     pub final_world_size: Option<u32>,
+    /// The last completed round's participants (node indices), in rank order.
+    pub final_participants: Option<Vec<u32>>,
     /// Invariant names this scenario must violate.
     pub violations: Vec<String>,
 }

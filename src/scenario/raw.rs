@@ -194,6 +194,7 @@ pub struct RawExpect {
     pub rounds: Option<RawRounds>,
     pub restarts: Option<BTreeMap<String, u32>>,
     pub final_world_size: Option<u32>,
+    pub final_participants: Option<Vec<String>>,
     pub violations: Option<Vec<String>>,
 }
 

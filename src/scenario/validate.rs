@@ -116,6 +116,22 @@ fn expect(raw: &Option<RawExpect>, total_nodes: u32) -> Check<Expect> {
         .final_world_size
         .map(|w| in_range(&p.key("final_world_size"), w, 0, NODES_MAX))
         .transpose()?;
+    let final_participants = match &e.final_participants {
+        None => None,
+        Some(names) => {
+            let path = p.key("final_participants");
+            list_len(&path, names, total_nodes as usize)?;
+            let mut nodes = Vec::with_capacity(names.len());
+            for (i, name) in names.iter().enumerate() {
+                let node = node_index(&path.index(i), name, total_nodes)?;
+                if nodes.contains(&node) {
+                    return Err(issue(&path.index(i), format!("`{name}` is listed twice")));
+                }
+                nodes.push(node);
+            }
+            Some(nodes)
+        }
+    };
     let violations = e.violations.clone().unwrap_or_default();
     list_len(
         &p.key("violations"),
@@ -143,6 +159,7 @@ fn expect(raw: &Option<RawExpect>, total_nodes: u32) -> Check<Expect> {
         rounds,
         restarts,
         final_world_size,
+        final_participants,
         violations,
     })
 }
