@@ -55,7 +55,9 @@ impl Membership {
                 store_incarnation,
                 ..
             } => {
-                let node = event.node.clone().unwrap_or_default();
+                let node = event.node.clone().unwrap_or_else(|| {
+                    panic!("round {round}'s completion by pid {pid} names no node")
+                });
                 let member = Member {
                     pid: *pid,
                     node,

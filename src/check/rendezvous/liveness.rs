@@ -69,10 +69,17 @@ struct Agents {
 
 impl Agents {
     fn observe(&mut self, event: &Event) {
-        let node = event.node.clone().unwrap_or_default();
+        // An agent's start and a fault on one node always name the node (the recorder
+        // writes them so); a trace without one is a broken trace, not an empty name.
+        let node = || {
+            event
+                .node
+                .clone()
+                .unwrap_or_else(|| panic!("event {:?} names no node", event.kind))
+        };
         match &event.kind {
             EventKind::AgentStarted { pid } => {
-                self.live.insert(*pid, node);
+                self.live.insert(*pid, node());
             }
             EventKind::AgentKilled { pid } | EventKind::AgentExited { pid, .. } => {
                 self.live.remove(pid);
@@ -87,11 +94,11 @@ impl Agents {
             }
             EventKind::FaultApplied { fault, .. } => match fault {
                 FaultName::Pause => {
-                    self.paused_nodes.insert(node);
+                    self.paused_nodes.insert(node());
                 }
                 // A resumed node runs again; a killed or restarted one is a new process.
                 FaultName::Resume | FaultName::Kill | FaultName::Restart | FaultName::Start => {
-                    self.paused_nodes.remove(&node);
+                    self.paused_nodes.remove(&node());
                 }
                 _ => {}
             },
