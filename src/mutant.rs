@@ -37,6 +37,13 @@ pub enum Mutant {
     ReaderDoublePublish,
 }
 
+impl Mutant {
+    /// The mutant's name as `--mutant` spells it.
+    pub fn name(self) -> &'static str {
+        self.into()
+    }
+}
+
 /// The planted bugs of one run, by the part of the simulation each breaks: the rendezvous
 /// core's go into its settings, the job's into its epoch plans, the reader's into each
 /// node's reader configuration.
@@ -55,6 +62,12 @@ impl Mutants {
     /// name is an error naming it.
     pub fn switch_on(&mut self, name: &str) -> Result<(), String> {
         let mutant: Mutant = name.parse().map_err(|_| name.to_owned())?;
+        self.insert(mutant);
+        Ok(())
+    }
+
+    /// Switches `mutant` on where it acts.
+    pub fn insert(&mut self, mutant: Mutant) {
         // Exhaustive, so a new mutant must say which part of the simulation it breaks.
         let set = match mutant {
             Mutant::LateJoinerJoinsCompleteRound
@@ -64,7 +77,6 @@ impl Mutants {
             Mutant::ReaderDoublePublish => &mut self.reader,
         };
         set.insert(mutant);
-        Ok(())
     }
 
     /// Every mutant switched on, by name, in name order.

@@ -132,16 +132,12 @@ pub fn execute(args: FuzzArgs) -> i32 {
     if let Some(FuzzCommand::Merge(m)) = args.command {
         return merge(&m);
     }
-    let mutant = match args.mutant.as_deref() {
-        None => None,
-        Some(name) => match name.parse::<crate::mutant::Mutant>() {
-            Ok(mutant) => Some(mutant),
-            Err(_) => {
-                let known = mutants::known().join(", ");
-                eprintln!("error: `{name}` is not a mutant (one of: {known})");
-                return 2;
-            }
-        },
+    let mutant = match args.mutant.as_deref().map(mutants::parse).transpose() {
+        Ok(mutant) => mutant,
+        Err(message) => {
+            eprintln!("error: {message}");
+            return 2;
+        }
     };
     let (Some(target), Some(out)) = (args.target, args.out.clone()) else {
         eprintln!("error: --target and --out are required");

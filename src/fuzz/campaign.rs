@@ -245,7 +245,7 @@ fn summarize(
     let mut summary = Summary {
         target: c.target.name().to_owned(),
         seed: c.seed,
-        mutant: c.mutant.map(|m| <&str>::from(m).to_owned()),
+        mutant: c.mutant.map(|m| m.name().to_owned()),
         known: <&str>::from(c.known).to_owned(),
         corpus: c.corpus.is_some(),
         cases_start: c.cases.start,
@@ -376,7 +376,7 @@ fn write_repro(
         case_index: index,
         signature: sig.key(),
         status: known.map_or_else(|| "new".to_owned(), Known::label),
-        mutant: c.mutant.map(|m| <&str>::from(m).to_owned()),
+        mutant: c.mutant.map(|m| m.name().to_owned()),
     };
     let path = c.out.join(rel);
     let text = minimal::repro_text(&s, &origin, &path.to_string_lossy());

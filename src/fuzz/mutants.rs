@@ -12,11 +12,20 @@ pub fn known() -> Vec<&'static str> {
         .collect()
 }
 
-/// Run options with the named mutants on; an unknown name is an error that lists the known
-/// ones (the CLI turns it into exit 2).
+/// The mutant `name` names; an unknown name is an error that lists the known ones (the CLI
+/// turns it into exit 2).
+pub fn parse(name: &str) -> Result<Mutant, String> {
+    name.parse()
+        .map_err(|_| format!("`{name}` is not a mutant (one of: {})", known().join(", ")))
+}
+
+/// Run options with the named mutants on; an unknown name is an error as [`parse`] gives it.
 pub fn options_of(names: &[String]) -> Result<RunOptions, String> {
-    RunOptions::with_mutants(names)
-        .map_err(|name| format!("`{name}` is not a mutant (one of: {})", known().join(", ")))
+    let mut options = RunOptions::default();
+    for name in names {
+        options.mutants.insert(parse(name)?);
+    }
+    Ok(options)
 }
 
 #[cfg(test)]

@@ -51,7 +51,7 @@ pub fn run_case(
 ) -> Result<(Vec<String>, Trace), String> {
     let mut options = RunOptions::default();
     if let Some(mutant) = mutant {
-        options.mutants.switch_on(mutant.into())?;
+        options.mutants.insert(mutant);
     }
     let (report, trace) = Run::of(scenario, CASE_FILE)
         .seed(seed)

@@ -40,10 +40,6 @@ pub struct RpcClient {
     /// How long the first connect is retried while nothing listens (TCPStore connects with
     /// its timeout of the moment it is made).
     connect_timeout_us: u64,
-    /// The run's seed and this client's number: its connect retries draw their delays from
-    /// a stream of their own, made at the first refusal.
-    seed: u64,
-    client: u64,
     /// Why the connection died for good (TCP gave up): every later call fails with it.
     broken: Option<NetError>,
     /// Linux's retransmission limit on this host (`tcp_retries2`).
@@ -59,9 +55,9 @@ impl RpcClient {
     /// A connection from the current machine to `server`, made by the first call, which
     /// retries a refused connect for up to `connect_timeout_us`.
     pub fn connect(server: SocketAddr, connect_timeout_us: u64) -> Self {
-        let (ip, client, tcp_retries2, seed) = with_registry(|r| {
+        let (ip, client, tcp_retries2) = with_registry(|r| {
             r.clients_made += 1;
-            (r.hosts.current(), r.clients_made, r.tcp_retries2, r.seed)
+            (r.hosts.current(), r.clients_made, r.tcp_retries2)
         });
         RpcClient {
             ip,
@@ -72,8 +68,6 @@ impl RpcClient {
             acked: Arc::default(),
             inbox: Arc::default(),
             connect_timeout_us,
-            seed,
-            client,
             broken: None,
             tcp_retries2,
             deadline: None,
@@ -244,9 +238,11 @@ impl RpcClient {
                     if time::elapsed_us() > deadline_us {
                         return Err(NetError::Refused(self.server));
                     }
+                    // A stream per client (its number is the high half of its request ids),
+                    // made at its first refusal.
                     let backoff = backoff.get_or_insert_with(|| {
-                        let label = format!("connect-backoff/{}", self.client);
-                        ConnectBackoff::new(rng::stream(self.seed, &label))
+                        let label = format!("connect-backoff/{}", self.next_id >> 32);
+                        ConnectBackoff::new(rng::stream(with_registry(|r| r.seed), &label))
                     });
                     time::sleep_us(backoff.next_us()).await;
                 }
