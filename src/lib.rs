@@ -43,6 +43,7 @@ pub mod runner;
 pub mod sampler;
 pub mod scenario;
 pub mod shared_list;
+pub mod sim_time;
 pub mod store;
 pub mod trace;
 pub mod world;

@@ -49,6 +49,7 @@ pub const NCCL_ABORT_EXIT_CODE: i32 = -6;
 /// A gloo error is a Python `RuntimeError` the training script does not catch.
 pub const GLOO_ERROR_EXIT_CODE: i32 = 1;
 
+use crate::sim_time::{SimDuration, SimInstant};
 /// Why the world says a collective did not finish (see `world::collectives`).
 pub use crate::world::collectives::CollectiveError;
 
@@ -66,31 +67,31 @@ pub struct Backend {
 /// A collective's failure as the worker meets it: when, how it exits, and in which words.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Failure {
-    pub at_ns: u64,
+    pub at: SimInstant,
     pub exit_code: i32,
     pub reason: String,
 }
 
-/// When and how the all-reduce of `step`, which this worker entered at `arrival_ns`, fails
-/// on `error`, seen at `now_ns`; `peer` names a node.
+/// When and how the all-reduce of `step`, which this worker entered at `arrival`, fails
+/// on `error`, seen at `now`; `peer` names a node.
 pub fn failure(
     backend: &Backend,
     error: CollectiveError,
     step: u64,
-    arrival_ns: u64,
-    now_ns: u64,
+    arrival: SimInstant,
+    now: SimInstant,
     peer: impl Fn(u32) -> String,
 ) -> Failure {
     use crate::scenario::model::Backend::{Gloo, Nccl};
-    let timeout_ns = backend.timeout_us.saturating_mul(1_000);
-    let deadline_ns = arrival_ns.saturating_add(timeout_ns).max(now_ns);
-    let timed_out = |at_ns: u64| timed_out(backend, step, at_ns);
+    let timeout = SimDuration::from_us(backend.timeout_us);
+    let deadline = arrival.after(timeout).max(now);
+    let timed_out = |at: SimInstant| timed_out(backend, step, at);
     match (error, backend.kind) {
-        (CollectiveError::Timeout, _) => timed_out(now_ns),
+        (CollectiveError::Timeout, _) => timed_out(now),
         (CollectiveError::PeerClosed { member, at_ns }, Gloo) => Failure {
-            at_ns: now_ns,
+            at: now,
             exit_code: GLOO_ERROR_EXIT_CODE,
-            reason: if at_ns >= arrival_ns {
+            reason: if SimInstant::from_ns(at_ns) >= arrival {
                 format!(
                     "gloo: the all-reduce of step {step} failed: read error from {}: \
                      connection reset by peer",
@@ -106,12 +107,13 @@ pub fn failure(
         (CollectiveError::PeerClosed { member, at_ns }, Nccl) => {
             match backend.peer_exit_detection_us {
                 Some(detection_us) => {
-                    let seen_ns = at_ns.saturating_add(detection_us * 1_000).max(now_ns);
-                    if seen_ns > deadline_ns {
-                        return timed_out(deadline_ns);
+                    let closed = SimInstant::from_ns(at_ns);
+                    let seen = closed.after(SimDuration::from_us(detection_us)).max(now);
+                    if seen > deadline {
+                        return timed_out(deadline);
                     }
                     Failure {
-                        at_ns: seen_ns,
+                        at: seen,
                         exit_code: NCCL_ABORT_EXIT_CODE,
                         reason: format!(
                             "NCCL watchdog: the all-reduce of step {step} failed with \
@@ -121,23 +123,23 @@ pub fn failure(
                         ),
                     }
                 }
-                None => timed_out(deadline_ns),
+                None => timed_out(deadline),
             }
         }
         // gloo's receive times out a timeout after the ring stopped moving.
         (CollectiveError::Stalled { at_ns, .. }, Gloo) => {
-            timed_out(at_ns.saturating_add(timeout_ns).max(now_ns))
+            timed_out(SimInstant::from_ns(at_ns).after(timeout).max(now))
         }
-        (CollectiveError::Stalled { .. }, Nccl) => timed_out(deadline_ns),
+        (CollectiveError::Stalled { .. }, Nccl) => timed_out(deadline),
     }
 }
 
-/// The process-group timeout's failure, in the backend's words, at `at_ns`.
-fn timed_out(backend: &Backend, step: u64, at_ns: u64) -> Failure {
+/// The process-group timeout's failure, in the backend's words, at `at`.
+fn timed_out(backend: &Backend, step: u64, at: SimInstant) -> Failure {
     use crate::scenario::model::Backend::{Gloo, Nccl};
     match backend.kind {
         Nccl => Failure {
-            at_ns,
+            at,
             exit_code: NCCL_ABORT_EXIT_CODE,
             reason: format!(
                 "NCCL watchdog: the all-reduce of step {step} timed out after {} us",
@@ -145,12 +147,12 @@ fn timed_out(backend: &Backend, step: u64, at_ns: u64) -> Failure {
             ),
         },
         Gloo => Failure {
-            at_ns,
+            at,
             exit_code: GLOO_ERROR_EXIT_CODE,
             reason: format!(
                 "gloo: the all-reduce of step {step} timed out waiting {} ms for a recv \
                  operation to complete",
-                backend.timeout_us / 1_000
+                SimDuration::from_us(backend.timeout_us).as_ms()
             ),
         },
     }
@@ -184,11 +186,11 @@ mod tests {
             &backend(Gloo, None),
             CLOSED_IN_RING,
             7,
-            4_000_000_000,
-            5_000_000_000,
+            SimInstant::from_ns(4_000_000_000),
+            SimInstant::from_ns(5_000_000_000),
             name,
         );
-        assert_eq!((f.at_ns, f.exit_code), (5_000_000_000, 1));
+        assert_eq!((f.at.as_ns(), f.exit_code), (5_000_000_000, 1));
         assert!(
             f.reason.contains("connection reset by peer"),
             "{}",
@@ -198,8 +200,8 @@ mod tests {
             &backend(Gloo, None),
             CLOSED_IN_RING,
             7,
-            6_000_000_000,
-            6_000_000_000,
+            SimInstant::from_ns(6_000_000_000),
+            SimInstant::from_ns(6_000_000_000),
             name,
         );
         assert!(
@@ -215,22 +217,22 @@ mod tests {
             &backend(Nccl, Some(1_400_000)),
             CLOSED_IN_RING,
             7,
-            4_000_000_000,
-            5_000_000_000,
+            SimInstant::from_ns(4_000_000_000),
+            SimInstant::from_ns(5_000_000_000),
             name,
         );
-        assert_eq!((f.at_ns, f.exit_code), (6_400_000_000, -6));
+        assert_eq!((f.at.as_ns(), f.exit_code), (6_400_000_000, -6));
         assert!(f.reason.contains("ncclRemoteError"), "{}", f.reason);
         // A step entered long after the peer died fails when it is entered.
         let late = failure(
             &backend(Nccl, Some(1_400_000)),
             CLOSED_IN_RING,
             7,
-            9_000_000_000,
-            9_000_000_000,
+            SimInstant::from_ns(9_000_000_000),
+            SimInstant::from_ns(9_000_000_000),
             name,
         );
-        assert_eq!(late.at_ns, 9_000_000_000);
+        assert_eq!(late.at.as_ns(), 9_000_000_000);
     }
 
     #[test]
@@ -239,11 +241,11 @@ mod tests {
             &backend(Nccl, None),
             CLOSED_IN_RING,
             7,
-            4_000_000_000,
-            5_000_000_000,
+            SimInstant::from_ns(4_000_000_000),
+            SimInstant::from_ns(5_000_000_000),
             name,
         );
-        assert_eq!(f.at_ns, 604_000_000_000);
+        assert_eq!(f.at.as_ns(), 604_000_000_000);
         assert!(
             f.reason.contains("timed out after 600000000 us"),
             "{}",
@@ -261,11 +263,11 @@ mod tests {
             &backend(Gloo, None),
             stalled,
             7,
-            4_000_000_000,
-            5_000_000_000,
+            SimInstant::from_ns(4_000_000_000),
+            SimInstant::from_ns(5_000_000_000),
             name,
         );
-        assert_eq!(gloo.at_ns, 605_000_000_000);
+        assert_eq!(gloo.at.as_ns(), 605_000_000_000);
         assert!(
             gloo.reason.contains("600000 ms for a recv"),
             "{}",
@@ -275,11 +277,11 @@ mod tests {
             &backend(Nccl, Some(1)),
             stalled,
             7,
-            4_000_000_000,
-            5_000_000_000,
+            SimInstant::from_ns(4_000_000_000),
+            SimInstant::from_ns(5_000_000_000),
             name,
         );
-        assert_eq!(nccl.at_ns, 604_000_000_000);
+        assert_eq!(nccl.at.as_ns(), 604_000_000_000);
     }
 
     #[test]

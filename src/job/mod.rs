@@ -20,6 +20,7 @@ pub mod reader_feed;
 mod segment;
 
 use crate::mutant::Mutants;
+use crate::sim_time::{SimDuration, SimInstant};
 use crate::trace::{samples_digest, EventKind, TrainedOn};
 use crate::world::collectives::{CollectiveError, RankBlock};
 use crate::world::gpu::{compute_time_us, gpu_of_local_rank};
@@ -228,7 +229,7 @@ async fn train_steps(
     let mut reader =
         reader_feed::ReaderFeed::start(env, plan.round, &mutants.reader).map_err(script_error)?;
     // Set when a closed-form run was cut in the middle of a step: when the next step began.
-    let mut step_started_ns = None;
+    let mut step_started = None;
     while at.step < job.steps {
         let steps = segment::Steps {
             env,
@@ -238,10 +239,10 @@ async fn train_steps(
             ledger: &ledger,
             reached,
         };
-        let run = match step_started_ns.take() {
-            Some(started_ns) => segment::Run {
+        let run = match step_started.take() {
+            Some(started) => segment::Run {
                 settled: 0,
-                next_step_started_ns: Some(started_ns),
+                next_step_started: Some(started),
             },
             None => segment::run(&steps, &at, &mut batches).await?,
         };
@@ -258,11 +259,11 @@ async fn train_steps(
                 at.batch,
                 epoch_plan.batches()
             );
-            step_started_ns = run.next_step_started_ns;
+            step_started = run.next_step_started;
         } else {
             wait_for_reader(env, &mut reader).await?;
-            let started_ns = run.next_step_started_ns.unwrap_or_else(time::elapsed_ns);
-            one_step(&steps, &at, &mut batches, started_ns).await?;
+            let started = run.next_step_started.unwrap_or_else(time::now);
+            one_step(&steps, &at, &mut batches, started).await?;
             at.step += 1;
             at.batch += 1;
         }
@@ -299,23 +300,23 @@ async fn train_steps(
     Ok(())
 }
 
-/// One step, its compute begun at `started_ns` (now, unless a cut run left it in progress):
+/// One step, its compute begun at `started` (now, unless a cut run left it in progress):
 /// compute, the all-reduce (its barrier, then the ring's cost), then the step is recorded.
 async fn one_step(
     s: &segment::Steps<'_>,
     at: &Position,
     batches: &mut [Vec<u64>],
-    started_ns: u64,
+    started: SimInstant,
 ) -> Result<(), WorkerStatus> {
     let (env, plan) = (s.env, s.plan);
     let compute_us = compute_batches(env, plan, s.epoch_plan, at.batch, s.dataset_key, batches)?;
-    let arrival_ns = started_ns + closed_form::slept_us(compute_us) * 1_000;
-    if arrival_ns > time::elapsed_ns() {
-        time::sleep_until_ns(arrival_ns).await;
+    let arrival = started.after(SimDuration::from_us(closed_form::slept_us(compute_us)));
+    if arrival > time::now() {
+        time::sleep_until(arrival).await;
     }
     let timeout_us = env.scenario().job.collective_timeout_us;
     // Waiting since the arrival: a cut run's step may have arrived before now.
-    let waited_us = time::elapsed_ns().saturating_sub(arrival_ns) / 1_000;
+    let waited_us = time::now().since(arrival).as_us();
     let reduced = env
         .all_reduce(
             plan.group_key(),
@@ -326,7 +327,7 @@ async fn one_step(
         )
         .await;
     if let Err(e) = reduced {
-        return Err(collective_failure(env, e, at.step + 1, arrival_ns).await);
+        return Err(collective_failure(env, e, at.step + 1, arrival).await);
     }
     let step = at.step + 1;
     s.reached.fetch_max(step, Ordering::Relaxed);
@@ -451,13 +452,13 @@ fn compute_batches(
     Ok(slowest_us)
 }
 
-/// The worker failure the all-reduce of `step`, entered at `arrival_ns`, ends in, at the
+/// The worker failure the all-reduce of `step`, entered at `arrival`, ends in, at the
 /// moment the backend raises it (see [`collective::failure`]).
 async fn collective_failure(
     env: &NodeEnv,
     error: CollectiveError,
     step: u64,
-    arrival_ns: u64,
+    arrival: SimInstant,
 ) -> WorkerStatus {
     let job = &env.scenario().job;
     let backend = collective::Backend {
@@ -465,12 +466,12 @@ async fn collective_failure(
         timeout_us: job.collective_timeout_us,
         peer_exit_detection_us: job.nccl_peer_exit_detection_us,
     };
-    let now_ns = time::elapsed_ns();
-    let failure = collective::failure(&backend, error, step, arrival_ns, now_ns, |node| {
+    let now = time::now();
+    let failure = collective::failure(&backend, error, step, arrival, now, |node| {
         crate::scenario::model::node_name(node)
     });
-    if failure.at_ns > now_ns {
-        time::sleep_until_ns(failure.at_ns).await;
+    if failure.at > now {
+        time::sleep_until(failure.at).await;
     }
     WorkerStatus::Failed {
         local_rank: 0,

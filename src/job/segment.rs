@@ -10,6 +10,7 @@ use super::closed_form::{self, StepTiming};
 use super::epoch_plan::EpochPlan;
 use super::ledger::SampleLedger;
 use super::{compute_batches, consume, trained_on, GroupPlan, Position, WorkerStatus};
+use crate::sim_time::{SimDuration, SimInstant};
 use crate::trace::EventKind;
 use crate::world::segments::Gathered;
 use crate::world::{time, NodeEnv};
@@ -35,15 +36,15 @@ pub(super) struct Run {
     pub settled: u64,
     /// When the step after the settled ones started, if not now: a departure cut the run
     /// in the middle of it, or the group declined a run after this node came to it.
-    pub next_step_started_ns: Option<u64>,
+    pub next_step_started: Option<SimInstant>,
 }
 
 impl Run {
-    /// No run: the next step, begun at `started_ns`, is taken one at a time.
-    fn declined(started_ns: u64) -> Self {
+    /// No run: the next step, begun at `started`, is taken one at a time.
+    fn declined(started: SimInstant) -> Self {
         Run {
             settled: 0,
-            next_step_started_ns: Some(started_ns),
+            next_step_started: Some(started),
         }
     }
 }
@@ -61,13 +62,14 @@ pub(super) async fn run(
     let Some(steps_max) = steps_max(s, at) else {
         return Ok(Run::default());
     };
-    let start_ns = time::elapsed_ns();
+    let came = time::now();
     let mine = own_compute_us(s, at, steps_max, batches);
-    let first_arrival_ns = start_ns
-        + closed_form::slept_us(mine.as_ref().and_then(|m| m.first().copied()).unwrap_or(0))
-            * 1_000;
-    let timeout_us = s.env.scenario().job.collective_timeout_us;
-    let deadline_ns = first_arrival_ns.saturating_add(timeout_us.saturating_mul(1_000));
+    let first_compute_us = mine.as_ref().and_then(|m| m.first().copied()).unwrap_or(0);
+    let first_arrival = came.after(SimDuration::from_us(closed_form::slept_us(
+        first_compute_us,
+    )));
+    let timeout = SimDuration::from_us(s.env.scenario().job.collective_timeout_us);
+    let deadline = first_arrival.after(timeout);
     let gathered = s
         .env
         .gather_step_times(
@@ -75,42 +77,39 @@ pub(super) async fn run(
             at.step,
             s.plan.ranks(),
             mine,
-            deadline_ns,
+            deadline.as_ns(),
         )
         .await;
     let gathered = match gathered {
         Ok(gathered) => gathered,
         Err(e) => {
-            return Err(super::collective_failure(s.env, e, at.step + 1, first_arrival_ns).await)
+            return Err(super::collective_failure(s.env, e, at.step + 1, first_arrival).await)
         }
     };
-    // A node that waited for late members still began its step when it came.
-    let came_ns = start_ns;
     let Gathered::All {
-        started_ns: start_ns,
+        started_ns,
         compute_us,
     } = gathered
     else {
-        return Ok(Run::declined(came_ns));
+        // A node that waited for late members still began its step when it came.
+        return Ok(Run::declined(came));
     };
+    let start = SimInstant::from_ns(started_ns);
     // From the common start, so that every member sees the same horizon.
-    let horizon_ns = s
-        .env
-        .next_change_at_or_after_us(start_ns / 1_000)
-        .saturating_mul(1_000);
-    let horizon_us = horizon_ns.saturating_sub(start_ns) / 1_000;
+    let horizon = SimInstant::from_us(s.env.next_change_at_or_after_us(start.as_us()));
+    let horizon_us = horizon.since(start).as_us();
     let compute: Vec<&[u64]> = compute_us.iter().map(|c| c.as_slice()).collect();
     let cost_us = super::ring_cost_us(s.env, s.plan);
     let timings = closed_form::step_timings(&compute, cost_us, horizon_us);
     if timings.is_empty() {
-        return Ok(Run::declined(came_ns));
+        return Ok(Run::declined(came));
     }
     let mut settler = Settler {
         s,
         at_step: at.step,
         epoch: at.epoch,
         first_batch: at.batch,
-        start_ns,
+        start,
         timings: &timings,
         settled: 0,
         completable: timings.len(),
@@ -183,7 +182,7 @@ struct Settler<'a, 'b> {
     at_step: u64,
     epoch: u64,
     first_batch: u64,
-    start_ns: u64,
+    start: SimInstant,
     timings: &'a [StepTiming],
     settled: usize,
     /// Steps that can complete: all of them, until a departure cuts the run.
@@ -192,8 +191,9 @@ struct Settler<'a, 'b> {
 }
 
 impl Settler<'_, '_> {
-    fn done_ns(&self, step: usize) -> u64 {
-        self.start_ns + self.timings[step].done_us * 1_000
+    fn done_at(&self, step: usize) -> SimInstant {
+        self.start
+            .after(SimDuration::from_us(self.timings[step].done_us))
     }
 
     /// Sleeps to the run's end, or until a member departs and cuts it.
@@ -204,38 +204,36 @@ impl Settler<'_, '_> {
             "a run sleeps through {steps} steps with {} already settled",
             self.settled
         );
-        let end_ns = self.done_ns(steps - 1);
+        let end = self.done_at(steps - 1);
         let departures = self.s.env.watch_departures(self.s.plan.group_key());
-        let departure = match select(pin!(time::sleep_until_ns(end_ns)), departures).await {
+        let departure = match select(pin!(time::sleep_until(end)), departures).await {
             Either::Left(((), _)) => None,
             Either::Right((departure, _)) => {
-                Some(departure.map_or_else(|_| time::elapsed_ns(), |d| d.at_ns))
+                Some(departure.map_or_else(|_| time::now(), |d| SimInstant::from_ns(d.at_ns)))
             }
         };
-        let Some(departed_ns) = departure else {
-            self.settle_through(end_ns);
+        let Some(departed) = departure else {
+            self.settle_through(end);
             return Ok(Run {
                 settled: steps as u64,
-                next_step_started_ns: None,
+                next_step_started: None,
             });
         };
         // The step in progress when the member left breaks: its ring or its barrier.
-        let done = closed_form::done_by(
-            self.timings,
-            departed_ns.saturating_sub(self.start_ns) / 1_000,
-        );
+        let done = closed_form::done_by(self.timings, departed.since(self.start).as_us());
         assert_cut(done, self.settled, steps);
         self.completable = done;
-        self.settle_through(time::elapsed_ns());
+        self.settle_through(time::now());
+        let started_us = |done| closed_form::started_us(self.timings, done);
         Ok(Run {
             settled: done as u64,
-            next_step_started_ns: (done < steps)
-                .then(|| self.start_ns + closed_form::started_us(self.timings, done) * 1_000),
+            next_step_started: (done < steps)
+                .then(|| self.start.after(SimDuration::from_us(started_us(done)))),
         })
     }
 
-    /// Records every step done by `now_ns` and not yet recorded.
-    fn settle_through(&mut self, now_ns: u64) {
+    /// Records every step done by `now` and not yet recorded.
+    fn settle_through(&mut self, now: SimInstant) {
         assert!(
             self.settled <= self.completable && self.completable <= self.timings.len(),
             "settled {} of {} completable steps in a run of {}",
@@ -243,7 +241,7 @@ impl Settler<'_, '_> {
             self.completable,
             self.timings.len()
         );
-        while self.settled < self.completable && self.done_ns(self.settled) <= now_ns {
+        while self.settled < self.completable && self.done_at(self.settled) <= now {
             let step = self.settled;
             let s = self.s;
             let plan = s.plan;
@@ -259,7 +257,7 @@ impl Settler<'_, '_> {
             let samples = consume(s.ledger, plan, self.epoch, self.batches);
             let batch = self.first_batch + step as u64;
             s.env.record_at(
-                self.done_ns(step) / 1_000,
+                self.done_at(step).as_us(),
                 EventKind::Step {
                     pid: s.env.pid,
                     round: plan.round,
@@ -278,7 +276,7 @@ impl Drop for Settler<'_, '_> {
     fn drop(&mut self) {
         if self.settled < self.completable {
             if let Some(now_ns) = time::elapsed_ns_in_run() {
-                self.settle_through(now_ns);
+                self.settle_through(SimInstant::from_ns(now_ns));
                 // Dropped with its process in the middle of the run: the others must know.
                 self.s.env.workers_vanished();
             }

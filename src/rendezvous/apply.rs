@@ -4,6 +4,7 @@
 use super::ops::Action;
 use super::settings::{RendezvousFix, RendezvousSettings};
 use super::state::{NodeDesc, RendezvousState};
+use crate::sim_time::deadline_after_us;
 
 /// Applies `action`, taken by `node` at wall-clock `now_utc_us`, to `state`.
 ///
@@ -226,8 +227,7 @@ fn add_to_participants(
     keep_alive(state, node, now_utc_us);
     let count = state.participants.len();
     if count == settings.min_nodes as usize {
-        let last_call_us = i64::try_from(settings.last_call_timeout_us).unwrap_or(i64::MAX);
-        state.deadline_utc_us = Some(now_utc_us.saturating_add(last_call_us));
+        state.deadline_utc_us = Some(deadline_after_us(now_utc_us, settings.last_call_timeout_us));
     }
     if count == settings.max_nodes as usize {
         mark_complete(state, settings);
@@ -363,7 +363,7 @@ mod tests {
         apply(Action::AddToParticipants, &mut st, &n("a"), &s, 200);
         assert_eq!(
             st.deadline_utc_us,
-            Some(200 + s.last_call_timeout_us as i64)
+            Some(deadline_after_us(200, s.last_call_timeout_us))
         );
         apply(Action::AddToParticipants, &mut st, &n("b"), &s, 300);
         assert!(st.complete);

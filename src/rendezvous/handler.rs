@@ -13,6 +13,7 @@ use super::sanitize::{drop_nodes, sanitize, HeartbeatReceipts};
 use super::settings::{RendezvousFix, RendezvousSettings};
 use super::state::{NodeDesc, RendezvousState};
 use crate::shared_list::SharedList;
+use crate::sim_time::deadline_after_us;
 use crate::store::cost::StoreCosts;
 use crate::store::service::StoreClient;
 use crate::store::Value;
@@ -202,7 +203,7 @@ impl RendezvousHandler {
                 .gen_range(0..=FIRST_ROUND_DELAY_US_MAX);
             time::sleep_us(delay_us).await;
         }
-        let deadline = h.env.now_mono_us() + h.settings.join_timeout_us as i64;
+        let deadline = deadline_after_us(h.env.now_mono_us(), h.settings.join_timeout_us);
         h.run(OpKind::Exit, deadline, false).await?;
         assert!(
             !h.state.is_participant(&h.node),
@@ -357,7 +358,7 @@ impl RendezvousHandler {
     /// torch's `set_closed()`: runs the close op with the close timeout.
     pub async fn set_closed(&self) -> Result<(), RendezvousError> {
         let mut h = self.holder.lock().await;
-        let deadline = h.env.now_mono_us() + h.settings.close_timeout_us as i64;
+        let deadline = deadline_after_us(h.env.now_mono_us(), h.settings.close_timeout_us);
         h.run(OpKind::Close, deadline, false).await
     }
 
@@ -393,7 +394,8 @@ impl RendezvousHandler {
                 flag.store(true, std::sync::atomic::Ordering::Relaxed);
                 finished.clear();
                 let mut h = holder.lock().await;
-                let deadline = h.env.now_mono_us() + h.settings.heartbeat_timeout_us as i64;
+                let deadline =
+                    deadline_after_us(h.env.now_mono_us(), h.settings.heartbeat_timeout_us);
                 // torch logs a failed keep-alive and tries again at the next tick.
                 let _ = h.run(OpKind::KeepAlive, deadline, false).await;
                 // The sync may have changed the state the agent's monitor reads from cache.
@@ -468,7 +470,8 @@ impl Holder {
                     }
                     if action == Action::RemoveFromRedundancyList && update_deadline {
                         // A redundant node may now take part: it gets a fresh join timeout.
-                        deadline_mono_us = now_mono_us + self.settings.join_timeout_us as i64;
+                        deadline_mono_us =
+                            deadline_after_us(now_mono_us, self.settings.join_timeout_us);
                     }
                     self.pending_event = match action {
                         Action::MarkRendezvousClosed => Some(EventKind::RendezvousClosed {

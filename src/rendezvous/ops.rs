@@ -3,6 +3,7 @@
 
 use super::settings::RendezvousSettings;
 use super::state::{NodeDesc, RendezvousState};
+use crate::sim_time::clock_span_us;
 
 /// How long past its deadline a join op may still undo its own membership (torch hard-codes
 /// 5 s): inside this window it removes itself instead of failing with a timeout at once.
@@ -130,7 +131,7 @@ pub struct OpContext<'a> {
 /// torch's `_should_keep_alive`: a node with a heartbeat sends another once the old one is at
 /// least one interval old (`<=`, so exactly one interval old is due). No heartbeat, no renewal.
 pub fn should_keep_alive(ctx: &OpContext<'_>, now_utc_us: i64) -> bool {
-    let interval_us = i64::try_from(ctx.settings.keep_alive_interval_us).unwrap_or(i64::MAX);
+    let interval_us = clock_span_us(ctx.settings.keep_alive_interval_us);
     match ctx.state.last_heartbeats.get(ctx.node) {
         Some(&last_us) => last_us <= now_utc_us.saturating_sub(interval_us),
         None => false,

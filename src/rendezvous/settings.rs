@@ -146,7 +146,7 @@ impl RendezvousSettings {
         let expiry = self
             .keep_alive_interval_us
             .saturating_mul(u64::from(self.keep_alive_max_attempt));
-        i64::try_from(expiry).unwrap_or(i64::MAX)
+        crate::sim_time::clock_span_us(expiry)
     }
 
     /// Whether the opt-in deviation from torch is switched on.

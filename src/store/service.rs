@@ -370,7 +370,7 @@ impl StoreClient {
                         .await,
                 )?;
                 Err(StoreError::WaitTimeout {
-                    timeout_ms: timeout_us / 1_000,
+                    timeout_ms: crate::sim_time::SimDuration::from_us(timeout_us).as_ms(),
                     keys: waited.keys().join(", "),
                 })
             }

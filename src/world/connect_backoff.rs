@@ -7,6 +7,7 @@
 //! the timeout, not at it: measured on torch 2.15.0 (`conformance/measure_store.py`), 5.0 and
 //! 6.9 s with a 4 s timeout, 13.2 and 16.2 s with 10 s.
 
+use crate::sim_time::SimDuration;
 use rand::Rng;
 use rand_chacha::ChaCha8Rng;
 
@@ -37,14 +38,14 @@ impl ConnectBackoff {
     /// The delay before the next try: uniform within ±50 % of the current interval, which
     /// then grows by half, up to a minute. c10d draws whole milliseconds.
     pub fn next_us(&mut self) -> u64 {
-        let interval_ms = self.interval_us / 1_000;
+        let interval_ms = SimDuration::from_us(self.interval_us).as_ms();
         let spread_ms = interval_ms * RANDOMIZATION_PERCENT / 100;
         let delay_ms = self
             .rng
             .gen_range(interval_ms - spread_ms..=interval_ms + spread_ms);
         self.interval_us =
             (self.interval_us * MULTIPLIER_NUM / MULTIPLIER_DEN).min(MAX_INTERVAL_US);
-        delay_ms * 1_000
+        SimDuration::from_ms(delay_ms).as_us()
     }
 }
 

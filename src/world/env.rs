@@ -4,6 +4,7 @@
 use super::state::{Checkpoint, Process, World, MONO_BASE_US_PER_NODE, UTC_EPOCH_US};
 use super::{rng, spawn, time};
 use crate::scenario::model::{node_name, NodeIndex, Scenario, StoreHost};
+use crate::sim_time::clock_reading_us;
 use crate::trace::EventKind;
 use futures::channel::oneshot;
 use rand::Rng;
@@ -132,12 +133,15 @@ impl NodeEnv {
             .get(&self.index)
             .copied()
             .unwrap_or(0);
-        UTC_EPOCH_US + time::elapsed_us() as i64 + skew
+        clock_reading_us(UTC_EPOCH_US.saturating_add(skew), time::now())
     }
 
     /// The node's monotonic clock (what `time.monotonic()` reads).
     pub fn now_mono_us(&self) -> i64 {
-        MONO_BASE_US_PER_NODE * (self.index as i64 + 1) + time::elapsed_us() as i64
+        clock_reading_us(
+            MONO_BASE_US_PER_NODE * (i64::from(self.index) + 1),
+            time::now(),
+        )
     }
 
     /// A random stream private to this process, derived from the run seed.

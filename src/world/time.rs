@@ -9,6 +9,7 @@
 //! spurious poll arms yet another timer. [`Sleep`] here arms one timer per sleep and
 //! disarms its wake-up when dropped, so a task is only woken for sleeps it still waits on.
 
+use crate::sim_time::SimInstant;
 use futures::future::{select, Either};
 use std::future::Future;
 use std::pin::{pin, Pin};
@@ -70,6 +71,16 @@ pub fn elapsed_us() -> u64 {
 /// a moment computed ahead from now keeps them.
 pub fn elapsed_ns() -> u64 {
     with_handle(|h| h.elapsed().as_nanos() as u64)
+}
+
+/// The run's current moment.
+pub fn now() -> SimInstant {
+    SimInstant::from_ns(elapsed_ns())
+}
+
+/// Sleeps until the moment `at` (at least 1 ms, as every madsim sleep).
+pub fn sleep_until(at: SimInstant) -> Sleep {
+    sleep_until_ns(at.as_ns())
 }
 
 /// Like [`elapsed_ns`], but `None` outside a run (a task dropped while its runtime goes away).
