@@ -203,6 +203,8 @@ mod tests {
             collective_timeout_us: 1,
             worker_start_time_us: 0,
             worker_start_jitter_us: 0,
+            checkpoint_save_time_us: 0,
+            checkpoint_load_time_us: 0,
             backend: Default::default(),
             nccl_peer_exit_detection_us: None,
             dataset: Dataset {

@@ -188,6 +188,10 @@ pub async fn train(
         // A store these workers host lives as long as they do.
         Ok(_server) => {
             env.join_process_group(plan.group_key());
+            if plan.start_step > 0 && job.checkpoint_load_time_us > 0 {
+                // A resumed group's workers load the checkpoint before their first step.
+                time::sleep_us(job.checkpoint_load_time_us).await;
+            }
             train_steps(&env, &plan, &reached, &mutants).await
         }
         Err(failed) => Err(failed),
@@ -285,6 +289,12 @@ async fn train_steps(
                 at.step,
                 plan.start_step
             );
+            // A blocking save: rank 0 writes while its peers wait in the next all-reduce
+            // (their wait counts toward the collective's timeout, as in torch); a failure
+            // during the write leaves the previous checkpoint.
+            if job.checkpoint_save_time_us > 0 {
+                time::sleep_us(job.checkpoint_save_time_us).await;
+            }
             env.write_checkpoint(Checkpoint {
                 step: at.step,
                 epoch: at.epoch,

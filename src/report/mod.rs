@@ -6,6 +6,7 @@
 //! trace here; the verdicts come from `check`.
 
 mod expect;
+pub mod goodput;
 pub mod html;
 mod text;
 
@@ -44,6 +45,9 @@ pub struct Report {
     pub expect: ExpectResult,
     /// The command that replays this run.
     pub repro: String,
+    /// Productive training time against the job's wall time, the rest by cause, and the
+    /// job's fate in one sentence.
+    pub goodput: goodput::Goodput,
 }
 
 /// One completed rendezvous round.
@@ -186,6 +190,7 @@ pub fn build(
         invariants,
         expect,
         repro: repro_line(file, seed),
+        goodput: goodput::measure(scenario, trace, end),
     }
 }
 

@@ -6,8 +6,8 @@ use crate::check::{check_all, Status, Violation};
 use crate::scenario::model::{Outcome, ReaderCheck, ReaderConfig, Scenario};
 use crate::trace::EventKind;
 
-/// The contract's top-level report fields, in order.
-const TOP_FIELDS: [&str; 14] = [
+/// The contract's top-level report fields, in order (`goodput` is an addition).
+const TOP_FIELDS: [&str; 15] = [
     "scenario",
     "file",
     "seed",
@@ -22,6 +22,7 @@ const TOP_FIELDS: [&str; 14] = [
     "invariants",
     "expect",
     "repro",
+    "goodput",
 ];
 
 fn report_of(scenario: &Scenario, events: Vec<crate::trace::Event>, end: RunEnd) -> Report {
@@ -100,6 +101,18 @@ fn json_has_the_contract_fields_in_order() {
         &["invariants", "name", "status", "violations", "expect"],
     );
     assert_in_order(&json, &["expect", "met", "failures", "repro"]);
+    assert_in_order(
+        &json,
+        &[
+            "goodput",
+            "ettr",
+            "wall_us",
+            "productive_us",
+            "badput_us",
+            "training_stopped_at_us",
+            "fate",
+        ],
+    );
     let value: serde_json::Value = serde_json::from_str(&json).unwrap();
     assert_eq!(value.as_object().unwrap().len(), TOP_FIELDS.len());
     assert_eq!(

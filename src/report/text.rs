@@ -33,6 +33,7 @@ fn header(out: &mut String, r: &Report) {
         "job      {} steps done, {} samples seen, {} epochs",
         r.job.steps_done, r.job.samples_seen, r.job.epochs
     );
+    goodput(out, r);
     if let Some(reader) = &r.reader {
         let records: u64 = reader.epochs.iter().map(|e| e.records_delivered).sum();
         let skipped: u64 = reader.epochs.iter().map(|e| e.records_skipped).sum();
@@ -43,6 +44,35 @@ fn header(out: &mut String, r: &Report) {
             secs(reader.stall_us)
         );
     }
+}
+
+/// The job's fate, then its goodput: the share of the wall time its kept steps took, and
+/// where the rest went, largest first.
+fn goodput(out: &mut String, r: &Report) {
+    let g = &r.goodput;
+    let _ = writeln!(out, "fate     {}", g.fate);
+    let mut lost: Vec<(&str, u64)> = g
+        .badput_us
+        .iter()
+        .filter(|(_, &us)| us > 0)
+        .map(|(&cause, &us)| (cause, us))
+        .collect();
+    lost.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(b.0)));
+    let lost: Vec<String> = lost
+        .iter()
+        .map(|(cause, us)| format!("{} {}", cause.replace('_', " "), secs(*us)))
+        .collect();
+    let _ = writeln!(
+        out,
+        "goodput  ETTR {:.1} %: {} of {} trained and kept{}",
+        g.ettr * 100.0,
+        secs(g.productive_us),
+        secs(g.wall_us),
+        match lost.is_empty() {
+            true => String::new(),
+            false => format!("; lost: {}", lost.join(", ")),
+        }
+    );
 }
 
 fn rounds(out: &mut String, r: &Report) {

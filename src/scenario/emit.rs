@@ -142,6 +142,8 @@ fn job(j: &JobConfig) -> RawJob {
         collective_timeout: Some(Duration::from_us(j.collective_timeout_us)),
         worker_start_time: Some(Duration::from_us(j.worker_start_time_us)),
         worker_start_jitter: Some(Duration::from_us(j.worker_start_jitter_us)),
+        checkpoint_save_time: Some(Duration::from_us(j.checkpoint_save_time_us)),
+        checkpoint_load_time: Some(Duration::from_us(j.checkpoint_load_time_us)),
         backend: Some(j.backend),
         nccl_peer_exit_detection: match (j.backend, j.nccl_peer_exit_detection_us) {
             (Backend::Gloo, _) => None,

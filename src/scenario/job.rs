@@ -66,6 +66,18 @@ pub fn job(raw: &Option<RawJob>) -> Check<JobConfig> {
         0,
         0..=STEP_TIME_US_MAX,
     )?;
+    let checkpoint_save_time_us = quantity_or(
+        &p.key("checkpoint_save_time"),
+        j.checkpoint_save_time,
+        0,
+        0..=STEP_TIME_US_MAX,
+    )?;
+    let checkpoint_load_time_us = quantity_or(
+        &p.key("checkpoint_load_time"),
+        j.checkpoint_load_time,
+        0,
+        0..=STEP_TIME_US_MAX,
+    )?;
     let nccl_peer_exit_detection_us = nccl_peer_exit_detection(
         &p.key("nccl_peer_exit_detection"),
         j.nccl_peer_exit_detection.as_deref(),
@@ -84,6 +96,8 @@ pub fn job(raw: &Option<RawJob>) -> Check<JobConfig> {
         collective_timeout_us,
         worker_start_time_us,
         worker_start_jitter_us,
+        checkpoint_save_time_us,
+        checkpoint_load_time_us,
         backend,
         nccl_peer_exit_detection_us,
         dataset,

@@ -125,6 +125,11 @@ pub struct JobConfig {
     /// Each node's workers add a uniform draw below this to `worker_start_time_us`, per
     /// worker group (from the run's seed).
     pub worker_start_jitter_us: u64,
+    /// How long group rank 0 writes each checkpoint while training waits (a blocking
+    /// `torch.save`); the checkpoint counts once written.
+    pub checkpoint_save_time_us: u64,
+    /// How long a restarted group's workers load the checkpoint before their first step.
+    pub checkpoint_load_time_us: u64,
     /// The process group's backend, which decides how a collective meets a dead peer.
     pub backend: Backend,
     /// NCCL only: how long after a peer's processes died on a live host (their connections

@@ -106,6 +106,8 @@ pub struct RawJob {
     pub collective_timeout: Option<Duration>,
     pub worker_start_time: Option<Duration>,
     pub worker_start_jitter: Option<Duration>,
+    pub checkpoint_save_time: Option<Duration>,
+    pub checkpoint_load_time: Option<Duration>,
     pub backend: Option<super::model::Backend>,
     /// A duration, or `"never"`: read as text so that one key takes both.
     pub nccl_peer_exit_detection: Option<String>,
