@@ -1,8 +1,33 @@
 //! The opt-in named fixes of torch's, HugeCTR's and the agent's behaviour: words of the
 //! scenario format (`rendezvous.fixes`, `agent.fixes`, `reader.fixes`), kept on the ground
 //! floor so the scenario names them without reaching up into the subsystems that act on them.
+//! Each fix declares here, once, what the docs, fuzz triage and the scenario suite say about
+//! it ([`FixInfo`]); `tests/fixes_documented.rs` holds the docs and `scenarios/` to it.
 
 use serde::{Deserialize, Serialize};
+
+/// What is said about one opt-in fix, declared on its variant so that adding a fix is the
+/// variant, the code that acts on it, its scenario pair and the doc rows a test asks for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FixInfo {
+    /// The upstream issue or behaviour the fix removes, as fuzz triage labels a finding it
+    /// removes: `pytorch#111646`, or the project and behaviour when no issue is filed.
+    pub upstream: &'static str,
+    /// What switching the fix on changes, in one line for users (the docs' fix tables).
+    pub summary: &'static str,
+    /// The stem of its scenario pair: `scenarios/<stem>.toml` shows the behaviour and
+    /// `scenarios/<stem>_fixed.toml` switches the fix on.
+    pub scenarios: &'static str,
+}
+
+/// An enum of opt-in fixes of one scenario table, each variant with its [`FixInfo`].
+pub trait Fix: Copy + Into<&'static str> + strum::VariantArray + 'static {
+    /// The scenario key whose list switches these fixes on (`rendezvous.fixes`).
+    const KEY: &'static str;
+
+    /// What is said about this fix.
+    fn info(self) -> FixInfo;
+}
 
 /// The opt-in agent fixes `agent.fixes` may switch on, named in kebab-case; the list order
 /// is the order error messages name them in.
@@ -42,6 +67,38 @@ pub enum AgentFix {
     /// agent at its next re-rendezvous. With this fix a FAILED agent leaves the rendezvous open,
     /// as torch already does for a signal and as forks do for an unhealthy node.
     KeepOpenOnFailure,
+}
+
+impl Fix for AgentFix {
+    const KEY: &'static str = "agent.fixes";
+
+    fn info(self) -> FixInfo {
+        match self {
+            AgentFix::SharedRestartCount => FixInfo {
+                upstream: "pytorch#135712/#108158",
+                summary: "each agent publishes its restart count in the round's store when it \
+                    starts workers and adopts the group's highest, so \
+                    `TORCHELASTIC_RESTART_COUNT` and the budget left are the group's, not the \
+                    agent's",
+                scenarios: "restart_counts_diverge",
+            },
+            AgentFix::CountRejoinedFailures => FixInfo {
+                upstream: "pytorch#147064",
+                summary: "a membership restart counts against `max_restarts` when a waiting node \
+                    has the address of a member of the running group (its agent was killed and \
+                    came back), so a fast kill-and-rejoin loop cannot restart forever",
+                scenarios: "fast_rejoin_bypasses_max_restarts",
+            },
+            AgentFix::KeepOpenOnFailure => FixInfo {
+                upstream: "torch: one agent's failure closes the rendezvous",
+                summary: "`launch_agent` does not close the rendezvous when the agent exits \
+                    FAILED (its budget spent or a rendezvous error of its own), so the other \
+                    agents can re-rendezvous without it; torch closes it on every exit but a \
+                    signal",
+                scenarios: "failed_agent_closes_rendezvous",
+            },
+        }
+    }
 }
 
 /// The opt-in deviations from torch `rendezvous.fixes` may switch on, named in kebab-case
@@ -115,6 +172,64 @@ impl RendezvousFix {
     }
 }
 
+impl Fix for RendezvousFix {
+    const KEY: &'static str = "rendezvous.fixes";
+
+    fn info(self) -> FixInfo {
+        match self {
+            RendezvousFix::DeadParticipantRejoin => FixInfo {
+                upstream: "pytorch#111646",
+                summary: "`num_nodes_waiting()` also counts members of this node's round that \
+                    heartbeat expiry removed, so survivors of a dead participant re-rendezvous at \
+                    their next monitor tick instead of waiting out the collective timeout",
+                scenarios: "powered_off_after_round",
+            },
+            RendezvousFix::RestartedNodeReplacesEntry => FixInfo {
+                upstream: "torch: a restarted node's stale entry",
+                summary: "a node entering the state (participants, wait list or redundancy list) \
+                    first drops every entry with its address and local id but another pid, as \
+                    heartbeat expiry would later; torch keeps a restarted agent's dead entry \
+                    until it expires, so an open round can complete listing the host twice",
+                scenarios: "restarted_node_listed_twice",
+            },
+            RendezvousFix::MonotonicHeartbeats => FixInfo {
+                upstream: "torch: wall-clock heartbeat expiry",
+                summary: "each node ages a heartbeat by its own monotonic clock since it saw that \
+                    node's stamp change, instead of comparing the writer's wall-clock stamp with \
+                    its own wall clock, so clock skew cannot eat the expiry margin; a node first \
+                    seen already dead is dropped up to one expiry later than torch would",
+                scenarios: "clock_skew_eats_heartbeat_margin",
+            },
+            RendezvousFix::RefreshMasterAddr => FixInfo {
+                upstream: "torch 2.15: stale bootstrap address",
+                summary: "every agent rebuilds its workers' bootstrap address \
+                    (`MASTER_ADDR`/`MASTER_PORT`) every round; torch 2.15 builds it on an agent's \
+                    first rendezvous and rebuilds it only on a rank 0 without a server, so a \
+                    survivor of a dead rank 0 keeps the dead master and a late joiner waits for \
+                    an address nobody publishes",
+                scenarios: "rank0_dies_stale_master",
+            },
+            RendezvousFix::WorldAtCompletion => FixInfo {
+                upstream: "torch: world size read after sanitize",
+                summary: "the op that marks a round complete also records its participants and \
+                    ranks in the rendezvous state, and a finished join reports its rank, world \
+                    size and participants from that record; torch's `_get_world` reads them from \
+                    the state as last synced, after sanitize may have dropped a dead participant, \
+                    so nodes that finish one round on either side of a heartbeat expiry report \
+                    two world sizes",
+                scenarios: "world_size_race",
+            },
+            RendezvousFix::NaturalNodeOrder => FixInfo {
+                upstream: "pytorch#191190",
+                summary: "ranks are handed out in the nodes' natural order, the numbers inside \
+                    addresses compared as numbers (`node-2` before `node-10`); torch sorts the \
+                    addresses as strings, so with 12 nodes `node-2` gets rank 4",
+                scenarios: "ranks_follow_string_order",
+            },
+        }
+    }
+}
+
 /// The opt-in deviations from HugeCTR `reader.fixes` may switch on, named in kebab-case and
 /// declared in name order (the order error messages list them in).
 #[derive(
@@ -145,4 +260,40 @@ pub enum ReaderFix {
     /// Fix: a worker whose retries run out publishes what it read and then its end marker, as at
     /// end-of-data, instead of letting its thread die while the collector waits on it forever.
     WorkerFailureIsEndOfData,
+}
+
+impl Fix for ReaderFix {
+    const KEY: &'static str = "reader.fixes";
+
+    fn info(self) -> FixInfo {
+        match self {
+            ReaderFix::BrokenReadRecordIndex => FixInfo {
+                upstream: "HugeCTR: a broken read counted against the next file",
+                summary: "after a broken read makes a worker open the next file, the failed read \
+                    is not counted against that file (HugeCTR resets its record index to 0 on \
+                    opening the file and then still counts the failed read, so the new file ends \
+                    one record early)",
+                scenarios: "reader_broken_read",
+            },
+            ReaderFix::EmptyBatchIsEndMarker => FixInfo {
+                upstream: "HugeCTR: an empty batch taken for the end marker",
+                summary: "a batch that ends at end-of-data with no record (every record in it \
+                    failed its checksum) takes the end-of-data path instead of being published \
+                    as a size-0 batch, which HugeCTR's collector cannot tell from the end marker",
+                scenarios: "reader_empty_batch_collides",
+            },
+            ReaderFix::TrainKeepsIncompleteBatches => FixInfo {
+                upstream: "HugeCTR: `Model::train` drops incomplete batches",
+                summary: "`Model::train` trains on incomplete batches instead of dropping them",
+                scenarios: "reader_train_drops_incomplete",
+            },
+            ReaderFix::WorkerFailureIsEndOfData => FixInfo {
+                upstream: "HugeCTR: a dead worker hangs the collector",
+                summary: "a worker whose retries run out publishes what it read and then its end \
+                    marker, as at end-of-data, instead of its thread dying while the collector \
+                    waits on it for ever",
+                scenarios: "reader_worker_dies",
+            },
+        }
+    }
 }

@@ -1,84 +1,219 @@
-//! Every opt-in fix is documented and shown: it has a row in docs/scenario-format.md's fix
-//! tables and a scenario in `scenarios/` that switches it on, and every `*_fixed.toml` has
-//! its unfixed twin. A new fix that misses one of these fails here, not in a reader's hands.
+//! Every opt-in fix is documented and shown as its `FixInfo` declares: docs/scenario-format.md's
+//! fix tables hold exactly the rows rendered from the fixes' metadata, the README's bug library
+//! and docs/fidelity.md name each fix, and each fix's scenario pair exists with its `_fixed`
+//! twin switching the fix on. A new fix that misses one of these fails here, with the row or
+//! file to add, not in a reader's hands.
 
 use std::path::Path;
-use strum::VariantArray;
-use trainsim::fixes::{AgentFix, ReaderFix, RendezvousFix};
+use trainsim::fixes::{AgentFix, Fix, FixInfo, ReaderFix, RendezvousFix};
+use trainsim::scenario::model::Scenario;
+
+/// One fix of any table, as the docs and the scenarios name it.
+struct Listed {
+    /// The scenario key whose list switches it on (`agent.fixes`).
+    key: &'static str,
+    /// Its name as scenario files spell it.
+    name: &'static str,
+    info: FixInfo,
+}
+
+/// The header of docs/scenario-format.md's fix tables, one table per scenario key.
+const FORMAT_TABLE_HEADER: &str = "| fix | upstream | what it changes |";
 
 fn root() -> &'static Path {
     Path::new(env!("CARGO_MANIFEST_DIR"))
 }
 
-/// Every fix's name as scenario files spell it, with the table it belongs to.
-fn every_fix() -> Vec<(&'static str, &'static str)> {
-    let rendezvous = RendezvousFix::VARIANTS
-        .iter()
-        .map(|&f| ("rendezvous.fixes", f.into()));
-    let agent = AgentFix::VARIANTS
-        .iter()
-        .map(|&f| ("agent.fixes", f.into()));
-    let reader = ReaderFix::VARIANTS
-        .iter()
-        .map(|&f| ("reader.fixes", f.into()));
-    rendezvous.chain(agent).chain(reader).collect()
+fn read(path: &str) -> String {
+    std::fs::read_to_string(root().join(path)).unwrap_or_else(|e| panic!("{path}: {e}"))
 }
 
-fn scenario_texts() -> Vec<(String, String)> {
-    let mut texts = Vec::new();
-    for entry in std::fs::read_dir(root().join("scenarios")).expect("scenarios/ is readable") {
-        let path = entry.expect("an entry").path();
-        if path.extension().is_some_and(|e| e == "toml") {
-            let name = path.file_name().unwrap().to_string_lossy().into_owned();
-            texts.push((name, std::fs::read_to_string(&path).expect("a scenario")));
+fn listed<F: Fix>() -> Vec<Listed> {
+    F::VARIANTS
+        .iter()
+        .map(|&fix| Listed {
+            key: F::KEY,
+            name: fix.into(),
+            info: fix.info(),
+        })
+        .collect()
+}
+
+/// Every fix, table by table in the order docs/scenario-format.md has its tables.
+fn every_fix() -> Vec<Vec<Listed>> {
+    vec![
+        listed::<RendezvousFix>(),
+        listed::<AgentFix>(),
+        listed::<ReaderFix>(),
+    ]
+}
+
+/// The fix's row in docs/scenario-format.md's table for its key.
+fn format_row(fix: &Listed) -> String {
+    let FixInfo {
+        upstream, summary, ..
+    } = fix.info;
+    format!("| `{}` | {upstream} | {summary} |", fix.name)
+}
+
+/// The body rows of every table in `doc` under `header`, table by table.
+fn tables_under(doc: &str, header: &str) -> Vec<Vec<String>> {
+    let mut tables = Vec::new();
+    let mut lines = doc.lines();
+    while let Some(line) = lines.next() {
+        if line.trim() == header {
+            let body = lines
+                .by_ref()
+                .skip(1) // the `| --- |` line
+                .take_while(|l| l.trim_start().starts_with('|'))
+                .map(|l| l.trim().to_owned())
+                .collect();
+            tables.push(body);
         }
     }
-    texts.sort();
-    texts
+    tables
 }
 
 #[test]
-fn every_fix_has_a_row_in_the_format_docs() {
-    let format = std::fs::read_to_string(root().join("docs/scenario-format.md")).unwrap();
-    let missing: Vec<String> = every_fix()
-        .into_iter()
-        .filter(|(_, name)| !format.contains(&format!("| `{name}` |")))
-        .map(|(table, name)| format!("{table}: {name}"))
-        .collect();
-    assert!(
-        missing.is_empty(),
-        "fixes without a row in docs/scenario-format.md: {missing:?}"
+fn the_format_docs_fix_tables_hold_each_fixs_declared_row() {
+    let doc = read("docs/scenario-format.md");
+    let tables = tables_under(&doc, FORMAT_TABLE_HEADER);
+    let fixes = every_fix();
+    assert_eq!(
+        tables.len(),
+        fixes.len(),
+        "docs/scenario-format.md should have one `{FORMAT_TABLE_HEADER}` table per scenario key \
+         (rendezvous.fixes, agent.fixes, reader.fixes)"
     );
+    let mut problems = Vec::new();
+    for (table, fixes) in tables.iter().zip(&fixes) {
+        let expected: Vec<String> = fixes.iter().map(format_row).collect();
+        for (fix, row) in fixes.iter().zip(&expected) {
+            if !table.contains(row) {
+                problems.push(format!(
+                    "the `{}` table has no row for `{}` as src/fixes.rs declares it; paste:\n{row}",
+                    fix.key, fix.name
+                ));
+            }
+        }
+        for row in table.iter().filter(|r| !expected.contains(r)) {
+            problems.push(format!(
+                "this row matches no fix's metadata in src/fixes.rs; correct it or remove it:\n{row}"
+            ));
+        }
+    }
+    assert!(
+        problems.is_empty(),
+        "docs/scenario-format.md:\n{}",
+        problems.join("\n")
+    );
+    for (table, fixes) in tables.iter().zip(&fixes) {
+        let expected: Vec<String> = fixes.iter().map(format_row).collect();
+        assert_eq!(
+            table, &expected,
+            "docs/scenario-format.md lists fixes in their declaration order (fuzz triage's order)"
+        );
+    }
 }
 
 #[test]
-fn every_fix_is_switched_on_by_a_scenario() {
-    let scenarios = scenario_texts();
+fn the_readmes_bug_library_pairs_each_fix_with_its_scenarios() {
+    let readme = read("README.md");
     let missing: Vec<String> = every_fix()
-        .into_iter()
-        .filter(|(_, name)| {
-            let quoted = format!("\"{name}\"");
-            !scenarios.iter().any(|(_, text)| {
-                text.lines()
-                    .any(|l| l.starts_with("fixes") && l.contains(&quoted))
-            })
+        .iter()
+        .flatten()
+        .filter_map(|fix| {
+            let tail = format!(
+                "| `{}.toml` | `_fixed`: `{}` |",
+                fix.info.scenarios, fix.name
+            );
+            let present = readme.lines().any(|l| l.trim_end().ends_with(&tail));
+            (!present).then(|| format!("| <the behaviour, naming {}> {tail}", fix.info.upstream))
         })
-        .map(|(table, name)| format!("{table}: {name}"))
         .collect();
     assert!(
         missing.is_empty(),
-        "fixes no scenario in scenarios/ switches on: {missing:?}"
+        "README.md's bug library lacks a row for these fixes; add:\n{}",
+        missing.join("\n")
     );
+}
+
+#[test]
+fn the_fidelity_docs_name_every_fix() {
+    let fidelity = read("docs/fidelity.md");
+    let missing: Vec<String> = every_fix()
+        .iter()
+        .flatten()
+        .filter(|fix| !fidelity.contains(&format!("`{}`", fix.name)))
+        .map(|fix| format!("{}: `{}` ({})", fix.key, fix.name, fix.info.upstream))
+        .collect();
+    assert!(
+        missing.is_empty(),
+        "docs/fidelity.md does not say which behaviour these fixes remove: {missing:?}"
+    );
+}
+
+/// The names of the fixes `scenario` switches on under `key`.
+fn switched_on(scenario: &Scenario, key: &str) -> Vec<&'static str> {
+    match key {
+        RendezvousFix::KEY => scenario
+            .rendezvous
+            .fixes
+            .iter()
+            .map(|&f| f.into())
+            .collect(),
+        AgentFix::KEY => scenario.agent.fixes.iter().map(|&f| f.into()).collect(),
+        ReaderFix::KEY => scenario
+            .reader
+            .iter()
+            .flat_map(|r| r.fixes.iter().map(|&f| f.into()))
+            .collect(),
+        other => panic!("no scenario key {other}"),
+    }
+}
+
+fn load(file: &str) -> Scenario {
+    let path = root().join("scenarios").join(file);
+    assert!(
+        path.exists(),
+        "scenarios/{file} is missing: each fix has a scenario pair (see FixInfo::scenarios)"
+    );
+    trainsim::scenario::load(&path).unwrap_or_else(|e| panic!("scenarios/{file}: {e}"))
+}
+
+#[test]
+fn every_fix_has_its_scenario_pair_and_the_twin_switches_it_on() {
+    for fix in every_fix().iter().flatten() {
+        let stem = fix.info.scenarios;
+        let shows = load(&format!("{stem}.toml"));
+        assert!(
+            !switched_on(&shows, fix.key).contains(&fix.name),
+            "scenarios/{stem}.toml shows the behaviour `{}` removes, so it must not switch it on",
+            fix.name
+        );
+        let fixed = load(&format!("{stem}_fixed.toml"));
+        assert!(
+            switched_on(&fixed, fix.key).contains(&fix.name),
+            "scenarios/{stem}_fixed.toml should switch on `{}` in `{}`",
+            fix.name,
+            fix.key
+        );
+    }
 }
 
 #[test]
 fn every_fixed_scenario_has_its_unfixed_twin() {
-    let scenarios = scenario_texts();
-    let names: Vec<&str> = scenarios.iter().map(|(n, _)| n.as_str()).collect();
+    let mut names = Vec::new();
+    for entry in std::fs::read_dir(root().join("scenarios")).expect("scenarios/ is readable") {
+        let path = entry.expect("an entry").path();
+        if path.extension().is_some_and(|e| e == "toml") {
+            names.push(path.file_name().unwrap().to_string_lossy().into_owned());
+        }
+    }
     for name in &names {
         if let Some(stem) = name.strip_suffix("_fixed.toml") {
             let twin = format!("{stem}.toml");
-            assert!(names.contains(&twin.as_str()), "{name} has no twin {twin}");
+            assert!(names.contains(&twin), "{name} has no twin {twin}");
         }
     }
 }

@@ -1,7 +1,8 @@
 //! The crate's floors: each top-level module may use the modules on lower floors only, so
 //! data flows one way (scenario → world → subsystems → trace → checks → report). This test
 //! reads every `crate::…` path in `src/` (test modules and test files left out) and fails on
-//! an import that climbs, unless it is one of the few listed below with its reason.
+//! an import that climbs, unless it is one of the few listed below with its reason, and on a
+//! scenario-free module (the reader) that names the scenario.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -164,5 +165,24 @@ fn every_module_has_a_floor() {
         for to in targets.keys() {
             floor(to);
         }
+    }
+}
+
+/// Modules that never name the scenario although their floor allows it: the caller hands
+/// them plain values and they build their own settings. The reader model also runs without
+/// any scenario, so it takes none.
+const SCENARIO_FREE: &[&str] = &["reader"];
+
+#[test]
+fn scenario_free_modules_name_no_scenario() {
+    let edges = imports();
+    for module in SCENARIO_FREE {
+        let files = edges
+            .get(*module)
+            .and_then(|targets| targets.get("scenario"));
+        assert!(
+            files.is_none(),
+            "{module} names the scenario (in {files:?}): let its caller hand it plain values"
+        );
     }
 }

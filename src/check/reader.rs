@@ -5,7 +5,8 @@
 use super::reader_output::{self as checks, Verdict};
 use super::{InvariantResult, Violation};
 use crate::invariant::Invariant;
-use crate::reader::feed::{config_of, expand_runs};
+use crate::job::reader_feed::reader_config;
+use crate::reader::feed::expand_runs;
 use crate::reader::{EpochOutput, Outcome, ReaderConfig, RunOutput};
 use crate::scenario::model::Scenario;
 use crate::trace::{EventKind, Trace};
@@ -122,7 +123,7 @@ fn add(log: &mut ReaderLog, at_us: u64, kind: &EventKind) {
 
 /// The model configuration the checks judge against (the scenario's, epochs not required).
 fn config(scenario: &Scenario) -> Option<ReaderConfig> {
-    let mut cfg = config_of(scenario.reader.as_ref()?);
+    let mut cfg = reader_config(scenario.reader.as_ref()?);
     // The job ends when its steps are done, not at an epoch boundary: no epoch is owed.
     cfg.epochs = 0;
     Some(cfg)

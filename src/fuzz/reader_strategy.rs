@@ -12,7 +12,7 @@
 use super::strategy::Case;
 use crate::reader::config::ReaderFix;
 use crate::scenario;
-use crate::scenario::model::{ReaderCheck, ReaderConfig};
+use crate::scenario::model::{ReaderCheck, ReaderSection};
 use proptest::prelude::*;
 use std::collections::{BTreeMap, BTreeSet};
 use strum::VariantArray;
@@ -79,7 +79,7 @@ pub fn case() -> impl Strategy<Value = Case> {
         })
 }
 
-fn reader(shape: Shape, mask: u8, picks: &FaultPicks) -> ReaderConfig {
+fn reader(shape: Shape, mask: u8, picks: &FaultPicks) -> ReaderSection {
     let (workers, extra_files, records_per_file, batch_size, repeat_pick, sum) = shape;
     let files = (workers + extra_files).min(FILES_MAX);
     let (broken, corrupt, truncated, fixes) = picks;
@@ -110,7 +110,7 @@ fn reader(shape: Shape, mask: u8, picks: &FaultPicks) -> ReaderConfig {
     } else {
         BTreeSet::new()
     };
-    ReaderConfig {
+    ReaderSection {
         workers,
         files,
         records_per_file,

@@ -4,6 +4,7 @@
 use super::signature::{judge, Verdict};
 use super::strategy::Case;
 use crate::agent::policy::AgentFix;
+use crate::fixes::Fix;
 use crate::mutant::Mutant;
 use crate::rendezvous::settings::RendezvousFix;
 use serde::{Deserialize, Serialize};
@@ -25,25 +26,13 @@ impl TriageFix {
             TriageFix::Agent(fix) => fix.into(),
         }
     }
-}
 
-/// The torch behaviour each fix removes (see each fix's documentation). Exhaustive, so a
-/// new fix must name what it removes.
-fn removes(fix: TriageFix) -> &'static str {
-    match fix {
-        TriageFix::Rendezvous(fix) => match fix {
-            RendezvousFix::DeadParticipantRejoin => "pytorch#111646",
-            RendezvousFix::RestartedNodeReplacesEntry => "torch: a restarted node's stale entry",
-            RendezvousFix::MonotonicHeartbeats => "torch: wall-clock heartbeat expiry",
-            RendezvousFix::RefreshMasterAddr => "torch 2.15: stale bootstrap address",
-            RendezvousFix::WorldAtCompletion => "torch: world size read after sanitize",
-            RendezvousFix::NaturalNodeOrder => "pytorch#191190",
-        },
-        TriageFix::Agent(fix) => match fix {
-            AgentFix::SharedRestartCount => "pytorch#135712/#108158",
-            AgentFix::CountRejoinedFailures => "pytorch#147064",
-            AgentFix::KeepOpenOnFailure => "torch: one agent's failure closes the rendezvous",
-        },
+    /// The torch behaviour or issue the fix removes, as its [`crate::fixes::FixInfo`] names it.
+    fn removes(self) -> &'static str {
+        match self {
+            TriageFix::Rendezvous(fix) => fix.info().upstream,
+            TriageFix::Agent(fix) => fix.info().upstream,
+        }
     }
 }
 
@@ -143,7 +132,7 @@ pub fn triage(case: &Case, verdict: &Verdict, mutant: Option<Mutant>) -> Option<
             .join(" + "),
         issue: set
             .iter()
-            .map(|&i| removes(all[i]))
+            .map(|&i| all[i].removes())
             .collect::<Vec<_>>()
             .join(" + "),
     })
@@ -154,15 +143,15 @@ mod tests {
     use super::*;
 
     #[test]
-    fn every_known_fix_is_tried_once() {
+    fn every_known_fix_is_tried_once_in_declaration_order() {
         use strum::VariantArray;
         let names: Vec<&str> = triage_fixes().into_iter().map(TriageFix::name).collect();
+        let rendezvous = RendezvousFix::VARIANTS.iter().map(|&f| f.into());
+        let agent = AgentFix::VARIANTS.iter().map(|&f| f.into());
+        let declared: Vec<&str> = rendezvous.chain(agent).collect();
+        assert_eq!(names, declared);
         let distinct: std::collections::BTreeSet<&str> = names.iter().copied().collect();
-        let fixes_known = RendezvousFix::VARIANTS.len() + AgentFix::VARIANTS.len();
-        assert_eq!(names.len(), fixes_known);
         assert_eq!(distinct.len(), names.len());
-        assert_eq!(names.first(), Some(&"dead-participant-rejoin"));
-        assert_eq!(names.last(), Some(&"keep-open-on-failure"));
     }
 
     #[test]

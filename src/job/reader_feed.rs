@@ -8,8 +8,9 @@
 //! throws `IllegalCall` through `Model::fit`, which does not catch it: the training process
 //! exits with 1, which the agent sees as a failed worker.
 
-use crate::reader::feed::{config_of, costs_of, record_runs, WorkerNote};
-use crate::reader::{Delivery, NodeFeed, SetSourceError};
+use crate::reader::feed::{record_runs, FeedCosts, WorkerNote};
+use crate::reader::{CheckKind, Delivery, NodeFeed, ReaderConfig, RecordId, SetSourceError};
+use crate::scenario::model::{ReaderCheck, ReaderSection, Scenario};
 use crate::trace::EventKind;
 use crate::world::NodeEnv;
 use std::collections::BTreeSet;
@@ -18,6 +19,57 @@ use std::collections::BTreeSet;
 /// is dropping every batch (all are incomplete) and the trainer is reported stuck rather
 /// than looping over epochs forever.
 pub const EMPTY_EPOCHS_PER_STEP_MAX: u32 = 3;
+
+// A scenario the format accepts is one the reader model accepts: its records fit the model.
+const _: () =
+    assert!(crate::scenario::limits::READER_RECORDS_MAX <= crate::reader::config::RECORDS_MAX);
+
+/// The reader's settings for the scenario's `[reader]` section as the job runs it (see
+/// [`ReaderConfig::as_a_job_runs_it`]): the section's plain values handed to the reader,
+/// which builds the rest. No mutant is on: the job switches on the ones the command line
+/// names.
+pub fn reader_config(r: &ReaderSection) -> ReaderConfig {
+    // The format keeps `records_per_file` (so every record index and cut) and `batch_size`
+    // within u32: the saturation never bites a validated scenario.
+    let narrow = |n: u64| u32::try_from(n).unwrap_or(u32::MAX);
+    let mut cfg = ReaderConfig::new(
+        r.workers,
+        r.files,
+        narrow(r.records_per_file),
+        narrow(r.batch_size),
+    );
+    cfg.repeat = r.repeat;
+    cfg.check = match r.check {
+        ReaderCheck::Sum => CheckKind::Sum,
+        ReaderCheck::None => CheckKind::None,
+    };
+    cfg.broken_files = r.broken_files.iter().copied().collect();
+    cfg.corrupt_records = r
+        .corrupt_records
+        .iter()
+        .map(|&(file, record)| RecordId::new(file, narrow(record)))
+        .collect();
+    cfg.truncated_files = r
+        .truncated_files
+        .iter()
+        .map(|&(file, kept)| (file, narrow(kept)))
+        .collect();
+    cfg.fixes = r.fixes.iter().copied().collect();
+    cfg.as_a_job_runs_it()
+}
+
+/// The pipeline's costs for a scenario: its reader settings and the node's GPUs.
+fn feed_costs(s: &Scenario) -> Option<FeedCosts> {
+    let r = s.reader.as_ref()?;
+    Some(FeedCosts {
+        parse_time_us: r.parse_time_us,
+        record_size_bytes: r.record_size_bytes,
+        h2d_bits_per_sec: s.cluster.gpu.h2d_bits_per_sec,
+        d2d_bits_per_sec: s.cluster.gpu.d2d_bits_per_sec,
+        gpus: s.cluster.gpus_per_node,
+        gpus_total: s.cluster.nodes.saturating_mul(s.cluster.gpus_per_node),
+    })
+}
 
 /// What the trainer got for one step.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -76,9 +128,9 @@ impl ReaderFeed {
                 reader.batch_size, cluster.nodes, cluster.gpus_per_node
             ));
         }
-        let mut cfg = config_of(reader);
+        let mut cfg = reader_config(reader);
         cfg.mutants = mutants.clone();
-        let Some(costs) = costs_of(scenario) else {
+        let Some(costs) = feed_costs(scenario) else {
             return Ok(None);
         };
         let feed = NodeFeed::new(&cfg, costs, crate::world::time::elapsed_us())

@@ -9,8 +9,9 @@ pub use crate::fixes::ReaderFix;
 
 /// Most reader worker threads.
 pub const WORKERS_MAX: u32 = 1024;
-/// Most records over all files, so a run's logs stay bounded.
-pub const RECORDS_MAX: u64 = crate::scenario::limits::READER_RECORDS_MAX;
+/// Most records over all files, so a run's logs stay bounded. The scenario format's own
+/// limit may not exceed it (the job asserts so where it hands the reader its section).
+pub const RECORDS_MAX: u64 = 10_000_000;
 /// Most epochs a run may ask for.
 pub const EPOCHS_MAX: u32 = 1000;
 
@@ -158,6 +159,19 @@ impl ReaderConfig {
             steps_max: 10_000_000,
             fixes: BTreeSet::new(),
             mutants: BTreeSet::new(),
+        }
+    }
+
+    /// This configuration as a training job runs it: every node reads all files (one node's
+    /// view), `Model::train` consumes, epochs go on until the model's bound, and the run's
+    /// own budgets never stop it early (the job's steps and time limit do).
+    pub fn as_a_job_runs_it(self) -> Self {
+        ReaderConfig {
+            consumer: Consumer::ModelTrain,
+            epochs: EPOCHS_MAX,
+            repeat_batches: u32::MAX,
+            steps_max: u64::MAX,
+            ..self
         }
     }
 

@@ -32,7 +32,6 @@ use super::files::RecordId;
 use super::run::{Action, Outcome, Run};
 use super::trainer::TrainerAction;
 use super::worker::{WorkerAction, WorkerFailure};
-use super::Consumer;
 
 /// Microseconds in a second, for bandwidth arithmetic.
 const US_PER_SEC: u128 = 1_000_000;
@@ -432,54 +431,6 @@ pub fn record_runs(records: &[RecordId]) -> Vec<[u32; 3]> {
 pub fn expand_runs(runs: &[[u32; 3]]) -> impl Iterator<Item = RecordId> + '_ {
     runs.iter().flat_map(|&[file, first, count]| {
         (first..first + count).map(move |r| RecordId::new(file, r))
-    })
-}
-
-/// The reader model's configuration for a scenario's `[reader]` as the job runs it: every
-/// node reads all files (one node's view), `Model::train` consumes, epochs go on until the
-/// model's bound, and the run's own budgets never stop it early. No mutant is on: the job
-/// switches on the ones the command line names.
-pub fn config_of(r: &crate::scenario::model::ReaderConfig) -> ReaderConfig {
-    let mut cfg = ReaderConfig::new(
-        r.workers,
-        r.files,
-        u32::try_from(r.records_per_file).unwrap_or(u32::MAX),
-        u32::try_from(r.batch_size).unwrap_or(u32::MAX),
-    );
-    cfg.repeat = r.repeat;
-    cfg.check = match r.check {
-        crate::scenario::model::ReaderCheck::Sum => super::CheckKind::Sum,
-        crate::scenario::model::ReaderCheck::None => super::CheckKind::None,
-    };
-    cfg.broken_files = r.broken_files.iter().copied().collect();
-    cfg.corrupt_records = r
-        .corrupt_records
-        .iter()
-        .map(|&(f, rec)| RecordId::new(f, u32::try_from(rec).unwrap_or(u32::MAX)))
-        .collect();
-    cfg.truncated_files = r
-        .truncated_files
-        .iter()
-        .map(|&(f, kept)| (f, u32::try_from(kept).unwrap_or(u32::MAX)))
-        .collect();
-    cfg.consumer = Consumer::ModelTrain;
-    cfg.epochs = super::config::EPOCHS_MAX;
-    cfg.repeat_batches = u32::MAX;
-    cfg.steps_max = u64::MAX;
-    cfg.fixes = r.fixes.iter().copied().collect();
-    cfg
-}
-
-/// The pipeline's costs for a scenario: its reader settings and the node's GPUs.
-pub fn costs_of(s: &crate::scenario::model::Scenario) -> Option<FeedCosts> {
-    let r = s.reader.as_ref()?;
-    Some(FeedCosts {
-        parse_time_us: r.parse_time_us,
-        record_size_bytes: r.record_size_bytes,
-        h2d_bits_per_sec: s.cluster.gpu.h2d_bits_per_sec,
-        d2d_bits_per_sec: s.cluster.gpu.d2d_bits_per_sec,
-        gpus: s.cluster.gpus_per_node,
-        gpus_total: s.cluster.nodes.saturating_mul(s.cluster.gpus_per_node),
     })
 }
 

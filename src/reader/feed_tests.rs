@@ -2,7 +2,7 @@
 //! start, and `set_source` refusals.
 
 use super::*;
-use crate::reader::config::ReaderFix;
+use crate::reader::config::{Consumer, ReaderFix};
 
 /// 1 µs to parse a record, 1 µs to copy one from host to device, 0.25 µs device to device;
 /// two GPUs on the node, four in all (two nodes).

@@ -3,7 +3,7 @@
 use super::*;
 use crate::check::testkit::*;
 use crate::check::{check_all, Status, Violation};
-use crate::scenario::model::{Outcome, ReaderCheck, ReaderConfig, Scenario};
+use crate::scenario::model::{Outcome, ReaderCheck, ReaderSection, Scenario};
 use crate::trace::EventKind;
 
 /// The contract's top-level report fields, in order (`goodput` is an addition).
@@ -55,7 +55,7 @@ fn assert_in_order(json: &str, keys: &[&str]) {
 }
 
 fn with_reader(mut s: Scenario) -> Scenario {
-    s.reader = Some(ReaderConfig {
+    s.reader = Some(ReaderSection {
         workers: 4,
         files: 12,
         records_per_file: 740,

@@ -165,7 +165,7 @@ fn job(j: &JobConfig) -> RawJob {
     }
 }
 
-fn reader(r: &ReaderConfig) -> RawReader {
+fn reader(r: &ReaderSection) -> RawReader {
     RawReader {
         workers: Some(r.workers),
         files: Some(r.files),

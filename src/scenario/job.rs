@@ -3,8 +3,8 @@
 use super::limits::*;
 use super::locate::FieldPath;
 use super::model::{
-    Backend, Complexity, Dataset, JobConfig, ReaderCheck, ReaderConfig, SamplerConfig, SamplerKind,
-    NEVER,
+    Backend, Complexity, Dataset, JobConfig, ReaderCheck, ReaderSection, SamplerConfig,
+    SamplerKind, NEVER,
 };
 use super::raw::{RawComplexity, RawJob, RawReader, RawSampler};
 use super::units::Duration;
@@ -306,7 +306,7 @@ fn reader_shape(p: &FieldPath, r: &RawReader) -> Check<(u32, u32, u64, u64)> {
 /// `[reader]`, when present. A batch that does not split over every GPU is valid input:
 /// HugeCTR's `DataReader` refuses it when the training script builds it, so the workers
 /// fail (see `job::reader_feed`).
-pub fn reader(raw: &Option<RawReader>) -> Check<Option<ReaderConfig>> {
+pub fn reader(raw: &Option<RawReader>) -> Check<Option<ReaderSection>> {
     let Some(r) = raw else { return Ok(None) };
     let p = FieldPath::root().key("reader");
     let (workers, files, records_per_file, batch_size) = reader_shape(&p, r)?;
@@ -342,7 +342,7 @@ pub fn reader(raw: &Option<RawReader>) -> Check<Option<ReaderConfig>> {
         1..=READER_RECORD_SIZE_BYTES_MAX,
     )?;
     let fixes = reader_fixes(&p.key("fixes"), r.fixes.as_deref().unwrap_or(&[]))?;
-    Ok(Some(ReaderConfig {
+    Ok(Some(ReaderSection {
         workers,
         files,
         records_per_file,

@@ -25,7 +25,7 @@ pub struct Scenario {
     pub job: JobConfig,
     /// The `[reader]` table when present: every node's trainer then takes one reader batch
     /// per step.
-    pub reader: Option<ReaderConfig>,
+    pub reader: Option<ReaderSection>,
     /// Faults in the order of their time (stable for equal times: file order).
     pub faults: Vec<Fault>,
     pub expect: Expect,
@@ -214,9 +214,11 @@ pub enum SamplerKind {
     LoadBalancing,
 }
 
-/// `[reader]`: the HugeCTR-style pipeline feeding every node (see `reader::feed`).
+/// `[reader]`: the HugeCTR-style pipeline feeding every node, as the file gives it. The
+/// reader's own settings (`reader::ReaderConfig`) are built from these values by the job
+/// that hands them over (`job::reader_feed::reader_config`).
 #[derive(Debug, Clone, PartialEq)]
-pub struct ReaderConfig {
+pub struct ReaderSection {
     pub workers: u32,
     pub files: u32,
     pub records_per_file: u64,
