@@ -39,6 +39,7 @@ pub mod parity;
 pub mod reader;
 pub mod rendezvous;
 pub mod report;
+pub mod rng;
 pub mod runner;
 pub mod sampler;
 pub mod scenario;

@@ -10,12 +10,14 @@
 
 use crate::check;
 use crate::report::{self, Report};
+use crate::scenario::failure_draw::{self, DrawError};
 use crate::scenario::model::Scenario;
 use crate::store::cost::StoreCosts;
 use crate::store::{StoreStats, StoreStatsHandle};
 use crate::trace::{RunEnd, Trace};
 use crate::world::{self, HarnessError, Programs, SimulatedRun};
 use futures::FutureExt;
+use std::borrow::Cow;
 use std::sync::Arc;
 
 /// The harness itself failed on this run (exit code 3).
@@ -95,7 +97,11 @@ pub use crate::mutant::Mutants;
 /// [`Run::seed`] says otherwise) and the options.
 #[derive(Debug, Clone)]
 pub struct Run<'a> {
-    scenario: &'a Scenario,
+    /// The scenario as the file says it.
+    file_scenario: &'a Scenario,
+    /// The scenario this seed plays: the file's, with its failure process drawn (see
+    /// `scenario::failure_draw`), or why the draw failed.
+    scenario: Result<Cow<'a, Scenario>, DrawError>,
     file: &'a str,
     seed: u64,
     options: RunOptions,
@@ -105,7 +111,8 @@ impl<'a> Run<'a> {
     /// The run of `scenario` (read from `file`) with its own seed and no options.
     pub fn of(scenario: &'a Scenario, file: &'a str) -> Self {
         Run {
-            scenario,
+            file_scenario: scenario,
+            scenario: failure_draw::expand(scenario, scenario.seed),
             file,
             seed: scenario.seed,
             options: RunOptions::default(),
@@ -115,7 +122,13 @@ impl<'a> Run<'a> {
     /// The same run with `seed` instead.
     pub fn seed(mut self, seed: u64) -> Self {
         self.seed = seed;
+        self.scenario = failure_draw::expand(self.file_scenario, seed);
         self
+    }
+
+    /// The scenario this seed plays (its failure process drawn), or why it cannot be drawn.
+    pub fn scenario(&self) -> Result<&Scenario, DrawError> {
+        self.scenario.as_deref().map_err(Clone::clone)
     }
 
     /// The same run with `options` (mutants, bounds) the scenario file cannot set.
@@ -149,8 +162,17 @@ impl<'a> Run<'a> {
     pub fn simulate_measured(&self) -> (Result<SimulatedRun, HarnessError>, StoreStats) {
         let sim_events_max = self.options.sim_events_max.unwrap_or(world::SIM_EVENTS_MAX);
         let store_stats = StoreStatsHandle::default();
+        let scenario = match self.scenario() {
+            Ok(scenario) => scenario,
+            Err(e) => {
+                return (
+                    Err(HarnessError::Input(e.to_string())),
+                    StoreStats::default(),
+                )
+            }
+        };
         let run = world::simulate_bounded(
-            self.scenario,
+            scenario,
             self.seed,
             self.options.programs_counting(Arc::clone(&store_stats)),
             sim_events_max,
@@ -163,17 +185,12 @@ impl<'a> Run<'a> {
     /// a harness failure.
     pub fn check(&self, trace: &Trace, end: &RunEnd) -> Result<Report, HarnessFailure> {
         let flags = self.options.mutant_flags();
+        let scenario = self.scenario().map_err(|e| self.failure(e.to_string()))?;
         std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
             let (invariants, trace_hash) =
-                checks_and_hash(self.scenario, self.seed, trace, end, HASH_APART_FROM_EVENTS);
+                checks_and_hash(scenario, self.seed, trace, end, HASH_APART_FROM_EVENTS);
             let mut report = report::build(
-                self.scenario,
-                self.file,
-                self.seed,
-                trace,
-                end,
-                invariants,
-                trace_hash,
+                scenario, self.file, self.seed, trace, end, invariants, trace_hash,
             );
             report.repro.push_str(&flags);
             report

@@ -228,3 +228,30 @@ fn run_without_a_file_lists_the_scenarios_and_is_a_usage_error() {
         "{stderr}"
     );
 }
+
+#[test]
+fn a_drawn_failure_process_writes_out_as_a_file_that_replays_the_run() {
+    let dir = std::env::temp_dir().join(format!("trainsim-drawn-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let drawn = dir.join("drawn.toml");
+    let drawn_arg = drawn.to_str().unwrap();
+    let file = "scenarios/spot_preemptions_replaced.toml";
+    let first = trainsim(&[
+        "run",
+        file,
+        "--format",
+        "json",
+        "--write-scenario",
+        drawn_arg,
+    ]);
+    let written = std::fs::read_to_string(&drawn).unwrap();
+    assert!(!written.contains("[failures]"), "{written}");
+    assert!(written.contains("kind = \"stop\""), "{written}");
+    let again = trainsim(&["run", drawn_arg, "--format", "json"]);
+    let hash = |out: &Output| {
+        let json: serde_json::Value = serde_json::from_str(text(&out.stdout).trim()).unwrap();
+        json["trace_hash"].as_str().unwrap().to_owned()
+    };
+    assert_eq!(hash(&first), hash(&again));
+    std::fs::remove_dir_all(&dir).unwrap();
+}

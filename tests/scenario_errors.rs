@@ -325,3 +325,34 @@ fn collective_timeouts_default_per_backend() {
     let never = parsed("name = \"x\"\n[job]\nnccl_peer_exit_detection = \"never\"\n");
     assert_eq!(never.nccl_peer_exit_detection_us, None);
 }
+
+#[test]
+fn failures_need_a_rate() {
+    let e = error("name = \"bad\"\n[failures]\nafter = \"replace\"\n");
+    assert_eq!(e.field, "failures.rate_per_node_day", "{e}");
+    assert!(e.message.contains("is required"), "{e}");
+}
+
+#[test]
+fn failure_shares_must_add_up_to_one() {
+    let e = error(
+        "name = \"bad\"\n[failures]\nrate_per_node_day = 0.01\nkinds = { kill = 0.5, gpu_fail = 0.4 }\n",
+    );
+    assert_at(&e, 4, 9, "failures.kinds", "must add up to 1");
+}
+
+#[test]
+fn an_unknown_failure_kind_is_named() {
+    let e =
+        error("name = \"bad\"\n[failures]\nrate_per_node_day = 0.01\nkinds = { meteor = 1.0 }\n");
+    assert!(e.field.starts_with("failures.kinds"), "{e}");
+    assert!(e.message.contains("meteor"), "{e}");
+}
+
+#[test]
+fn a_failure_process_past_the_faults_bound_is_refused() {
+    let e = error(
+        "name = \"bad\"\ntime_limit = \"168h\"\n[cluster]\nnodes = 4096\n[rendezvous]\nmin_nodes = 1\nmax_nodes = 4096\n[failures]\nrate_per_node_day = 1.0\n",
+    );
+    assert_at(&e, 9, 21, "failures.rate_per_node_day", "may be expected");
+}

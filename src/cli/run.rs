@@ -39,6 +39,11 @@ pub struct RunArgs {
     /// node and the verdicts. Needs exactly one file and one seed.
     #[arg(long, value_name = "FILE")]
     pub html: Option<PathBuf>,
+    /// Write the scenario this seed plays to FILE, as an ordinary scenario file: a
+    /// `[failures]` process becomes the faults it drew, so the file replays the same run
+    /// without it. Needs exactly one file and one seed.
+    #[arg(long, value_name = "FILE")]
+    pub write_scenario: Option<PathBuf>,
     /// Switch on a planted bug (repeatable), to replay what `trainsim fuzz --mutant M`
     /// found: late-joiner-joins-complete-round, rank-collision, no-heartbeat-expiry
     /// (rendezvous), sampler-off-by-one (job), reader-double-publish (reader).
@@ -143,7 +148,12 @@ pub fn execute(args: RunArgs) -> i32 {
             }
         }
     }
-    for (flag, path) in [("--trace", &args.trace), ("--html", &args.html)] {
+    let one_run_flags = [
+        ("--trace", &args.trace),
+        ("--html", &args.html),
+        ("--write-scenario", &args.write_scenario),
+    ];
+    for (flag, path) in one_run_flags {
         let Some(path) = path else { continue };
         let seeds = args.seeds.for_scenario(&scenarios[0].1);
         if scenarios.len() != 1 || seeds.start() != seeds.end() {
@@ -152,6 +162,11 @@ pub fn execute(args: RunArgs) -> i32 {
                 path.display()
             );
             return 2;
+        }
+    }
+    for (file, scenario) in &scenarios {
+        if let Err(code) = draw_every_seed(file, scenario, &args) {
+            return code;
         }
     }
     let mut any_failed = false;
@@ -192,6 +207,32 @@ pub fn execute(args: RunArgs) -> i32 {
     } else {
         0
     }
+}
+
+/// Draws each seed's failure process before any run, so a draw past a bound is a usage
+/// error (exit 2) at once; writes the drawn scenario when `--write-scenario` asks.
+fn draw_every_seed(file: &str, scenario: &Scenario, args: &RunArgs) -> Result<(), i32> {
+    for seed in args.seeds.for_scenario(scenario) {
+        let drawn = match scenario::failure_draw::expand(scenario, seed) {
+            Ok(drawn) => drawn,
+            Err(e) => {
+                eprintln!("error: {file}: failures.rate_per_node_day: with seed {seed}, {e}");
+                return Err(2);
+            }
+        };
+        if let Some(path) = &args.write_scenario {
+            let text = format!(
+                "# {file} as seed {seed} plays it: `trainsim run` of this file replays the run
+{}",
+                scenario::emit::to_toml(&drawn)
+            );
+            if let Err(e) = super::write_atomically(path, text.as_bytes()) {
+                eprintln!("error: cannot write {}: {e}", path.display());
+                return Err(2);
+            }
+        }
+    }
+    Ok(())
 }
 
 /// One seed, once or (with `--check-determinism`) twice.

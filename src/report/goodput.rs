@@ -1,26 +1,27 @@
 //! Goodput: how much of a job's wall time went to training steps it kept, and what took the
 //! rest, cause by cause, read from the trace; and the job's fate in one sentence.
 //!
-//! The wall time runs from the start until the job finished its last step, or until the run
-//! ended when it did not (the cluster stayed held until every agent gave up). It is cut into
-//! pieces that never overlap, so the productive time and the badput add up to it exactly:
+//! The wall time runs from the start until the job finished its last step, failed for good
+//! (the first agent to exit FAILED after the last step), or reached its time limit. It is
+//! cut into pieces that never overlap, so the productive time and the badput add up to it
+//! exactly:
 //! - each step of a worker group, as its group rank 0 recorded it, spans the time from the
 //!   step before (the group's first step: one step's length back, not before its workers
 //!   started); it is productive when its step is never done again, else wasted progress;
-//! - a failed job's steps after its last checkpoint are wasted progress too: the next
+//! - a failed job's steps after its last checkpoint are lost when it failed: the next
 //!   attempt computes them again;
 //! - the rest is named after what the agents were doing, in the vocabulary of
 //!   ml-goodput-measurement: a step in progress that never ended is wasted progress; from a
 //!   fault that hits a training group until an agent acts is detection (heartbeat expiry, a
 //!   collective hanging until its timeout); then rendezvous and restart, or waiting for
 //!   nodes while fewer than `min_nodes` agents run; worker start and checkpoint restore until
-//!   the group's first step; and, once a failed job's training stopped for good, the rest.
+//!   the group's first step.
 
 use crate::check::secs;
 use crate::scenario::model::{FaultName, Outcome, Scenario};
 use crate::trace::{AgentState, Event, EventKind, RunEnd, Trace};
 use serde::Serialize;
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 
 /// Where a moment of the job's wall time went that was not a kept step.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, strum::IntoStaticStr)]
@@ -39,8 +40,9 @@ pub enum Cause {
     WastedProgress,
     /// Writing checkpoints while training waited.
     CheckpointSave,
-    /// After a failed job's training stopped for good, until its last agent gave up.
-    FailedForGood,
+    /// A failed job's steps since its last checkpoint: the progress its failure lost for
+    /// good (a new attempt starts again from that checkpoint).
+    LostWhenFailed,
 }
 
 /// Every cause, in the order reports list them.
@@ -51,7 +53,7 @@ pub const CAUSES: [Cause; 7] = [
     Cause::WorkerStartRestore,
     Cause::WastedProgress,
     Cause::CheckpointSave,
-    Cause::FailedForGood,
+    Cause::LostWhenFailed,
 ];
 
 /// The goodput of one run (the report's `goodput` object).
@@ -83,26 +85,27 @@ struct StepSpan {
 /// Measures the goodput of a run from its trace.
 pub fn measure(scenario: &Scenario, trace: &Trace, end: &RunEnd) -> Goodput {
     let spans = step_spans(scenario, &trace.events);
-    let final_step = spans.iter().map(|s| s.step).max().unwrap_or(0);
-    let wall_us = match end.outcome {
-        Outcome::Succeeded => spans
+    // The step training last reached (after any rollback), as the report's `steps_done`.
+    let final_step = spans.iter().max_by_key(|s| s.end_us).map_or(0, |s| s.step);
+    let last_progress_us = spans.iter().map(|s| s.end_us).max().unwrap_or(0);
+    let failure = (end.outcome == Outcome::Failed)
+        .then(|| final_failure(&trace.events, last_progress_us, end.sim_time_us));
+    let wall_us = match (end.outcome, &failure) {
+        (Outcome::Succeeded, _) => spans
             .iter()
             .filter(|s| s.step == scenario.job.steps)
             .map(|s| s.end_us)
             .max()
             .unwrap_or(end.sim_time_us),
+        (_, Some(f)) => f.at_us,
         _ => end.sim_time_us,
     };
-    let last_progress_us = spans.iter().map(|s| s.end_us).max().unwrap_or(0);
-    let failure = (end.outcome == Outcome::Failed)
-        .then(|| final_failure(&trace.events, last_progress_us, wall_us));
-    let stopped_us = match (&failure, end.outcome) {
-        (Some(f), _) => f.at_us,
-        (None, Outcome::Succeeded) => wall_us,
-        (None, _) => last_progress_us,
+    let stopped_us = match end.outcome {
+        Outcome::TimedOut => last_progress_us,
+        _ => wall_us,
     };
-    let kept = kept_steps(&trace.events, &spans, failure.is_some(), stopped_us);
-    let changes = cause_changes(scenario, &trace.events, failure.as_ref().map(|f| f.at_us));
+    let fates = step_fates(&trace.events, &spans, failure.is_some(), stopped_us);
+    let changes = cause_changes(scenario, &trace.events);
     let mut tally = Tally::default();
     let mut cursor_us = 0;
     for (i, span) in spans.iter().enumerate() {
@@ -112,7 +115,7 @@ pub fn measure(scenario: &Scenario, trace: &Trace, end: &RunEnd) -> Goodput {
         if end_us > start_us {
             let save_us = span.save_us.min(end_us - start_us);
             *tally.badput_us.entry(Cause::CheckpointSave).or_default() += save_us;
-            tally.span(kept.contains(&i), end_us - start_us - save_us);
+            tally.span(fates[i], end_us - start_us - save_us);
         }
         cursor_us = cursor_us.max(end_us);
     }
@@ -183,14 +186,15 @@ fn step_spans(scenario: &Scenario, events: &[Event]) -> Vec<StepSpan> {
     spans
 }
 
-/// The spans whose step the job keeps: the last time each step was done, and for a failed
-/// job only up to its last checkpoint before training stopped.
-fn kept_steps(
+/// What became of each span's step: kept (`None`) when it is the last time that step was
+/// done, and for a failed job only up to its last checkpoint before training stopped;
+/// else the cause its time counts for.
+fn step_fates(
     events: &[Event],
     spans: &[StepSpan],
     failed: bool,
     stopped_us: u64,
-) -> BTreeSet<usize> {
+) -> Vec<Option<Cause>> {
     let mut last_of_step: BTreeMap<u64, usize> = BTreeMap::new();
     for (i, span) in spans.iter().enumerate() {
         let keep = last_of_step.entry(span.step).or_insert(i);
@@ -207,11 +211,14 @@ fn kept_steps(
         })
         .max()
         .unwrap_or(0);
-    last_of_step
-        .into_iter()
-        .filter(|(step, _)| !failed || *step <= checkpointed)
-        .map(|(_, i)| i)
-        .collect()
+    let mut fates = vec![Some(Cause::WastedProgress); spans.len()];
+    for (step, i) in last_of_step {
+        fates[i] = match failed && step > checkpointed {
+            true => Some(Cause::LostWhenFailed),
+            false => None,
+        };
+    }
+    fates
 }
 
 /// The agent exit that ended a failed job's training for good.
@@ -266,19 +273,12 @@ fn disrupts(fault: FaultName) -> bool {
 
 /// The cause of the time outside kept and wasted steps, as it changes: `(from_us, cause)`,
 /// in time order; a moment's last change wins.
-fn cause_changes(
-    scenario: &Scenario,
-    events: &[Event],
-    failed_for_good_us: Option<u64>,
-) -> Vec<(u64, Cause)> {
+fn cause_changes(scenario: &Scenario, events: &[Event]) -> Vec<(u64, Cause)> {
     let min_nodes = scenario.rendezvous.min_nodes as usize;
     let mut agents_running: BTreeMap<&str, u32> = BTreeMap::new();
     let mut activity = Cause::RendezvousRestart;
     let mut changes = vec![(0, Cause::RendezvousRestart)];
     for e in events {
-        if failed_for_good_us.is_some_and(|at_us| e.at_us >= at_us) {
-            break;
-        }
         let node = e.node.as_deref().unwrap_or("");
         activity = match &e.kind {
             EventKind::AgentStarted { .. } => {
@@ -316,9 +316,6 @@ fn cause_changes(
             changes.push((e.at_us, cause));
         }
     }
-    if let Some(at_us) = failed_for_good_us {
-        changes.push((at_us, Cause::FailedForGood));
-    }
     changes
 }
 
@@ -330,11 +327,10 @@ struct Tally {
 }
 
 impl Tally {
-    fn span(&mut self, kept: bool, length_us: u64) {
-        if kept {
-            self.productive_us += length_us;
-        } else {
-            *self.badput_us.entry(Cause::WastedProgress).or_default() += length_us;
+    fn span(&mut self, lost_to: Option<Cause>, length_us: u64) {
+        match lost_to {
+            None => self.productive_us += length_us,
+            Some(cause) => *self.badput_us.entry(cause).or_default() += length_us,
         }
     }
 

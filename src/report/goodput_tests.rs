@@ -63,19 +63,25 @@ fn a_kill_costs_its_lost_steps_detection_and_restart() {
 }
 
 #[test]
-fn a_failed_job_loses_its_steps_since_the_last_checkpoint() {
+fn a_failed_job_loses_its_steps_since_the_last_checkpoint_for_good() {
     let mut events = killed_and_resumed();
     events.truncate(events.len() - 5);
     events.push(e(13, "node-0", step(100, 1, 6)));
     events.push(e(14, "node-0", exited(100, AgentState::Failed)));
     let g = measured(&scenario(), events, end(15, "failed"));
-    assert_eq!(g.wall_us, 15 * S);
+    // The job failed for good when node-0's agent exited, at 14 s.
+    assert_eq!(g.wall_us, 14 * S);
     assert_eq!(g.productive_us, 5 * S);
     assert_eq!(g.training_stopped_at_us, 14 * S);
-    assert_eq!(badput(&g, "failed_for_good"), S);
+    // Steps 7 (8..9 s) and 6 (its second try, the group's first step: one nominal step
+    // long), last done after the checkpoint of step 5, are lost for good.
+    let step_us = scenario().job.step_time_us;
+    assert_eq!(badput(&g, "lost_when_failed"), S + step_us);
+    // Step 6's first try, the step cut by the kill, and the one cut by the failure.
+    assert_eq!(badput(&g, "wasted_progress"), 2 * S + S / 2);
     assert_eq!(
         g.fate,
-        "training stopped for good at 14 s after step 7 of 10: node-0's agent failed: test"
+        "training stopped for good at 14 s after step 6 of 10: node-0's agent failed: test"
     );
     let lost: u64 = g.badput_us.values().sum();
     assert_eq!(g.productive_us + lost, g.wall_us);
@@ -89,8 +95,8 @@ fn too_few_agents_is_waiting_for_nodes() {
         e(30, "node-0", exited(100, AgentState::Failed)),
     ];
     let g = measured(&scenario(), events, end(31, "failed"));
+    assert_eq!(g.wall_us, 30 * S);
     assert_eq!(badput(&g, "waiting_for_nodes"), 30 * S);
-    assert_eq!(badput(&g, "failed_for_good"), S);
     assert_eq!(g.ettr, 0.0);
 }
 

@@ -17,6 +17,21 @@ pub fn to_toml(s: &Scenario) -> String {
     }
 }
 
+/// `[failures]` with every key spelled out.
+fn failures(p: &FailureProcess) -> RawFailures {
+    RawFailures {
+        rate_per_node_day: Some(p.rate_per_node_day),
+        weibull_shape: Some(p.weibull_shape),
+        kinds: Some(p.kinds.iter().copied().collect()),
+        after: Some(p.after),
+        repair_time: Some(Duration::from_us(p.repair_time_us)),
+        replace_delay: Some(Duration::from_us(p.replace_delay_us)),
+        preemption_grace: Some(Duration::from_us(p.preemption_grace_us)),
+        from: Some(Duration::from_us(p.from_us)),
+        until: Some(Duration::from_us(p.until_us)),
+    }
+}
+
 /// The raw form of a scenario, with every key spelled out.
 pub fn to_raw(s: &Scenario) -> RawScenario {
     RawScenario {
@@ -53,6 +68,7 @@ pub fn to_raw(s: &Scenario) -> RawScenario {
         reader: s.reader.as_ref().map(reader),
         gpu_profile: gpu_profile(&s.cluster),
         faults: s.faults.iter().map(fault).collect(),
+        failures: s.failures.as_ref().map(failures),
         expect: expect(&s.expect),
     }
 }

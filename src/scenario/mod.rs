@@ -7,6 +7,8 @@
 
 pub mod cluster;
 pub mod emit;
+pub mod failure_draw;
+pub mod failures;
 pub mod faults;
 pub mod job;
 pub mod limits;

@@ -28,7 +28,78 @@ pub struct Scenario {
     pub reader: Option<ReaderSection>,
     /// Faults in the order of their time (stable for equal times: file order).
     pub faults: Vec<Fault>,
+    /// `[failures]`: faults drawn from the run's seed at a rate per node-day, added to
+    /// `faults` before the run (see `scenario::failure_draw`).
+    pub failures: Option<FailureProcess>,
     pub expect: Expect,
+}
+
+/// `[failures]`: failures as a process. Each node fails at `rate_per_node_day`, its times
+/// between failures drawn from a Weibull distribution of shape `weibull_shape` (1: the
+/// exponential) with that mean, from the moment it starts (or comes back); each failure's
+/// kind is drawn by the shares of `kinds`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct FailureProcess {
+    pub rate_per_node_day: f64,
+    pub weibull_shape: f64,
+    /// Each kind with its share; the shares add up to 1.
+    pub kinds: Vec<(FailureKind, f64)>,
+    /// What becomes of a node a failure took down.
+    pub after: AfterFailure,
+    pub repair_time_us: u64,
+    pub replace_delay_us: u64,
+    /// Spot preemption: from the SIGTERM until the host goes away.
+    pub preemption_grace_us: u64,
+    /// Failures happen from `from_us` until `until_us` of the run.
+    pub from_us: u64,
+    pub until_us: u64,
+}
+
+/// What a drawn failure does, in the faults of the format.
+#[derive(
+    Clone,
+    Copy,
+    Debug,
+    PartialEq,
+    Eq,
+    PartialOrd,
+    Ord,
+    serde::Deserialize,
+    serde::Serialize,
+    strum::Display,
+    strum::VariantArray,
+)]
+#[serde(rename_all = "snake_case")]
+#[strum(serialize_all = "snake_case")]
+pub enum FailureKind {
+    /// The host loses power (or its kernel panics): silence, then `after`.
+    PowerOff,
+    /// The agent and workers die on a live host (an OOM kill, a crashed agent): then `after`.
+    Kill,
+    /// A GPU fails (an Xid error): its worker dies; the node stays.
+    GpuFail,
+    /// One worker process exits non-zero; the node stays.
+    WorkerCrash,
+    /// The node hangs (stops running, keeps its state) until `repair_time` has passed.
+    Hang,
+    /// Spot preemption: SIGTERM, then the host goes away after `preemption_grace`; then
+    /// `after`.
+    Preempt,
+}
+
+/// What becomes of a node a failure took down (`power_off`, `kill`, `preempt`).
+#[derive(
+    Clone, Copy, Debug, PartialEq, Eq, serde::Deserialize, serde::Serialize, strum::Display,
+)]
+#[serde(rename_all = "snake_case")]
+#[strum(serialize_all = "snake_case")]
+pub enum AfterFailure {
+    /// It comes back after `repair_time` as a new agent process (a `restart`).
+    Repair,
+    /// A new node (the next spare: a new name and address) starts after `replace_delay`.
+    Replace,
+    /// It stays down.
+    Nothing,
 }
 
 /// `[cluster]`: which nodes exist and where the store lives.

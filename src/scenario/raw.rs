@@ -26,7 +26,24 @@ pub struct RawScenario {
     pub gpu_profile: Option<RawGpuProfile>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub faults: Vec<RawFault>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub failures: Option<RawFailures>,
     pub expect: Option<RawExpect>,
+}
+
+/// `[failures]`.
+#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawFailures {
+    pub rate_per_node_day: Option<f64>,
+    pub weibull_shape: Option<f64>,
+    pub kinds: Option<std::collections::BTreeMap<super::model::FailureKind, f64>>,
+    pub after: Option<super::model::AfterFailure>,
+    pub repair_time: Option<Duration>,
+    pub replace_delay: Option<Duration>,
+    pub preemption_grace: Option<Duration>,
+    pub from: Option<Duration>,
+    pub until: Option<Duration>,
 }
 
 /// `[cluster]`.

@@ -6,7 +6,7 @@ use super::locate::FieldPath;
 use super::model::{Expect, Scenario};
 use super::raw::{RawExpect, RawRounds, RawScenario};
 use super::values::*;
-use super::{cluster, faults, job};
+use super::{cluster, failures, faults, job};
 use crate::invariant::Invariant;
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -60,6 +60,7 @@ pub fn validate(raw: &RawScenario) -> Check<Scenario> {
     };
     let mut indexed = faults::faults(&raw.faults, &ctx)?;
     let expect = expect(&raw.expect, cluster.total_nodes())?;
+    let failures = failures::failures(&raw.failures, &cluster, time_limit_us)?;
     // Stable: faults at the same time keep their file order.
     indexed.sort_by_key(|(_, f)| f.at_us);
     let faults = indexed.into_iter().map(|(_, f)| f).collect();
@@ -75,6 +76,7 @@ pub fn validate(raw: &RawScenario) -> Check<Scenario> {
         job,
         reader,
         faults,
+        failures,
         expect,
     })
 }

@@ -73,6 +73,9 @@ pub const STORE_PORT: u16 = 29400;
 pub enum HarnessError {
     #[error("the simulation panicked: {0}")]
     Panic(String),
+    /// The scenario could not become a run (its failure process drew past a bound).
+    #[error("{0}")]
+    Input(String),
     #[error("the run recorded more than {0} events")]
     EventsOverBound(usize),
     #[error("the run cost more than {max} simulator events (timers and messages)")]

@@ -1,0 +1,200 @@
+//! Draws a failure process's faults from the run's seed, as ordinary faults: for each node,
+//! the times between its failures, each failure's kind, and what follows (a repair, a
+//! replacement node with a new name and address). The result is a plain scenario: written
+//! out, it replays the same run without the process.
+//!
+//! The draws use `libm`'s logarithm, power and gamma function, written in Rust, so a seed
+//! draws the same failures on every machine (the platform's libm may round differently).
+
+use super::limits::{FAULTS_MAX, NODES_MAX};
+use super::model::{AfterFailure, FailureKind, FailureProcess, Fault, FaultKind, Scenario};
+use rand::Rng;
+use rand_chacha::ChaCha8Rng;
+use std::borrow::Cow;
+use std::collections::BTreeSet;
+
+const US_PER_DAY: f64 = 86_400e6;
+
+/// Why a draw could not become a scenario.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum DrawError {
+    #[error("the failure process drew more than {FAULTS_MAX} faults (lower failures.rate_per_node_day or shorten the run)")]
+    TooManyFaults,
+    #[error("the failure process needed more than {NODES_MAX} nodes for its replacements")]
+    TooManyNodes,
+}
+
+/// The scenario the run with `seed` plays: `s` itself when it has no failure process, else
+/// a copy with the drawn faults added (after the file's own at equal times), its spare
+/// nodes grown by the replacements, and no process left.
+pub fn expand(s: &Scenario, seed: u64) -> Result<Cow<'_, Scenario>, DrawError> {
+    let Some(process) = &s.failures else {
+        return Ok(Cow::Borrowed(s));
+    };
+    let mut draw = Draw {
+        process,
+        rng: crate::rng::stream(seed, "failures"),
+        scale_us: scale_us(process),
+        end_us: process.until_us.min(s.time_limit_us),
+        next_spare: s.cluster.nodes + s.cluster.spare_nodes,
+        gpus: s.cluster.gpus_per_node.max(1),
+        local_ranks: s.agent.nproc_per_node.max(1),
+        pending: BTreeSet::new(),
+        faults: Vec::new(),
+    };
+    for node in 0..s.cluster.nodes {
+        draw.schedule(node, process.from_us);
+    }
+    draw.run(FAULTS_MAX.saturating_sub(s.faults.len()))?;
+    let mut expanded = s.clone();
+    expanded.seed = seed;
+    expanded.failures = None;
+    expanded.cluster.spare_nodes = draw.next_spare - s.cluster.nodes;
+    // A repair or a replacement due after the run's end never happens.
+    let before_end = draw
+        .faults
+        .into_iter()
+        .filter(|f| f.at_us < s.time_limit_us);
+    expanded.faults.extend(before_end);
+    // Stable: the file's faults stay before drawn ones at the same moment.
+    expanded.faults.sort_by_key(|f| f.at_us);
+    Ok(Cow::Owned(expanded))
+}
+
+/// The Weibull scale whose mean is the process's mean time between failures.
+fn scale_us(p: &FailureProcess) -> f64 {
+    let mean_us = US_PER_DAY / p.rate_per_node_day;
+    mean_us / libm::tgamma(1.0 + 1.0 / p.weibull_shape)
+}
+
+struct Draw<'a> {
+    process: &'a FailureProcess,
+    rng: ChaCha8Rng,
+    scale_us: f64,
+    /// No failure happens at or after this moment.
+    end_us: u64,
+    next_spare: u32,
+    gpus: u32,
+    local_ranks: u32,
+    /// Each running node's next failure: (at, node).
+    pending: BTreeSet<(u64, u32)>,
+    faults: Vec<Fault>,
+}
+
+impl Draw<'_> {
+    /// Draws when `node`, running from `from_us`, fails next.
+    fn schedule(&mut self, node: u32, from_us: u64) {
+        // 1 - u lies in (0, 1]: its logarithm is finite.
+        let u = 1.0 - self.rng.gen::<f64>();
+        let gap_us = self.scale_us * libm::pow(-libm::log(u), 1.0 / self.process.weibull_shape);
+        let at_us = from_us.saturating_add(gap_us.round().clamp(1.0, 1e18) as u64);
+        if at_us < self.end_us {
+            self.pending.insert((at_us, node));
+        }
+    }
+
+    /// Takes failures in time order until none is left before the end.
+    fn run(&mut self, faults_max: usize) -> Result<(), DrawError> {
+        while let Some((at_us, node)) = self.pending.pop_first() {
+            let kind = self.kind();
+            self.fail(node, at_us, kind)?;
+            if self.faults.len() > faults_max {
+                return Err(DrawError::TooManyFaults);
+            }
+        }
+        Ok(())
+    }
+
+    /// A kind by the process's shares.
+    fn kind(&mut self) -> FailureKind {
+        let mut x = self.rng.gen::<f64>();
+        for &(kind, share) in &self.process.kinds {
+            if x < share {
+                return kind;
+            }
+            x -= share;
+        }
+        self.process
+            .kinds
+            .last()
+            .map_or(FailureKind::PowerOff, |k| k.0)
+    }
+
+    fn push(&mut self, at_us: u64, kind: FaultKind) {
+        self.faults.push(Fault { at_us, kind });
+    }
+
+    /// `node` fails at `at_us` with `kind`, and what follows is drawn.
+    fn fail(&mut self, node: u32, at_us: u64, kind: FailureKind) -> Result<(), DrawError> {
+        let p = self.process;
+        let down_at_us = match kind {
+            FailureKind::PowerOff => {
+                self.push(at_us, FaultKind::PowerOff { node });
+                at_us
+            }
+            FailureKind::Kill => {
+                self.push(at_us, FaultKind::Kill { node });
+                at_us
+            }
+            FailureKind::Preempt => {
+                let gone_us = at_us.saturating_add(p.preemption_grace_us);
+                self.push(at_us, FaultKind::Stop { node });
+                self.push(gone_us, FaultKind::PowerOff { node });
+                gone_us
+            }
+            FailureKind::GpuFail => {
+                let gpu = self.rng.gen_range(0..self.gpus);
+                self.push(at_us, FaultKind::GpuFail { node, gpu });
+                self.schedule(node, at_us);
+                return Ok(());
+            }
+            FailureKind::WorkerCrash => {
+                let local_rank = self.rng.gen_range(0..self.local_ranks);
+                let crash = FaultKind::WorkerCrash {
+                    node,
+                    local_rank,
+                    exit_code: 1,
+                };
+                self.push(at_us, crash);
+                self.schedule(node, at_us);
+                return Ok(());
+            }
+            FailureKind::Hang => {
+                let resumed_us = at_us.saturating_add(p.repair_time_us);
+                self.push(at_us, FaultKind::Pause { node });
+                self.push(resumed_us, FaultKind::Resume { node });
+                self.schedule(node, resumed_us);
+                return Ok(());
+            }
+        };
+        self.after(node, down_at_us)
+    }
+
+    /// What follows a node going down at `down_at_us`: its repair or its replacement.
+    fn after(&mut self, node: u32, down_at_us: u64) -> Result<(), DrawError> {
+        let p = self.process;
+        match p.after {
+            AfterFailure::Repair => {
+                let back_us = down_at_us.saturating_add(p.repair_time_us);
+                self.push(back_us, FaultKind::Restart { node });
+                self.schedule(node, back_us);
+            }
+            AfterFailure::Replace => {
+                if self.next_spare >= NODES_MAX {
+                    return Err(DrawError::TooManyNodes);
+                }
+                let spare = self.next_spare;
+                self.next_spare += 1;
+                let start_us = down_at_us.saturating_add(p.replace_delay_us);
+                self.push(start_us, FaultKind::Start { node: spare });
+                self.schedule(spare, start_us);
+            }
+            AfterFailure::Nothing => {}
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+#[path = "failure_draw_tests.rs"]
+mod tests;
