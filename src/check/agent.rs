@@ -1,12 +1,33 @@
 //! The `agent.*` invariants: the restart budget and zombie steps. (Rank assignment is in
 //! `ranks.rs`.)
 
+use super::kind::kind_enum;
 use super::membership::RoundId;
 use super::{InvariantResult, Violation};
 use crate::invariant::Invariant;
 use crate::scenario::model::Scenario;
 use crate::trace::{AgentState, EventKind, Trace};
 use std::collections::{BTreeMap, BTreeSet};
+
+kind_enum! {
+    /// The ways `agent.restart_budget` breaks.
+    pub enum RestartBudgetKind {
+        /// A process's worker group restarted after failures more than max_restarts times.
+        BeyondBudget,
+        /// A process exited FAILED with budget left and no rendezvous error.
+        FailedWithBudgetLeft,
+    }
+}
+
+kind_enum! {
+    /// The ways `agent.no_zombie_steps` breaks.
+    pub enum NoZombieStepsKind {
+        /// A step tagged with another round than the process's running group's.
+        StepOfOtherRound,
+        /// A step while no worker group of the process was running.
+        StepWithoutGroup,
+    }
+}
 
 /// What one agent process has done so far that the budget cares about.
 #[derive(Default)]
@@ -158,6 +179,7 @@ pub(super) fn restart_budget(scenario: &Scenario, trace: &Trace) -> InvariantRes
                 violations.push(Violation::new(
                     event.at_us,
                     node,
+                    RestartBudgetKind::FailedWithBudgetLeft,
                     format!(
                         "agent pid {pid} exited FAILED after {made} of {max} restarts, with no rendezvous error"
                     ),
@@ -174,6 +196,7 @@ pub(super) fn restart_budget(scenario: &Scenario, trace: &Trace) -> InvariantRes
             violations.push(Violation::new(
                 event.at_us,
                 node,
+                RestartBudgetKind::BeyondBudget,
                 format!(
                     "agent pid {pid}'s worker group made {made} restarts after failures, beyond max_restarts {max}"
                 ),
@@ -209,13 +232,20 @@ pub(super) fn no_zombie_steps(trace: &Trace) -> InvariantResult {
                 applicable = true;
                 let live = running.get(pid).copied().flatten();
                 if live != Some(*round) {
-                    let state = match live {
-                        Some(r) => format!("its running group is round {r}"),
-                        None => "no worker group of it was running".to_owned(),
+                    let (kind, state) = match live {
+                        Some(r) => (
+                            NoZombieStepsKind::StepOfOtherRound,
+                            format!("its running group is round {r}"),
+                        ),
+                        None => (
+                            NoZombieStepsKind::StepWithoutGroup,
+                            "no worker group of it was running".to_owned(),
+                        ),
                     };
                     violations.push(Violation::new(
                         event.at_us,
                         event.node.as_deref(),
+                        kind,
                         format!("pid {pid} took step {step} for round {round}, but {state}"),
                     ));
                 }
@@ -281,6 +311,12 @@ mod tests {
             r.violations
         );
         assert!(r.violations[1].message.contains("after 0 of 1 restarts"));
+        let kinds: Vec<_> = r.violations.iter().map(|v| v.kind).collect();
+        let expected = [
+            RestartBudgetKind::BeyondBudget,
+            RestartBudgetKind::FailedWithBudgetLeft,
+        ];
+        assert_eq!(kinds, expected.map(Into::into));
     }
 
     #[test]

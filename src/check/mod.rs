@@ -9,6 +9,7 @@
 mod agent;
 mod bootstrap;
 mod job;
+mod kind;
 mod membership;
 mod ranks;
 pub(crate) mod reader;
@@ -25,6 +26,14 @@ use crate::trace::{RunEnd, Trace};
 use serde::Serialize;
 
 pub use crate::invariant::Invariant;
+pub use agent::{NoZombieStepsKind, RestartBudgetKind};
+pub use bootstrap::BootstrapKind;
+pub use job::ProgressKind;
+pub use kind::Kind;
+pub use ranks::RanksKind;
+pub use reader_output::{BufferProtocolKind, ExactlyOnceKind, TerminatesKind};
+pub use rendezvous::{AgreementKind, BoundsKind, ClosedIsFinalKind, ExclusiveKind, LivenessKind};
+pub use sampler::CoverageKind;
 
 /// How long `rendezvous.liveness` gives waiting nodes to complete a round once the faults
 /// are over; a run that ends sooner cannot be judged on it (the fuzzer sizes its cases'
@@ -61,15 +70,24 @@ pub struct Violation {
     pub node: Option<String>,
     /// One sentence saying what went wrong.
     pub message: String,
+    /// Which way the invariant broke; the same for every violation that broke it the same
+    /// way, however the sentence reads (the fuzzer buckets findings by it).
+    pub kind: Kind,
 }
 
 impl Violation {
-    /// A violation at `at_us`, on `node` when one applies.
-    pub fn new(at_us: u64, node: Option<&str>, message: impl Into<String>) -> Self {
+    /// A violation of `kind` at `at_us`, on `node` when one applies.
+    pub fn new(
+        at_us: u64,
+        node: Option<&str>,
+        kind: impl Into<Kind>,
+        message: impl Into<String>,
+    ) -> Self {
         Violation {
             at_us,
             node: node.map(str::to_owned),
             message: message.into(),
+            kind: kind.into(),
         }
     }
 
@@ -174,6 +192,15 @@ pub fn check_all(
                 invariant.name(),
                 "an invariant's check must report under its own name"
             );
+            for v in &result.violations {
+                assert_eq!(
+                    v.kind.invariant(),
+                    invariant,
+                    "a violation of {} must carry one of its own kinds, not {}",
+                    invariant.name(),
+                    v.kind
+                );
+            }
             result
         })
         .collect()
@@ -213,7 +240,7 @@ mod tests {
 
     #[test]
     fn judge_prefers_violations_then_applicability() {
-        let v = Violation::new(1, None, "x");
+        let v = Violation::new(1, None, ProgressKind::SucceededShort, "x");
         assert_eq!(
             InvariantResult::judge(Invariant::JobProgress, false, vec![v]).status,
             Status::Violated
@@ -237,9 +264,13 @@ mod tests {
 
     #[test]
     fn violation_omits_missing_node_in_json() {
-        let without = serde_json::to_string(&Violation::new(5, None, "m")).unwrap();
-        assert_eq!(without, r#"{"at_us":5,"message":"m"}"#);
-        let with = serde_json::to_string(&Violation::new(5, Some("node-1"), "m")).unwrap();
-        assert_eq!(with, r#"{"at_us":5,"node":"node-1","message":"m"}"#);
+        let kind = BoundsKind::AboveMax;
+        let without = serde_json::to_string(&Violation::new(5, None, kind, "m")).unwrap();
+        assert_eq!(without, r#"{"at_us":5,"message":"m","kind":"above-max"}"#);
+        let with = serde_json::to_string(&Violation::new(5, Some("node-1"), kind, "m")).unwrap();
+        assert_eq!(
+            with,
+            r#"{"at_us":5,"node":"node-1","message":"m","kind":"above-max"}"#
+        );
     }
 }

@@ -7,13 +7,61 @@ mod liveness;
 
 pub(crate) use liveness::completion_bound_us;
 pub(super) use liveness::liveness;
+pub use liveness::LivenessKind;
 
+use super::kind::kind_enum;
 use super::membership::{Membership, RoundId};
 use super::{InvariantResult, Violation};
 use crate::invariant::Invariant;
 use crate::scenario::model::Scenario;
 use crate::trace::{Event, EventKind, Trace};
 use std::collections::{BTreeMap, BTreeSet};
+
+kind_enum! {
+    /// The ways `rendezvous.agreement` breaks.
+    pub enum AgreementKind {
+        /// A completion's world size is not the number of participants it lists.
+        WorldSizeMismatch,
+        /// A completion lists one participant twice.
+        DuplicateParticipant,
+        /// A node's rank is another participant's place in the list.
+        RankOfAnother,
+        /// A node's rank lies outside the world.
+        RankOutsideWorld,
+        /// Two nodes saw one round with different participants or world sizes.
+        ViewsDiffer,
+        /// One rank of a round went to two processes.
+        RankGivenTwice,
+    }
+}
+
+kind_enum! {
+    /// The ways `rendezvous.exclusive` breaks.
+    pub enum ExclusiveKind {
+        /// One round completed as two different groups.
+        TwoGroupsInRound,
+        /// A node is listed in a round while still in another round's live group.
+        InTwoLiveGroups,
+    }
+}
+
+kind_enum! {
+    /// The ways `rendezvous.bounds` breaks.
+    pub enum BoundsKind {
+        /// A round completed with fewer than min_nodes.
+        BelowMin,
+        /// A round completed with more than max_nodes.
+        AboveMax,
+    }
+}
+
+kind_enum! {
+    /// The way `rendezvous.closed_is_final` breaks.
+    pub enum ClosedIsFinalKind {
+        /// A round completed after the rendezvous was closed.
+        CompletedAfterClose,
+    }
+}
 
 /// The fields of one `RendezvousCompleted` event, borrowed.
 struct Completion<'a> {
@@ -64,49 +112,37 @@ pub(super) fn agreement(trace: &Trace) -> InvariantResult {
         any = true;
         let node = c.event.node.as_deref();
         let at_us = c.event.at_us;
-        let mut fail = |message: String| violations.push(Violation::new(at_us, node, message));
-        let r = c.round;
-        if c.participants.len() != c.world_size as usize {
-            fail(format!(
-                "round {r} reports world size {} but lists {} participants",
-                c.world_size,
-                c.participants.len()
-            ));
+        let mut fail = |kind: AgreementKind, message: String| {
+            violations.push(Violation::new(at_us, node, kind, message))
+        };
+        for (kind, message) in self_contradictions(&c) {
+            fail(kind, message);
         }
-        let mut distinct: BTreeSet<&String> = BTreeSet::new();
-        if let Some(twice) = c.participants.iter().find(|p| !distinct.insert(*p)) {
-            fail(format!("round {r} lists participant {twice} twice"));
-        }
-        let own = node.unwrap_or("?");
-        match c.participants.get(c.rank as usize) {
-            Some(at_rank) if at_rank == own => {}
-            Some(at_rank) => fail(format!(
-                "{own} got rank {} in round {r}, but participant {} is {at_rank}",
-                c.rank, c.rank
-            )),
-            None => fail(format!(
-                "{own} got rank {} in round {r}, outside world size {}",
-                c.rank, c.world_size
-            )),
-        }
+        let (r, own) = (c.round, node.unwrap_or("?"));
         match reference.get(&r) {
             None => {
                 reference.insert(r, (c.participants, c.world_size));
             }
             Some((parts, size)) if *parts == c.participants && *size == c.world_size => {}
-            Some((parts, size)) => fail(format!(
+            Some((parts, size)) => fail(
+                AgreementKind::ViewsDiffer,
+                format!(
                 "{own} sees round {r} with {} participants (world size {}), another node saw {} (world size {size}); {}",
                 c.participants.len(),
                 c.world_size,
                 parts.len(),
                 first_difference(c.participants, parts)
-            )),
+            ),
+            ),
         }
         match rank_owner.get(&(r, c.rank)) {
-            Some(&other) if other != c.pid => fail(format!(
-                "rank {} of round {r} was given to two processes (pids {other} and {})",
-                c.rank, c.pid
-            )),
+            Some(&other) if other != c.pid => fail(
+                AgreementKind::RankGivenTwice,
+                format!(
+                    "rank {} of round {r} was given to two processes (pids {other} and {})",
+                    c.rank, c.pid
+                ),
+            ),
             Some(_) => {}
             None => {
                 rank_owner.insert((r, c.rank), c.pid);
@@ -114,6 +150,50 @@ pub(super) fn agreement(trace: &Trace) -> InvariantResult {
         }
     }
     InvariantResult::judge(Invariant::RendezvousAgreement, any, violations)
+}
+
+/// What one completion gets wrong on its own, before any other node's view: a world size
+/// that is not its participant count, a participant listed twice, a rank that is not the
+/// node's own place in the list. In that order, as the report lists them.
+fn self_contradictions(c: &Completion) -> Vec<(AgreementKind, String)> {
+    let mut found = Vec::new();
+    let r = c.round;
+    if c.participants.len() != c.world_size as usize {
+        found.push((
+            AgreementKind::WorldSizeMismatch,
+            format!(
+                "round {r} reports world size {} but lists {} participants",
+                c.world_size,
+                c.participants.len()
+            ),
+        ));
+    }
+    let mut distinct: BTreeSet<&String> = BTreeSet::new();
+    if let Some(twice) = c.participants.iter().find(|p| !distinct.insert(*p)) {
+        found.push((
+            AgreementKind::DuplicateParticipant,
+            format!("round {r} lists participant {twice} twice"),
+        ));
+    }
+    let own = c.event.node.as_deref().unwrap_or("?");
+    match c.participants.get(c.rank as usize) {
+        Some(at_rank) if at_rank == own => {}
+        Some(at_rank) => found.push((
+            AgreementKind::RankOfAnother,
+            format!(
+                "{own} got rank {} in round {r}, but participant {} is {at_rank}",
+                c.rank, c.rank
+            ),
+        )),
+        None => found.push((
+            AgreementKind::RankOutsideWorld,
+            format!(
+                "{own} got rank {} in round {r}, outside world size {}",
+                c.rank, c.world_size
+            ),
+        )),
+    }
+    found
 }
 
 /// `rendezvous.exclusive`: at most one group completes per round, and no node is in two
@@ -152,6 +232,7 @@ pub(super) fn exclusive(trace: &Trace) -> InvariantResult {
                 Some(first) => violations.push(Violation::new(
                     event.at_us,
                     node,
+                    ExclusiveKind::TwoGroupsInRound,
                     format!(
                         "round {round} completed as two different groups: {}",
                         group_difference(first, &set)
@@ -164,6 +245,7 @@ pub(super) fn exclusive(trace: &Trace) -> InvariantResult {
                         violations.push(Violation::new(
                             event.at_us,
                             Some(participant),
+                            ExclusiveKind::InTwoLiveGroups,
                             format!(
                                 "{participant} is a participant of round {round} while still in the live group of round {}",
                                 m.round
@@ -186,10 +268,16 @@ pub(super) fn bounds(scenario: &Scenario, trace: &Trace) -> InvariantResult {
     let mut any = false;
     for c in completions(trace) {
         any = true;
+        let kind = if c.world_size < min {
+            BoundsKind::BelowMin
+        } else {
+            BoundsKind::AboveMax
+        };
         if c.world_size < min || c.world_size > max {
             violations.push(Violation::new(
                 c.event.at_us,
                 c.event.node.as_deref(),
+                kind,
                 format!(
                     "round {} completed with world size {}, outside min_nodes {min} .. max_nodes {max}",
                     c.round, c.world_size
@@ -225,6 +313,7 @@ pub(super) fn closed_is_final(trace: &Trace) -> InvariantResult {
                     violations.push(Violation::new(
                         event.at_us,
                         event.node.as_deref(),
+                        ClosedIsFinalKind::CompletedAfterClose,
                         format!(
                             "round {round} completed after {} closed the rendezvous at {}",
                             by.unwrap_or("a node"),
@@ -290,7 +379,7 @@ fn first_difference(ours: &[String], theirs: &[String]) -> String {
 #[cfg(test)]
 mod tests {
     use super::super::testkit::*;
-    use super::super::Status;
+    use super::super::{Kind, Status};
     use super::*;
 
     #[test]
@@ -327,6 +416,15 @@ mod tests {
             text.iter().any(|m| m.contains("given to two processes")),
             "{text:?}"
         );
+        let kinds: BTreeSet<Kind> = r.violations.iter().map(|v| v.kind).collect();
+        let expected: BTreeSet<Kind> = [
+            AgreementKind::ViewsDiffer,
+            AgreementKind::RankOfAnother,
+            AgreementKind::RankGivenTwice,
+        ]
+        .map(Kind::from)
+        .into();
+        assert_eq!(kinds, expected);
     }
 
     #[test]
@@ -382,11 +480,13 @@ mod tests {
         assert_eq!(bounds(&s, &trace(round_zero(3))).status, Status::Held);
         let r = bounds(&s, &trace(vec![e(2, "node-0", completed(100, 0, 0, &[0]))]));
         assert_eq!(r.status, Status::Violated);
+        assert_eq!(r.violations[0].kind, BoundsKind::BelowMin.into());
         let r = bounds(
             &s,
             &trace(vec![e(2, "node-0", completed(100, 0, 0, &[0, 1, 2, 3]))]),
         );
         assert_eq!(r.status, Status::Violated);
+        assert_eq!(r.violations[0].kind, BoundsKind::AboveMax.into());
         assert_eq!(bounds(&s, &trace(vec![])).status, Status::NotApplicable);
     }
 

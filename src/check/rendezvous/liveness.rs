@@ -4,6 +4,7 @@
 //! Two "eventually" properties, each with a deadline derived from the scenario's own
 //! timeouts. A deadline the run ended before is not decided: it never yields a violation.
 
+use super::super::kind::kind_enum;
 use super::super::membership::Membership;
 use super::super::{secs, InvariantResult, Violation};
 use crate::invariant::Invariant;
@@ -13,6 +14,18 @@ use crate::trace::{
     AgentState, Event, EventKind, ExitReason, RendezvousErrorKind, RunEnd, Trace, WorkerGroupState,
 };
 use std::collections::{BTreeMap, BTreeSet};
+
+kind_enum! {
+    /// The ways `rendezvous.liveness` breaks.
+    pub enum LivenessKind {
+        /// Enough healthy nodes waited in `next_rendezvous()` but no round completed in time.
+        NoRoundInTime,
+        /// Enough healthy nodes were refused by a rendezvous closed before the job succeeded.
+        RefusedByClose,
+        /// A survivor of a killed participant stayed in the dead group past its bound.
+        SurvivorStuck,
+    }
+}
 
 /// Slack for the store round trips and state caching of the rendezvous ops.
 const SLACK_US: u64 = 10_000_000;
@@ -149,14 +162,20 @@ fn waiting_nodes_get_a_round(scenario: &Scenario, trace: &Trace, end: &RunEnd) -
             secs(since_us),
             secs(bound_us)
         );
-        Violation::new(since_us + bound_us, None, message)
+        Violation::new(
+            since_us + bound_us,
+            None,
+            LivenessKind::NoRoundInTime,
+            message,
+        )
     };
     let mut waiting_at_start = 0;
     let mut refusals = Refusals::default();
     for (index, event) in trace.events.iter().enumerate() {
         if index >= phase_from && membership.len() < max {
             if let Some(message) = refusals.observe(event, &agents, min) {
-                violations.push(Violation::new(event.at_us, None, message));
+                let kind = LivenessKind::RefusedByClose;
+                violations.push(Violation::new(event.at_us, None, kind, message));
             }
         } else {
             refusals.note_success(event);
@@ -255,7 +274,8 @@ impl Obligation {
             self.dead_node,
             secs(self.killed_at_us)
         );
-        Violation::new(self.deadline_us, Some(&self.node), message)
+        let kind = LivenessKind::SurvivorStuck;
+        Violation::new(self.deadline_us, Some(&self.node), kind, message)
     }
 }
 
@@ -377,6 +397,7 @@ mod tests {
         assert_eq!(r.status, Status::Violated);
         assert_eq!(r.violations.len(), 1);
         assert_eq!(r.violations[0].at_us, (1 + 655) * S);
+        assert_eq!(r.violations[0].kind, LivenessKind::NoRoundInTime.into());
     }
 
     #[test]
@@ -421,6 +442,7 @@ mod tests {
         assert!(r.violations[0]
             .message
             .contains("2 healthy nodes wanted a new round"));
+        assert_eq!(r.violations[0].kind, LivenessKind::RefusedByClose.into());
         // After a success the close is the job's end, and one refused node is not owed.
         let mut done = round_zero(3);
         done.push(e(10, "node-2", exited(102, AgentState::Succeeded)));
@@ -486,6 +508,7 @@ mod tests {
         assert!(r.violations[0]
             .message
             .contains("participant node-2 was killed at 45 s"));
+        assert_eq!(r.violations[0].kind, LivenessKind::SurvivorStuck.into());
     }
 
     #[test]
