@@ -5,6 +5,10 @@
 //! run ended: it never reaches back into the world. `check_all` lists all of the contract's invariants in
 //! the contract's order, so a report always names every one of them, even those whose
 //! subsystem has not been built yet (they say `not_applicable`).
+//!
+//! The `rendezvous.*` invariants, `agent.restart_budget` and `agent.no_zombie_steps` follow
+//! the agents and the rendezvous through the run: each is an observer of one shared replay
+//! of it (`run_model`), and all of them are judged in one walk over the trace.
 
 mod agent;
 mod bootstrap;
@@ -15,6 +19,7 @@ mod ranks;
 pub(crate) mod reader;
 pub mod reader_output;
 mod rendezvous;
+mod run_model;
 mod sampler;
 mod sampler_deal;
 mod sampler_epoch;
@@ -24,6 +29,7 @@ pub(crate) mod testkit;
 use crate::scenario::model::Scenario;
 use crate::trace::{RunEnd, Trace};
 use serde::Serialize;
+use std::collections::BTreeMap;
 
 pub use crate::invariant::Invariant;
 pub use agent::{NoZombieStepsKind, RestartBudgetKind};
@@ -150,17 +156,24 @@ pub(crate) struct Inputs<'a> {
 }
 
 /// Judges one invariant: every invariant of the contract has its check here (the match is
-/// exhaustive, so a new invariant cannot go unchecked).
-fn judge_one(invariant: Invariant, i: &Inputs) -> InvariantResult {
+/// exhaustive, so a new invariant cannot go unchecked). `replayed` holds the verdicts of
+/// the invariants judged in one replay of the run, taken out as they are asked for.
+fn judge_one(
+    invariant: Invariant,
+    i: &Inputs,
+    replayed: &mut BTreeMap<Invariant, InvariantResult>,
+) -> InvariantResult {
     match invariant {
-        Invariant::RendezvousAgreement => rendezvous::agreement(i.trace),
-        Invariant::RendezvousExclusive => rendezvous::exclusive(i.trace),
-        Invariant::RendezvousBounds => rendezvous::bounds(i.scenario, i.trace),
-        Invariant::RendezvousLiveness => rendezvous::liveness(i.scenario, i.trace, i.end),
-        Invariant::RendezvousClosedIsFinal => rendezvous::closed_is_final(i.trace),
-        Invariant::AgentRestartBudget => agent::restart_budget(i.scenario, i.trace),
+        Invariant::RendezvousAgreement
+        | Invariant::RendezvousExclusive
+        | Invariant::RendezvousBounds
+        | Invariant::RendezvousClosedIsFinal
+        | Invariant::RendezvousLiveness
+        | Invariant::AgentRestartBudget
+        | Invariant::AgentNoZombieSteps => replayed
+            .remove(&invariant)
+            .unwrap_or_else(|| panic!("the replay judges {}", invariant.name())),
         Invariant::AgentRanks => ranks::ranks(i.trace),
-        Invariant::AgentNoZombieSteps => agent::no_zombie_steps(i.trace),
         Invariant::JobProgress => job::progress(i.scenario, i.trace, i.end),
         Invariant::SamplerCoverage => sampler::coverage(i.scenario, i.seed, i.trace),
         Invariant::ReaderExactlyOnce => reader::exactly_once(i.scenario, i.trace),
@@ -168,6 +181,39 @@ fn judge_one(invariant: Invariant, i: &Inputs) -> InvariantResult {
         Invariant::ReaderTerminates => reader::terminates(i.scenario, i.trace),
         Invariant::AgentBootstrap => bootstrap::bootstrap(i.trace),
     }
+}
+
+/// The invariants that follow the agents and the rendezvous through the run, judged by
+/// observing one shared replay of it (`run_model`) in one walk over the trace.
+fn replayed(i: &Inputs) -> Vec<InvariantResult> {
+    let mut agreement = rendezvous::Agreement::default();
+    let mut exclusive = rendezvous::Exclusive::default();
+    let mut bounds = rendezvous::Bounds::new(i.scenario);
+    let mut closed_is_final = rendezvous::ClosedIsFinal::default();
+    let mut liveness = rendezvous::Liveness::new(i.scenario);
+    let mut budget = agent::RestartBudget::new(i.scenario);
+    let mut zombies = agent::NoZombieSteps::default();
+    let model = run_model::replay(
+        i.trace,
+        &mut [
+            &mut agreement,
+            &mut exclusive,
+            &mut bounds,
+            &mut closed_is_final,
+            &mut liveness,
+            &mut budget,
+            &mut zombies,
+        ],
+    );
+    vec![
+        agreement.finish(),
+        exclusive.finish(),
+        bounds.finish(),
+        closed_is_final.finish(),
+        liveness.finish(&model, i.end),
+        budget.finish(),
+        zombies.finish(),
+    ]
 }
 
 /// Runs every invariant's check over the trace, in the contract's order ([`Invariant`]'s).
@@ -183,10 +229,14 @@ pub fn check_all(
         trace,
         end,
     };
+    let mut replayed: BTreeMap<Invariant, InvariantResult> = replayed(&inputs)
+        .into_iter()
+        .map(|result| (name_of(&result), result))
+        .collect();
     <Invariant as strum::VariantArray>::VARIANTS
         .iter()
         .map(|&invariant| {
-            let result = judge_one(invariant, &inputs);
+            let result = judge_one(invariant, &inputs, &mut replayed);
             assert_eq!(
                 result.name,
                 invariant.name(),
@@ -204,6 +254,14 @@ pub fn check_all(
             result
         })
         .collect()
+}
+
+/// The invariant a result reports under.
+fn name_of(result: &InvariantResult) -> Invariant {
+    result
+        .name
+        .parse()
+        .unwrap_or_else(|_| panic!("{} is an invariant's name", result.name))
 }
 
 /// Formats microseconds as seconds for sentences (`12.5 s`).

@@ -1,20 +1,27 @@
 //! The `rendezvous.*` invariants: agreement, exclusive, bounds, liveness, closed_is_final.
 //!
 //! They read only `Rendezvous*` events and the agent lifecycle around them; liveness, the
-//! one "eventually" property of the family, lives in `rendezvous/liveness.rs`.
+//! one "eventually" property of the family, lives in `rendezvous/liveness.rs`. Exclusive and
+//! liveness need who is alive, paused and in a live group at each event: they observe one
+//! shared replay of the run (`check::run_model`) instead of each rebuilding it.
 
 mod liveness;
 
 pub(crate) use liveness::completion_bound_us;
-pub(super) use liveness::liveness;
 pub use liveness::LivenessKind;
 
 use super::kind::kind_enum;
-use super::membership::{Membership, RoundId};
+use super::membership::RoundId;
+#[cfg(test)]
+use super::run_model::replay;
+use super::run_model::{Observer, RunModel};
 use super::{InvariantResult, Violation};
 use crate::invariant::Invariant;
 use crate::scenario::model::Scenario;
-use crate::trace::{Event, EventKind, Trace};
+#[cfg(test)]
+use crate::trace::Trace;
+use crate::trace::{Event, EventKind};
+pub(super) use liveness::Liveness;
 use std::collections::{BTreeMap, BTreeSet};
 
 kind_enum! {
@@ -73,9 +80,9 @@ struct Completion<'a> {
     participants: &'a [String],
 }
 
-/// Every completion in the trace, in trace order.
-fn completions(trace: &Trace) -> impl Iterator<Item = Completion<'_>> {
-    trace.events.iter().filter_map(|event| match &event.kind {
+/// The completion an event records, if it records one.
+fn completion(event: &Event) -> Option<Completion<'_>> {
+    match &event.kind {
         EventKind::RendezvousCompleted {
             pid,
             round,
@@ -95,7 +102,7 @@ fn completions(trace: &Trace) -> impl Iterator<Item = Completion<'_>> {
             participants,
         }),
         _ => None,
-    })
+    }
 }
 
 /// `rendezvous.agreement`: every node completing round r sees the same participants and
@@ -103,15 +110,40 @@ fn completions(trace: &Trace) -> impl Iterator<Item = Completion<'_>> {
 ///
 /// A rank nobody reported is not a violation: a participant may die between the round
 /// completing in the shared state and its own `next_rendezvous()` returning.
+#[cfg(test)]
 pub(super) fn agreement(trace: &Trace) -> InvariantResult {
-    let mut violations = Vec::new();
-    let mut reference: BTreeMap<RoundId, (&[String], u32)> = BTreeMap::new();
-    let mut rank_owner: BTreeMap<(RoundId, u32), u32> = BTreeMap::new();
-    let mut any = false;
-    for c in completions(trace) {
-        any = true;
+    let mut observer = Agreement::default();
+    replay(trace, &mut [&mut observer]);
+    observer.finish()
+}
+
+/// `rendezvous.agreement` as an observer of the replay.
+#[derive(Default)]
+pub(super) struct Agreement<'t> {
+    violations: Vec<Violation>,
+    /// Each round's first view: its participants and world size.
+    reference: BTreeMap<RoundId, (&'t [String], u32)>,
+    /// Which process each rank of a round went to first.
+    rank_owner: BTreeMap<(RoundId, u32), u32>,
+    /// Whether any round completed.
+    any: bool,
+}
+
+impl Agreement<'_> {
+    pub fn finish(self) -> InvariantResult {
+        InvariantResult::judge(Invariant::RendezvousAgreement, self.any, self.violations)
+    }
+}
+
+impl<'t> Observer<'t> for Agreement<'t> {
+    fn before(&mut self, _model: &RunModel, event: &'t Event) {
+        let Some(c) = completion(event) else {
+            return;
+        };
+        self.any = true;
         let node = c.event.node.as_deref();
         let at_us = c.event.at_us;
+        let violations = &mut self.violations;
         let mut fail = |kind: AgreementKind, message: String| {
             violations.push(Violation::new(at_us, node, kind, message))
         };
@@ -119,9 +151,9 @@ pub(super) fn agreement(trace: &Trace) -> InvariantResult {
             fail(kind, message);
         }
         let (r, own) = (c.round, node.unwrap_or("?"));
-        match reference.get(&r) {
+        match self.reference.get(&r) {
             None => {
-                reference.insert(r, (c.participants, c.world_size));
+                self.reference.insert(r, (c.participants, c.world_size));
             }
             Some((parts, size)) if *parts == c.participants && *size == c.world_size => {}
             Some((parts, size)) => fail(
@@ -135,7 +167,7 @@ pub(super) fn agreement(trace: &Trace) -> InvariantResult {
             ),
             ),
         }
-        match rank_owner.get(&(r, c.rank)) {
+        match self.rank_owner.get(&(r, c.rank)) {
             Some(&other) if other != c.pid => fail(
                 AgreementKind::RankGivenTwice,
                 format!(
@@ -145,11 +177,10 @@ pub(super) fn agreement(trace: &Trace) -> InvariantResult {
             ),
             Some(_) => {}
             None => {
-                rank_owner.insert((r, c.rank), c.pid);
+                self.rank_owner.insert((r, c.rank), c.pid);
             }
         }
     }
-    InvariantResult::judge(Invariant::RendezvousAgreement, any, violations)
 }
 
 /// What one completion gets wrong on its own, before any other node's view: a world size
@@ -204,77 +235,128 @@ fn self_contradictions(c: &Completion) -> Vec<(AgreementKind, String)> {
 /// of round r' that lists a node whose process is still in live round r ≠ r' puts that node
 /// in two groups: torch adds a node to a round only when it joins, which ends its old
 /// membership, so this can only come from state that outlived its owner.
+#[cfg(test)]
 pub(super) fn exclusive(trace: &Trace) -> InvariantResult {
-    let mut violations = Vec::new();
-    let mut groups: BTreeMap<RoundId, BTreeSet<&String>> = BTreeMap::new();
-    let mut membership = Membership::default();
-    let mut any = false;
-    for event in &trace.events {
-        if let EventKind::RendezvousCompleted {
+    let mut exclusive = Exclusive::default();
+    replay(trace, &mut [&mut exclusive]);
+    exclusive.finish()
+}
+
+/// `rendezvous.exclusive` as an observer of the replay: each completion against the first
+/// group of its round and against the live groups just before it.
+#[derive(Default)]
+pub(super) struct Exclusive<'t> {
+    violations: Vec<Violation>,
+    /// Each round's first group.
+    groups: BTreeMap<RoundId, BTreeSet<&'t String>>,
+    /// Whether any round completed.
+    any: bool,
+}
+
+impl Exclusive<'_> {
+    pub fn finish(self) -> InvariantResult {
+        InvariantResult::judge(Invariant::RendezvousExclusive, self.any, self.violations)
+    }
+}
+
+impl<'t> Observer<'t> for Exclusive<'t> {
+    fn before(&mut self, model: &RunModel, event: &'t Event) {
+        let EventKind::RendezvousCompleted {
             round,
             participants,
             store_incarnation,
             ..
         } = &event.kind
-        {
-            let round = &RoundId {
-                store_incarnation: *store_incarnation,
-                round: *round,
-            };
-            any = true;
-            let node = event.node.as_deref();
-            let set: BTreeSet<&String> = participants.iter().collect();
-            match groups.get(round) {
-                None => {
-                    groups.insert(*round, set);
-                }
-                Some(first) if *first == set => {}
-                Some(first) => violations.push(Violation::new(
-                    event.at_us,
-                    node,
-                    ExclusiveKind::TwoGroupsInRound,
-                    format!(
-                        "round {round} completed as two different groups: {}",
-                        group_difference(first, &set)
-                    ),
-                )),
+        else {
+            return;
+        };
+        let round = &RoundId {
+            store_incarnation: *store_incarnation,
+            round: *round,
+        };
+        self.any = true;
+        let node = event.node.as_deref();
+        let set: BTreeSet<&String> = participants.iter().collect();
+        match self.groups.get(round) {
+            None => {
+                self.groups.insert(*round, set);
             }
-            for participant in participants.iter() {
-                if let Some(m) = membership.of_node(participant) {
-                    if m.round != *round {
-                        violations.push(Violation::new(
-                            event.at_us,
-                            Some(participant),
-                            ExclusiveKind::InTwoLiveGroups,
-                            format!(
-                                "{participant} is a participant of round {round} while still in the live group of round {}",
-                                m.round
-                            ),
-                        ));
-                    }
-                }
+            Some(first) if *first == set => {}
+            Some(first) => self.violations.push(Violation::new(
+                event.at_us,
+                node,
+                ExclusiveKind::TwoGroupsInRound,
+                format!(
+                    "round {round} completed as two different groups: {}",
+                    group_difference(first, &set)
+                ),
+            )),
+        }
+        for participant in participants.iter() {
+            let Some(m) = model.membership().of_node(participant) else {
+                continue;
+            };
+            if m.round != *round {
+                self.violations.push(Violation::new(
+                    event.at_us,
+                    Some(participant),
+                    ExclusiveKind::InTwoLiveGroups,
+                    format!(
+                        "{participant} is a participant of round {round} while still in the live group of round {}",
+                        m.round
+                    ),
+                ));
             }
         }
-        membership.observe(event);
     }
-    InvariantResult::judge(Invariant::RendezvousExclusive, any, violations)
 }
 
 /// `rendezvous.bounds`: min_nodes ≤ world size ≤ max_nodes for every completion.
+#[cfg(test)]
 pub(super) fn bounds(scenario: &Scenario, trace: &Trace) -> InvariantResult {
-    let min = scenario.rendezvous.min_nodes;
-    let max = scenario.rendezvous.max_nodes;
-    let mut violations = Vec::new();
-    let mut any = false;
-    for c in completions(trace) {
-        any = true;
+    let mut observer = Bounds::new(scenario);
+    replay(trace, &mut [&mut observer]);
+    observer.finish()
+}
+
+/// `rendezvous.bounds` as an observer of the replay.
+pub(super) struct Bounds {
+    min: u32,
+    max: u32,
+    violations: Vec<Violation>,
+    /// Whether any round completed.
+    any: bool,
+}
+
+impl Bounds {
+    pub fn new(scenario: &Scenario) -> Self {
+        Bounds {
+            min: scenario.rendezvous.min_nodes,
+            max: scenario.rendezvous.max_nodes,
+            violations: Vec::new(),
+            any: false,
+        }
+    }
+
+    pub fn finish(self) -> InvariantResult {
+        InvariantResult::judge(Invariant::RendezvousBounds, self.any, self.violations)
+    }
+}
+
+impl Observer<'_> for Bounds {
+    fn before(&mut self, _model: &RunModel, event: &Event) {
+        let Some(c) = completion(event) else {
+            return;
+        };
+        let (min, max) = (self.min, self.max);
+        self.any = true;
         let kind = if c.world_size < min {
             BoundsKind::BelowMin
         } else {
             BoundsKind::AboveMax
         };
         if c.world_size < min || c.world_size > max {
-            violations.push(Violation::new(
+            self.violations.push(Violation::new(
                 c.event.at_us,
                 c.event.node.as_deref(),
                 kind,
@@ -285,22 +367,45 @@ pub(super) fn bounds(scenario: &Scenario, trace: &Trace) -> InvariantResult {
             ));
         }
     }
-    InvariantResult::judge(Invariant::RendezvousBounds, any, violations)
 }
 
 /// `rendezvous.closed_is_final`: once any node has closed the rendezvous, no round
 /// completes for the rest of the run. Not applicable when nothing closed it.
 ///
 /// A restarted store is a new rendezvous: a close ends only its own store incarnation's.
+#[cfg(test)]
 pub(super) fn closed_is_final(trace: &Trace) -> InvariantResult {
-    let mut violations = Vec::new();
-    let mut closed: BTreeMap<u64, (u64, Option<&str>)> = BTreeMap::new();
-    for event in &trace.events {
+    let mut observer = ClosedIsFinal::default();
+    replay(trace, &mut [&mut observer]);
+    observer.finish()
+}
+
+/// `rendezvous.closed_is_final` as an observer of the replay.
+#[derive(Default)]
+pub(super) struct ClosedIsFinal<'t> {
+    violations: Vec<Violation>,
+    /// Per store incarnation, when its rendezvous was first closed and by which node.
+    closed: BTreeMap<u64, (u64, Option<&'t str>)>,
+}
+
+impl ClosedIsFinal<'_> {
+    pub fn finish(self) -> InvariantResult {
+        let applicable = !self.closed.is_empty();
+        InvariantResult::judge(
+            Invariant::RendezvousClosedIsFinal,
+            applicable,
+            self.violations,
+        )
+    }
+}
+
+impl<'t> Observer<'t> for ClosedIsFinal<'t> {
+    fn before(&mut self, _model: &RunModel, event: &'t Event) {
         match &event.kind {
             EventKind::RendezvousClosed {
                 store_incarnation, ..
             } => {
-                closed
+                self.closed
                     .entry(*store_incarnation)
                     .or_insert((event.at_us, event.node.as_deref()));
             }
@@ -309,8 +414,8 @@ pub(super) fn closed_is_final(trace: &Trace) -> InvariantResult {
                 store_incarnation,
                 ..
             } => {
-                if let Some(&(at_us, by)) = closed.get(store_incarnation) {
-                    violations.push(Violation::new(
+                if let Some(&(at_us, by)) = self.closed.get(store_incarnation) {
+                    self.violations.push(Violation::new(
                         event.at_us,
                         event.node.as_deref(),
                         ClosedIsFinalKind::CompletedAfterClose,
@@ -325,11 +430,6 @@ pub(super) fn closed_is_final(trace: &Trace) -> InvariantResult {
             _ => {}
         }
     }
-    InvariantResult::judge(
-        Invariant::RendezvousClosedIsFinal,
-        !closed.is_empty(),
-        violations,
-    )
 }
 
 /// How two groups differ, naming at most a few nodes on each side.
@@ -377,135 +477,4 @@ fn first_difference(ours: &[String], theirs: &[String]) -> String {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::super::testkit::*;
-    use super::super::{Kind, Status};
-    use super::*;
-
-    #[test]
-    fn agreement_holds_for_a_clean_round() {
-        let r = agreement(&trace(round_zero(3)));
-        assert_eq!(r.status, Status::Held, "{:?}", r.violations);
-    }
-
-    #[test]
-    fn agreement_not_applicable_without_completions() {
-        let events = vec![e(0, "node-0", started(1)), e(1, "node-0", joining(1))];
-        assert_eq!(agreement(&trace(events)).status, Status::NotApplicable);
-    }
-
-    #[test]
-    fn agreement_catches_different_views_and_wrong_ranks() {
-        let events = vec![
-            e(2, "node-0", completed(100, 0, 0, &[0, 1])),
-            e(2, "node-1", completed(101, 0, 1, &[0, 1, 2])),
-            e(2, "node-2", completed(102, 0, 0, &[0, 1, 2])),
-        ];
-        let r = agreement(&trace(events));
-        assert_eq!(r.status, Status::Violated);
-        let text: Vec<&str> = r.violations.iter().map(|v| v.message.as_str()).collect();
-        assert!(
-            text.iter().any(|m| m.contains("another node saw")),
-            "{text:?}"
-        );
-        assert!(
-            text.iter().any(|m| m.contains("node-2 got rank 0")),
-            "{text:?}"
-        );
-        assert!(
-            text.iter().any(|m| m.contains("given to two processes")),
-            "{text:?}"
-        );
-        let kinds: BTreeSet<Kind> = r.violations.iter().map(|v| v.kind).collect();
-        let expected: BTreeSet<Kind> = [
-            AgreementKind::ViewsDiffer,
-            AgreementKind::RankOfAnother,
-            AgreementKind::RankGivenTwice,
-        ]
-        .map(Kind::from)
-        .into();
-        assert_eq!(kinds, expected);
-    }
-
-    #[test]
-    fn agreement_catches_duplicate_participants_and_size_mismatch() {
-        let mut kind = completed(100, 0, 0, &[0, 0]);
-        if let EventKind::RendezvousCompleted { world_size, .. } = &mut kind {
-            *world_size = 3;
-        }
-        let r = agreement(&trace(vec![e(2, "node-0", kind)]));
-        assert_eq!(r.violations.len(), 2, "{:?}", r.violations);
-    }
-
-    #[test]
-    fn exclusive_holds_across_rejoined_rounds() {
-        let mut events = round_zero(2);
-        events.push(e(10, "node-0", joining(100)));
-        events.push(e(10, "node-1", joining(101)));
-        events.push(e(12, "node-0", completed(100, 1, 0, &[0, 1])));
-        events.push(e(12, "node-1", completed(101, 1, 1, &[0, 1])));
-        assert_eq!(exclusive(&trace(events)).status, Status::Held);
-    }
-
-    #[test]
-    fn exclusive_catches_two_groups_in_one_round() {
-        let events = vec![
-            e(2, "node-0", completed(100, 0, 0, &[0, 1])),
-            e(2, "node-2", completed(102, 0, 0, &[2, 3])),
-        ];
-        let r = exclusive(&trace(events));
-        assert_eq!(r.status, Status::Violated);
-        assert!(r.violations[0].message.contains("two different groups"));
-    }
-
-    #[test]
-    fn exclusive_catches_a_node_in_two_live_groups() {
-        // node-1 never re-joined, yet round 1 lists it.
-        let mut events = round_zero(2);
-        events.push(e(10, "node-0", joining(100)));
-        events.push(e(12, "node-0", completed(100, 1, 0, &[0, 1])));
-        let r = exclusive(&trace(events));
-        assert_eq!(r.status, Status::Violated);
-        assert_eq!(r.violations[0].node.as_deref(), Some("node-1"));
-    }
-
-    #[test]
-    fn exclusive_not_applicable_without_completions() {
-        assert_eq!(exclusive(&trace(vec![])).status, Status::NotApplicable);
-    }
-
-    #[test]
-    fn bounds_hold_violate_and_skip() {
-        let s = scenario();
-        assert_eq!(bounds(&s, &trace(round_zero(3))).status, Status::Held);
-        let r = bounds(&s, &trace(vec![e(2, "node-0", completed(100, 0, 0, &[0]))]));
-        assert_eq!(r.status, Status::Violated);
-        assert_eq!(r.violations[0].kind, BoundsKind::BelowMin.into());
-        let r = bounds(
-            &s,
-            &trace(vec![e(2, "node-0", completed(100, 0, 0, &[0, 1, 2, 3]))]),
-        );
-        assert_eq!(r.status, Status::Violated);
-        assert_eq!(r.violations[0].kind, BoundsKind::AboveMax.into());
-        assert_eq!(bounds(&s, &trace(vec![])).status, Status::NotApplicable);
-    }
-
-    #[test]
-    fn closed_is_final_cases() {
-        let mut events = round_zero(2);
-        assert_eq!(
-            closed_is_final(&trace(events.clone())).status,
-            Status::NotApplicable
-        );
-        events.push(e(20, "node-0", closed(100, 0)));
-        assert_eq!(closed_is_final(&trace(events.clone())).status, Status::Held);
-        events.push(e(21, "node-1", joining(101)));
-        events.push(e(25, "node-1", completed(101, 1, 0, &[1])));
-        let r = closed_is_final(&trace(events));
-        assert_eq!(r.status, Status::Violated);
-        assert_eq!(r.violations[0].at_us, 25 * S);
-        assert!(r.violations[0]
-            .message
-            .contains("node-0 closed the rendezvous at 20 s"));
-    }
-}
+mod tests;
