@@ -1,12 +1,36 @@
 //! The `agent.*` invariants: the restart budget and zombie steps. (Rank assignment is in
 //! `ranks.rs`.)
 
+use super::kind::kind_enum;
 use super::membership::RoundId;
+use super::run_model::{Observer, RunModel};
 use super::{InvariantResult, Violation};
 use crate::invariant::Invariant;
 use crate::scenario::model::Scenario;
-use crate::trace::{AgentState, EventKind, Trace};
+use crate::trace::{AgentState, Event, EventKind};
 use std::collections::{BTreeMap, BTreeSet};
+#[cfg(test)]
+use {super::run_model::replay, crate::trace::Trace};
+
+kind_enum! {
+    /// The ways `agent.restart_budget` breaks.
+    pub enum RestartBudgetKind {
+        /// A process's worker group restarted after failures more than max_restarts times.
+        BeyondBudget,
+        /// A process exited FAILED with budget left and no rendezvous error.
+        FailedWithBudgetLeft,
+    }
+}
+
+kind_enum! {
+    /// The ways `agent.no_zombie_steps` breaks.
+    pub enum NoZombieStepsKind {
+        /// A step tagged with another round than the process's running group's.
+        StepOfOtherRound,
+        /// A step while no worker group of the process was running.
+        StepWithoutGroup,
+    }
+}
 
 /// What one agent process has done so far that the budget cares about.
 #[derive(Default)]
@@ -142,45 +166,74 @@ impl Budget {
 /// counted restart, or another member's failed workers or killed agent when that member
 /// is back in the new group. torch counts only the first (pytorch#108158, #135712,
 /// #147064). Not applicable when no process restarted and none failed.
+#[cfg(test)]
 pub(super) fn restart_budget(scenario: &Scenario, trace: &Trace) -> InvariantResult {
-    let max = scenario.agent.max_restarts;
-    let mut budget = Budget::default();
-    let mut violations = Vec::new();
-    let mut applicable = false;
-    for event in &trace.events {
-        let node = event.node.as_deref();
-        applicable |= matches!(&event.kind, EventKind::AgentRestart { .. })
+    let mut observer = RestartBudget::new(scenario);
+    replay(trace, &mut [&mut observer]);
+    observer.finish()
+}
+
+/// `agent.restart_budget` as an observer of the replay.
+pub(super) struct RestartBudget {
+    max: u32,
+    budget: Budget,
+    violations: Vec<Violation>,
+    /// Whether any agent restarted or failed.
+    applicable: bool,
+}
+
+impl RestartBudget {
+    pub fn new(scenario: &Scenario) -> Self {
+        RestartBudget {
+            max: scenario.agent.max_restarts,
+            budget: Budget::default(),
+            violations: Vec::new(),
+            applicable: false,
+        }
+    }
+
+    pub fn finish(self) -> InvariantResult {
+        let (applicable, violations) = (self.applicable, self.violations);
+        InvariantResult::judge(Invariant::AgentRestartBudget, applicable, violations)
+    }
+}
+
+impl Observer<'_> for RestartBudget {
+    fn before(&mut self, _model: &RunModel, event: &Event) {
+        let (max, node) = (self.max, event.node.as_deref());
+        self.applicable |= matches!(&event.kind, EventKind::AgentRestart { .. })
             || matches!(&event.kind, EventKind::AgentExited { state, .. } if *state == AgentState::Failed);
         if let EventKind::AgentExited { pid, state, .. } = &event.kind {
-            let process = budget.processes.entry(*pid).or_default();
+            let process = self.budget.processes.entry(*pid).or_default();
             let made = process.counted_restarts.max(process.failure_restarts);
             if *state == AgentState::Failed && made < max && !process.rendezvous_failed_last {
-                violations.push(Violation::new(
+                self.violations.push(Violation::new(
                     event.at_us,
                     node,
+                    RestartBudgetKind::FailedWithBudgetLeft,
                     format!(
                         "agent pid {pid} exited FAILED after {made} of {max} restarts, with no rendezvous error"
                     ),
                 ));
             }
-            continue;
+            return;
         }
-        let Some(pid) = budget.observe(event, max) else {
-            continue;
+        let Some(pid) = self.budget.observe(event, max) else {
+            return;
         };
-        let process = budget.processes.entry(pid).or_default();
+        let process = self.budget.processes.entry(pid).or_default();
         if !std::mem::replace(&mut process.reported, true) {
             let made = process.counted_restarts.max(process.failure_restarts);
-            violations.push(Violation::new(
+            self.violations.push(Violation::new(
                 event.at_us,
                 node,
+                RestartBudgetKind::BeyondBudget,
                 format!(
                     "agent pid {pid}'s worker group made {made} restarts after failures, beyond max_restarts {max}"
                 ),
             ));
         }
     }
-    InvariantResult::judge(Invariant::AgentRestartBudget, applicable, violations)
 }
 
 /// `agent.no_zombie_steps`: a process's workers take steps only while their group runs:
@@ -188,42 +241,69 @@ pub(super) fn restart_budget(scenario: &Scenario, trace: &Trace) -> InvariantRes
 /// (`WorkersStopped`), the agent exits or is killed. A step in any other window, or
 /// tagged with another round than the running group's, is a zombie. Not applicable when no
 /// step was taken.
+#[cfg(test)]
 pub(super) fn no_zombie_steps(trace: &Trace) -> InvariantResult {
-    // pid -> the round of its running worker group, if one runs.
-    let mut running: BTreeMap<u32, Option<u64>> = BTreeMap::new();
-    let mut violations = Vec::new();
-    let mut applicable = false;
-    for event in &trace.events {
+    let mut observer = NoZombieSteps::default();
+    replay(trace, &mut [&mut observer]);
+    observer.finish()
+}
+
+/// `agent.no_zombie_steps` as an observer of the replay.
+#[derive(Default)]
+pub(super) struct NoZombieSteps {
+    /// pid -> the round of its running worker group, if one runs.
+    running: BTreeMap<u32, Option<u64>>,
+    violations: Vec<Violation>,
+    /// Whether any step was taken.
+    applicable: bool,
+}
+
+impl NoZombieSteps {
+    pub fn finish(self) -> InvariantResult {
+        let (applicable, violations) = (self.applicable, self.violations);
+        InvariantResult::judge(Invariant::AgentNoZombieSteps, applicable, violations)
+    }
+}
+
+impl Observer<'_> for NoZombieSteps {
+    fn before(&mut self, _model: &RunModel, event: &Event) {
         match &event.kind {
             EventKind::WorkersStarted { pid, round, .. } => {
-                running.insert(*pid, Some(*round));
+                self.running.insert(*pid, Some(*round));
             }
             EventKind::WorkersStopped { pid, .. }
             | EventKind::AgentExited { pid, .. }
             | EventKind::AgentKilled { pid } => {
-                running.insert(*pid, None);
+                self.running.insert(*pid, None);
             }
             EventKind::Step {
                 pid, round, step, ..
             } => {
-                applicable = true;
-                let live = running.get(pid).copied().flatten();
-                if live != Some(*round) {
-                    let state = match live {
-                        Some(r) => format!("its running group is round {r}"),
-                        None => "no worker group of it was running".to_owned(),
-                    };
-                    violations.push(Violation::new(
-                        event.at_us,
-                        event.node.as_deref(),
-                        format!("pid {pid} took step {step} for round {round}, but {state}"),
-                    ));
+                self.applicable = true;
+                let live = self.running.get(pid).copied().flatten();
+                if live == Some(*round) {
+                    return;
                 }
+                let (kind, state) = match live {
+                    Some(r) => (
+                        NoZombieStepsKind::StepOfOtherRound,
+                        format!("its running group is round {r}"),
+                    ),
+                    None => (
+                        NoZombieStepsKind::StepWithoutGroup,
+                        "no worker group of it was running".to_owned(),
+                    ),
+                };
+                self.violations.push(Violation::new(
+                    event.at_us,
+                    event.node.as_deref(),
+                    kind,
+                    format!("pid {pid} took step {step} for round {round}, but {state}"),
+                ));
             }
             _ => {}
         }
     }
-    InvariantResult::judge(Invariant::AgentNoZombieSteps, applicable, violations)
 }
 
 #[cfg(test)]
@@ -281,12 +361,19 @@ mod tests {
             r.violations
         );
         assert!(r.violations[1].message.contains("after 0 of 1 restarts"));
+        let kinds: Vec<_> = r.violations.iter().map(|v| v.kind).collect();
+        let expected = [
+            RestartBudgetKind::BeyondBudget,
+            RestartBudgetKind::FailedWithBudgetLeft,
+        ];
+        assert_eq!(kinds, expected.map(Into::into));
     }
 
     #[test]
     fn budget_is_per_process() {
         // A restarted node is a new process with a fresh budget.
         let events = vec![
+            e(0, "node-0", started(1)),
             e(10, "node-0", restart(1, true, 1)),
             e(11, "node-0", killed(1)),
             e(20, "node-0", started(2)),

@@ -5,11 +5,20 @@
 //! the other may not even reach its master. torch 2.15 does this after rank 0 dies, when an
 //! agent that stays non-rank-0 keeps its first round's address.
 
+use super::kind::kind_enum;
 use super::membership::RoundId;
 use super::{InvariantResult, Violation};
 use crate::invariant::Invariant;
 use crate::trace::{EventKind, Trace};
 use std::collections::BTreeMap;
+
+kind_enum! {
+    /// The way `agent.bootstrap` breaks.
+    pub enum BootstrapKind {
+        /// Members of one round's worker group were given different masters.
+        MastersDiffer,
+    }
+}
 
 /// `agent.bootstrap`: per round (of one store incarnation), every `workers_started` names
 /// the same master. Not applicable when no workers started.
@@ -41,6 +50,7 @@ pub(super) fn bootstrap(trace: &Trace) -> InvariantResult {
                     violations.push(Violation::new(
                         event.at_us,
                         Some(node),
+                        BootstrapKind::MastersDiffer,
                         format!(
                             "round {round}: {node}'s workers were given master {master}, {other_node}'s were given {other_master}; the group cannot form its process group"
                         ),

@@ -1,10 +1,27 @@
 //! The `job.*` invariants: training progress across restarts and checkpoints.
 
+use super::kind::kind_enum;
 use super::{InvariantResult, Violation};
 use crate::invariant::Invariant;
 use crate::scenario::model::{Outcome, Scenario};
 use crate::trace::{EventKind, RunEnd, Trace};
 use std::collections::BTreeMap;
+
+kind_enum! {
+    /// The ways `job.progress` breaks.
+    pub enum ProgressKind {
+        /// A node wrote a checkpoint of a step it had not reached.
+        CheckpointAhead,
+        /// A group resumed from another step than the last checkpoint written.
+        ResumedElsewhere,
+        /// A node's step did not follow its previous one.
+        StepOutOfOrder,
+        /// A node went past `job.steps`.
+        PastTarget,
+        /// The run succeeded short of `job.steps`.
+        SucceededShort,
+    }
+}
 
 /// `job.progress`: per node, steps go up by one; a (re)started group resumes from the last
 /// checkpoint written (or step 0 when there is none) and continues from there; no step
@@ -22,38 +39,48 @@ pub(super) fn progress(scenario: &Scenario, trace: &Trace, end: &RunEnd) -> Inva
     let mut violations = Vec::new();
     for event in &trace.events {
         let node = event.node.as_deref().unwrap_or("");
-        let fail = |message: String| Violation::new(event.at_us, event.node.as_deref(), message);
+        let fail = |kind: ProgressKind, message: String| {
+            Violation::new(event.at_us, event.node.as_deref(), kind, message)
+        };
         match &event.kind {
             EventKind::Checkpoint { step, .. } => {
                 let reached = next_step.get(node).map(|n| n - 1);
                 if reached.is_some_and(|r| *step > r) {
-                    violations.push(fail(format!(
-                        "{node} wrote a checkpoint of step {step} having reached only step {}",
-                        reached.unwrap_or(0)
-                    )));
+                    violations.push(fail(
+                        ProgressKind::CheckpointAhead,
+                        format!(
+                            "{node} wrote a checkpoint of step {step} having reached only step {}",
+                            reached.unwrap_or(0)
+                        ),
+                    ));
                 }
                 last_checkpoint = Some(*step);
             }
             EventKind::ResumedFromCheckpoint { step, .. } => {
                 let expected = last_checkpoint.unwrap_or(0);
                 if *step != expected {
-                    violations.push(fail(format!(
+                    violations.push(fail(
+                        ProgressKind::ResumedElsewhere,
+                        format!(
                         "{node} resumed from step {step}, but the last checkpoint written is step {expected}"
-                    )));
+                    ),
+                    ));
                 }
                 next_step.insert(node, step + 1);
             }
             EventKind::Step { step, .. } => {
                 let expected = next_step.get(node).copied().unwrap_or(1);
                 if *step != expected {
-                    violations.push(fail(format!(
-                        "{node} went to step {step}, expected step {expected}"
-                    )));
+                    violations.push(fail(
+                        ProgressKind::StepOutOfOrder,
+                        format!("{node} went to step {step}, expected step {expected}"),
+                    ));
                 }
                 if *step > target && highest.is_none_or(|h| h <= target) {
-                    violations.push(fail(format!(
-                        "{node} went to step {step}, past job.steps {target}"
-                    )));
+                    violations.push(fail(
+                        ProgressKind::PastTarget,
+                        format!("{node} went to step {step}, past job.steps {target}"),
+                    ));
                 }
                 next_step.insert(node, step + 1);
                 highest = highest.max(Some(*step));
@@ -66,6 +93,7 @@ pub(super) fn progress(scenario: &Scenario, trace: &Trace, end: &RunEnd) -> Inva
         violations.push(Violation::new(
             end.sim_time_us,
             None,
+            ProgressKind::SucceededShort,
             format!(
                 "the run succeeded having reached step {} of job.steps {target}",
                 highest.unwrap_or(0)
@@ -132,6 +160,11 @@ mod tests {
         assert_eq!(text.len(), 2, "{text:?}");
         assert!(text[0].contains("resumed from step 3, but the last checkpoint written is step 5"));
         assert!(text[1].contains("went to step 6, expected step 5"));
+        let kinds: Vec<_> = r.violations.iter().map(|v| v.kind).collect();
+        assert_eq!(
+            kinds,
+            [ProgressKind::ResumedElsewhere, ProgressKind::StepOutOfOrder].map(Into::into)
+        );
     }
 
     #[test]

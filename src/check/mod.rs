@@ -5,15 +5,21 @@
 //! run ended: it never reaches back into the world. `check_all` lists all of the contract's invariants in
 //! the contract's order, so a report always names every one of them, even those whose
 //! subsystem has not been built yet (they say `not_applicable`).
+//!
+//! The `rendezvous.*` invariants, `agent.restart_budget` and `agent.no_zombie_steps` follow
+//! the agents and the rendezvous through the run: each is an observer of one shared replay
+//! of it (`run_model`), and all of them are judged in one walk over the trace.
 
 mod agent;
 mod bootstrap;
 mod job;
+mod kind;
 mod membership;
 mod ranks;
 pub(crate) mod reader;
 pub mod reader_output;
 mod rendezvous;
+mod run_model;
 mod sampler;
 mod sampler_deal;
 mod sampler_epoch;
@@ -23,8 +29,17 @@ pub(crate) mod testkit;
 use crate::scenario::model::Scenario;
 use crate::trace::{RunEnd, Trace};
 use serde::Serialize;
+use std::collections::BTreeMap;
 
 pub use crate::invariant::Invariant;
+pub use agent::{NoZombieStepsKind, RestartBudgetKind};
+pub use bootstrap::BootstrapKind;
+pub use job::ProgressKind;
+pub use kind::Kind;
+pub use ranks::RanksKind;
+pub use reader_output::{BufferProtocolKind, ExactlyOnceKind, TerminatesKind};
+pub use rendezvous::{AgreementKind, BoundsKind, ClosedIsFinalKind, ExclusiveKind, LivenessKind};
+pub use sampler::CoverageKind;
 
 /// How long `rendezvous.liveness` gives waiting nodes to complete a round once the faults
 /// are over; a run that ends sooner cannot be judged on it (the fuzzer sizes its cases'
@@ -61,15 +76,24 @@ pub struct Violation {
     pub node: Option<String>,
     /// One sentence saying what went wrong.
     pub message: String,
+    /// Which way the invariant broke; the same for every violation that broke it the same
+    /// way, however the sentence reads (the fuzzer buckets findings by it).
+    pub kind: Kind,
 }
 
 impl Violation {
-    /// A violation at `at_us`, on `node` when one applies.
-    pub fn new(at_us: u64, node: Option<&str>, message: impl Into<String>) -> Self {
+    /// A violation of `kind` at `at_us`, on `node` when one applies.
+    pub fn new(
+        at_us: u64,
+        node: Option<&str>,
+        kind: impl Into<Kind>,
+        message: impl Into<String>,
+    ) -> Self {
         Violation {
             at_us,
             node: node.map(str::to_owned),
             message: message.into(),
+            kind: kind.into(),
         }
     }
 
@@ -132,17 +156,24 @@ pub(crate) struct Inputs<'a> {
 }
 
 /// Judges one invariant: every invariant of the contract has its check here (the match is
-/// exhaustive, so a new invariant cannot go unchecked).
-fn judge_one(invariant: Invariant, i: &Inputs) -> InvariantResult {
+/// exhaustive, so a new invariant cannot go unchecked). `replayed` holds the verdicts of
+/// the invariants judged in one replay of the run, taken out as they are asked for.
+fn judge_one(
+    invariant: Invariant,
+    i: &Inputs,
+    replayed: &mut BTreeMap<Invariant, InvariantResult>,
+) -> InvariantResult {
     match invariant {
-        Invariant::RendezvousAgreement => rendezvous::agreement(i.trace),
-        Invariant::RendezvousExclusive => rendezvous::exclusive(i.trace),
-        Invariant::RendezvousBounds => rendezvous::bounds(i.scenario, i.trace),
-        Invariant::RendezvousLiveness => rendezvous::liveness(i.scenario, i.trace, i.end),
-        Invariant::RendezvousClosedIsFinal => rendezvous::closed_is_final(i.trace),
-        Invariant::AgentRestartBudget => agent::restart_budget(i.scenario, i.trace),
+        Invariant::RendezvousAgreement
+        | Invariant::RendezvousExclusive
+        | Invariant::RendezvousBounds
+        | Invariant::RendezvousClosedIsFinal
+        | Invariant::RendezvousLiveness
+        | Invariant::AgentRestartBudget
+        | Invariant::AgentNoZombieSteps => replayed
+            .remove(&invariant)
+            .unwrap_or_else(|| panic!("the replay judges {}", invariant.name())),
         Invariant::AgentRanks => ranks::ranks(i.trace),
-        Invariant::AgentNoZombieSteps => agent::no_zombie_steps(i.trace),
         Invariant::JobProgress => job::progress(i.scenario, i.trace, i.end),
         Invariant::SamplerCoverage => sampler::coverage(i.scenario, i.seed, i.trace),
         Invariant::ReaderExactlyOnce => reader::exactly_once(i.scenario, i.trace),
@@ -150,6 +181,39 @@ fn judge_one(invariant: Invariant, i: &Inputs) -> InvariantResult {
         Invariant::ReaderTerminates => reader::terminates(i.scenario, i.trace),
         Invariant::AgentBootstrap => bootstrap::bootstrap(i.trace),
     }
+}
+
+/// The invariants that follow the agents and the rendezvous through the run, judged by
+/// observing one shared replay of it (`run_model`) in one walk over the trace.
+fn replayed(i: &Inputs) -> Vec<InvariantResult> {
+    let mut agreement = rendezvous::Agreement::default();
+    let mut exclusive = rendezvous::Exclusive::default();
+    let mut bounds = rendezvous::Bounds::new(i.scenario);
+    let mut closed_is_final = rendezvous::ClosedIsFinal::default();
+    let mut liveness = rendezvous::Liveness::new(i.scenario);
+    let mut budget = agent::RestartBudget::new(i.scenario);
+    let mut zombies = agent::NoZombieSteps::default();
+    let model = run_model::replay(
+        i.trace,
+        &mut [
+            &mut agreement,
+            &mut exclusive,
+            &mut bounds,
+            &mut closed_is_final,
+            &mut liveness,
+            &mut budget,
+            &mut zombies,
+        ],
+    );
+    vec![
+        agreement.finish(),
+        exclusive.finish(),
+        bounds.finish(),
+        closed_is_final.finish(),
+        liveness.finish(&model, i.end),
+        budget.finish(),
+        zombies.finish(),
+    ]
 }
 
 /// Runs every invariant's check over the trace, in the contract's order ([`Invariant`]'s).
@@ -165,18 +229,39 @@ pub fn check_all(
         trace,
         end,
     };
+    let mut replayed: BTreeMap<Invariant, InvariantResult> = replayed(&inputs)
+        .into_iter()
+        .map(|result| (name_of(&result), result))
+        .collect();
     <Invariant as strum::VariantArray>::VARIANTS
         .iter()
         .map(|&invariant| {
-            let result = judge_one(invariant, &inputs);
+            let result = judge_one(invariant, &inputs, &mut replayed);
             assert_eq!(
                 result.name,
                 invariant.name(),
                 "an invariant's check must report under its own name"
             );
+            for v in &result.violations {
+                assert_eq!(
+                    v.kind.invariant(),
+                    invariant,
+                    "a violation of {} must carry one of its own kinds, not {}",
+                    invariant.name(),
+                    v.kind
+                );
+            }
             result
         })
         .collect()
+}
+
+/// The invariant a result reports under.
+fn name_of(result: &InvariantResult) -> Invariant {
+    result
+        .name
+        .parse()
+        .unwrap_or_else(|_| panic!("{} is an invariant's name", result.name))
 }
 
 /// Formats microseconds as seconds for sentences (`12.5 s`).
@@ -213,7 +298,7 @@ mod tests {
 
     #[test]
     fn judge_prefers_violations_then_applicability() {
-        let v = Violation::new(1, None, "x");
+        let v = Violation::new(1, None, ProgressKind::SucceededShort, "x");
         assert_eq!(
             InvariantResult::judge(Invariant::JobProgress, false, vec![v]).status,
             Status::Violated
@@ -237,9 +322,13 @@ mod tests {
 
     #[test]
     fn violation_omits_missing_node_in_json() {
-        let without = serde_json::to_string(&Violation::new(5, None, "m")).unwrap();
-        assert_eq!(without, r#"{"at_us":5,"message":"m"}"#);
-        let with = serde_json::to_string(&Violation::new(5, Some("node-1"), "m")).unwrap();
-        assert_eq!(with, r#"{"at_us":5,"node":"node-1","message":"m"}"#);
+        let kind = BoundsKind::AboveMax;
+        let without = serde_json::to_string(&Violation::new(5, None, kind, "m")).unwrap();
+        assert_eq!(without, r#"{"at_us":5,"message":"m","kind":"above-max"}"#);
+        let with = serde_json::to_string(&Violation::new(5, Some("node-1"), kind, "m")).unwrap();
+        assert_eq!(
+            with,
+            r#"{"at_us":5,"node":"node-1","message":"m","kind":"above-max"}"#
+        );
     }
 }

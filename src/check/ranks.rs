@@ -1,12 +1,25 @@
 //! `agent.ranks`: the worker ranks agents learned through the store are unique, contiguous
 //! and what torch's assignment algorithm gives for the round's role infos.
 
+use super::kind::kind_enum;
 use super::membership::RoundId;
 use super::{InvariantResult, Violation};
 use crate::agent::ranks::{assign_worker_ranks, GroupRole};
 use crate::invariant::Invariant;
 use crate::trace::{EventKind, Trace};
 use std::collections::BTreeMap;
+
+kind_enum! {
+    /// The ways `agent.ranks` breaks.
+    pub enum RanksKind {
+        /// A group rank's block of global ranks reaches past the world.
+        OutsideWorld,
+        /// One global rank went to two group ranks.
+        Overlap,
+        /// A group rank's figures differ from torch's assignment algorithm's.
+        AlgorithmMismatch,
+    }
+}
 
 /// One agent's `RanksAssigned`, as the check needs it.
 #[derive(Debug, Clone)]
@@ -102,6 +115,7 @@ fn check_blocks(
             violations.push(Violation::new(
                 a.at_us,
                 a.node.as_deref(),
+                RanksKind::OutsideWorld,
                 format!(
                     "round {round}: group rank {group_rank} got global ranks {}..{} in a world of {}",
                     a.base_global_rank,
@@ -115,6 +129,7 @@ fn check_blocks(
                 violations.push(Violation::new(
                     a.at_us,
                     a.node.as_deref(),
+                    RanksKind::Overlap,
                     format!("round {round}: global rank {rank} went to group ranks {other} and {group_rank}"),
                 ));
                 break;
@@ -157,6 +172,7 @@ fn check_algorithm(
             violations.push(Violation::new(
                 a.at_us,
                 a.node.as_deref(),
+                RanksKind::AlgorithmMismatch,
                 format!(
                     "round {round}: group rank {group_rank} got (global base, world, role base, role world) = {got:?}, the assignment algorithm gives {want:?}"
                 ),

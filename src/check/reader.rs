@@ -146,7 +146,7 @@ fn located(log: &ReaderLog, verdict: &Verdict, at_hang: bool) -> Vec<Violation> 
                 (None, Some(e)) => log.ended_at_us.get(&e).copied().unwrap_or(log.hang_at_us),
                 (None, None) => log.hang_at_us,
             };
-            Violation::new(at_us, Some(&log.node), v.sentence.clone())
+            Violation::new(at_us, Some(&log.node), v.kind, v.sentence.clone())
         })
         .collect()
 }
@@ -210,6 +210,7 @@ pub(super) fn terminates(scenario: &Scenario, trace: &Trace) -> InvariantResult 
                 epoch: Some(*epoch),
                 step: None,
                 sentence: format!("epoch {epoch}: the trainer waits forever: {reason}"),
+                kind: checks::TerminatesKind::Hang.into(),
             }]),
         },
     )
@@ -300,12 +301,21 @@ mod tests {
         assert!(once.violations[0]
             .message
             .contains("more than once, e.g. (0, 1)"));
+        assert_eq!(
+            once.violations[0].kind,
+            checks::ExactlyOnceKind::DeliveredTwice.into()
+        );
         let protocol = buffer_protocol(&s, &t);
         assert_eq!(protocol.status, Status::Violated);
         assert_eq!(protocol.violations.len(), 1);
         assert_eq!(protocol.violations[0].at_us, 2_000_000);
+        assert_eq!(
+            protocol.violations[0].kind,
+            checks::BufferProtocolKind::ForbiddenMove.into()
+        );
         let ends = terminates(&s, &t);
         assert_eq!(ends.violations[0].at_us, 9_000_000);
+        assert_eq!(ends.violations[0].kind, checks::TerminatesKind::Hang.into());
         assert_eq!(ends.violations[0].node.as_deref(), Some("node-0"));
         // Without the hang and the bad batch, all three hold.
         let good = trace(vec![

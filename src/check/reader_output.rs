@@ -4,6 +4,8 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
+use super::kind::kind_enum;
+use super::Kind;
 use crate::reader::buffer::{ActorId, BufferEvent, BufferId, BufferState};
 use crate::reader::config::ReaderConfig;
 use crate::reader::files::{Dataset, RecordId};
@@ -11,6 +13,47 @@ use crate::reader::run::{Outcome, RunOutput};
 
 /// Most example records one violation sentence names.
 const EXAMPLES_MAX: usize = 5;
+
+kind_enum! {
+    /// The ways `reader.exactly_once` breaks.
+    pub enum ExactlyOnceKind {
+        /// An intact record was never delivered in an epoch that ended.
+        RecordSkipped,
+        /// A record was delivered more than once in one epoch.
+        DeliveredTwice,
+        /// A corrupt or unreadable record was delivered.
+        CorruptDelivered,
+        /// `Model::train` dropped delivered records with an incomplete batch (HugeCTR's
+        /// default for the last batch of an epoch).
+        DroppedWithIncompleteBatch,
+    }
+}
+
+kind_enum! {
+    /// The ways `reader.buffer_protocol` breaks.
+    pub enum BufferProtocolKind {
+        /// A move was logged leaving another state than the buffer was in.
+        StateMismatch,
+        /// A move the protocol forbids.
+        ForbiddenMove,
+        /// An allowed move made by another actor than the side that owns it.
+        WrongActor,
+    }
+}
+
+kind_enum! {
+    /// The ways `reader.terminates` breaks.
+    pub enum TerminatesKind {
+        /// Every thread is blocked: the trainer waits forever.
+        Hang,
+        /// `set_source` refused a new epoch because a worker was not at end-of-data.
+        SetSourceRefused,
+        /// The run did not finish within its step budget.
+        StepLimit,
+        /// An epoch asked for never delivered its end-of-data marker.
+        EpochUnfinished,
+    }
+}
 
 /// One broken promise, in a sentence.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
@@ -21,6 +64,8 @@ pub struct Violation {
     pub step: Option<u64>,
     /// What went wrong.
     pub sentence: String,
+    /// Which way the invariant broke.
+    pub kind: Kind,
 }
 
 /// An invariant's verdict over one run.
@@ -66,6 +111,51 @@ fn examples<'a>(ids: impl IntoIterator<Item = &'a RecordId>) -> String {
     shown.join(", ")
 }
 
+/// An epoch's delivered records against the intact ones: those never delivered, those
+/// delivered more than once and those that are not intact, each with its kind and what it
+/// says, in the order the report lists them.
+fn record_lists(
+    intact: &BTreeSet<RecordId>,
+    delivered: &[RecordId],
+) -> [(ExactlyOnceKind, Vec<RecordId>, &'static str); 3] {
+    let mut counts: BTreeMap<RecordId, u32> = BTreeMap::new();
+    for id in delivered {
+        *counts.entry(*id).or_default() += 1;
+    }
+    let missing = intact
+        .iter()
+        .filter(|id| !counts.contains_key(id))
+        .copied()
+        .collect();
+    let repeated = counts
+        .iter()
+        .filter(|(_, &n)| n > 1)
+        .map(|(id, _)| *id)
+        .collect();
+    let foreign = counts
+        .keys()
+        .filter(|id| !intact.contains(id))
+        .copied()
+        .collect();
+    [
+        (
+            ExactlyOnceKind::RecordSkipped,
+            missing,
+            "intact records were never delivered",
+        ),
+        (
+            ExactlyOnceKind::DeliveredTwice,
+            repeated,
+            "records were delivered more than once",
+        ),
+        (
+            ExactlyOnceKind::CorruptDelivered,
+            foreign,
+            "corrupt or unreadable records were delivered",
+        ),
+    ]
+}
+
 /// `reader.exactly_once`: with `repeat = false`, in every epoch that ended, the collector
 /// hands out each intact record exactly once and no other record, and the consumer trains on
 /// every record it was handed. Epochs that never ended are `terminates`' business.
@@ -77,55 +167,35 @@ pub fn exactly_once(cfg: &ReaderConfig, out: &RunOutput) -> Verdict {
     let mut violations = Vec::new();
     for (e, epoch) in out.epochs.iter().enumerate().filter(|(_, ep)| ep.ended) {
         let at = Some(e as u32);
-        let mut counts: BTreeMap<RecordId, u32> = BTreeMap::new();
-        for id in &epoch.delivered {
-            *counts.entry(*id).or_default() += 1;
-        }
-        let missing: Vec<&RecordId> = intact
-            .iter()
-            .filter(|id| !counts.contains_key(id))
-            .collect();
-        let repeated: Vec<&RecordId> = counts
-            .iter()
-            .filter(|(_, &n)| n > 1)
-            .map(|(id, _)| id)
-            .collect();
-        let foreign: Vec<&RecordId> = counts.keys().filter(|id| !intact.contains(id)).collect();
-        let mut say = |sentence: String| {
+        let mut say = |kind: ExactlyOnceKind, sentence: String| {
             violations.push(Violation {
                 epoch: at,
                 step: None,
                 sentence,
+                kind: kind.into(),
             })
         };
-        if !missing.is_empty() {
-            say(format!(
-                "epoch {e}: {} intact records were never delivered, e.g. {}",
-                missing.len(),
-                examples(missing.iter().copied())
-            ));
-        }
-        if !repeated.is_empty() {
-            say(format!(
-                "epoch {e}: {} records were delivered more than once, e.g. {}",
-                repeated.len(),
-                examples(repeated.iter().copied())
-            ));
-        }
-        if !foreign.is_empty() {
-            say(format!(
-                "epoch {e}: {} corrupt or unreadable records were delivered, e.g. {}",
-                foreign.len(),
-                examples(foreign.iter().copied())
-            ));
+        let record_lists = record_lists(&intact, &epoch.delivered);
+        for (kind, ids, what) in record_lists
+            .into_iter()
+            .filter(|(_, ids, _)| !ids.is_empty())
+        {
+            let shown = examples(&ids);
+            say(
+                kind,
+                format!("epoch {e}: {} {what}, e.g. {shown}", ids.len()),
+            );
         }
         if !epoch.dropped.is_empty() {
-            say(format!(
+            say(
+                ExactlyOnceKind::DroppedWithIncompleteBatch,
+                format!(
                 "epoch {e}: Model::train dropped {} delivered records in incomplete batches of sizes {:?}, e.g. {}",
                 epoch.dropped.len(),
                 epoch.dropped_batch_sizes,
                 examples(&epoch.dropped)
-            ));
+            ),
+            );
         }
     }
     Verdict::from_violations(violations)
@@ -171,28 +241,35 @@ pub fn buffer_protocol(events: &[BufferEvent]) -> Verdict {
     let mut violations = Vec::new();
     for ev in events {
         let known = *state.entry(ev.buffer).or_insert(BufferState::ReadyForWrite);
-        let mut say = |what: String| {
+        let mut say = |kind: BufferProtocolKind, what: String| {
             violations.push(Violation {
                 epoch: None,
                 step: Some(ev.step),
                 sentence: format!("step {}: {} {what}", ev.step, ev.buffer),
+                kind: kind.into(),
             })
         };
         if ev.from != known {
-            say(format!("was logged leaving {} but was {known}", ev.from));
+            say(
+                BufferProtocolKind::StateMismatch,
+                format!("was logged leaving {} but was {known}", ev.from),
+            );
         }
         match allowed(ev.from, ev.to) {
-            None => say(format!(
-                "moved {} → {}, which the protocol forbids",
-                ev.from, ev.to
-            )),
-            Some(side) if side_actor(ev.buffer, side) != ev.actor => say(format!(
-                "moved {} → {} by {}, not by {}",
-                ev.from,
-                ev.to,
-                ev.actor,
-                side_actor(ev.buffer, side)
-            )),
+            None => say(
+                BufferProtocolKind::ForbiddenMove,
+                format!("moved {} → {}, which the protocol forbids", ev.from, ev.to),
+            ),
+            Some(side) if side_actor(ev.buffer, side) != ev.actor => say(
+                BufferProtocolKind::WrongActor,
+                format!(
+                    "moved {} → {} by {}, not by {}",
+                    ev.from,
+                    ev.to,
+                    ev.actor,
+                    side_actor(ev.buffer, side)
+                ),
+            ),
             Some(_) => {}
         }
         state.insert(ev.buffer, ev.to);
@@ -217,6 +294,7 @@ pub fn terminates(cfg: &ReaderConfig, out: &RunOutput) -> Verdict {
                 "epoch {epoch} hangs at step {step}: every thread is blocked: {}",
                 blocked.join("; ")
             ),
+            kind: TerminatesKind::Hang.into(),
         }),
         Outcome::SetSourceRefused { epoch, worker } => violations.push(Violation {
             epoch: Some(*epoch),
@@ -224,11 +302,13 @@ pub fn terminates(cfg: &ReaderConfig, out: &RunOutput) -> Verdict {
             sentence: format!(
                 "epoch {epoch} cannot start: set_source throws because worker {worker} is not at end-of-data"
             ),
+            kind: TerminatesKind::SetSourceRefused.into(),
         }),
         Outcome::StepLimit { steps } => violations.push(Violation {
             epoch: None,
             step: Some(*steps),
             sentence: format!("the run did not finish within its budget of {steps} steps"),
+            kind: TerminatesKind::StepLimit.into(),
         }),
     }
     let unfinished: BTreeSet<u32> = if cfg.repeat || out.outcome != Outcome::Finished {
@@ -243,6 +323,7 @@ pub fn terminates(cfg: &ReaderConfig, out: &RunOutput) -> Verdict {
             epoch: Some(e),
             step: None,
             sentence: format!("epoch {e} never delivered the end-of-data marker"),
+            kind: TerminatesKind::EpochUnfinished.into(),
         });
     }
     Verdict::from_violations(violations)

@@ -14,6 +14,7 @@
 //! thread), its deals (one per world size, at most `DEALS_CACHED_MAX`) and one bitset of
 //! `dataset.len` bits per group that trained it, all freed when the epoch is judged.
 
+use super::kind::kind_enum;
 use super::sampler_epoch::{judge_epochs, EpochJudged, EpochSteps, SECOND_THREAD_FROM_IDS};
 use super::InvariantResult;
 use super::Violation;
@@ -21,6 +22,43 @@ use crate::invariant::Invariant;
 use crate::scenario::model::Scenario;
 use crate::trace::{Event, EventKind, Trace, TrainedOn};
 use std::collections::BTreeMap;
+
+kind_enum! {
+    /// The ways `sampler.coverage` breaks: a step out of place, samples other than the
+    /// deal's, or a finished epoch's counts.
+    pub enum CoverageKind {
+        /// A step's world has more ranks than the cluster can hold.
+        WorldTooLarge,
+        /// A step's ranks lie outside its world.
+        RanksOutsideWorld,
+        /// The sampler cannot deal the step's epoch to its world.
+        Undealable,
+        /// A step trained a batch past the epoch's last.
+        BatchPastEnd,
+        /// A node's ranks trained a batch again.
+        BatchRepeated,
+        /// A node's ranks skipped batches.
+        BatchesSkipped,
+        /// A node's ranks went to an epoch other than the next.
+        EpochJumped,
+        /// A new epoch began before the last batch of the one before.
+        EpochBegunEarly,
+        /// A new epoch began at another batch than batch 0.
+        EpochBegunMidway,
+        /// A step's ranks were given other samples than the sampler deals them.
+        SamplesNotDealt,
+        /// Fewer ranks trained a finished epoch than its world holds.
+        RanksMissing,
+        /// The ranks of a finished epoch trained on unequal counts.
+        UnequalCounts,
+        /// A rank trained on another count than the sampler's `num_samples` leaves it.
+        WrongCount,
+        /// More samples repeated than the sampler's padding accounts for.
+        ExcessRepeats,
+        /// An epoch run from its start did not cover what it must.
+        IncompleteCoverage,
+    }
+}
 
 /// `sampler.coverage`: per epoch a group finished (each of its nodes trained the epoch's
 /// last batch), every rank trained on the same number of samples; an epoch run from its
@@ -103,14 +141,20 @@ pub(super) struct Found {
 }
 
 impl Found {
-    /// A violation of the step at `event`: `epoch E (world size W): message`.
-    pub fn at_step(event: usize, e: &Event, part: Part, world_size: u64, message: &str) -> Self {
+    /// A violation of `kind` of the step at `event`: `epoch E (world size W): message`.
+    pub fn at_step(
+        event: usize,
+        e: &Event,
+        part: Part,
+        world_size: u64,
+        (kind, message): (CoverageKind, &str),
+    ) -> Self {
         let (epoch, _, _) = step_fields(e).expect("a step event");
         let message = format!("epoch {epoch} (world size {world_size}): {message}");
         Found {
             event,
             part,
-            violation: Violation::new(e.at_us, e.node.as_deref(), message),
+            violation: Violation::new(e.at_us, e.node.as_deref(), kind, message),
         }
     }
 }
@@ -213,25 +257,29 @@ impl<'a, 't> Walk<'a, 't> {
     /// Keeps a step whose world fits the cluster and whose ranks fit its world.
     fn step(&mut self, i: usize, step: StepRef, t: &TrainedOn, ranks_max: u64) {
         let event = &self.events[i];
-        let message = if t.world_size > ranks_max {
+        let (kind, message) = if t.world_size > ranks_max {
             // Not dealt: a world the cluster cannot hold would only exhaust memory.
-            format!("a world of more ranks than the cluster's {ranks_max}")
+            (
+                CoverageKind::WorldTooLarge,
+                format!("a world of more ranks than the cluster's {ranks_max}"),
+            )
         } else if t
             .first_rank
             .checked_add(u64::from(t.ranks))
             .is_none_or(|end| end > t.world_size)
         {
-            format!(
+            let message = format!(
                 "ranks {}..{} trained, outside a world of {} ranks",
                 t.first_rank,
                 t.first_rank.saturating_add(u64::from(t.ranks)),
                 t.world_size
-            )
+            );
+            (CoverageKind::RanksOutsideWorld, message)
         } else {
             self.steps.push(step);
             return;
         };
-        let found = Found::at_step(i, event, Part::Place, t.world_size, &message);
+        let found = Found::at_step(i, event, Part::Place, t.world_size, (kind, &message));
         self.early.push(found);
     }
 
@@ -280,11 +328,15 @@ fn in_sequence(
     for step in steps {
         let event = &trace.events[step.event];
         let (epoch, _, t) = step_fields(event).expect("a step event");
-        let message = match shapes[&(epoch, t.world_size)] {
-            Err(e) => format!("the sampler cannot deal it: {e}"),
-            Ok(batches) if t.batch >= *batches => {
-                format!("batch {} trained, past the last of {batches}", t.batch)
-            }
+        let (kind, message) = match shapes[&(epoch, t.world_size)] {
+            Err(e) => (
+                CoverageKind::Undealable,
+                format!("the sampler cannot deal it: {e}"),
+            ),
+            Ok(batches) if t.batch >= *batches => (
+                CoverageKind::BatchPastEnd,
+                format!("batch {} trained, past the last of {batches}", t.batch),
+            ),
             Ok(batches) => {
                 let place = Place {
                     epoch,
@@ -293,12 +345,18 @@ fn in_sequence(
                 };
                 let before = last[step.workers as usize].replace(place);
                 match before.and_then(|before| out_of_sequence(before, place)) {
-                    Some(message) => message,
+                    Some(found) => found,
                     None => continue,
                 }
             }
         };
-        let f = Found::at_step(step.event, event, Part::Place, t.world_size, &message);
+        let f = Found::at_step(
+            step.event,
+            event,
+            Part::Place,
+            t.world_size,
+            (kind, &message),
+        );
         found.push(f);
     }
     found
@@ -306,37 +364,48 @@ fn in_sequence(
 
 /// Why a node's step at `now` cannot follow its step at `before`, if it cannot: within an
 /// epoch the next batch, else the next epoch's first batch after the last one's.
-fn out_of_sequence(before: Place, now: Place) -> Option<String> {
+fn out_of_sequence(before: Place, now: Place) -> Option<(CoverageKind, String)> {
     let (b, n) = (before, now);
     if n.epoch == b.epoch {
         return match n.batch.cmp(&(b.batch + 1)) {
             std::cmp::Ordering::Equal => None,
-            std::cmp::Ordering::Less => Some(format!(
-                "batch {} trained again, after batch {}",
-                n.batch, b.batch
+            std::cmp::Ordering::Less => Some((
+                CoverageKind::BatchRepeated,
+                format!("batch {} trained again, after batch {}", n.batch, b.batch),
             )),
-            std::cmp::Ordering::Greater => Some(format!(
-                "batches {}..{} skipped, from batch {} to {}",
-                b.batch + 1,
-                n.batch,
-                b.batch,
-                n.batch
+            std::cmp::Ordering::Greater => Some((
+                CoverageKind::BatchesSkipped,
+                format!(
+                    "batches {}..{} skipped, from batch {} to {}",
+                    b.batch + 1,
+                    n.batch,
+                    b.batch,
+                    n.batch
+                ),
             )),
         };
     }
     if n.epoch != b.epoch + 1 {
-        return Some(format!(
-            "the ranks went from epoch {} to epoch {}",
-            b.epoch, n.epoch
+        return Some((
+            CoverageKind::EpochJumped,
+            format!("the ranks went from epoch {} to epoch {}", b.epoch, n.epoch),
         ));
     }
     if b.batch + 1 != b.batches {
-        return Some(format!(
-            "begun after batch {} of epoch {}'s {}, not its last",
-            b.batch, b.epoch, b.batches
+        return Some((
+            CoverageKind::EpochBegunEarly,
+            format!(
+                "begun after batch {} of epoch {}'s {}, not its last",
+                b.batch, b.epoch, b.batches
+            ),
         ));
     }
-    (n.batch != 0).then(|| format!("begun at batch {}, not at batch 0", n.batch))
+    (n.batch != 0).then(|| {
+        (
+            CoverageKind::EpochBegunMidway,
+            format!("begun at batch {}, not at batch 0", n.batch),
+        )
+    })
 }
 
 #[cfg(test)]

@@ -4,7 +4,7 @@
 //! so a long trace's epochs are judged on two threads, each taking the next epoch in turn;
 //! the results come back in epoch order whichever thread judged them.
 
-use super::sampler::{step_fields, Found, Part, StepRef, Walk};
+use super::sampler::{step_fields, CoverageKind, Found, Part, StepRef, Walk};
 use super::sampler_deal::{Deal, DealSource, Dealer};
 use crate::sampler::{samples_per_rank, SamplerError};
 use crate::scenario::model::Scenario;
@@ -210,7 +210,14 @@ impl Judging<'_, '_, '_, '_, '_> {
                 "at batch {}, ranks {}..{} were given other samples than the sampler deals them ({samples} taken, {dealt_count} dealt)",
                 t.batch, ranks.start, ranks.end,
             );
-            let found = Found::at_step(step.event, event, Part::Samples, t.world_size, &message);
+            let kind = CoverageKind::SamplesNotDealt;
+            let found = Found::at_step(
+                step.event,
+                event,
+                Part::Samples,
+                t.world_size,
+                (kind, &message),
+            );
             self.judged.found.push(found);
         }
         if !counting || t.batch + 1 != batches {
@@ -226,17 +233,22 @@ impl Judging<'_, '_, '_, '_, '_> {
             tally.judged = true;
             tally.seen = Vec::new();
             tally.per_rank = Vec::new();
-            for wrong in verdict {
-                let found =
-                    Found::at_step(step.event, event, Part::Epoch, tally.world_size, &wrong);
+            for (kind, wrong) in verdict {
+                let found = Found::at_step(
+                    step.event,
+                    event,
+                    Part::Epoch,
+                    tally.world_size,
+                    (kind, &wrong),
+                );
                 self.judged.found.push(found);
             }
         }
     }
 }
 
-/// What is wrong with a finished epoch's tally, one sentence each.
-fn judge_epoch(scenario: &Scenario, t: &Tally) -> Vec<String> {
+/// What is wrong with a finished epoch's tally: its kind and one sentence each.
+fn judge_epoch(scenario: &Scenario, t: &Tally) -> Vec<(CoverageKind, String)> {
     let len = scenario.job.dataset.len;
     let sampler = &scenario.job.sampler;
     let world_size = t.world_size;
@@ -249,28 +261,41 @@ fn judge_epoch(scenario: &Scenario, t: &Tally) -> Vec<String> {
     let min = counts.iter().copied().min().unwrap_or(0);
     let max = counts.iter().copied().max().unwrap_or(0);
     if ranks != world_size {
-        wrong.push(format!("{ranks} of {world_size} ranks trained"));
+        wrong.push((
+            CoverageKind::RanksMissing,
+            format!("{ranks} of {world_size} ranks trained"),
+        ));
     }
     if min != max {
-        wrong.push(format!("ranks trained on unequal counts, {min} to {max}"));
+        wrong.push((
+            CoverageKind::UnequalCounts,
+            format!("ranks trained on unequal counts, {min} to {max}"),
+        ));
     }
     if max != expected_per_rank || min != expected_per_rank {
-        wrong.push(format!(
+        wrong.push((
+            CoverageKind::WrongCount,
+            format!(
             "a rank trained on {min}..{max} samples, the sampler's num_samples leaves {expected_per_rank}"
+        ),
         ));
     }
     let padding = total_size.saturating_sub(len);
     let distinct: u64 = t.seen.iter().map(|w| u64::from(w.count_ones())).sum();
     let repeats = t.samples - distinct;
     if repeats > padding {
-        wrong.push(format!(
-            "{repeats} samples were repeated, but padding accounts for only {padding}"
+        wrong.push((
+            CoverageKind::ExcessRepeats,
+            format!("{repeats} samples were repeated, but padding accounts for only {padding}"),
         ));
     }
     let whole = total_size.min(len);
     if t.first_batch == 0 && distinct != whole {
-        wrong.push(format!(
+        wrong.push((
+            CoverageKind::IncompleteCoverage,
+            format!(
             "the ranks together covered {distinct} distinct samples of the {whole} the epoch must cover"
+        ),
         ));
     }
     wrong

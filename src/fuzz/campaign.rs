@@ -293,6 +293,7 @@ fn bucket(
         repro: None,
         status: if known.is_some() { "known" } else { "new" }.to_owned(),
         known: known.clone(),
+        kinds: sig.kinds.clone(),
     };
     if c.known == KnownMode::Skip && known.is_some() {
         return Ok(entry);
@@ -324,11 +325,11 @@ fn bucket(
     Ok(entry)
 }
 
-/// Shrinks case `index`'s fresh draw while it violates the signature's invariants, then
-/// drops the fault units it no longer needs.
+/// Shrinks case `index`'s fresh draw while it shows the signature's kinds of violation,
+/// then drops the fault units it no longer needs.
 pub fn shrink(c: &Campaign, index: u64, sig: &Signature) -> Case {
     let mutant = c.mutant;
-    let fails = |case: &Case| judge(&case.scenario, case.seed, mutant).0.counted == sig.invariants;
+    let fails = |case: &Case| judge(&case.scenario, case.seed, mutant).0.counted == sig.kinds;
     let mut tree = draw(c.target, c.seed, index);
     let mut best = tree.current();
     let mut iters = 0;
@@ -344,7 +345,7 @@ pub fn shrink(c: &Campaign, index: u64, sig: &Signature) -> Case {
         }
     }
     let (verdict, _) = judge(&best.scenario, best.seed, mutant);
-    if verdict.counted != sig.invariants {
+    if verdict.counted != sig.kinds {
         return best;
     }
     needed_faults(&best, &verdict, mutant).0

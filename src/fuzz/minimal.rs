@@ -182,7 +182,7 @@ mod tests {
             command: "trainsim fuzz --target rendezvous --cases 10 --seed 1".into(),
             campaign_seed: 1,
             case_index: 3,
-            signature: "rendezvous.liveness [kill@member]".into(),
+            signature: "rendezvous.liveness:survivor-stuck [kill@member]".into(),
             status: "new".into(),
             mutant: None,
         };

@@ -1,10 +1,12 @@
-//! A finding's signature: the invariants it violates, the fault units the case still needs
-//! to violate them, and the roles of the nodes those faults hit (rank 0, store host,
-//! spare, member). Two cases with the same signature are counted as one finding.
+//! A finding's signature: the kinds of violation it shows (each an invariant and which way
+//! it broke, `reader.exactly_once:delivered-twice`), the fault units the case still needs to
+//! show them, and the roles of the nodes those faults hit (rank 0, store host, spare,
+//! member). Two cases with the same signature are counted as one finding; two that break
+//! one invariant in different ways are two.
 //!
 //! "Still needs" is found by a greedy pass over fault units (a kill with its restart, a
 //! pause with its resume, a partition with its heal, a clog with its unclog are one unit):
-//! a unit is dropped when the case without it violates the same invariants. The pass costs
+//! a unit is dropped when the case without it shows the same kinds of violation. The pass costs
 //! one run per unit, and it is a pure function of the case, so signatures do not depend on
 //! the order cases ran in.
 
@@ -25,8 +27,8 @@ const CASE_FILE: &str = "fuzz-case.toml";
 /// What one run of a case violated.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
 pub struct Verdict {
-    /// Violated invariants that count, by name, sorted (with a mutant: only those the case
-    /// without the mutant does not violate). `harness` when the harness failed.
+    /// Kinds of violation that count, as `invariant:kind`, sorted (with a mutant: only
+    /// those the case without the mutant does not show). `harness` when the harness failed.
     pub counted: Vec<String>,
     /// Every violated invariant, sorted.
     pub all: Vec<String>,
@@ -37,13 +39,30 @@ impl Verdict {
     pub fn fails(&self) -> bool {
         !self.counted.is_empty()
     }
+
+    /// The invariants of the counted kinds, sorted, each once.
+    pub fn invariants(&self) -> Vec<String> {
+        invariants_of(&self.counted)
+    }
 }
 
 /// The pseudo-invariant a harness failure is counted under.
 pub const HARNESS: &str = "harness";
 
-/// Runs `scenario` with `seed` (and `mutant` on) and returns the violated invariants and
-/// the trace; `Err` holds a harness failure's message.
+/// The invariant a kind key (`invariant:kind`, or `harness`) names.
+pub fn invariant_of(key: &str) -> &str {
+    key.split_once(':').map_or(key, |(invariant, _)| invariant)
+}
+
+/// The invariants of sorted kind keys, sorted, each once.
+fn invariants_of(keys: &[String]) -> Vec<String> {
+    let names: BTreeSet<&str> = keys.iter().map(|k| invariant_of(k)).collect();
+    names.into_iter().map(str::to_owned).collect()
+}
+
+/// Runs `scenario` with `seed` (and `mutant` on) and returns the kinds of violation it
+/// showed, as `invariant:kind`, sorted and each once, with the trace; `Err` holds a
+/// harness failure's message.
 pub fn run_case(
     scenario: &Scenario,
     seed: u64,
@@ -58,24 +77,25 @@ pub fn run_case(
         .options(options)
         .traced()
         .map_err(|e| e.message)?;
-    let mut names: Vec<String> = report
+    let kinds: BTreeSet<String> = report
         .invariants
         .iter()
         .filter(|i| i.status == Status::Violated)
-        .map(|i| i.name.clone())
+        .flat_map(|i| i.violations.iter().map(|v| v.kind.to_string()))
         .collect();
-    names.sort();
-    Ok((names, trace))
+    Ok((kinds.into_iter().collect(), trace))
 }
 
-/// Judges a case: with a mutant, only invariants the case without it does not violate
-/// count. Returns the verdict and, when the run finished, its trace.
+/// Judges a case: with a mutant, only kinds of violation the case without it does not
+/// show count, so a planted bug that breaks an invariant torch already breaks in the same
+/// case, in another way, still counts. Returns the verdict and, when the run finished,
+/// its trace.
 pub fn judge(scenario: &Scenario, seed: u64, mutant: Option<Mutant>) -> (Verdict, Option<Trace>) {
     let harness = || Verdict {
         counted: vec![HARNESS.to_owned()],
         all: vec![HARNESS.to_owned()],
     };
-    let (all, trace) = match run_case(scenario, seed, mutant) {
+    let (kinds, trace) = match run_case(scenario, seed, mutant) {
         Ok(x) => x,
         // With a mutant, a harness failure counts only when the case without it runs.
         Err(_) if mutant.is_some() && run_case(scenario, seed, None).is_err() => {
@@ -90,35 +110,52 @@ pub fn judge(scenario: &Scenario, seed: u64, mutant: Option<Mutant>) -> (Verdict
         }
         Err(_) => return (harness(), None),
     };
-    if mutant.is_none() || all.is_empty() {
-        let counted = all.clone();
+    let all = invariants_of(&kinds);
+    if mutant.is_none() || kinds.is_empty() {
+        let counted = kinds;
         return (Verdict { counted, all }, Some(trace));
     }
     let baseline: BTreeSet<String> = match run_case(scenario, seed, None) {
-        Ok((names, _)) => names.into_iter().collect(),
+        Ok((kinds, _)) => kinds.into_iter().collect(),
         Err(_) => return (harness(), Some(trace)),
     };
-    let counted = all
-        .iter()
-        .filter(|n| !baseline.contains(*n))
-        .cloned()
+    let counted = kinds
+        .into_iter()
+        .filter(|k| !baseline.contains(k))
         .collect();
     (Verdict { counted, all }, Some(trace))
 }
 
-/// A signature: what a finding violates and what it needs.
+/// A signature: what a finding violates, which ways, and what it needs.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
 pub struct Signature {
-    /// The counted violated invariants, sorted.
+    /// The invariants of the counted kinds, sorted.
     pub invariants: Vec<String>,
     /// The fault units still needed, as `kind@role`, sorted and deduplicated.
     pub faults: Vec<String>,
+    /// The counted kinds of violation, as `invariant:kind`, sorted.
+    pub kinds: Vec<String>,
 }
 
 impl Signature {
-    /// The one-line key: `inv1,inv2 [kind@role, ...]`.
+    /// The one-line key: each invariant with its kinds, then the faults:
+    /// `inv1:kind1+kind2,inv2:kind3 [fault@role, ...]`.
     pub fn key(&self) -> String {
-        format!("{} [{}]", self.invariants.join(","), self.faults.join(", "))
+        let mut parts: Vec<String> = Vec::new();
+        let mut last: Option<&str> = None;
+        for key in &self.kinds {
+            match (key.split_once(':'), parts.last_mut()) {
+                (Some((invariant, kind)), Some(part)) if last == Some(invariant) => {
+                    part.push('+');
+                    part.push_str(kind);
+                }
+                (split, _) => {
+                    last = split.map(|(invariant, _)| invariant);
+                    parts.push(key.clone());
+                }
+            }
+        }
+        format!("{} [{}]", parts.join(","), self.faults.join(", "))
     }
 }
 
@@ -235,8 +272,9 @@ pub fn needed_faults(
     (reduced, trace)
 }
 
-/// The signature of a reduced case: its verdict's invariants, and each remaining unit as
-/// `kind@role`, the role read from the trace at the unit's first fault.
+/// The signature of a reduced case: its verdict's kinds of violation and their invariants,
+/// and each remaining unit as `kind@role`, the role read from the trace at the unit's
+/// first fault.
 pub fn signature(reduced: &Case, verdict: &Verdict, trace: Option<&Trace>) -> Signature {
     let s = &reduced.scenario;
     let mut faults: BTreeSet<String> = BTreeSet::new();
@@ -249,8 +287,9 @@ pub fn signature(reduced: &Case, verdict: &Verdict, trace: Option<&Trace>) -> Si
         faults.insert(format!("{}@{role}", unit.kind));
     }
     Signature {
-        invariants: verdict.counted.clone(),
+        invariants: verdict.invariants(),
         faults: faults.into_iter().collect(),
+        kinds: verdict.counted.clone(),
     }
 }
 
@@ -326,8 +365,34 @@ mod tests {
         let sig = Signature {
             invariants: vec!["rendezvous.liveness".into()],
             faults: vec!["kill@rank0".into()],
+            kinds: vec!["rendezvous.liveness:survivor-stuck".into()],
         };
-        assert_eq!(sig.key(), "rendezvous.liveness [kill@rank0]");
+        assert_eq!(sig.key(), "rendezvous.liveness:survivor-stuck [kill@rank0]");
+    }
+
+    #[test]
+    fn keys_group_kinds_by_invariant() {
+        let sig = Signature {
+            invariants: vec!["reader.exactly_once".into(), "reader.terminates".into()],
+            faults: vec![],
+            kinds: vec![
+                "reader.exactly_once:delivered-twice".into(),
+                "reader.exactly_once:dropped-with-incomplete-batch".into(),
+                "reader.terminates:hang".into(),
+            ],
+        };
+        assert_eq!(
+            sig.key(),
+            "reader.exactly_once:delivered-twice+dropped-with-incomplete-batch,reader.terminates:hang []"
+        );
+        let harness = Signature {
+            invariants: vec![HARNESS.into()],
+            faults: vec!["kill@member".into()],
+            kinds: vec![HARNESS.into()],
+        };
+        assert_eq!(harness.key(), "harness [kill@member]");
+        assert_eq!(invariant_of("reader.terminates:hang"), "reader.terminates");
+        assert_eq!(invariant_of(HARNESS), HARNESS);
     }
 
     #[test]
@@ -360,6 +425,9 @@ mod tests {
         let (reduced, trace) = needed_faults(&case, &verdict, None);
         assert_eq!(reduced.scenario.faults.len(), 1);
         let sig = signature(&reduced, &verdict, trace.as_ref());
-        assert_eq!(sig.key(), "rendezvous.liveness [kill@member]");
+        assert_eq!(
+            sig.key(),
+            "rendezvous.liveness:survivor-stuck [kill@member]"
+        );
     }
 }

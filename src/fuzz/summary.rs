@@ -36,7 +36,7 @@ pub struct Summary {
 /// One signature's bucket.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct SignatureEntry {
-    /// `inv1,inv2 [kind@role, ...]`.
+    /// `inv1:kind1+kind2,inv2:kind3 [fault@role, ...]`.
     pub signature: String,
     pub invariants: Vec<String>,
     pub faults: Vec<String>,
@@ -47,6 +47,10 @@ pub struct SignatureEntry {
     /// `new` or `known`.
     pub status: String,
     pub known: Option<Known>,
+    /// The kinds of violation, as `invariant:kind`, sorted. A summary that does not list
+    /// them reads as listing none.
+    #[serde(default)]
+    pub kinds: Vec<String>,
 }
 
 impl SignatureEntry {
@@ -221,6 +225,7 @@ mod tests {
                 repro: Some(format!("repro/c{first}.toml")),
                 status: "new".into(),
                 known: None,
+                kinds: vec![],
             }],
             coverage,
         }

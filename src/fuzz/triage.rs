@@ -196,7 +196,10 @@ mod tests {
         // node-1 dies 25 ms after round 0 completed, before the rank exchange is done.
         let case = kill_case(5, 0, 5, 2_590_000, 1_776_612_806_655_204_715);
         let (verdict, _) = judge(&case.scenario, case.seed, None);
-        assert_eq!(verdict.counted, vec!["rendezvous.liveness".to_owned()]);
+        assert_eq!(
+            verdict.counted,
+            vec!["rendezvous.liveness:survivor-stuck".to_owned()]
+        );
         let known = triage(&case, &verdict, None).expect("a known torch behaviour");
         assert_eq!(known.fix, "dead-participant-rejoin");
         assert_eq!(known.issue, "pytorch#111646");
@@ -210,7 +213,7 @@ mod tests {
         let case = kill_case(5, 2, 6, 16_100_000, 5_478_004_712_951_172_402);
         let (verdict, _) = judge(&case.scenario, case.seed, None);
         assert_eq!(
-            verdict.counted,
+            verdict.invariants(),
             vec!["rendezvous.agreement", "rendezvous.exclusive"],
             "reproduce with: cargo test --release --lib the_world_size_race_is_triaged"
         );

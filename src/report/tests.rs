@@ -2,7 +2,7 @@
 
 use super::*;
 use crate::check::testkit::*;
-use crate::check::{check_all, Status, Violation};
+use crate::check::{check_all, BoundsKind, Status, Violation};
 use crate::scenario::model::{Outcome, ReaderCheck, ReaderSection, Scenario};
 use crate::trace::EventKind;
 
@@ -330,8 +330,8 @@ fn unexpected_and_expected_violations() {
     let mut invariants = check_all(&scenario(), 1, &trace, &end);
     invariants[2].status = Status::Violated;
     invariants[2].violations = vec![
-        Violation::new(2 * S, Some("node-0"), "too big"),
-        Violation::new(3 * S, Some("node-1"), "too big again"),
+        Violation::new(2 * S, Some("node-0"), BoundsKind::AboveMax, "too big"),
+        Violation::new(3 * S, Some("node-1"), BoundsKind::AboveMax, "too big again"),
     ];
     let r = build(
         &scenario(),

@@ -3,16 +3,31 @@
 //!
 //! Two "eventually" properties, each with a deadline derived from the scenario's own
 //! timeouts. A deadline the run ended before is not decided: it never yields a violation.
+//! Each part is an observer of one replay of the run (`check::run_model`).
 
-use super::super::membership::Membership;
+use super::super::kind::kind_enum;
+use super::super::membership::RoundId;
+use super::super::run_model::{Observer, RunModel};
 use super::super::{secs, InvariantResult, Violation};
 use crate::invariant::Invariant;
 use crate::scenario::model::FaultName;
 use crate::scenario::model::Scenario;
 use crate::trace::{
-    AgentState, Event, EventKind, ExitReason, RendezvousErrorKind, RunEnd, Trace, WorkerGroupState,
+    AgentState, Event, EventKind, ExitReason, RendezvousErrorKind, RunEnd, WorkerGroupState,
 };
 use std::collections::{BTreeMap, BTreeSet};
+
+kind_enum! {
+    /// The ways `rendezvous.liveness` breaks.
+    pub enum LivenessKind {
+        /// Enough healthy nodes waited in `next_rendezvous()` but no round completed in time.
+        NoRoundInTime,
+        /// Enough healthy nodes were refused by a rendezvous closed before the job succeeded.
+        RefusedByClose,
+        /// A survivor of a killed participant stayed in the dead group past its bound.
+        SurvivorStuck,
+    }
+}
 
 /// Slack for the store round trips and state caching of the rendezvous ops.
 const SLACK_US: u64 = 10_000_000;
@@ -43,77 +58,51 @@ pub(crate) fn survivor_bound_us(scenario: &Scenario) -> u64 {
         + SLACK_US
 }
 
-/// `rendezvous.liveness`. Not applicable when no node ever called `next_rendezvous()`.
+/// `rendezvous.liveness` over a trace of its own (the checks judge it together with the
+/// other observers of one replay: [`Liveness`]).
+#[cfg(test)]
 pub(in crate::check) fn liveness(
     scenario: &Scenario,
-    trace: &Trace,
+    trace: &crate::trace::Trace,
     end: &RunEnd,
 ) -> InvariantResult {
-    let joined = trace
-        .events
-        .iter()
-        .any(|e| matches!(e.kind, EventKind::RendezvousJoining { .. }));
-    let mut violations = waiting_nodes_get_a_round(scenario, trace, end);
-    violations.extend(survivors_rejoin(scenario, trace, end));
-    violations.sort_by_key(|v| v.at_us);
-    InvariantResult::judge(Invariant::RendezvousLiveness, joined, violations)
+    let mut liveness = Liveness::new(scenario);
+    let model = super::super::run_model::replay(trace, &mut [&mut liveness]);
+    liveness.finish(&model, end)
 }
 
-/// Which agents are alive, paused and waiting in `next_rendezvous()`.
-#[derive(Default)]
-struct Agents {
-    live: BTreeMap<u32, String>,
-    paused_nodes: BTreeSet<String>,
-    waiting: BTreeSet<u32>,
+/// `rendezvous.liveness`'s two parts, observing one replay of the run.
+pub(in crate::check) struct Liveness {
+    waiting: WaitingNodes,
+    survivors: Survivors,
 }
 
-impl Agents {
-    fn observe(&mut self, event: &Event) {
-        // An agent's start and a fault on one node always name the node (the recorder
-        // writes them so); a trace without one is a broken trace, not an empty name.
-        let node = || {
-            event
-                .node
-                .clone()
-                .unwrap_or_else(|| panic!("event {:?} names no node", event.kind))
-        };
-        match &event.kind {
-            EventKind::AgentStarted { pid } => {
-                self.live.insert(*pid, node());
-            }
-            EventKind::AgentKilled { pid } | EventKind::AgentExited { pid, .. } => {
-                self.live.remove(pid);
-                self.waiting.remove(pid);
-            }
-            EventKind::RendezvousJoining { pid } => {
-                self.waiting.insert(*pid);
-            }
-            EventKind::RendezvousCompleted { pid, .. }
-            | EventKind::RendezvousFailed { pid, .. } => {
-                self.waiting.remove(pid);
-            }
-            EventKind::FaultApplied { fault, .. } => match fault {
-                FaultName::Pause => {
-                    self.paused_nodes.insert(node());
-                }
-                // A resumed node runs again; a killed or restarted one is a new process.
-                FaultName::Resume | FaultName::Kill | FaultName::Restart | FaultName::Start => {
-                    self.paused_nodes.remove(&node());
-                }
-                _ => {}
-            },
-            _ => {}
+impl Liveness {
+    pub fn new(scenario: &Scenario) -> Self {
+        Liveness {
+            waiting: WaitingNodes::new(scenario),
+            survivors: Survivors::new(scenario),
         }
     }
 
-    /// Live, unpaused agents waiting in `next_rendezvous()`.
-    fn healthy_waiting(&self) -> usize {
-        let healthy = |pid: &&u32| {
-            self.live
-                .get(*pid)
-                .is_some_and(|node| !self.paused_nodes.contains(node))
-        };
-        self.waiting.iter().filter(healthy).count()
+    /// The verdict once the replay is over. Not applicable when no node ever called
+    /// `next_rendezvous()`.
+    pub fn finish(self, model: &RunModel, end: &RunEnd) -> InvariantResult {
+        let mut violations = self.waiting.finish(end);
+        violations.extend(self.survivors.finish(end));
+        violations.sort_by_key(|v| v.at_us);
+        InvariantResult::judge(Invariant::RendezvousLiveness, model.joined(), violations)
+    }
+}
+
+impl Observer<'_> for Liveness {
+    fn before(&mut self, model: &RunModel, event: &Event) {
+        self.waiting.before(model, event);
+        self.survivors.before(model, event);
+    }
+
+    fn after(&mut self, model: &RunModel, event: &Event) {
+        self.waiting.after(model, event);
     }
 }
 
@@ -129,66 +118,98 @@ impl Agents {
 /// Waiting agents are not owed a round while the live groups already hold max_nodes
 /// members: torch parks such joiners on its redundancy list until a member leaves.
 /// One stall is reported once; the next completion re-arms the check.
-fn waiting_nodes_get_a_round(scenario: &Scenario, trace: &Trace, end: &RunEnd) -> Vec<Violation> {
-    let bound_us = completion_bound_us(scenario);
-    let min = scenario.rendezvous.min_nodes as usize;
-    let max = scenario.rendezvous.max_nodes as usize;
-    let last_fault = trace
-        .events
-        .iter()
-        .rposition(|e| matches!(e.kind, EventKind::FaultApplied { .. }));
-    let phase_from = last_fault.unwrap_or(0);
-    let mut agents = Agents::default();
-    let mut membership = Membership::default();
-    let mut pending_since_us: Option<u64> = None;
-    let mut stalled = false;
-    let mut violations = Vec::new();
-    let miss = |since_us: u64, waiting: usize| {
+///
+/// Which fault is the last is known only at the trace's end, so every fault starts the
+/// phase afresh: what was found since the fault before is dropped, and what a success
+/// ended is kept (a success ends the job whenever it happens).
+struct WaitingNodes {
+    bound_us: u64,
+    min: usize,
+    max: usize,
+    /// When the healthy waiting began that a round is now owed to, and how many waited.
+    pending: Option<(u64, usize)>,
+    /// Whether a miss was reported and no round completed since.
+    stalled: bool,
+    refusals: Refusals,
+    violations: Vec<Violation>,
+}
+
+impl WaitingNodes {
+    fn new(scenario: &Scenario) -> Self {
+        WaitingNodes {
+            bound_us: completion_bound_us(scenario),
+            min: scenario.rendezvous.min_nodes as usize,
+            max: scenario.rendezvous.max_nodes as usize,
+            pending: None,
+            stalled: false,
+            refusals: Refusals::default(),
+            violations: Vec::new(),
+        }
+    }
+
+    fn miss(&self, since_us: u64, waiting: usize) -> Violation {
         let message = format!(
             "{waiting} healthy nodes were waiting in next_rendezvous() from {} but no round completed within {}",
             secs(since_us),
-            secs(bound_us)
+            secs(self.bound_us)
         );
-        Violation::new(since_us + bound_us, None, message)
-    };
-    let mut waiting_at_start = 0;
-    let mut refusals = Refusals::default();
-    for (index, event) in trace.events.iter().enumerate() {
-        if index >= phase_from && membership.len() < max {
-            if let Some(message) = refusals.observe(event, &agents, min) {
-                violations.push(Violation::new(event.at_us, None, message));
+        let kind = LivenessKind::NoRoundInTime;
+        Violation::new(since_us + self.bound_us, None, kind, message)
+    }
+
+    /// The misses found, the one still pending at the run's end included when the run
+    /// outlived its deadline.
+    fn finish(mut self, end: &RunEnd) -> Vec<Violation> {
+        if let Some((since_us, waiting)) = self.pending {
+            if end.sim_time_us > since_us + self.bound_us {
+                let miss = self.miss(since_us, waiting);
+                self.violations.push(miss);
+            }
+        }
+        self.violations
+    }
+}
+
+impl Observer<'_> for WaitingNodes {
+    fn before(&mut self, model: &RunModel, event: &Event) {
+        if matches!(event.kind, EventKind::FaultApplied { .. }) {
+            self.violations.clear();
+            self.pending = None;
+            self.stalled = false;
+            self.refusals.restart();
+        }
+        if model.membership().len() < self.max {
+            if let Some(message) = self.refusals.observe(event, model, self.min) {
+                let kind = LivenessKind::RefusedByClose;
+                self.violations
+                    .push(Violation::new(event.at_us, None, kind, message));
             }
         } else {
-            refusals.note_success(event);
+            self.refusals.note_success(event);
         }
-        if let Some(since_us) = pending_since_us {
-            if event.at_us > since_us + bound_us {
-                violations.push(miss(since_us, waiting_at_start));
-                pending_since_us = None;
-                stalled = true;
+        if let Some((since_us, waiting)) = self.pending {
+            if event.at_us > since_us + self.bound_us {
+                let miss = self.miss(since_us, waiting);
+                self.violations.push(miss);
+                self.pending = None;
+                self.stalled = true;
             }
         }
         if matches!(event.kind, EventKind::RendezvousCompleted { .. }) {
-            pending_since_us = None;
-            stalled = false;
-        }
-        agents.observe(event);
-        membership.observe(event);
-        if index < phase_from || pending_since_us.is_some() || stalled {
-            continue;
-        }
-        let waiting = agents.healthy_waiting();
-        if waiting >= min && membership.len() < max {
-            pending_since_us = Some(event.at_us);
-            waiting_at_start = waiting;
+            self.pending = None;
+            self.stalled = false;
         }
     }
-    if let Some(since_us) = pending_since_us {
-        if end.sim_time_us > since_us + bound_us {
-            violations.push(miss(since_us, waiting_at_start));
+
+    fn after(&mut self, model: &RunModel, event: &Event) {
+        if self.pending.is_some() || self.stalled {
+            return;
+        }
+        let waiting = model.healthy_waiting();
+        if waiting >= self.min && model.membership().len() < self.max {
+            self.pending = Some((event.at_us, waiting));
         }
     }
-    violations
 }
 
 /// Healthy agents refused by a closed rendezvous before the job succeeded.
@@ -210,18 +231,20 @@ impl Refusals {
         }
     }
 
+    /// A fault starts the phase afresh: refusals before it are forgotten, a success is not.
+    fn restart(&mut self) {
+        self.refused.clear();
+        self.reported = false;
+    }
+
     /// Follows one event; returns the violation's sentence when the min_nodes-th healthy
     /// agent is refused.
-    fn observe(&mut self, event: &Event, agents: &Agents, min: usize) -> Option<String> {
+    fn observe(&mut self, event: &Event, model: &RunModel, min: usize) -> Option<String> {
         self.note_success(event);
         let EventKind::RendezvousFailed { pid, error, .. } = &event.kind else {
             return None;
         };
-        let healthy = agents
-            .live
-            .get(pid)
-            .is_some_and(|node| !agents.paused_nodes.contains(node));
-        if *error != RendezvousErrorKind::Closed || self.succeeded || !healthy {
+        if *error != RendezvousErrorKind::Closed || self.succeeded || !model.is_healthy(*pid) {
             return None;
         }
         self.refused.insert(*pid);
@@ -241,7 +264,7 @@ struct Obligation {
     deadline_us: u64,
     dead_node: String,
     killed_at_us: u64,
-    round: super::super::membership::RoundId,
+    round: RoundId,
 }
 
 impl Obligation {
@@ -255,7 +278,8 @@ impl Obligation {
             self.dead_node,
             secs(self.killed_at_us)
         );
-        Violation::new(self.deadline_us, Some(&self.node), message)
+        let kind = LivenessKind::SurvivorStuck;
+        Violation::new(self.deadline_us, Some(&self.node), kind, message)
     }
 }
 
@@ -266,75 +290,98 @@ impl Obligation {
 /// is excused, whether the pause came before the kill or after: it cannot act until
 /// resumed. So is a survivor whose workers have finished (its group `SUCCEEDED`): it has
 /// nothing left to train and waits in the exit barrier.
-fn survivors_rejoin(scenario: &Scenario, trace: &Trace, end: &RunEnd) -> Vec<Violation> {
-    let bound_us = survivor_bound_us(scenario);
-    let mut membership = Membership::default();
-    let mut owed: BTreeMap<u32, Obligation> = BTreeMap::new();
-    let mut finished: BTreeSet<u32> = BTreeSet::new();
-    // Tracks pauses the way part (a) does.
-    let mut agents = Agents::default();
-    let mut violations = Vec::new();
-    for event in &trace.events {
-        let overdue: Vec<u32> = owed
+struct Survivors {
+    bound_us: u64,
+    /// By the survivor's pid.
+    owed: BTreeMap<u32, Obligation>,
+    /// Processes whose worker group succeeded.
+    finished: BTreeSet<u32>,
+    violations: Vec<Violation>,
+}
+
+impl Survivors {
+    fn new(scenario: &Scenario) -> Self {
+        Survivors {
+            bound_us: survivor_bound_us(scenario),
+            owed: BTreeMap::new(),
+            finished: BTreeSet::new(),
+            violations: Vec::new(),
+        }
+    }
+
+    /// The misses found, with the obligations still open whose deadline the run outlived.
+    fn finish(mut self, end: &RunEnd) -> Vec<Violation> {
+        for obligation in self.owed.values() {
+            if end.sim_time_us > obligation.deadline_us {
+                self.violations.push(obligation.violation(self.bound_us));
+            }
+        }
+        self.violations
+    }
+
+    /// Every other member of the group of `pid`, killed at `at_us`, owes a re-join.
+    fn killed(&mut self, model: &RunModel, pid: u32, at_us: u64) {
+        self.owed.remove(&pid);
+        let membership = model.membership();
+        let Some(dead) = membership.of_pid(pid) else {
+            return;
+        };
+        for survivor in membership.members() {
+            if survivor.pid == pid
+                || survivor.round != dead.round
+                || self.finished.contains(&survivor.pid)
+                || model.is_paused(&survivor.node)
+            {
+                continue;
+            }
+            self.owed.entry(survivor.pid).or_insert_with(|| Obligation {
+                node: survivor.node.clone(),
+                deadline_us: at_us + self.bound_us,
+                dead_node: dead.node.clone(),
+                killed_at_us: at_us,
+                round: dead.round,
+            });
+        }
+    }
+}
+
+impl Observer<'_> for Survivors {
+    fn before(&mut self, model: &RunModel, event: &Event) {
+        let overdue: Vec<u32> = self
+            .owed
             .iter()
             .filter(|(_, o)| event.at_us > o.deadline_us)
             .map(|(pid, _)| *pid)
             .collect();
         for pid in overdue {
-            let obligation = owed.remove(&pid).expect("listed above");
-            violations.push(obligation.violation(bound_us));
+            if let Some(obligation) = self.owed.remove(&pid) {
+                self.violations.push(obligation.violation(self.bound_us));
+            }
         }
         match &event.kind {
-            EventKind::AgentKilled { pid } => {
-                owed.remove(pid);
-                if let Some(dead) = membership.of_pid(*pid) {
-                    for survivor in membership.members() {
-                        if survivor.pid == *pid
-                            || survivor.round != dead.round
-                            || finished.contains(&survivor.pid)
-                            || agents.paused_nodes.contains(&survivor.node)
-                        {
-                            continue;
-                        }
-                        owed.entry(survivor.pid).or_insert_with(|| Obligation {
-                            node: survivor.node.clone(),
-                            deadline_us: event.at_us + bound_us,
-                            dead_node: dead.node.clone(),
-                            killed_at_us: event.at_us,
-                            round: dead.round,
-                        });
-                    }
-                }
-            }
+            EventKind::AgentKilled { pid } => self.killed(model, *pid, event.at_us),
             EventKind::RendezvousJoining { pid }
             | EventKind::RendezvousFailed { pid, .. }
             | EventKind::AgentExited { pid, .. } => {
-                owed.remove(pid);
+                self.owed.remove(pid);
             }
             EventKind::WorkerGroupState {
                 pid,
                 state: WorkerGroupState::Succeeded,
             } => {
-                finished.insert(*pid);
-                owed.remove(pid);
+                self.finished.insert(*pid);
+                self.owed.remove(pid);
             }
             EventKind::FaultApplied {
                 fault: FaultName::Pause,
                 ..
             } => {
-                owed.retain(|_, o| Some(&o.node) != event.node.as_ref());
+                self.owed
+                    .retain(|_, o| Some(&o.node) != event.node.as_ref());
             }
             _ => {}
         }
-        agents.observe(event);
-        membership.observe(event);
     }
-    for obligation in owed.values() {
-        if end.sim_time_us > obligation.deadline_us {
-            violations.push(obligation.violation(bound_us));
-        }
-    }
-    violations
 }
 
 #[cfg(test)]
@@ -377,6 +424,7 @@ mod tests {
         assert_eq!(r.status, Status::Violated);
         assert_eq!(r.violations.len(), 1);
         assert_eq!(r.violations[0].at_us, (1 + 655) * S);
+        assert_eq!(r.violations[0].kind, LivenessKind::NoRoundInTime.into());
     }
 
     #[test]
@@ -421,6 +469,7 @@ mod tests {
         assert!(r.violations[0]
             .message
             .contains("2 healthy nodes wanted a new round"));
+        assert_eq!(r.violations[0].kind, LivenessKind::RefusedByClose.into());
         // After a success the close is the job's end, and one refused node is not owed.
         let mut done = round_zero(3);
         done.push(e(10, "node-2", exited(102, AgentState::Succeeded)));
@@ -486,6 +535,7 @@ mod tests {
         assert!(r.violations[0]
             .message
             .contains("participant node-2 was killed at 45 s"));
+        assert_eq!(r.violations[0].kind, LivenessKind::SurvivorStuck.into());
     }
 
     #[test]

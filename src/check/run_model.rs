@@ -1,0 +1,193 @@
+//! The run as the rendezvous checkers see it, replayed once over the trace: which agent
+//! processes started and still live (and on which node), which nodes are paused, which
+//! processes wait in `next_rendezvous()`, which belong to a live group, and the rounds each
+//! store incarnation completed. Each invariant that needs it is an [`Observer`] that sees
+//! every event with the model as it stood just before the event and just after it, so one
+//! walk over the trace serves them all.
+
+use super::membership::Membership;
+use crate::scenario::model::FaultName;
+use crate::trace::{Event, EventKind, Trace};
+use std::collections::{BTreeMap, BTreeSet};
+
+/// One invariant's view of the replay: it may keep borrows of the trace's events (`'t`).
+pub(super) trait Observer<'t> {
+    /// Sees `event` with the model as it stood before the event.
+    fn before(&mut self, _model: &RunModel, _event: &'t Event) {}
+    /// Sees `event` with the model once the event is applied.
+    fn after(&mut self, _model: &RunModel, _event: &'t Event) {}
+}
+
+/// Walks `trace` once, showing each event to every observer before and after the model
+/// applies it, in the order the observers are given. Returns the model at the trace's end.
+pub(super) fn replay<'t>(trace: &'t Trace, observers: &mut [&mut dyn Observer<'t>]) -> RunModel {
+    let mut model = RunModel::default();
+    for event in &trace.events {
+        for observer in observers.iter_mut() {
+            observer.before(&model, event);
+        }
+        model.apply(event);
+        for observer in observers.iter_mut() {
+            observer.after(&model, event);
+        }
+    }
+    model
+}
+
+/// The replayed state; see the module's documentation.
+#[derive(Debug, Default)]
+pub(super) struct RunModel {
+    /// Every pid that ever started an agent.
+    started: BTreeSet<u32>,
+    /// Live agent processes, with their node.
+    live: BTreeMap<u32, String>,
+    /// Nodes paused and not yet resumed, killed, restarted or started.
+    paused_nodes: BTreeSet<String>,
+    /// Processes inside a `next_rendezvous()` call.
+    waiting: BTreeSet<u32>,
+    /// Who belongs to a live group.
+    membership: Membership,
+    /// Per store incarnation, each completed round and when it first completed.
+    rounds: BTreeMap<u64, BTreeMap<u64, u64>>,
+    /// Whether any process ever called `next_rendezvous()`.
+    joined: bool,
+}
+
+impl RunModel {
+    /// Who belongs to a live group.
+    pub fn membership(&self) -> &Membership {
+        &self.membership
+    }
+
+    /// Whether any process ever called `next_rendezvous()`.
+    pub fn joined(&self) -> bool {
+        self.joined
+    }
+
+    /// Whether `node` is paused.
+    pub fn is_paused(&self, node: &str) -> bool {
+        self.paused_nodes.contains(node)
+    }
+
+    /// Whether process `pid` lives on a node that is not paused.
+    pub fn is_healthy(&self, pid: u32) -> bool {
+        self.live
+            .get(&pid)
+            .is_some_and(|node| !self.is_paused(node))
+    }
+
+    /// Live, unpaused agents waiting in `next_rendezvous()`.
+    pub fn healthy_waiting(&self) -> usize {
+        self.waiting
+            .iter()
+            .filter(|&&pid| self.is_healthy(pid))
+            .count()
+    }
+
+    /// When `round` first completed, if it did.
+    #[cfg(test)]
+    pub fn completed_at_us(&self, round: super::membership::RoundId) -> Option<u64> {
+        let rounds = self.rounds.get(&round.store_incarnation)?;
+        rounds.get(&round.round).copied()
+    }
+
+    /// Applies one event.
+    fn apply(&mut self, event: &Event) {
+        // An agent's start and a fault on one node always name the node (the recorder
+        // writes them so); a trace without one is a broken trace, not an empty name.
+        let node = || {
+            event
+                .node
+                .clone()
+                .unwrap_or_else(|| panic!("event {:?} names no node", event.kind))
+        };
+        match &event.kind {
+            EventKind::AgentStarted { pid } => {
+                let first_start = self.started.insert(*pid);
+                assert!(first_start, "pid {pid} started twice");
+                self.live.insert(*pid, node());
+            }
+            EventKind::AgentKilled { pid } | EventKind::AgentExited { pid, .. } => {
+                assert!(
+                    self.started.contains(pid),
+                    "pid {pid} stopped without having started"
+                );
+                self.live.remove(pid);
+                self.waiting.remove(pid);
+            }
+            EventKind::RendezvousJoining { pid } => {
+                self.joined = true;
+                self.waiting.insert(*pid);
+            }
+            EventKind::RendezvousCompleted {
+                pid,
+                round,
+                store_incarnation,
+                ..
+            } => {
+                self.waiting.remove(pid);
+                self.complete(*store_incarnation, *round, event.at_us);
+            }
+            EventKind::RendezvousFailed { pid, .. } => {
+                self.waiting.remove(pid);
+            }
+            EventKind::FaultApplied { fault, .. } => match fault {
+                FaultName::Pause => {
+                    self.paused_nodes.insert(node());
+                }
+                // A resumed node runs again; a killed or restarted one is a new process.
+                FaultName::Resume | FaultName::Kill | FaultName::Restart | FaultName::Start => {
+                    self.paused_nodes.remove(&node());
+                }
+                _ => {}
+            },
+            _ => {}
+        }
+        self.membership.observe(event);
+    }
+
+    /// A process completed `round` of `store_incarnation` at `at_us`: the round's first
+    /// completion is kept, and a round never completes before an earlier one of its own
+    /// incarnation did.
+    fn complete(&mut self, store_incarnation: u64, round: u64, at_us: u64) {
+        let rounds = self.rounds.entry(store_incarnation).or_default();
+        let first_us = *rounds.entry(round).or_insert(at_us);
+        assert!(
+            first_us <= at_us,
+            "round {round} of store incarnation {store_incarnation} completed at {at_us} µs, \
+             before its first completion at {first_us} µs"
+        );
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::membership::RoundId;
+    use super::super::testkit::*;
+    use super::*;
+
+    #[test]
+    fn the_model_follows_processes_pauses_and_rounds() {
+        let mut events = round_zero(3);
+        events.push(e(40, "node-1", fault("pause")));
+        events.push(e(45, "node-2", fault("kill")));
+        events.push(e(45, "node-2", killed(102)));
+        events.push(e(46, "node-0", joining(100)));
+        let model = replay(&trace(events), &mut []);
+        assert!(model.joined());
+        assert!(model.is_paused("node-1"));
+        assert!(!model.is_healthy(101), "node-1 is paused");
+        assert!(!model.is_healthy(102), "pid 102 was killed");
+        assert_eq!(model.healthy_waiting(), 1);
+        assert_eq!(
+            model.membership().len(),
+            1,
+            "only pid 101 is still in round 0"
+        );
+        let round = RoundId {
+            store_incarnation: 1,
+            round: 0,
+        };
+        assert_eq!(model.completed_at_us(round), Some(2 * S));
+    }
+}
