@@ -255,3 +255,23 @@ fn a_drawn_failure_process_writes_out_as_a_file_that_replays_the_run() {
     assert_eq!(hash(&first), hash(&again));
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+#[test]
+fn a_batch_of_seeds_ends_with_its_goodput() {
+    let file = "scenarios/worker_crash_restart.toml";
+    let out = trainsim(&["run", file, "--seeds", "0..3"]);
+    let stdout = text(&out.stdout);
+    let summary = stdout
+        .split("goodput over 3 seeds of scenarios/worker_crash_restart.toml\n")
+        .nth(1)
+        .unwrap_or_else(|| panic!("no summary in {stdout}"));
+    assert!(summary.starts_with("  ETTR     mean "), "{summary}");
+    let outcomes = summary.lines().nth(1).unwrap_or("");
+    assert!(outcomes.starts_with("  outcome  "), "{summary}");
+    let runs: usize = outcomes
+        .split(", ")
+        .map(|part| part.trim().trim_start_matches("outcome").trim())
+        .map(|part| part.split(' ').next().unwrap().parse::<usize>().unwrap())
+        .sum();
+    assert_eq!(runs, 3, "{summary}");
+}

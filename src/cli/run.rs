@@ -4,10 +4,13 @@
 //! expectations, 2 a usage error or a scenario that cannot be read, 3 the harness failed.
 //! The seed options and their parsing live here and are shared with `trainsim check`.
 
+use crate::report::goodput_summary::GoodputTally;
 use crate::report::Report;
 use crate::runner::{HarnessFailure, Run, RunOptions};
 use crate::scenario::{self, Scenario};
 use crate::trace::{perfetto, Trace};
+use indicatif::{ProgressBar, ProgressStyle};
+use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
 
 /// The most seeds one `--seeds` range may ask for.
@@ -49,6 +52,13 @@ pub struct RunArgs {
     /// (rendezvous), sampler-off-by-one (job), reader-double-publish (reader).
     #[arg(long, value_name = "M")]
     pub mutant: Vec<String>,
+}
+
+impl RunArgs {
+    /// Whether the files' seeds make a batch: more than one run per file.
+    fn several_seeds(&self) -> bool {
+        self.seeds.several()
+    }
 }
 
 /// Output format.
@@ -169,44 +179,98 @@ pub fn execute(args: RunArgs) -> i32 {
             return code;
         }
     }
-    let mut any_failed = false;
-    let mut any_harness_failure = false;
+    let mut ended = Ended::default();
     for (file, scenario) in &scenarios {
-        for seed in args.seeds.for_scenario(scenario) {
-            match run_seed(scenario, file, seed, args.check_determinism, &options) {
-                Ok((report, trace)) => {
-                    any_failed |= !report.passed();
-                    match args.format {
-                        Format::Json => outln!("{}", report.to_json_line()),
-                        Format::Text => outln!("{}", report.to_text()),
-                    }
-                    if let Some(path) = &args.trace {
-                        if let Err(code) = write_trace(path, &report, &trace) {
-                            return code;
-                        }
-                    }
-                    if let Some(path) = &args.html {
-                        let page = crate::report::html::page(scenario, &report, &trace);
-                        if let Err(e) = super::write_atomically(path, page.as_bytes()) {
-                            eprintln!("error: cannot write {}: {e}", path.display());
-                            return 2;
-                        }
-                    }
-                }
-                Err(failure) => {
-                    any_harness_failure = true;
-                    print_harness_failure(&failure);
-                }
-            }
+        if let Err(code) = run_scenario(file, scenario, &args, &options, &mut ended) {
+            return code;
         }
     }
-    if any_harness_failure {
+    if ended.harness_failure {
         3
-    } else if any_failed {
+    } else if ended.failed {
         1
     } else {
         0
     }
+}
+
+/// What the runs so far came to.
+#[derive(Debug, Default)]
+struct Ended {
+    failed: bool,
+    harness_failure: bool,
+}
+
+/// Runs one scenario's seeds and prints their reports; several seeds in text end with the
+/// goodput over them. `Err` is the exit code of an output that could not be written.
+fn run_scenario(
+    file: &str,
+    scenario: &Scenario,
+    args: &RunArgs,
+    options: &RunOptions,
+    ended: &mut Ended,
+) -> Result<(), i32> {
+    let seeds = args.seeds.for_scenario(scenario);
+    let bar = progress_bar(
+        seeds.end().saturating_sub(*seeds.start()) + 1,
+        args.several_seeds(),
+    );
+    let mut tally = GoodputTally::default();
+    for seed in seeds {
+        match run_seed(scenario, file, seed, args.check_determinism, options) {
+            Ok((report, trace)) => {
+                ended.failed |= !report.passed();
+                bar.suspend(|| match args.format {
+                    Format::Json => outln!("{}", report.to_json_line()),
+                    Format::Text => outln!("{}", report.to_text()),
+                });
+                write_outputs(scenario, &report, &trace, args)?;
+                tally.add(&report);
+            }
+            Err(failure) => {
+                ended.harness_failure = true;
+                bar.suspend(|| print_harness_failure(&failure));
+            }
+        }
+        bar.inc(1);
+    }
+    bar.finish_and_clear();
+    if args.several_seeds() && args.format == Format::Text {
+        if let Some(summary) = tally.summary() {
+            outln!("{}", summary.to_text(file));
+        }
+    }
+    Ok(())
+}
+
+/// A bar on a terminal's stderr for a batch of seeds; hidden otherwise.
+fn progress_bar(runs: u64, several: bool) -> ProgressBar {
+    if !several || !std::io::stderr().is_terminal() {
+        return ProgressBar::hidden();
+    }
+    let style = ProgressStyle::with_template("{bar:30} {pos}/{len} seeds {eta}")
+        .expect("a valid progress template");
+    ProgressBar::new(runs).with_style(style)
+}
+
+/// Writes the run's `--trace` and `--html` files when asked.
+fn write_outputs(
+    scenario: &Scenario,
+    report: &Report,
+    trace: &Trace,
+    args: &RunArgs,
+) -> Result<(), i32> {
+    if let Some(path) = &args.trace {
+        write_trace(path, report, trace)?;
+    }
+    if let Some(path) = &args.html {
+        let page = crate::report::html::page(scenario, report, trace);
+        if let Err(e) = super::write_atomically(path, page.as_bytes()) {
+            eprintln!("error: cannot write {}: {e}", path.display());
+            return Err(2);
+        }
+    }
+    Ok(())
 }
 
 /// Draws each seed's failure process before any run, so a draw past a bound is a usage

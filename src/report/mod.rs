@@ -7,6 +7,7 @@
 
 mod expect;
 pub mod goodput;
+pub mod goodput_summary;
 pub mod html;
 mod text;
 
