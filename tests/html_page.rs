@@ -161,4 +161,8 @@ fn a_browser_shows_the_nodes_rounds_and_violations() {
     }
     assert!(dom.contains("data-invariant=\"agent.bootstrap\" data-status=\"violated\""));
     assert!(dom.contains("trainsim run scenarios/rank0_dies_stale_master.toml --seed 1"));
+    // The goodput: the fate in words, the ETTR, and a bar of the wall time.
+    assert!(dom.contains("<div id=\"fate\">training stopped for good at 330.339969 s"));
+    assert!(dom.contains("<b id=\"ettr\">9.9 %</b>"));
+    assert!(dom.contains("title=\"worker start restore: 180.490213 s"));
 }

@@ -3,6 +3,7 @@
 //! moment on the timeline. A pure function of the scenario, the report and the trace, so the
 //! same seed writes the same bytes.
 
+mod goodput_bar;
 mod timeline;
 
 use super::Report;
@@ -53,6 +54,9 @@ td,th{border-bottom:1px solid #eee;padding:4px 10px;text-align:left;vertical-ali
 .held{color:#0a7c2f}.violated{color:#b3261e;font-weight:600}.not_applicable{color:#888}
 .legend span{display:inline-block;margin-right:14px}
 .legend i{display:inline-block;width:12px;height:10px;margin-right:4px;vertical-align:-1px}
+h2{font-size:16px;margin:16px 0 4px}
+.gbar{display:flex;height:18px;border:1px solid #ddd;border-radius:4px;overflow:hidden;margin:6px 0}
+.gbar i{display:block;height:100%}
 ";
 
 /// The page of one run.
@@ -66,6 +70,7 @@ pub fn page(scenario: &Scenario, report: &Report, trace: &Trace) -> String {
         esc(&title)
     );
     header(&mut html, scenario, report);
+    goodput_bar::section(&mut html, report);
     html.push_str(&timeline::svg(report, trace));
     legend(&mut html);
     verdicts(&mut html, report);
