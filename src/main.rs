@@ -29,6 +29,8 @@ enum Command {
     Bench(cli::bench::BenchArgs),
     /// Print the indices or batches each rank gets from a sampler configuration.
     Sample(cli::sample::SampleArgs),
+    /// Compare goodput: two or more scenario files, or one with a key swept, over the same seeds.
+    Compare(cli::compare::CompareArgs),
     /// Run scenarios on the real torchrun and in the simulator, and compare the outcomes.
     Conform(cli::conform::ConformArgs),
 }
@@ -50,6 +52,7 @@ fn main() {
         Command::Sample(args) => cli::sample::execute(args),
         Command::Bench(args) => cli::bench::execute(args),
         Command::Conform(args) => cli::conform::execute(args),
+        Command::Compare(args) => cli::compare::execute(args),
     };
     std::process::exit(code);
 }

@@ -275,3 +275,35 @@ fn a_batch_of_seeds_ends_with_its_goodput() {
         .sum();
     assert_eq!(runs, 3, "{summary}");
 }
+
+#[test]
+fn compare_sweeps_a_key_over_the_same_seeds() {
+    let out = trainsim(&[
+        "compare",
+        "scenarios/worker_crash_restart.toml",
+        "--set",
+        "agent.max_restarts=0,3",
+        "--seeds",
+        "0..3",
+    ]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let stdout = text(&out.stdout);
+    assert!(stdout.starts_with("goodput over 3 seeds"), "{stdout}");
+    assert!(stdout.contains("  agent.max_restarts=0  ETTR "), "{stdout}");
+    assert!(
+        stdout.contains("agent.max_restarts=3 vs agent.max_restarts=0: "),
+        "{stdout}"
+    );
+    let bad = trainsim(&[
+        "compare",
+        "scenarios/worker_crash_restart.toml",
+        "--set",
+        "job.steps=0",
+    ]);
+    assert_eq!(bad.status.code(), Some(2));
+    assert!(
+        text(&bad.stderr).contains("with job.steps=0"),
+        "{}",
+        text(&bad.stderr)
+    );
+}

@@ -14,6 +14,7 @@ macro_rules! out {
 pub mod bench;
 pub mod check;
 mod check_html;
+pub mod compare;
 pub mod conform;
 pub mod fuzz;
 pub mod parity;
