@@ -3,7 +3,9 @@
 
 use super::limits::*;
 use super::locate::FieldPath;
-use super::model::{AgentConfig, Cluster, GpuProfile, Network, RendezvousConfig, StoreHost};
+use super::model::{
+    AgentConfig, Cluster, GpuProfile, Network, RendezvousConfig, StoreHost, RELAUNCH_DELAY_US_CAP,
+};
 use super::raw::{RawAgent, RawCluster, RawGpuProfile, RawNetwork, RawRendezvous};
 use super::torch_defaults::*;
 use super::units::{Bandwidth, Duration};
@@ -324,5 +326,18 @@ pub fn agent(raw: &Option<RawAgent>, cluster: &Cluster) -> Check<AgentConfig> {
         )?,
         share_store: a.share_store.unwrap_or(true),
         fixes: fixes(&p.key("fixes"), a.fixes.as_deref().unwrap_or(&[]))?,
+        relaunch: a.relaunch.unwrap_or_default(),
+        relaunch_delay_us: quantity_or(
+            &p.key("relaunch_delay"),
+            a.relaunch_delay,
+            10_000_000,
+            0..=RELAUNCH_DELAY_US_CAP,
+        )?,
+        relaunch_max: in_range(
+            &p.key("relaunch_max"),
+            a.relaunch_max.unwrap_or(6),
+            0,
+            MAX_RESTARTS_MAX,
+        )?,
     })
 }

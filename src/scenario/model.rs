@@ -178,6 +178,33 @@ pub struct AgentConfig {
     pub share_store: bool,
     /// Opt-in named deviations from torch's agent behaviour.
     pub fixes: Vec<crate::fixes::AgentFix>,
+    /// What relaunches torchrun on a node when its agent process exits by itself (a
+    /// Kubernetes `restartPolicy`, a job controller); `Never` is torchrun alone.
+    pub relaunch: Relaunch,
+    /// The wait before the first relaunch of a node; it doubles with each relaunch of that
+    /// node, up to [`RELAUNCH_DELAY_US_CAP`] (the kubelet's crash-loop back-off).
+    pub relaunch_delay_us: u64,
+    /// Relaunches per node at most.
+    pub relaunch_max: u32,
+}
+
+/// The longest wait between relaunches: the kubelet's crash-loop back-off cap, 5 minutes.
+pub const RELAUNCH_DELAY_US_CAP: u64 = 300_000_000;
+
+/// `agent.relaunch`: which of an agent process's own exits relaunch torchrun.
+#[derive(
+    Clone, Copy, Debug, Default, PartialEq, Eq, serde::Deserialize, serde::Serialize, strum::Display,
+)]
+#[serde(rename_all = "snake_case")]
+#[strum(serialize_all = "snake_case")]
+pub enum Relaunch {
+    /// Nothing relaunches it (`restartPolicy: Never`).
+    #[default]
+    Never,
+    /// An exit other than SUCCEEDED relaunches it (`OnFailure`).
+    OnFailure,
+    /// Every exit relaunches it (`Always`).
+    Always,
 }
 
 /// `[job]`: the training job.

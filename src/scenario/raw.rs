@@ -108,6 +108,9 @@ pub struct RawAgent {
     pub exit_barrier_timeout: Option<Duration>,
     pub start_time: Option<Duration>,
     pub start_time_jitter: Option<Duration>,
+    pub relaunch: Option<super::model::Relaunch>,
+    pub relaunch_delay: Option<Duration>,
+    pub relaunch_max: Option<u32>,
     pub share_store: Option<bool>,
     pub fixes: Option<Vec<String>>,
 }

@@ -3,9 +3,11 @@
 
 use super::state::{Checkpoint, Process, World, MONO_BASE_US_PER_NODE, UTC_EPOCH_US};
 use super::{rng, spawn, time};
-use crate::scenario::model::{node_name, NodeIndex, Scenario, StoreHost};
+use crate::scenario::model::{
+    node_name, NodeIndex, Relaunch, Scenario, StoreHost, RELAUNCH_DELAY_US_CAP,
+};
 use crate::sim_time::clock_reading_us;
-use crate::trace::EventKind;
+use crate::trace::{AgentState, EventKind};
 use futures::channel::oneshot;
 use rand::Rng;
 use rand_chacha::ChaCha8Rng;
@@ -30,12 +32,46 @@ pub struct GpuNow {
     pub slowdown: f64,
 }
 
-/// The body of every node's init: start an agent process if the node is meant to run one.
+/// The body of every node's init: start an agent process if the node is meant to run one,
+/// and again after each exit that `agent.relaunch` relaunches.
 pub(super) async fn process_main(world: Arc<World>, index: u32) {
+    while let Some(exit) = run_process(&world, index).await {
+        let Some(delay_us) = relaunch_delay_us(&world, index, exit) else {
+            return;
+        };
+        time::sleep_us(delay_us).await;
+    }
+}
+
+/// Whether torchrun is relaunched on `index` after its agent process exited with `exit`,
+/// and after how long; a relaunch is pending from now, so the run does not end meanwhile.
+fn relaunch_delay_us(world: &World, index: u32, exit: AgentState) -> Option<u64> {
+    let agent = &world.scenario.agent;
+    let relaunched = match agent.relaunch {
+        Relaunch::Never => false,
+        Relaunch::OnFailure => exit != AgentState::Succeeded,
+        Relaunch::Always => true,
+    };
+    let mut st = world.state.lock().expect("world lock");
+    let slot = &mut st.nodes[index as usize];
+    if !relaunched || slot.relaunches >= agent.relaunch_max {
+        return None;
+    }
+    // The kubelet's back-off: the delay doubles with each relaunch, up to its cap.
+    let doublings = slot.relaunches.min(16);
+    slot.relaunches += 1;
+    slot.launch_pending(index);
+    let delay_us = agent.relaunch_delay_us.saturating_mul(1 << doublings);
+    Some(delay_us.min(RELAUNCH_DELAY_US_CAP))
+}
+
+/// One agent process on node `index`, from its launch to its exit; `None` when the node
+/// runs none (a spare before its start).
+async fn run_process(world: &Arc<World>, index: u32) -> Option<AgentState> {
     let pid = {
         let mut st = world.state.lock().expect("world lock");
         if !st.nodes[index as usize].launch(index) {
-            return;
+            return None;
         }
         let pid = st.next_pid;
         st.next_pid = pid.checked_add(1).expect("pids run out past u32::MAX");
@@ -98,6 +134,7 @@ pub(super) async fn process_main(world: Arc<World>, index: u32) {
         reason: exit.reason,
     });
     let _ = world.exits.unbounded_send(());
+    Some(exit.state)
 }
 
 impl NodeEnv {

@@ -229,6 +229,9 @@ fn kill(world: &Arc<World>, handle: &Handle, node: u32, death: Death) -> String 
         let mut st = world.state.lock().expect("world lock");
         let slot = &mut st.nodes[node as usize];
         let process = slot.process.take();
+        // A launch still pending (a relaunch waiting out its delay) dies with the node's
+        // tasks: nothing will start there until a `start` or `restart`.
+        slot.launching = false;
         let id = slot.id;
         st.withdraw(node, death == Death::ProcessesKilled);
         (id, process)

@@ -171,7 +171,9 @@ pub fn change_instants_us(scenario: &Scenario) -> Vec<u64> {
 /// command line asks for one-at-a-time timing, nor with a paused node, whose workers resume
 /// late and would no longer start a step together with their group.
 pub fn segments_allowed(scenario: &Scenario, step_by_step: bool) -> bool {
+    // A relaunched agent joins at a moment no fault names, so no run may span it.
     !step_by_step
+        && scenario.agent.relaunch == crate::scenario::model::Relaunch::Never
         && !scenario
             .faults
             .iter()

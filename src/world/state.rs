@@ -47,8 +47,11 @@ pub struct NodeSlot {
     pub started: bool,
     /// The running agent process, if any.
     pub process: Option<Process>,
-    /// A process is about to start (its init task has not run yet).
+    /// A process is about to start (its init task has not run yet, or it waits out its
+    /// relaunch delay).
     pub launching: bool,
+    /// How many times torchrun was relaunched on this node (`agent.relaunch`).
+    pub relaunches: u32,
 }
 
 impl NodeSlot {
@@ -58,6 +61,7 @@ impl NodeSlot {
             started,
             process: None,
             launching: started,
+            relaunches: 0,
         }
     }
 
