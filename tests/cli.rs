@@ -294,6 +294,20 @@ fn compare_sweeps_a_key_over_the_same_seeds() {
         stdout.contains("agent.max_restarts=3 vs agent.max_restarts=0: "),
         "{stdout}"
     );
+    let json = trainsim(&[
+        "compare",
+        "scenarios/worker_crash_restart.toml",
+        "--set",
+        "agent.max_restarts=0,3",
+        "--seeds",
+        "0..3",
+        "--format",
+        "json",
+    ]);
+    let value: serde_json::Value = serde_json::from_str(text(&json.stdout).trim()).unwrap();
+    assert_eq!(value["seeds"], 3);
+    assert_eq!(value["variants"][1]["name"], "agent.max_restarts=3");
+    assert_eq!(value["differences"][0]["base"], "agent.max_restarts=0");
     let bad = trainsim(&[
         "compare",
         "scenarios/worker_crash_restart.toml",

@@ -29,6 +29,9 @@ pub struct CompareArgs {
     /// The seeds every variant runs: `A..B` runs A to B-1, `A..=B` includes B.
     #[arg(long, value_name = "A..B", value_parser = parse_seed_range, default_value = "0..20")]
     pub seeds: SeedRange,
+    /// `text` for people, `json` for one JSON object.
+    #[arg(long, value_enum, default_value = "text")]
+    pub format: super::run::Format,
 }
 
 /// Runs the command; returns the exit code.
@@ -66,7 +69,10 @@ pub fn execute(args: CompareArgs) -> i32 {
         results.push(runs);
     }
     bar.finish_and_clear();
-    outln!("{}", compare::to_text(&results));
+    match args.format {
+        super::run::Format::Text => outln!("{}", compare::to_text(&results)),
+        super::run::Format::Json => outln!("{}", compare::to_json(&results)),
+    }
     0
 }
 

@@ -55,6 +55,49 @@ pub fn paired_difference(base: &VariantRuns, other: &VariantRuns) -> Estimate {
     estimate(&diffs)
 }
 
+/// The comparison as one JSON object: the seeds' count, each variant's mean ETTR with the
+/// half-width of its 95 % interval and its outcomes, and each variant's paired difference
+/// from the first.
+pub fn to_json(variants: &[VariantRuns]) -> String {
+    let Some(base) = variants.first() else {
+        return "{}".to_owned();
+    };
+    let count = |v: &VariantRuns, o: &str| v.outcomes.iter().filter(|x| *x == o).count();
+    let rows: Vec<serde_json::Value> = variants
+        .iter()
+        .map(|v| {
+            let e = estimate(&v.ettrs);
+            serde_json::json!({
+                "name": v.name,
+                "ettr_mean": e.mean,
+                "ettr_ci95_half_width": e.half_width_95,
+                "succeeded": count(v, "succeeded"),
+                "failed": count(v, "failed"),
+                "timed_out": count(v, "timed_out"),
+            })
+        })
+        .collect();
+    let differences: Vec<serde_json::Value> = variants[1..]
+        .iter()
+        .map(|v| {
+            let d = paired_difference(base, v);
+            serde_json::json!({
+                "variant": v.name,
+                "base": base.name,
+                "ettr_difference": d.mean,
+                "ci95_low": d.mean - d.half_width_95,
+                "ci95_high": d.mean + d.half_width_95,
+            })
+        })
+        .collect();
+    serde_json::json!({
+        "seeds": base.ettrs.len(),
+        "variants": rows,
+        "differences": differences,
+    })
+    .to_string()
+}
+
 /// The comparison as text: one line per variant, then each one's difference from the first.
 pub fn to_text(variants: &[VariantRuns]) -> String {
     let mut out = String::new();

@@ -49,8 +49,14 @@ fn header(out: &mut String, r: &Report) {
 /// The job's fate, then its goodput: the share of the wall time its kept steps took, and
 /// where the rest went, largest first.
 fn goodput(out: &mut String, r: &Report) {
+    // A reason can list dozens of store keys; the JSON report has the sentence whole.
+    const FATE_CHARS_MAX: usize = 300;
     let g = &r.goodput;
-    let _ = writeln!(out, "fate     {}", g.fate);
+    let fate: String = match g.fate.chars().count() > FATE_CHARS_MAX {
+        true => g.fate.chars().take(FATE_CHARS_MAX).collect::<String>() + " …",
+        false => g.fate.clone(),
+    };
+    let _ = writeln!(out, "fate     {fate}");
     let mut lost: Vec<(&str, u64)> = g
         .badput_us
         .iter()
