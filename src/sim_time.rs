@@ -3,8 +3,6 @@
 //! nanoseconds, microseconds and milliseconds is written here, and every sum saturates, so
 //! no caller multiplies by 1 000 by hand or casts between signed and unsigned time.
 
-use std::fmt;
-
 /// A moment of the run: simulated nanoseconds since it began. Message latencies are drawn in
 /// nanoseconds, so a moment computed ahead keeps them; the trace records microseconds.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -22,9 +20,6 @@ const NS_PER_US: u64 = 1_000;
 const NS_PER_MS: u64 = 1_000_000;
 
 impl SimInstant {
-    /// The run's first moment.
-    pub const START: SimInstant = SimInstant { ns: 0 };
-
     /// The moment `ns` simulated nanoseconds after the start.
     pub const fn from_ns(ns: u64) -> Self {
         SimInstant { ns }
@@ -63,14 +58,6 @@ impl SimInstant {
 }
 
 impl SimDuration {
-    /// No time at all.
-    pub const ZERO: SimDuration = SimDuration { ns: 0 };
-
-    /// `ns` nanoseconds.
-    pub const fn from_ns(ns: u64) -> Self {
-        SimDuration { ns }
-    }
-
     /// `us` microseconds (saturating).
     pub const fn from_us(us: u64) -> Self {
         SimDuration {
@@ -99,27 +86,6 @@ impl SimDuration {
     /// when c10d passes them as milliseconds.
     pub const fn as_ms(self) -> u64 {
         self.ns / NS_PER_MS
-    }
-
-    /// The sum, saturating.
-    pub const fn saturating_add(self, other: SimDuration) -> Self {
-        SimDuration {
-            ns: self.ns.saturating_add(other.ns),
-        }
-    }
-}
-
-impl From<SimDuration> for std::time::Duration {
-    fn from(span: SimDuration) -> Self {
-        std::time::Duration::from_nanos(span.ns)
-    }
-}
-
-impl fmt::Display for SimInstant {
-    /// Seconds with microsecond precision, as the reports print moments.
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let us = self.as_us();
-        write!(f, "{}.{:06} s", us / 1_000_000, us % 1_000_000)
     }
 }
 
@@ -152,7 +118,6 @@ mod tests {
         assert_eq!(SimDuration::from_ms(3).as_us(), 3_000);
         assert_eq!(SimDuration::from_us(2_500).as_ms(), 2);
         assert_eq!(at.after(SimDuration::from_us(500)).as_us(), 2_000);
-        assert_eq!(at.to_string(), "0.001500 s");
     }
 
     #[test]
@@ -160,7 +125,7 @@ mod tests {
         let end = SimInstant::from_us(u64::MAX);
         assert_eq!(end.as_ns(), u64::MAX);
         assert_eq!(end.after(SimDuration::from_ms(1)), end);
-        assert_eq!(SimInstant::START.since(end), SimDuration::ZERO);
+        assert_eq!(SimInstant::from_ns(0).since(end), SimDuration::from_us(0));
         assert_eq!(deadline_after_us(i64::MAX - 1, u64::MAX), i64::MAX);
         assert_eq!(deadline_after_us(-5, 10), 5);
         assert_eq!(clock_reading_us(7, SimInstant::from_us(3)), 10);

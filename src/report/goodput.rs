@@ -56,6 +56,10 @@ pub const CAUSES: [Cause; 7] = [
     Cause::LostWhenFailed,
 ];
 
+/// What a fate says between the node that ended the job and its agent's exit reason; the
+/// summary over seeds reads the reason after it.
+pub const AGENT_FAILED: &str = "'s agent failed: ";
+
 /// The goodput of one run (the report's `goodput` object).
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Goodput {
@@ -407,8 +411,8 @@ fn fate(
                 ..
             }),
         ) => format!(
-            "training stopped for good at {at} after step {steps_done} of {steps}: {node}'s \
-             agent failed: {reason}"
+            "training stopped for good at {at} after step {steps_done} of {steps}: \
+             {node}{AGENT_FAILED}{reason}"
         ),
         (Outcome::Failed, _) => format!(
             "training stopped for good at {at} after step {steps_done} of {steps}: no agent \

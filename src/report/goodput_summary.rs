@@ -1,6 +1,7 @@
 //! Goodput over many seeds of one scenario: the spread of ETTR, how often the job failed for
 //! good, and why, for `trainsim run FILE --seeds A..B`.
 
+use super::goodput::AGENT_FAILED;
 use super::Report;
 use std::collections::BTreeMap;
 use std::fmt::Write;
@@ -75,7 +76,7 @@ impl GoodputTally {
 /// The reason in a failed run's fate, with the numbers and node names that differ from seed
 /// to seed taken out, so that runs that failed the same way count together.
 fn reason_of(fate: &str) -> String {
-    let reason = fate.split_once("agent failed: ").map_or(fate, |(_, r)| r);
+    let reason = fate.split_once(AGENT_FAILED).map_or(fate, |(_, r)| r);
     // A number that starts a word (`60000ms`, the 3 of `node-3`) varies; digits inside a
     // word (`C10d`) are part of it.
     let mut out = String::new();
