@@ -11,9 +11,8 @@ use crate::check::Status;
 use crate::report::Report;
 use crate::runner::HarnessFailure;
 use crate::scenario::{self, Scenario};
-use indicatif::{ProgressBar, ProgressStyle};
+use indicatif::ProgressBar;
 use quick_junit::{NonSuccessKind, TestCase, TestCaseStatus, TestSuite};
-use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Mutex;
@@ -238,12 +237,7 @@ fn workers(requested: Option<u16>, jobs: usize) -> usize {
 }
 
 fn progress_bar(len: usize) -> ProgressBar {
-    if !std::io::stderr().is_terminal() {
-        return ProgressBar::hidden();
-    }
-    let style = ProgressStyle::with_template("{bar:30} {pos}/{len} runs {wide_msg}")
-        .expect("a valid progress template");
-    ProgressBar::new(len as u64).with_style(style)
+    super::progress_bar(len as u64, "{bar:30} {pos}/{len} runs {wide_msg}")
 }
 
 /// Runs every job on a bounded pool; results come back in job order.

@@ -6,8 +6,6 @@ use super::run::{parse_seed_range, SeedRange};
 use crate::report::compare::{self, VariantRuns};
 use crate::runner::Run;
 use crate::scenario::{self, Scenario};
-use indicatif::{ProgressBar, ProgressStyle};
-use std::io::IsTerminal;
 use std::path::PathBuf;
 
 /// The most values one `--set` may sweep.
@@ -44,7 +42,8 @@ pub fn execute(args: CompareArgs) -> i32 {
         }
     };
     let seeds = args.seeds.start..args.seeds.end_exclusive;
-    let bar = progress_bar(variants.len() as u64 * (seeds.end - seeds.start));
+    let runs = variants.len() as u64 * (seeds.end - seeds.start);
+    let bar = super::progress_bar(runs, "{bar:30} {pos}/{len} runs {eta}");
     let mut results = Vec::new();
     for (name, file, scenario) in &variants {
         let mut runs = VariantRuns {
@@ -140,16 +139,6 @@ fn with_value(text: &str, key: &str, value: &str) -> Result<String, String> {
         .unwrap_or_else(|_| toml_edit::Value::from(value));
     table.insert(last, toml_edit::Item::Value(value));
     Ok(doc.to_string())
-}
-
-/// A bar on a terminal's stderr; hidden otherwise.
-fn progress_bar(runs: u64) -> ProgressBar {
-    if !std::io::stderr().is_terminal() {
-        return ProgressBar::hidden();
-    }
-    let style = ProgressStyle::with_template("{bar:30} {pos}/{len} runs {eta}")
-        .expect("a valid progress template");
-    ProgressBar::new(runs).with_style(style)
 }
 
 #[cfg(test)]

@@ -9,8 +9,7 @@
 use crate::fuzz::campaign::{self, Campaign, KnownMode};
 use crate::fuzz::summary::{self, Summary};
 use crate::fuzz::{self, mutants, parallel};
-use indicatif::{ProgressBar, ProgressStyle};
-use std::io::IsTerminal;
+use indicatif::ProgressBar;
 use std::ops::Range;
 use std::path::{Path, PathBuf};
 
@@ -245,12 +244,7 @@ impl Drop for QuietWorldPanics {
 }
 
 fn progress_bar(len: u64) -> ProgressBar {
-    if !std::io::stderr().is_terminal() {
-        return ProgressBar::hidden();
-    }
-    let style = ProgressStyle::with_template("{bar:30} {pos}/{len} cases {per_sec} {wide_msg}")
-        .expect("a valid progress template");
-    ProgressBar::new(len).with_style(style)
+    super::progress_bar(len, "{bar:30} {pos}/{len} cases {per_sec} {wide_msg}")
 }
 
 fn write_summary(dir: &Path, summary: &Summary) -> Result<(), i32> {

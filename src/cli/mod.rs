@@ -41,3 +41,15 @@ pub fn print_out(args: std::fmt::Arguments<'_>) {
 }
 
 pub(crate) use crate::files::write_atomically;
+
+/// A progress bar on stderr drawn with `template`, hidden unless stderr is a terminal (CI
+/// logs and pipes get no bar).
+pub(crate) fn progress_bar(len: u64, template: &str) -> indicatif::ProgressBar {
+    use std::io::IsTerminal;
+    if !io::stderr().is_terminal() {
+        return indicatif::ProgressBar::hidden();
+    }
+    let style =
+        indicatif::ProgressStyle::with_template(template).expect("a valid progress template");
+    indicatif::ProgressBar::new(len).with_style(style)
+}

@@ -9,8 +9,7 @@ use crate::report::Report;
 use crate::runner::{HarnessFailure, Run, RunOptions};
 use crate::scenario::{self, Scenario};
 use crate::trace::{perfetto, Trace};
-use indicatif::{ProgressBar, ProgressStyle};
-use std::io::IsTerminal;
+use indicatif::ProgressBar;
 use std::path::{Path, PathBuf};
 
 /// The most seeds one `--seeds` range may ask for.
@@ -243,14 +242,12 @@ fn run_scenario(
     Ok(())
 }
 
-/// A bar on a terminal's stderr for a batch of seeds; hidden otherwise.
+/// A bar on a terminal's stderr for a batch of seeds; none for a single run.
 fn progress_bar(runs: u64, several: bool) -> ProgressBar {
-    if !several || !std::io::stderr().is_terminal() {
-        return ProgressBar::hidden();
+    match several {
+        true => super::progress_bar(runs, "{bar:30} {pos}/{len} seeds {eta}"),
+        false => ProgressBar::hidden(),
     }
-    let style = ProgressStyle::with_template("{bar:30} {pos}/{len} seeds {eta}")
-        .expect("a valid progress template");
-    ProgressBar::new(runs).with_style(style)
 }
 
 /// Writes the run's `--trace` and `--html` files when asked.
