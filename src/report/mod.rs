@@ -5,6 +5,7 @@
 //! line is just its serde form. The summaries (rounds, agents, job) are computed from the
 //! trace here; the verdicts come from `check`.
 
+pub mod analytic;
 pub mod compare;
 mod expect;
 pub mod goodput;
