@@ -5,6 +5,7 @@
 //! This is the one place that reads the host clock, to time the workloads; no time read here
 //! reaches a simulation, a trace or a report.
 
+mod goodput;
 pub mod workloads;
 
 use crate::fuzz;
@@ -30,6 +31,7 @@ pub const WORKLOADS: &[&str] = &[
     "scale-1024-backoff",
     "scale-4096-backoff",
     "randperm-10m",
+    "goodput-model",
 ];
 
 /// torch's `cas_backoff_max_seconds` in the `scale-N-backoff` lines.
@@ -107,6 +109,7 @@ pub fn run(workload: &str) -> Result<Figures, String> {
         "reference" => reference(),
         "fuzz" => fuzz_cases(),
         "randperm-10m" => Ok(randperm()),
+        "goodput-model" => goodput::goodput_model(),
         _ => {
             let (nodes, backoff) = match workload.strip_suffix("-backoff") {
                 Some(plain) => (plain.strip_prefix("scale-"), true),
