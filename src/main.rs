@@ -33,6 +33,15 @@ enum Command {
     Compare(cli::compare::CompareArgs),
     /// Run scenarios on the real torchrun and in the simulator, and compare the outcomes.
     Conform(cli::conform::ConformArgs),
+    /// Write a commented starting scenario that runs and passes as written.
+    Init(cli::init::InitArgs),
+    /// List what a scenario can name: faults, fixes, invariants, failure kinds.
+    List(cli::list::ListArgs),
+    /// Print a shell completion script (bash, zsh, fish, elvish, powershell).
+    Completions {
+        #[arg(value_enum)]
+        shell: clap_complete::Shell,
+    },
 }
 
 fn main() {
@@ -53,6 +62,13 @@ fn main() {
         Command::Bench(args) => cli::bench::execute(args),
         Command::Conform(args) => cli::conform::execute(args),
         Command::Compare(args) => cli::compare::execute(args),
+        Command::Init(args) => cli::init::execute(args),
+        Command::List(args) => cli::list::execute(args),
+        Command::Completions { shell } => {
+            let mut command = <Cli as clap::CommandFactory>::command();
+            clap_complete::generate(shell, &mut command, "trainsim", &mut std::io::stdout());
+            0
+        }
     };
     std::process::exit(code);
 }

@@ -17,6 +17,8 @@ mod check_html;
 pub mod compare;
 pub mod conform;
 pub mod fuzz;
+pub mod init;
+pub mod list;
 pub mod parity;
 pub mod run;
 pub mod sample;
