@@ -97,7 +97,11 @@ pub fn page(scenario: &Scenario, report: &Report, trace: &Trace) -> String {
     legend(&mut html);
     html.push_str(&draw::section(&timeline::build(scenario, report, trace)));
     verdicts(&mut html, report);
-    let _ = write!(html, "<script>{}</script>\n</body></html>\n", include_str!("html/zoom.js"));
+    let _ = write!(
+        html,
+        "<script>{}</script>\n</body></html>\n",
+        include_str!("html/zoom.js")
+    );
     html
 }
 
@@ -134,7 +138,10 @@ fn legend(html: &mut String) {
         ("background:#a6dcb3", "succeeded"),
         ("background:#cbc3ea", "joining"),
         ("background:#7e6bc4", "round completed"),
-        ("background:#e6f2ea;border-bottom:2px solid #2e7d4f", "workers running, steps done"),
+        (
+            "background:#e6f2ea;border-bottom:2px solid #2e7d4f",
+            "workers running, steps done",
+        ),
         ("background:#f5a623;opacity:.6", "no step (flat stretch)"),
         ("background:#b3261e;opacity:.3", "partitioned"),
         ("background:#7e6bc4;opacity:.3", "paused"),

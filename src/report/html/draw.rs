@@ -5,7 +5,7 @@
 //! stretch or violation fold into one line a click opens.
 
 use super::esc;
-use super::timeline::{Row, Timeline, RDZV, STATE, STORE, WORKERS};
+use super::timeline::{Note, Row, Timeline, RDZV, STATE, STORE, WORKERS};
 use crate::check::secs;
 use std::fmt::Write;
 
@@ -16,7 +16,7 @@ const STEPS_H: f64 = 28.0;
 const STORE_H: f64 = 6.0;
 const NOTE_H: f64 = 13.0;
 /// Text cut past this many characters (the whole text stays in its tooltip).
-const NOTE_CHARS_MAX: usize = 150;
+const NOTE_CHARS_MAX: usize = 120;
 /// Roughly how wide a character of a note is, to keep notes on one line from overlapping.
 const CHAR_W: f64 = 6.0;
 /// Fewer nodes than this are all shown.
@@ -183,9 +183,13 @@ fn draw_row(html: &mut String, node: &str, row: &Row, t: &Timeline) {
     pins(html, row, &l, t.end_us);
     for (line, note) in lines {
         let x = x(note.at_us, t.end_us);
-        let anchor = if x > PLOT_W * 0.6 { "end" } else { "start" };
+        let anchor = if ends_at(note, x) { "end" } else { "start" };
         let text: String = note.text.chars().take(NOTE_CHARS_MAX).collect();
-        let cut = if text.len() < note.text.len() { "…" } else { "" };
+        let cut = if text.len() < note.text.len() {
+            "…"
+        } else {
+            ""
+        };
         let _ = write!(
             html,
             "<g class=\"pin note {}\" data-x=\"{x:.2}\" transform=\"translate({x:.2},0)\"><text x=\"0\" y=\"{:.1}\" text-anchor=\"{anchor}\">{}{cut}</text><title>{}: {}</title></g>",
@@ -232,7 +236,15 @@ fn shapes(html: &mut String, row: &Row, l: &Layout, t: &Timeline) {
     };
     for s in &row.shades {
         let (x0, x1) = (x(s.start_us, t.end_us), x(s.end_us, t.end_us));
-        rect(html, x0, x1, 0.0, l.lanes_bottom, &format!("shade {}", s.class), "");
+        rect(
+            html,
+            x0,
+            x1,
+            0.0,
+            l.lanes_bottom,
+            &format!("shade {}", s.class),
+            "",
+        );
         let _ = write!(html, "<title>{}</title></rect>", esc(&s.title));
     }
     for s in &row.spans {
@@ -286,7 +298,10 @@ fn thin(line: &[(u64, u64)], end_us: u64) -> Vec<(u64, u64)> {
 fn pins(html: &mut String, row: &Row, l: &Layout, end_us: u64) {
     for m in &row.marks {
         let x = x(m.at_us, end_us);
-        let id = m.id.as_deref().map(|id| format!(" id=\"{id}\"")).unwrap_or_default();
+        let id =
+            m.id.as_deref()
+                .map(|id| format!(" id=\"{id}\""))
+                .unwrap_or_default();
         let head = if m.class == "violation" {
             "<path d=\"M-6,0 L6,0 L0,8 Z\"/><line class=\"hit\" y1=\"0\" y2=\"".to_owned()
                 + &format!("{:.1}\"/>", l.lanes_bottom)
@@ -307,16 +322,27 @@ fn pins(html: &mut String, row: &Row, l: &Layout, end_us: u64) {
     }
 }
 
+fn note_w(note: &Note) -> f64 {
+    note.text.chars().count().min(NOTE_CHARS_MAX) as f64 * CHAR_W
+}
+
+/// Whether a note at `x` is written leftwards, ending at its moment: when it would run off
+/// the plot's right edge otherwise and fits on its left.
+fn ends_at(note: &Note, x: f64) -> bool {
+    let w = note_w(note);
+    x + w > PLOT_W && x >= w
+}
+
 /// Each note with the line of text it goes on: notes are placed left to right, each on the
 /// first line where it overlaps nothing at the unzoomed scale (zooming in only spreads them).
-fn note_lines(row: &Row, end_us: u64) -> Vec<(usize, &super::timeline::Note)> {
-    let mut notes: Vec<(f64, f64, &super::timeline::Note)> = row
+fn note_lines(row: &Row, end_us: u64) -> Vec<(usize, &Note)> {
+    let mut notes: Vec<(f64, f64, &Note)> = row
         .notes
         .iter()
         .map(|n| {
             let x = x(n.at_us, end_us);
-            let w = n.text.chars().count().min(NOTE_CHARS_MAX) as f64 * CHAR_W;
-            if x > PLOT_W * 0.6 {
+            let w = note_w(n);
+            if ends_at(n, x) {
                 (x - w, x, n)
             } else {
                 (x, x + w, n)

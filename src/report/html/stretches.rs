@@ -16,15 +16,17 @@ const STEPS_FLAT: u64 = 10;
 
 /// Shades and labels every flat stretch of every worker group.
 pub(super) fn add(timeline: &mut Timeline, scenario: &Scenario, trace: &Trace, groups: &[Group]) {
-    let step_us = scenario.job.step_time_us;
     for group in groups {
-        for (start_us, end_us, ended_by_step) in gaps(group) {
+        let gaps = gaps(group);
+        // A step as long as the group's steps took (the all-reduce can outlast the compute).
+        let step_us = median_step_us(&gaps).max(scenario.job.step_time_us);
+        for (start_us, end_us, ended_by_step) in gaps {
             let allowed_us = (STEPS_FLAT * step_us).max(FLAT_US_MIN);
             let gap_us = end_us - start_us;
-            // A checkpoint written at the stretch's start accounts for its save time.
+            // A checkpoint written within the stretch accounts for its save time.
             if gap_us <= allowed_us
                 || (gap_us <= allowed_us + scenario.job.checkpoint_save_time_us
-                    && wrote_checkpoint(trace, group.pid, start_us, step_us))
+                    && wrote_checkpoint(trace, start_us, end_us))
             {
                 continue;
             }
@@ -45,6 +47,17 @@ pub(super) fn add(timeline: &mut Timeline, scenario: &Scenario, trace: &Trace, g
     }
 }
 
+/// The median time between the group's steps (0 with fewer than two).
+fn median_step_us(gaps: &[(u64, u64, Option<u64>)]) -> u64 {
+    let mut between: Vec<u64> = gaps
+        .iter()
+        .filter(|g| g.2.is_some())
+        .map(|g| g.1 - g.0)
+        .collect();
+    between.sort_unstable();
+    between.get(between.len() / 2).copied().unwrap_or(0)
+}
+
 /// The group's stretches without a step: between steps, and from its last step to its end
 /// (or from its start, when it never took one). Each says whether a step ended it.
 fn gaps(group: &Group) -> Vec<(u64, u64, Option<u64>)> {
@@ -62,10 +75,11 @@ fn gaps(group: &Group) -> Vec<(u64, u64, Option<u64>)> {
     out
 }
 
-fn wrote_checkpoint(trace: &Trace, pid: u32, at_us: u64, step_us: u64) -> bool {
+/// Whether group rank 0 (on whichever node) finished writing a checkpoint within the
+/// stretch: a blocking save holds every node's next step for its save time.
+fn wrote_checkpoint(trace: &Trace, start_us: u64, end_us: u64) -> bool {
     trace.events.iter().any(|e| {
-        matches!(e.kind, EventKind::Checkpoint { pid: p, .. } if p == pid)
-            && (at_us..=at_us + step_us).contains(&e.at_us)
+        matches!(e.kind, EventKind::Checkpoint { .. }) && (start_us..=end_us).contains(&e.at_us)
     })
 }
 
@@ -112,7 +126,9 @@ fn ending(trace: &Trace, group: &Group, start_us: u64, end_us: u64) -> String {
             EventKind::WorkerFailed {
                 local_rank, reason, ..
             } => Some(format!("worker {local_rank} failed: {reason}")),
-            EventKind::AgentRestart { reason, .. } => Some(format!("the agent restarted ({reason})")),
+            EventKind::AgentRestart { reason, .. } => {
+                Some(format!("the agent restarted ({reason})"))
+            }
             EventKind::WorkersStopped { reason, .. } => {
                 Some(format!("the agent stopped its workers ({reason})"))
             }

@@ -79,7 +79,6 @@ pub(super) struct Row {
 /// A worker group's life on one node, for the flat-stretch pass.
 pub(super) struct Group {
     pub node: String,
-    pub pid: u32,
     pub start_us: u64,
     pub end_us: u64,
     /// (time, step) of each step it recorded.
@@ -152,7 +151,6 @@ impl Builder {
         }
         self.groups.push(Group {
             node: open.node.clone(),
-            pid,
             start_us: open.start_us,
             end_us,
             steps,
@@ -170,11 +168,7 @@ impl Builder {
     }
 
     fn note(&mut self, node: &str, at_us: u64, class: &'static str, text: String) {
-        self.row(node).notes.push(Note {
-            at_us,
-            class,
-            text,
-        });
+        self.row(node).notes.push(Note { at_us, class, text });
     }
 
     /// A process's bars all end (it exited or was killed).
@@ -205,7 +199,12 @@ impl Builder {
             EventKind::AgentExited { pid, state, reason } => {
                 self.process_ends(*pid, at_us);
                 self.row(node).last_state = state.to_string();
-                self.note(node, at_us, "exit-note", format!("exited {state}: {reason}"));
+                self.note(
+                    node,
+                    at_us,
+                    "exit-note",
+                    format!("exited {state}: {reason}"),
+                );
             }
             EventKind::AgentKilled { pid } => {
                 self.process_ends(*pid, at_us);
@@ -232,7 +231,11 @@ impl Builder {
             }
             EventKind::RendezvousFailed { pid, error, .. } => {
                 let title = format!("rendezvous failed: {error}");
-                self.open(RDZV, pid.to_string(), open("rdzv-failed", title, String::new()));
+                self.open(
+                    RDZV,
+                    pid.to_string(),
+                    open("rdzv-failed", title, String::new()),
+                );
                 self.close(RDZV, &pid.to_string(), at_us + 1);
             }
             other => self.job_or_marker(at_us, node, other),
