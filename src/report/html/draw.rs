@@ -50,9 +50,9 @@ pub(super) fn section(t: &Timeline) -> String {
         };
         if alike >= GROUP_LEN_MIN {
             let group = &rows[i..i + alike];
-            let _ = write!(
+            let _ = writeln!(
                 html,
-                "<details class=\"alike\"><summary>{} … {}: {alike} nodes alike, with no fault, flat stretch or violation — {}</summary>\n",
+                "<details class=\"alike\"><summary>{} … {}: {alike} nodes alike, with no fault, flat stretch or violation — {}</summary>",
                 esc(group[0].0),
                 esc(group[alike - 1].0),
                 esc(&signature(group[0].1))
