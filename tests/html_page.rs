@@ -1,6 +1,7 @@
 //! `trainsim run --html`: the page of a known scenario, rendered by a real browser (headless
-//! Chromium), shows its nodes, its rounds and its violation linked to the timeline; the same
-//! seed writes the same bytes.
+//! Chromium, its script run), shows its nodes, its rounds, its flat stretches, faults and exit
+//! reasons, zooms where the address asks, and links its violations with the timeline both
+//! ways; the same seed writes the same bytes.
 //!
 //! Chromium is Debian's `chromium` package. When it is missing, the test installs it with
 //! apt-get; only where that is impossible (no root, no apt) is the browser check skipped,
@@ -8,12 +9,17 @@
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 const SCENARIO: &str = "scenarios/rank0_dies_stale_master.toml";
 
 fn write_page(path: &Path) {
+    write_page_of(SCENARIO, path);
+}
+
+fn write_page_of(scenario: &str, path: &Path) {
     let out = Command::new(env!("CARGO_BIN_EXE_trainsim"))
-        .args(["run", SCENARIO, "--html"])
+        .args(["run", scenario, "--html"])
         .arg(path)
         .current_dir(env!("CARGO_MANIFEST_DIR"))
         .output()
@@ -57,9 +63,15 @@ fn chromium() -> Option<PathBuf> {
     found()
 }
 
-/// The DOM Chromium builds from the page (no script runs; the page has none).
-fn rendered_dom(browser: &Path, page: &Path) -> String {
-    let profile = scratch("chromium-profile");
+/// The DOM Chromium builds from the page after its script ran; `fragment` is the address's
+/// `#...` part.
+fn rendered_dom(browser: &Path, page: &Path, fragment: &str) -> String {
+    // A profile per browser: tests run at once, and a profile admits one browser.
+    static PROFILES: AtomicUsize = AtomicUsize::new(0);
+    let profile = scratch(&format!(
+        "chromium-profile-{}",
+        PROFILES.fetch_add(1, Ordering::Relaxed)
+    ));
     let out = Command::new("timeout")
         .arg("120")
         .arg(browser)
@@ -75,7 +87,7 @@ fn rendered_dom(browser: &Path, page: &Path) -> String {
             "--dump-dom",
         ])
         .arg(format!("--user-data-dir={}", profile.display()))
-        .arg(format!("file://{}", page.display()))
+        .arg(format!("file://{}{fragment}", page.display()))
         .output()
         .expect("chromium runs");
     assert!(
@@ -95,10 +107,13 @@ fn the_same_seed_writes_the_same_page() {
     assert!(!first.is_empty());
     assert_eq!(first, std::fs::read(&b).expect("page b"));
     let text = String::from_utf8(first).expect("utf-8");
-    assert!(!text.contains("<script"), "the page runs no script");
     assert!(
         !text.contains("src=") && !text.contains("href=\"http") && !text.contains("@import"),
         "the page loads nothing from elsewhere"
+    );
+    assert!(
+        !text.contains("fetch(") && !text.contains("XMLHttpRequest"),
+        "its script asks nothing of the network"
     );
 }
 
@@ -131,7 +146,7 @@ fn a_browser_shows_the_nodes_rounds_and_violations() {
     let Some(browser) = chromium() else {
         return;
     };
-    let dom = rendered_dom(&browser, &page);
+    let dom = rendered_dom(&browser, &page, "");
     for node in ["node-0", "node-1", "node-2"] {
         assert!(
             dom.contains(&format!("data-node=\"{node}\"")),
@@ -165,4 +180,113 @@ fn a_browser_shows_the_nodes_rounds_and_violations() {
     assert!(dom.contains("<div id=\"fate\">training stopped for good at 330.339969 s"));
     assert!(dom.contains("<b id=\"ettr\">9.9 %</b>"));
     assert!(dom.contains("title=\"worker start restore: 180.490213 s"));
+}
+
+/// The attribute value of `name` in the first element that has `marker` in its tag.
+fn attr_of<'a>(dom: &'a str, marker: &str, name: &str) -> &'a str {
+    let at = dom
+        .find(marker)
+        .unwrap_or_else(|| panic!("{marker} missing"));
+    let tag_start = dom[..at].rfind('<').expect("a tag");
+    let tag = &dom[tag_start..tag_start + dom[tag_start..].find('>').expect("a tag's end")];
+    let key = format!("{name}=\"");
+    let from = tag
+        .find(&key)
+        .unwrap_or_else(|| panic!("{name} missing in {tag}"))
+        + key.len();
+    &tag[from..from + tag[from..].find('"').expect("a closing quote")]
+}
+
+#[test]
+fn a_hang_a_fault_and_the_exits_are_written_on_the_nodes() {
+    let page = scratch("powered-off.html");
+    write_page_of("scenarios/powered_off_after_round.toml", &page);
+    let Some(browser) = chromium() else {
+        return;
+    };
+    let dom = rendered_dom(&browser, &page, "");
+    // The survivors sit in the all-reduce for the 10-minute NCCL timeout: a flat stretch on
+    // each, labelled with the power-off that began it and the watchdog that ended it.
+    let label = "no step for 600.3 s — from the power_off of node-2 at 40 s until worker 0 \
+                 failed: NCCL watchdog: the all-reduce of step 113 timed out";
+    assert_eq!(
+        dom.matches(label).count(),
+        4,
+        "a label and a tooltip per survivor"
+    );
+    assert!(dom.contains("class=\"flat\""));
+    // node-2's host is shaded from its power-off to the end, and its kill is written.
+    let off = dom
+        .find("class=\"shade shade-off\"")
+        .expect("node-2 shaded");
+    let row = dom[..off].rfind("data-node=\"").expect("in a row");
+    assert!(dom[row..].starts_with("data-node=\"node-2\""));
+    assert!(dom.contains("powered off (40 s – 760.68839 s)"));
+    assert!(dom.contains(">agent pid 1002 killed</text>"));
+    // Each survivor's exit reason is text on its row, not only a tooltip.
+    assert_eq!(
+        dom.matches(">exited SUCCEEDED: every worker finished</text>")
+            .count(),
+        2
+    );
+    // No empty lane: node-1 hosts no store, so its row names none.
+    let node1 = dom.find("data-node=\"node-1\"").expect("node-1");
+    let node1_row = &dom[node1..node1 + dom[node1..].find("</svg></svg>").expect("row end")];
+    assert!(!node1_row.contains("store server"));
+}
+
+#[test]
+fn a_partition_shades_the_cut_node_until_it_heals() {
+    let page = scratch("partition.html");
+    write_page_of("scenarios/partition_then_heal.toml", &page);
+    let Some(browser) = chromium() else {
+        return;
+    };
+    let dom = rendered_dom(&browser, &page, "");
+    assert_eq!(dom.matches("class=\"shade shade-partition\"").count(), 1);
+    let shade = dom.find("class=\"shade shade-partition\"").expect("shade");
+    let row = dom[..shade].rfind("data-node=\"").expect("in a row");
+    assert!(dom[row..].starts_with("data-node=\"node-2\""));
+    assert!(dom.contains("partitioned from node-0, node-1 (0.001 s – 45 s)"));
+}
+
+#[test]
+fn the_address_zooms_the_timeline_and_a_violation_link_finds_its_marker() {
+    let page = scratch("zoom.html");
+    write_page(&page);
+    let Some(browser) = chromium() else {
+        return;
+    };
+    let whole = rendered_dom(&browser, &page, "");
+    assert_eq!(
+        attr_of(&whole, "id=\"timeline\"", "data-view"),
+        "0-345473270"
+    );
+    for control in ["zoom-in", "zoom-out", "zoom-reset", "pan-left", "pan-right"] {
+        assert!(whole.contains(&format!("id=\"{control}\"")), "{control}");
+    }
+    // #t=100-150 shows 100 s to 150 s: the bars scale by 345.5 / 50, the ticks relabel.
+    let zoomed = rendered_dom(&browser, &page, "#t=100-150");
+    assert_eq!(
+        attr_of(&zoomed, "id=\"timeline\"", "data-view"),
+        "100000000-150000000"
+    );
+    assert!(zoomed.contains("<span id=\"zoom-view\">100 s – 150 s</span>"));
+    assert!(zoomed.contains("scale(6.90947,1)"), "bars stretched");
+    assert!(zoomed.contains(">120 s</text>"), "ticks relabelled");
+    // Following a violation's link centres its moment and marks it.
+    let focused = rendered_dom(&browser, &page, "#v-1");
+    let mark = attr_of(&focused, "id=\"v-1\"", "class");
+    assert!(
+        mark.contains("violation-mark") && mark.contains("focus"),
+        "{mark}"
+    );
+    assert_ne!(
+        attr_of(&focused, "id=\"timeline\"", "data-view"),
+        "0-345473270"
+    );
+    // The marker leads back to its row of the verdicts, which the link starts from.
+    assert!(focused.contains("id=\"vr-1\"><a class=\"violation-link\" href=\"#v-1\""));
+    // Still one flat stretch per failed process-group bootstrap, written on its node.
+    assert!(focused.contains("no step for 60.1 s until worker 0 failed: init_process_group"));
 }

@@ -1,9 +1,13 @@
-//! The picture of one run: a self-contained HTML page (inline SVG and CSS; no script, no
-//! network) with a timeline per node and the invariant verdicts, each violation linked to its
-//! moment on the timeline. A pure function of the scenario, the report and the trace, so the
-//! same seed writes the same bytes.
+//! The picture of one run: a self-contained HTML page (inline SVG, CSS and script; nothing
+//! loaded from elsewhere) with the job's goodput, a timeline per node that zooms on its time
+//! axis, and the invariant verdicts, each violation linked both ways with its moment on the
+//! timeline. A pure function of the scenario, the report and the trace, so the same seed
+//! writes the same bytes.
 
+mod draw;
+mod fault_shades;
 mod goodput_bar;
+mod stretches;
 mod timeline;
 
 use super::Report;
@@ -40,18 +44,37 @@ h1{font-size:20px;margin:0 0 4px}
 .meta span{margin-right:18px}
 code{background:#f2f2f4;padding:2px 6px;border-radius:4px}
 .pass{color:#0a7c2f;font-weight:600}.fail{color:#b3261e;font-weight:600}
-svg{border:1px solid #ddd;border-radius:6px;background:#fff;margin:12px 0}
 svg text{font:11px system-ui,sans-serif;fill:#333}
+#timeline{border:1px solid #ddd;border-radius:6px;background:#fff;margin:8px 0;padding:0 0 6px}
+.tl-head{position:sticky;top:0;background:#fff;z-index:2;border-bottom:1px solid #eee;padding:6px 0 0}
+#zoom-controls{padding:0 8px}#zoom-controls button{margin-right:4px}
+#zoom-view{margin:0 12px;font-weight:600}.hint{color:#888;font-size:12px}
+#axis line{stroke:#999}
+svg.row{display:block;border-bottom:1px solid #f0f0f0}
+.plot{cursor:grab}
+details.alike>summary{padding:4px 8px;color:#555;cursor:pointer;border-bottom:1px solid #f0f0f0}
 .agent{fill:#d9e7f7}.state-HEALTHY{fill:#9cc5ec}.state-INIT{fill:#e3e3e8}
 .state-STOPPED{fill:#f3d9a4}.state-FAILED{fill:#f1a7a0}.state-SUCCEEDED{fill:#a6dcb3}
+.state-UNHEALTHY{fill:#f1a7a0}
 .round{fill:#7e6bc4}.joining{fill:#cbc3ea}.rdzv-failed{fill:#e07a70}
-.workers{fill:#4f9a6a}.store{fill:#c9a227}
-.exit{fill:#555}.fault{fill:#b3261e}.restart{fill:#e08a00}.worker-failed{fill:#7a1f1a}
-.violation{fill:#ff2d55;stroke:#000;stroke-width:.5}
-.lane-label{fill:#888}
+.workers{fill:#e6f2ea}.store{fill:#c9a227}
+.steps{fill:none;stroke:#2e7d4f;stroke-width:1.6}
+.flat{fill:#f5a623;fill-opacity:.45}
+.shade{fill-opacity:.16}.shade-partition{fill:#b3261e}.shade-paused{fill:#7e6bc4}
+.shade-off{fill:#333;fill-opacity:.22}.shade-stopped{fill:#e08a00}
+.mark line{stroke-width:2;vector-effect:non-scaling-stroke}
+line.exit{stroke:#555}line.fault{stroke:#b3261e}line.fault-end{stroke:#0a7c2f}
+line.restart{stroke:#e08a00}line.worker-failed{stroke:#7a1f1a}line.violation{stroke:#ff2d55}
+.violation-mark{cursor:pointer}.violation-mark path{fill:#ff2d55;stroke:#000;stroke-width:.5}
+.violation-mark line.hit{stroke:transparent;stroke-width:10}
+.violation-mark.focus line.violation{stroke-width:5}.violation-mark.focus path{fill:#000}
+.note text{font-size:11px}.exit-note text{fill:#1d1d1f;font-weight:600}.kill-note text{fill:#b3261e;font-weight:600}
+.flat-note text{fill:#9a5b00}.fault-note text{fill:#b3261e}
+.lane-label{fill:#888;font-size:10px}
 table{border-collapse:collapse;margin-top:8px}
 td,th{border-bottom:1px solid #eee;padding:4px 10px;text-align:left;vertical-align:top}
 .held{color:#0a7c2f}.violated{color:#b3261e;font-weight:600}.not_applicable{color:#888}
+.vrow:target{background:#ffe8ec;outline:2px solid #ff2d55}
 .legend span{display:inline-block;margin-right:14px}
 .legend i{display:inline-block;width:12px;height:10px;margin-right:4px;vertical-align:-1px}
 h2{font-size:16px;margin:16px 0 4px}
@@ -71,10 +94,14 @@ pub fn page(scenario: &Scenario, report: &Report, trace: &Trace) -> String {
     );
     header(&mut html, scenario, report);
     goodput_bar::section(&mut html, report);
-    html.push_str(&timeline::svg(report, trace));
     legend(&mut html);
+    html.push_str(&draw::section(&timeline::build(scenario, report, trace)));
     verdicts(&mut html, report);
-    html.push_str("</body></html>\n");
+    let _ = write!(
+        html,
+        "<script>{}</script>\n</body></html>\n",
+        include_str!("html/zoom.js")
+    );
     html
 }
 
@@ -104,24 +131,29 @@ fn header(html: &mut String, scenario: &Scenario, report: &Report) {
 
 fn legend(html: &mut String) {
     html.push_str("<div class=\"legend\">");
-    for (class, label) in [
-        ("state-HEALTHY", "workers healthy"),
-        ("state-STOPPED", "stopped"),
-        ("state-FAILED", "failed"),
-        ("state-SUCCEEDED", "succeeded"),
-        ("joining", "joining"),
-        ("round", "round completed"),
-        ("workers", "worker group"),
-        ("store", "store"),
-        ("fault", "fault"),
-        ("restart", "restart"),
-        ("violation", "violation"),
+    for (style, label) in [
+        ("background:#9cc5ec", "agent: workers healthy"),
+        ("background:#f3d9a4", "stopped"),
+        ("background:#f1a7a0", "failed"),
+        ("background:#a6dcb3", "succeeded"),
+        ("background:#cbc3ea", "joining"),
+        ("background:#7e6bc4", "round completed"),
+        (
+            "background:#e6f2ea;border-bottom:2px solid #2e7d4f",
+            "workers running, steps done",
+        ),
+        ("background:#f5a623;opacity:.6", "no step (flat stretch)"),
+        ("background:#b3261e;opacity:.3", "partitioned"),
+        ("background:#7e6bc4;opacity:.3", "paused"),
+        ("background:#333;opacity:.3", "powered off"),
+        ("background:#e08a00;opacity:.3", "SIGTERM"),
+        ("background:#b3261e;width:3px", "fault"),
+        ("background:#e08a00;width:3px", "restart"),
+        ("background:#7a1f1a;width:3px", "worker failed"),
+        ("background:#ff2d55;width:3px", "violation"),
+        ("background:#c9a227", "store server"),
     ] {
-        let _ = write!(
-            html,
-            "<span><svg width=\"12\" height=\"10\" style=\"border:0;margin:0\">\
-             <rect class=\"{class}\" width=\"12\" height=\"10\"/></svg> {label}</span>"
-        );
+        let _ = write!(html, "<span><i style=\"{style}\"></i>{label}</span>");
     }
     html.push_str("</div>\n");
 }
@@ -143,7 +175,7 @@ fn verdicts(html: &mut String, report: &Report) {
             for v in &inv.violations {
                 let _ = write!(
                     html,
-                    "<div><a class=\"violation-link\" href=\"#v-{index}\">{}</a>: {}</div>",
+                    "<div class=\"vrow\" id=\"vr-{index}\"><a class=\"violation-link\" href=\"#v-{index}\">{}</a>: {}</div>",
                     esc(&v.when_and_where()),
                     esc(&v.message)
                 );

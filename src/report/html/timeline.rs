@@ -1,48 +1,96 @@
-//! The run's timeline as inline SVG: a band per node (then the dedicated store and the
-//! cluster), with lanes for the agent's worker-group states, its rendezvous (joining, then
-//! the round it belongs to with its rank and world size), its worker groups and their steps,
-//! and the store; faults, restarts, worker failures and violations are markers.
+//! The run's timeline as data: per node, bars for the agent's worker-group states, its
+//! rendezvous (joining, then the round with its rank and world size), its worker groups and
+//! the store; its training progress as steps over time; point markers for kills, restarts,
+//! worker failures and violations; and notes written in text (each agent's exit). Faults
+//! and flat stretches are added by `fault_shades` and `stretches`; `draw` renders it.
 
-use super::{esc, secs};
+use super::{esc, fault_shades, stretches};
 use crate::report::{node_order, Report};
-use crate::trace::{EventKind, Trace};
+use crate::scenario::model::Scenario;
+use crate::trace::{Event, EventKind, Trace};
 use std::collections::BTreeMap;
 use std::fmt::Write;
 
-const LABEL_W: u64 = 150;
-const PLOT_W: u64 = 1100;
-const LANE_H: u64 = 12;
-const LANES: u64 = 4;
-const ROW_GAP: u64 = 10;
-const AXIS_H: u64 = 22;
-const LANE_NAMES: [&str; LANES as usize] = ["agent", "rendezvous", "workers", "store"];
+/// The lanes of a node's row, top to bottom.
+pub(super) const STATE: u8 = 0;
+pub(super) const RDZV: u8 = 1;
+pub(super) const WORKERS: u8 = 2;
+pub(super) const STORE: u8 = 3;
 /// The row of events that name no node.
-const CLUSTER: &str = "cluster";
+pub(super) const CLUSTER: &str = "cluster";
+
+/// The node an event happened on, when one applies: the one place the page reads it.
+pub(super) fn node_of(event: &Event) -> Option<&str> {
+    event.node.as_deref()
+}
 
 /// A bar on one lane.
-struct Span {
-    lane: u64,
-    start_us: u64,
-    end_us: u64,
-    class: String,
-    title: String,
+pub(super) struct Span {
+    pub lane: u8,
+    pub start_us: u64,
+    pub end_us: u64,
+    pub class: String,
+    pub title: String,
     /// Extra `data-*` attributes, already escaped.
-    attrs: String,
+    pub attrs: String,
 }
 
-/// A point marker.
-struct Mark {
-    at_us: u64,
-    class: &'static str,
-    title: String,
-    id: Option<String>,
-    attrs: String,
+/// A point marker across the row.
+pub(super) struct Mark {
+    pub at_us: u64,
+    pub class: &'static str,
+    pub title: String,
+    pub id: Option<String>,
+    pub attrs: String,
 }
 
+/// Text written on the row at a moment (an exit reason, a flat stretch, a fault).
+pub(super) struct Note {
+    pub at_us: u64,
+    pub class: &'static str,
+    pub text: String,
+}
+
+/// A stretch of time shaded over the row (a fault's duration) or over its steps (a flat
+/// stretch of training).
+pub(super) struct Shade {
+    pub start_us: u64,
+    pub end_us: u64,
+    pub class: &'static str,
+    pub title: String,
+}
+
+/// One node's row.
 #[derive(Default)]
-struct Row {
-    spans: Vec<Span>,
-    marks: Vec<Mark>,
+pub(super) struct Row {
+    pub spans: Vec<Span>,
+    pub marks: Vec<Mark>,
+    pub notes: Vec<Note>,
+    /// Faults over the whole row.
+    pub shades: Vec<Shade>,
+    /// Flat stretches over the steps lane.
+    pub flats: Vec<Shade>,
+    /// Each worker group's progress: (time, step), ending flat at the group's end.
+    pub lines: Vec<Vec<(u64, u64)>>,
+    /// The agent's last word: SUCCEEDED, FAILED, STOPPED, KILLED or RUNNING.
+    pub last_state: String,
+}
+
+/// A worker group's life on one node, for the flat-stretch pass.
+pub(super) struct Group {
+    pub node: String,
+    pub start_us: u64,
+    pub end_us: u64,
+    /// (time, step) of each step it recorded.
+    pub steps: Vec<(u64, u64)>,
+}
+
+/// The whole timeline.
+pub(super) struct Timeline {
+    pub rows: BTreeMap<(u64, String), Row>,
+    pub end_us: u64,
+    /// The top of the steps axis: the job's steps (or the most any node reached).
+    pub steps_max: u64,
 }
 
 /// An open bar: where it started and what it will be drawn as.
@@ -54,14 +102,15 @@ struct Open {
     attrs: String,
 }
 
-/// Turns the trace into rows of bars and markers.
+/// Turns the trace into rows.
 #[derive(Default)]
 struct Builder {
     rows: BTreeMap<(u64, String), Row>,
     /// Open bars by (lane, pid); the store lane uses the node's name instead of a pid.
-    open: BTreeMap<(u64, String), Open>,
-    /// Steps of each pid's running worker group: (first, last).
-    steps: BTreeMap<u32, (u64, u64)>,
+    open: BTreeMap<(u8, String), Open>,
+    /// Each running worker group's steps, by pid.
+    steps: BTreeMap<u32, Vec<(u64, u64)>>,
+    groups: Vec<Group>,
 }
 
 impl Builder {
@@ -69,13 +118,16 @@ impl Builder {
         self.rows.entry(node_order(node)).or_default()
     }
 
-    fn open(&mut self, lane: u64, key: String, open: Open) {
+    fn open(&mut self, lane: u8, key: String, open: Open) {
         self.close(lane, &key, open.start_us);
         self.open.insert((lane, key), open);
     }
 
-    fn close(&mut self, lane: u64, key: &str, end_us: u64) {
+    fn close(&mut self, lane: u8, key: &str, end_us: u64) {
         if let Some(o) = self.open.remove(&(lane, key.to_owned())) {
+            if lane == WORKERS {
+                self.end_group(&o, key, end_us);
+            }
             let span = Span {
                 lane,
                 start_us: o.start_us,
@@ -88,26 +140,42 @@ impl Builder {
         }
     }
 
-    fn mark(&mut self, node: &str, mark: Mark) {
-        self.row(node).marks.push(mark);
+    /// A worker group ended: its progress line stays flat until now.
+    fn end_group(&mut self, open: &Open, pid: &str, end_us: u64) {
+        let pid: u32 = pid.parse().expect("worker bars are keyed by pid");
+        let steps = self.steps.remove(&pid).unwrap_or_default();
+        if let Some(&(_, last)) = steps.last() {
+            let mut line = steps.clone();
+            line.push((end_us, last));
+            self.row(&open.node).lines.push(line);
+        }
+        self.groups.push(Group {
+            node: open.node.clone(),
+            start_us: open.start_us,
+            end_us,
+            steps,
+        });
+    }
+
+    fn mark(&mut self, node: &str, at_us: u64, class: &'static str, title: String) {
+        self.row(node).marks.push(Mark {
+            at_us,
+            class,
+            title,
+            id: None,
+            attrs: String::new(),
+        });
+    }
+
+    fn note(&mut self, node: &str, at_us: u64, class: &'static str, text: String) {
+        self.row(node).notes.push(Note { at_us, class, text });
     }
 
     /// A process's bars all end (it exited or was killed).
     fn process_ends(&mut self, pid: u32, at_us: u64) {
-        self.close(0, &pid.to_string(), at_us);
-        self.close(1, &pid.to_string(), at_us);
-        self.close_workers(pid, at_us);
-    }
-
-    /// Ends a worker group's bar, naming the steps it took.
-    fn close_workers(&mut self, pid: u32, at_us: u64) {
-        let key = (2, pid.to_string());
-        if let Some(open) = self.open.get_mut(&key) {
-            if let Some((first, last)) = self.steps.remove(&pid) {
-                let _ = write!(open.title, ", steps {first}–{last}");
-            }
+        for lane in [STATE, RDZV, WORKERS] {
+            self.close(lane, &pid.to_string(), at_us);
         }
-        self.close(2, &pid.to_string(), at_us);
     }
 
     fn event(&mut self, at_us: u64, node: &str, kind: &EventKind) {
@@ -119,37 +187,34 @@ impl Builder {
             attrs,
         };
         match kind {
-            EventKind::AgentStarted { pid } => self.open(
-                0,
-                pid.to_string(),
-                open("agent", format!("agent pid {pid}"), String::new()),
-            ),
-            EventKind::WorkerGroupState { pid, state } => self.open(
-                0,
-                pid.to_string(),
-                open(
-                    &format!("state-{state}"),
-                    format!("pid {pid}: {state}"),
-                    String::new(),
-                ),
-            ),
-            EventKind::AgentExited { pid, state, .. } => {
+            EventKind::AgentStarted { pid } => {
+                let title = format!("agent pid {pid} starting");
+                self.open(STATE, pid.to_string(), open("agent", title, String::new()));
+                self.row(node).last_state = "RUNNING".into();
+            }
+            EventKind::WorkerGroupState { pid, state } => {
+                let (class, title) = (format!("state-{state}"), format!("pid {pid}: {state}"));
+                self.open(STATE, pid.to_string(), open(&class, title, String::new()));
+            }
+            EventKind::AgentExited { pid, state, reason } => {
                 self.process_ends(*pid, at_us);
-                let title = format!("agent pid {pid} exited {state}");
-                self.mark(node, mark(at_us, "exit", title));
+                self.row(node).last_state = state.to_string();
+                self.note(
+                    node,
+                    at_us,
+                    "exit-note",
+                    format!("exited {state}: {reason}"),
+                );
             }
             EventKind::AgentKilled { pid } => {
                 self.process_ends(*pid, at_us);
-                self.mark(
-                    node,
-                    mark(at_us, "fault", format!("agent pid {pid} killed")),
-                );
+                self.row(node).last_state = "KILLED".into();
+                self.note(node, at_us, "kill-note", format!("agent pid {pid} killed"));
             }
-            EventKind::RendezvousJoining { pid } => self.open(
-                1,
-                pid.to_string(),
-                open("joining", format!("pid {pid} joining"), String::new()),
-            ),
+            EventKind::RendezvousJoining { pid } => {
+                let title = format!("pid {pid} joining");
+                self.open(RDZV, pid.to_string(), open("joining", title, String::new()));
+            }
             EventKind::RendezvousCompleted {
                 pid,
                 round,
@@ -162,16 +227,16 @@ impl Builder {
                 let attrs = format!(
                     " data-round=\"{round}\" data-rank=\"{rank}\" data-world=\"{world_size}\" data-store=\"{store_incarnation}\""
                 );
-                self.open(1, pid.to_string(), open("round", title, attrs));
+                self.open(RDZV, pid.to_string(), open("round", title, attrs));
             }
             EventKind::RendezvousFailed { pid, error, .. } => {
                 let title = format!("rendezvous failed: {error}");
                 self.open(
-                    1,
+                    RDZV,
                     pid.to_string(),
                     open("rdzv-failed", title, String::new()),
                 );
-                self.close(1, &pid.to_string(), at_us + 1);
+                self.close(RDZV, &pid.to_string(), at_us + 1);
             }
             other => self.job_or_marker(at_us, node, other),
         }
@@ -182,175 +247,116 @@ impl Builder {
             EventKind::WorkersStarted {
                 pid, round, master, ..
             } => {
-                self.close_workers(*pid, at_us);
-                self.open(
-                    2,
-                    pid.to_string(),
-                    Open {
-                        node: node.to_owned(),
-                        start_us: at_us,
-                        class: "workers".into(),
-                        title: format!("workers of round {round}, master {master}"),
-                        attrs: format!(" data-round=\"{round}\""),
-                    },
-                );
+                let open = Open {
+                    node: node.to_owned(),
+                    start_us: at_us,
+                    class: "workers".into(),
+                    title: format!("workers of round {round}, master {master}"),
+                    attrs: format!(" data-round=\"{round}\""),
+                };
+                self.open(WORKERS, pid.to_string(), open);
             }
             EventKind::Step { pid, step, .. } => {
-                let entry = self.steps.entry(*pid).or_insert((*step, *step));
-                entry.1 = *step;
+                self.steps.entry(*pid).or_default().push((at_us, *step));
             }
-            EventKind::WorkersStopped { pid, .. } => self.close_workers(*pid, at_us),
+            EventKind::WorkersStopped { pid, .. } => self.close(WORKERS, &pid.to_string(), at_us),
             EventKind::WorkerFailed {
                 local_rank, reason, ..
             } => {
                 let title = format!("worker {local_rank} failed: {reason}");
-                self.mark(node, mark(at_us, "worker-failed", title));
+                self.mark(node, at_us, "worker-failed", title);
             }
             EventKind::AgentRestart {
                 counted, reason, ..
             } => {
                 let kind = if *counted { "counted" } else { "free" };
-                self.mark(
-                    node,
-                    mark(at_us, "restart", format!("{kind} restart ({reason})")),
-                );
+                let title = format!("{kind} restart ({reason})");
+                self.mark(node, at_us, "restart", title);
             }
-            EventKind::FaultApplied { fault, detail } => {
-                self.mark(
-                    node,
-                    mark(at_us, "fault", format!("fault {fault}: {detail}")),
-                );
-            }
-            EventKind::StoreStarted => self.open(
-                3,
-                node.to_owned(),
-                Open {
+            EventKind::StoreStarted => {
+                let open = Open {
                     node: node.to_owned(),
                     start_us: at_us,
                     class: "store".into(),
-                    title: "store".into(),
+                    title: "store server".into(),
                     attrs: String::new(),
-                },
-            ),
+                };
+                self.open(STORE, node.to_owned(), open);
+            }
             EventKind::StoreDied { reason } => {
-                self.close(3, node, at_us);
-                self.mark(node, mark(at_us, "fault", format!("store died: {reason}")));
+                self.close(STORE, node, at_us);
+                self.mark(node, at_us, "fault", format!("store died: {reason}"));
             }
             _ => {}
         }
     }
-}
 
-fn mark(at_us: u64, class: &'static str, title: String) -> Mark {
-    Mark {
-        at_us,
-        class,
-        title,
-        id: None,
-        attrs: String::new(),
+    /// Ends every bar still open when the run ended.
+    fn close_all(&mut self, end_us: u64) {
+        let keys: Vec<(u8, String)> = self.open.keys().cloned().collect();
+        for (lane, key) in keys {
+            self.close(lane, &key, end_us);
+        }
     }
-}
 
-/// The timeline of a run.
-pub(super) fn svg(report: &Report, trace: &Trace) -> String {
-    let mut b = Builder::default();
-    for event in &trace.events {
-        let node = event.node.as_deref().unwrap_or(CLUSTER);
-        b.event(event.at_us, node, &event.kind);
-    }
-    let end_us = report.sim_time_us.max(1);
-    let keys: Vec<(u64, String)> = b.open.keys().cloned().collect();
-    for (lane, key) in keys {
-        b.close(lane, &key, end_us);
-    }
-    let mut index = 0usize;
-    for inv in &report.invariants {
-        for v in &inv.violations {
-            let node = v.node.as_deref().unwrap_or(CLUSTER).to_owned();
-            b.mark(
-                &node,
-                Mark {
+    /// A marker per violation, `v-N` in the report's order, which the verdicts link to.
+    fn violations(&mut self, report: &Report) {
+        let mut index = 0usize;
+        for inv in &report.invariants {
+            for v in &inv.violations {
+                let node = v.node.as_deref().unwrap_or(CLUSTER).to_owned();
+                self.row(&node).marks.push(Mark {
                     at_us: v.at_us,
                     class: "violation",
                     title: format!("{}: {}", inv.name, v.message),
                     id: Some(format!("v-{index}")),
                     attrs: format!(" data-invariant=\"{}\"", esc(&inv.name)),
-                },
-            );
-            index += 1;
+                });
+                index += 1;
+            }
         }
     }
-    draw(&b.rows, end_us)
 }
 
-fn draw(rows: &BTreeMap<(u64, String), Row>, end_us: u64) -> String {
-    let row_h = LANES * LANE_H + ROW_GAP;
-    let height = AXIS_H + row_h * rows.len() as u64 + 4;
-    let width = LABEL_W + PLOT_W + 10;
-    let x = |us: u64| LABEL_W as f64 + us.min(end_us) as f64 * PLOT_W as f64 / end_us as f64;
-    let mut svg = format!(
-        "<svg id=\"timeline\" xmlns=\"http://www.w3.org/2000/svg\" width=\"{width}\" height=\"{height}\" viewBox=\"0 0 {width} {height}\">\n"
-    );
-    for tick in 0..=5u64 {
-        // Ticks at whole seconds, so their labels stay short.
-        let us = end_us * tick / 5 / 1_000_000 * 1_000_000;
-        let anchor = if tick == 5 { "end" } else { "middle" };
-        let _ = writeln!(
-            svg,
-            "<line x1=\"{0:.1}\" x2=\"{0:.1}\" y1=\"16\" y2=\"{height}\" stroke=\"#eee\"/><text x=\"{0:.1}\" y=\"12\" text-anchor=\"{anchor}\">{1}</text>",
-            x(us),
-            secs(us)
-        );
+/// The timeline of a run.
+pub(super) fn build(scenario: &Scenario, report: &Report, trace: &Trace) -> Timeline {
+    let mut b = Builder::default();
+    for event in &trace.events {
+        let node = node_of(event).unwrap_or(CLUSTER);
+        b.event(event.at_us, node, &event.kind);
     }
-    for (i, ((_, node), row)) in rows.iter().enumerate() {
-        let top = AXIS_H + row_h * i as u64;
-        let _ = writeln!(
-            svg,
-            "<g class=\"node\" data-node=\"{0}\"><text x=\"4\" y=\"{1}\" font-weight=\"600\">{0}</text>",
-            esc(node),
-            top + LANE_H
-        );
-        for (lane, name) in LANE_NAMES.iter().enumerate() {
-            let _ = write!(
-                svg,
-                "<text class=\"lane-label\" x=\"70\" y=\"{}\">{name}</text>",
-                top + LANE_H * lane as u64 + 10
-            );
+    let end_us = report.sim_time_us.max(1);
+    b.close_all(end_us);
+    for row in b.rows.values_mut() {
+        if row.last_state == "RUNNING" {
+            let text = "still running when the run ended".to_owned();
+            row.notes.push(Note {
+                at_us: end_us,
+                class: "exit-note",
+                text,
+            });
         }
-        for s in &row.spans {
-            let (x0, x1) = (x(s.start_us), x(s.end_us));
-            let _ = writeln!(
-                svg,
-                "<rect class=\"{}\"{} x=\"{x0:.1}\" y=\"{}\" width=\"{:.1}\" height=\"{}\"><title>{} ({} – {})</title></rect>",
-                esc(&s.class),
-                s.attrs,
-                top + LANE_H * s.lane + 1,
-                (x1 - x0).max(1.0),
-                LANE_H - 2,
-                esc(&s.title),
-                secs(s.start_us),
-                secs(s.end_us)
-            );
-        }
-        for m in &row.marks {
-            let id =
-                m.id.as_deref()
-                    .map(|id| format!(" id=\"{id}\""))
-                    .unwrap_or_default();
-            let _ = writeln!(
-                svg,
-                "<g{id} class=\"mark {0}-mark\"{1}><rect class=\"{0}\" x=\"{2:.1}\" y=\"{3}\" width=\"3\" height=\"{4}\"><title>{5}: {6}</title></rect></g>",
-                m.class,
-                m.attrs,
-                x(m.at_us) - 1.0,
-                top,
-                LANES * LANE_H,
-                secs(m.at_us),
-                esc(&m.title)
-            );
-        }
-        svg.push_str("</g>\n");
     }
-    svg.push_str("</svg>\n");
-    svg
+    b.violations(report);
+    let steps_max = b
+        .groups
+        .iter()
+        .flat_map(|g| g.steps.iter().map(|s| s.1))
+        .fold(scenario.job.steps, u64::max)
+        .max(1);
+    let mut timeline = Timeline {
+        rows: b.rows,
+        end_us,
+        steps_max,
+    };
+    fault_shades::add(&mut timeline, scenario, trace);
+    stretches::add(&mut timeline, scenario, trace, &b.groups);
+    timeline
+}
+
+/// `12.5 s – 40 s`, as titles give a stretch.
+pub(super) fn interval(start_us: u64, end_us: u64) -> String {
+    let mut text = super::secs(start_us);
+    let _ = write!(text, " – {}", super::secs(end_us));
+    text
 }
