@@ -31,6 +31,8 @@ enum Command {
     Sample(cli::sample::SampleArgs),
     /// Compare goodput: two or more scenario files, or one with a key swept, over the same seeds.
     Compare(cli::compare::CompareArgs),
+    /// Merge the part files of a sharded `run --seeds` or `compare` into one summary or page.
+    Merge(cli::merge::MergeArgs),
     /// Run scenarios on the real torchrun and in the simulator, and compare the outcomes.
     Conform(cli::conform::ConformArgs),
 }
@@ -53,6 +55,7 @@ fn main() {
         Command::Bench(args) => cli::bench::execute(args),
         Command::Conform(args) => cli::conform::execute(args),
         Command::Compare(args) => cli::compare::execute(args),
+        Command::Merge(args) => cli::merge::execute(args),
     };
     std::process::exit(code);
 }

@@ -17,7 +17,9 @@ mod check_html;
 pub mod compare;
 pub mod conform;
 pub mod fuzz;
+pub mod merge;
 pub mod parity;
+mod part;
 pub mod run;
 pub mod sample;
 
