@@ -166,11 +166,11 @@ fn mean_and_interval(
 
 fn axis_label(svg: &mut String, arm: &ArmPoints, cx: f64, axis_y: f64, band: f64) {
     let rotate = band < 110.0;
-    // 11 px type is about 6.5 px a character: an upright label keeps to its band.
+    // 11 px type is about 6 px a character: an upright label keeps to its band.
     let fits = if rotate {
         LABEL_CHARS_MAX
     } else {
-        (band / 6.5) as usize
+        (band / 6.0) as usize
     };
     let label = esc(&cut(&arm.label, fits));
     let name = esc(&arm.name);
