@@ -136,7 +136,7 @@ fn write_outputs(args: &CompareArgs, of: RunOf, results: &[VariantRuns]) -> Resu
 
 /// The variants and the run's description for a part; checks the output paths first, so
 /// a path that cannot be written fails before any run.
-fn prepare(args: &CompareArgs) -> Result<(Vec<(String, String, Scenario)>, RunOf), String> {
+fn prepare(args: &CompareArgs) -> Result<(Vec<Variant>, RunOf), String> {
     if args.shard.is_some() && args.out.is_none() {
         return Err("--shard runs a part of the seeds: give --out FILE for its part file".into());
     }
@@ -196,8 +196,11 @@ pub(super) fn shell_word(word: &str) -> String {
     }
 }
 
-/// The variants to run: (name, file, scenario).
-fn variants(args: &CompareArgs) -> Result<Vec<(String, String, Scenario)>, String> {
+/// A variant to run: its name, its file and its scenario.
+type Variant = (String, String, Scenario);
+
+/// The variants to run.
+fn variants(args: &CompareArgs) -> Result<Vec<Variant>, String> {
     let Some(set) = &args.set else {
         if args.files.len() < 2 || args.files.len() > VALUES_MAX {
             return Err(format!(

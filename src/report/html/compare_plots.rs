@@ -353,7 +353,7 @@ mod tests {
         };
         let svg = ettr_plot(&[arm], "x", false);
         let dots = svg.matches("class=\"seed\"").count();
-        assert!(dots <= DOTS_MAX && dots >= DOTS_MAX / 2, "{dots}");
+        assert!((DOTS_MAX / 2..=DOTS_MAX).contains(&dots), "{dots}");
     }
 
     #[test]
