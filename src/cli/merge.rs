@@ -215,8 +215,8 @@ fn check_part(file: &str, part: &Part) -> Result<(), String> {
     }
     let names: Vec<&str> = part.variants.iter().map(|v| v.name.as_str()).collect();
     if names != of.variants.iter().map(String::as_str).collect::<Vec<_>>()
+        || names.is_empty()
         || (of.kind == Kind::Batch && names.len() != 1)
-        || (of.kind == Kind::Compare && names.len() < 2)
     {
         return Err(format!(
             "{file}: its variants {names:?} are not the run's {:?}",
