@@ -31,6 +31,8 @@ enum Command {
     Sample(cli::sample::SampleArgs),
     /// Compare goodput: two or more scenario files, or one with a key swept, over the same seeds.
     Compare(cli::compare::CompareArgs),
+    /// Merge the part files of a sharded `run --seeds` or `compare` into one summary or page.
+    Merge(cli::merge::MergeArgs),
     /// Run scenarios on the real torchrun and in the simulator, and compare the outcomes.
     Conform(cli::conform::ConformArgs),
     /// Write a commented starting scenario that runs and passes as written.
@@ -69,6 +71,7 @@ fn main() {
             clap_complete::generate(shell, &mut command, "trainsim", &mut std::io::stdout());
             0
         }
+        Command::Merge(args) => cli::merge::execute(args),
     };
     std::process::exit(code);
 }

@@ -2,19 +2,22 @@
 //! one file with a key swept over values (`--set job.checkpoint_every=25,50,100`), over the
 //! same seeds, and prints each variant's ETTR and its difference from the first.
 
+use super::check::{parse_shard, Shard};
+use super::part::{self, Kind, Part, PartVariant, RunOf};
 use super::run::{parse_seed_range, SeedRange};
 use crate::report::compare::{self, VariantRuns};
+use crate::report::goodput_summary::SeedRow;
 use crate::runner::Run;
 use crate::scenario::{self, Scenario};
 use std::path::PathBuf;
 
-/// The most values one `--set` may sweep.
+/// The most values one `--set` may sweep, and the most files one comparison runs.
 const VALUES_MAX: usize = 64;
 
 /// Arguments of `trainsim compare`.
 #[derive(Debug, clap::Args)]
 #[command(
-    after_help = "Examples:\n  trainsim compare scenarios/spot_preemptions_replaced.toml scenarios/spot_preemptions_replaced_fixed.toml --seeds 0..30\n  trainsim compare scenarios/spot_preemptions_replaced_fixed.toml --set job.checkpoint_every=100,300,900 --seeds 0..30"
+    after_help = "Examples:\n  trainsim compare scenarios/spot_preemptions_replaced.toml scenarios/spot_preemptions_replaced_fixed.toml --seeds 0..30\n  trainsim compare scenarios/spot_preemptions_replaced_fixed.toml --set job.checkpoint_every=100,300,900 --seeds 0..30 --html sweep.html\n  trainsim compare a.toml b.toml --seeds 0..90 --shard 2/3 --out part-2.json   # then: trainsim merge part-*.json"
 )]
 pub struct CompareArgs {
     /// Scenario files to compare (two or more), or one with `--set`.
@@ -30,33 +33,39 @@ pub struct CompareArgs {
     /// `text` for people, `json` for one JSON object.
     #[arg(long, value_enum, default_value = "text")]
     pub format: super::run::Format,
+    /// Run only the k-th of n slices of the seeds (1-based; the seed at position i of the
+    /// range goes to slice i mod n + 1) in every variant, and write them to `--out`;
+    /// `trainsim merge` of the n parts prints the whole comparison.
+    #[arg(long, value_name = "k/n", value_parser = parse_shard)]
+    pub shard: Option<Shard>,
+    /// Write the runs' part file (JSON) to FILE, for `trainsim merge`.
+    #[arg(long, value_name = "FILE")]
+    pub out: Option<PathBuf>,
+    /// Write the comparison page to FILE: one self-contained HTML file with ETTR per
+    /// variant (every seed, the mean and its 95 % interval), badput by cause, outcomes and
+    /// the differences.
+    #[arg(long, value_name = "FILE")]
+    pub html: Option<PathBuf>,
 }
 
 /// Runs the command; returns the exit code.
 pub fn execute(args: CompareArgs) -> i32 {
-    let variants = match variants(&args) {
-        Ok(variants) => variants,
+    let (variants, of) = match prepare(&args) {
+        Ok(prepared) => prepared,
         Err(message) => {
             eprintln!("error: {message}");
             return 2;
         }
     };
-    let seeds = args.seeds.start..args.seeds.end_exclusive;
-    let runs = variants.len() as u64 * (seeds.end - seeds.start);
+    let seeds = part::owned_seeds(args.seeds, args.shard);
+    let runs = variants.len() as u64 * seeds.len() as u64;
     let bar = super::progress_bar(runs, "{bar:30} {pos}/{len} runs {eta}");
     let mut results = Vec::new();
     for (name, file, scenario) in &variants {
-        let mut runs = VariantRuns {
-            name: name.clone(),
-            ettrs: Vec::new(),
-            outcomes: Vec::new(),
-        };
-        for seed in seeds.clone() {
+        let mut rows = Vec::with_capacity(seeds.len());
+        for &seed in &seeds {
             match Run::of(scenario, file).seed(seed).report() {
-                Ok(report) => {
-                    runs.ettrs.push(report.goodput.ettr);
-                    runs.outcomes.push(report.outcome);
-                }
+                Ok(report) => rows.push(SeedRow::of(&report)),
                 Err(failure) => {
                     bar.finish_and_clear();
                     eprintln!("{failure}");
@@ -65,21 +74,138 @@ pub fn execute(args: CompareArgs) -> i32 {
             }
             bar.inc(1);
         }
-        results.push(runs);
+        results.push(VariantRuns {
+            name: name.clone(),
+            rows,
+        });
     }
     bar.finish_and_clear();
-    match args.format {
-        super::run::Format::Text => outln!("{}", compare::to_text(&results)),
-        super::run::Format::Json => outln!("{}", compare::to_json(&results)),
+    match write_outputs(&args, of, &results) {
+        Ok(()) => 0,
+        Err(code) => code,
     }
-    0
 }
 
-/// The variants to run: (name, file, scenario).
-fn variants(args: &CompareArgs) -> Result<Vec<(String, String, Scenario)>, String> {
+/// Writes the part (`--out`) and the page (`--html`), and prints the comparison, or for a
+/// shard which part it wrote. `Err` is the exit code.
+fn write_outputs(args: &CompareArgs, of: RunOf, results: &[VariantRuns]) -> Result<(), i32> {
+    if let Some(path) = &args.html {
+        let page = compare::page::page(&super::merge::page_input(&of, results));
+        if let Err(e) = super::write_atomically(path, page.as_bytes()) {
+            eprintln!("error: cannot write {}: {e}", path.display());
+            return Err(2);
+        }
+    }
+    if let Some(path) = &args.out {
+        let shard = args.shard.map_or(1, |s| s.index);
+        let part = Part {
+            format: part::FORMAT.into(),
+            version: part::VERSION,
+            of,
+            shard,
+            variants: results
+                .iter()
+                .map(|v| PartVariant {
+                    name: v.name.clone(),
+                    rows: v.rows.clone(),
+                })
+                .collect(),
+            harness_failures: Vec::new(),
+        };
+        if let Err(message) = part::write(path, &part) {
+            eprintln!("error: {message}");
+            return Err(2);
+        }
+        if let Some(shard) = args.shard {
+            let seeds = results.first().map_or(0, |v| v.rows.len());
+            outln!(
+                "shard {}/{}: {seeds} of the {} seeds in each of {} variants, written to {}; \
+                 `trainsim merge` every shard's part for the comparison",
+                shard.index,
+                shard.count,
+                args.seeds.end_exclusive - args.seeds.start,
+                results.len(),
+                path.display()
+            );
+            return Ok(());
+        }
+    }
+    out!("{}", part::compare_summary(results, args.format));
+    Ok(())
+}
+
+/// The variants and the run's description for a part; checks the output paths first, so
+/// a path that cannot be written fails before any run.
+fn prepare(args: &CompareArgs) -> Result<(Vec<Variant>, RunOf), String> {
+    if args.shard.is_some() && args.out.is_none() {
+        return Err("--shard runs a part of the seeds: give --out FILE for its part file".into());
+    }
+    if let (Some(_), Some(html)) = (args.shard, &args.html) {
+        return Err(format!(
+            "--html {} draws the whole comparison: give it to `trainsim merge` of the parts",
+            html.display()
+        ));
+    }
+    for (flag, path) in [("--out", &args.out), ("--html", &args.html)] {
+        if let Some(path) = path {
+            part::check_writable(flag, path)?;
+        }
+    }
+    let variants = variants(args)?;
+    let scenarios = match args.set {
+        Some(_) => vec![part::scenario_ref(&args.files[0])?],
+        None => args
+            .files
+            .iter()
+            .map(|f| part::scenario_ref(f))
+            .collect::<Result<_, _>>()?,
+    };
+    let mut command = String::from("trainsim compare");
+    for file in &args.files {
+        command.push(' ');
+        command.push_str(&shell_word(&file.display().to_string()));
+    }
+    if let Some(set) = &args.set {
+        command.push_str(&format!(" --set {}", shell_word(set)));
+    }
+    command.push_str(&format!(
+        " --seeds {}..{}",
+        args.seeds.start, args.seeds.end_exclusive
+    ));
+    let of = RunOf {
+        kind: Kind::Compare,
+        command,
+        scenarios,
+        set: args.set.clone(),
+        variants: variants.iter().map(|v| v.0.clone()).collect(),
+        seeds_start: args.seeds.start,
+        seeds_end_exclusive: args.seeds.end_exclusive,
+        mutants: Vec::new(),
+        shards: args.shard.map_or(1, |s| s.count),
+    };
+    Ok((variants, of))
+}
+
+/// `word` as one shell word: as it is when it holds only safe characters, else quoted.
+pub(super) fn shell_word(word: &str) -> String {
+    let safe = |c: char| c.is_ascii_alphanumeric() || "_./=,:+-@%".contains(c);
+    if !word.is_empty() && word.chars().all(safe) {
+        word.to_owned()
+    } else {
+        format!("'{}'", word.replace('\'', "'\\''"))
+    }
+}
+
+/// A variant to run: its name, its file and its scenario.
+type Variant = (String, String, Scenario);
+
+/// The variants to run.
+fn variants(args: &CompareArgs) -> Result<Vec<Variant>, String> {
     let Some(set) = &args.set else {
-        if args.files.len() < 2 {
-            return Err("compare needs two or more FILEs, or one FILE and --set".into());
+        if args.files.len() < 2 || args.files.len() > VALUES_MAX {
+            return Err(format!(
+                "compare needs 2 to {VALUES_MAX} FILEs, or one FILE and --set"
+            ));
         }
         return args
             .files
@@ -144,6 +270,19 @@ fn with_value(text: &str, key: &str, value: &str) -> Result<String, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn shell_words_quote_what_the_shell_would_split() {
+        assert_eq!(
+            shell_word("job.checkpoint_every=25,50"),
+            "job.checkpoint_every=25,50"
+        );
+        assert_eq!(
+            shell_word("rendezvous.fixes=[],[\"x\"]"),
+            "'rendezvous.fixes=[],[\"x\"]'"
+        );
+        assert_eq!(shell_word("it's"), "'it'\\''s'");
+    }
 
     #[test]
     fn a_set_edits_one_key_and_keeps_the_rest() {

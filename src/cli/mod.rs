@@ -19,7 +19,9 @@ pub mod conform;
 pub mod fuzz;
 pub mod init;
 pub mod list;
+pub mod merge;
 pub mod parity;
+mod part;
 pub mod run;
 pub mod sample;
 

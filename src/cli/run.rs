@@ -4,7 +4,9 @@
 //! expectations, 2 a usage error or a scenario that cannot be read, 3 the harness failed.
 //! The seed options and their parsing live here and are shared with `trainsim check`.
 
-use crate::report::goodput_summary::GoodputTally;
+use super::check::{parse_shard, Shard};
+use super::part::{self, HarnessRow, Kind, Part, PartVariant, RunOf};
+use crate::report::goodput_summary::{GoodputTally, SeedRow};
 use crate::report::Report;
 use crate::runner::{HarnessFailure, Run, RunOptions};
 use crate::scenario::{self, Scenario};
@@ -51,6 +53,15 @@ pub struct RunArgs {
     /// (rendezvous), sampler-off-by-one (job), reader-double-publish (reader).
     #[arg(long, value_name = "M")]
     pub mutant: Vec<String>,
+    /// Run only the k-th of n slices of `--seeds` (1-based; the seed at position i of the
+    /// range goes to slice i mod n + 1) and write them to `--out`; `trainsim merge` of the
+    /// n parts prints the goodput over every seed.
+    #[arg(long, value_name = "k/n", value_parser = parse_shard, requires = "out")]
+    pub shard: Option<Shard>,
+    /// Write the batch's part file (JSON: each seed's goodput and outcome) to FILE, for
+    /// `trainsim merge`. Needs exactly one file and `--seeds`.
+    #[arg(long, value_name = "FILE")]
+    pub out: Option<PathBuf>,
 }
 
 impl RunArgs {
@@ -173,6 +184,10 @@ pub fn execute(args: RunArgs) -> i32 {
             return 2;
         }
     }
+    if let Err(message) = check_batch_flags(&args) {
+        eprintln!("error: {message}");
+        return 2;
+    }
     for (file, scenario) in &scenarios {
         if let Err(code) = draw_every_seed(file, scenario, &args) {
             return code;
@@ -209,12 +224,14 @@ fn run_scenario(
     options: &RunOptions,
     ended: &mut Ended,
 ) -> Result<(), i32> {
-    let seeds = args.seeds.for_scenario(scenario);
-    let bar = progress_bar(
-        seeds.end().saturating_sub(*seeds.start()) + 1,
-        args.several_seeds(),
-    );
+    let seeds: Vec<u64> = match (args.seeds.seeds, args.seeds.seed) {
+        (Some(range), None) => part::owned_seeds(range, args.shard),
+        _ => args.seeds.for_scenario(scenario).collect(),
+    };
+    let bar = progress_bar(seeds.len() as u64, args.several_seeds());
     let mut tally = GoodputTally::default();
+    let mut rows = Vec::new();
+    let mut harness_failures = Vec::new();
     for seed in seeds {
         match run_seed(scenario, file, seed, args.check_determinism, options) {
             Ok((report, trace)) => {
@@ -224,22 +241,100 @@ fn run_scenario(
                     Format::Text => outln!("{}", report.to_text()),
                 });
                 write_outputs(scenario, &report, &trace, args)?;
-                tally.add(&report);
+                let row = SeedRow::of(&report);
+                tally.add(&row);
+                if args.out.is_some() {
+                    rows.push(row);
+                }
             }
             Err(failure) => {
                 ended.harness_failure = true;
                 bar.suspend(|| print_harness_failure(&failure));
+                harness_failures.push(HarnessRow {
+                    seed,
+                    message: failure.to_string(),
+                });
             }
         }
         bar.inc(1);
     }
     bar.finish_and_clear();
     if args.several_seeds() && args.format == Format::Text {
-        if let Some(summary) = tally.summary() {
-            outln!("{}", summary.to_text(file));
-        }
+        let label = match args.shard {
+            Some(s) => format!("{file} (shard {}/{})", s.index, s.count),
+            None => file.to_owned(),
+        };
+        out!("{}", part::batch_summary(&label, tally, Format::Text));
+    }
+    if let Some(path) = &args.out {
+        write_part(path, file, args, rows, harness_failures)?;
     }
     Ok(())
+}
+
+/// `--shard` and `--out` make a part of one file's batch of seeds; the part's path is
+/// checked before any run.
+fn check_batch_flags(args: &RunArgs) -> Result<(), String> {
+    let Some(out) = &args.out else {
+        return Ok(());
+    };
+    if args.files.len() != 1 || args.seeds.seeds.is_none() {
+        return Err(format!(
+            "--out {} writes one batch: give exactly one FILE and --seeds A..B",
+            out.display()
+        ));
+    }
+    part::check_writable("--out", out)
+}
+
+/// Writes the batch's part file; `Err` is the exit code.
+fn write_part(
+    path: &Path,
+    file: &str,
+    args: &RunArgs,
+    rows: Vec<SeedRow>,
+    harness_failures: Vec<HarnessRow>,
+) -> Result<(), i32> {
+    let range = args
+        .seeds
+        .seeds
+        .expect("--out is checked to come with --seeds");
+    let mut command = format!(
+        "trainsim run {} --seeds {}..{}",
+        super::compare::shell_word(file),
+        range.start,
+        range.end_exclusive
+    );
+    for mutant in &args.mutant {
+        command.push_str(&format!(" --mutant {}", super::compare::shell_word(mutant)));
+    }
+    let fail = |message: String| {
+        eprintln!("error: {message}");
+        2
+    };
+    let of = RunOf {
+        kind: Kind::Batch,
+        command,
+        scenarios: vec![part::scenario_ref(Path::new(file)).map_err(fail)?],
+        set: None,
+        variants: vec![file.to_owned()],
+        seeds_start: range.start,
+        seeds_end_exclusive: range.end_exclusive,
+        mutants: args.mutant.clone(),
+        shards: args.shard.map_or(1, |s| s.count),
+    };
+    let part = Part {
+        format: part::FORMAT.into(),
+        version: part::VERSION,
+        of,
+        shard: args.shard.map_or(1, |s| s.index),
+        variants: vec![PartVariant {
+            name: file.to_owned(),
+            rows,
+        }],
+        harness_failures,
+    };
+    part::write(path, &part).map_err(fail)
 }
 
 /// A bar on a terminal's stderr for a batch of seeds; none for a single run.

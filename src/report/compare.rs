@@ -3,14 +3,31 @@
 //! seed draws the same failures in every variant whose failure process is the same, so the
 //! difference is taken seed by seed (paired), which is far tighter than comparing means.
 
+#[path = "html/compare_page.rs"]
+pub mod page;
+#[path = "html/compare_plots.rs"]
+mod plots;
+
+use super::goodput_summary::SeedRow;
 use std::fmt::Write;
 
-/// A variant's runs: its name and, per seed in seed order, its ETTR and outcome.
+/// A variant's runs: its name and one row per seed, in seed order.
 #[derive(Debug, Clone, PartialEq)]
 pub struct VariantRuns {
     pub name: String,
-    pub ettrs: Vec<f64>,
-    pub outcomes: Vec<String>,
+    pub rows: Vec<SeedRow>,
+}
+
+impl VariantRuns {
+    /// Each seed's ETTR, in seed order.
+    pub fn ettrs(&self) -> Vec<f64> {
+        self.rows.iter().map(|r| r.ettr).collect()
+    }
+
+    /// How many runs ended with `outcome` (`succeeded`, `failed`, `timed_out`).
+    pub fn count(&self, outcome: &str) -> usize {
+        self.rows.iter().filter(|r| r.outcome == outcome).count()
+    }
 }
 
 /// A mean with the half-width of its 95 % confidence interval.
@@ -47,10 +64,10 @@ pub fn estimate(xs: &[f64]) -> Estimate {
 /// Each variant's ETTR against the first's, seed by seed.
 pub fn paired_difference(base: &VariantRuns, other: &VariantRuns) -> Estimate {
     let diffs: Vec<f64> = other
-        .ettrs
+        .rows
         .iter()
-        .zip(&base.ettrs)
-        .map(|(o, b)| o - b)
+        .zip(&base.rows)
+        .map(|(o, b)| o.ettr - b.ettr)
         .collect();
     estimate(&diffs)
 }
@@ -62,18 +79,17 @@ pub fn to_json(variants: &[VariantRuns]) -> String {
     let Some(base) = variants.first() else {
         return "{}".to_owned();
     };
-    let count = |v: &VariantRuns, o: &str| v.outcomes.iter().filter(|x| *x == o).count();
     let rows: Vec<serde_json::Value> = variants
         .iter()
         .map(|v| {
-            let e = estimate(&v.ettrs);
+            let e = estimate(&v.ettrs());
             serde_json::json!({
                 "name": v.name,
                 "ettr_mean": e.mean,
                 "ettr_ci95_half_width": e.half_width_95,
-                "succeeded": count(v, "succeeded"),
-                "failed": count(v, "failed"),
-                "timed_out": count(v, "timed_out"),
+                "succeeded": v.count("succeeded"),
+                "failed": v.count("failed"),
+                "timed_out": v.count("timed_out"),
             })
         })
         .collect();
@@ -91,7 +107,7 @@ pub fn to_json(variants: &[VariantRuns]) -> String {
         })
         .collect();
     serde_json::json!({
-        "seeds": base.ettrs.len(),
+        "seeds": base.rows.len(),
         "variants": rows,
         "differences": differences,
     })
@@ -104,7 +120,7 @@ pub fn to_text(variants: &[VariantRuns]) -> String {
     let Some(base) = variants.first() else {
         return out;
     };
-    let seeds = base.ettrs.len();
+    let seeds = base.rows.len();
     let width = variants
         .iter()
         .map(|v| v.name.chars().count())
@@ -115,51 +131,68 @@ pub fn to_text(variants: &[VariantRuns]) -> String {
         "goodput over {seeds} seeds (the same seeds for every variant)"
     );
     for v in variants {
-        let e = estimate(&v.ettrs);
-        let count = |o: &str| v.outcomes.iter().filter(|x| *x == o).count();
+        let e = estimate(&v.ettrs());
         let _ = writeln!(
             out,
             "  {:<width$}  ETTR {:5.1} % ± {:4.1}   {} finished, {} failed, {} timed out",
             v.name,
             e.mean * 100.0,
             e.half_width_95 * 100.0,
-            count("succeeded"),
-            count("failed"),
-            count("timed_out"),
+            v.count("succeeded"),
+            v.count("failed"),
+            v.count("timed_out"),
         );
     }
     for v in &variants[1..] {
-        let d = paired_difference(base, v);
-        let (low, high) = (d.mean - d.half_width_95, d.mean + d.half_width_95);
-        let verdict = if low > 0.0 {
-            "better"
-        } else if high < 0.0 {
-            "worse"
-        } else {
-            "no difference shown"
-        };
-        let _ = writeln!(
-            out,
-            "  {} vs {}: {:+.1} points of ETTR, 95 % interval [{:+.1}, {:+.1}]: {verdict}",
-            v.name,
-            base.name,
-            d.mean * 100.0,
-            low * 100.0,
-            high * 100.0
-        );
+        let _ = writeln!(out, "  {}", difference_line(base, v));
     }
     out
 }
 
+/// What a difference's interval says: `better`, `worse` or `no difference shown`.
+pub fn verdict(d: Estimate) -> &'static str {
+    if d.mean - d.half_width_95 > 0.0 {
+        "better"
+    } else if d.mean + d.half_width_95 < 0.0 {
+        "worse"
+    } else {
+        "no difference shown"
+    }
+}
+
+/// One variant's paired difference from the base as the text report words it.
+pub fn difference_line(base: &VariantRuns, v: &VariantRuns) -> String {
+    let d = paired_difference(base, v);
+    let (low, high) = (d.mean - d.half_width_95, d.mean + d.half_width_95);
+    format!(
+        "{} vs {}: {:+.1} points of ETTR, 95 % interval [{:+.1}, {:+.1}]: {}",
+        v.name,
+        base.name,
+        d.mean * 100.0,
+        low * 100.0,
+        high * 100.0,
+        verdict(d)
+    )
+}
+
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
-    fn runs(name: &str, ettrs: &[f64]) -> VariantRuns {
+    pub(crate) fn runs(name: &str, ettrs: &[f64]) -> VariantRuns {
+        let rows = ettrs.iter().enumerate().map(|(seed, &ettr)| SeedRow {
+            seed: seed as u64,
+            outcome: "succeeded".into(),
+            passed: true,
+            ettr,
+            wall_us: 1_000_000,
+            productive_us: (ettr * 1e6) as u64,
+            badput_us: [("detection".to_owned(), 1_000_000 - (ettr * 1e6) as u64)].into(),
+            reason: None,
+        });
         VariantRuns {
             name: name.into(),
-            ettrs: ettrs.to_vec(),
-            outcomes: vec!["succeeded".into(); ettrs.len()],
+            rows: rows.collect(),
         }
     }
 

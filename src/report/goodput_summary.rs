@@ -1,10 +1,53 @@
 //! Goodput over many seeds of one scenario: the spread of ETTR, how often the job failed for
-//! good, and why, for `trainsim run FILE --seeds A..B`.
+//! good, and why, for `trainsim run FILE --seeds A..B`; and the row of one seed that such
+//! summaries (and comparisons, and shards of either) are made from.
 
 use super::goodput::AGENT_FAILED;
 use super::Report;
+use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::fmt::Write;
+
+/// What one seed's run gives a summary over seeds: few enough bytes that a million seeds fit
+/// in memory and in a shard's part file, and enough for every summary and the compare page.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SeedRow {
+    pub seed: u64,
+    /// `succeeded`, `failed` or `timed_out`.
+    pub outcome: String,
+    /// Whether the run held its invariants and expectations.
+    pub passed: bool,
+    pub ettr: f64,
+    pub wall_us: u64,
+    pub productive_us: u64,
+    /// Every cause of the goodput report, zero or not.
+    pub badput_us: BTreeMap<String, u64>,
+    /// Why a failed run stopped, with its seed-specific numbers taken out; `None` unless
+    /// the run failed.
+    pub reason: Option<String>,
+}
+
+impl SeedRow {
+    /// The row of one run.
+    pub fn of(report: &Report) -> SeedRow {
+        let g = &report.goodput;
+        SeedRow {
+            seed: report.seed,
+            outcome: report.outcome.clone(),
+            passed: report.passed(),
+            ettr: g.ettr,
+            wall_us: g.wall_us,
+            productive_us: g.productive_us,
+            badput_us: g
+                .badput_us
+                .iter()
+                .map(|(cause, us)| ((*cause).to_owned(), *us))
+                .collect(),
+            reason: (report.outcome == "failed").then(|| reason_of(&g.fate)),
+        }
+    }
+}
 
 /// How many distinct reasons the summary lists; the rest are counted together.
 const REASONS_SHOWN_MAX: usize = 5;
@@ -36,14 +79,11 @@ pub struct GoodputTally {
 
 impl GoodputTally {
     /// Counts one run.
-    pub fn add(&mut self, report: &Report) {
-        self.ettrs.push(report.goodput.ettr);
-        *self.outcomes.entry(report.outcome.clone()).or_default() += 1;
-        if report.outcome == "failed" {
-            *self
-                .reasons
-                .entry(reason_of(&report.goodput.fate))
-                .or_default() += 1;
+    pub fn add(&mut self, row: &SeedRow) {
+        self.ettrs.push(row.ettr);
+        *self.outcomes.entry(row.outcome.clone()).or_default() += 1;
+        if let Some(reason) = &row.reason {
+            *self.reasons.entry(reason.clone()).or_default() += 1;
         }
     }
 
@@ -129,6 +169,30 @@ impl GoodputSummary {
             let _ = writeln!(out, "  {others:>6} × other reasons");
         }
         out
+    }
+
+    /// The summary as one JSON object, for CI to gate on: the same figures as the text,
+    /// with every reason and its count.
+    pub fn to_json(&self, scenario: &str) -> String {
+        let [p5, p50, p95] = self.ettr_p5_p50_p95;
+        let reasons: Vec<serde_json::Value> = self
+            .reasons
+            .iter()
+            .map(|(reason, runs)| serde_json::json!({"reason": reason, "runs": runs}))
+            .collect();
+        serde_json::json!({
+            "file": scenario,
+            "seeds": self.runs,
+            "ettr_mean": self.ettr_mean,
+            "ettr_p5": p5,
+            "ettr_p50": p50,
+            "ettr_p95": p95,
+            "succeeded": self.succeeded,
+            "failed": self.failed,
+            "timed_out": self.timed_out,
+            "reasons": reasons,
+        })
+        .to_string()
     }
 }
 
