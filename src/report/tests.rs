@@ -330,8 +330,18 @@ fn unexpected_and_expected_violations() {
     let mut invariants = check_all(&scenario(), 1, &trace, &end);
     invariants[2].status = Status::Violated;
     invariants[2].violations = vec![
-        Violation::new(2 * S, Some("node-0"), BoundsKind::AboveMax, "too big"),
-        Violation::new(3 * S, Some("node-1"), BoundsKind::AboveMax, "too big again"),
+        Violation::new(
+            2 * S,
+            Some(TraceNode::node(0)),
+            BoundsKind::AboveMax,
+            "too big",
+        ),
+        Violation::new(
+            3 * S,
+            Some(TraceNode::node(1)),
+            BoundsKind::AboveMax,
+            "too big again",
+        ),
     ];
     let r = build(
         &scenario(),

@@ -255,8 +255,8 @@ fn mark(at_us: u64, class: &'static str, title: String) -> Mark {
 pub(super) fn svg(report: &Report, trace: &Trace) -> String {
     let mut b = Builder::default();
     for event in &trace.events {
-        let node = event.node.as_deref().unwrap_or(CLUSTER);
-        b.event(event.at_us, node, &event.kind);
+        let node = event.node.map(|n| n.to_string());
+        b.event(event.at_us, node.as_deref().unwrap_or(CLUSTER), &event.kind);
     }
     let end_us = report.sim_time_us.max(1);
     let keys: Vec<(u64, String)> = b.open.keys().cloned().collect();
@@ -266,7 +266,7 @@ pub(super) fn svg(report: &Report, trace: &Trace) -> String {
     let mut index = 0usize;
     for inv in &report.invariants {
         for v in &inv.violations {
-            let node = v.node.as_deref().unwrap_or(CLUSTER).to_owned();
+            let node = v.node.map_or_else(|| CLUSTER.to_owned(), |n| n.to_string());
             b.mark(
                 &node,
                 Mark {
