@@ -3,7 +3,7 @@
 use super::*;
 use crate::check::testkit::*;
 use crate::check::{check_all, BoundsKind, Status, Violation};
-use crate::scenario::model::{Outcome, ReaderCheck, ReaderSection, Scenario};
+use crate::scenario::model::{CheckKind, Outcome, ReaderSection, Scenario};
 use crate::trace::EventKind;
 
 /// The contract's top-level report fields, in order (`goodput` is an addition).
@@ -61,7 +61,7 @@ fn with_reader(mut s: Scenario) -> Scenario {
         records_per_file: 740,
         batch_size: 1024,
         repeat: false,
-        check: ReaderCheck::Sum,
+        check: CheckKind::Sum,
         broken_files: vec![],
         corrupt_records: vec![],
         truncated_files: vec![],
