@@ -86,7 +86,7 @@ mod tests {
 
     #[test]
     fn nodes_order_by_number_and_the_store_last() {
-        let mut nodes = vec![
+        let mut nodes = [
             TraceNode::Store,
             TraceNode::node(10),
             TraceNode::node(2),

@@ -526,11 +526,7 @@ mod tests {
         events.push(e(645, "node-1", exited(101, AgentState::Failed)));
         let r = liveness(&scenario(), &trace(events), &end(645, "failed"));
         assert_eq!(r.status, Status::Violated);
-        let nodes: Vec<_> = r
-            .violations
-            .iter()
-            .map(|v| v.node.clone().unwrap())
-            .collect();
+        let nodes: Vec<_> = r.violations.iter().map(|v| v.node.unwrap()).collect();
         assert_eq!(nodes, vec![TraceNode::node(0), TraceNode::node(1)]);
         assert!(r.violations[0]
             .message
@@ -579,7 +575,7 @@ mod tests {
         // node-1 is paused past node-0's deadline; node-0 is not and still owes a rejoin.
         events.push(e(645, "node-0", exited(100, AgentState::Failed)));
         let r = liveness(&scenario(), &trace(events), &end(645, "failed"));
-        let nodes: Vec<_> = r.violations.iter().map(|v| v.node.clone()).collect();
+        let nodes: Vec<_> = r.violations.iter().map(|v| v.node).collect();
         assert_eq!(nodes, vec![Some(TraceNode::node(0))], "{:?}", r.violations);
     }
 }
