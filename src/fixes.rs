@@ -2,7 +2,9 @@
 //! scenario format (`rendezvous.fixes`, `agent.fixes`, `reader.fixes`), kept on the ground
 //! floor so the scenario names them without reaching up into the subsystems that act on them.
 //! Each fix declares here, once, what the docs, fuzz triage and the scenario suite say about
-//! it ([`FixInfo`]); `tests/fixes_documented.rs` holds the docs and `scenarios/` to it.
+//! it ([`FixInfo`]); `tests/fixes_documented.rs` holds the docs and `scenarios/` to it. The
+//! sampler's fix, which only `trainsim sample` switches on, declares its [`FixInfo`] through
+//! the same [`Fix`] trait beside the sampler.
 
 use serde::{Deserialize, Serialize};
 
@@ -15,14 +17,24 @@ pub struct FixInfo {
     pub upstream: &'static str,
     /// What switching the fix on changes, in one line for users (the docs' fix tables).
     pub summary: &'static str,
-    /// The stem of its scenario pair: `scenarios/<stem>.toml` shows the behaviour and
-    /// `scenarios/<stem>_fixed.toml` switches the fix on.
-    pub scenarios: &'static str,
+    /// What shows the behaviour with the fix off and its absence with the fix on.
+    pub shown_by: ShownBy,
 }
 
-/// An enum of opt-in fixes of one scenario table, each variant with its [`FixInfo`].
+/// What shows a fix at work.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ShownBy {
+    /// A scenario pair: `scenarios/<stem>.toml` shows the behaviour and
+    /// `scenarios/<stem>_fixed.toml` switches the fix on.
+    Scenarios(&'static str),
+    /// An integration test, `tests/<stem>.rs`, for a fix no scenario key switches on.
+    Test(&'static str),
+}
+
+/// An enum of opt-in fixes switched on in one place, each variant with its [`FixInfo`].
 pub trait Fix: Copy + Into<&'static str> + strum::VariantArray + 'static {
-    /// The scenario key whose list switches these fixes on (`rendezvous.fixes`).
+    /// Where a user switches these fixes on: a scenario key (`rendezvous.fixes`) or, for a
+    /// fix no scenario names, a command's option (`trainsim sample --fix`).
     const KEY: &'static str;
 
     /// What is said about this fix.
@@ -80,14 +92,14 @@ impl Fix for AgentFix {
                     starts workers and adopts the group's highest, so \
                     `TORCHELASTIC_RESTART_COUNT` and the budget left are the group's, not the \
                     agent's",
-                scenarios: "restart_counts_diverge",
+                shown_by: ShownBy::Scenarios("restart_counts_diverge"),
             },
             AgentFix::CountRejoinedFailures => FixInfo {
                 upstream: "pytorch#147064",
                 summary: "a membership restart counts against `max_restarts` when a waiting node \
                     has the address of a member of the running group (its agent was killed and \
                     came back), so a fast kill-and-rejoin loop cannot restart forever",
-                scenarios: "fast_rejoin_bypasses_max_restarts",
+                shown_by: ShownBy::Scenarios("fast_rejoin_bypasses_max_restarts"),
             },
             AgentFix::KeepOpenOnFailure => FixInfo {
                 upstream: "torch: one agent's failure closes the rendezvous",
@@ -95,7 +107,7 @@ impl Fix for AgentFix {
                     FAILED (its budget spent or a rendezvous error of its own), so the other \
                     agents can re-rendezvous without it; torch closes it on every exit but a \
                     signal",
-                scenarios: "failed_agent_closes_rendezvous",
+                shown_by: ShownBy::Scenarios("failed_agent_closes_rendezvous"),
             },
         }
     }
@@ -182,7 +194,7 @@ impl Fix for RendezvousFix {
                 summary: "`num_nodes_waiting()` also counts members of this node's round that \
                     heartbeat expiry removed, so survivors of a dead participant re-rendezvous at \
                     their next monitor tick instead of waiting out the collective timeout",
-                scenarios: "powered_off_after_round",
+                shown_by: ShownBy::Scenarios("powered_off_after_round"),
             },
             RendezvousFix::RestartedNodeReplacesEntry => FixInfo {
                 upstream: "torch: a restarted node's stale entry",
@@ -190,7 +202,7 @@ impl Fix for RendezvousFix {
                     first drops every entry with its address and local id but another pid, as \
                     heartbeat expiry would later; torch keeps a restarted agent's dead entry \
                     until it expires, so an open round can complete listing the host twice",
-                scenarios: "restarted_node_listed_twice",
+                shown_by: ShownBy::Scenarios("restarted_node_listed_twice"),
             },
             RendezvousFix::MonotonicHeartbeats => FixInfo {
                 upstream: "torch: wall-clock heartbeat expiry",
@@ -198,7 +210,7 @@ impl Fix for RendezvousFix {
                     node's stamp change, instead of comparing the writer's wall-clock stamp with \
                     its own wall clock, so clock skew cannot eat the expiry margin; a node first \
                     seen already dead is dropped up to one expiry later than torch would",
-                scenarios: "clock_skew_eats_heartbeat_margin",
+                shown_by: ShownBy::Scenarios("clock_skew_eats_heartbeat_margin"),
             },
             RendezvousFix::RefreshMasterAddr => FixInfo {
                 upstream: "torch 2.15: stale bootstrap address",
@@ -207,7 +219,7 @@ impl Fix for RendezvousFix {
                     first rendezvous and rebuilds it only on a rank 0 without a server, so a \
                     survivor of a dead rank 0 keeps the dead master and a late joiner waits for \
                     an address nobody publishes",
-                scenarios: "rank0_dies_stale_master",
+                shown_by: ShownBy::Scenarios("rank0_dies_stale_master"),
             },
             RendezvousFix::WorldAtCompletion => FixInfo {
                 upstream: "torch: world size read after sanitize",
@@ -217,14 +229,14 @@ impl Fix for RendezvousFix {
                     the state as last synced, after sanitize may have dropped a dead participant, \
                     so nodes that finish one round on either side of a heartbeat expiry report \
                     two world sizes",
-                scenarios: "world_size_race",
+                shown_by: ShownBy::Scenarios("world_size_race"),
             },
             RendezvousFix::NaturalNodeOrder => FixInfo {
                 upstream: "pytorch#191190",
                 summary: "ranks are handed out in the nodes' natural order, the numbers inside \
                     addresses compared as numbers (`node-2` before `node-10`); torch sorts the \
                     addresses as strings, so with 12 nodes `node-2` gets rank 4",
-                scenarios: "ranks_follow_string_order",
+                shown_by: ShownBy::Scenarios("ranks_follow_string_order"),
             },
         }
     }
@@ -273,26 +285,26 @@ impl Fix for ReaderFix {
                     is not counted against that file (HugeCTR resets its record index to 0 on \
                     opening the file and then still counts the failed read, so the new file ends \
                     one record early)",
-                scenarios: "reader_broken_read",
+                shown_by: ShownBy::Scenarios("reader_broken_read"),
             },
             ReaderFix::EmptyBatchIsEndMarker => FixInfo {
                 upstream: "HugeCTR: an empty batch taken for the end marker",
                 summary: "a batch that ends at end-of-data with no record (every record in it \
                     failed its checksum) takes the end-of-data path instead of being published \
                     as a size-0 batch, which HugeCTR's collector cannot tell from the end marker",
-                scenarios: "reader_empty_batch_collides",
+                shown_by: ShownBy::Scenarios("reader_empty_batch_collides"),
             },
             ReaderFix::TrainKeepsIncompleteBatches => FixInfo {
                 upstream: "HugeCTR: `Model::train` drops incomplete batches",
                 summary: "`Model::train` trains on incomplete batches instead of dropping them",
-                scenarios: "reader_train_drops_incomplete",
+                shown_by: ShownBy::Scenarios("reader_train_drops_incomplete"),
             },
             ReaderFix::WorkerFailureIsEndOfData => FixInfo {
                 upstream: "HugeCTR: a dead worker hangs the collector",
                 summary: "a worker whose retries run out publishes what it read and then its end \
                     marker, as at end-of-data, instead of its thread dying while the collector \
                     waits on it for ever",
-                scenarios: "reader_worker_dies",
+                shown_by: ShownBy::Scenarios("reader_worker_dies"),
             },
         }
     }

@@ -22,6 +22,7 @@
 //! - [`invariant`]: the contract's invariants, named once with their meaning (ground floor).
 //! - [`fixes`]: the opt-in named fixes the scenario format names (ground floor).
 //! - [`mutant`]: the planted bugs the command line switches on (ground floor).
+//! - [`record_check`]: how the reader's records are checked, a scenario word (ground floor).
 //! - [`files`]: atomic file writes for every command.
 
 pub mod agent;
@@ -37,6 +38,7 @@ pub mod job;
 pub mod mutant;
 pub mod parity;
 pub mod reader;
+pub mod record_check;
 pub mod rendezvous;
 pub mod report;
 pub mod rng;

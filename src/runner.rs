@@ -337,7 +337,7 @@ mod tests {
                 .iter()
                 .map(|&step| Event {
                     at_us: step * 10,
-                    node: Some("node-0".to_owned()),
+                    node: Some(crate::trace::TraceNode::node(0)),
                     kind: EventKind::Step {
                         pid: 1,
                         round: 0,

@@ -1,7 +1,8 @@
 //! When Bagua's batch-sampler quirk (a negative slice with `drop_last`) acts: only when ranks
 //! get different numbers of batches. Cut by a batch size, as the job and `trainsim sample`
 //! cut them, every rank has as many batches and the quirk never shows; a `batch_fn` that
-//! packs items under a complexity budget gives ranks different counts, and it shows.
+//! packs items under a complexity budget gives ranks different counts, and it shows; the
+//! fix `batch-sampler-negative-slice` removes it.
 
 use proptest::prelude::*;
 use trainsim::sampler::{LoadBalancingBatchSampler, LoadBalancingSampler, SamplerFix};

@@ -3,7 +3,7 @@
 //! simulator events.
 
 use trainsim::runner::{Run, RunOptions};
-use trainsim::trace::{EventKind, Trace};
+use trainsim::trace::{EventKind, Trace, TraceNode};
 use trainsim::world::RunStats;
 
 /// The run's report and trace, and what it cost the simulator.
@@ -20,7 +20,7 @@ fn run(file: &str, step_by_step: bool) -> (trainsim::report::Report, Trace, RunS
 }
 
 /// Every step record: (node, step, epoch, samples, at_us).
-fn steps(trace: &Trace) -> Vec<(String, u64, u64, u64, u64)> {
+fn steps(trace: &Trace) -> Vec<(Option<TraceNode>, u64, u64, u64, u64)> {
     let mut steps: Vec<_> = trace
         .events
         .iter()
@@ -30,13 +30,7 @@ fn steps(trace: &Trace) -> Vec<(String, u64, u64, u64, u64)> {
                 epoch,
                 samples,
                 ..
-            } => Some((
-                e.node.clone().unwrap_or_default(),
-                *step,
-                *epoch,
-                *samples,
-                e.at_us,
-            )),
+            } => Some((e.node, *step, *epoch, *samples, e.at_us)),
             _ => None,
         })
         .collect();

@@ -56,7 +56,7 @@ fn on<'a>(trace: &'a Trace, node: &str) -> Vec<&'a Event> {
     trace
         .events
         .iter()
-        .filter(|e| e.node.as_deref() == Some(node))
+        .filter(|e| e.node.is_some_and(|n| n.to_string() == node))
         .collect()
 }
 

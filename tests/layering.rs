@@ -14,6 +14,7 @@ const FLOORS: &[(&str, u32)] = &[
     ("fixes", 0),
     ("invariant", 0),
     ("mutant", 0),
+    ("record_check", 0),
     ("files", 0),
     ("shared_list", 0),
     ("sim_time", 0),

@@ -3,7 +3,7 @@
 
 use std::path::Path;
 use trainsim::scenario::{self, Scenario};
-use trainsim::trace::{Event, EventKind};
+use trainsim::trace::{Event, EventKind, TraceNode};
 
 const SEC: u64 = 1_000_000;
 
@@ -22,11 +22,11 @@ fn events(scenario: &Scenario) -> Vec<Event> {
 
 /// When each node's agent first called `next_rendezvous()`, by node.
 fn first_joins_us(events: &[Event]) -> Vec<u64> {
-    let mut joins: Vec<(String, u64)> = Vec::new();
+    let mut joins: Vec<(TraceNode, u64)> = Vec::new();
     for e in events {
-        if let (EventKind::RendezvousJoining { .. }, Some(node)) = (&e.kind, &e.node) {
-            if !joins.iter().any(|(n, _)| n == node) {
-                joins.push((node.clone(), e.at_us));
+        if let (EventKind::RendezvousJoining { .. }, Some(node)) = (&e.kind, e.node) {
+            if !joins.iter().any(|&(n, _)| n == node) {
+                joins.push((node, e.at_us));
             }
         }
     }

@@ -4,7 +4,7 @@
 
 use trainsim::runner::Run;
 use trainsim::scenario::{self, Scenario};
-use trainsim::trace::{Event, EventKind};
+use trainsim::trace::{Event, EventKind, TraceNode};
 
 const SEC: u64 = 1_000_000;
 
@@ -28,7 +28,7 @@ fn run(s: &Scenario) -> (String, Vec<Event>) {
 fn starts_us(events: &[Event]) -> Vec<u64> {
     events
         .iter()
-        .filter(|e| e.node.as_deref() == Some("node-1"))
+        .filter(|e| e.node == Some(TraceNode::node(1)))
         .filter(|e| matches!(e.kind, EventKind::AgentStarted { .. }))
         .map(|e| e.at_us)
         .collect()
@@ -44,7 +44,7 @@ fn a_failed_agent_is_relaunched_with_a_doubling_delay_up_to_the_limit() {
     assert_eq!(starts.len(), 4, "one launch and 3 relaunches: {starts:?}");
     let exits: Vec<u64> = events
         .iter()
-        .filter(|e| e.node.as_deref() == Some("node-1"))
+        .filter(|e| e.node == Some(TraceNode::node(1)))
         .filter(|e| matches!(e.kind, EventKind::AgentExited { .. }))
         .map(|e| e.at_us)
         .collect();

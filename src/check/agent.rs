@@ -1,13 +1,13 @@
 //! The `agent.*` invariants: the restart budget and zombie steps. (Rank assignment is in
-//! `ranks.rs`.)
+//! `ranks.rs`, the workers' bootstrap address in `bootstrap.rs`.)
 
 use super::kind::kind_enum;
-use super::membership::RoundId;
+use super::membership::{participant_node, RoundId};
 use super::run_model::{Observer, RunModel};
 use super::{InvariantResult, Violation};
 use crate::invariant::Invariant;
 use crate::scenario::model::Scenario;
-use crate::trace::{AgentState, Event, EventKind};
+use crate::trace::{AgentState, Event, EventKind, TraceNode};
 use std::collections::{BTreeMap, BTreeSet};
 #[cfg(test)]
 use {super::run_model::replay, crate::trace::Trace};
@@ -35,7 +35,8 @@ kind_enum! {
 /// What one agent process has done so far that the budget cares about.
 #[derive(Default)]
 struct Process {
-    node: String,
+    /// Its node, from its start.
+    node: Option<TraceNode>,
     /// Restarts the agent itself counted (`AgentRestart { counted: true }`).
     counted_restarts: u32,
     /// Restarts of its worker group that followed a failure in the group (see
@@ -59,7 +60,7 @@ struct Budget {
     processes: BTreeMap<u32, Process>,
     /// Round -> nodes of that round's group whose workers failed or whose agent was killed
     /// while the group ran.
-    failed_members: BTreeMap<RoundId, BTreeSet<String>>,
+    failed_members: BTreeMap<RoundId, BTreeSet<TraceNode>>,
 }
 
 impl Budget {
@@ -67,8 +68,7 @@ impl Budget {
     fn observe(&mut self, event: &crate::trace::Event, max: u32) -> Option<u32> {
         match &event.kind {
             EventKind::AgentStarted { pid } => {
-                let node = event.node.clone().unwrap_or_default();
-                self.processes.entry(*pid).or_default().node = node;
+                self.processes.entry(*pid).or_default().node = event.node;
                 None
             }
             EventKind::AgentRestart { pid, counted, .. } => {
@@ -125,8 +125,9 @@ impl Budget {
     /// A member of a running group failed: its workers failed or its agent was killed.
     fn member_failed(&mut self, pid: u32) {
         if let Some(process) = self.processes.get(&pid) {
-            if let Some(round) = process.group_round {
-                let node = process.node.clone();
+            // A process records its start on its own node; one whose start named none
+            // cannot be found among a later round's participants, so it is not noted.
+            if let (Some(round), Some(node)) = (process.group_round, process.node) {
                 self.failed_members.entry(round).or_default().insert(node);
             }
         }
@@ -146,7 +147,8 @@ impl Budget {
             process
                 .participants
                 .iter()
-                .any(|n| *n != process.node && nodes.contains(n))
+                .filter_map(|address| participant_node(address))
+                .any(|n| Some(n) != process.node && nodes.contains(&n))
         });
         if !(counted || rejoined) {
             return None;
@@ -200,7 +202,7 @@ impl RestartBudget {
 
 impl Observer<'_> for RestartBudget {
     fn before(&mut self, _model: &RunModel, event: &Event) {
-        let (max, node) = (self.max, event.node.as_deref());
+        let (max, node) = (self.max, event.node);
         self.applicable |= matches!(&event.kind, EventKind::AgentRestart { .. })
             || matches!(&event.kind, EventKind::AgentExited { state, .. } if *state == AgentState::Failed);
         if let EventKind::AgentExited { pid, state, .. } = &event.kind {
@@ -296,7 +298,7 @@ impl Observer<'_> for NoZombieSteps {
                 };
                 self.violations.push(Violation::new(
                     event.at_us,
-                    event.node.as_deref(),
+                    event.node,
                     kind,
                     format!("pid {pid} took step {step} for round {round}, but {state}"),
                 ));
@@ -458,7 +460,7 @@ mod tests {
         regroup(&mut events, 12, "node-1", 102, 1);
         let r = restart_budget(&s, &trace(events));
         assert_eq!(r.status, Status::Violated);
-        assert_eq!(r.violations[0].node.as_deref(), Some("node-0"));
+        assert_eq!(r.violations[0].node, Some(TraceNode::node(0)));
         assert!(r.violations[0].message.contains("beyond max_restarts 0"));
     }
 

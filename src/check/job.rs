@@ -4,7 +4,7 @@ use super::kind::kind_enum;
 use super::{InvariantResult, Violation};
 use crate::invariant::Invariant;
 use crate::scenario::model::{Outcome, Scenario};
-use crate::trace::{EventKind, RunEnd, Trace};
+use crate::trace::{EventKind, RunEnd, Trace, TraceNode};
 use std::collections::BTreeMap;
 
 kind_enum! {
@@ -33,18 +33,22 @@ kind_enum! {
 pub(super) fn progress(scenario: &Scenario, trace: &Trace, end: &RunEnd) -> InvariantResult {
     let target = scenario.job.steps;
     // The step each node must take next; a node that never resumed starts at 1.
-    let mut next_step: BTreeMap<&str, u64> = BTreeMap::new();
+    let mut next_step: BTreeMap<TraceNode, u64> = BTreeMap::new();
     let mut last_checkpoint: Option<u64> = None;
     let mut highest: Option<u64> = None;
     let mut violations = Vec::new();
     for event in &trace.events {
-        let node = event.node.as_deref().unwrap_or("");
+        // Checkpoints, resumes and steps are recorded by a node's agent process, so they
+        // always name their node; an event without one is none of them.
+        let Some(node) = event.node else {
+            continue;
+        };
         let fail = |kind: ProgressKind, message: String| {
-            Violation::new(event.at_us, event.node.as_deref(), kind, message)
+            Violation::new(event.at_us, Some(node), kind, message)
         };
         match &event.kind {
             EventKind::Checkpoint { step, .. } => {
-                let reached = next_step.get(node).map(|n| n - 1);
+                let reached = next_step.get(&node).map(|n| n - 1);
                 if reached.is_some_and(|r| *step > r) {
                     violations.push(fail(
                         ProgressKind::CheckpointAhead,
@@ -69,7 +73,7 @@ pub(super) fn progress(scenario: &Scenario, trace: &Trace, end: &RunEnd) -> Inva
                 next_step.insert(node, step + 1);
             }
             EventKind::Step { step, .. } => {
-                let expected = next_step.get(node).copied().unwrap_or(1);
+                let expected = next_step.get(&node).copied().unwrap_or(1);
                 if *step != expected {
                     violations.push(fail(
                         ProgressKind::StepOutOfOrder,

@@ -4,8 +4,16 @@
 //! until it calls `next_rendezvous()` again, its rendezvous fails, it exits or it is
 //! killed. Several checks need the same notion, so it lives here once.
 
-use crate::trace::{Event, EventKind};
+use crate::scenario::node::NodeIndex;
+use crate::trace::{Event, EventKind, TraceNode};
 use std::collections::{BTreeMap, BTreeSet};
+
+/// The node a round's participant is. Participants are rendezvous addresses, which torch
+/// keeps as text in the store; every address in the simulation is a node's name, and an
+/// address that is not belongs to no node a trace can place (`None`).
+pub(crate) fn participant_node(address: &str) -> Option<TraceNode> {
+    address.parse::<NodeIndex>().ok().map(TraceNode::Node)
+}
 
 /// A round of one rendezvous: a restarted store starts a new rendezvous whose round numbers
 /// start again, so a round is its store incarnation and its number.
@@ -29,7 +37,7 @@ impl std::fmt::Display for RoundId {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Member {
     pub pid: u32,
-    pub node: String,
+    pub node: TraceNode,
     pub round: RoundId,
     /// The round's participants as this process saw them.
     pub participants: std::sync::Arc<[String]>,
@@ -41,7 +49,7 @@ pub(crate) struct Membership {
     by_pid: BTreeMap<u32, Member>,
     /// The live members' pids per node: `of_node` is asked for every participant of every
     /// completion, and a scan of `by_pid` made that O(nodes³) at 1 024 nodes.
-    pids_by_node: BTreeMap<String, BTreeSet<u32>>,
+    pids_by_node: BTreeMap<TraceNode, BTreeSet<u32>>,
 }
 
 impl Membership {
@@ -55,9 +63,11 @@ impl Membership {
                 store_incarnation,
                 ..
             } => {
-                let node = event.node.clone().unwrap_or_else(|| {
-                    panic!("round {round}'s completion by pid {pid} names no node")
-                });
+                // An agent process records its completion on its own node, so a completion
+                // always names one; one that did not could not be placed in a group.
+                let Some(node) = event.node else {
+                    return;
+                };
                 let member = Member {
                     pid: *pid,
                     node,
@@ -80,7 +90,7 @@ impl Membership {
     fn insert(&mut self, member: Member) {
         self.remove(member.pid);
         self.pids_by_node
-            .entry(member.node.clone())
+            .entry(member.node)
             .or_default()
             .insert(member.pid);
         self.by_pid.insert(member.pid, member);
@@ -106,9 +116,9 @@ impl Membership {
     }
 
     /// The live membership held by a process on `node`, if any.
-    pub fn of_node(&self, node: &str) -> Option<&Member> {
+    pub fn of_node(&self, node: TraceNode) -> Option<&Member> {
         // The lowest pid, as a scan of `by_pid` in pid order would find.
-        let pid = self.pids_by_node.get(node)?.first()?;
+        let pid = self.pids_by_node.get(&node)?.first()?;
         self.by_pid.get(pid)
     }
 

@@ -6,9 +6,9 @@
 //! the contract's order, so a report always names every one of them, even those whose
 //! subsystem has not been built yet (they say `not_applicable`).
 //!
-//! The `rendezvous.*` invariants, `agent.restart_budget` and `agent.no_zombie_steps` follow
-//! the agents and the rendezvous through the run: each is an observer of one shared replay
-//! of it (`run_model`), and all of them are judged in one walk over the trace.
+//! The `rendezvous.*` and `agent.*` invariants follow the agents and the rendezvous through
+//! the run: each is an observer of one shared replay of it (`run_model`), and all of them are
+//! judged in one walk over the trace.
 
 mod agent;
 mod bootstrap;
@@ -27,7 +27,7 @@ mod sampler_epoch;
 pub(crate) mod testkit;
 
 use crate::scenario::model::Scenario;
-use crate::trace::{RunEnd, Trace};
+use crate::trace::{RunEnd, Trace, TraceNode};
 use serde::Serialize;
 use std::collections::BTreeMap;
 
@@ -73,7 +73,7 @@ pub struct Violation {
     pub at_us: u64,
     /// The node it happened on, when one applies.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub node: Option<String>,
+    pub node: Option<TraceNode>,
     /// One sentence saying what went wrong.
     pub message: String,
     /// Which way the invariant broke; the same for every violation that broke it the same
@@ -85,13 +85,13 @@ impl Violation {
     /// A violation of `kind` at `at_us`, on `node` when one applies.
     pub fn new(
         at_us: u64,
-        node: Option<&str>,
+        node: Option<TraceNode>,
         kind: impl Into<Kind>,
         message: impl Into<String>,
     ) -> Self {
         Violation {
             at_us,
-            node: node.map(str::to_owned),
+            node,
             message: message.into(),
             kind: kind.into(),
         }
@@ -170,16 +170,16 @@ fn judge_one(
         | Invariant::RendezvousClosedIsFinal
         | Invariant::RendezvousLiveness
         | Invariant::AgentRestartBudget
-        | Invariant::AgentNoZombieSteps => replayed
+        | Invariant::AgentNoZombieSteps
+        | Invariant::AgentRanks
+        | Invariant::AgentBootstrap => replayed
             .remove(&invariant)
             .unwrap_or_else(|| panic!("the replay judges {}", invariant.name())),
-        Invariant::AgentRanks => ranks::ranks(i.trace),
         Invariant::JobProgress => job::progress(i.scenario, i.trace, i.end),
         Invariant::SamplerCoverage => sampler::coverage(i.scenario, i.seed, i.trace),
         Invariant::ReaderExactlyOnce => reader::exactly_once(i.scenario, i.trace),
         Invariant::ReaderBufferProtocol => reader::buffer_protocol(i.scenario, i.trace),
         Invariant::ReaderTerminates => reader::terminates(i.scenario, i.trace),
-        Invariant::AgentBootstrap => bootstrap::bootstrap(i.trace),
     }
 }
 
@@ -193,6 +193,8 @@ fn replayed(i: &Inputs) -> Vec<InvariantResult> {
     let mut liveness = rendezvous::Liveness::new(i.scenario);
     let mut budget = agent::RestartBudget::new(i.scenario);
     let mut zombies = agent::NoZombieSteps::default();
+    let mut ranks = ranks::Ranks::default();
+    let mut bootstrap = bootstrap::Bootstrap::default();
     let model = run_model::replay(
         i.trace,
         &mut [
@@ -203,6 +205,8 @@ fn replayed(i: &Inputs) -> Vec<InvariantResult> {
             &mut liveness,
             &mut budget,
             &mut zombies,
+            &mut ranks,
+            &mut bootstrap,
         ],
     );
     vec![
@@ -213,6 +217,8 @@ fn replayed(i: &Inputs) -> Vec<InvariantResult> {
         liveness.finish(&model, i.end),
         budget.finish(),
         zombies.finish(),
+        ranks.finish(),
+        bootstrap.finish(),
     ]
 }
 
@@ -325,7 +331,8 @@ mod tests {
         let kind = BoundsKind::AboveMax;
         let without = serde_json::to_string(&Violation::new(5, None, kind, "m")).unwrap();
         assert_eq!(without, r#"{"at_us":5,"message":"m","kind":"above-max"}"#);
-        let with = serde_json::to_string(&Violation::new(5, Some("node-1"), kind, "m")).unwrap();
+        let with =
+            serde_json::to_string(&Violation::new(5, Some(TraceNode::node(1)), kind, "m")).unwrap();
         assert_eq!(
             with,
             r#"{"at_us":5,"node":"node-1","message":"m","kind":"above-max"}"#

@@ -3,11 +3,14 @@
 
 use super::kind::kind_enum;
 use super::membership::RoundId;
+use super::run_model::{Observer, RunModel};
 use super::{InvariantResult, Violation};
 use crate::agent::ranks::{assign_worker_ranks, GroupRole};
 use crate::invariant::Invariant;
-use crate::trace::{EventKind, Trace};
+use crate::trace::{Event, EventKind, TraceNode};
 use std::collections::BTreeMap;
+#[cfg(test)]
+use {super::run_model::replay, crate::trace::Trace};
 
 kind_enum! {
     /// The ways `agent.ranks` breaks.
@@ -25,7 +28,7 @@ kind_enum! {
 #[derive(Debug, Clone)]
 struct Assigned {
     at_us: u64,
-    node: Option<String>,
+    node: Option<TraceNode>,
     role: String,
     local_world_size: u64,
     base_global_rank: u64,
@@ -39,10 +42,45 @@ struct Assigned {
 /// 0..world_size exactly and every figure equals what the assignment algorithm computes
 /// from the reported role infos in group-rank order. Not applicable when no ranks were
 /// assigned.
+#[cfg(test)]
 pub(super) fn ranks(trace: &Trace) -> InvariantResult {
-    let mut group_sizes: BTreeMap<RoundId, u32> = BTreeMap::new();
-    let mut rounds: BTreeMap<RoundId, BTreeMap<u32, Assigned>> = BTreeMap::new();
-    for event in &trace.events {
+    let mut observer = Ranks::default();
+    replay(trace, &mut [&mut observer]);
+    observer.finish()
+}
+
+/// `agent.ranks` as an observer of the replay: it gathers every round's world size and
+/// assignments as they come, and judges each round once the run is over (a round's last
+/// assignment may come at any time).
+#[derive(Default)]
+pub(super) struct Ranks {
+    /// The world size each round completed with.
+    group_sizes: BTreeMap<RoundId, u32>,
+    /// Each round's assignments by group rank.
+    rounds: BTreeMap<RoundId, BTreeMap<u32, Assigned>>,
+}
+
+impl Ranks {
+    pub fn finish(self) -> InvariantResult {
+        let mut violations = Vec::new();
+        for (round, by_group_rank) in &self.rounds {
+            check_blocks(*round, by_group_rank, &mut violations);
+            let complete = self
+                .group_sizes
+                .get(round)
+                .is_some_and(|n| by_group_rank.len() == *n as usize);
+            if complete {
+                check_algorithm(*round, by_group_rank, &mut violations);
+            }
+        }
+        let applicable = !self.rounds.is_empty();
+        InvariantResult::judge(Invariant::AgentRanks, applicable, violations)
+    }
+}
+
+impl Observer<'_> for Ranks {
+    fn before(&mut self, _model: &RunModel, event: &Event) {
+        let (group_sizes, rounds) = (&mut self.group_sizes, &mut self.rounds);
         match &event.kind {
             EventKind::RendezvousCompleted {
                 round,
@@ -70,7 +108,7 @@ pub(super) fn ranks(trace: &Trace) -> InvariantResult {
             } => {
                 let assigned = Assigned {
                     at_us: event.at_us,
-                    node: event.node.clone(),
+                    node: event.node,
                     role: role.clone(),
                     local_world_size: u64::from(*local_world_size),
                     base_global_rank: *base_global_rank,
@@ -90,17 +128,6 @@ pub(super) fn ranks(trace: &Trace) -> InvariantResult {
             _ => {}
         }
     }
-    let mut violations = Vec::new();
-    for (round, by_group_rank) in &rounds {
-        check_blocks(*round, by_group_rank, &mut violations);
-        let complete = group_sizes
-            .get(round)
-            .is_some_and(|n| by_group_rank.len() == *n as usize);
-        if complete {
-            check_algorithm(*round, by_group_rank, &mut violations);
-        }
-    }
-    InvariantResult::judge(Invariant::AgentRanks, !rounds.is_empty(), violations)
 }
 
 /// Global-rank blocks lie inside the world and never overlap.
@@ -114,7 +141,7 @@ fn check_blocks(
         if a.base_global_rank + a.local_world_size > a.world_size {
             violations.push(Violation::new(
                 a.at_us,
-                a.node.as_deref(),
+                a.node,
                 RanksKind::OutsideWorld,
                 format!(
                     "round {round}: group rank {group_rank} got global ranks {}..{} in a world of {}",
@@ -128,7 +155,7 @@ fn check_blocks(
             if let Some(other) = owner.insert(rank, *group_rank) {
                 violations.push(Violation::new(
                     a.at_us,
-                    a.node.as_deref(),
+                    a.node,
                     RanksKind::Overlap,
                     format!("round {round}: global rank {rank} went to group ranks {other} and {group_rank}"),
                 ));
@@ -171,7 +198,7 @@ fn check_algorithm(
         if got != want {
             violations.push(Violation::new(
                 a.at_us,
-                a.node.as_deref(),
+                a.node,
                 RanksKind::AlgorithmMismatch,
                 format!(
                     "round {round}: group rank {group_rank} got (global base, world, role base, role world) = {got:?}, the assignment algorithm gives {want:?}"

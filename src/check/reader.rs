@@ -9,13 +9,13 @@ use crate::job::reader_feed::reader_config;
 use crate::reader::feed::expand_runs;
 use crate::reader::{EpochOutput, Outcome, ReaderConfig, RunOutput};
 use crate::scenario::model::Scenario;
-use crate::trace::{EventKind, Trace};
+use crate::trace::{EventKind, Trace, TraceNode};
 use std::collections::BTreeMap;
 
 /// One reader as the trace saw it: which node and process ran it, and what it did.
 #[derive(Debug, Clone)]
 pub(crate) struct ReaderLog {
-    pub node: String,
+    pub node: TraceNode,
     pub output: RunOutput,
     /// Simulated time of each buffer event, by the reader's step.
     step_at_us: BTreeMap<u64, u64>,
@@ -41,10 +41,10 @@ impl ReaderLog {
 /// Every reader in the trace, in the order each first appears (one per node, `pid` and
 /// `round`: a restarted group builds a new reader).
 pub(crate) fn readers(trace: &Trace) -> Vec<ReaderLog> {
-    let mut order: Vec<(String, u32, u64)> = Vec::new();
-    let mut logs: BTreeMap<(String, u32, u64), ReaderLog> = BTreeMap::new();
+    let mut order: Vec<(TraceNode, u32, u64)> = Vec::new();
+    let mut logs: BTreeMap<(TraceNode, u32, u64), ReaderLog> = BTreeMap::new();
     for event in &trace.events {
-        let Some(node) = event.node.as_deref() else {
+        let Some(node) = event.node else {
             continue;
         };
         let (pid, round) = match &event.kind {
@@ -56,11 +56,11 @@ pub(crate) fn readers(trace: &Trace) -> Vec<ReaderLog> {
             | EventKind::ReaderHang { pid, round, .. } => (*pid, *round),
             _ => continue,
         };
-        let key = (node.to_owned(), pid, round);
-        let log = logs.entry(key.clone()).or_insert_with(|| {
+        let key = (node, pid, round);
+        let log = logs.entry(key).or_insert_with(|| {
             order.push(key);
             ReaderLog {
-                node: node.to_owned(),
+                node,
                 output: RunOutput {
                     epochs: Vec::new(),
                     events: Vec::new(),
@@ -146,7 +146,7 @@ fn located(log: &ReaderLog, verdict: &Verdict, at_hang: bool) -> Vec<Violation> 
                 (None, Some(e)) => log.ended_at_us.get(&e).copied().unwrap_or(log.hang_at_us),
                 (None, None) => log.hang_at_us,
             };
-            Violation::new(at_us, Some(&log.node), v.kind, v.sentence.clone())
+            Violation::new(at_us, Some(log.node), v.kind, v.sentence.clone())
         })
         .collect()
 }
@@ -316,7 +316,7 @@ mod tests {
         let ends = terminates(&s, &t);
         assert_eq!(ends.violations[0].at_us, 9_000_000);
         assert_eq!(ends.violations[0].kind, checks::TerminatesKind::Hang.into());
-        assert_eq!(ends.violations[0].node.as_deref(), Some("node-0"));
+        assert_eq!(ends.violations[0].node, Some(TraceNode::node(0)));
         // Without the hang and the bad batch, all three hold.
         let good = trace(vec![
             e(

@@ -11,7 +11,7 @@ pub(crate) use liveness::completion_bound_us;
 pub use liveness::LivenessKind;
 
 use super::kind::kind_enum;
-use super::membership::RoundId;
+use super::membership::{participant_node, RoundId};
 #[cfg(test)]
 use super::run_model::replay;
 use super::run_model::{Observer, RunModel};
@@ -20,7 +20,7 @@ use crate::invariant::Invariant;
 use crate::scenario::model::Scenario;
 #[cfg(test)]
 use crate::trace::Trace;
-use crate::trace::{Event, EventKind};
+use crate::trace::{Event, EventKind, TraceNode};
 pub(super) use liveness::Liveness;
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -73,6 +73,8 @@ kind_enum! {
 /// The fields of one `RendezvousCompleted` event, borrowed.
 struct Completion<'a> {
     event: &'a Event,
+    /// The node whose process completed the round.
+    node: TraceNode,
     pid: u32,
     round: RoundId,
     rank: u32,
@@ -80,8 +82,11 @@ struct Completion<'a> {
     participants: &'a [String],
 }
 
-/// The completion an event records, if it records one.
+/// The completion an event records, if it records one. An agent process records its
+/// completion on its own node, so a completion always names one; one that did not could not
+/// be told apart from another node's view and is passed over.
 fn completion(event: &Event) -> Option<Completion<'_>> {
+    let node = event.node?;
     match &event.kind {
         EventKind::RendezvousCompleted {
             pid,
@@ -92,6 +97,7 @@ fn completion(event: &Event) -> Option<Completion<'_>> {
             store_incarnation,
         } => Some(Completion {
             event,
+            node,
             pid: *pid,
             round: RoundId {
                 store_incarnation: *store_incarnation,
@@ -141,7 +147,7 @@ impl<'t> Observer<'t> for Agreement<'t> {
             return;
         };
         self.any = true;
-        let node = c.event.node.as_deref();
+        let node = Some(c.node);
         let at_us = c.event.at_us;
         let violations = &mut self.violations;
         let mut fail = |kind: AgreementKind, message: String| {
@@ -150,7 +156,7 @@ impl<'t> Observer<'t> for Agreement<'t> {
         for (kind, message) in self_contradictions(&c) {
             fail(kind, message);
         }
-        let (r, own) = (c.round, node.unwrap_or("?"));
+        let (r, own) = (c.round, c.node);
         match self.reference.get(&r) {
             None => {
                 self.reference.insert(r, (c.participants, c.world_size));
@@ -206,9 +212,9 @@ fn self_contradictions(c: &Completion) -> Vec<(AgreementKind, String)> {
             format!("round {r} lists participant {twice} twice"),
         ));
     }
-    let own = c.event.node.as_deref().unwrap_or("?");
+    let own = c.node;
     match c.participants.get(c.rank as usize) {
-        Some(at_rank) if at_rank == own => {}
+        Some(at_rank) if participant_node(at_rank) == Some(own) => {}
         Some(at_rank) => found.push((
             AgreementKind::RankOfAnother,
             format!(
@@ -275,7 +281,7 @@ impl<'t> Observer<'t> for Exclusive<'t> {
             round: *round,
         };
         self.any = true;
-        let node = event.node.as_deref();
+        let node = event.node;
         let set: BTreeSet<&String> = participants.iter().collect();
         match self.groups.get(round) {
             None => {
@@ -293,13 +299,16 @@ impl<'t> Observer<'t> for Exclusive<'t> {
             )),
         }
         for participant in participants.iter() {
-            let Some(m) = model.membership().of_node(participant) else {
+            let Some(participant_node) = participant_node(participant) else {
+                continue;
+            };
+            let Some(m) = model.membership().of_node(participant_node) else {
                 continue;
             };
             if m.round != *round {
                 self.violations.push(Violation::new(
                     event.at_us,
-                    Some(participant),
+                    Some(participant_node),
                     ExclusiveKind::InTwoLiveGroups,
                     format!(
                         "{participant} is a participant of round {round} while still in the live group of round {}",
@@ -358,7 +367,7 @@ impl Observer<'_> for Bounds {
         if c.world_size < min || c.world_size > max {
             self.violations.push(Violation::new(
                 c.event.at_us,
-                c.event.node.as_deref(),
+                Some(c.node),
                 kind,
                 format!(
                     "round {} completed with world size {}, outside min_nodes {min} .. max_nodes {max}",
@@ -382,13 +391,13 @@ pub(super) fn closed_is_final(trace: &Trace) -> InvariantResult {
 
 /// `rendezvous.closed_is_final` as an observer of the replay.
 #[derive(Default)]
-pub(super) struct ClosedIsFinal<'t> {
+pub(super) struct ClosedIsFinal {
     violations: Vec<Violation>,
     /// Per store incarnation, when its rendezvous was first closed and by which node.
-    closed: BTreeMap<u64, (u64, Option<&'t str>)>,
+    closed: BTreeMap<u64, (u64, Option<TraceNode>)>,
 }
 
-impl ClosedIsFinal<'_> {
+impl ClosedIsFinal {
     pub fn finish(self) -> InvariantResult {
         let applicable = !self.closed.is_empty();
         InvariantResult::judge(
@@ -399,15 +408,15 @@ impl ClosedIsFinal<'_> {
     }
 }
 
-impl<'t> Observer<'t> for ClosedIsFinal<'t> {
-    fn before(&mut self, _model: &RunModel, event: &'t Event) {
+impl Observer<'_> for ClosedIsFinal {
+    fn before(&mut self, _model: &RunModel, event: &Event) {
         match &event.kind {
             EventKind::RendezvousClosed {
                 store_incarnation, ..
             } => {
                 self.closed
                     .entry(*store_incarnation)
-                    .or_insert((event.at_us, event.node.as_deref()));
+                    .or_insert((event.at_us, event.node));
             }
             EventKind::RendezvousCompleted {
                 round,
@@ -417,11 +426,11 @@ impl<'t> Observer<'t> for ClosedIsFinal<'t> {
                 if let Some(&(at_us, by)) = self.closed.get(store_incarnation) {
                     self.violations.push(Violation::new(
                         event.at_us,
-                        event.node.as_deref(),
+                        event.node,
                         ClosedIsFinalKind::CompletedAfterClose,
                         format!(
                             "round {round} completed after {} closed the rendezvous at {}",
-                            by.unwrap_or("a node"),
+                            by.map_or_else(|| "a node".to_owned(), |n| n.to_string()),
                             super::secs(at_us)
                         ),
                     ));

@@ -7,7 +7,7 @@
 
 use super::membership::Membership;
 use crate::scenario::model::FaultName;
-use crate::trace::{Event, EventKind, Trace};
+use crate::trace::{Event, EventKind, Trace, TraceNode};
 use std::collections::{BTreeMap, BTreeSet};
 
 /// One invariant's view of the replay: it may keep borrows of the trace's events (`'t`).
@@ -40,9 +40,9 @@ pub(super) struct RunModel {
     /// Every pid that ever started an agent.
     started: BTreeSet<u32>,
     /// Live agent processes, with their node.
-    live: BTreeMap<u32, String>,
+    live: BTreeMap<u32, TraceNode>,
     /// Nodes paused and not yet resumed, killed, restarted or started.
-    paused_nodes: BTreeSet<String>,
+    paused_nodes: BTreeSet<TraceNode>,
     /// Processes inside a `next_rendezvous()` call.
     waiting: BTreeSet<u32>,
     /// Who belongs to a live group.
@@ -65,15 +65,15 @@ impl RunModel {
     }
 
     /// Whether `node` is paused.
-    pub fn is_paused(&self, node: &str) -> bool {
-        self.paused_nodes.contains(node)
+    pub fn is_paused(&self, node: TraceNode) -> bool {
+        self.paused_nodes.contains(&node)
     }
 
     /// Whether process `pid` lives on a node that is not paused.
     pub fn is_healthy(&self, pid: u32) -> bool {
         self.live
             .get(&pid)
-            .is_some_and(|node| !self.is_paused(node))
+            .is_some_and(|&node| !self.is_paused(node))
     }
 
     /// Live, unpaused agents waiting in `next_rendezvous()`.
@@ -93,19 +93,15 @@ impl RunModel {
 
     /// Applies one event.
     fn apply(&mut self, event: &Event) {
-        // An agent's start and a fault on one node always name the node (the recorder
-        // writes them so); a trace without one is a broken trace, not an empty name.
-        let node = || {
-            event
-                .node
-                .clone()
-                .unwrap_or_else(|| panic!("event {:?} names no node", event.kind))
-        };
         match &event.kind {
             EventKind::AgentStarted { pid } => {
                 let first_start = self.started.insert(*pid);
                 assert!(first_start, "pid {pid} started twice");
-                self.live.insert(*pid, node());
+                // A process records its start on its own node, so the start names it; a
+                // start that did not could not be placed and is never counted healthy.
+                if let Some(node) = event.node {
+                    self.live.insert(*pid, node);
+                }
             }
             EventKind::AgentKilled { pid } | EventKind::AgentExited { pid, .. } => {
                 assert!(
@@ -131,13 +127,18 @@ impl RunModel {
             EventKind::RendezvousFailed { pid, .. } => {
                 self.waiting.remove(pid);
             }
-            EventKind::FaultApplied { fault, .. } => match fault {
-                FaultName::Pause => {
-                    self.paused_nodes.insert(node());
+            // The faults that pause and wake a node target one, and the trace names it; a
+            // fault naming no node touches no node's pause.
+            EventKind::FaultApplied { fault, .. } => match (fault, event.node) {
+                (FaultName::Pause, Some(node)) => {
+                    self.paused_nodes.insert(node);
                 }
                 // A resumed node runs again; a killed or restarted one is a new process.
-                FaultName::Resume | FaultName::Kill | FaultName::Restart | FaultName::Start => {
-                    self.paused_nodes.remove(&node());
+                (
+                    FaultName::Resume | FaultName::Kill | FaultName::Restart | FaultName::Start,
+                    Some(node),
+                ) => {
+                    self.paused_nodes.remove(&node);
                 }
                 _ => {}
             },
@@ -175,7 +176,7 @@ mod tests {
         events.push(e(46, "node-0", joining(100)));
         let model = replay(&trace(events), &mut []);
         assert!(model.joined());
-        assert!(model.is_paused("node-1"));
+        assert!(model.is_paused(TraceNode::node(1)));
         assert!(!model.is_healthy(101), "node-1 is paused");
         assert!(!model.is_healthy(102), "pid 102 was killed");
         assert_eq!(model.healthy_waiting(), 1);

@@ -20,7 +20,7 @@ use super::InvariantResult;
 use super::Violation;
 use crate::invariant::Invariant;
 use crate::scenario::model::Scenario;
-use crate::trace::{Event, EventKind, Trace, TrainedOn};
+use crate::trace::{Event, EventKind, Trace, TraceNode, TrainedOn};
 use std::collections::BTreeMap;
 
 kind_enum! {
@@ -154,7 +154,7 @@ impl Found {
         Found {
             event,
             part,
-            violation: Violation::new(e.at_us, e.node.as_deref(), kind, message),
+            violation: Violation::new(e.at_us, e.node, kind, message),
         }
     }
 }
@@ -198,10 +198,10 @@ impl<'a, 't> Walk<'a, 't> {
             early: Vec::new(),
         };
         // (round, pid, node) → (index into `workers`, index into `groups`).
-        let mut started: BTreeMap<(u64, u32, &'t str), (u32, u32)> = BTreeMap::new();
-        let mut nodes: BTreeMap<&'t str, u32> = BTreeMap::new();
+        let mut started: BTreeMap<(u64, u32, TraceNode), (u32, u32)> = BTreeMap::new();
+        let mut nodes: BTreeMap<TraceNode, u32> = BTreeMap::new();
         for (i, event) in trace.events.iter().enumerate() {
-            let Some(node) = event.node.as_deref() else {
+            let Some(node) = event.node else {
                 continue;
             };
             match &event.kind {

@@ -36,7 +36,7 @@ pub fn e_us(at_us: u64, node: &str, kind: EventKind) -> Event {
     let node = if node.is_empty() {
         None
     } else {
-        Some(node.to_owned())
+        Some(node.parse().expect("node-N or store"))
     };
     Event { at_us, node, kind }
 }

@@ -85,7 +85,9 @@ impl<'a> Reader<'a> {
     }
 
     fn event(&mut self, e: &Event) {
-        let node = e.node.clone().unwrap_or_default();
+        // Situations compare nodes with round participants, which are addresses (text), so
+        // coverage reads nodes by name; a run-wide fault names none and reads as "".
+        let node = e.node.map(|n| n.to_string()).unwrap_or_default();
         match &e.kind {
             EventKind::RendezvousJoining { .. } => {
                 self.pending.insert(node, e.at_us);
@@ -266,7 +268,7 @@ mod tests {
         s.rendezvous.max_nodes = 1;
         let at = |at_us: u64, node: &str, kind: EventKind| Event {
             at_us,
-            node: Some(node.to_owned()),
+            node: Some(node.parse().expect("node-N")),
             kind,
         };
         let done = |round: u64, who: &str| EventKind::RendezvousCompleted {

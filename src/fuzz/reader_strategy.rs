@@ -12,7 +12,7 @@
 use super::strategy::Case;
 use crate::reader::config::ReaderFix;
 use crate::scenario;
-use crate::scenario::model::{ReaderCheck, ReaderSection};
+use crate::scenario::model::{CheckKind, ReaderSection};
 use proptest::prelude::*;
 use std::collections::{BTreeMap, BTreeSet};
 use strum::VariantArray;
@@ -116,11 +116,7 @@ fn reader(shape: Shape, mask: u8, picks: &FaultPicks) -> ReaderSection {
         records_per_file,
         batch_size,
         repeat: repeat_pick == 0,
-        check: if sum {
-            ReaderCheck::Sum
-        } else {
-            ReaderCheck::None
-        },
+        check: if sum { CheckKind::Sum } else { CheckKind::None },
         broken_files: broken.into_iter().collect(),
         corrupt_records: corrupt.into_iter().collect(),
         truncated_files: truncated.into_iter().collect(),

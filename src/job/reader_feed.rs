@@ -9,8 +9,8 @@
 //! exits with 1, which the agent sees as a failed worker.
 
 use crate::reader::feed::{record_runs, FeedCosts, WorkerNote};
-use crate::reader::{CheckKind, Delivery, NodeFeed, ReaderConfig, RecordId, SetSourceError};
-use crate::scenario::model::{ReaderCheck, ReaderSection, Scenario};
+use crate::reader::{Delivery, NodeFeed, ReaderConfig, RecordId, SetSourceError};
+use crate::scenario::model::{ReaderSection, Scenario};
 use crate::trace::EventKind;
 use crate::world::NodeEnv;
 use std::collections::BTreeSet;
@@ -39,10 +39,7 @@ pub fn reader_config(r: &ReaderSection) -> ReaderConfig {
         narrow(r.batch_size),
     );
     cfg.repeat = r.repeat;
-    cfg.check = match r.check {
-        ReaderCheck::Sum => CheckKind::Sum,
-        ReaderCheck::None => CheckKind::None,
-    };
+    cfg.check = r.check;
     cfg.broken_files = r.broken_files.iter().copied().collect();
     cfg.corrupt_records = r
         .corrupt_records

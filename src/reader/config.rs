@@ -6,6 +6,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use super::files::RecordId;
 
 pub use crate::fixes::ReaderFix;
+pub use crate::record_check::CheckKind;
 
 /// Most reader worker threads.
 pub const WORKERS_MAX: u32 = 1024;
@@ -14,25 +15,6 @@ pub const WORKERS_MAX: u32 = 1024;
 pub const RECORDS_MAX: u64 = 10_000_000;
 /// Most epochs a run may ask for.
 pub const EPOCHS_MAX: u32 = 1000;
-
-/// How records are framed and checked (HugeCTR's `Check_t`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize)]
-pub enum CheckKind {
-    /// Each block is framed as length, bytes, byte-sum; a wrong sum fails the record.
-    Sum,
-    /// Raw records: nothing is checked, so corrupt or missing bytes go unnoticed.
-    None,
-}
-
-impl CheckKind {
-    /// The `error_check` value a file header carries for this check type.
-    pub fn header_code(self) -> u32 {
-        match self {
-            CheckKind::Sum => 1,
-            CheckKind::None => 0,
-        }
-    }
-}
 
 /// Who takes batches off the broadcast buffer.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize)]

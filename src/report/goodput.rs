@@ -19,7 +19,7 @@
 
 use crate::check::secs;
 use crate::scenario::model::{FaultName, Outcome, Scenario};
-use crate::trace::{AgentState, Event, EventKind, RunEnd, Trace};
+use crate::trace::{AgentState, Event, EventKind, RunEnd, Trace, TraceNode};
 use serde::Serialize;
 use std::collections::BTreeMap;
 
@@ -229,7 +229,7 @@ fn step_fates(
 #[derive(Debug, Clone)]
 struct FinalFailure {
     at_us: u64,
-    node: Option<String>,
+    node: Option<TraceNode>,
     reason: Option<String>,
 }
 
@@ -248,7 +248,7 @@ fn final_failure(events: &[Event], last_progress_us: u64, wall_us: u64) -> Final
     match exit {
         Some(e) => FinalFailure {
             at_us: e.at_us.min(wall_us),
-            node: e.node.clone(),
+            node: e.node,
             reason: match &e.kind {
                 EventKind::AgentExited { reason, .. } => Some(reason.to_string()),
                 _ => None,
@@ -279,11 +279,11 @@ fn disrupts(fault: FaultName) -> bool {
 /// in time order; a moment's last change wins.
 fn cause_changes(scenario: &Scenario, events: &[Event]) -> Vec<(u64, Cause)> {
     let min_nodes = scenario.rendezvous.min_nodes as usize;
-    let mut agents_running: BTreeMap<&str, u32> = BTreeMap::new();
+    let mut agents_running: BTreeMap<Option<TraceNode>, u32> = BTreeMap::new();
     let mut activity = Cause::RendezvousRestart;
     let mut changes = vec![(0, Cause::RendezvousRestart)];
     for e in events {
-        let node = e.node.as_deref().unwrap_or("");
+        let node = e.node;
         activity = match &e.kind {
             EventKind::AgentStarted { .. } => {
                 *agents_running.entry(node).or_default() += 1;

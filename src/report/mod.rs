@@ -16,7 +16,7 @@ mod text;
 use crate::check::InvariantResult;
 use crate::scenario::model::Scenario;
 pub(crate) use crate::scenario::node::node_order;
-use crate::trace::{EventKind, RunEnd, Trace};
+use crate::trace::{EventKind, RunEnd, Trace, TraceNode};
 use serde::Serialize;
 use std::collections::BTreeMap;
 
@@ -205,7 +205,7 @@ fn reader(trace: &Trace) -> ReaderSummary {
         stall_us: 0,
     };
     let logs = crate::check::reader::readers(trace);
-    for log in logs.iter().filter(|l| l.node == "node-0") {
+    for log in logs.iter().filter(|l| l.node == TraceNode::node(0)) {
         summary.stall_us = summary.stall_us.saturating_add(log.stall_us);
         summary
             .epochs
@@ -249,15 +249,14 @@ fn rounds(trace: &Trace) -> Vec<RoundSummary> {
 /// Every node whose agent ever started: its restarts, processes, restart count, worker
 /// group state and final state.
 fn agents(trace: &Trace) -> Vec<AgentSummary> {
-    let mut by_node: BTreeMap<(u64, String), AgentSummary> = BTreeMap::new();
+    let mut by_node: BTreeMap<TraceNode, AgentSummary> = BTreeMap::new();
     for event in &trace.events {
-        let Some(node) = event.node.as_deref() else {
+        let Some(node) = event.node else {
             continue;
         };
-        let key = node_order(node);
         if let EventKind::AgentStarted { .. } = &event.kind {
-            let summary = by_node.entry(key).or_insert_with(|| AgentSummary {
-                node: node.to_owned(),
+            let summary = by_node.entry(node).or_insert_with(|| AgentSummary {
+                node: node.to_string(),
                 restarts: 0,
                 final_state: String::new(),
                 membership_restarts: 0,
@@ -271,7 +270,7 @@ fn agents(trace: &Trace) -> Vec<AgentSummary> {
             summary.exit_reason.clear();
             continue;
         }
-        let Some(summary) = by_node.get_mut(&key) else {
+        let Some(summary) = by_node.get_mut(&node) else {
             continue;
         };
         match &event.kind {

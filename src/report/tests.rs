@@ -3,7 +3,7 @@
 use super::*;
 use crate::check::testkit::*;
 use crate::check::{check_all, BoundsKind, Status, Violation};
-use crate::scenario::model::{Outcome, ReaderCheck, ReaderSection, Scenario};
+use crate::scenario::model::{CheckKind, Outcome, ReaderSection, Scenario};
 use crate::trace::EventKind;
 
 /// The contract's top-level report fields, in order (`goodput` is an addition).
@@ -61,7 +61,7 @@ fn with_reader(mut s: Scenario) -> Scenario {
         records_per_file: 740,
         batch_size: 1024,
         repeat: false,
-        check: ReaderCheck::Sum,
+        check: CheckKind::Sum,
         broken_files: vec![],
         corrupt_records: vec![],
         truncated_files: vec![],
@@ -330,8 +330,18 @@ fn unexpected_and_expected_violations() {
     let mut invariants = check_all(&scenario(), 1, &trace, &end);
     invariants[2].status = Status::Violated;
     invariants[2].violations = vec![
-        Violation::new(2 * S, Some("node-0"), BoundsKind::AboveMax, "too big"),
-        Violation::new(3 * S, Some("node-1"), BoundsKind::AboveMax, "too big again"),
+        Violation::new(
+            2 * S,
+            Some(TraceNode::node(0)),
+            BoundsKind::AboveMax,
+            "too big",
+        ),
+        Violation::new(
+            3 * S,
+            Some(TraceNode::node(1)),
+            BoundsKind::AboveMax,
+            "too big again",
+        ),
     ];
     let r = build(
         &scenario(),

@@ -4,6 +4,7 @@
 use std::str::FromStr;
 
 use super::{check_rank, epoch_seed, samples_per_rank, SamplerError, TorchGenerator};
+use crate::fixes::{Fix, FixInfo, ShownBy};
 
 /// Name of the fix that makes the batch sampler truncate surplus batches with `drop_last`
 /// instead of appending them again (see [`SamplerFix::BatchSamplerNegativeSlice`]).
@@ -35,6 +36,23 @@ impl SamplerFix {
     /// The fix's stable name.
     pub fn name(self) -> &'static str {
         self.into_str()
+    }
+}
+
+impl Fix for SamplerFix {
+    const KEY: &'static str = "trainsim sample --fix";
+
+    fn info(self) -> FixInfo {
+        match self {
+            SamplerFix::BatchSamplerNegativeSlice => FixInfo {
+                upstream: "Bagua: the batch sampler's negative slice",
+                summary: "with `drop_last`, every rank's batches are cut to the fewest any rank \
+                    has; Bagua pads with `batches[:total - len]`, a negative slice that appends \
+                    almost all of a longer rank's batches again (it acts only when ranks get \
+                    different numbers of batches)",
+                shown_by: ShownBy::Test("bagua_negative_slice"),
+            },
+        }
     }
 }
 

@@ -3,8 +3,8 @@
 use super::limits::*;
 use super::locate::FieldPath;
 use super::model::{
-    Backend, Complexity, Dataset, JobConfig, ReaderCheck, ReaderSection, SamplerConfig,
-    SamplerKind, NEVER,
+    Backend, CheckKind, Complexity, Dataset, JobConfig, ReaderSection, SamplerConfig, SamplerKind,
+    NEVER,
 };
 use super::raw::{RawComplexity, RawJob, RawReader, RawSampler};
 use super::units::Duration;
@@ -327,7 +327,7 @@ pub fn reader(raw: &Option<RawReader>) -> Check<Option<ReaderSection>> {
         files,
         records_per_file,
     )?;
-    let check = r.check.unwrap_or(ReaderCheck::Sum);
+    let check = r.check.unwrap_or(CheckKind::Sum);
     let repeat = r.repeat.unwrap_or(false);
     let parse_time_us = quantity_or(
         &p.key("parse_time"),

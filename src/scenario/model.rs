@@ -5,6 +5,7 @@
 //! sizes in bytes, bandwidths in bits per second, nodes by their index.
 
 pub use super::node::NodeIndex;
+pub use crate::record_check::CheckKind;
 use std::collections::BTreeMap;
 
 /// A whole scenario after validation.
@@ -322,7 +323,7 @@ pub struct ReaderSection {
     pub records_per_file: u64,
     pub batch_size: u64,
     pub repeat: bool,
-    pub check: ReaderCheck,
+    pub check: CheckKind,
     pub broken_files: Vec<u32>,
     /// `(file, record)` pairs failing their checksum.
     pub corrupt_records: Vec<(u32, u64)>,
@@ -335,14 +336,6 @@ pub struct ReaderSection {
     pub record_size_bytes: u64,
     /// Opt-in named deviations from HugeCTR.
     pub fixes: Vec<crate::fixes::ReaderFix>,
-}
-
-/// `reader.check`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Deserialize, serde::Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum ReaderCheck {
-    Sum,
-    None,
 }
 
 /// One scheduled fault.

@@ -2,7 +2,7 @@
 //! defaults and "required" messages live in one place (`validate`). Unknown keys are denied;
 //! quantities are `units` types, so a malformed one is refused here, at its span.
 
-use super::model::{Outcome, ReaderCheck, SamplerKind};
+use super::model::{CheckKind, Outcome, SamplerKind};
 use super::units::{Bandwidth, Duration, Offset, Size};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -178,7 +178,7 @@ pub struct RawReader {
     pub records_per_file: Option<u64>,
     pub batch_size: Option<u64>,
     pub repeat: Option<bool>,
-    pub check: Option<ReaderCheck>,
+    pub check: Option<CheckKind>,
     pub broken_files: Option<Vec<u32>>,
     pub corrupt_records: Option<Vec<(u32, u64)>>,
     pub truncated_files: Option<Vec<(u32, u64)>>,

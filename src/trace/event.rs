@@ -1,11 +1,12 @@
 //! The typed events a run records: what the checks read and the trace hash covers.
 //!
 //! Events are facts observed by the simulated processes, stamped with simulated time
-//! (microseconds since the run began) and the node they happened on. Node names are
-//! `node-N`; the dedicated store node is `store`. Nothing here holds a `HashMap`, so the
+//! (microseconds since the run began) and the node they happened on, a [`TraceNode`] that
+//! serializes as `node-N` or, for the dedicated store machine, `store`. Nothing here holds a `HashMap`, so the
 //! canonical serialization is stable.
 
 use super::buffer_events::BufferEvent;
+use super::node::TraceNode;
 use crate::scenario::model::FaultName;
 use serde::Serialize;
 
@@ -15,7 +16,7 @@ pub struct Event {
     /// Simulated time since the run began.
     pub at_us: u64,
     /// The node it happened on, when one applies.
-    pub node: Option<String>,
+    pub node: Option<TraceNode>,
     pub kind: EventKind,
 }
 

@@ -3,12 +3,14 @@
 
 pub mod buffer_events;
 pub mod event;
+pub mod node;
 pub mod perfetto;
 
 pub use event::{
     samples_digest, AgentState, Event, EventKind, ExitReason, RendezvousErrorKind, TrainedOn,
     WorkerGroupState,
 };
+pub use node::TraceNode;
 
 use sha2::{Digest, Sha256};
 use std::sync::{Arc, Mutex};
@@ -68,17 +70,13 @@ impl Recorder {
     }
 
     /// Records one event; past `EVENTS_MAX` it only marks the trace truncated.
-    pub fn record(&self, at_us: u64, node: Option<&str>, kind: EventKind) {
+    pub fn record(&self, at_us: u64, node: Option<TraceNode>, kind: EventKind) {
         let mut trace = self.inner.lock().expect("recorder lock is never poisoned");
         if trace.events.len() >= EVENTS_MAX {
             trace.truncated = true;
             return;
         }
-        trace.events.push(Event {
-            at_us,
-            node: node.map(str::to_owned),
-            kind,
-        });
+        trace.events.push(Event { at_us, node, kind });
     }
 
     /// Whether the bound was hit.

@@ -10,8 +10,7 @@
 //! The export is a pure function of the trace, and JSON objects keep sorted keys, so the
 //! same seed gives the same file byte for byte.
 
-use super::{Event, EventKind, Trace};
-use crate::scenario::node::node_order;
+use super::{Event, EventKind, Trace, TraceNode};
 use serde_json::{json, Map, Value};
 use std::collections::BTreeMap;
 
@@ -85,9 +84,9 @@ struct NodeState {
 }
 
 struct Export {
-    /// Chrome pid by node name.
-    pids: BTreeMap<String, u64>,
-    nodes: BTreeMap<String, NodeState>,
+    /// Chrome pid by node, in node order.
+    pids: BTreeMap<TraceNode, u64>,
+    nodes: BTreeMap<TraceNode, NodeState>,
     out: Vec<Value>,
 }
 
@@ -122,16 +121,9 @@ fn open(start_us: u64, name: String, args: Value) -> Option<Open> {
 
 impl Export {
     fn new(trace: &Trace) -> Self {
-        let names: std::collections::BTreeSet<(u64, String)> = trace
-            .events
-            .iter()
-            .filter_map(|e| e.node.as_deref().map(node_order))
-            .collect();
-        let pids = names
-            .into_iter()
-            .zip(CLUSTER_PID + 1..)
-            .map(|((_, name), pid)| (name, pid))
-            .collect();
+        let nodes: std::collections::BTreeSet<TraceNode> =
+            trace.events.iter().filter_map(|e| e.node).collect();
+        let pids = nodes.into_iter().zip(CLUSTER_PID + 1..).collect();
         Export {
             pids,
             nodes: BTreeMap::new(),
@@ -175,7 +167,8 @@ impl Export {
             ),
         ];
         for (node, &pid) in &self.pids {
-            out.push(meta(pid, None, "process_name", json!({ "name": node })));
+            let name = node.to_string();
+            out.push(meta(pid, None, "process_name", json!({ "name": name })));
             out.push(meta(
                 pid,
                 None,
@@ -207,11 +200,11 @@ impl Export {
 
     fn event(&mut self, event: &Event) {
         let at = event.at_us;
-        let Some(node) = event.node.as_deref() else {
+        let Some(node) = event.node else {
             self.cluster_event(at, &event.kind);
             return;
         };
-        let pid = self.pids[node];
+        let pid = self.pids[&node];
         match &event.kind {
             EventKind::AgentStarted { .. }
             | EventKind::AgentExited { .. }
@@ -291,8 +284,8 @@ impl Export {
         }
     }
 
-    fn state(&mut self, node: &str) -> &mut NodeState {
-        self.nodes.entry(node.to_owned()).or_default()
+    fn state(&mut self, node: TraceNode) -> &mut NodeState {
+        self.nodes.entry(node).or_default()
     }
 
     fn push_span(&mut self, pid: u64, slot: u64, span: Option<Open>, end_us: u64) {
@@ -302,7 +295,7 @@ impl Export {
     }
 
     /// Closes the coalesced steps, then the worker group they belong to.
-    fn close_group(&mut self, node: &str, pid: u64, end_us: u64, why: &str) {
+    fn close_group(&mut self, node: TraceNode, pid: u64, end_us: u64, why: &str) {
         self.flush_steps(node, pid);
         let mut group = self.state(node).group.take();
         if let Some(g) = group.as_mut() {
@@ -311,7 +304,7 @@ impl Export {
         self.push_span(pid, WORKERS, group, end_us);
     }
 
-    fn flush_steps(&mut self, node: &str, pid: u64) {
+    fn flush_steps(&mut self, node: TraceNode, pid: u64) {
         if let Some(run) = self.state(node).steps.take() {
             let name = if run.first == run.last {
                 format!("step {}", run.first)
@@ -324,7 +317,7 @@ impl Export {
     }
 
     /// Closes everything open on a node whose agent process ended (exit, kill, run end).
-    fn close_node(&mut self, node: &str, pid: u64, end_us: u64, why: &str) {
+    fn close_node(&mut self, node: TraceNode, pid: u64, end_us: u64, why: &str) {
         let mut rendezvous = self.state(node).rendezvous.take();
         if let Some(r) = rendezvous.as_mut() {
             r.name = format!("{} (interrupted)", r.name);
@@ -336,15 +329,15 @@ impl Export {
     }
 
     fn close_all(&mut self, end_us: u64) {
-        let nodes: Vec<(String, u64)> = self.pids.iter().map(|(n, &p)| (n.clone(), p)).collect();
+        let nodes: Vec<(TraceNode, u64)> = self.pids.iter().map(|(&n, &p)| (n, p)).collect();
         for (node, pid) in nodes {
-            self.close_node(&node, pid, end_us, "run ended");
-            let store = self.state(&node).store.take();
+            self.close_node(node, pid, end_us, "run ended");
+            let store = self.state(node).store.take();
             self.push_span(pid, STORE, store, end_us);
         }
     }
 
-    fn agent_event(&mut self, node: &str, pid: u64, at: u64, kind: &EventKind) {
+    fn agent_event(&mut self, node: TraceNode, pid: u64, at: u64, kind: &EventKind) {
         match kind {
             EventKind::AgentStarted { pid: os_pid } => {
                 self.close_node(node, pid, at, "agent restarted");
@@ -388,7 +381,7 @@ impl Export {
         }
     }
 
-    fn rendezvous_event(&mut self, node: &str, pid: u64, at: u64, kind: &EventKind) {
+    fn rendezvous_event(&mut self, node: TraceNode, pid: u64, at: u64, kind: &EventKind) {
         match kind {
             EventKind::RendezvousJoining { .. } => {
                 let stale = self.state(node).rendezvous.take();
@@ -427,7 +420,7 @@ impl Export {
         }
     }
 
-    fn worker_event(&mut self, node: &str, pid: u64, at: u64, kind: &EventKind) {
+    fn worker_event(&mut self, node: TraceNode, pid: u64, at: u64, kind: &EventKind) {
         match kind {
             EventKind::WorkersStarted {
                 round,
@@ -470,7 +463,7 @@ impl Export {
     /// Extends the current run of consecutive steps, or starts a new one; a step span
     /// starts where the previous step (or the group) left off, since a step event marks
     /// the end of the step's work.
-    fn step(&mut self, node: &str, pid: u64, at: u64, step: u64) {
+    fn step(&mut self, node: TraceNode, pid: u64, at: u64, step: u64) {
         let state = self.state(node);
         if let Some(run) = state.steps.as_mut() {
             if step == run.last + 1 {
@@ -493,7 +486,7 @@ impl Export {
         });
     }
 
-    fn store_event(&mut self, node: &str, pid: u64, at: u64, kind: &EventKind) {
+    fn store_event(&mut self, node: TraceNode, pid: u64, at: u64, kind: &EventKind) {
         self.state(node).has_store = true;
         match kind {
             EventKind::StoreStarted => {
@@ -523,7 +516,7 @@ mod tests {
     fn ev(at_us: u64, node: Option<&str>, kind: EventKind) -> Event {
         Event {
             at_us,
-            node: node.map(str::to_owned),
+            node: node.map(|n| n.parse().expect("node-N or store")),
             kind,
         }
     }

@@ -7,7 +7,7 @@ use crate::scenario::model::{
     node_name, NodeIndex, Relaunch, Scenario, StoreHost, RELAUNCH_DELAY_US_CAP,
 };
 use crate::sim_time::clock_reading_us;
-use crate::trace::{AgentState, EventKind};
+use crate::trace::{AgentState, EventKind, TraceNode};
 use futures::channel::oneshot;
 use rand::Rng;
 use rand_chacha::ChaCha8Rng;
@@ -146,17 +146,24 @@ impl NodeEnv {
         &self.world.scenario
     }
 
+    /// This node, as the trace names it.
+    pub fn trace_node(&self) -> TraceNode {
+        TraceNode::node(self.index)
+    }
+
     /// Records an event on this node at `at_us`, a moment already passed: a step settled in
     /// closed form. The trace puts it in time order when the run ends.
     pub fn record_at(&self, at_us: u64, kind: EventKind) {
-        self.world.recorder.record(at_us, Some(&self.name), kind);
+        self.world
+            .recorder
+            .record(at_us, Some(self.trace_node()), kind);
     }
 
     /// Records an event on this node at the current simulated time.
     pub fn record(&self, kind: EventKind) {
         self.world
             .recorder
-            .record(time::elapsed_us(), Some(&self.name), kind);
+            .record(time::elapsed_us(), Some(self.trace_node()), kind);
     }
 
     /// The node's wall clock (what `datetime.now(timezone.utc)` reads), skew included.

@@ -3,8 +3,8 @@
 
 use super::state::World;
 use super::{spawn, time};
-use crate::scenario::model::{node_name, Fault, FaultKind, FaultName, NodeIndex};
-use crate::trace::EventKind;
+use crate::scenario::model::{Fault, FaultKind, FaultName, NodeIndex};
+use crate::trace::{EventKind, TraceNode};
 use madsim::runtime::Handle;
 use std::sync::Arc;
 
@@ -20,10 +20,9 @@ pub(super) async fn apply_all(world: Arc<World>) {
             time::sleep_us(fault.at_us - now).await;
         }
         let detail = apply(&world, &fault);
-        let node = fault.kind.node().map(node_name);
         world.recorder.record(
             time::elapsed_us(),
-            node.as_deref(),
+            fault.kind.node().map(TraceNode::node),
             EventKind::FaultApplied {
                 fault: FaultName::from(&fault.kind),
                 detail,
@@ -245,14 +244,14 @@ fn kill(world: &Arc<World>, handle: &Handle, node: u32, death: Death) -> String 
         };
     };
     let at = time::elapsed_us();
-    let name = node_name(node);
+    let name = TraceNode::node(node);
     world
         .recorder
-        .record(at, Some(&name), EventKind::AgentKilled { pid: process.pid });
+        .record(at, Some(name), EventKind::AgentKilled { pid: process.pid });
     if process.store_task.is_some() {
         world.recorder.record(
             at,
-            Some(&name),
+            Some(name),
             EventKind::StoreDied {
                 reason: match death {
                     Death::PowerOff => "its host was powered off".into(),
@@ -374,8 +373,8 @@ fn apply_change(change: NetChange) {
 fn store_crash(world: &Arc<World>, handle: &Handle) -> String {
     let (hosted, dedicated) = world.state.lock().expect("world lock").take_store();
     let store_node = match world.scenario.cluster.store {
-        crate::scenario::model::StoreHost::Node(i) => node_name(i),
-        crate::scenario::model::StoreHost::Dedicated => "store".to_owned(),
+        crate::scenario::model::StoreHost::Node(i) => TraceNode::node(i),
+        crate::scenario::model::StoreHost::Dedicated => TraceNode::Store,
     };
     let alive = hosted.is_some() || dedicated.is_some();
     if let Some(task) = hosted {
@@ -389,7 +388,7 @@ fn store_crash(world: &Arc<World>, handle: &Handle) -> String {
     if alive {
         world.recorder.record(
             time::elapsed_us(),
-            Some(&store_node),
+            Some(store_node),
             EventKind::StoreDied {
                 reason: "store_crash".into(),
             },

@@ -33,7 +33,8 @@ pub use env::NodeEnv;
 pub use state::Checkpoint;
 
 use crate::scenario::model::{node_name, Outcome, Scenario, StoreHost};
-use crate::trace::{EventKind, Recorder, RunEnd, Trace};
+use crate::trace::node::STORE_NAME;
+use crate::trace::{EventKind, Recorder, RunEnd, Trace, TraceNode};
 use futures::future::BoxFuture;
 use futures::StreamExt;
 use state::{NodeSlot, WorldState};
@@ -282,10 +283,14 @@ fn create_nodes(world: &Arc<state::World>) {
         let store_addr = world.store_addr;
         let node = handle
             .create_node()
-            .name("store")
+            .name(STORE_NAME)
             .ip(dedicated_store_ip())
             .init(move || {
-                rec.record(time::elapsed_us(), Some("store"), EventKind::StoreStarted);
+                rec.record(
+                    time::elapsed_us(),
+                    Some(TraceNode::Store),
+                    EventKind::StoreStarted,
+                );
                 store_program(store_addr, &store_scenario)
             })
             .build();

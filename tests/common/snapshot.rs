@@ -120,7 +120,7 @@ pub fn self_test() -> Result<(), String> {
     use trainsim::trace::{AgentState, Event, EventKind};
     let exited = |reason: &str, pid| Event {
         at_us: 5,
-        node: Some("node-0".to_owned()),
+        node: Some(trainsim::trace::TraceNode::node(0)),
         kind: EventKind::AgentExited {
             pid,
             state: AgentState::Failed,

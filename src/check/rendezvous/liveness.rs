@@ -13,7 +13,8 @@ use crate::invariant::Invariant;
 use crate::scenario::model::FaultName;
 use crate::scenario::model::Scenario;
 use crate::trace::{
-    AgentState, Event, EventKind, ExitReason, RendezvousErrorKind, RunEnd, WorkerGroupState,
+    AgentState, Event, EventKind, ExitReason, RendezvousErrorKind, RunEnd, TraceNode,
+    WorkerGroupState,
 };
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -260,9 +261,9 @@ impl Refusals {
 
 /// A survivor's obligation to leave the group of a killed participant.
 struct Obligation {
-    node: String,
+    node: TraceNode,
     deadline_us: u64,
-    dead_node: String,
+    dead_node: TraceNode,
     killed_at_us: u64,
     round: RoundId,
 }
@@ -279,7 +280,7 @@ impl Obligation {
             secs(self.killed_at_us)
         );
         let kind = LivenessKind::SurvivorStuck;
-        Violation::new(self.deadline_us, Some(&self.node), kind, message)
+        Violation::new(self.deadline_us, Some(self.node), kind, message)
     }
 }
 
@@ -330,14 +331,14 @@ impl Survivors {
             if survivor.pid == pid
                 || survivor.round != dead.round
                 || self.finished.contains(&survivor.pid)
-                || model.is_paused(&survivor.node)
+                || model.is_paused(survivor.node)
             {
                 continue;
             }
             self.owed.entry(survivor.pid).or_insert_with(|| Obligation {
-                node: survivor.node.clone(),
+                node: survivor.node,
                 deadline_us: at_us + self.bound_us,
-                dead_node: dead.node.clone(),
+                dead_node: dead.node,
                 killed_at_us: at_us,
                 round: dead.round,
             });
@@ -376,8 +377,7 @@ impl Observer<'_> for Survivors {
                 fault: FaultName::Pause,
                 ..
             } => {
-                self.owed
-                    .retain(|_, o| Some(&o.node) != event.node.as_ref());
+                self.owed.retain(|_, o| Some(o.node) != event.node);
             }
             _ => {}
         }
@@ -526,12 +526,8 @@ mod tests {
         events.push(e(645, "node-1", exited(101, AgentState::Failed)));
         let r = liveness(&scenario(), &trace(events), &end(645, "failed"));
         assert_eq!(r.status, Status::Violated);
-        let nodes: Vec<_> = r
-            .violations
-            .iter()
-            .map(|v| v.node.clone().unwrap())
-            .collect();
-        assert_eq!(nodes, vec!["node-0", "node-1"]);
+        let nodes: Vec<_> = r.violations.iter().map(|v| v.node.unwrap()).collect();
+        assert_eq!(nodes, vec![TraceNode::node(0), TraceNode::node(1)]);
         assert!(r.violations[0]
             .message
             .contains("participant node-2 was killed at 45 s"));
@@ -579,7 +575,7 @@ mod tests {
         // node-1 is paused past node-0's deadline; node-0 is not and still owes a rejoin.
         events.push(e(645, "node-0", exited(100, AgentState::Failed)));
         let r = liveness(&scenario(), &trace(events), &end(645, "failed"));
-        let nodes: Vec<_> = r.violations.iter().map(|v| v.node.clone()).collect();
-        assert_eq!(nodes, vec![Some("node-0".to_owned())], "{:?}", r.violations);
+        let nodes: Vec<_> = r.violations.iter().map(|v| v.node).collect();
+        assert_eq!(nodes, vec![Some(TraceNode::node(0))], "{:?}", r.violations);
     }
 }

@@ -3,6 +3,7 @@
 use super::super::testkit::*;
 use super::super::{Kind, Status};
 use super::*;
+use crate::trace::TraceNode;
 
 #[test]
 fn agreement_holds_for_a_clean_round() {
@@ -88,7 +89,7 @@ fn exclusive_catches_a_node_in_two_live_groups() {
     events.push(e(12, "node-0", completed(100, 1, 0, &[0, 1])));
     let r = exclusive(&trace(events));
     assert_eq!(r.status, Status::Violated);
-    assert_eq!(r.violations[0].node.as_deref(), Some("node-1"));
+    assert_eq!(r.violations[0].node, Some(TraceNode::node(1)));
 }
 
 #[test]

@@ -31,6 +31,7 @@ pub(super) fn add(timeline: &mut Timeline, scenario: &Scenario, trace: &Trace) {
         };
         let at_us = event.at_us;
         let node = node_of(event);
+        let node = node.as_deref();
         let title = format!("{fault}: {detail}");
         match (fault, node) {
             (FaultName::Partition, _) => {

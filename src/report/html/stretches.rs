@@ -121,7 +121,7 @@ fn ending(trace: &Trace, group: &Group, start_us: u64, end_us: u64) -> String {
         .events
         .iter()
         .filter(|e| e.at_us > start_us && e.at_us <= end_us)
-        .filter(|e| node_of(e) == Some(group.node.as_str()))
+        .filter(|e| node_of(e).as_deref() == Some(group.node.as_str()))
         .find_map(|e| match &e.kind {
             EventKind::WorkerFailed {
                 local_rank, reason, ..

@@ -20,8 +20,8 @@ pub(super) const STORE: u8 = 3;
 pub(super) const CLUSTER: &str = "cluster";
 
 /// The node an event happened on, when one applies: the one place the page reads it.
-pub(super) fn node_of(event: &Event) -> Option<&str> {
-    event.node.as_deref()
+pub(super) fn node_of(event: &Event) -> Option<String> {
+    event.node.map(|n| n.to_string())
 }
 
 /// A bar on one lane.
@@ -304,7 +304,7 @@ impl Builder {
         let mut index = 0usize;
         for inv in &report.invariants {
             for v in &inv.violations {
-                let node = v.node.as_deref().unwrap_or(CLUSTER).to_owned();
+                let node = v.node.map_or_else(|| CLUSTER.to_owned(), |n| n.to_string());
                 self.row(&node).marks.push(Mark {
                     at_us: v.at_us,
                     class: "violation",
@@ -322,8 +322,8 @@ impl Builder {
 pub(super) fn build(scenario: &Scenario, report: &Report, trace: &Trace) -> Timeline {
     let mut b = Builder::default();
     for event in &trace.events {
-        let node = node_of(event).unwrap_or(CLUSTER);
-        b.event(event.at_us, node, &event.kind);
+        let node = node_of(event);
+        b.event(event.at_us, node.as_deref().unwrap_or(CLUSTER), &event.kind);
     }
     let end_us = report.sim_time_us.max(1);
     b.close_all(end_us);
