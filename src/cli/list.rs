@@ -3,6 +3,7 @@
 
 use crate::fixes::{AgentFix, Fix, ReaderFix, RendezvousFix};
 use crate::invariant::Invariant;
+use crate::sampler::load_balancing::SamplerFix;
 use crate::scenario::faults::fault_fields;
 use crate::scenario::model::{FailureKind, FaultName};
 use clap::ValueEnum;
@@ -90,6 +91,7 @@ pub fn fixes() -> Vec<String> {
     let mut lines = fix_lines::<RendezvousFix>();
     lines.extend(fix_lines::<AgentFix>());
     lines.extend(fix_lines::<ReaderFix>());
+    lines.extend(fix_lines::<SamplerFix>());
     lines
 }
 
@@ -104,7 +106,7 @@ fn fix_lines<F: Fix>() -> Vec<String> {
                 .split_whitespace()
                 .collect::<Vec<_>>()
                 .join(" ");
-            format!("{:<16} {name:<32} {} — {summary}", F::KEY, info.upstream)
+            format!("{:<21} {name:<32} {} — {summary}", F::KEY, info.upstream)
         })
         .collect()
 }
@@ -157,7 +159,10 @@ mod tests {
         let fixes = super::fixes();
         assert_eq!(
             fixes.len(),
-            RendezvousFix::VARIANTS.len() + AgentFix::VARIANTS.len() + ReaderFix::VARIANTS.len()
+            RendezvousFix::VARIANTS.len()
+                + AgentFix::VARIANTS.len()
+                + ReaderFix::VARIANTS.len()
+                + SamplerFix::VARIANTS.len()
         );
         assert!(fixes
             .iter()
