@@ -17,6 +17,7 @@ mod check_html;
 pub mod compare;
 pub mod conform;
 pub mod fuzz;
+pub mod output_paths;
 pub mod parity;
 pub mod run;
 pub mod sample;

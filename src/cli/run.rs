@@ -4,6 +4,7 @@
 //! expectations, 2 a usage error or a scenario that cannot be read, 3 the harness failed.
 //! The seed options and their parsing live here and are shared with `trainsim check`.
 
+use crate::report::explain;
 use crate::report::goodput_summary::GoodputTally;
 use crate::report::Report;
 use crate::runner::{HarnessFailure, Run, RunOptions};
@@ -21,8 +22,9 @@ pub const SEEDS_MAX: u64 = 1_000_000;
     after_help = "Examples:\n  trainsim run scenarios/late_joiner_next_round.toml\n  trainsim run scenarios/*.toml --format json\n  trainsim run scenarios/store_host_dies.toml --seeds 0..20 --check-determinism\n  trainsim run scenarios/worker_crash_restart.toml --trace run.json\n  trainsim run scenarios/rank0_dies_stale_master.toml --html run.html"
 )]
 pub struct RunArgs {
-    /// Scenario files (TOML) to run; without one, the scenarios in `scenarios/` are listed.
-    #[arg(value_name = "FILE")]
+    /// Scenario files (TOML), or directories whose `*.toml` files run in name order; without
+    /// one, the scenarios in `scenarios/` are listed.
+    #[arg(value_name = "FILE|DIR")]
     pub files: Vec<PathBuf>,
     #[command(flatten)]
     pub seeds: SeedArgs,
@@ -51,6 +53,11 @@ pub struct RunArgs {
     /// (rendezvous), sampler-off-by-one (job), reader-double-publish (reader).
     #[arg(long, value_name = "M")]
     pub mutant: Vec<String>,
+    /// After each report, tell the run as a plain event log in time order: faults, rounds,
+    /// agent restarts and exits with their reasons, worker failures, checkpoints, the job's
+    /// end (text format only; a long log is cut in the middle).
+    #[arg(long, short = 'v')]
+    pub explain: bool,
 }
 
 impl RunArgs {
@@ -139,6 +146,17 @@ pub fn execute(args: RunArgs) -> i32 {
         eprint!("{}", scenario_list(Path::new(SCENARIO_DIR)));
         return 2;
     }
+    if args.explain && args.format == Format::Json {
+        eprintln!("error: --explain tells the run in text: leave out --format json");
+        return 2;
+    }
+    let files = match super::check::expand_dirs(&args.files) {
+        Ok(files) => files,
+        Err(message) => {
+            eprintln!("error: {message}");
+            return 2;
+        }
+    };
     // Read every file first, so a typo in the last one fails before an hour of runs.
     let options = match crate::fuzz::mutants::options_of(&args.mutant) {
         Ok(options) => options,
@@ -148,7 +166,7 @@ pub fn execute(args: RunArgs) -> i32 {
         }
     };
     let mut scenarios: Vec<(String, Scenario)> = Vec::new();
-    for path in &args.files {
+    for path in &files {
         match scenario::load(path) {
             Ok(s) => scenarios.push((path.display().to_string(), s)),
             Err(e) => {
@@ -171,6 +189,15 @@ pub fn execute(args: RunArgs) -> i32 {
                 path.display()
             );
             return 2;
+        }
+    }
+    // An output that cannot be written fails now, before any run.
+    for (flag, path) in one_run_flags {
+        if let Some(path) = path {
+            if let Err(message) = super::output_paths::check_file(flag, path) {
+                eprintln!("error: {message}");
+                return 2;
+            }
         }
     }
     for (file, scenario) in &scenarios {
@@ -221,6 +248,14 @@ fn run_scenario(
                 ended.failed |= !report.passed();
                 bar.suspend(|| match args.format {
                     Format::Json => outln!("{}", report.to_json_line()),
+                    Format::Text if args.explain => {
+                        let log = explain::lines(&trace, scenario.job.steps);
+                        outln!(
+                            "{}\n{}",
+                            report.to_text(),
+                            explain::render(&log, &report.repro)
+                        );
+                    }
                     Format::Text => outln!("{}", report.to_text()),
                 });
                 write_outputs(scenario, &report, &trace, args)?;
