@@ -324,9 +324,7 @@ fn row((file, scenario): &(String, Scenario), seed: u64, result: JobResult) -> R
             let passed = report.passed();
             let mut details = String::new();
             if !passed {
-                for failure in &report.expect.failures {
-                    details.push_str(&format!("- {failure}\n"));
-                }
+                details.push_str(&crate::report::verdict_block(&report));
                 details.push_str(&report.repro);
             }
             Row {

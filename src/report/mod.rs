@@ -13,6 +13,8 @@ pub mod goodput_summary;
 pub mod html;
 mod text;
 
+pub use text::{verdict_block, VERDICT_AS_EXPECTED, VERDICT_UNEXPECTED};
+
 use crate::check::InvariantResult;
 use crate::scenario::model::Scenario;
 pub(crate) use crate::scenario::node::node_order;

@@ -172,6 +172,14 @@ fn goodput(out: &mut String, r: &Report) {
     );
 }
 
+/// The verdict line, and each unmet expectation under it: what a batch (`trainsim check`)
+/// shows of a run that failed.
+pub fn verdict_block(r: &Report) -> String {
+    let mut out = String::new();
+    verdict(&mut out, r);
+    out
+}
+
 /// `as expected` or `UNEXPECTED`, with what happened in brackets; an unexpected run lists
 /// each unmet expectation under it.
 fn verdict(out: &mut String, r: &Report) {
@@ -196,10 +204,13 @@ fn verdict(out: &mut String, r: &Report) {
         let _ = writeln!(out, "verdict  {VERDICT_AS_EXPECTED} ({job}, {violations})");
         return;
     }
-    let unmet = r.expect.failures.len();
+    let unmet = match r.expect.failures.len() {
+        1 => "1 expectation not met".to_owned(),
+        n => format!("{n} expectations not met"),
+    };
     let _ = writeln!(
         out,
-        "verdict  {VERDICT_UNEXPECTED} ({job}, {violations}; {unmet} of the expectations not met)"
+        "verdict  {VERDICT_UNEXPECTED} ({job}, {violations}; {unmet})"
     );
     for failure in &r.expect.failures {
         let _ = writeln!(out, "  - {failure}");
