@@ -29,7 +29,10 @@ fn the_documented_count_is_the_count_reports_print() {
     );
     let reports = read("docs/reports.md");
     assert!(
-        reports.contains(&format!("all {count} invariants (the contract's {}, then", count - 1)),
+        reports.contains(&format!(
+            "all {count} invariants (the contract's {}, then",
+            count - 1
+        )),
         "docs/reports.md gives another count than {count}"
     );
 }
