@@ -127,19 +127,9 @@ pub fn execute(args: CheckArgs) -> i32 {
         return 2;
     };
     // An output that cannot be written fails now, before any run.
-    let outputs = [
-        args.junit
-            .as_deref()
-            .map(|p| super::output_paths::check_file("--junit", p)),
-        args.html
-            .as_deref()
-            .map(|p| super::output_paths::check_dir("--html", p)),
-    ];
-    for checked in outputs.into_iter().flatten() {
-        if let Err(message) = checked {
-            eprintln!("error: {message}");
-            return 2;
-        }
+    if let Err(message) = check_outputs(&args) {
+        eprintln!("error: {message}");
+        return 2;
     }
     let shard = args.shard.unwrap_or(Shard { index: 1, count: 1 });
     let jobs: Vec<Job> = (0..scenarios.len())
@@ -186,6 +176,17 @@ pub fn execute(args: CheckArgs) -> i32 {
         }
     }
     exit_code(&rows)
+}
+
+/// `--junit` must be a file that can be written, `--html` a directory that can hold pages.
+fn check_outputs(args: &CheckArgs) -> Result<(), String> {
+    if let Some(path) = &args.junit {
+        super::output_paths::check_file("--junit", path)?;
+    }
+    if let Some(dir) = &args.html {
+        super::output_paths::check_dir("--html", dir)?;
+    }
+    Ok(())
 }
 
 fn exit_code(rows: &[Row]) -> i32 {

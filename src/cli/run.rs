@@ -175,30 +175,9 @@ pub fn execute(args: RunArgs) -> i32 {
             }
         }
     }
-    let one_run_flags = [
-        ("--trace", &args.trace),
-        ("--html", &args.html),
-        ("--write-scenario", &args.write_scenario),
-    ];
-    for (flag, path) in one_run_flags {
-        let Some(path) = path else { continue };
-        let seeds = args.seeds.for_scenario(&scenarios[0].1);
-        if scenarios.len() != 1 || seeds.start() != seeds.end() {
-            eprintln!(
-                "error: {flag} {} writes one run: give exactly one FILE and one seed",
-                path.display()
-            );
-            return 2;
-        }
-    }
-    // An output that cannot be written fails now, before any run.
-    for (flag, path) in one_run_flags {
-        if let Some(path) = path {
-            if let Err(message) = super::output_paths::check_file(flag, path) {
-                eprintln!("error: {message}");
-                return 2;
-            }
-        }
+    if let Err(message) = check_one_run_outputs(&args, &scenarios) {
+        eprintln!("error: {message}");
+        return 2;
     }
     for (file, scenario) in &scenarios {
         if let Err(code) = draw_every_seed(file, scenario, &args) {
@@ -218,6 +197,28 @@ pub fn execute(args: RunArgs) -> i32 {
     } else {
         0
     }
+}
+
+/// The outputs that write one run (`--trace`, `--html`, `--write-scenario`): each needs
+/// exactly one file and one seed, and a path that can be written, checked before any run.
+fn check_one_run_outputs(args: &RunArgs, scenarios: &[(String, Scenario)]) -> Result<(), String> {
+    let one_run_flags = [
+        ("--trace", &args.trace),
+        ("--html", &args.html),
+        ("--write-scenario", &args.write_scenario),
+    ];
+    for (flag, path) in one_run_flags {
+        let Some(path) = path else { continue };
+        let seeds = args.seeds.for_scenario(&scenarios[0].1);
+        if scenarios.len() != 1 || seeds.start() != seeds.end() {
+            return Err(format!(
+                "{flag} {} writes one run: give exactly one FILE and one seed",
+                path.display()
+            ));
+        }
+        super::output_paths::check_file(flag, path)?;
+    }
+    Ok(())
 }
 
 /// What the runs so far came to.

@@ -68,42 +68,61 @@ enum Scope {
     Job,
 }
 
+/// What the log makes of an event about the whole job.
+enum JobWide {
+    /// A line to tell.
+    Line(String),
+    /// Told already (another node saw the same round or checkpoint).
+    Told,
+    /// Not about the whole job: the node's own line, if any.
+    No,
+}
+
 /// One event in words and its scope, or `None` when the log leaves it out.
 fn describe<'t>(
     event: &'t Event,
     steps_asked: u64,
     seen: &mut Seen<'t>,
 ) -> Option<(String, Scope)> {
+    match job_wide(event, steps_asked, seen) {
+        JobWide::Line(text) => Some((text, Scope::Job)),
+        JobWide::Told => None,
+        JobWide::No => node_line(&event.kind).map(|text| (text, Scope::Node)),
+    }
+}
+
+/// A round, a checkpoint or the job's last step, the first time a node records it.
+fn job_wide<'t>(event: &'t Event, steps_asked: u64, seen: &mut Seen<'t>) -> JobWide {
     use EventKind::*;
-    let job_wide = match &event.kind {
+    match &event.kind {
         RendezvousCompleted {
             round,
             world_size,
             participants,
             store_incarnation,
             ..
-        } => {
-            if !seen.rounds.insert((*store_incarnation, *round)) {
-                return None;
-            }
-            Some(round_line(*round, *world_size, participants, seen))
-        }
+        } => match seen.rounds.insert((*store_incarnation, *round)) {
+            true => JobWide::Line(round_line(*round, *world_size, participants, seen)),
+            false => JobWide::Told,
+        },
         Checkpoint { step, .. } => match seen.checkpoints.insert(*step) {
-            true => Some(format!("checkpoint of step {step} written")),
-            false => return None,
+            true => JobWide::Line(format!("checkpoint of step {step} written")),
+            false => JobWide::Told,
         },
         Step { step, .. } if *step == steps_asked && !seen.finished => {
             seen.finished = true;
-            Some(format!(
+            JobWide::Line(format!(
                 "training finished: step {step} of {steps_asked} done"
             ))
         }
-        _ => None,
-    };
-    if let Some(text) = job_wide {
-        return Some((text, Scope::Job));
+        _ => JobWide::No,
     }
-    let text = match &event.kind {
+}
+
+/// An event of one node in words, or `None` when the log leaves it out.
+fn node_line(kind: &EventKind) -> Option<String> {
+    use EventKind::*;
+    let text = match kind {
         FaultApplied { fault, detail } => format!("fault {fault}: {detail}"),
         AgentStarted { pid } => format!("agent process started (pid {pid})"),
         AgentExited { state, reason, .. } => format!("agent exited {state}: {reason}"),
@@ -129,6 +148,11 @@ fn describe<'t>(
             ..
         } => format!("worker {local_rank} failed (exit code {exit_code}): {reason}"),
         ResumedFromCheckpoint {
+            step: 0,
+            lost_steps: 0,
+            ..
+        } => "training starts from step 0".to_owned(),
+        ResumedFromCheckpoint {
             step, lost_steps, ..
         } => format!("resumed from the checkpoint of step {step}, {lost_steps} steps to do again"),
         StoreStarted => "store server started".to_owned(),
@@ -140,7 +164,7 @@ fn describe<'t>(
         RunEnded { outcome } => format!("run ended: {outcome}"),
         _ => return None,
     };
-    Some((text, Scope::Node))
+    Some(text)
 }
 
 /// A round as its first completion saw it: world size, members, who joined and who left

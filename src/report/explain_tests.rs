@@ -59,8 +59,13 @@ fn the_job_end_is_told_once_and_steps_are_left_out() {
     assert_eq!(finished.len(), 1, "{lines:#?}");
     assert!(finished[0].ends_with("training finished: step 10 of 10 done"));
     assert!(!lines.iter().any(|l| l.contains("step 3 ")), "{lines:#?}");
-    let checkpoints = lines.iter().filter(|l| l.contains("checkpoint")).count();
-    assert_eq!(checkpoints, 2, "{lines:#?}");
+    let written = |l: &&String| l.contains("checkpoint of step") && l.ends_with(" written");
+    assert_eq!(lines.iter().filter(written).count(), 2, "{lines:#?}");
+    let fresh = lines
+        .iter()
+        .filter(|l| l.ends_with("training starts from step 0"))
+        .count();
+    assert_eq!(fresh, 3, "{lines:#?}");
 }
 
 #[test]
