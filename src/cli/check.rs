@@ -126,6 +126,11 @@ pub fn execute(args: CheckArgs) -> i32 {
     let Some(scenarios) = load_all(&files) else {
         return 2;
     };
+    // An output that cannot be written fails now, before any run.
+    if let Err(message) = check_outputs(&args) {
+        eprintln!("error: {message}");
+        return 2;
+    }
     let shard = args.shard.unwrap_or(Shard { index: 1, count: 1 });
     let jobs: Vec<Job> = (0..scenarios.len())
         .filter(|&i| shard.owns(i))
@@ -173,6 +178,17 @@ pub fn execute(args: CheckArgs) -> i32 {
     exit_code(&rows)
 }
 
+/// `--junit` must be a file that can be written, `--html` a directory that can hold pages.
+fn check_outputs(args: &CheckArgs) -> Result<(), String> {
+    if let Some(path) = &args.junit {
+        super::output_paths::check_file("--junit", path)?;
+    }
+    if let Some(dir) = &args.html {
+        super::output_paths::check_dir("--html", dir)?;
+    }
+    Ok(())
+}
+
 fn exit_code(rows: &[Row]) -> i32 {
     if rows.iter().any(|r| r.result == "ERROR") {
         3
@@ -186,6 +202,15 @@ fn exit_code(rows: &[Row]) -> i32 {
 /// The suite's files: each directory's `*.toml`, plus the files named, sorted and
 /// without duplicates so shards agree on positions whatever order the shell gave.
 fn suite_files(paths: &[PathBuf]) -> Result<Vec<PathBuf>, String> {
+    let mut files = expand_dirs(paths)?;
+    files.sort();
+    files.dedup();
+    Ok(files)
+}
+
+/// The paths with each directory replaced by its `*.toml` files in name order; a directory
+/// without one is an error. `trainsim run` keeps the order given; `check` sorts.
+pub(super) fn expand_dirs(paths: &[PathBuf]) -> Result<Vec<PathBuf>, String> {
     let mut files = Vec::new();
     for path in paths {
         if !path.is_dir() {
@@ -194,21 +219,21 @@ fn suite_files(paths: &[PathBuf]) -> Result<Vec<PathBuf>, String> {
         }
         let entries = std::fs::read_dir(path)
             .map_err(|e| format!("cannot read the directory {}: {e}", path.display()))?;
-        let before = files.len();
+        let mut found = Vec::new();
         for entry in entries {
             let entry =
                 entry.map_err(|e| format!("cannot read the directory {}: {e}", path.display()))?;
             let file = path.join(entry.file_name());
             if file.extension().is_some_and(|x| x == "toml") && !file.is_dir() {
-                files.push(file);
+                found.push(file);
             }
         }
-        if files.len() == before {
+        if found.is_empty() {
             return Err(format!("{} holds no *.toml scenario files", path.display()));
         }
+        found.sort();
+        files.extend(found);
     }
-    files.sort();
-    files.dedup();
     Ok(files)
 }
 
@@ -300,9 +325,7 @@ fn row((file, scenario): &(String, Scenario), seed: u64, result: JobResult) -> R
             let passed = report.passed();
             let mut details = String::new();
             if !passed {
-                for failure in &report.expect.failures {
-                    details.push_str(&format!("- {failure}\n"));
-                }
+                details.push_str(&crate::report::verdict_block(&report));
                 details.push_str(&report.repro);
             }
             Row {

@@ -20,6 +20,7 @@ pub mod fuzz;
 pub mod init;
 pub mod list;
 pub mod merge;
+pub mod output_paths;
 pub mod parity;
 mod part;
 pub mod run;

@@ -6,6 +6,7 @@
 
 use super::check::{parse_shard, Shard};
 use super::part::{self, HarnessRow, Kind, Part, PartVariant, RunOf};
+use crate::report::explain;
 use crate::report::goodput_summary::{GoodputTally, SeedRow};
 use crate::report::Report;
 use crate::runner::{HarnessFailure, Run, RunOptions};
@@ -23,8 +24,9 @@ pub const SEEDS_MAX: u64 = 1_000_000;
     after_help = "Examples:\n  trainsim run scenarios/late_joiner_next_round.toml\n  trainsim run scenarios/*.toml --format json\n  trainsim run scenarios/store_host_dies.toml --seeds 0..20 --check-determinism\n  trainsim run scenarios/worker_crash_restart.toml --trace run.json\n  trainsim run scenarios/rank0_dies_stale_master.toml --html run.html"
 )]
 pub struct RunArgs {
-    /// Scenario files (TOML) to run; without one, the scenarios in `scenarios/` are listed.
-    #[arg(value_name = "FILE")]
+    /// Scenario files (TOML), or directories whose `*.toml` files run in name order; without
+    /// one, the scenarios in `scenarios/` are listed.
+    #[arg(value_name = "FILE|DIR")]
     pub files: Vec<PathBuf>,
     #[command(flatten)]
     pub seeds: SeedArgs,
@@ -62,6 +64,11 @@ pub struct RunArgs {
     /// `trainsim merge`. Needs exactly one file and `--seeds`.
     #[arg(long, value_name = "FILE")]
     pub out: Option<PathBuf>,
+    /// After each report, tell the run as a plain event log in time order: faults, rounds,
+    /// agent restarts and exits with their reasons, worker failures, checkpoints, the job's
+    /// end (text format only; a long log is cut in the middle).
+    #[arg(long, short = 'v')]
+    pub explain: bool,
 }
 
 impl RunArgs {
@@ -150,6 +157,17 @@ pub fn execute(args: RunArgs) -> i32 {
         eprint!("{}", scenario_list(Path::new(SCENARIO_DIR)));
         return 2;
     }
+    if args.explain && args.format == Format::Json {
+        eprintln!("error: --explain tells the run in text: leave out --format json");
+        return 2;
+    }
+    let files = match super::check::expand_dirs(&args.files) {
+        Ok(files) => files,
+        Err(message) => {
+            eprintln!("error: {message}");
+            return 2;
+        }
+    };
     // Read every file first, so a typo in the last one fails before an hour of runs.
     let options = match crate::fuzz::mutants::options_of(&args.mutant) {
         Ok(options) => options,
@@ -159,7 +177,7 @@ pub fn execute(args: RunArgs) -> i32 {
         }
     };
     let mut scenarios: Vec<(String, Scenario)> = Vec::new();
-    for path in &args.files {
+    for path in &files {
         match scenario::load(path) {
             Ok(s) => scenarios.push((path.display().to_string(), s)),
             Err(e) => {
@@ -168,21 +186,9 @@ pub fn execute(args: RunArgs) -> i32 {
             }
         }
     }
-    let one_run_flags = [
-        ("--trace", &args.trace),
-        ("--html", &args.html),
-        ("--write-scenario", &args.write_scenario),
-    ];
-    for (flag, path) in one_run_flags {
-        let Some(path) = path else { continue };
-        let seeds = args.seeds.for_scenario(&scenarios[0].1);
-        if scenarios.len() != 1 || seeds.start() != seeds.end() {
-            eprintln!(
-                "error: {flag} {} writes one run: give exactly one FILE and one seed",
-                path.display()
-            );
-            return 2;
-        }
+    if let Err(message) = check_one_run_outputs(&args, &scenarios) {
+        eprintln!("error: {message}");
+        return 2;
     }
     if let Err(message) = check_batch_flags(&args) {
         eprintln!("error: {message}");
@@ -206,6 +212,28 @@ pub fn execute(args: RunArgs) -> i32 {
     } else {
         0
     }
+}
+
+/// The outputs that write one run (`--trace`, `--html`, `--write-scenario`): each needs
+/// exactly one file and one seed, and a path that can be written, checked before any run.
+fn check_one_run_outputs(args: &RunArgs, scenarios: &[(String, Scenario)]) -> Result<(), String> {
+    let one_run_flags = [
+        ("--trace", &args.trace),
+        ("--html", &args.html),
+        ("--write-scenario", &args.write_scenario),
+    ];
+    for (flag, path) in one_run_flags {
+        let Some(path) = path else { continue };
+        let seeds = args.seeds.for_scenario(&scenarios[0].1);
+        if scenarios.len() != 1 || seeds.start() != seeds.end() {
+            return Err(format!(
+                "{flag} {} writes one run: give exactly one FILE and one seed",
+                path.display()
+            ));
+        }
+        super::output_paths::check_file(flag, path)?;
+    }
+    Ok(())
 }
 
 /// What the runs so far came to.
@@ -238,6 +266,14 @@ fn run_scenario(
                 ended.failed |= !report.passed();
                 bar.suspend(|| match args.format {
                     Format::Json => outln!("{}", report.to_json_line()),
+                    Format::Text if args.explain => {
+                        let log = explain::lines(&trace, scenario.job.steps);
+                        outln!(
+                            "{}\n{}",
+                            report.to_text(),
+                            explain::render(&log, &report.repro)
+                        );
+                    }
                     Format::Text => outln!("{}", report.to_text()),
                 });
                 write_outputs(scenario, &report, &trace, args)?;

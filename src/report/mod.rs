@@ -8,10 +8,13 @@
 pub mod analytic;
 pub mod compare;
 mod expect;
+pub mod explain;
 pub mod goodput;
 pub mod goodput_summary;
 pub mod html;
 mod text;
+
+pub use text::{verdict_block, VERDICT_AS_EXPECTED, VERDICT_UNEXPECTED};
 
 use crate::check::InvariantResult;
 use crate::scenario::model::Scenario;
@@ -96,6 +99,10 @@ pub struct JobSummary {
     pub samples_seen: u64,
     /// Data epochs some group trained through to the end.
     pub epochs: u64,
+    /// The scenario's `job.steps`, for the text report's "step S of N"; not a contract
+    /// field, so the JSON leaves it out.
+    #[serde(skip)]
+    pub steps_asked: u64,
 }
 
 /// The reader pipeline's deliveries, as node-0's trainer took them.
@@ -136,7 +143,8 @@ impl Report {
         serde_json::to_string(self).expect("a report always serializes")
     }
 
-    /// The report for people; when the run failed, the last line is the repro command.
+    /// The report for people: the job's story and the verdict first, then the details; the
+    /// last line is the repro command.
     pub fn to_text(&self) -> String {
         text::render(self)
     }
@@ -188,7 +196,7 @@ pub fn build(
         outcome: end.outcome.as_str().to_owned(),
         rounds,
         agents,
-        job: job(trace),
+        job: job(trace, scenario.job.steps),
         reader: scenario.reader.as_ref().map(|_| reader(trace)),
         invariants,
         expect,
@@ -298,7 +306,7 @@ fn agents(trace: &Trace) -> Vec<AgentSummary> {
 /// `samples_seen` adds up what every node's ranks trained on in each step they completed,
 /// re-executed steps counted again; `epochs` counts the distinct data epochs some group
 /// finished (the ledger's `EpochCovered`).
-fn job(trace: &Trace) -> JobSummary {
+fn job(trace: &Trace, steps_asked: u64) -> JobSummary {
     let mut steps_done = 0;
     let mut samples_seen: u64 = 0;
     let mut epochs = std::collections::BTreeSet::new();
@@ -318,6 +326,7 @@ fn job(trace: &Trace) -> JobSummary {
         steps_done,
         samples_seen,
         epochs: epochs.len() as u64,
+        steps_asked,
     }
 }
 

@@ -148,7 +148,8 @@ fn summaries_of_a_clean_run() {
         JobSummary {
             steps_done: 10,
             samples_seen: 960,
-            epochs: 0
+            epochs: 0,
+            steps_asked: 10,
         }
     );
     assert!(r.passed(), "{:?}", r.expect.failures);
@@ -398,13 +399,39 @@ fn text_of_a_failed_run_ends_with_the_repro_line() {
         text.contains("  - rendezvous.liveness was violated"),
         "{text}"
     );
+    let verdict = text.lines().find(|l| l.starts_with("verdict  "));
+    assert!(
+        verdict.is_some_and(|l| l.starts_with("verdict  UNEXPECTED (job timed out, ")),
+        "{text}"
+    );
+    assert!(
+        text.contains("why      ") || text.contains("ends     "),
+        "{text}"
+    );
 }
 
 #[test]
 fn text_of_a_passing_run() {
     let text = happy_report().to_text();
-    assert_eq!(text.lines().last(), Some("PASSED"));
-    assert!(text.contains("outcome  succeeded at 13 s"), "{text}");
+    assert_eq!(
+        text.lines().last(),
+        Some("trainsim run scenarios/x.toml --seed 7")
+    );
+    let lines: Vec<&str> = text.lines().collect();
+    assert!(
+        lines[1].starts_with("job      finished: training ended at "),
+        "{text}"
+    );
+    assert!(lines[1].ends_with("with all 10 steps done"), "{text}");
+    assert!(lines[2].starts_with("goodput  ETTR "), "{text}");
+    assert_eq!(
+        lines[3],
+        "verdict  as expected (job finished, no violations)"
+    );
+    assert!(
+        text.contains("outcome  succeeded; the simulation ended at 13 s"),
+        "{text}"
+    );
     assert!(text.contains("node-0 node-1 node-2"), "{text}");
     assert!(text.contains("  held      rendezvous.agreement"), "{text}");
     assert!(text.contains("  n/a       reader.terminates"), "{text}");

@@ -18,7 +18,12 @@ struct Grammar {
     /// How zero is written.
     zero: &'static str,
     example: &'static str,
+    /// Whether parts in falling units add up, as `"1h5m"` or `"10m30s"`.
+    compound: bool,
 }
+
+/// The longest quantity string read; anything longer cannot be meant.
+const TEXT_CHARS_MAX: usize = 64;
 
 const DURATION: Grammar = Grammar {
     what: "duration",
@@ -33,7 +38,8 @@ const DURATION: Grammar = Grammar {
     ],
     written: &["h", "m", "s", "ms", "us"],
     zero: "0s",
-    example: "\"250ms\" or \"1.5s\"",
+    example: "\"250ms\", \"1.5s\" or \"10m30s\"",
+    compound: true,
 };
 
 /// Sizes read binary (`KiB`) and decimal (`KB`, SI) multiples and are written in binary ones.
@@ -55,6 +61,7 @@ const SIZE: Grammar = Grammar {
     written: &["TiB", "GiB", "MiB", "KiB", "B"],
     zero: "0B",
     example: "\"512MiB\" or \"1GiB\"",
+    compound: false,
 };
 
 /// Bandwidths are decimal multiples of bits per second, as links are sold.
@@ -72,6 +79,7 @@ const BANDWIDTH: Grammar = Grammar {
     written: &["Tbps", "Gbps", "Mbps", "Kbps", "bps"],
     zero: "0bps",
     example: "\"100Gbps\"",
+    compound: false,
 };
 
 /// Most digits accepted on either side of the decimal point; more cannot be meant.
@@ -98,7 +106,7 @@ macro_rules! unsigned_quantity {
             type Err = String;
 
             fn from_str(text: &str) -> Result<Self, String> {
-                parse_quantity(text, &$grammar).map(Self)
+                parse_compound(text, &$grammar).map(Self)
             }
         }
 
@@ -167,7 +175,7 @@ impl FromStr for Offset {
             Some(rest) => (true, rest),
             None => (false, t.strip_prefix('+').unwrap_or(t)),
         };
-        let magnitude = parse_quantity(rest, &DURATION)?;
+        let magnitude = parse_compound(rest, &DURATION)?;
         let magnitude = i64::try_from(magnitude).map_err(|_| format!("`{text}` is too large"))?;
         Ok(Self(if negative { -magnitude } else { magnitude }))
     }
@@ -252,8 +260,69 @@ fn write_quantity(f: &mut fmt::Formatter<'_>, value: u64, grammar: &Grammar) -> 
     write!(f, "{}{name}", value / factor(name))
 }
 
-/// Parses `<digits>[.<digits>]<unit>`, exactly, with optional spaces around the number.
-fn parse_quantity(text: &str, grammar: &Grammar) -> Result<u64, String> {
+/// Parses one quantity, or for a compound grammar parts in strictly falling units that add
+/// up (`"1h5m"`, `"10m30s"`, `"2m 0.5s"`), each unit at most once, a fraction only in the
+/// last part, the sum bounded like a single value.
+fn parse_compound(text: &str, grammar: &Grammar) -> Result<u64, String> {
+    if text.chars().count() > TEXT_CHARS_MAX {
+        return Err(format!(
+            "a {} is at most {TEXT_CHARS_MAX} characters long",
+            grammar.what
+        ));
+    }
+    let parts = split_parts(text.trim());
+    if !grammar.compound || parts.len() < 2 {
+        return parse_quantity(text, grammar).map(|(value, _)| value);
+    }
+    let mut total: u64 = 0;
+    let mut last_factor = u64::MAX;
+    for (i, part) in parts.iter().enumerate() {
+        let (value, factor) =
+            parse_quantity(part, grammar).map_err(|e| format!("in `{}`: {e}", text.trim()))?;
+        if factor >= last_factor {
+            return Err(format!(
+                "`{}`: the parts of a {} go from larger units to smaller, each once, like {}",
+                text.trim(),
+                grammar.what,
+                grammar.example
+            ));
+        }
+        if part.contains('.') && i + 1 < parts.len() {
+            return Err(format!(
+                "`{}`: only the last part of a {} may have a fraction",
+                text.trim(),
+                grammar.what
+            ));
+        }
+        last_factor = factor;
+        total = total
+            .checked_add(value)
+            .ok_or_else(|| format!("`{text}` is too large"))?;
+    }
+    Ok(total)
+}
+
+/// Cuts `"10m30s"` into `["10m", "30s"]`: a new part starts where a number follows a unit.
+fn split_parts(text: &str) -> Vec<&str> {
+    let mut parts = Vec::new();
+    let (mut start, mut in_unit) = (0, false);
+    for (i, c) in text.char_indices() {
+        let numeric = c.is_ascii_digit() || c == '.';
+        if numeric && in_unit {
+            parts.push(text[start..i].trim());
+            start = i;
+        }
+        if !c.is_whitespace() {
+            in_unit = !numeric;
+        }
+    }
+    parts.push(text[start..].trim());
+    parts
+}
+
+/// Parses `<digits>[.<digits>]<unit>`, exactly, with optional spaces around the number;
+/// gives the value in the base unit and the unit's factor.
+fn parse_quantity(text: &str, grammar: &Grammar) -> Result<(u64, u64), String> {
     let Grammar {
         what,
         base,
@@ -305,7 +374,8 @@ fn parse_quantity(text: &str, grammar: &Grammar) -> Result<u64, String> {
         return Err(format!("`{text}` is not a whole number of {base}"));
     }
     let total = whole_value * u128::from(factor) + frac_scaled / scale;
-    u64::try_from(total).map_err(|_| format!("`{text}` is too large"))
+    let value = u64::try_from(total).map_err(|_| format!("`{text}` is too large"))?;
+    Ok((value, factor))
 }
 
 #[cfg(test)]
@@ -338,6 +408,35 @@ mod tests {
             .unwrap_err()
             .contains("too many digits"));
         assert!(us("999999999999999999h").unwrap_err().contains("too large"));
+    }
+
+    #[test]
+    fn durations_add_up_parts_in_falling_units() {
+        assert_eq!(us("10m30s"), Ok(630_000_000));
+        assert_eq!(us("1h5m"), Ok(3_900_000_000));
+        assert_eq!(us("1h 5m 2s"), Ok(3_902_000_000));
+        assert_eq!(us("2m0.5s"), Ok(120_500_000));
+        assert_eq!(us("1s500ms"), Ok(1_500_000));
+        assert!(us("30s10m")
+            .unwrap_err()
+            .contains("from larger units to smaller"));
+        assert!(us("1m1m")
+            .unwrap_err()
+            .contains("from larger units to smaller"));
+        assert!(us("1.5m30s").unwrap_err().contains("only the last part"));
+        assert!(us("10m30x")
+            .unwrap_err()
+            .contains("`x` is not a duration unit"));
+        assert!(us("10m30").unwrap_err().contains("in `10m30`"));
+        assert!(us(&"1s".repeat(40))
+            .unwrap_err()
+            .contains("at most 64 characters"));
+        assert!(us("5000000h5000000h").is_err());
+        let big = format!("{}h2m", u64::MAX / 3_600_000_000);
+        assert!(us(&big).unwrap_err().contains("too large"), "{big}");
+        assert_eq!("-1m30s".parse::<Offset>().map(Offset::us), Ok(-90_000_000));
+        // Sizes and bandwidths are one number and one unit.
+        assert!("1GiB512MiB".parse::<Size>().is_err());
     }
 
     #[test]

@@ -1,0 +1,247 @@
+//! `trainsim run --explain`: the run as a plain event log, one line per thing that changed
+//! the job's course, in time order, read from the trace alone.
+//!
+//! Faults, rendezvous rounds (who joined, who left, the world size), agent processes
+//! starting, restarting and exiting with their reasons, worker-group state changes, worker
+//! failures, the store, checkpoints and restores, and the job's end. Steps, heartbeats and
+//! reader buffers are left out: the Perfetto trace (`--trace`) has every event. A long log
+//! keeps its beginning and its end and says how many lines it skipped.
+
+use crate::trace::{Event, EventKind, Trace};
+use std::collections::BTreeSet;
+
+/// Lines shown from the start of a long log.
+pub const HEAD_LINES_MAX: usize = 120;
+/// Lines shown from the end of a long log (where the job's end is).
+pub const TAIL_LINES_MAX: usize = 40;
+
+/// One moment of the run as `m:ss.mmm`, or `h:mm:ss.mmm` past an hour.
+pub fn clock(at_us: u64) -> String {
+    let ms_total = at_us / 1_000;
+    let (ms, s_total) = (ms_total % 1_000, ms_total / 1_000);
+    let (s, m_total) = (s_total % 60, s_total / 60);
+    let (m, h) = (m_total % 60, m_total / 60);
+    match h {
+        0 => format!("{m:02}:{s:02}.{ms:03}"),
+        h => format!("{h}:{m:02}:{s:02}.{ms:03}"),
+    }
+}
+
+/// What the log remembers while it reads the trace, so repeated facts print once.
+#[derive(Default)]
+struct Seen<'t> {
+    /// Rounds already told, as (store incarnation, round).
+    rounds: BTreeSet<(u64, u64)>,
+    /// The participants of the round told last, to say who joined and who left.
+    last_members: Vec<&'t str>,
+    /// Checkpoint steps already told (every node records its own).
+    checkpoints: BTreeSet<u64>,
+    /// Whether the job's last step was told.
+    finished: bool,
+}
+
+/// Every line of the log, in time order; `steps_asked` is the job's `steps`, to tell when
+/// it finished.
+pub fn lines(trace: &Trace, steps_asked: u64) -> Vec<String> {
+    let mut seen = Seen::default();
+    let mut out = Vec::new();
+    for event in &trace.events {
+        if let Some((text, scope)) = describe(event, steps_asked, &mut seen) {
+            let at = clock(event.at_us);
+            out.push(match (&event.node, scope) {
+                (Some(node), Scope::Node) => format!("{at}  {node}: {text}"),
+                _ => format!("{at}  {text}"),
+            });
+        }
+    }
+    if trace.truncated {
+        out.push("the trace stopped recording here: it reached its event limit".to_owned());
+    }
+    out
+}
+
+/// Whether a line is about the node that recorded it, or about the whole job (a round, a
+/// checkpoint, the job's end), which the first node to see it recorded.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Scope {
+    Node,
+    Job,
+}
+
+/// What the log makes of an event about the whole job.
+enum JobWide {
+    /// A line to tell.
+    Line(String),
+    /// Told already (another node saw the same round or checkpoint).
+    Told,
+    /// Not about the whole job: the node's own line, if any.
+    No,
+}
+
+/// One event in words and its scope, or `None` when the log leaves it out.
+fn describe<'t>(
+    event: &'t Event,
+    steps_asked: u64,
+    seen: &mut Seen<'t>,
+) -> Option<(String, Scope)> {
+    match job_wide(event, steps_asked, seen) {
+        JobWide::Line(text) => Some((text, Scope::Job)),
+        JobWide::Told => None,
+        JobWide::No => node_line(&event.kind).map(|text| (text, Scope::Node)),
+    }
+}
+
+/// A round, a checkpoint or the job's last step, the first time a node records it.
+fn job_wide<'t>(event: &'t Event, steps_asked: u64, seen: &mut Seen<'t>) -> JobWide {
+    use EventKind::*;
+    match &event.kind {
+        RendezvousCompleted {
+            round,
+            world_size,
+            participants,
+            store_incarnation,
+            ..
+        } => match seen.rounds.insert((*store_incarnation, *round)) {
+            true => JobWide::Line(round_line(*round, *world_size, participants, seen)),
+            false => JobWide::Told,
+        },
+        Checkpoint { step, .. } => match seen.checkpoints.insert(*step) {
+            true => JobWide::Line(format!("checkpoint of step {step} written")),
+            false => JobWide::Told,
+        },
+        Step { step, .. } if *step == steps_asked && !seen.finished => {
+            seen.finished = true;
+            JobWide::Line(format!(
+                "training finished: step {step} of {steps_asked} done"
+            ))
+        }
+        _ => JobWide::No,
+    }
+}
+
+/// An event of one node in words, or `None` when the log leaves it out.
+fn node_line(kind: &EventKind) -> Option<String> {
+    use EventKind::*;
+    let text = match kind {
+        FaultApplied { fault, detail } => format!("fault {fault}: {detail}"),
+        AgentStarted { pid } => format!("agent process started (pid {pid})"),
+        AgentExited { state, reason, .. } => format!("agent exited {state}: {reason}"),
+        AgentKilled { .. } => "agent process killed (SIGKILL or power loss)".to_owned(),
+        RendezvousFailed { error, message, .. } => {
+            format!("rendezvous failed ({error}): {message}")
+        }
+        RendezvousClosed { round, .. } => format!("closed the rendezvous in round {round}"),
+        AgentRestart {
+            counted,
+            restart_count,
+            reason,
+            ..
+        } => match counted {
+            true => format!("agent restarts its workers (restart {restart_count}): {reason}"),
+            false => format!("agent restarts its workers for a membership change (free): {reason}"),
+        },
+        WorkerGroupState { state, .. } => format!("worker group {state}"),
+        WorkerFailed {
+            local_rank,
+            exit_code,
+            reason,
+            ..
+        } => format!("worker {local_rank} failed (exit code {exit_code}): {reason}"),
+        ResumedFromCheckpoint {
+            step: 0,
+            lost_steps: 0,
+            ..
+        } => "training starts from step 0".to_owned(),
+        ResumedFromCheckpoint {
+            step, lost_steps, ..
+        } => format!("resumed from the checkpoint of step {step}, {lost_steps} steps to do again"),
+        StoreStarted => "store server started".to_owned(),
+        StoreDied { reason } => format!("store server died: {reason}"),
+        ReaderHang { reason, .. } => format!("reader hangs: {reason}"),
+        ReaderWorkerFailed { worker, reason, .. } => {
+            format!("reader worker {worker} failed: {reason}")
+        }
+        RunEnded { outcome } => format!("run ended: {outcome}"),
+        _ => return None,
+    };
+    Some(text)
+}
+
+/// A round as its first completion saw it: world size, members, who joined and who left
+/// since the round told before.
+fn round_line<'t>(
+    round: u64,
+    world_size: u32,
+    participants: &'t [String],
+    seen: &mut Seen<'t>,
+) -> String {
+    let members: Vec<&str> = participants.iter().map(String::as_str).collect();
+    let joined: Vec<&str> = members
+        .iter()
+        .filter(|m| !seen.last_members.contains(m))
+        .copied()
+        .collect();
+    let left: Vec<&str> = seen
+        .last_members
+        .iter()
+        .filter(|m| !members.contains(m))
+        .copied()
+        .collect();
+    let mut change = String::new();
+    if !seen.last_members.is_empty() && !joined.is_empty() {
+        change.push_str(&format!("; joined: {}", short_list(&joined)));
+    }
+    if !left.is_empty() {
+        change.push_str(&format!("; left: {}", short_list(&left)));
+    }
+    let line = format!(
+        "rendezvous round {round} complete: world size {world_size} ({}){change}",
+        short_list(&members)
+    );
+    seen.last_members = members;
+    line
+}
+
+/// Node names, a long list cut.
+fn short_list(nodes: &[&str]) -> String {
+    const SHOWN_MAX: usize = 8;
+    match nodes.len() > SHOWN_MAX {
+        true => format!(
+            "{} and {} more",
+            nodes[..SHOWN_MAX].join(" "),
+            nodes.len() - SHOWN_MAX
+        ),
+        false => nodes.join(" "),
+    }
+}
+
+/// The log for a terminal: every line when it is short, else its head and tail with the
+/// count of lines between and where to find them.
+pub fn render(lines: &[String], repro: &str) -> String {
+    let mut out = String::from("what happened\n");
+    let shown_max = HEAD_LINES_MAX + TAIL_LINES_MAX;
+    let push = |out: &mut String, line: &String| {
+        out.push_str("  ");
+        out.push_str(line);
+        out.push('\n');
+    };
+    if lines.len() <= shown_max {
+        lines.iter().for_each(|l| push(&mut out, l));
+        return out;
+    }
+    lines[..HEAD_LINES_MAX]
+        .iter()
+        .for_each(|l| push(&mut out, l));
+    let skipped = lines.len() - shown_max;
+    out.push_str(&format!(
+        "  ... {skipped} more lines; every event is in the Perfetto trace: {repro} --trace run.json\n"
+    ));
+    lines[lines.len() - TAIL_LINES_MAX..]
+        .iter()
+        .for_each(|l| push(&mut out, l));
+    out
+}
+
+#[cfg(test)]
+#[path = "explain_tests.rs"]
+mod tests;
