@@ -35,6 +35,9 @@ enum Command {
     Merge(cli::merge::MergeArgs),
     /// Run scenarios on the real torchrun and in the simulator, and compare the outcomes.
     Conform(cli::conform::ConformArgs),
+    /// Say what changed between two runs (JSON reports or scenario files): rounds, restarts,
+    /// exit reasons, verdicts, steps, goodput, the first different event.
+    Diff(cli::diff::DiffArgs),
     /// Write a commented starting scenario that runs and passes as written.
     Init(cli::init::InitArgs),
     /// List what a scenario can name: faults, fixes, invariants, failure kinds.
@@ -64,6 +67,7 @@ fn main() {
         Command::Bench(args) => cli::bench::execute(args),
         Command::Conform(args) => cli::conform::execute(args),
         Command::Compare(args) => cli::compare::execute(args),
+        Command::Diff(args) => cli::diff::execute(args),
         Command::Init(args) => cli::init::execute(args),
         Command::List(args) => cli::list::execute(args),
         Command::Completions { shell } => {

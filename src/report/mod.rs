@@ -7,6 +7,7 @@
 
 pub mod analytic;
 pub mod compare;
+pub mod diff;
 mod expect;
 pub mod explain;
 pub mod goodput;
