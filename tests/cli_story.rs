@@ -129,3 +129,24 @@ fn a_bad_compound_duration_is_located() {
     assert!(stderr.contains("time_limit"), "{stderr}");
     assert!(stderr.contains("from larger units to smaller"), "{stderr}");
 }
+
+#[test]
+fn a_batch_shows_each_passing_seed_in_one_line_then_the_goodput_over_them() {
+    let out = trainsim(&[
+        "run",
+        "scenarios/late_joiner_next_round.toml",
+        "--seeds",
+        "0..3",
+    ]);
+    assert_eq!(out.status.code(), Some(0));
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    let lines: Vec<&str> = stdout.lines().collect();
+    for (seed, line) in lines.iter().take(3).enumerate() {
+        assert!(line.starts_with(&format!("seed {seed} ")), "{line}");
+        assert!(
+            line.contains("ETTR") && line.contains("as expected (job failed"),
+            "{line}"
+        );
+    }
+    assert!(lines[3].starts_with("goodput over 3 seeds"), "{stdout}");
+}

@@ -274,6 +274,10 @@ fn run_scenario(
                             explain::render(&log, &report.repro)
                         );
                     }
+                    // A batch shows a passing seed in one line and a failing one whole.
+                    Format::Text if args.several_seeds() && report.passed() => {
+                        outln!("{}", report.to_batch_line())
+                    }
                     Format::Text => outln!("{}", report.to_text()),
                 });
                 write_outputs(scenario, &report, &trace, args)?;

@@ -149,6 +149,11 @@ impl Report {
     pub fn to_text(&self) -> String {
         text::render(self)
     }
+
+    /// One line for one seed of a batch that passed: seed, job, ETTR, verdict.
+    pub fn to_batch_line(&self) -> String {
+        text::batch_line(self)
+    }
 }
 
 /// The process exit code for a batch of runs: 0 when every run passed, else 1.

@@ -172,6 +172,30 @@ fn goodput(out: &mut String, r: &Report) {
     );
 }
 
+/// One line for one seed of a passing batch (`run --seeds`): the seed, how the job ended,
+/// its ETTR and the verdict. A run that did not pass prints its whole report instead.
+pub fn batch_line(r: &Report) -> String {
+    let stopped = secs(r.goodput.training_stopped_at_us);
+    let (done, asked) = (r.job.steps_done, r.job.steps_asked);
+    let job = match r.outcome.as_str() {
+        "succeeded" => format!("finished at {stopped}"),
+        "timed_out" => format!("timed out, step {done} of {asked}"),
+        _ => format!("stopped for good at {stopped}, step {done} of {asked}"),
+    };
+    let mut verdict = String::new();
+    self::verdict(&mut verdict, r);
+    let verdict = verdict
+        .lines()
+        .next()
+        .unwrap_or("")
+        .trim_start_matches("verdict  ");
+    format!(
+        "seed {:<5} {job:<48} ETTR {:>5.1} %  {verdict}",
+        r.seed,
+        r.goodput.ettr * 100.0
+    )
+}
+
 /// The verdict line, and each unmet expectation under it: what a batch (`trainsim check`)
 /// shows of a run that failed.
 pub fn verdict_block(r: &Report) -> String {
