@@ -40,8 +40,10 @@ enum Command {
     Diff(cli::diff::DiffArgs),
     /// Write a commented starting scenario that runs and passes as written.
     Init(cli::init::InitArgs),
-    /// List what a scenario can name: faults, fixes, invariants, failure kinds.
+    /// List what a scenario can name: faults, fixes, invariants, failure kinds, keys.
     List(cli::list::ListArgs),
+    /// Print the JSON Schema of the scenario format, for editors (taplo, Even Better TOML).
+    Schema,
     /// Print a shell completion script (bash, zsh, fish, elvish, powershell).
     Completions {
         #[arg(value_enum)]
@@ -70,6 +72,7 @@ fn main() {
         Command::Diff(args) => cli::diff::execute(args),
         Command::Init(args) => cli::init::execute(args),
         Command::List(args) => cli::list::execute(args),
+        Command::Schema => cli::list::print_schema(),
         Command::Completions { shell } => {
             let mut command = <Cli as clap::CommandFactory>::command();
             clap_complete::generate(shell, &mut command, "trainsim", &mut std::io::stdout());

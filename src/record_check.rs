@@ -5,7 +5,19 @@
 use serde::{Deserialize, Serialize};
 
 /// How records are framed and checked, as `reader.check` spells it (`sum`, `none`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    PartialOrd,
+    Ord,
+    Hash,
+    Serialize,
+    Deserialize,
+    schemars::JsonSchema,
+)]
 #[serde(rename_all = "snake_case")]
 pub enum CheckKind {
     /// Each block is framed as length, bytes, byte-sum; a wrong sum fails the record.

@@ -91,3 +91,22 @@ fn list_prints_one_line_per_name_and_completions_a_script() {
     assert_eq!(out.status.code(), Some(0));
     assert!(text(&out.stdout).contains("trainsim"));
 }
+
+#[test]
+fn the_schema_is_json_that_describes_every_key_and_list_keys_prints_them() {
+    let out = trainsim(&["schema"]);
+    assert_eq!(out.status.code(), Some(0));
+    let schema: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON");
+    assert_eq!(
+        schema["additionalProperties"],
+        serde_json::Value::Bool(false)
+    );
+    assert!(
+        schema["$defs"]["RawRendezvous"]["properties"]["min_nodes"]["description"]
+            .as_str()
+            .is_some_and(|d| !d.is_empty())
+    );
+    let keys = text(&trainsim(&["list", "keys"]).stdout);
+    assert!(keys.lines().any(|l| l.starts_with("rendezvous.min_nodes ")));
+    assert!(keys.lines().any(|l| l.starts_with("faults.local_rank ")));
+}

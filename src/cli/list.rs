@@ -11,7 +11,7 @@ use strum::VariantArray;
 
 /// `trainsim list` arguments.
 #[derive(Debug, clap::Args)]
-#[command(after_help = "Examples:\n  trainsim list faults\n  trainsim list fixes")]
+#[command(after_help = "Examples:\n  trainsim list faults\n  trainsim list keys")]
 pub struct ListArgs {
     /// What to list.
     #[arg(value_enum)]
@@ -29,6 +29,8 @@ pub enum Listing {
     Invariants,
     /// The kinds a `[failures]` process draws.
     Failures,
+    /// Every key of the format, dotted as in a file, with its rules and default.
+    Keys,
 }
 
 /// Prints the list; always exit code 0.
@@ -38,10 +40,19 @@ pub fn execute(args: ListArgs) -> i32 {
         Listing::Fixes => fixes(),
         Listing::Invariants => invariants(),
         Listing::Failures => failures(),
+        Listing::Keys => crate::scenario::schema::key_lines(),
     };
     for line in lines {
         outln!("{line}");
     }
+    0
+}
+
+/// `trainsim schema`: the format's JSON Schema, pretty-printed; exit code 0.
+pub fn print_schema() -> i32 {
+    let schema = crate::scenario::schema::scenario_schema();
+    let text = serde_json::to_string_pretty(&schema).expect("a JSON value always prints");
+    outln!("{text}");
     0
 }
 

@@ -16,6 +16,7 @@ pub mod locate;
 pub mod model;
 pub mod node;
 pub mod raw;
+pub mod schema;
 pub mod torch_defaults;
 pub mod units;
 pub mod validate;

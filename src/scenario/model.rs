@@ -66,6 +66,7 @@ pub struct FailureProcess {
     PartialOrd,
     Ord,
     serde::Deserialize,
+    schemars::JsonSchema,
     serde::Serialize,
     strum::Display,
     strum::VariantArray,
@@ -90,7 +91,15 @@ pub enum FailureKind {
 
 /// What becomes of a node a failure took down (`power_off`, `kill`, `preempt`).
 #[derive(
-    Clone, Copy, Debug, PartialEq, Eq, serde::Deserialize, serde::Serialize, strum::Display,
+    Clone,
+    Copy,
+    Debug,
+    PartialEq,
+    Eq,
+    serde::Deserialize,
+    schemars::JsonSchema,
+    serde::Serialize,
+    strum::Display,
 )]
 #[serde(rename_all = "snake_case")]
 #[strum(serialize_all = "snake_case")]
@@ -194,7 +203,16 @@ pub const RELAUNCH_DELAY_US_CAP: u64 = 300_000_000;
 
 /// `agent.relaunch`: which of an agent process's own exits relaunch torchrun.
 #[derive(
-    Clone, Copy, Debug, Default, PartialEq, Eq, serde::Deserialize, serde::Serialize, strum::Display,
+    Clone,
+    Copy,
+    Debug,
+    Default,
+    PartialEq,
+    Eq,
+    serde::Deserialize,
+    schemars::JsonSchema,
+    serde::Serialize,
+    strum::Display,
 )]
 #[serde(rename_all = "snake_case")]
 #[strum(serialize_all = "snake_case")]
@@ -265,7 +283,17 @@ pub const RUN_ID: &str = "trainsim";
 pub const NEVER: &str = "never";
 
 /// `job.backend`: the collective library the workers' process group uses.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Deserialize, serde::Serialize)]
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    Default,
+    serde::Deserialize,
+    schemars::JsonSchema,
+    serde::Serialize,
+)]
 #[serde(rename_all = "snake_case")]
 pub enum Backend {
     /// A collective whose peer's processes died fails when NCCL reports the closed
@@ -306,7 +334,9 @@ pub struct SamplerConfig {
 }
 
 /// `job.sampler.kind`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Deserialize, serde::Serialize)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, serde::Deserialize, schemars::JsonSchema, serde::Serialize,
+)]
 #[serde(rename_all = "snake_case")]
 pub enum SamplerKind {
     Distributed,
@@ -477,6 +507,7 @@ pub struct Expect {
     Ord,
     strum::IntoStaticStr,
     serde::Deserialize,
+    schemars::JsonSchema,
     serde::Serialize,
 )]
 #[serde(rename_all = "snake_case")]

@@ -8,7 +8,7 @@ use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
 /// The whole file.
-#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct RawScenario {
     pub name: Option<String>,
@@ -32,7 +32,7 @@ pub struct RawScenario {
 }
 
 /// `[failures]`.
-#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct RawFailures {
     pub rate_per_node_day: Option<f64>,
@@ -47,7 +47,7 @@ pub struct RawFailures {
 }
 
 /// `[cluster]`.
-#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct RawCluster {
     pub nodes: Option<u32>,
@@ -62,7 +62,7 @@ pub struct RawCluster {
 }
 
 /// `[gpu_profile]` (or `[cluster.gpu_profile]`): a GPU model of the user's own.
-#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct RawGpuProfile {
     pub name: Option<String>,
@@ -73,7 +73,7 @@ pub struct RawGpuProfile {
 }
 
 /// `[network]`.
-#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct RawNetwork {
     pub latency: Option<Vec<Duration>>,
@@ -83,7 +83,7 @@ pub struct RawNetwork {
 }
 
 /// `[rendezvous]`.
-#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct RawRendezvous {
     pub min_nodes: Option<u32>,
@@ -99,7 +99,7 @@ pub struct RawRendezvous {
 }
 
 /// `[agent]`.
-#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct RawAgent {
     pub nproc_per_node: Option<u32>,
@@ -116,7 +116,7 @@ pub struct RawAgent {
 }
 
 /// `[job]`.
-#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct RawJob {
     pub steps: Option<u64>,
@@ -136,7 +136,7 @@ pub struct RawJob {
 }
 
 /// `[job.dataset]`.
-#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct RawDataset {
     pub len: Option<u64>,
@@ -145,7 +145,7 @@ pub struct RawDataset {
 
 /// A complexity distribution, tagged by `dist`; the keys each `dist` takes are checked in
 /// `validate` so a key of another distribution gets a message naming the distribution.
-#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct RawComplexity {
     pub dist: Option<String>,
@@ -158,7 +158,7 @@ pub struct RawComplexity {
 }
 
 /// `[job.sampler]`.
-#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct RawSampler {
     pub kind: Option<SamplerKind>,
@@ -170,7 +170,7 @@ pub struct RawSampler {
 }
 
 /// `[reader]`.
-#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct RawReader {
     pub workers: Option<u32>,
@@ -189,7 +189,7 @@ pub struct RawReader {
 
 /// One `[[faults]]` entry, tagged by `kind`; which keys each kind takes is checked in
 /// `validate` (see `faults::fault_fields`) so a misplaced key gets a message naming the kind.
-#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct RawFault {
     pub at: Option<Duration>,
@@ -209,7 +209,7 @@ pub struct RawFault {
 }
 
 /// `[expect]`.
-#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct RawExpect {
     pub outcome: Option<Outcome>,
@@ -221,7 +221,7 @@ pub struct RawExpect {
 }
 
 /// `expect.rounds`: an exact count or `{ min, max }`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, schemars::JsonSchema)]
 #[serde(untagged)]
 pub enum RawRounds {
     Exact(u64),
