@@ -106,15 +106,20 @@ pub fn page(scenario: &Scenario, report: &Report, trace: &Trace) -> String {
 }
 
 fn header(html: &mut String, scenario: &Scenario, report: &Report) {
+    // The text report's verdict words, so nobody reads "passed" as "the job survived".
+    let words = crate::report::verdict_block(report);
+    let words = words.lines().next().unwrap_or("");
+    let words = esc(words.trim_start_matches("verdict").trim());
     let verdict = if report.passed() {
-        "<span class=\"pass\">PASSED</span>"
+        format!("<span class=\"pass\">verdict: {words}</span>")
     } else {
-        "<span class=\"fail\">FAILED</span>"
+        format!("<span class=\"fail\">verdict: {words}</span>")
     };
     let _ = write!(
         html,
         "<h1>{}</h1>\n<div class=\"meta\"><span>{}</span><span>seed {}</span>\
-         <span>outcome <b id=\"outcome\">{}</b> at {}</span><span>{verdict}</span></div>\n\
+         <span>job <b id=\"outcome\">{}</b>; the simulation ended at {}</span>\
+         <span>{verdict}</span></div>\n\
          <div class=\"desc\">{}</div>\n<div>replay: <code id=\"repro\">{}</code></div>\n",
         esc(&report.scenario),
         esc(&report.file),
