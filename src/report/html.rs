@@ -6,7 +6,7 @@
 
 mod draw;
 mod fault_shades;
-mod goodput_bar;
+pub(crate) mod goodput_bar;
 mod stretches;
 mod timeline;
 

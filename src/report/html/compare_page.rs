@@ -7,6 +7,8 @@
 use super::plots::{self, ArmPoints, DifferenceRow, Piece};
 use super::{difference_line, estimate, paired_difference, verdict, VariantRuns};
 use crate::report::html::esc;
+// The pieces of wall time in the order the bars stack them, with the run page's colours.
+use crate::report::html::goodput_bar::COLOURS;
 use std::fmt::Write;
 use std::ops::Range;
 
@@ -23,19 +25,6 @@ pub struct PageInput<'a> {
     /// Each variant with one row per seed, in seed order.
     pub variants: &'a [VariantRuns],
 }
-
-/// The pieces of wall time in the order the bars stack them, with the run page's colours:
-/// kept training green, the causes from waiting (grey) to loss (red).
-const COLOURS: [(&str, &str); 8] = [
-    ("productive", "#3c9a5f"),
-    ("waiting_for_nodes", "#9a9aa6"),
-    ("detection", "#c0392b"),
-    ("rendezvous_restart", "#7e6bc4"),
-    ("worker_start_restore", "#5b8fd4"),
-    ("wasted_progress", "#e08a00"),
-    ("checkpoint_save", "#c9a227"),
-    ("lost_when_failed", "#7a1f1a"),
-];
 
 /// The outcomes in the order the bars stack them, with their words and colours.
 const OUTCOMES: [(&str, &str, &str); 3] = [
@@ -333,16 +322,6 @@ fn differences_section(html: &mut String, input: &PageInput<'_>) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::report::goodput::CAUSES;
-
-    #[test]
-    fn every_cause_has_a_colour() {
-        for cause in CAUSES {
-            let name: &str = cause.into();
-            assert!(COLOURS.iter().any(|c| c.0 == name), "{name} has no colour");
-        }
-    }
-
     #[test]
     fn a_sweep_page_labels_its_values_and_prints_the_differences() {
         let variants = [

@@ -5,8 +5,9 @@ use super::{esc, secs};
 use crate::report::Report;
 use std::fmt::Write;
 
-/// Each piece's colour: kept training green, the causes from waiting (grey) to loss (red).
-const COLOURS: [(&str, &str); 8] = [
+/// Each piece's colour, in the order bars stack them (this page's and the compare page's):
+/// kept training green, the causes from waiting (grey) to loss (red).
+pub(crate) const COLOURS: [(&str, &str); 8] = [
     ("productive", "#3c9a5f"),
     ("waiting_for_nodes", "#9a9aa6"),
     ("detection", "#c0392b"),
