@@ -41,6 +41,9 @@ pub struct RunOptions {
     pub sim_events_max: Option<u64>,
     /// Time every training step one at a time (see `Programs::step_by_step`).
     pub step_by_step: bool,
+    /// Simulate the agents' steady routine message by message, never fast-forwarding a
+    /// quiet window (see `Programs::exact_control_plane`).
+    pub exact_control_plane: bool,
 }
 
 impl RunOptions {
@@ -65,6 +68,7 @@ impl RunOptions {
         let mutants = Arc::new(self.mutants.clone());
         Programs {
             step_by_step: self.step_by_step,
+            exact_control_plane: self.exact_control_plane,
             agent: Arc::new(move |env| {
                 crate::agent::run::agent_process(env, Arc::clone(&mutants)).boxed()
             }),
@@ -81,13 +85,19 @@ impl RunOptions {
         }
     }
 
-    /// ` --mutant M` for each mutant, to append to a repro line.
+    /// ` --mutant M` for each mutant (and `--exact-control-plane` when set), to append to
+    /// a repro line.
     pub fn mutant_flags(&self) -> String {
-        self.mutants
+        let mut flags: String = self
+            .mutants
             .names()
             .iter()
             .map(|m| format!(" --mutant {m}"))
-            .collect()
+            .collect();
+        if self.exact_control_plane {
+            flags.push_str(" --exact-control-plane");
+        }
+        flags
     }
 }
 

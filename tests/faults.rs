@@ -398,6 +398,7 @@ fn partition_cuts_the_named_links_and_heal_restores_them() {
     let host = idle(60 * SEC);
     let programs = Programs {
         step_by_step: false,
+        exact_control_plane: false,
         // node-0 only hosts the store; the others probe it.
         agent: Arc::new(move |env| {
             if env.index == 0 {

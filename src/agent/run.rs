@@ -186,12 +186,18 @@ async fn invoke_run(
     let mut workers = initialize_workers(env, handler, store, &mut policy, &launch).await?;
     group.enter(env, WorkerGroupState::Healthy);
     let wake = env.monitor_wake();
+    let settle_us = quiet_settle_us(env);
     let mut quiet = false;
     loop {
         next_tick(env, handler, &wake, agent.monitor_interval_us, quiet).await;
         // Whatever changes from here on is seen by this tick or wakes the next one.
         wake.clear();
-        let (decision, why) = match monitor(env, &workers) {
+        let status = monitor(env, &workers);
+        if status != WorkerStatus::Healthy {
+            // About to act: whoever sleeps through a quiet window wakes first.
+            env.set_quiet(false, settle_us);
+        }
+        let (decision, why) = match status {
             WorkerStatus::Succeeded => {
                 group.enter(env, WorkerGroupState::Succeeded);
                 let info = workers.info.clone();
@@ -234,6 +240,7 @@ async fn invoke_run(
             }
         };
         quiet = decision == Decision::Continue;
+        env.set_quiet(quiet, settle_us);
         match decision {
             Decision::Continue => {}
             Decision::GiveUp => {
@@ -266,7 +273,7 @@ async fn invoke_run(
 async fn next_tick(
     env: &NodeEnv,
     handler: &RendezvousHandler,
-    wake: &Wake,
+    wake: &Arc<Wake>,
     interval_us: u64,
     quiet: bool,
 ) {
@@ -280,6 +287,15 @@ async fn next_tick(
         return;
     };
     let start_us = time::elapsed_us();
+    if env.sleep_through_window(wake) {
+        // Every agent only repeats its routine: sleep until something may change, then
+        // go on at the next tick of the grid.
+        wake.notified().await;
+        let woken_after_us = time::elapsed_us() - start_us;
+        let ticks = woken_after_us.div_ceil(interval_us).max(1);
+        time::sleep_until_us(start_us + ticks * interval_us).await;
+        return;
+    }
     // The first tick strictly after the cache's last fresh moment reads the store.
     let fresh_for_us = u64::try_from(fresh_until_mono_us - env.now_mono_us()).unwrap_or(0);
     let ticks_to_stale = fresh_for_us / interval_us + 1;
@@ -291,6 +307,21 @@ async fn next_tick(
         let ticks = woken_after_us.div_ceil(interval_us).max(1);
         time::sleep_until_us(start_us + ticks * interval_us).await;
     }
+}
+
+/// How long after a disturbance (a fault, a process starting, an agent acting) this agent's
+/// routine is simulated message by message before a quiet window may skip it: long enough
+/// for a peer that died then to miss its keep-alives, expire, and be dropped by a poll
+/// (expiry, one keep-alive interval, the state cache's second, a monitor tick) and twice
+/// that, so the polls that follow see the state settle.
+fn quiet_settle_us(env: &NodeEnv) -> u64 {
+    let settings = settings_of(env);
+    let expiry_us = u64::try_from(settings.heartbeat_expiry_us()).unwrap_or(u64::MAX);
+    let one_pass_us = expiry_us
+        .saturating_add(settings.keep_alive_interval_us)
+        .saturating_add(u64::try_from(crate::rendezvous::handler::CACHE_US).unwrap_or(0))
+        .saturating_add(env.scenario().agent.monitor_interval_us);
+    one_pass_us.saturating_mul(2)
 }
 
 /// The HEALTHY branch: torch asks `num_nodes_waiting()`; the waiting nodes' addresses are

@@ -1,6 +1,7 @@
-//! The `goodput-model` workload: the checkpoint-interval sweep's job over the seeds the
-//! literature check uses (`tests/goodput_literature.rs`), one seed after another, so its
-//! figure is what one point of that check costs on one core.
+//! The goodput workloads. `goodput-model`: the checkpoint-interval sweep's job over the
+//! seeds the literature check uses (`tests/goodput_literature.rs`), one seed after another,
+//! so its figure is what one point of that check costs on one core. `goodput-batch`: what
+//! `trainsim run --seeds 0..100 --jobs 2` costs on the shipped 128-node simulated day.
 
 use super::{round2, timed, Figures};
 use crate::runner::Run;
@@ -12,6 +13,48 @@ const SWEEP_TOML: &str = include_str!("../../scenarios/checkpoint_interval_sweep
 const SWEEP_FILE: &str = "scenarios/checkpoint_interval_sweep.toml";
 /// The seeds of one point of the literature check.
 pub const GOODPUT_MODEL_SEEDS: u64 = 16;
+
+/// The 128-node day, as shipped.
+const DAY_TOML: &str = include_str!("../../scenarios/failure_process_128_nodes_one_day.toml");
+const DAY_FILE: &str = "scenarios/failure_process_128_nodes_one_day.toml";
+/// Seeds and threads of `goodput-batch`.
+pub const GOODPUT_BATCH_SEEDS: u64 = 100;
+pub const GOODPUT_BATCH_JOBS: usize = 2;
+
+/// Runs the 128-node day over its seeds on two threads, as `run --seeds --jobs 2` does, and
+/// reports the wall time and the batch's goodput (mean ETTR, runs that finished).
+pub fn goodput_batch() -> Result<Figures, String> {
+    let scenario = scenario::parse(DAY_TOML, DAY_FILE).map_err(|e| e.to_string())?;
+    let seeds: Vec<u64> = (0..GOODPUT_BATCH_SEEDS).collect();
+    let (wall_us, reports) = timed(|| {
+        crate::fuzz::parallel::map(
+            &seeds,
+            GOODPUT_BATCH_JOBS,
+            |&seed| Run::of(&scenario, DAY_FILE).seed(seed).report(),
+            |_| {},
+        )
+    });
+    let reports = reports
+        .into_iter()
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| e.to_string())?;
+    let runs = reports.len() as f64;
+    let sim_time_us: u64 = reports.iter().map(|r| r.sim_time_us).sum();
+    let finished = reports.iter().filter(|r| r.outcome == "succeeded").count();
+    let ettr_mean = reports.iter().map(|r| r.goodput.ettr).sum::<f64>() / runs;
+    Ok(Figures::new(
+        "goodput-batch",
+        json!({
+            "runs": reports.len(),
+            "jobs": GOODPUT_BATCH_JOBS,
+            "wall_us": wall_us,
+            "sim_time_us": sim_time_us,
+            "speedup": round2(sim_time_us as f64 / wall_us as f64),
+            "finished": finished,
+            "ettr_mean_percent": round2(ettr_mean * 100.0),
+        }),
+    ))
+}
 
 /// Runs the seeds and reports the wall time, the simulated time and the mean ETTR (which
 /// the check compares with Kokolis et al.'s model).

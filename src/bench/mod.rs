@@ -32,6 +32,7 @@ pub const WORKLOADS: &[&str] = &[
     "scale-4096-backoff",
     "randperm-10m",
     "goodput-model",
+    "goodput-batch",
 ];
 
 /// torch's `cas_backoff_max_seconds` in the `scale-N-backoff` lines.
@@ -110,6 +111,7 @@ pub fn run(workload: &str) -> Result<Figures, String> {
         "fuzz" => fuzz_cases(),
         "randperm-10m" => Ok(randperm()),
         "goodput-model" => goodput::goodput_model(),
+        "goodput-batch" => goodput::goodput_batch(),
         _ => {
             let (nodes, backoff) = match workload.strip_suffix("-backoff") {
                 Some(plain) => (plain.strip_prefix("scale-"), true),

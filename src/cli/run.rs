@@ -55,6 +55,16 @@ pub struct RunArgs {
     /// (rendezvous), sampler-off-by-one (job), reader-double-publish (reader).
     #[arg(long, value_name = "M")]
     pub mutant: Vec<String>,
+    /// Simulate the agents' steady routine (monitor ticks, store polls, keep-alives)
+    /// message by message even while nothing can change, instead of fast-forwarding it:
+    /// slower, and the reference the fast-forward is tested against. Verdicts agree; trace
+    /// hashes and exact moments differ.
+    #[arg(long)]
+    pub exact_control_plane: bool,
+    /// Run a batch's seeds on N threads (default 1); the reports still print in seed
+    /// order, after the last run.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u16).range(1..=256))]
+    pub jobs: Option<u16>,
     /// Run only the k-th of n slices of `--seeds` (1-based; the seed at position i of the
     /// range goes to slice i mod n + 1) and write them to `--out`; `trainsim merge` of the
     /// n parts prints the goodput over every seed.
@@ -170,7 +180,10 @@ pub fn execute(args: RunArgs) -> i32 {
     };
     // Read every file first, so a typo in the last one fails before an hour of runs.
     let options = match crate::fuzz::mutants::options_of(&args.mutant) {
-        Ok(options) => options,
+        Ok(options) => RunOptions {
+            exact_control_plane: args.exact_control_plane,
+            ..options
+        },
         Err(message) => {
             eprintln!("error: {message}");
             return 2;
@@ -257,47 +270,43 @@ fn run_scenario(
         _ => args.seeds.for_scenario(scenario).collect(),
     };
     let bar = progress_bar(seeds.len() as u64, args.several_seeds());
-    let mut tally = GoodputTally::default();
-    let mut rows = Vec::new();
-    let mut harness_failures = Vec::new();
-    for seed in seeds {
-        match run_seed(scenario, file, seed, args.check_determinism, options) {
-            Ok((report, trace)) => {
-                ended.failed |= !report.passed();
-                bar.suspend(|| match args.format {
-                    Format::Json => outln!("{}", report.to_json_line()),
-                    Format::Text if args.explain => {
-                        let log = explain::lines(&trace, scenario.job.steps);
-                        outln!(
-                            "{}\n{}",
-                            report.to_text(),
-                            explain::render(&log, &report.repro)
-                        );
-                    }
-                    // A batch shows a passing seed in one line and a failing one whole.
-                    Format::Text if args.several_seeds() && report.passed() => {
-                        outln!("{}", report.to_batch_line())
-                    }
-                    Format::Text => outln!("{}", report.to_text()),
-                });
-                write_outputs(scenario, &report, &trace, args)?;
-                let row = SeedRow::of(&report);
-                tally.add(&row);
-                if args.out.is_some() {
-                    rows.push(row);
-                }
-            }
-            Err(failure) => {
-                ended.harness_failure = true;
-                bar.suspend(|| print_harness_failure(&failure));
-                harness_failures.push(HarnessRow {
-                    seed,
-                    message: failure.to_string(),
-                });
-            }
+    let mut batch = Batch::default();
+    let jobs = args.jobs.map_or(1, usize::from);
+    if jobs <= 1 {
+        for seed in seeds {
+            let result = run_seed(scenario, file, seed, args.check_determinism, options);
+            batch.emit(
+                seed,
+                result.map(|(r, t)| (r, Some(t))),
+                scenario,
+                args,
+                ended,
+                &bar,
+            )?;
+            bar.inc(1);
         }
-        bar.inc(1);
+    } else {
+        // Runs on `jobs` threads, each in its own runtime; reports print in seed order once
+        // all are done. A trace is kept only where something prints or writes it.
+        let keep_trace = args.explain || args.trace.is_some() || args.html.is_some();
+        let results = crate::fuzz::parallel::map(
+            &seeds,
+            jobs,
+            |&seed| {
+                run_seed(scenario, file, seed, args.check_determinism, options)
+                    .map(|(report, trace)| (report, keep_trace.then_some(trace)))
+            },
+            |_| bar.inc(1),
+        );
+        for (&seed, result) in seeds.iter().zip(results) {
+            batch.emit(seed, result, scenario, args, ended, &bar)?;
+        }
     }
+    let Batch {
+        tally,
+        rows,
+        harness_failures,
+    } = batch;
     bar.finish_and_clear();
     if args.several_seeds() && args.format == Format::Text {
         let label = match args.shard {
@@ -310,6 +319,66 @@ fn run_scenario(
         write_part(path, file, args, rows, harness_failures)?;
     }
     Ok(())
+}
+
+/// What a batch of seeds gathered so far: the goodput tally, and the rows `--out` writes.
+#[derive(Default)]
+struct Batch {
+    tally: GoodputTally,
+    rows: Vec<SeedRow>,
+    harness_failures: Vec<HarnessRow>,
+}
+
+impl Batch {
+    /// Prints one seed's report (or harness failure), writes its outputs and counts it.
+    fn emit(
+        &mut self,
+        seed: u64,
+        result: Result<(Report, Option<Trace>), HarnessFailure>,
+        scenario: &Scenario,
+        args: &RunArgs,
+        ended: &mut Ended,
+        bar: &indicatif::ProgressBar,
+    ) -> Result<(), i32> {
+        let (report, trace) = match result {
+            Ok(done) => done,
+            Err(failure) => {
+                ended.harness_failure = true;
+                bar.suspend(|| print_harness_failure(&failure));
+                self.harness_failures.push(HarnessRow {
+                    seed,
+                    message: failure.to_string(),
+                });
+                return Ok(());
+            }
+        };
+        ended.failed |= !report.passed();
+        bar.suspend(|| match (args.format, &trace) {
+            (Format::Json, _) => outln!("{}", report.to_json_line()),
+            (Format::Text, Some(trace)) if args.explain => {
+                let log = explain::lines(trace, scenario.job.steps);
+                outln!(
+                    "{}\n{}",
+                    report.to_text(),
+                    explain::render(&log, &report.repro)
+                );
+            }
+            // A batch shows a passing seed in one line and a failing one whole.
+            (Format::Text, _) if args.several_seeds() && report.passed() => {
+                outln!("{}", report.to_batch_line())
+            }
+            (Format::Text, _) => outln!("{}", report.to_text()),
+        });
+        if let Some(trace) = &trace {
+            write_outputs(scenario, &report, trace, args)?;
+        }
+        let row = SeedRow::of(&report);
+        self.tally.add(&row);
+        if args.out.is_some() {
+            self.rows.push(row);
+        }
+        Ok(())
+    }
 }
 
 /// `--shard` and `--out` make a part of one file's batch of seeds; the part's path is

@@ -11,6 +11,7 @@ pub use super::error::RendezvousError;
 use super::ops::{decide, Action, OpContext, OpKind};
 use super::sanitize::{drop_nodes, sanitize, HeartbeatReceipts};
 use super::settings::{RendezvousFix, RendezvousSettings};
+use super::skipped_beats;
 use super::state::{NodeDesc, RendezvousState};
 use crate::shared_list::SharedList;
 use crate::sim_time::deadline_after_us;
@@ -27,7 +28,7 @@ use std::sync::Arc;
 /// (torch's null sentinel, base64 of "canimadam").
 const NULL_SENTINEL: &[u8] = b"Y2FuaW1hZGFt";
 /// The state holder serves a cached state for this long (torch's `cache_duration`).
-const CACHE_US: i64 = 1_000_000;
+pub const CACHE_US: i64 = 1_000_000;
 /// `SYNC` waits this long before polling again (torch's `_delay(seconds=1)`).
 const SYNC_DELAY_US: u64 = 1_000_000;
 /// The first round's random start delay, up to 0.3 s, spreads the first joins.
@@ -389,8 +390,13 @@ impl RendezvousHandler {
         let (flag, finished) = (in_flight.clone(), done.clone());
         let task = spawn(async move {
             loop {
-                let interval_us = holder.lock().await.settings.keep_alive_interval_us;
+                let (interval_us, env, writer) = {
+                    let h = holder.lock().await;
+                    let writer = h.node.to_string();
+                    (h.settings.keep_alive_interval_us, h.env.clone(), writer)
+                };
                 time::sleep_us(interval_us).await;
+                skipped_beats::skip_through_window(&env, writer, interval_us).await;
                 flag.store(true, std::sync::atomic::Ordering::Relaxed);
                 finished.clear();
                 let mut h = holder.lock().await;
@@ -537,6 +543,7 @@ impl Holder {
         self.last_sync_mono_us = Some(self.env.now_mono_us());
         let now_utc_us = self.env.now_utc_us();
         self.state = synced.state.clone();
+        skipped_beats::apply(&self.env, &mut self.state, &synced);
         if self.settings.has_fix(RendezvousFix::MonotonicHeartbeats) {
             let now_mono_us = self.env.now_mono_us();
             self.receipts.observe(&self.state, now_mono_us);

@@ -13,6 +13,7 @@ pub mod handler;
 pub mod ops;
 pub mod sanitize;
 pub mod settings;
+mod skipped_beats;
 pub mod state;
 pub mod well_formed;
 

@@ -82,7 +82,10 @@ async fn run_process(world: &Arc<World>, index: u32) -> Option<AgentState> {
             worker_crash: None,
             store_task: None,
             monitor_wake: Arc::default(),
+            quiet: false,
         });
+        // A new process acts at once: whoever slept through a quiet window wakes.
+        st.quiet.disturb(time::elapsed_us());
         pid
     };
     let env = NodeEnv {
@@ -287,7 +290,10 @@ impl NodeEnv {
         }
     }
 
-    fn process_mut<'a>(&self, st: &'a mut super::state::WorldState) -> Option<&'a mut Process> {
+    pub(super) fn process_mut<'a>(
+        &self,
+        st: &'a mut super::state::WorldState,
+    ) -> Option<&'a mut Process> {
         st.nodes[self.index as usize]
             .process
             .as_mut()

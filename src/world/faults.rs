@@ -19,6 +19,13 @@ pub(super) async fn apply_all(world: Arc<World>) {
         if fault.at_us > now {
             time::sleep_us(fault.at_us - now).await;
         }
+        // Whoever slept through a quiet window wakes to meet the fault as torch would.
+        world
+            .state
+            .lock()
+            .expect("world lock")
+            .quiet
+            .disturb(time::elapsed_us());
         let detail = apply(&world, &fault);
         world.recorder.record(
             time::elapsed_us(),

@@ -19,6 +19,7 @@ mod faults;
 pub mod gpu;
 pub mod net;
 mod nic;
+pub mod quiet;
 #[cfg(test)]
 mod reuse_tests;
 pub mod rng;
@@ -63,6 +64,9 @@ pub struct Programs {
     /// Time every training step with its own timers and barrier instead of settling runs of
     /// steps in closed form (`job::segment`): the reference the closed form is tested against.
     pub step_by_step: bool,
+    /// Simulate the agents' steady routine message by message even in quiet windows
+    /// (`quiet`): the reference the fast-forward is tested against.
+    pub exact_control_plane: bool,
 }
 
 /// The port the c10d store listens on, on its host (torchrun's default rendezvous port):
@@ -226,7 +230,10 @@ async fn supervise(
         store_addr,
         programs: programs.clone(),
         exits: exits_tx,
-        state: Mutex::new(WorldState::new(&scenario)),
+        state: Mutex::new(WorldState {
+            quiet: quiet::QuietBoard::new(quiet::allowed(&scenario, programs.exact_control_plane)),
+            ..WorldState::new(&scenario)
+        }),
         shared: Mutex::new(std::collections::BTreeMap::new()),
         change_instants_us: segments::change_instants_us(&scenario),
         segments_allowed: segments::segments_allowed(&scenario, programs.step_by_step),

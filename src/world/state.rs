@@ -120,6 +120,8 @@ pub struct Process {
     pub store_task: Option<madsim::task::JoinHandle<()>>,
     /// Wakes the agent's monitor when something its next tick would see has changed.
     pub monitor_wake: std::sync::Arc<super::wake::Wake>,
+    /// The agent only repeats its steady routine (see `super::quiet`).
+    pub quiet: bool,
 }
 
 /// A training checkpoint on shared storage: the global step and where in the data the job
@@ -164,6 +166,8 @@ pub struct WorldState {
     pub loss_generation: u64,
     /// Worker groups pooling compute times for runs of steps settled in closed form.
     pub segments: super::segments::Segments,
+    /// Quiet windows, in which the agents' steady routine is fast-forwarded.
+    pub quiet: super::quiet::QuietBoard,
 }
 
 impl WorldState {
@@ -194,7 +198,36 @@ impl WorldState {
             latency_generation: 0,
             loss_generation: 0,
             segments: Default::default(),
+            quiet: Default::default(),
         }
+    }
+
+    /// Whether a quiet window may be open now: every live agent process is quiet, none is
+    /// launching, and the network is as the scenario set it, without a cut link.
+    pub fn calm(&self, scenario: &Scenario) -> bool {
+        let mut processes = 0;
+        for node in &self.nodes {
+            if node.launching {
+                return false;
+            }
+            if let Some(p) = &node.process {
+                if !p.quiet {
+                    return false;
+                }
+                processes += 1;
+            }
+        }
+        let network = &scenario.network;
+        processes > 0
+            && self.clogged.is_empty()
+            && self.loss == 0.0
+            && self.latency_us == (network.latency_us_min, network.latency_us_max)
+    }
+
+    /// Whether a quiet window is open now (opening one if it may).
+    pub fn quiet_window_open(&mut self, scenario: &Scenario) -> bool {
+        let calm = self.calm(scenario);
+        self.quiet.window_open(super::time::elapsed_us(), calm)
     }
 
     /// A `start` or `restart` fault was applied; `starts_left` more are in the schedule.
@@ -331,6 +364,7 @@ mod tests {
             worker_crash: None,
             store_task: None,
             monitor_wake: Default::default(),
+            quiet: false,
         }
     }
 

@@ -13,6 +13,7 @@ where
 {
     Programs {
         step_by_step: false,
+        exact_control_plane: false,
         agent: Arc::new(move |env| agent(env).boxed()),
         store: trainsim::runner::RunOptions::default().programs().store,
     }

@@ -1,0 +1,52 @@
+//! Keep-alives skipped in a quiet window (`world::quiet`): the writer's side (the loop
+//! sleeps through the window on its grid) and the reader's (each stamp is at least the
+//! writer's last skipped one, as if every keep-alive had landed).
+
+use super::decoded_states::SharedState;
+use super::state::{NodeDesc, RendezvousState};
+use crate::world::{time, NodeEnv};
+use std::sync::Arc;
+
+/// In a quiet window the keep-alives fall due on their grid without being sent: the world
+/// keeps their stamps, and every reader applies them. The loop goes on at the first tick
+/// of its grid after the window closes.
+pub async fn skip_through_window(env: &NodeEnv, writer: String, interval_us: u64) {
+    let wake = Arc::new(crate::world::wake::Wake::default());
+    let origin_us = time::elapsed_us();
+    if !env.skip_beats_through_window(&wake, writer, interval_us) {
+        return;
+    }
+    wake.notified().await;
+    let slept_us = time::elapsed_us() - origin_us;
+    time::sleep_until_us(origin_us + (slept_us / interval_us + 1) * interval_us).await;
+}
+
+/// Raises each stamp of the state just read (`synced`, now in `state`) to its node's last
+/// skipped keep-alive. Nothing to do, and nothing copied, when the oldest stamp is already
+/// newer than every skipped one.
+pub fn apply(env: &NodeEnv, state: &mut Arc<RendezvousState>, synced: &SharedState) {
+    let Some(newest_us) = env.newest_skipped_beat_wall_us() else {
+        return;
+    };
+    if synced
+        .oldest_heartbeat_us
+        .is_none_or(|oldest_us| oldest_us >= newest_us)
+    {
+        return;
+    }
+    let skipped: Vec<(NodeDesc, i64)> = state
+        .last_heartbeats
+        .iter()
+        .filter_map(|(node, &stamp)| {
+            let beat = env.last_skipped_beat_wall_us(&node.to_string())?;
+            (beat > stamp).then(|| (node.clone(), beat))
+        })
+        .collect();
+    if skipped.is_empty() {
+        return;
+    }
+    let state = Arc::make_mut(state);
+    for (node, beat) in skipped {
+        state.last_heartbeats.insert(node, beat);
+    }
+}

@@ -1,0 +1,302 @@
+//! Quiet windows: stretches of simulated time in which every agent process only repeats its
+//! steady routine (monitor ticks that find nothing new, store polls that read the same
+//! answer, keep-alives), so the routine may be fast-forwarded instead of simulated message by
+//! message.
+//!
+//! A window is open while every live process has declared itself quiet, no process is
+//! launching, the network is calm (no cut link, no loss, the scenario's latency), and the
+//! last disturbance lies at least `settle_us` back. A disturbance is anything that may make a
+//! process act: a fault being applied, a process starting, a process declaring itself busy.
+//! Each closes the window and wakes everyone who slept through it. The settle time (the
+//! longest any process declared: enough for a dead peer's heartbeat to expire and be seen)
+//! keeps the moments after a fault message by message, as torch plays them.
+//!
+//! What a sleeper's skipped periodic writes would have left behind (a keep-alive's heartbeat
+//! stamp) is kept here as [`VirtualBeats`]: the reader of the state applies them in time
+//! order, so every reader sees the stamps it would have seen, at no simulator event.
+//!
+//! The world knows no subsystem: beats are keyed by a name their writer chooses.
+
+use super::env::NodeEnv;
+use super::time;
+use super::wake::Wake;
+use crate::scenario::model::{FaultKind, Scenario};
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+/// Whether a run may fast-forward quiet windows: not on the exact path, and not where a
+/// skipped message could race with something no disturbance announces: skewed clocks
+/// (heartbeat stamps compared across nodes), a lossy network (a keep-alive that would have
+/// been lost), or a paused node (whose peers see its heartbeat age while it sleeps).
+pub fn allowed(scenario: &Scenario, exact_control_plane: bool) -> bool {
+    !exact_control_plane
+        && scenario.network.loss == 0.0
+        && scenario
+            .cluster
+            .clock_skew_us
+            .values()
+            .all(|&skew| skew == 0)
+        && !scenario.faults.iter().any(|f| {
+            matches!(
+                f.kind,
+                FaultKind::Pause { .. } | FaultKind::ClockSkew { .. } | FaultKind::Loss { .. }
+            )
+        })
+}
+
+/// The periodic writes of one writer skipped while it slept through a window: one at
+/// `origin_us`, then every `interval_us`, until the window closed (`until_us`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct VirtualBeats {
+    pub origin_us: u64,
+    pub interval_us: u64,
+    /// The writer's wall clock minus simulated time (its skew; windows never span a step).
+    pub wall_offset_us: i64,
+    /// When the window closed; `None` while the writer still sleeps.
+    pub until_us: Option<u64>,
+}
+
+impl VirtualBeats {
+    /// The writer's wall-clock stamp of its last skipped write at or before `now_us`.
+    pub fn last_wall_us(&self, now_us: u64) -> Option<i64> {
+        let end_us = self.until_us.map_or(now_us, |u| u.min(now_us));
+        let since_us = end_us.checked_sub(self.origin_us)?;
+        let tick_us = self.origin_us + since_us / self.interval_us * self.interval_us;
+        Some(
+            i64::try_from(tick_us)
+                .ok()?
+                .saturating_add(self.wall_offset_us),
+        )
+    }
+}
+
+/// The run's quiet-window bookkeeping (lives in the world's state).
+#[derive(Default)]
+pub struct QuietBoard {
+    /// Whether this run may fast-forward at all (off for the exact path and for scenarios
+    /// whose clocks or links could race with a skipped message).
+    pub allowed: bool,
+    /// How long after a disturbance no window opens.
+    settle_us: u64,
+    last_disturbance_us: u64,
+    /// When the open window opened.
+    open_since_us: Option<u64>,
+    /// Who sleeps through the open window, to wake when it closes.
+    sleepers: Vec<Arc<Wake>>,
+    /// Skipped periodic writes, by writer.
+    beats: BTreeMap<String, VirtualBeats>,
+    /// The newest stamp of any skipped write of a closed window (every reader after the
+    /// window asks; computed once when it closes).
+    newest_closed_wall_us: Option<i64>,
+    /// How many windows opened (reported with the run's statistics).
+    pub windows_opened: u64,
+}
+
+impl QuietBoard {
+    pub fn new(allowed: bool) -> Self {
+        QuietBoard {
+            allowed,
+            ..Default::default()
+        }
+    }
+
+    /// A process needs `settle_us` after each disturbance before its routine may be skipped.
+    pub fn settle_at_least(&mut self, settle_us: u64) {
+        self.settle_us = self.settle_us.max(settle_us);
+    }
+
+    /// Something may make a process act: the window (if open) closes now, its sleepers wake,
+    /// and none opens for the settle time.
+    pub fn disturb(&mut self, now_us: u64) {
+        self.last_disturbance_us = now_us;
+        let Some(since_us) = self.open_since_us.take() else {
+            return;
+        };
+        assert!(since_us <= now_us, "a window closed before it opened");
+        for beats in self.beats.values_mut() {
+            if beats.until_us.is_none() {
+                beats.until_us = Some(now_us);
+            }
+        }
+        self.newest_closed_wall_us = self
+            .beats
+            .values()
+            .filter_map(|b| b.last_wall_us(now_us))
+            .max();
+        for sleeper in self.sleepers.drain(..) {
+            sleeper.notify();
+        }
+    }
+
+    /// Whether a window is open now, given what the world's state says of its processes and
+    /// network (`calm`); opens one when it may.
+    pub fn window_open(&mut self, now_us: u64, calm: bool) -> bool {
+        if self.open_since_us.is_some() {
+            return true;
+        }
+        if !self.allowed || !calm || now_us < self.last_disturbance_us + self.settle_us {
+            return false;
+        }
+        self.open_since_us = Some(now_us);
+        self.windows_opened += 1;
+        true
+    }
+
+    /// `wake` is notified when the open window closes. Call only while one is open.
+    pub fn sleep_through(&mut self, wake: Arc<Wake>) {
+        assert!(self.open_since_us.is_some(), "a sleeper joined no window");
+        self.sleepers.push(wake);
+    }
+
+    /// `writer` skips its periodic writes from `beats.origin_us` on, through the open window.
+    pub fn skip_beats(&mut self, writer: String, beats: VirtualBeats) {
+        assert!(
+            self.open_since_us.is_some() && beats.until_us.is_none() && beats.interval_us > 0,
+            "beats skipped outside a window"
+        );
+        self.beats.insert(writer, beats);
+    }
+
+    /// The wall-clock stamp of `writer`'s last skipped write at or before `now_us`.
+    pub fn last_beat_wall_us(&self, writer: &str, now_us: u64) -> Option<i64> {
+        self.beats.get(writer)?.last_wall_us(now_us)
+    }
+
+    /// The newest stamp any skipped write carries at `now_us`: a reader whose oldest stamp
+    /// is at least this new has nothing to apply.
+    pub fn newest_beat_wall_us(&self, now_us: u64) -> Option<i64> {
+        if self.open_since_us.is_none() {
+            return self.newest_closed_wall_us;
+        }
+        self.beats
+            .values()
+            .filter_map(|b| b.last_wall_us(now_us))
+            .max()
+    }
+}
+
+impl NodeEnv {
+    /// This process's agent only repeats its steady routine (`true`), or is about to act
+    /// (`false`: a window open now closes, and everyone sleeping through it wakes first).
+    /// `settle_us`: how long after any disturbance its routine must be simulated.
+    pub fn set_quiet(&self, quiet: bool, settle_us: u64) {
+        let mut st = self.world().state.lock().expect("world lock");
+        let Some(p) = self.process_mut(&mut st) else {
+            return;
+        };
+        if p.quiet == quiet {
+            return;
+        }
+        p.quiet = quiet;
+        if quiet {
+            st.quiet.settle_at_least(settle_us);
+        } else {
+            st.quiet.disturb(time::elapsed_us());
+        }
+    }
+
+    /// When a quiet window is open now: `wake` is notified when it closes, and this returns
+    /// true. False (and nothing registered) when none is.
+    pub fn sleep_through_window(&self, wake: &Arc<Wake>) -> bool {
+        let mut st = self.world().state.lock().expect("world lock");
+        if !st.quiet_window_open(&self.world().scenario) {
+            return false;
+        }
+        st.quiet.sleep_through(Arc::clone(wake));
+        true
+    }
+
+    /// [`NodeEnv::sleep_through_window`] for a periodic writer (`writer`, one write every
+    /// `interval_us`, the first one due now): its writes until the window closes are kept as
+    /// [`VirtualBeats`], stamped with this node's wall clock.
+    pub fn skip_beats_through_window(
+        &self,
+        wake: &Arc<Wake>,
+        writer: String,
+        interval_us: u64,
+    ) -> bool {
+        let now_us = time::elapsed_us();
+        let wall_offset_us = self
+            .now_utc_us()
+            .saturating_sub(i64::try_from(now_us).unwrap_or(i64::MAX));
+        let mut st = self.world().state.lock().expect("world lock");
+        if !st.quiet_window_open(&self.world().scenario) {
+            return false;
+        }
+        st.quiet.sleep_through(Arc::clone(wake));
+        let beats = VirtualBeats {
+            origin_us: now_us,
+            interval_us,
+            wall_offset_us,
+            until_us: None,
+        };
+        st.quiet.skip_beats(writer, beats);
+        true
+    }
+
+    /// The wall-clock stamp of `writer`'s last skipped write by now, if it skipped any.
+    pub fn last_skipped_beat_wall_us(&self, writer: &str) -> Option<i64> {
+        let st = self.world().state.lock().expect("world lock");
+        st.quiet.last_beat_wall_us(writer, time::elapsed_us())
+    }
+
+    /// The newest stamp any skipped write carries by now.
+    pub fn newest_skipped_beat_wall_us(&self) -> Option<i64> {
+        let st = self.world().state.lock().expect("world lock");
+        st.quiet.newest_beat_wall_us(time::elapsed_us())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn beats(origin_us: u64, until_us: Option<u64>) -> VirtualBeats {
+        VirtualBeats {
+            origin_us,
+            interval_us: 5,
+            wall_offset_us: 1000,
+            until_us,
+        }
+    }
+
+    #[test]
+    fn the_last_skipped_write_is_the_last_tick_before_the_close_or_now() {
+        assert_eq!(beats(10, None).last_wall_us(9), None);
+        assert_eq!(beats(10, None).last_wall_us(10), Some(1010));
+        assert_eq!(beats(10, None).last_wall_us(24), Some(1020));
+        assert_eq!(beats(10, Some(14)).last_wall_us(100), Some(1010));
+        assert_eq!(beats(10, Some(15)).last_wall_us(100), Some(1015));
+    }
+
+    #[test]
+    fn a_disturbance_closes_the_window_and_holds_the_next_for_the_settle_time() {
+        let mut board = QuietBoard::new(true);
+        board.settle_at_least(20);
+        assert!(
+            !board.window_open(10, true),
+            "within the settle time of time 0"
+        );
+        assert!(board.window_open(20, true));
+        let wake = Arc::new(Wake::default());
+        board.sleep_through(Arc::clone(&wake));
+        board.skip_beats("a".into(), beats(22, None));
+        assert_eq!(board.newest_beat_wall_us(30), Some(1027));
+        board.disturb(33);
+        assert_eq!(board.newest_beat_wall_us(100), Some(1032));
+        assert_eq!(board.last_beat_wall_us("a", 100), Some(1032));
+        assert!(!board.window_open(40, true));
+        assert!(
+            !board.window_open(60, false),
+            "not while the network is not calm"
+        );
+        assert!(board.window_open(60, true));
+        assert_eq!(board.windows_opened, 2);
+    }
+
+    #[test]
+    fn no_window_opens_where_fast_forward_is_not_allowed() {
+        let mut board = QuietBoard::new(false);
+        assert!(!board.window_open(1_000_000, true));
+    }
+}

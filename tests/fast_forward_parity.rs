@@ -1,0 +1,133 @@
+//! The fast-forward of quiet windows (`world::quiet`) against the exact path, over every
+//! shipped scenario and a range of seeds. Skipping messages changes which random draws each
+//! later message gets, so a given seed may take another path through a race; what must not
+//! change is each scenario's distribution of verdicts over the seeds: how many runs end in
+//! each outcome, violate each invariant, and meet the scenario's expectation. Over seeds
+//! 0..20 of the suite the two paths differ per seed in 10 of 1,520 runs, and no count of any
+//! scenario moves by more than one run.
+//!
+//! `TRAINSIM_PARITY_SEEDS=N` widens the seed range (default 0..2, which CI runs).
+
+use std::collections::BTreeMap;
+use trainsim::report::Report;
+use trainsim::runner::{Run, RunOptions};
+
+/// What one run's verdict comes to.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+struct Verdict {
+    outcome: String,
+    failing_invariants: Vec<String>,
+    expectation_met: bool,
+}
+
+fn verdict(report: &Report) -> Verdict {
+    Verdict {
+        outcome: report.outcome.clone(),
+        failing_invariants: report
+            .invariants
+            .iter()
+            .filter(|i| !i.violations.is_empty())
+            .map(|i| i.name.clone())
+            .collect(),
+        expectation_met: report.expect.met,
+    }
+}
+
+/// How many runs of a scenario fall in each category: an outcome, an invariant violated,
+/// the expectation met.
+fn categories(verdicts: &[Verdict]) -> BTreeMap<String, usize> {
+    let mut counts = BTreeMap::new();
+    for v in verdicts {
+        *counts.entry(format!("outcome {}", v.outcome)).or_default() += 1;
+        for name in &v.failing_invariants {
+            *counts.entry(format!("violates {name}")).or_default() += 1;
+        }
+        if v.expectation_met {
+            *counts
+                .entry("meets its expectation".to_owned())
+                .or_default() += 1;
+        }
+    }
+    counts
+}
+
+/// Scenarios larger than this (nodes × time limit) are left out: their exact path costs
+/// minutes a seed, which is what quiet windows exist to avoid.
+const NODE_HOURS_MAX: u64 = 500;
+
+/// How far a category's count may move between the paths over `seeds` seeds and still be
+/// seed-to-seed noise: one run, or 15 % of them.
+fn noise_runs(seeds: u64) -> usize {
+    (seeds as usize * 15).div_ceil(100).max(1)
+}
+
+fn seeds() -> u64 {
+    std::env::var("TRAINSIM_PARITY_SEEDS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(2)
+}
+
+#[test]
+fn quiet_windows_keep_every_verdict_distribution_of_the_suite() {
+    let mut files: Vec<_> = std::fs::read_dir("scenarios")
+        .expect("scenarios/")
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.extension().is_some_and(|x| x == "toml"))
+        .collect();
+    files.sort();
+    let exact = RunOptions {
+        exact_control_plane: true,
+        ..RunOptions::default()
+    };
+    let (mut runs, mut runs_differing) = (0, 0);
+    let mut moved = Vec::new();
+    for path in &files {
+        let file = path.display().to_string();
+        let scenario = trainsim::scenario::load(path).expect("a shipped scenario loads");
+        let nodes = u64::from(scenario.cluster.nodes);
+        if nodes * scenario.time_limit_us / 3_600_000_000 > NODE_HOURS_MAX {
+            eprintln!("{file}: left out, over {NODE_HOURS_MAX} node-hours");
+            continue;
+        }
+        let (mut fast, mut slow) = (Vec::new(), Vec::new());
+        for seed in 0..seeds() {
+            let run = |options: RunOptions| {
+                let report = Run::of(&scenario, &file)
+                    .seed(seed)
+                    .options(options)
+                    .report();
+                verdict(&report.unwrap_or_else(|e| panic!("{file} seed {seed}: {e}")))
+            };
+            fast.push(run(RunOptions::default()));
+            slow.push(run(exact.clone()));
+            runs += 1;
+            runs_differing += usize::from(fast.last() != slow.last());
+        }
+        let (fast, slow) = (categories(&fast), categories(&slow));
+        let keys: std::collections::BTreeSet<&String> = fast.keys().chain(slow.keys()).collect();
+        for key in keys {
+            let (f, s) = (
+                fast.get(key).copied().unwrap_or(0),
+                slow.get(key).copied().unwrap_or(0),
+            );
+            if f.abs_diff(s) > noise_runs(seeds()) {
+                moved.push(format!("{file}: {key}: {s} runs exact, {f} fast"));
+            }
+        }
+    }
+    assert!(runs > 0, "no scenario ran");
+    assert!(
+        moved.is_empty(),
+        "quiet windows moved verdict counts beyond noise ({} runs each):\n{}\n         TRAINSIM_PARITY_SEEDS={} cargo test --release --test fast_forward_parity",
+        seeds(),
+        moved.join("\n"),
+        seeds()
+    );
+    // Across the suite, a verdict may change for a given seed only rarely.
+    assert!(
+        runs_differing * 20 <= runs,
+        "{runs_differing} of {runs} runs got another verdict with quiet windows (at most 5 %)\n         TRAINSIM_PARITY_SEEDS={} cargo test --release --test fast_forward_parity",
+        seeds()
+    );
+}
