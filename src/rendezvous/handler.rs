@@ -11,7 +11,7 @@ pub use super::error::RendezvousError;
 use super::ops::{decide, Action, OpContext, OpKind};
 use super::sanitize::{drop_nodes, sanitize, HeartbeatReceipts};
 use super::settings::{RendezvousFix, RendezvousSettings};
-use super::state::{NodeDesc, RendezvousState};
+use super::state::{nodes_at, NodeDesc, RendezvousState};
 use crate::scenario::node::NodeIndex;
 use crate::shared_list::SharedList;
 use crate::sim_time::deadline_after_us;
@@ -600,19 +600,4 @@ impl Holder {
             _ => 0,
         }
     }
-}
-
-/// The cluster nodes at `addrs`: where the state's addresses (text, as torch keeps them)
-/// become the job's nodes, read once. An address that names no node is a corrupt state.
-fn nodes_at<'a>(
-    addrs: impl IntoIterator<Item = &'a str>,
-) -> Result<Vec<NodeIndex>, RendezvousError> {
-    addrs
-        .into_iter()
-        .map(|addr| {
-            addr.parse().map_err(|e| {
-                RendezvousError::State(format!("the participant address `{addr}`: {e}"))
-            })
-        })
-        .collect()
 }
