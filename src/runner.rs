@@ -18,7 +18,7 @@ use crate::trace::{RunEnd, Trace};
 use crate::world::{self, HarnessError, Programs, SimulatedRun};
 use futures::FutureExt;
 use std::borrow::Cow;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 /// The harness itself failed on this run (exit code 3).
 #[derive(Debug, Clone, thiserror::Error)]
@@ -109,9 +109,10 @@ pub use crate::mutant::Mutants;
 pub struct Run<'a> {
     /// The scenario as the file says it.
     file_scenario: &'a Scenario,
-    /// The scenario this seed plays: the file's, with its failure process drawn (see
-    /// `scenario::failure_draw`), or why the draw failed.
-    scenario: Result<Cow<'a, Scenario>, DrawError>,
+    /// The scenario `seed` plays: the file's, with its failure process drawn (see
+    /// `scenario::failure_draw`), or why the draw failed. Drawn on first use, so a run
+    /// given another seed draws once, for that seed.
+    drawn: OnceLock<Result<Cow<'a, Scenario>, DrawError>>,
     file: &'a str,
     seed: u64,
     options: RunOptions,
@@ -122,7 +123,7 @@ impl<'a> Run<'a> {
     pub fn of(scenario: &'a Scenario, file: &'a str) -> Self {
         Run {
             file_scenario: scenario,
-            scenario: failure_draw::expand(scenario, scenario.seed),
+            drawn: OnceLock::new(),
             file,
             seed: scenario.seed,
             options: RunOptions::default(),
@@ -132,13 +133,16 @@ impl<'a> Run<'a> {
     /// The same run with `seed` instead.
     pub fn seed(mut self, seed: u64) -> Self {
         self.seed = seed;
-        self.scenario = failure_draw::expand(self.file_scenario, seed);
+        self.drawn = OnceLock::new();
         self
     }
 
     /// The scenario this seed plays (its failure process drawn), or why it cannot be drawn.
     pub fn scenario(&self) -> Result<&Scenario, DrawError> {
-        self.scenario.as_deref().map_err(Clone::clone)
+        self.drawn
+            .get_or_init(|| failure_draw::expand(self.file_scenario, self.seed))
+            .as_deref()
+            .map_err(Clone::clone)
     }
 
     /// The same run with `options` (mutants, bounds) the scenario file cannot set.
@@ -360,6 +364,65 @@ mod tests {
                 .collect(),
             truncated: false,
         }
+    }
+
+    #[test]
+    fn a_run_draws_its_failures_once_for_the_seed_it_is_given() {
+        let text = std::fs::read_to_string("scenarios/failure_process_kills_replaced.toml")
+            .expect("the scenario is shipped");
+        let file = "failure_process_kills_replaced.toml";
+        let scenario = crate::scenario::parse(&text, file).expect("it parses");
+        let draws_before = failure_draw::draws_on_this_thread();
+        let run = Run::of(&scenario, file).seed(7);
+        let drawn = run.scenario().expect("seed 7 draws").faults.clone();
+        assert_eq!(run.scenario().expect("seed 7 draws").faults, drawn);
+        assert_eq!(
+            failure_draw::draws_on_this_thread() - draws_before,
+            1,
+            "Run::of(..).seed(7) and two reads of its scenario draw once"
+        );
+        let expected = failure_draw::expand(&scenario, 7).expect("seed 7 draws");
+        assert_eq!(drawn, expected.faults);
+        let file_seed = Run::of(&scenario, file);
+        assert_ne!(
+            file_seed.scenario().expect("seed 0 draws").faults,
+            drawn,
+            "the drawn faults depend on the seed"
+        );
+    }
+
+    #[test]
+    fn a_run_with_a_failure_process_ends_with_its_job() {
+        let text = std::fs::read_to_string("scenarios/failure_process_kills_replaced.toml")
+            .expect("the scenario is shipped");
+        let file = "failure_process_kills_replaced.toml";
+        let scenario = crate::scenario::parse(&text, file).expect("it parses");
+        assert!(
+            scenario.end_with_job,
+            "on by default with a failure process"
+        );
+        let run = Run::of(&scenario, file);
+        let simulated = run.simulate().expect("the run finishes");
+        let agent_ends = simulated.trace.events.iter().filter(|e| {
+            matches!(
+                e.kind,
+                EventKind::AgentExited { .. } | EventKind::AgentKilled { .. }
+            )
+        });
+        let last_end_us = agent_ends.map(|e| e.at_us).max().expect("agents ended");
+        let end_us = simulated.end.sim_time_us;
+        assert!(
+            end_us - last_end_us < 1_000,
+            "the run ends at {end_us} us, with its last agent at {last_end_us} us"
+        );
+        let drawn = run.scenario().expect("seed 0 draws");
+        assert!(
+            drawn
+                .faults
+                .iter()
+                .any(|f| f.at_us > end_us + 3_600_000_000),
+            "the draw holds failures for long after the job ended, never applied"
+        );
     }
 
     #[test]

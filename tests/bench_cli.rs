@@ -1,15 +1,12 @@
 //! `trainsim bench` prints well-formed figure lines (no timing is asserted: speed targets
 //! live in the benchmark, not in tests).
 
-use std::process::Command;
-
-fn trainsim() -> Command {
-    Command::new(env!("CARGO_BIN_EXE_trainsim"))
-}
+mod common;
+use common::trainsim_command;
 
 #[test]
 fn the_cheapest_workload_prints_one_well_formed_json_line() {
-    let out = trainsim()
+    let out = trainsim_command()
         .args(["bench", "--workload", "randperm-10m", "--format", "json"])
         .output()
         .expect("trainsim runs");
@@ -32,7 +29,7 @@ fn the_cheapest_workload_prints_one_well_formed_json_line() {
 
 #[test]
 fn an_unknown_workload_is_a_usage_error() {
-    let out = trainsim()
+    let out = trainsim_command()
         .args(["bench", "--workload", "nope"])
         .output()
         .expect("trainsim runs");

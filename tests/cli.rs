@@ -1,17 +1,8 @@
 //! The `trainsim` binary as users and CI call it: exit codes, located errors, repro lines.
 
-use std::process::{Command, Output};
-
-fn trainsim(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_trainsim"))
-        .args(args)
-        .output()
-        .expect("the binary runs")
-}
-
-fn text(bytes: &[u8]) -> String {
-    String::from_utf8_lossy(bytes).into_owned()
-}
+use std::process::Output;
+mod common;
+use common::{text, trainsim, trainsim_command};
 
 #[test]
 fn a_passing_scenario_exits_0_with_its_repro_line_in_json() {
@@ -134,10 +125,7 @@ fn parity_over_the_public_vectors_passes() {
     ] {
         args.push(format!("tests/data/parity/{f}.jsonl"));
     }
-    let out = Command::new(env!("CARGO_BIN_EXE_trainsim"))
-        .args(&args)
-        .output()
-        .expect("runs");
+    let out = trainsim_command().args(&args).output().expect("runs");
     assert_eq!(
         out.status.code(),
         Some(0),
@@ -180,7 +168,7 @@ fn a_closed_stdout_ends_the_command_quietly() {
         &["run", "scenarios/all_nodes_at_max.toml", "--seeds", "0..3"][..],
         &["check", "scenarios/all_nodes_at_max.toml"][..],
     ] {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_trainsim"))
+        let mut child = trainsim_command()
             .args(args)
             .stdout(std::process::Stdio::piped())
             .stderr(std::process::Stdio::piped())

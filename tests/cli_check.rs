@@ -2,18 +2,8 @@
 //! exit codes. Every scenario runs with its own seed only, to stay fast.
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
-
-fn trainsim(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_trainsim"))
-        .args(args)
-        .output()
-        .expect("the binary runs")
-}
-
-fn text(bytes: &[u8]) -> String {
-    String::from_utf8_lossy(bytes).into_owned()
-}
+mod common;
+use common::{text, trainsim};
 
 /// A fresh directory for one test's files.
 fn temp_dir(name: &str) -> PathBuf {

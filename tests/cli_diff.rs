@@ -2,18 +2,8 @@
 //! restarts and verdicts, with the first different event; a run against itself does not;
 //! a report file that holds a batch is refused.
 
-use std::process::{Command, Output};
-
-fn trainsim(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_trainsim"))
-        .args(args)
-        .output()
-        .expect("the binary runs")
-}
-
-fn text(bytes: &[u8]) -> String {
-    String::from_utf8_lossy(bytes).into_owned()
-}
+mod common;
+use common::{text, trainsim};
 
 #[test]
 fn a_bug_and_its_fixed_twin_differ_where_the_fix_acts() {

@@ -2,18 +2,8 @@
 //! runs and passes as written over several seeds, for either backend and an elastic range.
 
 use std::path::PathBuf;
-use std::process::{Command, Output};
-
-fn trainsim(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_trainsim"))
-        .args(args)
-        .output()
-        .expect("the binary runs")
-}
-
-fn text(bytes: &[u8]) -> String {
-    String::from_utf8_lossy(bytes).into_owned()
-}
+mod common;
+use common::{text, trainsim};
 
 /// A fresh directory under the target dir for this test's files.
 fn scratch(name: &str) -> PathBuf {

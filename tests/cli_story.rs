@@ -2,18 +2,8 @@
 //! `--explain`, `run DIR`, compound durations, and outputs checked before any run.
 
 use std::path::PathBuf;
-use std::process::{Command, Output};
-
-fn trainsim(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_trainsim"))
-        .args(args)
-        .output()
-        .expect("the binary runs")
-}
-
-fn text(bytes: &[u8]) -> String {
-    String::from_utf8_lossy(bytes).into_owned()
-}
+mod common;
+use common::{text, trainsim};
 
 fn temp_dir(label: &str) -> PathBuf {
     let dir = std::env::temp_dir().join(format!("trainsim-story-{label}-{}", std::process::id()));

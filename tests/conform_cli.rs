@@ -3,21 +3,17 @@
 
 use std::path::Path;
 use std::process::Command;
+mod common;
+use common::{text, trainsim_command};
 
 fn root() -> &'static Path {
     Path::new(env!("CARGO_MANIFEST_DIR"))
 }
 
+/// Runs `trainsim` with `args`: its exit code and its stderr.
 fn trainsim(args: &[&str]) -> (i32, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_trainsim"))
-        .args(args)
-        .current_dir(root())
-        .output()
-        .expect("trainsim runs");
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
+    let out = common::trainsim(args);
+    (out.status.code().unwrap_or(-1), text(&out.stderr))
 }
 
 #[test]
@@ -118,9 +114,8 @@ fn the_driver_refuses_what_the_machine_cannot_do() {
 /// meets (the expectations state what the real torchrun did).
 #[test]
 fn the_conformance_suite_passes_in_the_simulator() {
-    let out = Command::new(env!("CARGO_BIN_EXE_trainsim"))
+    let out = trainsim_command()
         .args(["check", "conformance/scenarios/"])
-        .current_dir(root())
         .output()
         .expect("trainsim runs");
     let stdout = String::from_utf8_lossy(&out.stdout);

@@ -5,18 +5,9 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
-
-fn trainsim(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_trainsim"))
-        .args(args)
-        .output()
-        .expect("the trainsim binary runs")
-}
-
-fn text(bytes: &[u8]) -> String {
-    String::from_utf8_lossy(bytes).into_owned()
-}
+use std::process::Output;
+mod common;
+use common::{text, trainsim};
 
 /// A fresh scratch directory for one test, under the target directory.
 fn scratch(name: &str) -> PathBuf {

@@ -10,6 +10,8 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::atomic::{AtomicUsize, Ordering};
+mod common;
+use common::trainsim_command;
 
 const SCENARIO: &str = "scenarios/rank0_dies_stale_master.toml";
 
@@ -18,10 +20,9 @@ fn write_page(path: &Path) {
 }
 
 fn write_page_of(scenario: &str, path: &Path) {
-    let out = Command::new(env!("CARGO_BIN_EXE_trainsim"))
+    let out = trainsim_command()
         .args(["run", scenario, "--html"])
         .arg(path)
-        .current_dir(env!("CARGO_MANIFEST_DIR"))
         .output()
         .expect("trainsim runs");
     assert_eq!(
@@ -120,7 +121,7 @@ fn the_same_seed_writes_the_same_page() {
 #[test]
 fn check_writes_a_page_per_scenario_and_an_index() {
     let dir = scratch("pages");
-    let out = Command::new(env!("CARGO_BIN_EXE_trainsim"))
+    let out = trainsim_command()
         .args([
             "check",
             "scenarios/all_nodes_at_max.toml",
@@ -128,7 +129,6 @@ fn check_writes_a_page_per_scenario_and_an_index() {
             "--html",
         ])
         .arg(&dir)
-        .current_dir(env!("CARGO_MANIFEST_DIR"))
         .output()
         .expect("trainsim runs");
     assert_eq!(out.status.code(), Some(0));

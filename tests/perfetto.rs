@@ -3,6 +3,8 @@
 
 use serde_json::Value;
 use std::path::Path;
+mod common;
+use common::trainsim_command;
 
 fn export(file: &str) -> Value {
     let scenario = trainsim::scenario::load(Path::new(file)).expect("the scenario loads");
@@ -72,8 +74,7 @@ fn run_trace_writes_the_file_and_refuses_several_runs() {
     let dir = std::env::temp_dir().join(format!("trainsim-perfetto-{}", std::process::id()));
     std::fs::create_dir_all(&dir).expect("temp dir");
     let path = dir.join("run.json");
-    let bin = env!("CARGO_BIN_EXE_trainsim");
-    let out = std::process::Command::new(bin)
+    let out = trainsim_command()
         .args(["run", "scenarios/all_nodes_at_max.toml", "--trace"])
         .arg(&path)
         .output()
@@ -89,7 +90,7 @@ fn run_trace_writes_the_file_and_refuses_several_runs() {
     assert!(written["traceEvents"]
         .as_array()
         .is_some_and(|a| !a.is_empty()));
-    let several = std::process::Command::new(bin)
+    let several = trainsim_command()
         .args([
             "run",
             "scenarios/all_nodes_at_max.toml",

@@ -6,10 +6,11 @@
 //! line that is `…` alone (any number of lines left out). A `…` inside a line stands for
 //! text left out there. The first shown line may come anywhere in the output.
 
-use std::process::Command;
+mod common;
+use common::trainsim_command;
 
 /// The files whose runnable blocks are checked.
-const DOCUMENTS: [&str; 2] = ["README.md", "docs/reports.md"];
+const DOCUMENTS: [&str; 3] = ["README.md", "docs/reports.md", "docs/ci.md"];
 const MARKER: &str = "<!-- runnable";
 const ELLIPSIS: &str = "…";
 
@@ -108,7 +109,7 @@ fn run(example: &Example) -> String {
     );
     let mut words = example.command.split_whitespace();
     assert_eq!(words.next(), Some("trainsim"), "{}", example.command);
-    let out = Command::new(env!("CARGO_BIN_EXE_trainsim"))
+    let out = trainsim_command()
         .args(words)
         .output()
         .expect("the binary runs");

@@ -4,18 +4,12 @@
 //! that cannot be written fails before any run.
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::Command;
+mod common;
+use common::trainsim;
 
 const SCENARIO: &str = "scenarios/worker_crash_restart.toml";
 const SWEEP: &str = "agent.max_restarts=0,1,3";
-
-fn trainsim(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_trainsim"))
-        .args(args)
-        .current_dir(env!("CARGO_MANIFEST_DIR"))
-        .output()
-        .expect("the binary runs")
-}
 
 fn ok(args: &[&str]) -> String {
     let out = trainsim(args);

@@ -2,6 +2,7 @@
 //! `SimpleElasticAgent._invoke_run`, the worker-group states it moves through, and the
 //! opt-in agent fixes (`agent.fixes`) that change how restarts are counted.
 
+use crate::scenario::node::NodeIndex;
 use crate::trace::AgentState;
 pub use crate::trace::WorkerGroupState;
 use std::collections::BTreeSet;
@@ -100,19 +101,19 @@ impl RestartPolicy {
         self.spend(RestartReason::Failure)
     }
 
-    /// The monitor saw a HEALTHY group and `waiting` nodes want to join (their addresses,
-    /// when the caller read them; only [`AgentFix::CountRejoinedFailures`] needs them).
-    /// `members` are the addresses of the running group. torch restarts uncounted.
+    /// The monitor saw a HEALTHY group and `waiting` nodes want to join (which nodes, when
+    /// the caller read them; only [`AgentFix::CountRejoinedFailures`] needs them).
+    /// `members` are the nodes of the running group. torch restarts uncounted.
     pub fn on_nodes_waiting(
         &mut self,
         waiting_count: usize,
-        waiting: &[String],
-        members: &[String],
+        waiting: &[NodeIndex],
+        members: &[NodeIndex],
     ) -> Decision {
         if waiting_count == 0 {
             return Decision::Continue;
         }
-        let rejoined = waiting.iter().any(|addr| members.contains(addr));
+        let rejoined = waiting.iter().any(|node| members.contains(node));
         if rejoined && self.has_fix(AgentFix::CountRejoinedFailures) {
             return self.spend(RestartReason::MemberRejoined);
         }
@@ -201,8 +202,8 @@ mod tests {
         RestartPolicy::new(max, fixes.iter().copied().collect())
     }
 
-    fn names(list: &[&str]) -> Vec<String> {
-        list.iter().map(|s| s.to_string()).collect()
+    fn names(list: &[&str]) -> Vec<NodeIndex> {
+        list.iter().map(|s| s.parse().expect("node-N")).collect()
     }
 
     #[test]

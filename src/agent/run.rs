@@ -15,7 +15,6 @@ use crate::job::{self, GroupPlan, WorkerStatus};
 use crate::mutant::Mutants;
 use crate::rendezvous::handler::{RendezvousError, RendezvousHandler, RendezvousInfo};
 use crate::rendezvous::settings::RendezvousSettings;
-use crate::scenario::model::NodeIndex;
 use crate::store::service::{StoreClient, READ_TIMEOUT_US};
 use crate::trace::{AgentState, EventKind, ExitReason};
 use crate::world::wake::Wake;
@@ -333,7 +332,7 @@ async fn nodes_waiting(
 ) -> Result<Decision, RendezvousError> {
     let waiting_count = handler.num_nodes_waiting().await?;
     let waiting = if waiting_count > 0 && policy.has_fix(AgentFix::CountRejoinedFailures) {
-        handler.waiting_addrs().await?
+        handler.waiting_nodes().await?
     } else {
         Vec::new()
     };
@@ -448,11 +447,7 @@ fn start_workers(
             .saturating_sub(start_step),
     });
     highest_step.fetch_max(start_step, Ordering::Relaxed);
-    let members = info
-        .participants
-        .iter()
-        .map(|name| node_index(name))
-        .collect();
+    let members = info.participants.iter().map(|node| node.0).collect();
     let plan = GroupPlan {
         round: info.round,
         store_incarnation: info.store_incarnation,
@@ -478,11 +473,6 @@ fn start_workers(
         Arc::clone(&launch.mutants),
     ));
     Workers { info, status, task }
-}
-
-fn node_index(name: &str) -> u32 {
-    let node: NodeIndex = name.parse().expect("participants are named node-N");
-    node.0
 }
 
 /// torch's `_exit_barrier`: every agent of the group waits (up to the barrier timeout) for the

@@ -2,11 +2,12 @@
 //! `ranks.rs`, the workers' bootstrap address in `bootstrap.rs`.)
 
 use super::kind::kind_enum;
-use super::membership::{participant_node, RoundId};
+use super::membership::RoundId;
 use super::run_model::{Observer, RunModel};
 use super::{InvariantResult, Violation};
 use crate::invariant::Invariant;
 use crate::scenario::model::Scenario;
+use crate::scenario::node::NodeIndex;
 use crate::trace::{AgentState, Event, EventKind, TraceNode};
 use std::collections::{BTreeMap, BTreeSet};
 #[cfg(test)]
@@ -47,7 +48,7 @@ struct Process {
     /// Whether its pending restart was counted by the agent.
     restart_counted: bool,
     /// The participants of its latest completed round.
-    participants: std::sync::Arc<[String]>,
+    participants: std::sync::Arc<[NodeIndex]>,
     /// Whether its latest `next_rendezvous()` call raised.
     rendezvous_failed_last: bool,
     /// Whether a beyond-budget violation was already reported for it.
@@ -147,7 +148,7 @@ impl Budget {
             process
                 .participants
                 .iter()
-                .filter_map(|address| participant_node(address))
+                .map(|&n| TraceNode::Node(n))
                 .any(|n| Some(n) != process.node && nodes.contains(&n))
         });
         if !(counted || rejoined) {

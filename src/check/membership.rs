@@ -8,13 +8,6 @@ use crate::scenario::node::NodeIndex;
 use crate::trace::{Event, EventKind, TraceNode};
 use std::collections::{BTreeMap, BTreeSet};
 
-/// The node a round's participant is. Participants are rendezvous addresses, which torch
-/// keeps as text in the store; every address in the simulation is a node's name, and an
-/// address that is not belongs to no node a trace can place (`None`).
-pub(crate) fn participant_node(address: &str) -> Option<TraceNode> {
-    address.parse::<NodeIndex>().ok().map(TraceNode::Node)
-}
-
 /// A round of one rendezvous: a restarted store starts a new rendezvous whose round numbers
 /// start again, so a round is its store incarnation and its number.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -40,7 +33,7 @@ pub(crate) struct Member {
     pub node: TraceNode,
     pub round: RoundId,
     /// The round's participants as this process saw them.
-    pub participants: std::sync::Arc<[String]>,
+    pub participants: std::sync::Arc<[NodeIndex]>,
 }
 
 /// The live-group members at one point of the trace.

@@ -11,13 +11,14 @@ pub(crate) use liveness::completion_bound_us;
 pub use liveness::LivenessKind;
 
 use super::kind::kind_enum;
-use super::membership::{participant_node, RoundId};
+use super::membership::RoundId;
 #[cfg(test)]
 use super::run_model::replay;
 use super::run_model::{Observer, RunModel};
 use super::{InvariantResult, Violation};
 use crate::invariant::Invariant;
 use crate::scenario::model::Scenario;
+use crate::scenario::node::NodeIndex;
 #[cfg(test)]
 use crate::trace::Trace;
 use crate::trace::{Event, EventKind, TraceNode};
@@ -79,7 +80,7 @@ struct Completion<'a> {
     round: RoundId,
     rank: u32,
     world_size: u32,
-    participants: &'a [String],
+    participants: &'a [NodeIndex],
 }
 
 /// The completion an event records, if it records one. An agent process records its
@@ -128,7 +129,7 @@ pub(super) fn agreement(trace: &Trace) -> InvariantResult {
 pub(super) struct Agreement<'t> {
     violations: Vec<Violation>,
     /// Each round's first view: its participants and world size.
-    reference: BTreeMap<RoundId, (&'t [String], u32)>,
+    reference: BTreeMap<RoundId, (&'t [NodeIndex], u32)>,
     /// Which process each rank of a round went to first.
     rank_owner: BTreeMap<(RoundId, u32), u32>,
     /// Whether any round completed.
@@ -205,8 +206,8 @@ fn self_contradictions(c: &Completion) -> Vec<(AgreementKind, String)> {
             ),
         ));
     }
-    let mut distinct: BTreeSet<&String> = BTreeSet::new();
-    if let Some(twice) = c.participants.iter().find(|p| !distinct.insert(*p)) {
+    let mut distinct: BTreeSet<NodeIndex> = BTreeSet::new();
+    if let Some(twice) = c.participants.iter().find(|p| !distinct.insert(**p)) {
         found.push((
             AgreementKind::DuplicateParticipant,
             format!("round {r} lists participant {twice} twice"),
@@ -214,7 +215,7 @@ fn self_contradictions(c: &Completion) -> Vec<(AgreementKind, String)> {
     }
     let own = c.node;
     match c.participants.get(c.rank as usize) {
-        Some(at_rank) if participant_node(at_rank) == Some(own) => {}
+        Some(&at_rank) if TraceNode::Node(at_rank) == own => {}
         Some(at_rank) => found.push((
             AgreementKind::RankOfAnother,
             format!(
@@ -251,21 +252,21 @@ pub(super) fn exclusive(trace: &Trace) -> InvariantResult {
 /// `rendezvous.exclusive` as an observer of the replay: each completion against the first
 /// group of its round and against the live groups just before it.
 #[derive(Default)]
-pub(super) struct Exclusive<'t> {
+pub(super) struct Exclusive {
     violations: Vec<Violation>,
     /// Each round's first group.
-    groups: BTreeMap<RoundId, BTreeSet<&'t String>>,
+    groups: BTreeMap<RoundId, BTreeSet<NodeIndex>>,
     /// Whether any round completed.
     any: bool,
 }
 
-impl Exclusive<'_> {
+impl Exclusive {
     pub fn finish(self) -> InvariantResult {
         InvariantResult::judge(Invariant::RendezvousExclusive, self.any, self.violations)
     }
 }
 
-impl<'t> Observer<'t> for Exclusive<'t> {
+impl<'t> Observer<'t> for Exclusive {
     fn before(&mut self, model: &RunModel, event: &'t Event) {
         let EventKind::RendezvousCompleted {
             round,
@@ -282,7 +283,7 @@ impl<'t> Observer<'t> for Exclusive<'t> {
         };
         self.any = true;
         let node = event.node;
-        let set: BTreeSet<&String> = participants.iter().collect();
+        let set: BTreeSet<NodeIndex> = participants.iter().copied().collect();
         match self.groups.get(round) {
             None => {
                 self.groups.insert(*round, set);
@@ -299,9 +300,7 @@ impl<'t> Observer<'t> for Exclusive<'t> {
             )),
         }
         for participant in participants.iter() {
-            let Some(participant_node) = participant_node(participant) else {
-                continue;
-            };
+            let participant_node = TraceNode::Node(*participant);
             let Some(m) = model.membership().of_node(participant_node) else {
                 continue;
             };
@@ -442,10 +441,14 @@ impl Observer<'_> for ClosedIsFinal {
 }
 
 /// How two groups differ, naming at most a few nodes on each side.
-fn group_difference(first: &BTreeSet<&String>, second: &BTreeSet<&String>) -> String {
+fn group_difference(first: &BTreeSet<NodeIndex>, second: &BTreeSet<NodeIndex>) -> String {
     const NAMED_MAX: usize = 8;
-    let describe = |only: Vec<&&String>| -> String {
-        let shown: Vec<&str> = only.iter().take(NAMED_MAX).map(|s| s.as_str()).collect();
+    let describe = |only: Vec<&NodeIndex>| -> String {
+        let shown: Vec<String> = only
+            .iter()
+            .take(NAMED_MAX)
+            .map(ToString::to_string)
+            .collect();
         let more = only.len().saturating_sub(NAMED_MAX);
         match (shown.is_empty(), more) {
             (true, _) => "nobody".to_owned(),
@@ -464,7 +467,7 @@ fn group_difference(first: &BTreeSet<&String>, second: &BTreeSet<&String>) -> St
 
 /// Where two participant lists (in rank order) first differ, in words, without printing
 /// lists that may hold thousands of nodes.
-fn first_difference(ours: &[String], theirs: &[String]) -> String {
+fn first_difference(ours: &[NodeIndex], theirs: &[NodeIndex]) -> String {
     let at = ours.iter().zip(theirs).position(|(a, b)| a != b);
     match at {
         Some(rank) => format!(

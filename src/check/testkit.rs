@@ -85,7 +85,7 @@ pub fn joining(pid: u32) -> EventKind {
 
 /// A completion of `round` where this process got `rank` of the listed node indices.
 pub fn completed(pid: u32, round: u64, rank: u32, nodes: &[u32]) -> EventKind {
-    let participants: Vec<String> = nodes.iter().map(|&n| node_name(n)).collect();
+    let participants: Vec<NodeIndex> = nodes.iter().map(|&n| NodeIndex(n)).collect();
     EventKind::RendezvousCompleted {
         store_incarnation: 1,
         pid,

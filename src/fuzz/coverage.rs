@@ -4,9 +4,10 @@
 //! The trace holds what processes observed, not the shared state's internals, so each
 //! situation is defined by what the trace shows; [`SITUATIONS`] says how.
 
-use crate::scenario::model::{node_name, FaultName, Scenario, StoreHost};
+use crate::scenario::model::{FaultName, Scenario, StoreHost};
+use crate::scenario::node::NodeIndex;
 use crate::trace::event::{Event, EventKind};
-use crate::trace::{AgentState, RendezvousErrorKind, Trace};
+use crate::trace::{AgentState, RendezvousErrorKind, Trace, TraceNode};
 use std::collections::{BTreeMap, BTreeSet};
 
 /// Every situation, by name, with how the trace shows it.
@@ -55,16 +56,16 @@ struct Reader<'a> {
     s: &'a Scenario,
     hit: BTreeSet<&'static str>,
     /// Nodes with a pending next_rendezvous, since when.
-    pending: BTreeMap<String, u64>,
+    pending: BTreeMap<TraceNode, u64>,
     /// Nodes left out of a completed round, waiting to be admitted.
-    left_out: BTreeSet<String>,
+    left_out: BTreeSet<TraceNode>,
     /// (incarnation, round) → world size first reported.
     rounds: BTreeMap<(u64, u64), u32>,
     /// (incarnation, round) → master first given.
     masters: BTreeMap<(u64, u64), String>,
-    last_participants: Vec<String>,
-    starts: BTreeMap<String, u32>,
-    last_heartbeat: BTreeMap<String, u64>,
+    last_participants: Vec<NodeIndex>,
+    starts: BTreeMap<TraceNode, u32>,
+    last_heartbeat: BTreeMap<TraceNode, u64>,
     any_round: bool,
 }
 
@@ -85,9 +86,14 @@ impl<'a> Reader<'a> {
     }
 
     fn event(&mut self, e: &Event) {
-        // Situations compare nodes with round participants, which are addresses (text), so
-        // coverage reads nodes by name; a run-wide fault names none and reads as "".
-        let node = e.node.map(|n| n.to_string()).unwrap_or_default();
+        // Agent processes record their events on their own node; only the run's end and a
+        // fault on no one node name none.
+        let Some(node) = e.node else {
+            if matches!(&e.kind, EventKind::RunEnded { outcome } if outcome == "timed_out") {
+                self.hit.insert("run_timed_out");
+            }
+            return;
+        };
         match &e.kind {
             EventKind::RendezvousJoining { .. } => {
                 self.pending.insert(node, e.at_us);
@@ -99,7 +105,7 @@ impl<'a> Reader<'a> {
                 store_incarnation,
                 ..
             } => self.completed(
-                &node,
+                node,
                 (*store_incarnation, *round),
                 *world_size,
                 participants,
@@ -132,7 +138,7 @@ impl<'a> Reader<'a> {
             EventKind::RendezvousClosed { .. } => {
                 self.hit.insert("rendezvous_closed");
             }
-            EventKind::Heartbeat { .. } => self.heartbeat(&node, e.at_us),
+            EventKind::Heartbeat { .. } => self.heartbeat(node, e.at_us),
             EventKind::WorkersStarted {
                 round,
                 store_incarnation,
@@ -150,7 +156,7 @@ impl<'a> Reader<'a> {
             EventKind::WorkerFailed { reason, .. } if reason != "worker_crash" => {
                 self.hit.insert("worker_failed_in_job");
             }
-            EventKind::FaultApplied { fault, .. } => self.fault(&node, *fault),
+            EventKind::FaultApplied { fault, .. } => self.fault(node, *fault),
             EventKind::RunEnded { outcome } if outcome == "timed_out" => {
                 self.hit.insert("run_timed_out");
             }
@@ -158,12 +164,18 @@ impl<'a> Reader<'a> {
         }
     }
 
-    fn completed(&mut self, node: &str, key: (u64, u64), world_size: u32, participants: &[String]) {
-        self.pending.remove(node);
-        if self.left_out.remove(node) {
+    fn completed(
+        &mut self,
+        node: TraceNode,
+        key: (u64, u64),
+        world_size: u32,
+        participants: &[NodeIndex],
+    ) {
+        self.pending.remove(&node);
+        if self.left_out.remove(&node) {
             self.hit.insert("left_out_then_admitted");
         }
-        if self.starts.get(node).copied().unwrap_or(0) > 1 {
+        if self.starts.get(&node).copied().unwrap_or(0) > 1 {
             self.hit.insert("restarted_agent_in_round");
         }
         if let Some(&first) = self.rounds.get(&key) {
@@ -176,7 +188,7 @@ impl<'a> Reader<'a> {
         self.rounds.insert(key, world_size);
         self.any_round = true;
         let max = self.s.rendezvous.max_nodes;
-        let members: BTreeSet<&String> = participants.iter().collect();
+        let members: BTreeSet<TraceNode> = participants.iter().map(|&n| n.into()).collect();
         if members.len() < participants.len() {
             self.hit.insert("node_listed_twice");
         }
@@ -184,15 +196,15 @@ impl<'a> Reader<'a> {
             self.hit.insert("round_below_max");
         }
         let spare = (self.s.cluster.nodes..self.s.cluster.nodes + self.s.cluster.spare_nodes)
-            .any(|i| members.contains(&node_name(i)));
+            .any(|i| members.contains(&TraceNode::node(i)));
         if spare {
             self.hit.insert("spare_in_round");
         }
-        let outside: Vec<String> = self
+        let outside: Vec<TraceNode> = self
             .pending
             .keys()
-            .filter(|n| n.as_str() != node && !members.contains(n))
-            .cloned()
+            .filter(|n| **n != node && !members.contains(n))
+            .copied()
             .collect();
         if !outside.is_empty() {
             self.hit.insert("waiting_at_completion");
@@ -214,16 +226,16 @@ impl<'a> Reader<'a> {
         }
     }
 
-    fn heartbeat(&mut self, node: &str, at_us: u64) {
+    fn heartbeat(&mut self, node: TraceNode, at_us: u64) {
         let r = &self.s.rendezvous;
         let expiry = r.keep_alive_interval_us * u64::from(r.keep_alive_max_attempt);
-        if let Some(last) = self.last_heartbeat.insert(node.to_owned(), at_us) {
+        if let Some(last) = self.last_heartbeat.insert(node, at_us) {
             if at_us - last > expiry {
                 self.hit.insert("heartbeat_gap_past_expiry");
                 let joining = self
                     .pending
                     .iter()
-                    .any(|(n, &since)| n != node && since < at_us);
+                    .any(|(n, &since)| *n != node && since < at_us);
                 if joining {
                     self.hit.insert("heartbeat_gap_while_joining");
                 }
@@ -231,20 +243,22 @@ impl<'a> Reader<'a> {
         }
     }
 
-    fn fault(&mut self, node: &str, fault: FaultName) {
-        if node.is_empty()
-            || matches!(
-                fault,
-                FaultName::Resume | FaultName::Heal | FaultName::Start
-            )
-        {
+    fn fault(&mut self, node: TraceNode, fault: FaultName) {
+        if matches!(
+            fault,
+            FaultName::Resume | FaultName::Heal | FaultName::Start
+        ) {
             return;
         }
-        if self.last_participants.first().is_some_and(|p| p == node) {
+        if self
+            .last_participants
+            .first()
+            .is_some_and(|&p| TraceNode::Node(p) == node)
+        {
             self.hit.insert("rank0_faulted");
         }
         if let StoreHost::Node(i) = self.s.cluster.store {
-            if self.any_round && node_name(i) == node {
+            if self.any_round && TraceNode::node(i) == node {
                 self.hit.insert("store_host_faulted");
             }
         }
@@ -276,7 +290,7 @@ mod tests {
             round,
             rank: 0,
             world_size: 1,
-            participants: vec![who.to_owned()].into(),
+            participants: vec![who.parse().expect("node-N")].into(),
             store_incarnation: 1,
         };
         let trace = Trace {

@@ -297,7 +297,6 @@ pub fn signature(reduced: &Case, verdict: &Verdict, trace: Option<&Trace>) -> Si
 /// complete before then), `store-host`, `spare`, or `member`; a node with two roles gets
 /// both, joined by `+`.
 pub fn role_of(s: &Scenario, trace: Option<&Trace>, node: u32, at_us: u64) -> String {
-    let name = crate::scenario::model::node_name(node);
     let rank0 = trace
         .and_then(|t| {
             t.events
@@ -309,7 +308,7 @@ pub fn role_of(s: &Scenario, trace: Option<&Trace>, node: u32, at_us: u64) -> St
                 })
                 .last()
         })
-        .is_some_and(|p| *p == name);
+        .is_some_and(|p| p.0 == node);
     let mut roles = Vec::new();
     if rank0 {
         roles.push("rank0");

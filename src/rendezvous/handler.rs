@@ -12,7 +12,8 @@ use super::ops::{decide, Action, OpContext, OpKind};
 use super::sanitize::{drop_nodes, sanitize, HeartbeatReceipts};
 use super::settings::{RendezvousFix, RendezvousSettings};
 use super::skipped_beats;
-use super::state::{NodeDesc, RendezvousState};
+use super::state::{nodes_at, NodeDesc, RendezvousState};
+use crate::scenario::node::NodeIndex;
 use crate::shared_list::SharedList;
 use crate::sim_time::deadline_after_us;
 use crate::store::cost::StoreCosts;
@@ -40,8 +41,8 @@ pub struct RendezvousInfo {
     pub round: u64,
     pub rank: u32,
     pub world_size: u32,
-    /// Node addresses (`node-N`), index = rank; one list shared by the nodes of a world.
-    pub participants: Arc<[String]>,
+    /// The participants' nodes, index = rank; one list shared by the nodes of a world.
+    pub participants: Arc<[NodeIndex]>,
     /// The rendezvous store's incarnation the round was agreed in: a restarted store starts
     /// a new rendezvous, whose round numbers start again.
     pub store_incarnation: u64,
@@ -223,8 +224,10 @@ impl RendezvousHandler {
             h.state.is_participant(&h.node)
         );
         let (round, rank, world_size, participants) = h.state.world_of(&h.node, &h.settings);
-        let participants =
-            (h.env.shared::<SharedList<String>>("rendezvous/world_names")).intern(participants);
+        let participants = (h
+            .env
+            .shared::<SharedList<NodeIndex>>("rendezvous/world_nodes"))
+        .intern(nodes_at(participants.iter().map(String::as_str))?);
         if h.settings.has_fix(RendezvousFix::DeadParticipantRejoin) {
             // The members this node was told of: those of the completed world with
             // `world-at-completion`, so one sanitize dropped before this read still counts.
@@ -337,16 +340,12 @@ impl RendezvousHandler {
             .map(|last| last + CACHE_US)
     }
 
-    /// The addresses of the nodes on the wait list, from a (possibly cached) sync. Not part
-    /// of torch's handler: the agent fix `count-rejoined-failures` reads it.
-    pub async fn waiting_addrs(&self) -> Result<Vec<String>, RendezvousError> {
+    /// The nodes on the wait list, from a (possibly cached) sync. Not part of torch's
+    /// handler: the agent fix `count-rejoined-failures` reads it.
+    pub async fn waiting_nodes(&self) -> Result<Vec<NodeIndex>, RendezvousError> {
         let mut h = self.holder.lock().await;
         h.sync().await?;
-        Ok(h.state
-            .wait_list
-            .iter()
-            .map(|n| n.addr.to_string())
-            .collect())
+        nodes_at(h.state.wait_list.iter().map(|n| &*n.addr))
     }
 
     /// torch's `is_closed()`.

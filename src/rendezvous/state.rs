@@ -6,7 +6,9 @@ use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
+use super::error::RendezvousError;
 use super::settings::{RendezvousFix, RendezvousSettings};
+use crate::scenario::node::NodeIndex;
 
 /// One rendezvous handler instance, as torch's `_NodeDesc` describes it.
 ///
@@ -39,6 +41,21 @@ impl fmt::Display for NodeDesc {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "{}_{}_{}", self.addr, self.pid, self.local_id)
     }
+}
+
+/// The cluster nodes at `addrs`: where the state's addresses (text, as torch keeps them)
+/// become the job's nodes, read once. An address that names no node is a corrupt state.
+pub fn nodes_at<'a>(
+    addrs: impl IntoIterator<Item = &'a str>,
+) -> Result<Vec<NodeIndex>, RendezvousError> {
+    addrs
+        .into_iter()
+        .map(|addr| {
+            addr.parse().map_err(|e| {
+                RendezvousError::State(format!("the participant address `{addr}`: {e}"))
+            })
+        })
+        .collect()
 }
 
 /// A map keyed by node. Persistent (structure-sharing): copying a state to change one entry,

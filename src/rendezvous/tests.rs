@@ -9,7 +9,8 @@ use super::ops::{
 };
 use super::sanitize::sanitize;
 use super::settings::{RendezvousFix, RendezvousSettings};
-use super::state::{NodeDesc, RendezvousState};
+use super::state::{nodes_at, NodeDesc, RendezvousState};
+use crate::scenario::node::NodeIndex;
 
 const NOW_UTC_US: i64 = 1_000_000_000;
 const MONO_US: i64 = 50_000_000;
@@ -392,4 +393,15 @@ proptest! {
         prop_assert_eq!(crate::store::Encode::encoded_len(&st), bytes.len());
         prop_assert_eq!(RendezvousState::decode(&bytes).expect("decodes"), st);
     }
+}
+
+#[test]
+fn participant_addresses_become_nodes_once_and_a_stranger_is_a_corrupt_state() {
+    assert_eq!(
+        nodes_at(["node-0", "node-12"]),
+        Ok(vec![NodeIndex(0), NodeIndex(12)])
+    );
+    let err = nodes_at(["node-1", "10.0.0.7"]).unwrap_err();
+    assert_eq!(err.kind(), crate::trace::RendezvousErrorKind::StateError);
+    assert!(err.to_string().contains("`10.0.0.7`"), "{err}");
 }

@@ -7,6 +7,7 @@
 //! reader buffers are left out: the Perfetto trace (`--trace`) has every event. A long log
 //! keeps its beginning and its end and says how many lines it skipped.
 
+use crate::scenario::node::NodeIndex;
 use crate::trace::{Event, EventKind, Trace};
 use std::collections::BTreeSet;
 
@@ -29,11 +30,11 @@ pub fn clock(at_us: u64) -> String {
 
 /// What the log remembers while it reads the trace, so repeated facts print once.
 #[derive(Default)]
-struct Seen<'t> {
+struct Seen {
     /// Rounds already told, as (store incarnation, round).
     rounds: BTreeSet<(u64, u64)>,
     /// The participants of the round told last, to say who joined and who left.
-    last_members: Vec<&'t str>,
+    last_members: Vec<NodeIndex>,
     /// Checkpoint steps already told (every node records its own).
     checkpoints: BTreeSet<u64>,
     /// Whether the job's last step was told.
@@ -79,11 +80,7 @@ enum JobWide {
 }
 
 /// One event in words and its scope, or `None` when the log leaves it out.
-fn describe<'t>(
-    event: &'t Event,
-    steps_asked: u64,
-    seen: &mut Seen<'t>,
-) -> Option<(String, Scope)> {
+fn describe(event: &Event, steps_asked: u64, seen: &mut Seen) -> Option<(String, Scope)> {
     match job_wide(event, steps_asked, seen) {
         JobWide::Line(text) => Some((text, Scope::Job)),
         JobWide::Told => None,
@@ -92,7 +89,7 @@ fn describe<'t>(
 }
 
 /// A round, a checkpoint or the job's last step, the first time a node records it.
-fn job_wide<'t>(event: &'t Event, steps_asked: u64, seen: &mut Seen<'t>) -> JobWide {
+fn job_wide(event: &Event, steps_asked: u64, seen: &mut Seen) -> JobWide {
     use EventKind::*;
     match &event.kind {
         RendezvousCompleted {
@@ -169,19 +166,13 @@ fn node_line(kind: &EventKind) -> Option<String> {
 
 /// A round as its first completion saw it: world size, members, who joined and who left
 /// since the round told before.
-fn round_line<'t>(
-    round: u64,
-    world_size: u32,
-    participants: &'t [String],
-    seen: &mut Seen<'t>,
-) -> String {
-    let members: Vec<&str> = participants.iter().map(String::as_str).collect();
-    let joined: Vec<&str> = members
+fn round_line(round: u64, world_size: u32, members: &[NodeIndex], seen: &mut Seen) -> String {
+    let joined: Vec<NodeIndex> = members
         .iter()
         .filter(|m| !seen.last_members.contains(m))
         .copied()
         .collect();
-    let left: Vec<&str> = seen
+    let left: Vec<NodeIndex> = seen
         .last_members
         .iter()
         .filter(|m| !members.contains(m))
@@ -196,22 +187,26 @@ fn round_line<'t>(
     }
     let line = format!(
         "rendezvous round {round} complete: world size {world_size} ({}){change}",
-        short_list(&members)
+        short_list(members)
     );
-    seen.last_members = members;
+    seen.last_members = members.to_vec();
     line
 }
 
 /// Node names, a long list cut.
-fn short_list(nodes: &[&str]) -> String {
+fn short_list(nodes: &[NodeIndex]) -> String {
     const SHOWN_MAX: usize = 8;
+    let names = |nodes: &[NodeIndex]| {
+        let names: Vec<String> = nodes.iter().map(ToString::to_string).collect();
+        names.join(" ")
+    };
     match nodes.len() > SHOWN_MAX {
         true => format!(
             "{} and {} more",
-            nodes[..SHOWN_MAX].join(" "),
+            names(&nodes[..SHOWN_MAX]),
             nodes.len() - SHOWN_MAX
         ),
-        false => nodes.join(" "),
+        false => names(nodes),
     }
 }
 

@@ -252,7 +252,7 @@ fn rounds(trace: &Trace) -> Vec<RoundSummary> {
                 round: *round,
                 store_incarnation: *store_incarnation,
                 completed_at_us: event.at_us,
-                participants: participants.to_vec(),
+                participants: participants.iter().map(ToString::to_string).collect(),
                 world_size: *world_size,
             });
         }

@@ -39,6 +39,7 @@ pub fn to_raw(s: &Scenario) -> RawScenario {
         description: (!s.description.is_empty()).then(|| s.description.clone()),
         seed: Some(s.seed),
         time_limit: Some(Duration::from_us(s.time_limit_us)),
+        end_with_job: Some(s.end_with_job),
         cluster: Some(cluster(&s.cluster)),
         network: Some(RawNetwork {
             latency: Some(vec![

@@ -31,6 +31,8 @@ pub fn expand(s: &Scenario, seed: u64) -> Result<Cow<'_, Scenario>, DrawError> {
     let Some(process) = &s.failures else {
         return Ok(Cow::Borrowed(s));
     };
+    #[cfg(test)]
+    DRAWS.with(|draws| draws.set(draws.get() + 1));
     let mut draw = Draw {
         process,
         rng: crate::rng::stream(seed, "failures"),
@@ -59,6 +61,18 @@ pub fn expand(s: &Scenario, seed: u64) -> Result<Cow<'_, Scenario>, DrawError> {
     // Stable: the file's faults stay before drawn ones at the same moment.
     expanded.faults.sort_by_key(|f| f.at_us);
     Ok(Cow::Owned(expanded))
+}
+
+#[cfg(test)]
+thread_local! {
+    /// How many failure processes this thread drew, for tests that a caller draws once.
+    static DRAWS: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
+}
+
+/// How many failure processes this thread has drawn so far.
+#[cfg(test)]
+pub(crate) fn draws_on_this_thread() -> usize {
+    DRAWS.with(std::cell::Cell::get)
 }
 
 /// The Weibull scale whose mean is the process's mean time between failures.
@@ -136,17 +150,14 @@ impl Draw<'_> {
                 self.push(at_us, FaultKind::Kill { node });
                 at_us
             }
-            FailureKind::Preempt => {
-                let gone_us = at_us.saturating_add(p.preemption_grace_us);
-                self.push(at_us, FaultKind::Stop { node });
-                self.push(gone_us, FaultKind::PowerOff { node });
-                gone_us
-            }
+            FailureKind::Preempt => self.drain(node, at_us),
             FailureKind::GpuFail => {
+                // Xid 79 ends the worker on that GPU; the node's health check then takes the
+                // node out of service as a preemption does, to be repaired or replaced: a
+                // GPU that stays lost would fail every worker restarted on it.
                 let gpu = self.rng.gen_range(0..self.gpus);
                 self.push(at_us, FaultKind::GpuFail { node, gpu });
-                self.schedule(node, at_us);
-                return Ok(());
+                self.drain(node, at_us)
             }
             FailureKind::WorkerCrash => {
                 let local_rank = self.rng.gen_range(0..self.local_ranks);
@@ -168,6 +179,15 @@ impl Draw<'_> {
             }
         };
         self.after(node, down_at_us)
+    }
+
+    /// `node` is drained from `at_us`: its agent is stopped (SIGTERM) and the node goes
+    /// down after the grace period, which is when it returns.
+    fn drain(&mut self, node: u32, at_us: u64) -> u64 {
+        let gone_us = at_us.saturating_add(self.process.preemption_grace_us);
+        self.push(at_us, FaultKind::Stop { node });
+        self.push(gone_us, FaultKind::PowerOff { node });
+        gone_us
     }
 
     /// What follows a node going down at `down_at_us`: its repair or its replacement.

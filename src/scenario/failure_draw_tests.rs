@@ -120,3 +120,43 @@ fn a_draw_past_the_faults_bound_is_an_error() {
     }
     assert_eq!(expand(&s, 1).unwrap_err(), DrawError::TooManyFaults);
 }
+
+#[test]
+fn a_failed_gpu_drains_its_node_for_repair() {
+    let s = with_failures(
+        4,
+        2,
+        "rate_per_node_day = 2.0\nkinds = { gpu_fail = 1.0 }\npreemption_grace = \"30s\"\nrepair_time = \"1h\"",
+    );
+    let drawn = expand(&s, 3).unwrap();
+    let failures: Vec<&Fault> = drawn
+        .faults
+        .iter()
+        .filter(|f| matches!(f.kind, FaultKind::GpuFail { .. }))
+        .collect();
+    assert!(failures.len() > 4, "{} gpu failures", failures.len());
+    for failure in failures {
+        let FaultKind::GpuFail { node, .. } = failure.kind else {
+            unreachable!()
+        };
+        let after = |kind: FaultKind, delay_us: u64| {
+            drawn
+                .faults
+                .iter()
+                .any(|f| f.kind == kind && f.at_us == failure.at_us + delay_us)
+        };
+        // The agent is stopped at once, the node goes down after the grace, back 1 h later.
+        assert!(after(FaultKind::Stop { node }, 0), "{failure:?} drains");
+        let down_us = 30_000_000;
+        let repaired = after(FaultKind::Restart { node }, down_us + 3_600_000_000);
+        assert!(after(FaultKind::PowerOff { node }, down_us), "{failure:?}");
+        assert!(
+            repaired || failure.at_us + down_us + 3_600_000_000 >= s.time_limit_us,
+            "{failure:?} is repaired"
+        );
+    }
+    assert!(
+        count(&drawn, FaultName::Restart) > 0,
+        "some drained node is repaired"
+    );
+}

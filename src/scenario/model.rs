@@ -17,6 +17,11 @@ pub struct Scenario {
     pub seed: u64,
     /// Simulated time budget; reaching it ends the run with outcome `timed_out`.
     pub time_limit_us: u64,
+    /// The run ends when the job has ended (every agent exited, every node taken down
+    /// brought back or replaced), and faults due after that are not applied; otherwise a
+    /// `start` or `restart` still to come keeps the run going. On by default with a failure
+    /// process, which draws its faults to the end of the time limit.
+    pub end_with_job: bool,
     pub cluster: Cluster,
     pub network: Network,
     /// `[rendezvous]`: torch's `DynamicRendezvousHandler` settings as the file gives them;

@@ -15,6 +15,7 @@ pub struct RawScenario {
     pub description: Option<String>,
     pub seed: Option<u64>,
     pub time_limit: Option<Duration>,
+    pub end_with_job: Option<bool>,
     pub cluster: Option<RawCluster>,
     pub network: Option<RawNetwork>,
     pub rendezvous: Option<RawRendezvous>,

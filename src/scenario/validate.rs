@@ -69,6 +69,7 @@ pub fn validate(raw: &RawScenario) -> Check<Scenario> {
         description,
         seed,
         time_limit_us,
+        end_with_job: raw.end_with_job.unwrap_or(raw.failures.is_some()),
         cluster,
         network,
         rendezvous,

@@ -192,8 +192,9 @@ pub enum EventKind {
         round: u64,
         rank: u32,
         world_size: u32,
-        /// Participant node names, index = rank (shared by the nodes that saw one world).
-        participants: std::sync::Arc<[String]>,
+        /// The participants' nodes, index = rank (shared by the nodes that saw one world);
+        /// written as their names.
+        participants: std::sync::Arc<[crate::scenario::node::NodeIndex]>,
         /// The rendezvous store's incarnation: rounds of different incarnations are
         /// different rendezvous.
         store_incarnation: u64,

@@ -121,9 +121,11 @@ async fn run_process(world: &Arc<World>, index: u32) -> Option<AgentState> {
         if exit.state == crate::trace::AgentState::Succeeded {
             st.any_succeeded = true;
         }
-        st.nodes[index as usize]
-            .exit(index, pid)
-            .and_then(|p| p.store_task)
+        let slot = &mut st.nodes[index as usize];
+        let process = slot.exit(index, pid);
+        // An agent stopped by a `stop` (SIGTERM) was ended from outside, as a killed one.
+        slot.down = process.as_ref().is_some_and(|p| p.stop_requested);
+        process.and_then(|p| p.store_task)
     };
     if let Some(task) = store_task {
         task.abort();

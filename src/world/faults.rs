@@ -142,7 +142,10 @@ fn start(world: &Arc<World>, handle: &Handle, node: u32) -> String {
     if running {
         kill(world, handle, node, Death::ProcessesKilled);
     }
-    world.state.lock().expect("world lock").nodes[node as usize].launch_pending(node);
+    let mut st = world.state.lock().expect("world lock");
+    st.nodes[node as usize].launch_pending(node);
+    st.brought_back(node);
+    drop(st);
     super::net::set_host_down(super::node_ip(node), false);
     handle.restart(id);
     format!("{} starts a new agent process", NodeIndex(node))
@@ -235,6 +238,9 @@ fn kill(world: &Arc<World>, handle: &Handle, node: u32, death: Death) -> String 
         let mut st = world.state.lock().expect("world lock");
         let slot = &mut st.nodes[node as usize];
         let process = slot.process.take();
+        // A killed agent, or one about to be relaunched, did not end the job: a `start` or
+        // `restart` may still bring the node back.
+        slot.down |= process.is_some() || slot.launching;
         // A launch still pending (a relaunch waiting out its delay) dies with the node's
         // tasks: nothing will start there until a `start` or `restart`.
         slot.launching = false;

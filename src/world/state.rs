@@ -52,6 +52,9 @@ pub struct NodeSlot {
     pub launching: bool,
     /// How many times torchrun was relaunched on this node (`agent.relaunch`).
     pub relaunches: u32,
+    /// Its agent was ended from outside (killed, powered off, stopped) and no `start` or
+    /// `restart` has brought the node back or replaced it since: a start still due may.
+    pub down: bool,
 }
 
 impl NodeSlot {
@@ -62,6 +65,7 @@ impl NodeSlot {
             process: None,
             launching: started,
             relaunches: 0,
+            down: false,
         }
     }
 
@@ -150,6 +154,9 @@ pub struct WorldState {
     pub next_port: u16,
     /// Faults still to come that start a process (`start`, `restart`).
     pub pending_starts: usize,
+    /// `Scenario::end_with_job`: a start still to come is waited for only while a node is
+    /// down.
+    pub end_with_job: bool,
     /// Whether some agent exited SUCCEEDED.
     pub any_succeeded: bool,
     /// The last checkpoint, on storage every node shares.
@@ -186,6 +193,7 @@ impl WorldState {
             next_pid: PID_FIRST,
             next_port: PORT_FIRST,
             pending_starts,
+            end_with_job: scenario.end_with_job,
             any_succeeded: false,
             checkpoint: Checkpoint::default(),
             gpus: super::gpu::Gpus::default(),
@@ -294,13 +302,31 @@ impl WorldState {
         port
     }
 
-    /// The run is over when no agent runs and no fault will start one.
+    /// The run is over when no agent runs or is about to (a relaunch waiting out its delay
+    /// is) and no `start` or `restart` is still due. With `end_with_job`, a start still due
+    /// is waited for only while a node taken down has not been brought back or replaced:
+    /// once none is down and every agent has exited, the job has ended, and the faults and
+    /// replacements due after that moment (a failure process draws them to the end of the
+    /// time limit) are never applied.
     pub fn run_is_over(&self) -> bool {
-        self.pending_starts == 0
-            && self
-                .nodes
-                .iter()
-                .all(|n| n.process.is_none() && !n.launching)
+        let none_left = self
+            .nodes
+            .iter()
+            .all(|n| n.process.is_none() && !n.launching);
+        let job_ended = self.end_with_job && !self.nodes.iter().any(|n| n.down);
+        none_left && (self.pending_starts == 0 || job_ended)
+    }
+
+    /// A `start` or `restart` of `node` was applied: the node is back, or, when it was not
+    /// down (a spare's start), it replaces the first node that is.
+    pub fn brought_back(&mut self, node: u32) {
+        let slot = &mut self.nodes[node as usize];
+        if std::mem::take(&mut slot.down) {
+            return;
+        }
+        if let Some(replaced) = self.nodes.iter_mut().find(|n| n.down) {
+            replaced.down = false;
+        }
     }
 
     /// Removes `node` from every unfinished all-reduce: its workers died or were stopped.
@@ -404,6 +430,39 @@ mod tests {
     #[should_panic(expected = "every start and restart fault was counted when the run began")]
     fn a_start_nobody_counted_stops_the_run() {
         world_state().start_applied(0);
+    }
+
+    #[test]
+    fn a_start_still_due_is_awaited_only_for_a_node_taken_down() {
+        let mut st = world_state();
+        st.end_with_job = true;
+        st.pending_starts = 2;
+        st.nodes.extend([slot(true), slot(true), slot(false)]);
+        st.nodes[0].process = Some(process(1000));
+        st.nodes[1].launching = false;
+        assert!(!st.run_is_over(), "an agent runs");
+        st.nodes[0].process = None;
+        st.nodes[0].launching = false;
+        assert!(st.run_is_over(), "every agent exited: the job has ended");
+        st.nodes[1].down = true;
+        assert!(
+            !st.run_is_over(),
+            "node-1 was killed: its restart is awaited"
+        );
+        st.nodes[1].launching = true;
+        assert!(!st.run_is_over(), "a relaunch is pending");
+        st.nodes[1].launching = false;
+        st.brought_back(2);
+        assert!(!st.nodes[1].down, "the spare's start replaces node-1");
+        assert!(st.run_is_over(), "nothing is down any more");
+        st.end_with_job = false;
+        assert!(
+            !st.run_is_over(),
+            "without end_with_job every start is waited for"
+        );
+        st.nodes[1].down = true;
+        st.pending_starts = 0;
+        assert!(st.run_is_over(), "no start will come");
     }
 
     #[test]

@@ -1,9 +1,34 @@
-//! Helpers the world-level tests share: custom agent programs over the real store.
+//! Helpers the integration tests share: the `trainsim` binary as the CLI tests call it, and
+//! custom agent programs over the real store for the world-level tests. Each test crate
+//! uses some of them.
+#![allow(dead_code)]
 
 use futures::FutureExt;
 use std::future::Future;
+use std::process::{Command, Output};
 use std::sync::Arc;
 use trainsim::world::{AgentExit, NodeEnv, Programs};
+
+/// The `trainsim` binary, run from the package's root (where the scenario paths the tests
+/// name resolve), ready for arguments.
+pub fn trainsim_command() -> Command {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_trainsim"));
+    command.current_dir(env!("CARGO_MANIFEST_DIR"));
+    command
+}
+
+/// Runs `trainsim` with `args` to its end: its exit status and output.
+pub fn trainsim(args: &[&str]) -> Output {
+    trainsim_command()
+        .args(args)
+        .output()
+        .expect("the trainsim binary runs")
+}
+
+/// Output bytes as text (invalid UTF-8 shown as replacement characters).
+pub fn text(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}
 
 /// Programs whose agent is `agent` and whose store is the real c10d store server.
 pub fn programs<F, Fut>(agent: F) -> Programs
