@@ -219,3 +219,110 @@ impl Judge<'_, '_> {
             .is_ok_and(|second| second != first)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::check::testkit::{dealt_step, e, scenario, trace, workers_started, RanksOf};
+    use crate::check::Status;
+    use crate::scenario::model::SetEpoch;
+    use crate::trace::Event;
+
+    const ALONE: RanksOf = RanksOf {
+        world_size: 4,
+        first_rank: 0,
+        ranks: 4,
+    };
+
+    /// 40 samples in batches of 5 over 4 ranks: 2 batches per rank and epoch.
+    fn small(set_epoch: SetEpoch) -> Scenario {
+        let mut s = scenario();
+        s.job.dataset.len = 40;
+        s.job.sampler.batch_size = 5;
+        s.job.set_epoch = set_epoch;
+        s
+    }
+
+    /// node-0 alone training data epochs `0..epochs`, each in the order the pattern deals.
+    fn run(s: &Scenario, epochs: u64) -> Vec<Event> {
+        let mut events = vec![e(1, "node-0", workers_started(1, 0, 0, 1))];
+        let mut step = 0;
+        for epoch in 0..epochs {
+            let dealt = s.job.set_epoch.sampler_epoch(epoch, 0);
+            for batch in 0..2 {
+                step += 1;
+                let mut kind = dealt_step(s, (1, 0, step), ALONE, dealt, batch);
+                if let EventKind::Step { epoch: data, .. } = &mut kind {
+                    *data = epoch;
+                }
+                events.push(e(1 + step, "node-0", kind));
+            }
+        }
+        events
+    }
+
+    fn judge(s: &Scenario, events: Vec<Event>) -> InvariantResult {
+        epoch_reshuffled(s, 1, &trace(events))
+    }
+
+    #[test]
+    fn set_epoch_before_each_epoch_holds() {
+        let s = small(SetEpoch::Start);
+        assert_eq!(judge(&s, run(&s, 3)).status, Status::Held);
+    }
+
+    #[test]
+    fn late_repeats_epoch_0_once_and_never_every_time() {
+        let s = small(SetEpoch::Late);
+        let r = judge(&s, run(&s, 3));
+        assert_eq!(r.status, Status::Violated);
+        assert_eq!(
+            r.violations.len(),
+            1,
+            "only epoch 1 repeats its predecessor"
+        );
+        assert!(r.violations[0]
+            .message
+            .starts_with("epoch 1 (world size 4)"));
+        let s = small(SetEpoch::Never);
+        assert_eq!(judge(&s, run(&s, 3)).violations.len(), 2);
+    }
+
+    #[test]
+    fn an_order_that_torch_repeats_too_is_no_violation() {
+        // One sample: every permutation is [0], so set_epoch changes nothing.
+        let mut s = small(SetEpoch::Never);
+        s.job.dataset.len = 1;
+        s.job.sampler.batch_size = 1;
+        let one = RanksOf {
+            world_size: 1,
+            first_rank: 0,
+            ranks: 1,
+        };
+        let mut events = vec![e(1, "node-0", workers_started(1, 0, 0, 1))];
+        for epoch in 0..2 {
+            let mut kind = dealt_step(&s, (1, 0, epoch + 1), one, 0, 0);
+            if let EventKind::Step { epoch: data, .. } = &mut kind {
+                *data = epoch;
+            }
+            events.push(e(2 + epoch, "node-0", kind));
+        }
+        assert_eq!(judge(&s, events).status, Status::Held);
+    }
+
+    #[test]
+    fn without_shuffling_it_does_not_apply() {
+        let mut s = small(SetEpoch::Never);
+        s.job.sampler.shuffle = false;
+        assert_eq!(judge(&s, run(&s, 3)).status, Status::NotApplicable);
+    }
+
+    #[test]
+    fn coverage_deals_the_order_the_pattern_leaves() {
+        for pattern in [SetEpoch::Start, SetEpoch::Never, SetEpoch::Late] {
+            let s = small(pattern);
+            let r = crate::check::sampler::coverage(&s, 1, &trace(run(&s, 3)));
+            assert_eq!(r.status, Status::Held, "{pattern:?}: {:?}", r.violations);
+        }
+    }
+}
