@@ -44,6 +44,8 @@ pub enum Invariant {
     ReaderTerminates,
     #[strum(serialize = "agent.bootstrap")]
     AgentBootstrap,
+    #[strum(serialize = "sampler.epoch_reshuffled")]
+    SamplerEpochReshuffled,
 }
 
 impl Invariant {
@@ -89,6 +91,9 @@ impl Invariant {
             Invariant::AgentBootstrap => {
                 "every member of a round's worker group was given the same bootstrap address"
             }
+            Invariant::SamplerEpochReshuffled => {
+                "with shuffling on, no epoch is trained in the order of the epoch before"
+            }
         }
     }
 
@@ -113,7 +118,10 @@ mod tests {
         let first_and_last = (Invariant::names().next(), Invariant::names().last());
         assert_eq!(
             first_and_last,
-            (Some("rendezvous.agreement"), Some("agent.bootstrap"))
+            (
+                Some("rendezvous.agreement"),
+                Some("sampler.epoch_reshuffled")
+            )
         );
     }
 }

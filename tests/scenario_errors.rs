@@ -356,3 +356,36 @@ fn a_failure_process_past_the_faults_bound_is_refused() {
     );
     assert_at(&e, 9, 21, "failures.rate_per_node_day", "may be expected");
 }
+
+#[test]
+fn job_eval_needs_a_bounded_len() {
+    let e = error("name = \"bad\"\nseed = 1\n[job.eval]\ndrop_last = true\n");
+    assert_at(&e, 3, 1, "job.eval.len", "is required");
+    let e = error("name = \"bad\"\nseed = 1\n[job.eval]\nlen = 0\n");
+    assert_at(&e, 4, 7, "job.eval.len", "at least 1");
+    let e = error("name = \"bad\"\nseed = 1\n[job.eval]\nlen = 99999999999\n");
+    assert_at(&e, 4, 7, "job.eval.len", "at most");
+    let e = error("name = \"bad\"\nseed = 1\n[job.eval]\nlen = 10\nshuffle = true\n");
+    assert_at(&e, 5, 1, "job.eval.shuffle", "unknown field `shuffle`");
+}
+
+#[test]
+fn job_set_epoch_names_a_known_pattern() {
+    let e = error("name = \"bad\"\nseed = 1\n[job]\nset_epoch = \"sometimes\"\n");
+    assert_eq!((e.line, e.field.as_str()), (4, "job.set_epoch"), "{e}");
+    assert!(
+        e.message.contains("start") && e.message.contains("late"),
+        "{e}"
+    );
+}
+
+#[test]
+fn job_set_epoch_and_eval_round_trip() {
+    let text = "name = \"ok\"\nseed = 1\n[job]\nset_epoch = \"late\"\n[job.eval]\nlen = 10\n";
+    let s = parse(text, FILE).expect("a valid scenario");
+    assert_eq!(s.job.set_epoch, scenario::model::SetEpoch::Late);
+    let eval = s.job.eval.expect("an eval pass");
+    assert_eq!((eval.len, eval.drop_last), (10, false));
+    let again = parse(&scenario::to_toml(&s), FILE).expect("its TOML reads back");
+    assert_eq!(again.job, s.job);
+}

@@ -12,6 +12,7 @@ use super::rendezvous::{
     AgreementKind, BoundsKind, ClosedIsFinalKind, ExclusiveKind, LivenessKind,
 };
 use super::sampler::CoverageKind;
+use super::sampler_reshuffle::ReshuffledKind;
 use crate::invariant::Invariant;
 use strum::VariantArray;
 
@@ -109,6 +110,7 @@ kinds! {
     ReaderBufferProtocol(BufferProtocolKind),
     ReaderTerminates(TerminatesKind),
     AgentBootstrap(BootstrapKind),
+    SamplerEpochReshuffled(ReshuffledKind),
 }
 
 impl std::fmt::Display for Kind {

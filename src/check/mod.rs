@@ -23,6 +23,7 @@ mod run_model;
 mod sampler;
 mod sampler_deal;
 mod sampler_epoch;
+mod sampler_reshuffle;
 #[cfg(test)]
 pub(crate) mod testkit;
 
@@ -40,6 +41,7 @@ pub use ranks::RanksKind;
 pub use reader_output::{BufferProtocolKind, ExactlyOnceKind, TerminatesKind};
 pub use rendezvous::{AgreementKind, BoundsKind, ClosedIsFinalKind, ExclusiveKind, LivenessKind};
 pub use sampler::CoverageKind;
+pub use sampler_reshuffle::ReshuffledKind;
 
 /// How long `rendezvous.liveness` gives waiting nodes to complete a round once the faults
 /// are over; a run that ends sooner cannot be judged on it (the fuzzer sizes its cases'
@@ -177,6 +179,9 @@ fn judge_one(
             .unwrap_or_else(|| panic!("the replay judges {}", invariant.name())),
         Invariant::JobProgress => job::progress(i.scenario, i.trace, i.end),
         Invariant::SamplerCoverage => sampler::coverage(i.scenario, i.seed, i.trace),
+        Invariant::SamplerEpochReshuffled => {
+            sampler_reshuffle::epoch_reshuffled(i.scenario, i.seed, i.trace)
+        }
         Invariant::ReaderExactlyOnce => reader::exactly_once(i.scenario, i.trace),
         Invariant::ReaderBufferProtocol => reader::buffer_protocol(i.scenario, i.trace),
         Invariant::ReaderTerminates => reader::terminates(i.scenario, i.trace),

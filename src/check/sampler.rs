@@ -100,6 +100,9 @@ fn coverage_with(
 #[derive(Debug, Clone, Copy)]
 pub(super) struct Group {
     pub store_incarnation: u64,
+    /// The data epoch of the group's first recorded step: its samplers were new then, which
+    /// decides the order a `job.set_epoch = "late"` script deals.
+    pub first_epoch: Option<u64>,
 }
 
 /// One node's workers, as a started group's steps name them.
@@ -214,6 +217,7 @@ impl<'a, 't> Walk<'a, 't> {
                     let group = index(walk.groups.len());
                     walk.groups.push(Group {
                         store_incarnation: *store_incarnation,
+                        first_epoch: None,
                     });
                     let next_node = index(nodes.len());
                     let node_index = *nodes.entry(node).or_insert(next_node);
@@ -232,10 +236,13 @@ impl<'a, 't> Walk<'a, 't> {
                 EventKind::Step {
                     pid,
                     round,
+                    epoch,
                     trained,
                     ..
                 } => {
                     if let Some(&(workers, group)) = started.get(&(*round, *pid, node)) {
+                        let first = &mut walk.groups[group as usize].first_epoch;
+                        first.get_or_insert(*epoch);
                         walk.step(
                             i,
                             StepRef {

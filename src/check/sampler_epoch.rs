@@ -170,7 +170,13 @@ impl Judging<'_, '_, '_, '_, '_> {
     fn step(&mut self, step: &StepRef) {
         let event = &self.walk.events[step.event];
         let (_, samples, t) = step_fields(event).expect("a step event");
-        let deal = self.dealer.deal(self.judged.epoch, t.world_size);
+        let workers = self.walk.workers[step.workers as usize];
+        let group = self.walk.groups[step.group as usize];
+        // The order the script's `set_epoch` pattern left the group's samplers on.
+        let first_epoch = group.first_epoch.unwrap_or(self.judged.epoch);
+        let set_epoch = self.walk.scenario.job.set_epoch;
+        let sampler_epoch = set_epoch.sampler_epoch(self.judged.epoch, first_epoch);
+        let deal = self.dealer.deal(sampler_epoch, t.world_size);
         if !self.judged.shapes.iter().any(|(ws, _)| *ws == t.world_size) {
             let shape = deal.map(Deal::batches).map_err(Clone::clone);
             self.judged.shapes.push((t.world_size, shape));
@@ -186,8 +192,6 @@ impl Judging<'_, '_, '_, '_, '_> {
         let ranks = t.first_rank..t.first_rank + u64::from(t.ranks);
         let dealt = ranks.clone().map(|rank| (rank, deal.batch(rank, t.batch)));
         let dealt_count: u64 = dealt.clone().map(|(_, ids)| ids.len() as u64).sum();
-        let workers = self.walk.workers[step.workers as usize];
-        let group = self.walk.groups[step.group as usize];
         let len = self.walk.scenario.job.dataset.len;
         let tally = self
             .tallies

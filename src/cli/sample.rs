@@ -10,6 +10,9 @@ use crate::sampler::{
     DistributedSampler, LoadBalancingBatchSampler, LoadBalancingSampler, SamplerFix,
 };
 
+#[path = "sample_summary.rs"]
+mod summary;
+
 /// Largest dataset this command samples: a shuffled epoch holds the whole permutation
 /// (8 bytes per item, so 8 GB at this size).
 pub const MAX_DATASET_LEN: u64 = 1_000_000_000;
@@ -46,7 +49,7 @@ pub enum OutputFormat {
 /// Arguments of `trainsim sample`.
 #[derive(Debug, clap::Args)]
 #[command(
-    after_help = "Examples:\n  trainsim sample distributed --dataset-len 20 --world-size 4 --rank 1 --epoch 3\n  trainsim sample load_balancing --complexities 5,1,9,3,7,2,8 --world-size 2 --batch-size 2"
+    after_help = "Examples:\n  trainsim sample distributed --dataset-len 20 --world-size 4 --rank 1 --epoch 3\n  trainsim sample load_balancing --complexities 5,1,9,3,7,2,8 --world-size 2 --batch-size 2\n  trainsim sample distributed --dataset-len 10 --world-size 4 --batch-size 2 --summary"
 )]
 pub struct SampleArgs {
     /// Sampler to run.
@@ -93,6 +96,11 @@ pub struct SampleArgs {
     /// Opt into a named fix (known: batch-sampler-negative-slice).
     #[arg(long = "fix")]
     pub fixes: Vec<String>,
+    /// Instead of the indices, summarise the epoch: samples per rank, the samples padding
+    /// repeats (and on which ranks), what drop_last would drop instead, and with
+    /// --batch-size the batches per rank and the short last batch.
+    #[arg(long)]
+    pub summary: bool,
     /// Output format.
     #[arg(long, value_enum, default_value = "text")]
     pub format: OutputFormat,
@@ -107,6 +115,9 @@ enum RankOutput {
 
 /// Runs the command; returns the exit code (2 for bad arguments).
 pub fn execute(args: SampleArgs) -> i32 {
+    if args.summary {
+        return summary::execute(&args);
+    }
     let outputs = match compute(&args) {
         Ok(outputs) => outputs,
         Err(message) => {
@@ -132,8 +143,8 @@ pub fn execute(args: SampleArgs) -> i32 {
     }
 }
 
-/// Validates the arguments and runs the sampler: `(rank, output)` per requested rank.
-fn compute(args: &SampleArgs) -> Result<Vec<(u64, RankOutput)>, String> {
+/// Checks `--world-size` and `--rank` and parses the fixes.
+fn check_world_and_fixes(args: &SampleArgs) -> Result<Vec<SamplerFix>, String> {
     if args.world_size == 0 || args.world_size > MAX_WORLD_SIZE {
         return Err(format!("--world-size must be in 1..={MAX_WORLD_SIZE}"));
     }
@@ -143,11 +154,15 @@ fn compute(args: &SampleArgs) -> Result<Vec<(u64, RankOutput)>, String> {
             args.world_size
         ));
     }
-    let fixes = args
-        .fixes
+    args.fixes
         .iter()
         .map(|name| name.parse::<SamplerFix>().map_err(|e| e.to_string()))
-        .collect::<Result<Vec<_>, _>>()?;
+        .collect()
+}
+
+/// Validates the arguments and runs the sampler: `(rank, output)` per requested rank.
+fn compute(args: &SampleArgs) -> Result<Vec<(u64, RankOutput)>, String> {
+    let fixes = check_world_and_fixes(args)?;
     let shuffle = !args.no_shuffle;
     let ranks: Vec<u64> = match args.rank {
         Some(rank) => vec![rank],

@@ -105,6 +105,7 @@ impl EpochPlan {
 /// What an epoch plan depends on besides the scenario.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub struct PlanKey {
+    /// The sampler's epoch (what `set_epoch` last set), not the data epoch being trained.
     pub epoch: u64,
     pub world_size: u64,
     pub off_by_one: bool,
@@ -219,6 +220,8 @@ mod tests {
                 random_level: 0.0,
                 batch_size,
             },
+            set_epoch: Default::default(),
+            eval: None,
         }
     }
 

@@ -5,7 +5,8 @@
 //! steps; a restarted group resumes from the last checkpoint.
 //!
 //! Epochs and resumption: the samplers are rebuilt for every group with its world size and
-//! global ranks and `set_epoch(e)` is called at each epoch start, as training scripts do. A
+//! global ranks and `set_epoch(e)` is called at each epoch start, as training scripts do
+//! (or never, or late: `job.set_epoch` reproduces those slips). A
 //! checkpoint records the epoch and the next batch; a group of the same world size resumes
 //! the epoch at that batch (a stateful data loader), a group of another world size starts
 //! the checkpoint's epoch over, because `DistributedSampler` cannot re-deal a half-consumed
@@ -15,6 +16,7 @@ pub mod bootstrap;
 pub mod closed_form;
 pub mod collective;
 pub mod epoch_plan;
+pub mod eval;
 pub mod ledger;
 pub mod reader_feed;
 mod segment;
@@ -219,8 +221,11 @@ async fn train_steps(
         epoch: ck.epoch,
         batch: if same_world { ck.batch_in_epoch } else { 0 },
     };
+    // The group's samplers are new (set to epoch 0); the script's `set_epoch` pattern says
+    // which epoch's order each data epoch deals.
+    let first_epoch = at.epoch;
     let key_of = |epoch| PlanKey {
-        epoch,
+        epoch: job.set_epoch.sampler_epoch(epoch, first_epoch),
         world_size: plan.world_size,
         off_by_one: mutants
             .job
@@ -380,8 +385,8 @@ fn script_error(reason: String) -> WorkerStatus {
     }
 }
 
-/// `set_epoch` on every rank's sampler: builds (or shares) the epoch's plan and opens the
-/// epoch in the ledger.
+/// Data epoch `at.epoch` begins: builds (or shares) the plan of the order the samplers deal
+/// (`key.epoch`, what `set_epoch` last set) and opens the data epoch in the ledger.
 fn start_epoch(
     env: &NodeEnv,
     plan: &GroupPlan,
@@ -401,7 +406,7 @@ fn start_epoch(
     assert!(
         at.batch < epoch_plan.batches(),
         "epoch {} starts at batch {} of {}",
-        key.epoch,
+        at.epoch,
         at.batch,
         epoch_plan.batches()
     );
@@ -409,13 +414,13 @@ fn start_epoch(
     env.shared::<Mutex<SampleLedger>>("job/ledger")
         .lock()
         .expect("ledger")
-        .begin(plan.group_key(), key.epoch, plan.world_size, at.batch, len);
+        .begin(plan.group_key(), at.epoch, plan.world_size, at.batch, len);
     if plan.group_rank == 0 {
         env.record(EventKind::EpochStarted {
             pid: env.pid,
             round: plan.round,
             store_incarnation: plan.store_incarnation,
-            epoch: key.epoch,
+            epoch: at.epoch,
             world_size: plan.world_size,
             first_batch: at.batch,
             batches: epoch_plan.batches(),

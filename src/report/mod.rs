@@ -55,6 +55,10 @@ pub struct Report {
     /// Productive training time against the job's wall time, the rest by cause, and the
     /// job's fate in one sentence.
     pub goodput: goodput::Goodput,
+    /// Present when the scenario has a `[job.eval]` and the job trained a step: the
+    /// evaluation pass over the world the job last trained in.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub eval: Option<crate::job::eval::EvalPass>,
 }
 
 /// One completed rendezvous round.
@@ -208,7 +212,25 @@ pub fn build(
         expect,
         repro: repro_line(file, seed),
         goodput: goodput::measure(scenario, trace, end),
+        eval: scenario
+            .job
+            .eval
+            .as_ref()
+            .zip(last_world_size(trace))
+            .map(|(eval, world_size)| crate::job::eval::EvalPass::of(eval, world_size)),
     }
+}
+
+/// The world, in ranks, of the last step the job trained; `None` if it trained none.
+fn last_world_size(trace: &Trace) -> Option<u64> {
+    trace
+        .events
+        .iter()
+        .rev()
+        .find_map(|event| match &event.kind {
+            EventKind::Step { trained, .. } if trained.world_size > 0 => Some(trained.world_size),
+            _ => None,
+        })
 }
 
 /// node-0's readers: batch sizes per epoch (the end marker not counted), records

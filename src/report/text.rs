@@ -267,6 +267,40 @@ fn details(out: &mut String, r: &Report) {
             secs(reader.stall_us)
         );
     }
+    if let Some(eval) = &r.eval {
+        let _ = writeln!(out, "eval     {}", eval_line(eval));
+    }
+}
+
+/// The evaluation pass in one sentence: what evening the set out did and the bias bound.
+fn eval_line(e: &crate::job::eval::EvalPass) -> String {
+    let split = format!(
+        "{} samples over {} ranks (drop_last {}): {} per rank, {} evaluated",
+        e.dataset_len, e.world_size, e.drop_last, e.per_rank, e.evaluated
+    );
+    let what = if e.duplicated > 0 && e.duplicated < e.dataset_len {
+        let last = e.duplicated - 1;
+        format!(
+            "padding counts samples 0 to {last} twice ({} copies)",
+            e.duplicated
+        )
+    } else if e.duplicated > 0 {
+        format!("padding repeats the whole set ({} copies)", e.duplicated)
+    } else if e.dropped > 0 {
+        format!(
+            "drop_last leaves out {} samples (indices {} to {})",
+            e.dropped,
+            e.dataset_len - e.dropped,
+            e.dataset_len - 1
+        )
+    } else {
+        "an even split, every sample once".to_owned()
+    };
+    let bias = match e.mean_bias_max {
+        Some(b) => format!("a mean metric in [0, 1] can be off by up to {b}"),
+        None => "no rank evaluates a sample: the mean is undefined".to_owned(),
+    };
+    format!("{split}; {what}; {bias}")
 }
 
 fn rounds(out: &mut String, r: &Report) {

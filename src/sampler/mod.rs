@@ -1,8 +1,9 @@
 //! Samplers bit-exact to torch and Bagua: torch's CPU RNG, `DistributedSampler`, and Bagua's
-//! load-balancing samplers.
+//! load-balancing samplers, and what padding or `drop_last` does to an epoch (`summary`).
 
 pub mod distributed;
 pub mod load_balancing;
+pub mod summary;
 pub mod torch_rng;
 
 pub use distributed::DistributedSampler;

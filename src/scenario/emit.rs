@@ -182,6 +182,12 @@ fn job(j: &JobConfig) -> RawJob {
             random_level: Some(s.random_level),
             batch_size: Some(s.batch_size),
         }),
+        // Written only when a scenario sets them, so files that never did stay as they were.
+        set_epoch: (j.set_epoch != SetEpoch::default()).then_some(j.set_epoch),
+        eval: j.eval.map(|e| RawEval {
+            len: Some(e.len),
+            drop_last: Some(e.drop_last),
+        }),
     }
 }
 

@@ -3,10 +3,10 @@
 use super::limits::*;
 use super::locate::FieldPath;
 use super::model::{
-    Backend, CheckKind, Complexity, Dataset, JobConfig, ReaderSection, SamplerConfig, SamplerKind,
-    NEVER,
+    Backend, CheckKind, Complexity, Dataset, EvalConfig, JobConfig, ReaderSection, SamplerConfig,
+    SamplerKind, NEVER,
 };
-use super::raw::{RawComplexity, RawJob, RawReader, RawSampler};
+use super::raw::{RawComplexity, RawEval, RawJob, RawReader, RawSampler};
 use super::units::Duration;
 use super::values::*;
 use crate::fixes::ReaderFix;
@@ -88,6 +88,11 @@ pub fn job(raw: &Option<RawJob>) -> Check<JobConfig> {
         j.dataset.as_ref().map(|d| (d.len, &d.complexity)),
     )?;
     let sampler = sampler(&p.key("sampler"), &j.sampler.unwrap_or_default())?;
+    let eval = j
+        .eval
+        .as_ref()
+        .map(|e| eval(&p.key("eval"), e))
+        .transpose()?;
     Ok(JobConfig {
         steps,
         step_time_us,
@@ -102,6 +107,19 @@ pub fn job(raw: &Option<RawJob>) -> Check<JobConfig> {
         nccl_peer_exit_detection_us,
         dataset,
         sampler,
+        set_epoch: j.set_epoch.unwrap_or_default(),
+        eval,
+    })
+}
+
+/// `[job.eval]`: the evaluation set's size (required: there is no evaluation set to assume)
+/// and its sampler's `drop_last`.
+fn eval(p: &FieldPath, e: &RawEval) -> Check<EvalConfig> {
+    let len = required(&p.key("len"), &e.len)?;
+    let len = in_range(&p.key("len"), len, 1, DATASET_LEN_MAX)?;
+    Ok(EvalConfig {
+        len,
+        drop_last: e.drop_last.unwrap_or(false),
     })
 }
 

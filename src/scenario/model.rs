@@ -259,6 +259,61 @@ pub struct JobConfig {
     pub nccl_peer_exit_detection_us: Option<u64>,
     pub dataset: Dataset,
     pub sampler: SamplerConfig,
+    /// When the training script calls the sampler's `set_epoch`.
+    pub set_epoch: SetEpoch,
+    /// `[job.eval]`: an evaluation pass after training, when the scenario has one.
+    pub eval: Option<EvalConfig>,
+}
+
+/// `job.set_epoch`: where the training script calls `sampler.set_epoch`. Without a call the
+/// sampler keeps the epoch it had, and a shuffled sampler deals that epoch's order again.
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    Default,
+    serde::Deserialize,
+    schemars::JsonSchema,
+    serde::Serialize,
+    strum::IntoStaticStr,
+)]
+#[serde(rename_all = "snake_case")]
+#[strum(serialize_all = "snake_case")]
+pub enum SetEpoch {
+    /// `set_epoch(epoch)` before each epoch's first batch, as torch's documentation says.
+    #[default]
+    Start,
+    /// Never called: every epoch deals epoch 0's order.
+    Never,
+    /// `set_epoch(epoch)` after the epoch's last batch, with the number of the epoch just
+    /// finished: each epoch deals the previous one's order, and a worker group's first epoch
+    /// deals epoch 0's (its sampler is new).
+    Late,
+}
+
+impl SetEpoch {
+    /// The epoch a group's sampler deals for data epoch `epoch`, the group having begun
+    /// training at data epoch `first_epoch` with a new sampler (set to epoch 0).
+    pub fn sampler_epoch(self, epoch: u64, first_epoch: u64) -> u64 {
+        match self {
+            SetEpoch::Start => epoch,
+            SetEpoch::Never => 0,
+            SetEpoch::Late if epoch <= first_epoch => 0,
+            SetEpoch::Late => epoch - 1,
+        }
+    }
+}
+
+/// `[job.eval]`: one evaluation pass after training over a `DistributedSampler` with
+/// shuffling off, as evaluation scripts build it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct EvalConfig {
+    /// Samples in the evaluation set.
+    pub len: u64,
+    /// The eval sampler's `drop_last`: cut the tail instead of padding to an even split.
+    pub drop_last: bool,
 }
 
 /// `[rendezvous]` as plain values: torch's `RendezvousSettings` and `RendezvousTimeout`

@@ -134,6 +134,16 @@ pub struct RawJob {
     pub nccl_peer_exit_detection: Option<String>,
     pub dataset: Option<RawDataset>,
     pub sampler: Option<RawSampler>,
+    pub set_epoch: Option<super::model::SetEpoch>,
+    pub eval: Option<RawEval>,
+}
+
+/// `[job.eval]`.
+#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RawEval {
+    pub len: Option<u64>,
+    pub drop_last: Option<bool>,
 }
 
 /// `[job.dataset]`.

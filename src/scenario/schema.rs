@@ -28,6 +28,7 @@ const TABLES: &[(&str, &str)] = &[
     ("RawDataset", "job.dataset"),
     ("RawComplexity", "job.dataset.complexity"),
     ("RawSampler", "job.sampler"),
+    ("RawEval", "job.eval"),
     ("RawReader", "reader"),
     ("RawFailures", "failures"),
     ("RawExpect", "expect"),
