@@ -78,6 +78,7 @@ impl RunOptions {
                 }
                 .boxed()
             }),
+            resolve_role: Arc::new(crate::agent::rank0::resolve_role),
         }
     }
 

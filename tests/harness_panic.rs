@@ -31,6 +31,7 @@ fn ok_exit() -> AgentExit {
 fn panicking() -> Programs {
     Programs {
         step_by_step: false,
+        resolve_role: trainsim::world::no_roles(),
         agent: Arc::new(|env| {
             async move {
                 if env.index == 1 {
@@ -69,6 +70,7 @@ fn a_panicking_agent_is_a_harness_error_with_its_message() {
     // The process (and the simulator) are still usable: a normal run afterwards works.
     let ok = Programs {
         step_by_step: false,
+        resolve_role: trainsim::world::no_roles(),
         agent: Arc::new(|_env| async move { ok_exit() }.boxed()),
         store: store(),
     };
@@ -90,6 +92,7 @@ fn a_panicking_store_is_a_harness_error_too() {
     let s = scenario(1);
     let programs = Programs {
         step_by_step: false,
+        resolve_role: trainsim::world::no_roles(),
         agent: Arc::new(|_env| {
             async move {
                 sleep_us(5_000_000).await;
@@ -112,6 +115,7 @@ fn more_than_events_max_events_is_an_error_not_an_oom() {
     let s = scenario(1);
     let programs = Programs {
         step_by_step: false,
+        resolve_role: trainsim::world::no_roles(),
         agent: Arc::new(|env| {
             async move {
                 // Each event is small; EVENTS_MAX + 10 of them take a few hundred MB at most,
@@ -142,6 +146,7 @@ fn more_than_events_max_events_is_an_error_not_an_oom() {
 fn more_than_the_sim_events_bound_is_an_error_not_a_hang() {
     let spinning = || Programs {
         step_by_step: false,
+        resolve_role: trainsim::world::no_roles(),
         agent: Arc::new(|_env| {
             async move {
                 loop {

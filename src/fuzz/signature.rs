@@ -334,6 +334,7 @@ mod tests {
         Fault {
             at_us: at_s * 1_000_000,
             kind,
+            role: None,
         }
     }
 
@@ -414,6 +415,7 @@ mod tests {
             Fault {
                 at_us: 2_590_000,
                 kind: FaultKind::Kill { node: 1 },
+                role: None,
             },
         ];
         let case = Case {

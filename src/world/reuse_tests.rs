@@ -22,6 +22,7 @@ type Seen = Arc<Mutex<Vec<(u32, Option<u64>)>>>;
 fn programs(panics: bool, seen: Seen, store_stats: crate::store::StoreStatsHandle) -> Programs {
     Programs {
         step_by_step: false,
+        resolve_role: crate::world::no_roles(),
         agent: Arc::new(move |env| {
             let seen = Arc::clone(&seen);
             async move {

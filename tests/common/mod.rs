@@ -13,6 +13,7 @@ where
 {
     Programs {
         step_by_step: false,
+        resolve_role: trainsim::world::no_roles(),
         agent: Arc::new(move |env| agent(env).boxed()),
         store: trainsim::runner::RunOptions::default().programs().store,
     }
