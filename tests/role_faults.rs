@@ -50,7 +50,7 @@ fn rank0_before(events: &[Event], at_us: u64) -> Option<String> {
             EventKind::RendezvousCompleted { participants, .. } => participants.first().cloned(),
             _ => None,
         })
-        .last()
+        .next_back()
 }
 
 #[test]

@@ -4,7 +4,7 @@
 //! this type, so a value here is already known to be in range: durations in microseconds,
 //! sizes in bytes, bandwidths in bits per second, nodes by their index.
 
-pub use super::node::NodeIndex;
+pub use super::node::{NodeIndex, NodeRole};
 pub use crate::record_check::CheckKind;
 use std::collections::BTreeMap;
 
@@ -393,33 +393,6 @@ impl Fault {
 /// The node index a fault aimed at a role holds until the role is resolved: above every
 /// node's, so code that forgot to resolve it fails on the index instead of hitting node-0.
 pub const ROLE_STANDIN_NODE: u32 = u32::MAX;
-
-/// A node named by the part it plays when a fault fires, in a fault's `node`.
-#[derive(
-    Debug,
-    Clone,
-    Copy,
-    PartialEq,
-    Eq,
-    PartialOrd,
-    Ord,
-    serde::Serialize,
-    strum::Display,
-    strum::EnumString,
-    strum::IntoStaticStr,
-    strum::VariantArray,
-)]
-pub enum NodeRole {
-    /// The node whose agent holds group rank 0 in the latest rendezvous round an agent has
-    /// completed (the node torch's workers are given as `MASTER_ADDR`).
-    #[serde(rename = "rank0")]
-    #[strum(serialize = "rank0")]
-    Rank0,
-    /// The node whose agent process hosts the c10d store (`cluster.store`).
-    #[serde(rename = "store_host")]
-    #[strum(serialize = "store_host")]
-    StoreHost,
-}
 
 /// What a fault does. Nodes are indices (`node-3` is 3). [`FaultName`] names its kinds as the
 /// scenario file and the trace spell them (`kill`, `power_off`, `clog_link`, ...).

@@ -1,6 +1,7 @@
 //! A node's index and its one spelling, `node-N`: every place that names a node or reads a
 //! node's name goes through [`NodeIndex`], so the text and the number cannot drift apart.
-//! Lists of nodes also take inclusive ranges, `node-0..=node-7` ([`NodeSpan`]).
+//! Lists of nodes also take inclusive ranges, `node-0..=node-7` ([`NodeSpan`]), and a fault's
+//! node may be a role resolved when it fires ([`NodeRole`]).
 
 use std::fmt;
 use std::str::FromStr;
@@ -137,6 +138,33 @@ impl FromStr for NodeSpan {
         }
         Ok(NodeSpan::Range(first, last))
     }
+}
+
+/// A node named by the part it plays when a fault fires, in a fault's `node`.
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    PartialOrd,
+    Ord,
+    serde::Serialize,
+    strum::Display,
+    strum::EnumString,
+    strum::IntoStaticStr,
+    strum::VariantArray,
+)]
+pub enum NodeRole {
+    /// The node whose agent holds group rank 0 in the latest rendezvous round an agent has
+    /// completed (the node torch's workers are given as `MASTER_ADDR`).
+    #[serde(rename = "rank0")]
+    #[strum(serialize = "rank0")]
+    Rank0,
+    /// The node whose agent process hosts the c10d store (`cluster.store`).
+    #[serde(rename = "store_host")]
+    #[strum(serialize = "store_host")]
+    StoreHost,
 }
 
 /// The order nodes are shown in: `node-N` by N, then any other name (the dedicated `store`)
