@@ -55,11 +55,14 @@ pub fn round_completed(env: &NodeEnv, store_incarnation: u64, round: u64, rank0_
 }
 
 /// The agents' side of resolving a fault's role: the node that holds it now, when the agents
-/// give it out (rank 0); `None` for a role that is not theirs or that no node holds yet.
-pub fn resolve_role(role: NodeRole, shared: &SharedValues) -> Option<u32> {
+/// give it out (rank 0); why not, for a role that is not theirs or that no node holds yet.
+pub fn resolve_role(role: NodeRole, shared: &SharedValues) -> Result<u32, String> {
     match role {
-        NodeRole::Rank0 => shared.get::<Rank0Board>(RANK0_KEY).holder(),
-        NodeRole::StoreHost => None,
+        NodeRole::Rank0 => shared
+            .get::<Rank0Board>(RANK0_KEY)
+            .holder()
+            .ok_or_else(|| "no rendezvous round has completed yet".to_owned()),
+        NodeRole::StoreHost => Err("the agents do not place the store".to_owned()),
     }
 }
 

@@ -59,13 +59,13 @@ fn aimed(world: &World, fault: &Fault) -> Result<Fault, EventKind> {
     let holder = match role {
         // The world placed the store; validation refuses `store_host` with a dedicated one.
         NodeRole::StoreHost => match world.scenario.cluster.store {
-            StoreHost::Node(node) => Some(node),
-            StoreHost::Dedicated => None,
+            StoreHost::Node(node) => Ok(node),
+            StoreHost::Dedicated => Err("the store runs on a dedicated host".to_owned()),
         },
         _ => (world.programs.resolve_role)(role, &SharedValues(world)),
     };
     match holder {
-        Some(node) => {
+        Ok(node) => {
             assert!(
                 node < world.scenario.cluster.total_nodes(),
                 "{role} resolved to node {node}, outside the cluster"
@@ -75,10 +75,10 @@ fn aimed(world: &World, fault: &Fault) -> Result<Fault, EventKind> {
                 ..fault.clone()
             })
         }
-        None => Err(EventKind::FaultSkipped {
+        Err(why) => Err(EventKind::FaultSkipped {
             fault: FaultName::from(&fault.kind),
             role,
-            reason: format!("no node holds {role} yet: no rendezvous round has completed"),
+            reason: format!("no node holds {role}: {why}"),
         }),
     }
 }

@@ -55,13 +55,14 @@ pub struct AgentExit {
 pub type StoreProgram = Arc<dyn Fn(SocketAddr, &Scenario) -> BoxFuture<'static, ()> + Send + Sync>;
 
 /// Which node holds a role the programs give out (group rank 0 is the agents'), asked when
-/// a fault aimed at that role fires, with the values the run's processes share; `None` when
-/// no node holds it yet. The world resolves `store_host` itself: it placed the store.
-pub type RoleResolver = Arc<dyn Fn(NodeRole, &SharedValues) -> Option<u32> + Send + Sync>;
+/// a fault aimed at that role fires, with the values the run's processes share; when no node
+/// holds it, why not, in words for the trace. The world resolves `store_host` itself: it
+/// placed the store.
+pub type RoleResolver = Arc<dyn Fn(NodeRole, &SharedValues) -> Result<u32, String> + Send + Sync>;
 
 /// A resolver for programs that give out no role: a fault aimed at one is skipped.
 pub fn no_roles() -> RoleResolver {
-    Arc::new(|_, _| None)
+    Arc::new(|role, _| Err(format!("the programs of this run give out no {role}")))
 }
 
 /// The values a run's processes share (see `NodeEnv::shared`), for a [`RoleResolver`].
