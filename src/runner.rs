@@ -82,6 +82,7 @@ impl RunOptions {
                 }
                 .boxed()
             }),
+            resolve_role: Arc::new(crate::agent::rank0::resolve_role),
         }
     }
 

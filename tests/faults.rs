@@ -35,7 +35,7 @@ fn scenario(nodes: u32, spare_nodes: u32, faults: Vec<Fault>) -> Scenario {
 }
 
 fn at(at_us: u64, kind: FaultKind) -> Fault {
-    Fault { at_us, kind }
+    Fault::at(at_us, kind)
 }
 
 /// An agent that does nothing for `us` of simulated time.
@@ -399,6 +399,7 @@ fn partition_cuts_the_named_links_and_heal_restores_them() {
     let programs = Programs {
         step_by_step: false,
         exact_control_plane: false,
+        resolve_role: trainsim::world::no_roles(),
         // node-0 only hosts the store; the others probe it.
         agent: Arc::new(move |env| {
             if env.index == 0 {

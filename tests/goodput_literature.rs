@@ -62,6 +62,7 @@ fn measure(scenario: &Scenario) -> Measured {
             local_rank: 3,
             exit_code: 1,
         },
+        role: None,
     });
     let crashed = report(&one_crash, 0);
     assert_eq!(crashed.outcome, "succeeded");

@@ -32,6 +32,7 @@ fn panicking() -> Programs {
     Programs {
         step_by_step: false,
         exact_control_plane: false,
+        resolve_role: trainsim::world::no_roles(),
         agent: Arc::new(|env| {
             async move {
                 if env.index == 1 {
@@ -71,6 +72,7 @@ fn a_panicking_agent_is_a_harness_error_with_its_message() {
     let ok = Programs {
         step_by_step: false,
         exact_control_plane: false,
+        resolve_role: trainsim::world::no_roles(),
         agent: Arc::new(|_env| async move { ok_exit() }.boxed()),
         store: store(),
     };
@@ -93,6 +95,7 @@ fn a_panicking_store_is_a_harness_error_too() {
     let programs = Programs {
         step_by_step: false,
         exact_control_plane: false,
+        resolve_role: trainsim::world::no_roles(),
         agent: Arc::new(|_env| {
             async move {
                 sleep_us(5_000_000).await;
@@ -116,6 +119,7 @@ fn more_than_events_max_events_is_an_error_not_an_oom() {
     let programs = Programs {
         step_by_step: false,
         exact_control_plane: false,
+        resolve_role: trainsim::world::no_roles(),
         agent: Arc::new(|env| {
             async move {
                 // Each event is small; EVENTS_MAX + 10 of them take a few hundred MB at most,
@@ -147,6 +151,7 @@ fn more_than_the_sim_events_bound_is_an_error_not_a_hang() {
     let spinning = || Programs {
         step_by_step: false,
         exact_control_plane: false,
+        resolve_role: trainsim::world::no_roles(),
         agent: Arc::new(|_env| {
             async move {
                 loop {

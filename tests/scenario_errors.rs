@@ -389,3 +389,116 @@ fn job_set_epoch_and_eval_round_trip() {
     let again = parse(&scenario::to_toml(&s), FILE).expect("its TOML reads back");
     assert_eq!(again.job, s.job);
 }
+
+/// A partition of a 16-node cluster with `groups` (one line, line 7).
+fn partition(groups: &str) -> String {
+    format!("name = \"x\"\n[cluster]\nnodes = 16\n[[faults]]\nat = \"1s\"\nkind = \"partition\"\ngroups = {groups}\n")
+}
+
+#[test]
+fn node_ranges_expand_in_node_lists() {
+    let s = parse(
+        &partition("[[\"node-0..=node-7\"], [\"node-8\", \"node-9..=node-15\"]]"),
+        FILE,
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+    let trainsim::scenario::model::FaultKind::Partition { groups } = &s.faults[0].kind else {
+        panic!("a partition: {:?}", s.faults[0]);
+    };
+    assert_eq!(
+        groups,
+        &vec![(0..=7).collect::<Vec<u32>>(), (8..=15).collect()]
+    );
+    let text = "name = \"x\"\n[cluster]\nnodes = 12\n[expect]\nfinal_participants = [\"node-0\", \"node-10..=node-11\", \"node-2..=node-3\"]\n";
+    let s = parse(text, FILE).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(s.expect.final_participants, Some(vec![0, 10, 11, 2, 3]));
+}
+
+#[test]
+fn bad_node_ranges_are_located_errors() {
+    // Line 7 is `groups = [["node-0", "<entry>"]]`: the entry starts at column 22.
+    let bad = |entry: &str| error(&partition(&format!("[[\"node-0\", \"{entry}\"]]")));
+    let reversed = bad("node-15..=node-12");
+    assert_at(&reversed, 7, 22, "faults[0].groups[0][1]", "reversed");
+    let half_open = bad("node-1..node-4");
+    assert_at(&half_open, 7, 22, "faults[0].groups[0][1]", "`..=`");
+    let past_the_end = bad("node-12..=node-16");
+    assert_at(
+        &past_the_end,
+        7,
+        22,
+        "faults[0].groups[0][1]",
+        "reaches node-16, which is not a node of this cluster (it has node-0 .. node-15)",
+    );
+    let malformed = bad("node-1..=");
+    assert_at(
+        &malformed,
+        7,
+        22,
+        "faults[0].groups[0][1]",
+        "not a node name or range",
+    );
+    let overlapping = bad("node-0..=node-3");
+    assert_at(
+        &overlapping,
+        7,
+        22,
+        "faults[0].groups[0][1]",
+        "`node-0` (in `node-0..=node-3`) is in more than one place",
+    );
+    // Two groups whose ranges overlap: the second group's range is at column 33.
+    let across = error(&partition(
+        "[[\"node-0..=node-7\"], [\"node-7..=node-15\"]]",
+    ));
+    assert_at(
+        &across,
+        7,
+        33,
+        "faults[0].groups[1][0]",
+        "`node-7` (in `node-7..=node-15`) is in more than one place",
+    );
+    let twice = "name = \"x\"\n[cluster]\nnodes = 4\n[expect]\nfinal_participants = [\"node-0..=node-2\", \"node-1\"]\n";
+    assert_at(
+        &error(twice),
+        5,
+        42,
+        "expect.final_participants[1]",
+        "`node-1` is listed twice",
+    );
+}
+
+/// A `kind` fault on `node` in a 3-node cluster whose store is `store` (line 8).
+fn aimed(kind: &str, node: &str, store: &str) -> String {
+    format!("name = \"x\"\n[cluster]\nnodes = 3\nspare_nodes = 1\nstore = \"{store}\"\n[[faults]]\nat = \"1s\"\nkind = \"{kind}\"\nnode = \"{node}\"\n")
+}
+
+#[test]
+fn a_fault_may_aim_at_a_role() {
+    use trainsim::scenario::model::{FaultKind, NodeRole};
+    let s = parse(&aimed("kill", "rank0", "node-0"), FILE).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(s.faults[0].role, Some(NodeRole::Rank0));
+    assert_eq!(s.faults[0].kind.node(), None, "resolved only when it fires");
+    assert!(matches!(s.faults[0].kind, FaultKind::Kill { .. }));
+    let s = parse(&aimed("pause", "store_host", "node-2"), FILE).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(s.faults[0].role, Some(NodeRole::StoreHost));
+    // The role is written back as the file spelled it.
+    let back = trainsim::scenario::to_toml(&s);
+    assert!(back.contains("node = \"store_host\""), "{back}");
+    assert_eq!(parse(&back, FILE).unwrap_or_else(|e| panic!("{e}")), s);
+}
+
+#[test]
+fn roles_that_name_no_node_are_located_errors() {
+    let e = error(&aimed("kill", "store_host", "dedicated"));
+    assert_at(
+        &e,
+        9,
+        8,
+        "faults[0].node",
+        "no node of the cluster hosts it",
+    );
+    let e = error(&aimed("start", "rank0", "node-0"));
+    assert_at(&e, 9, 8, "faults[0].node", "`start` brings up a spare node");
+    let e = error(&aimed("kill", "leader", "node-0"));
+    assert_at(&e, 9, 8, "faults[0].node", "or a role: rank0, store_host");
+}

@@ -290,10 +290,12 @@ fn a_get_cut_off_past_its_timeout_raises_it_only_once_delivered() {
             kind: FaultKind::Partition {
                 groups: vec![vec![0], vec![1]],
             },
+            role: None,
         },
         Fault {
             at_us: 100 * SEC,
             kind: FaultKind::Heal,
+            role: None,
         },
     ];
     let s = scenario(2, StoreHost::Node(0), faults);
@@ -355,6 +357,7 @@ fn a_dead_store_process_on_a_live_host_refuses_at_once() {
         vec![Fault {
             at_us: 5 * SEC,
             kind: FaultKind::StoreCrash,
+            role: None,
         }],
     );
     let (trace, _) = run(
@@ -427,6 +430,7 @@ fn a_dead_store_with_a_blocked_request_pending_still_refuses() {
         vec![Fault {
             at_us: 5 * SEC,
             kind: FaultKind::StoreCrash,
+            role: None,
         }],
     );
     run(

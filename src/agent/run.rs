@@ -387,6 +387,9 @@ async fn initialize_workers(
         participants: info.participants.clone(),
         store_incarnation: info.store_incarnation,
     });
+    if let Some(rank0) = info.participants.first() {
+        super::rank0::round_completed(env, info.store_incarnation, info.round, rank0.0);
+    }
     let prefix = format!("{}/", settings_of(env).round_store_prefix(info.round));
     let shared = policy.has_fix(AgentFix::SharedRestartCount);
     if shared {

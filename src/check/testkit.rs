@@ -116,6 +116,7 @@ pub fn fault(kind: &str) -> EventKind {
     EventKind::FaultApplied {
         fault: kind.parse().expect("a fault kind"),
         detail: String::new(),
+        role: None,
     }
 }
 

@@ -130,8 +130,10 @@ fn retarget(f: &mut Fault, to: u32) {
         | FaultKind::PowerOff { node }
         | FaultKind::ClockSkew { node, .. }
         | FaultKind::WorkerCrash { node, .. } => *node = to,
-        _ => {}
+        _ => return,
     }
+    // It names its node now, not a role.
+    f.role = None;
 }
 
 /// Every node a fault names.
@@ -156,6 +158,7 @@ mod tests {
         s.faults = vec![Fault {
             at_us: 30_000_000,
             kind: FaultKind::Kill { node: 1 },
+            role: None,
         }];
         let parent = Case {
             scenario: s,

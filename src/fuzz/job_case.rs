@@ -142,7 +142,7 @@ fn fault_plan(nodes: u32, spares: u32, gpus: u32, mask: u8, draws: &[JobFaultDra
         let later_us = (at_us + d.span_ms * 1_000).min(FAULT_AT_US_MAX);
         let node = d.node % nodes;
         let gpu = d.gpu % gpus;
-        let at = |kind| Fault { at_us, kind };
+        let at = |kind| Fault::at(at_us, kind);
         match enabled[d.kind_pick % enabled.len()] {
             FaultName::GpuSlow => out.push(at(FaultKind::GpuSlow {
                 node,
@@ -158,10 +158,7 @@ fn fault_plan(nodes: u32, spares: u32, gpus: u32, mask: u8, draws: &[JobFaultDra
             })),
             FaultName::Restart => {
                 out.push(at(FaultKind::Kill { node }));
-                out.push(Fault {
-                    at_us: later_us,
-                    kind: FaultKind::Restart { node },
-                });
+                out.push(Fault::at(later_us, FaultKind::Restart { node }));
             }
             FaultName::Stop => out.push(at(FaultKind::Stop { node })),
             FaultName::Start if spares > 0 && !spare_started => {

@@ -172,6 +172,7 @@ mod tests {
         s.faults = vec![Fault {
             at_us: 10_000_000,
             kind: FaultKind::Kill { node: 1 },
+            role: None,
         }];
         let text = to_minimal_toml(&s);
         assert_eq!(scenario::parse(&text, "m.toml").expect("parses"), s);

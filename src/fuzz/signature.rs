@@ -333,6 +333,7 @@ mod tests {
         Fault {
             at_us: at_s * 1_000_000,
             kind,
+            role: None,
         }
     }
 
@@ -413,6 +414,7 @@ mod tests {
             Fault {
                 at_us: 2_590_000,
                 kind: FaultKind::Kill { node: 1 },
+                role: None,
             },
         ];
         let case = Case {

@@ -168,11 +168,8 @@ fn fault_plan(nodes: u32, spares: u32, mask: u16, draws: &[FaultDraw]) -> Vec<Fa
         // The second fault of a pair, still within 120 s.
         let later_us = (at_us + d.span_ms * 1_000).min(FAULT_AT_US_MAX);
         let node = d.node % nodes;
-        let at = |kind| Fault { at_us, kind };
-        let later = |kind| Fault {
-            at_us: later_us,
-            kind,
-        };
+        let at = |kind| Fault::at(at_us, kind);
+        let later = |kind| Fault::at(later_us, kind);
         match kind {
             FaultName::Kill => out.push(at(FaultKind::Kill { node })),
             FaultName::Restart => {

@@ -187,6 +187,7 @@ mod tests {
         s.faults = vec![Fault {
             at_us: kill_at_us,
             kind: FaultKind::Kill { node: 1 },
+            role: None,
         }];
         Case { scenario: s, seed }
     }

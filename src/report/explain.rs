@@ -120,7 +120,12 @@ fn job_wide(event: &Event, steps_asked: u64, seen: &mut Seen) -> JobWide {
 fn node_line(kind: &EventKind) -> Option<String> {
     use EventKind::*;
     let text = match kind {
-        FaultApplied { fault, detail } => format!("fault {fault}: {detail}"),
+        FaultApplied { fault, detail, .. } => format!("fault {fault}: {detail}"),
+        FaultSkipped {
+            fault,
+            role,
+            reason,
+        } => format!("fault {fault} of {role} skipped: {reason}"),
         AgentStarted { pid } => format!("agent process started (pid {pid})"),
         AgentExited { state, reason, .. } => format!("agent exited {state}: {reason}"),
         AgentKilled { .. } => "agent process killed (SIGKILL or power loss)".to_owned(),

@@ -275,6 +275,9 @@ fn fault(f: &Fault) -> RawFault {
                 (Some(node(*n)), Some(*local_rank), Some(*exit_code));
         }
     }
+    if let Some(role) = f.role {
+        r.node = Some(role.to_string());
+    }
     r
 }
 

@@ -135,7 +135,7 @@ impl Draw<'_> {
     }
 
     fn push(&mut self, at_us: u64, kind: FaultKind) {
-        self.faults.push(Fault { at_us, kind });
+        self.faults.push(Fault::at(at_us, kind));
     }
 
     /// `node` fails at `at_us` with `kind`, and what follows is drawn.

@@ -1,9 +1,10 @@
-//! Validation of `[[faults]]`: per-kind keys, node names, GPU and rank indices, times inside
-//! the time limit, and the order rules for spare nodes.
+//! Validation of `[[faults]]`: per-kind keys, node names and roles, GPU and rank indices,
+//! times inside the time limit, and the order rules for spare nodes.
 
 use super::limits::*;
 use super::locate::FieldPath;
-use super::model::{Fault, FaultKind, FaultName, NodeIndex};
+use super::model::ROLE_STANDIN_NODE;
+use super::model::{Fault, FaultKind, FaultName, NodeIndex, NodeRole, StoreHost};
 use super::raw::RawFault;
 use super::units::Duration;
 use super::values::*;
@@ -42,6 +43,8 @@ pub struct FaultContext {
     pub gpus_per_node: u32,
     pub nproc_per_node: u32,
     pub time_limit_us: u64,
+    /// Where the c10d store runs: a `store_host` fault needs a node that hosts it.
+    pub store: StoreHost,
 }
 
 /// All faults, in file order, each with its index in the file.
@@ -58,7 +61,9 @@ pub fn faults(list: &[RawFault], ctx: &FaultContext) -> Check<Vec<(usize, Fault)
 
 /// A spare node starts once, by `start`, and only a started spare can be restarted.
 fn check_spare_order(p: &FieldPath, faults: &[(usize, Fault)], ctx: &FaultContext) -> Check<()> {
-    let mut by_time: Vec<&(usize, Fault)> = faults.iter().collect();
+    // A fault aimed at a role hits a node that has started by then (or nothing).
+    let mut by_time: Vec<&(usize, Fault)> =
+        faults.iter().filter(|(_, f)| f.role.is_none()).collect();
     by_time.sort_by_key(|(_, f)| f.at_us);
     let mut started: BTreeMap<u32, usize> = BTreeMap::new();
     for (i, f) in by_time {
@@ -147,10 +152,37 @@ fn fault(p: &FieldPath, f: &RawFault, ctx: &FaultContext) -> Check<Fault> {
             format!("{at} is not before time_limit ({limit}); the run ends there"),
         ));
     }
+    let role = role(p, name, f, ctx)?;
     Ok(Fault {
         at_us: at.us(),
-        kind: fault_kind(p, name, f, ctx)?,
+        kind: fault_kind(p, name, f, ctx, role.is_some())?,
+        role,
     })
+}
+
+/// The role a fault's `node` names instead of a node (`rank0`, `store_host`), if it does.
+fn role(
+    p: &FieldPath,
+    name: FaultName,
+    f: &RawFault,
+    ctx: &FaultContext,
+) -> Check<Option<NodeRole>> {
+    let Some(role) = f.node.as_deref().and_then(|n| n.parse::<NodeRole>().ok()) else {
+        return Ok(None);
+    };
+    let at = p.key("node");
+    if name == FaultName::Start {
+        let msg = format!(
+            "`start` brings up a spare node, named by its name; `{role}` names a node that has already started"
+        );
+        return Err(issue(&at, msg));
+    }
+    if role == NodeRole::StoreHost && ctx.store == StoreHost::Dedicated {
+        let msg = "`store_host` names the node hosting the c10d store, but cluster.store is \
+                   \"dedicated\": no node of the cluster hosts it";
+        return Err(issue(&at, msg));
+    }
+    Ok(Some(role))
 }
 
 fn fault_kind(
@@ -158,9 +190,18 @@ fn fault_kind(
     name: FaultName,
     f: &RawFault,
     ctx: &FaultContext,
+    aimed_at_role: bool,
 ) -> Check<FaultKind> {
     let node_name = f.node.as_deref().unwrap_or("");
-    let node = || node_index(&p.key("node"), node_name, ctx.total_nodes);
+    let node = || match aimed_at_role {
+        true => Ok(ROLE_STANDIN_NODE),
+        false => node_index(&p.key("node"), node_name, ctx.total_nodes).map_err(|mut e| {
+            if node_name.parse::<NodeIndex>().is_err() {
+                e.message.push_str(", or a role: rank0, store_host");
+            }
+            e
+        }),
+    };
     let duration = |v: Option<Duration>| -> Check<Option<u64>> {
         v.map(|d| quantity_in(&p.key("duration"), d, 1..=TIME_LIMIT_US_MAX))
             .transpose()
@@ -298,18 +339,20 @@ fn groups(p: &FieldPath, groups: &[Vec<String>], ctx: &FaultContext) -> Check<Ve
         if group.is_empty() {
             return Err(issue(&p.index(g), "a group cannot be empty"));
         }
-        let mut nodes = Vec::with_capacity(group.len().min(ctx.total_nodes as usize));
-        for (i, name) in group.iter().enumerate() {
-            let node = node_index(&p.index(g).index(i), name, ctx.total_nodes)?;
+        let twice = "is in more than one place";
+        let nodes = node_list(&p.index(g), group, ctx.total_nodes, twice)?;
+        for &(i, node) in &nodes {
             if !seen.insert(node) {
-                return Err(issue(
-                    &p.index(g).index(i),
-                    format!("`{name}` is in more than one place"),
-                ));
+                let (name, entry) = (NodeIndex(node).to_string(), &group[i]);
+                let from = match *entry == name {
+                    true => String::new(),
+                    false => format!(" (in `{entry}`)"),
+                };
+                let msg = format!("`{name}`{from} {twice}");
+                return Err(issue(&p.index(g).index(i), msg));
             }
-            nodes.push(node);
         }
-        out.push(nodes);
+        out.push(nodes.into_iter().map(|(_, node)| node).collect());
     }
     Ok(out)
 }

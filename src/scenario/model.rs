@@ -4,7 +4,7 @@
 //! this type, so a value here is already known to be in range: durations in microseconds,
 //! sizes in bytes, bandwidths in bits per second, nodes by their index.
 
-pub use super::node::NodeIndex;
+pub use super::node::{NodeIndex, NodeRole};
 pub use crate::record_check::CheckKind;
 use std::collections::BTreeMap;
 
@@ -433,7 +433,26 @@ pub struct ReaderSection {
 pub struct Fault {
     pub at_us: u64,
     pub kind: FaultKind,
+    /// The role the fault's `node` names instead of a node (`node = "rank0"`), resolved when
+    /// the fault fires. While it is set, the node in `kind` is [`ROLE_STANDIN_NODE`], which
+    /// is no node: the world puts the node holding the role there before applying it.
+    pub role: Option<NodeRole>,
 }
+
+impl Fault {
+    /// A fault aimed at the node `kind` names.
+    pub fn at(at_us: u64, kind: FaultKind) -> Fault {
+        Fault {
+            at_us,
+            kind,
+            role: None,
+        }
+    }
+}
+
+/// The node index a fault aimed at a role holds until the role is resolved: above every
+/// node's, so code that forgot to resolve it fails on the index instead of hitting node-0.
+pub const ROLE_STANDIN_NODE: u32 = u32::MAX;
 
 /// What a fault does. Nodes are indices (`node-3` is 3). [`FaultName`] names its kinds as the
 /// scenario file and the trace spell them (`kill`, `power_off`, `clog_link`, ...).
@@ -517,9 +536,10 @@ pub enum FaultKind {
 }
 
 impl FaultKind {
-    /// The one node the fault names, for the kinds that name exactly one.
+    /// The one node the fault names, for the kinds that name exactly one; `None` too while
+    /// it is aimed at a role not yet resolved ([`ROLE_STANDIN_NODE`]).
     pub fn node(&self) -> Option<u32> {
-        match self {
+        let node = match self {
             FaultKind::Kill { node }
             | FaultKind::PowerOff { node }
             | FaultKind::Stop { node }
@@ -532,7 +552,28 @@ impl FaultKind {
             | FaultKind::GpuFail { node, .. }
             | FaultKind::WorkerCrash { node, .. } => Some(*node),
             _ => None,
+        };
+        node.filter(|n| *n != ROLE_STANDIN_NODE)
+    }
+
+    /// The same fault on `to`, for the kinds that name one node (others are unchanged).
+    pub fn on_node(&self, to: u32) -> FaultKind {
+        let mut kind = self.clone();
+        match &mut kind {
+            FaultKind::Kill { node }
+            | FaultKind::PowerOff { node }
+            | FaultKind::Stop { node }
+            | FaultKind::Restart { node }
+            | FaultKind::Start { node }
+            | FaultKind::Pause { node }
+            | FaultKind::Resume { node }
+            | FaultKind::ClockSkew { node, .. }
+            | FaultKind::GpuSlow { node, .. }
+            | FaultKind::GpuFail { node, .. }
+            | FaultKind::WorkerCrash { node, .. } => *node = to,
+            _ => {}
         }
+        kind
     }
 
     /// The fault's `kind` string as the scenario file spells it.

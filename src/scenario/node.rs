@@ -1,5 +1,7 @@
 //! A node's index and its one spelling, `node-N`: every place that names a node or reads a
 //! node's name goes through [`NodeIndex`], so the text and the number cannot drift apart.
+//! Lists of nodes also take inclusive ranges, `node-0..=node-7` ([`NodeSpan`]), and a fault's
+//! node may be a role resolved when it fires ([`NodeRole`]).
 
 use std::fmt;
 use std::str::FromStr;
@@ -67,6 +69,104 @@ impl<'de> serde::Deserialize<'de> for NodeIndex {
     }
 }
 
+/// How an inclusive range of nodes is spelled between its ends, as Rust spells `0..=7`.
+pub const RANGE_SEPARATOR: &str = "..=";
+
+/// One entry of a list of nodes: a node, or an inclusive range of them (`node-12..=node-15`
+/// is node-12, node-13, node-14 and node-15).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum NodeSpan {
+    One(NodeIndex),
+    /// First and last node, `first <= last`.
+    Range(NodeIndex, NodeIndex),
+}
+
+/// Why a list entry is neither a node name nor a node range.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum NodeSpanError {
+    #[error("not a node name or range (expected node-N, like node-0, or node-A..=node-B)")]
+    Malformed,
+    /// `node-0..node-7`: Rust's half-open range, which would leave the last node out.
+    #[error("a node range includes its last node and is written with `..=` (node-A..=node-B)")]
+    Exclusive,
+    /// `node-7..=node-0`: empty in Rust, and surely not what the file meant.
+    #[error("the range is reversed: its first node comes after its last")]
+    Reversed,
+    #[error("the node number is out of range")]
+    OutOfRange,
+}
+
+impl NodeSpan {
+    /// The nodes it names, first to last.
+    pub fn nodes(self) -> std::ops::RangeInclusive<u32> {
+        match self {
+            NodeSpan::One(n) => n.0..=n.0,
+            NodeSpan::Range(first, last) => first.0..=last.0,
+        }
+    }
+
+    /// Its last node, the one that must exist for all of it to.
+    pub fn last(self) -> NodeIndex {
+        match self {
+            NodeSpan::One(n) | NodeSpan::Range(_, n) => n,
+        }
+    }
+}
+
+impl FromStr for NodeSpan {
+    type Err = NodeSpanError;
+
+    fn from_str(text: &str) -> Result<Self, Self::Err> {
+        let end = |name: &str| {
+            name.parse::<NodeIndex>().map_err(|e| match e {
+                NodeNameError::Malformed => NodeSpanError::Malformed,
+                NodeNameError::OutOfRange => NodeSpanError::OutOfRange,
+            })
+        };
+        let Some((first, last)) = text.split_once(RANGE_SEPARATOR) else {
+            if let Some((first, last)) = text.split_once("..") {
+                // Both ends must be names for `..` to read as a range meant half-open.
+                if end(first).is_ok() && end(last).is_ok() {
+                    return Err(NodeSpanError::Exclusive);
+                }
+            }
+            return end(text).map(NodeSpan::One);
+        };
+        let (first, last) = (end(first)?, end(last)?);
+        if first > last {
+            return Err(NodeSpanError::Reversed);
+        }
+        Ok(NodeSpan::Range(first, last))
+    }
+}
+
+/// A node named by the part it plays when a fault fires, in a fault's `node`.
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    PartialOrd,
+    Ord,
+    serde::Serialize,
+    strum::Display,
+    strum::EnumString,
+    strum::IntoStaticStr,
+    strum::VariantArray,
+)]
+pub enum NodeRole {
+    /// The node whose agent holds group rank 0 in the latest rendezvous round an agent has
+    /// completed (the node torch's workers are given as `MASTER_ADDR`).
+    #[serde(rename = "rank0")]
+    #[strum(serialize = "rank0")]
+    Rank0,
+    /// The node whose agent process hosts the c10d store (`cluster.store`).
+    #[serde(rename = "store_host")]
+    #[strum(serialize = "store_host")]
+    StoreHost,
+}
+
 /// The order nodes are shown in: `node-N` by N, then any other name (the dedicated `store`)
 /// by name.
 pub fn node_order(name: &str) -> (u64, String) {
@@ -128,5 +228,33 @@ mod tests {
         let mut names = vec!["store", "node-10", "node-2", "node-0"];
         names.sort_by_key(|n| node_order(n));
         assert_eq!(names, vec!["node-0", "node-2", "node-10", "store"]);
+    }
+
+    #[test]
+    fn a_span_is_a_name_or_an_inclusive_range() {
+        assert_eq!("node-3".parse(), Ok(NodeSpan::One(NodeIndex(3))));
+        let range: NodeSpan = "node-12..=node-15".parse().unwrap();
+        assert_eq!(range, NodeSpan::Range(NodeIndex(12), NodeIndex(15)));
+        assert_eq!(range.nodes().collect::<Vec<_>>(), vec![12, 13, 14, 15]);
+        assert_eq!(range.last(), NodeIndex(15));
+        let single: NodeSpan = "node-4..=node-4".parse().unwrap();
+        assert_eq!(single.nodes().count(), 1);
+        let bad = |text: &str| text.parse::<NodeSpan>().unwrap_err();
+        assert_eq!(bad("node-15..=node-12"), NodeSpanError::Reversed);
+        assert_eq!(bad("node-0..node-7"), NodeSpanError::Exclusive);
+        for text in [
+            "node-0..=",
+            "..=node-3",
+            "node-0..=7",
+            "node-0..=node-1..=node-2",
+            "node-0...node-2",
+            "node-0 ..= node-2",
+            "node-01..=node-3",
+            "node-0..",
+            "node-0..=node-x",
+        ] {
+            assert_eq!(bad(text), NodeSpanError::Malformed, "{text:?}");
+        }
+        assert_eq!(bad("node-0..=node-4294967296"), NodeSpanError::OutOfRange);
     }
 }

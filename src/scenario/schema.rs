@@ -236,7 +236,14 @@ fn describe_fault_keys(schema: &mut Value) {
                     })
                     .map(|k| (*k).into())
                     .collect();
-                format!("a key of the kinds {}", takers.join(", "))
+                let spelled = match other {
+                    "node" => {
+                        "; node-N, or a role resolved when the fault fires: rank0, store_host"
+                    }
+                    "groups" => "; each group lists node-N and inclusive ranges node-A..=node-B",
+                    _ => "",
+                };
+                format!("a key of the kinds {}{spelled}", takers.join(", "))
             }
         };
         property["description"] = Value::String(text);

@@ -98,7 +98,8 @@ fn the_contract_example_parses() {
         s.faults,
         vec![Fault {
             at_us: 45_000_000,
-            kind: FaultKind::Kill { node: 2 }
+            kind: FaultKind::Kill { node: 2 },
+            role: None,
         }]
     );
     assert_eq!(s.expect.rounds, Some((2, 3)));
@@ -325,7 +326,8 @@ fn every_fault_kind_parses() {
         kind: FaultKind::ClockSkew {
             node: 1,
             offset_us: -2_000_000
-        }
+        },
+        role: None,
     }));
     let slow = FaultKind::GpuSlow {
         node: 0,
@@ -480,7 +482,7 @@ fn scenario() -> impl Strategy<Value = Scenario> {
             let total = nodes + spare;
             let faults = proptest::collection::vec(
                 (0u64..3_600_000_000, fault_kind(nodes, total, gpus, gpus))
-                    .prop_map(|(at_us, kind)| Fault { at_us, kind }),
+                    .prop_map(|(at_us, kind)| Fault::at(at_us, kind)),
                 0..8,
             );
             let skew = proptest::collection::btree_map(0..total, -5_000_000i64..5_000_000, 0..3);

@@ -57,6 +57,7 @@ pub fn validate(raw: &RawScenario) -> Check<Scenario> {
         gpus_per_node: cluster.gpus_per_node,
         nproc_per_node: agent.nproc_per_node,
         time_limit_us,
+        store: cluster.store,
     };
     let mut indexed = faults::faults(&raw.faults, &ctx)?;
     let expect = expect(&raw.expect, cluster.total_nodes())?;
@@ -123,16 +124,8 @@ fn expect(raw: &Option<RawExpect>, total_nodes: u32) -> Check<Expect> {
         None => None,
         Some(names) => {
             let path = p.key("final_participants");
-            list_len(&path, names, total_nodes as usize)?;
-            let mut nodes = Vec::with_capacity(names.len());
-            for (i, name) in names.iter().enumerate() {
-                let node = node_index(&path.index(i), name, total_nodes)?;
-                if nodes.contains(&node) {
-                    return Err(issue(&path.index(i), format!("`{name}` is listed twice")));
-                }
-                nodes.push(node);
-            }
-            Some(nodes)
+            let nodes = node_list(&path, names, total_nodes, "is listed twice")?;
+            Some(nodes.into_iter().map(|(_, node)| node).collect())
         }
     };
     let violations = e.violations.clone().unwrap_or_default();

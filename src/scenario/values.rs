@@ -1,9 +1,9 @@
 //! Checks shared by every section: a located `Issue`, required keys, ranges, durations,
-//! sizes, probabilities and node names.
+//! sizes, probabilities, node names and lists of nodes with ranges.
 
 use super::limits;
 use super::locate::FieldPath;
-use super::node::{NodeIndex, NodeNameError};
+use super::node::{NodeIndex, NodeNameError, NodeSpan, NodeSpanError};
 use super::units::{Duration, Offset, Quantity};
 use std::fmt::Display;
 use std::ops::RangeInclusive;
@@ -131,6 +131,59 @@ pub fn node_index(path: &FieldPath, name: &str, total: u32) -> Check<u32> {
             ))
         }
     }
+}
+
+/// A list of node names and inclusive ranges (`node-0..=node-7`), expanded in order: each
+/// node with the index of the entry that named it, so a caller can point at that entry. A
+/// node named twice is an error (`twice` says how the caller words it); as no node can then
+/// come twice, the expansion is bounded by `total`, the cluster's node count.
+pub fn node_list(
+    path: &FieldPath,
+    entries: &[String],
+    total: u32,
+    twice: &str,
+) -> Check<Vec<(usize, u32)>> {
+    list_len(path, entries, total as usize)?;
+    let mut out: Vec<(usize, u32)> = Vec::new();
+    let mut seen = std::collections::BTreeSet::new();
+    for (i, text) in entries.iter().enumerate() {
+        let at = path.index(i);
+        let span = node_span(&at, text, total)?;
+        for node in span.nodes() {
+            if !seen.insert(node) {
+                let name = NodeIndex(node);
+                let from = match span {
+                    NodeSpan::One(_) => String::new(),
+                    NodeSpan::Range(..) => format!(" (in `{text}`)"),
+                };
+                return Err(issue(&at, format!("`{name}`{from} {twice}")));
+            }
+            out.push((i, node));
+        }
+    }
+    Ok(out)
+}
+
+/// One entry of a node list: a node name or an inclusive range, every node below `total`.
+fn node_span(path: &FieldPath, text: &str, total: u32) -> Check<NodeSpan> {
+    let span = match text.parse::<NodeSpan>() {
+        Ok(span) => span,
+        Err(NodeSpanError::OutOfRange) => NodeSpan::One(NodeIndex(u32::MAX)),
+        Err(e) => return Err(issue(path, format!("`{text}`: {e}"))),
+    };
+    let last = span.last();
+    if last.0 >= total {
+        let cluster_last = NodeIndex(total.saturating_sub(1));
+        let what = match span {
+            NodeSpan::One(_) => format!("`{text}` is"),
+            NodeSpan::Range(..) => format!("`{text}` reaches {last}, which is"),
+        };
+        return Err(issue(
+            path,
+            format!("{what} not a node of this cluster (it has node-0 .. {cluster_last})"),
+        ));
+    }
+    Ok(span)
 }
 
 /// A list whose length is at most `max`.

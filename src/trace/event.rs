@@ -7,7 +7,7 @@
 
 use super::buffer_events::BufferEvent;
 use super::node::TraceNode;
-use crate::scenario::model::FaultName;
+use crate::scenario::model::{FaultName, NodeRole};
 use serde::Serialize;
 
 /// One recorded event.
@@ -170,8 +170,22 @@ fn mix(mut z: u64) -> u64 {
 #[serde(tag = "type", rename_all = "snake_case")]
 #[strum(serialize_all = "snake_case")]
 pub enum EventKind {
-    /// A scheduled fault was applied; `detail` is a one-line description.
-    FaultApplied { fault: FaultName, detail: String },
+    /// A scheduled fault was applied; `detail` is a one-line description. A fault aimed at a
+    /// role (`node = "rank0"`) names it in `role`, and the event's node is the node that held
+    /// the role then.
+    FaultApplied {
+        fault: FaultName,
+        detail: String,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        role: Option<NodeRole>,
+    },
+    /// A fault aimed at a role no node held when it fired (`rank0` before any rendezvous
+    /// round completed) did nothing; `reason` says why.
+    FaultSkipped {
+        fault: FaultName,
+        role: NodeRole,
+        reason: String,
+    },
     /// An agent process started (at t = 0, on `start` or on `restart`); pids are new each time.
     AgentStarted { pid: u32 },
     /// The agent process ended: `state` is the worker group's final state
@@ -449,6 +463,7 @@ mod tests {
         let fault = EventKind::FaultApplied {
             fault: FaultName::PowerOff,
             detail: "d".into(),
+            role: None,
         };
         assert_eq!(
             json(&fault),

@@ -234,7 +234,7 @@ impl Export {
                 "workers' store".to_owned(),
                 json!({ "port": port }),
             )),
-            EventKind::FaultApplied { fault, detail } => self.out.push(instant(
+            EventKind::FaultApplied { fault, detail, .. } => self.out.push(instant(
                 pid,
                 FAULTS,
                 at,
@@ -255,19 +255,32 @@ impl Export {
             | EventKind::ReaderEndOfData { .. }
             | EventKind::ReaderWorkerFailed { .. }
             | EventKind::ReaderHang { .. } => self.reader_event(pid, at, &event.kind),
-            EventKind::RunEnded { .. } => self.cluster_event(at, &event.kind),
+            EventKind::RunEnded { .. } | EventKind::FaultSkipped { .. } => {
+                self.cluster_event(at, &event.kind)
+            }
         }
     }
 
     /// Faults that name no node, and the end of the run.
     fn cluster_event(&mut self, at: u64, kind: &EventKind) {
         match kind {
-            EventKind::FaultApplied { fault, detail } => self.out.push(instant(
+            EventKind::FaultApplied { fault, detail, .. } => self.out.push(instant(
                 CLUSTER_PID,
                 FAULTS,
                 at,
                 format!("fault: {fault}"),
                 json!({ "detail": detail }),
+            )),
+            EventKind::FaultSkipped {
+                fault,
+                role,
+                reason,
+            } => self.out.push(instant(
+                CLUSTER_PID,
+                FAULTS,
+                at,
+                format!("fault skipped: {fault} {role}"),
+                json!({ "detail": reason }),
             )),
             EventKind::RunEnded { outcome } => {
                 self.close_all(at);

@@ -361,12 +361,6 @@ impl NodeEnv {
     /// A value every process of the run shares (caches of pure results, the sample ledger),
     /// created on first use. The world only keeps it; the caller gives it meaning.
     pub fn shared<T: std::any::Any + Send + Sync + Default>(&self, key: &'static str) -> Arc<T> {
-        let mut slots = self.world.shared.lock().expect("shared lock");
-        let slot = slots
-            .entry(key)
-            .or_insert_with(|| Arc::new(T::default()) as Arc<dyn std::any::Any + Send + Sync>);
-        Arc::clone(slot)
-            .downcast::<T>()
-            .unwrap_or_else(|_| panic!("shared slot {key} holds another type"))
+        self.world.shared_value(key)
     }
 }

@@ -2,8 +2,8 @@
 //! store and workers.
 
 use super::state::World;
-use super::{spawn, time};
-use crate::scenario::model::{Fault, FaultKind, FaultName, NodeIndex};
+use super::{spawn, time, SharedValues};
+use crate::scenario::model::{Fault, FaultKind, FaultName, NodeIndex, NodeRole, StoreHost};
 use crate::trace::{EventKind, TraceNode};
 use madsim::runtime::Handle;
 use std::sync::Arc;
@@ -26,15 +26,25 @@ pub(super) async fn apply_all(world: Arc<World>) {
             .expect("world lock")
             .quiet
             .disturb(time::elapsed_us());
-        let detail = apply(&world, &fault);
-        world.recorder.record(
-            time::elapsed_us(),
-            fault.kind.node().map(TraceNode::node),
-            EventKind::FaultApplied {
-                fault: FaultName::from(&fault.kind),
-                detail,
-            },
-        );
+        match aimed(&world, &fault) {
+            Ok(fault) => {
+                let detail = apply(&world, &fault);
+                let detail = match (fault.role, fault.kind.node()) {
+                    (Some(role), Some(node)) => format!("{role} is {}: {detail}", NodeIndex(node)),
+                    _ => detail,
+                };
+                world.recorder.record(
+                    time::elapsed_us(),
+                    fault.kind.node().map(TraceNode::node),
+                    EventKind::FaultApplied {
+                        fault: FaultName::from(&fault.kind),
+                        detail,
+                        role: fault.role,
+                    },
+                );
+            }
+            Err(skipped) => world.recorder.record(time::elapsed_us(), None, skipped),
+        }
         if is_start(&fault) {
             starts_left -= 1;
             world
@@ -44,6 +54,39 @@ pub(super) async fn apply_all(world: Arc<World>) {
                 .start_applied(starts_left);
             let _ = world.exits.unbounded_send(());
         }
+    }
+}
+
+/// The fault on the node its role names now (a fault naming its node is itself), or the
+/// event that records it skipped when no node holds the role.
+fn aimed(world: &World, fault: &Fault) -> Result<Fault, EventKind> {
+    let Some(role) = fault.role else {
+        return Ok(fault.clone());
+    };
+    let holder = match role {
+        // The world placed the store; validation refuses `store_host` with a dedicated one.
+        NodeRole::StoreHost => match world.scenario.cluster.store {
+            StoreHost::Node(node) => Ok(node),
+            StoreHost::Dedicated => Err("the store runs on a dedicated host".to_owned()),
+        },
+        _ => (world.programs.resolve_role)(role, &SharedValues(world)),
+    };
+    match holder {
+        Ok(node) => {
+            assert!(
+                node < world.scenario.cluster.total_nodes(),
+                "{role} resolved to node {node}, outside the cluster"
+            );
+            Ok(Fault {
+                kind: fault.kind.on_node(node),
+                ..fault.clone()
+            })
+        }
+        Err(why) => Err(EventKind::FaultSkipped {
+            fault: FaultName::from(&fault.kind),
+            role,
+            reason: format!("no node holds {role}: {why}"),
+        }),
     }
 }
 

@@ -33,7 +33,7 @@ pub use context::RunStats;
 pub use env::NodeEnv;
 pub use state::Checkpoint;
 
-use crate::scenario::model::{node_name, Outcome, Scenario, StoreHost};
+use crate::scenario::model::{node_name, NodeRole, Outcome, Scenario, StoreHost};
 use crate::trace::node::STORE_NAME;
 use crate::trace::{EventKind, Recorder, RunEnd, Trace, TraceNode};
 use futures::future::BoxFuture;
@@ -55,12 +55,35 @@ pub struct AgentExit {
 /// The store server's program: it listens on the address it is given, as the scenario says.
 pub type StoreProgram = Arc<dyn Fn(SocketAddr, &Scenario) -> BoxFuture<'static, ()> + Send + Sync>;
 
+/// Which node holds a role the programs give out (group rank 0 is the agents'), asked when
+/// a fault aimed at that role fires, with the values the run's processes share; when no node
+/// holds it, why not, in words for the trace. The world resolves `store_host` itself: it
+/// placed the store.
+pub type RoleResolver = Arc<dyn Fn(NodeRole, &SharedValues) -> Result<u32, String> + Send + Sync>;
+
+/// A resolver for programs that give out no role: a fault aimed at one is skipped.
+pub fn no_roles() -> RoleResolver {
+    Arc::new(|role, _| Err(format!("the programs of this run give out no {role}")))
+}
+
+/// The values a run's processes share (see `NodeEnv::shared`), for a [`RoleResolver`].
+pub struct SharedValues<'a>(pub(crate) &'a state::World);
+
+impl SharedValues<'_> {
+    /// The run's value under `key`, created on first use, as `NodeEnv::shared` gives it.
+    pub fn get<T: std::any::Any + Send + Sync + Default>(&self, key: &'static str) -> Arc<T> {
+        self.0.shared_value(key)
+    }
+}
+
 /// The programs the world runs: an agent per node process, and the store server.
 #[derive(Clone)]
 pub struct Programs {
     pub agent: Arc<dyn Fn(NodeEnv) -> BoxFuture<'static, AgentExit> + Send + Sync>,
     /// The store server, given the address to listen on and the run's scenario.
     pub store: StoreProgram,
+    /// Resolves the roles faults may aim at (`node = "rank0"`) when they fire.
+    pub resolve_role: RoleResolver,
     /// Time every training step with its own timers and barrier instead of settling runs of
     /// steps in closed form (`job::segment`): the reference the closed form is tested against.
     pub step_by_step: bool,

@@ -23,6 +23,7 @@ fn programs(panics: bool, seen: Seen, store_stats: crate::store::StoreStatsHandl
     Programs {
         step_by_step: false,
         exact_control_plane: false,
+        resolve_role: crate::world::no_roles(),
         agent: Arc::new(move |env| {
             let seen = Arc::clone(&seen);
             async move {

@@ -40,6 +40,22 @@ pub struct World {
     pub segments_allowed: bool,
 }
 
+impl World {
+    /// The run's shared value under `key`, created on first use (see `NodeEnv::shared`).
+    pub fn shared_value<T: std::any::Any + Send + Sync + Default>(
+        &self,
+        key: &'static str,
+    ) -> std::sync::Arc<T> {
+        let mut slots = self.shared.lock().expect("shared lock");
+        let slot = slots.entry(key).or_insert_with(|| {
+            std::sync::Arc::new(T::default()) as std::sync::Arc<dyn std::any::Any + Send + Sync>
+        });
+        std::sync::Arc::clone(slot)
+            .downcast::<T>()
+            .unwrap_or_else(|_| panic!("shared slot {key} holds another type"))
+    }
+}
+
 /// One node's slot.
 pub struct NodeSlot {
     pub id: NodeId,

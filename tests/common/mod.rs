@@ -39,6 +39,7 @@ where
     Programs {
         step_by_step: false,
         exact_control_plane: false,
+        resolve_role: trainsim::world::no_roles(),
         agent: Arc::new(move |env| agent(env).boxed()),
         store: trainsim::runner::RunOptions::default().programs().store,
     }

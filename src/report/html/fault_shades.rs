@@ -1,7 +1,8 @@
 //! Faults drawn on the nodes they hit: a partition shades the cut-off nodes until it heals, a
 //! pause until the resume, a SIGTERM or a power-off until the node starts again; a kill, a
 //! worker crash or any other one-moment fault is a marker at its moment. Faults a `[failures]`
-//! process drew are ordinary faults in the trace, so they are drawn the same way.
+//! process drew are ordinary faults in the trace, so they are drawn the same way; a fault
+//! aimed at a role no node held is a marker on the cluster's row.
 
 use super::timeline::{interval, node_of, Mark, Note, Shade, Timeline, CLUSTER};
 use crate::report::node_order;
@@ -26,7 +27,17 @@ pub(super) fn add(timeline: &mut Timeline, scenario: &Scenario, trace: &Trace) {
     });
     let mut open: BTreeMap<String, Open> = BTreeMap::new();
     for event in &trace.events {
-        let EventKind::FaultApplied { fault, detail } = &event.kind else {
+        if let EventKind::FaultSkipped {
+            fault,
+            role,
+            reason,
+        } = &event.kind
+        {
+            let title = format!("{fault} of {role} skipped: {reason}");
+            mark(timeline, CLUSTER, event.at_us, "fault", title);
+            continue;
+        }
+        let EventKind::FaultApplied { fault, detail, .. } = &event.kind else {
             continue;
         };
         let at_us = event.at_us;
