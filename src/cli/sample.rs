@@ -233,12 +233,15 @@ fn check_printed(dataset_len: u64, args: &SampleArgs) -> Result<(), String> {
     Ok(())
 }
 
-fn load_balancing(
+/// Bagua's sampler as the arguments describe it, at `--epoch`: its complexities read, their
+/// count checked against `--dataset-len`, then `check(len)` (what the caller must refuse
+/// before any work), then the batch-only flags checked.
+fn load_balancing_sampler(
     args: &SampleArgs,
     shuffle: bool,
     fixes: &[SamplerFix],
-    ranks: Vec<u64>,
-) -> Result<Vec<(u64, RankOutput)>, String> {
+    check: impl FnOnce(u64) -> Result<(), String>,
+) -> Result<LoadBalancingSampler, String> {
     let source = args
         .complexities
         .as_deref()
@@ -250,7 +253,7 @@ fn load_balancing(
             "--dataset-len disagrees with the {len} complexities given"
         ));
     }
-    check_printed(len, args)?;
+    check(len)?;
     if args.batch_size.is_none() && (args.drop_last_batches || !fixes.is_empty()) {
         return Err("--drop-last-batches and --fix need --batch-size".into());
     }
@@ -265,6 +268,16 @@ fn load_balancing(
     )
     .map_err(|e| e.to_string())?;
     sampler.set_epoch(args.epoch);
+    Ok(sampler)
+}
+
+fn load_balancing(
+    args: &SampleArgs,
+    shuffle: bool,
+    fixes: &[SamplerFix],
+    ranks: Vec<u64>,
+) -> Result<Vec<(u64, RankOutput)>, String> {
+    let sampler = load_balancing_sampler(args, shuffle, fixes, |len| check_printed(len, args))?;
     let Some(batch_size) = args.batch_size else {
         let mut all = sampler.indices_all_ranks().map_err(|e| e.to_string())?;
         let pick = |r: u64| (r, RankOutput::Indices(std::mem::take(&mut all[r as usize])));

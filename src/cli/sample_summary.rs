@@ -7,12 +7,9 @@ use std::io::Write;
 
 use serde_json::json;
 
-use super::{
-    check_world_and_fixes, distributed_len, read_complexities, OutputFormat, SampleArgs,
-    SamplerKind,
-};
+use super::{check_world_and_fixes, distributed_len, OutputFormat, SampleArgs, SamplerKind};
 use crate::sampler::summary::{Batching, EpochEvening};
-use crate::sampler::{DistributedSampler, LoadBalancingBatchSampler, LoadBalancingSampler};
+use crate::sampler::{DistributedSampler, LoadBalancingBatchSampler};
 
 /// Most indices a text line lists before saying how many more there are (JSON lists all:
 /// padding and the dropped tail are each shorter than the world).
@@ -85,31 +82,7 @@ fn load_balancing(
     shuffle: bool,
     fixes: &[crate::sampler::SamplerFix],
 ) -> Result<Summary, String> {
-    let source = args
-        .complexities
-        .as_deref()
-        .ok_or("load_balancing needs --complexities FILE or --complexities 3,1,2")?;
-    let complexities = read_complexities(source)?;
-    let len = complexities.len() as u64;
-    if args.dataset_len.is_some_and(|n| n != len) {
-        return Err(format!(
-            "--dataset-len disagrees with the {len} complexities given"
-        ));
-    }
-    if args.batch_size.is_none() && (args.drop_last_batches || !fixes.is_empty()) {
-        return Err("--drop-last-batches and --fix need --batch-size".into());
-    }
-    let mut sampler = LoadBalancingSampler::new(
-        complexities,
-        args.world_size,
-        0,
-        shuffle,
-        args.seed,
-        args.drop_last,
-        args.random_level,
-    )
-    .map_err(|e| e.to_string())?;
-    sampler.set_epoch(args.epoch);
+    let sampler = super::load_balancing_sampler(args, shuffle, fixes, |_| Ok(()))?;
     // Bagua pads and truncates the items in (jittered) complexity order.
     let order = sampler
         .epoch_chunks()
