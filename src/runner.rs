@@ -360,6 +360,7 @@ mod tests {
                         epoch: 0,
                         samples: 0,
                         trained: Default::default(),
+                        run: Default::default(),
                     },
                 })
                 .collect(),

@@ -1,5 +1,5 @@
 //! Training steps settled in closed form against the same runs timed one step at a time:
-//! the same steps, samples and epochs at the same moments, the same verdicts, and fewer
+//! the same steps, samples and epochs at the same moments (a run's steps listed one by one), the same verdicts, and fewer
 //! simulator events.
 
 use trainsim::runner::{Run, RunOptions};
@@ -19,23 +19,35 @@ fn run(file: &str, step_by_step: bool) -> (trainsim::report::Report, Trace, RunS
     (report, run.trace, run.stats)
 }
 
-/// Every step record: (node, step, epoch, samples, at_us).
-fn steps(trace: &Trace) -> Vec<(Option<TraceNode>, u64, u64, u64, u64)> {
+/// Every step, a run's one by one: (node, step, epoch, batch, samples digest, at_us).
+fn steps(trace: &Trace) -> Vec<(Option<TraceNode>, u64, u64, u64, u64, u64)> {
     let mut steps: Vec<_> = trace
         .events
         .iter()
-        .filter_map(|e| match &e.kind {
-            EventKind::Step {
-                step,
-                epoch,
-                samples,
-                ..
-            } => Some((e.node, *step, *epoch, *samples, e.at_us)),
-            _ => None,
+        .flat_map(|e| {
+            let epoch = match &e.kind {
+                EventKind::Step { epoch, .. } => *epoch,
+                _ => 0,
+            };
+            e.kind.each_step(e.at_us).map(move |v| {
+                let t = v.trained;
+                (e.node, v.step, epoch, t.batch, t.samples_digest, v.at_us)
+            })
         })
         .collect();
     steps.sort();
     steps
+}
+
+/// The samples each node's ranks trained on, over every step.
+fn samples(trace: &Trace) -> std::collections::BTreeMap<Option<TraceNode>, u64> {
+    let mut samples = std::collections::BTreeMap::new();
+    for e in &trace.events {
+        if let EventKind::Step { samples: n, .. } = &e.kind {
+            *samples.entry(e.node).or_default() += n;
+        }
+    }
+    samples
 }
 
 fn verdicts(report: &trainsim::report::Report) -> Vec<(String, String)> {
@@ -64,9 +76,21 @@ fn steady_runs_record_the_same_steps_at_the_same_moments() {
         assert_eq!(closed_steps.len(), one_steps.len(), "{file}");
         assert!(!closed_steps.is_empty(), "{file}");
         for (c, o) in closed_steps.iter().zip(&one_steps) {
-            assert_eq!((&c.0, c.1, c.2, c.3), (&o.0, o.1, o.2, o.3), "{file}");
-            assert!(c.4.abs_diff(o.4) < 1_000, "{file}: {c:?} against {o:?}");
+            assert_eq!(
+                (&c.0, c.1, c.2, c.3, c.4),
+                (&o.0, o.1, o.2, o.3, o.4),
+                "{file}"
+            );
+            assert!(c.5.abs_diff(o.5) < 1_000, "{file}: {c:?} against {o:?}");
         }
+        assert_eq!(samples(&closed), samples(&one), "{file}");
+        // A run of evenly spaced steps is one event.
+        assert!(
+            closed.events.len() < one.events.len(),
+            "{file}: {} events in closed form, {} one at a time",
+            closed.events.len(),
+            one.events.len()
+        );
         // Short epochs and checkpoints cut runs often; even so a quarter of the events go.
         assert!(
             closed_stats.sim_events * 4 < one_stats.sim_events * 3,

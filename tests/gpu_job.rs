@@ -4,7 +4,6 @@
 
 use std::path::Path;
 use trainsim::scenario::{self, Scenario};
-use trainsim::trace::EventKind;
 
 fn load(name: &str) -> (Scenario, String) {
     let file = format!("scenarios/{name}");
@@ -24,8 +23,7 @@ fn training_span_us(scenario: &Scenario, file: &str) -> u64 {
     let steps: Vec<u64> = trace
         .events
         .iter()
-        .filter(|e| matches!(e.kind, EventKind::Step { .. }))
-        .map(|e| e.at_us)
+        .flat_map(|e| e.kind.each_step(e.at_us).map(|step| step.at_us))
         .collect();
     steps.last().expect("steps were taken") - steps.first().expect("steps were taken")
 }

@@ -37,7 +37,7 @@ fn first_joins_us(events: &[Event]) -> Vec<u64> {
 fn first_step_us(events: &[Event]) -> u64 {
     events
         .iter()
-        .find(|e| matches!(e.kind, EventKind::Step { .. }))
+        .find_map(|e| e.kind.each_step(e.at_us).next())
         .expect("the job trains")
         .at_us
 }

@@ -72,22 +72,25 @@ pub(super) fn progress(scenario: &Scenario, trace: &Trace, end: &RunEnd) -> Inva
                 }
                 next_step.insert(node, step + 1);
             }
-            EventKind::Step { step, .. } => {
-                let expected = next_step.get(&node).copied().unwrap_or(1);
-                if *step != expected {
-                    violations.push(fail(
-                        ProgressKind::StepOutOfOrder,
-                        format!("{node} went to step {step}, expected step {expected}"),
-                    ));
+            EventKind::Step { .. } => {
+                // A run of steps, one event, is judged step by step.
+                for step in event.kind.each_step(event.at_us).map(|view| view.step) {
+                    let expected = next_step.get(&node).copied().unwrap_or(1);
+                    if step != expected {
+                        violations.push(fail(
+                            ProgressKind::StepOutOfOrder,
+                            format!("{node} went to step {step}, expected step {expected}"),
+                        ));
+                    }
+                    if step > target && highest.is_none_or(|h| h <= target) {
+                        violations.push(fail(
+                            ProgressKind::PastTarget,
+                            format!("{node} went to step {step}, past job.steps {target}"),
+                        ));
+                    }
+                    next_step.insert(node, step + 1);
+                    highest = highest.max(Some(step));
                 }
-                if *step > target && highest.is_none_or(|h| h <= target) {
-                    violations.push(fail(
-                        ProgressKind::PastTarget,
-                        format!("{node} went to step {step}, past job.steps {target}"),
-                    ));
-                }
-                next_step.insert(node, step + 1);
-                highest = highest.max(Some(*step));
             }
             _ => {}
         }

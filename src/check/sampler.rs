@@ -113,7 +113,8 @@ pub(super) struct Workers {
     pub round: u64,
 }
 
-/// A recorded step of a started group whose ranks fit its world: to be dealt and judged.
+/// A recorded step of a started group whose ranks fit its world, or a run of them (one
+/// `Step` event): to be dealt and judged step by step.
 #[derive(Debug, Clone, Copy)]
 pub(super) struct StepRef {
     /// Its index in the trace.
@@ -334,37 +335,40 @@ fn in_sequence(
     let mut found = Vec::new();
     for step in steps {
         let event = &trace.events[step.event];
-        let (epoch, _, t) = step_fields(event).expect("a step event");
-        let (kind, message) = match shapes[&(epoch, t.world_size)] {
-            Err(e) => (
-                CoverageKind::Undealable,
-                format!("the sampler cannot deal it: {e}"),
-            ),
-            Ok(batches) if t.batch >= *batches => (
-                CoverageKind::BatchPastEnd,
-                format!("batch {} trained, past the last of {batches}", t.batch),
-            ),
-            Ok(batches) => {
-                let place = Place {
-                    epoch,
-                    batch: t.batch,
-                    batches: *batches,
-                };
-                let before = last[step.workers as usize].replace(place);
-                match before.and_then(|before| out_of_sequence(before, place)) {
-                    Some(found) => found,
-                    None => continue,
+        let (epoch, _, _) = step_fields(event).expect("a step event");
+        for view in event.kind.each_step(event.at_us) {
+            let t = view.trained;
+            let (kind, message) = match shapes[&(epoch, t.world_size)] {
+                Err(e) => (
+                    CoverageKind::Undealable,
+                    format!("the sampler cannot deal it: {e}"),
+                ),
+                Ok(batches) if t.batch >= *batches => (
+                    CoverageKind::BatchPastEnd,
+                    format!("batch {} trained, past the last of {batches}", t.batch),
+                ),
+                Ok(batches) => {
+                    let place = Place {
+                        epoch,
+                        batch: t.batch,
+                        batches: *batches,
+                    };
+                    let before = last[step.workers as usize].replace(place);
+                    match before.and_then(|before| out_of_sequence(before, place)) {
+                        Some(found) => found,
+                        None => continue,
+                    }
                 }
-            }
-        };
-        let f = Found::at_step(
-            step.event,
-            event,
-            Part::Place,
-            t.world_size,
-            (kind, &message),
-        );
-        found.push(f);
+            };
+            let f = Found::at_step(
+                step.event,
+                event,
+                Part::Place,
+                t.world_size,
+                (kind, &message),
+            );
+            found.push(f);
+        }
     }
     found
 }

@@ -8,7 +8,7 @@ use super::sampler::{step_fields, CoverageKind, Found, Part, StepRef, Walk};
 use super::sampler_deal::{Deal, DealSource, Dealer};
 use crate::sampler::{samples_per_rank, SamplerError};
 use crate::scenario::model::Scenario;
-use crate::trace::samples_digest;
+use crate::trace::{samples_digest, TrainedOn};
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::atomic::{AtomicUsize, Ordering};
 
@@ -166,10 +166,46 @@ struct Judging<'w, 'a, 't, 's, 'd> {
 
 impl Judging<'_, '_, '_, '_, '_> {
     /// Deals the step's world; a step the deal has a batch for is compared and counted (a
-    /// failing deal and a batch past the last are the sequence pass's to report).
+    /// failing deal and a batch past the last are the sequence pass's to report). A run of
+    /// steps is judged step by step, and its count of samples once for the whole run.
     fn step(&mut self, step: &StepRef) {
         let event = &self.walk.events[step.event];
-        let (_, samples, t) = step_fields(event).expect("a step event");
+        let (_, samples, first) = step_fields(event).expect("a step event");
+        let mut dealt_count = 0;
+        let mut first_misdealt = None;
+        for view in event.kind.each_step(event.at_us) {
+            let Some(dealt) = self.one_step(step, &view.trained) else {
+                return;
+            };
+            dealt_count += dealt.count;
+            if !dealt.as_digested && first_misdealt.is_none() {
+                first_misdealt = Some(view.trained.batch);
+            }
+        }
+        // A step whose ranks were given other samples than the deal: once per workers.
+        if (first_misdealt.is_some() || dealt_count != samples)
+            && self.misdealt.insert(step.workers)
+        {
+            let t = first;
+            let ranks = t.first_rank..t.first_rank + u64::from(t.ranks);
+            let message = format!(
+                "at batch {}, ranks {}..{} were given other samples than the sampler deals them ({samples} taken, {dealt_count} dealt)",
+                first_misdealt.unwrap_or(t.batch), ranks.start, ranks.end,
+            );
+            let kind = CoverageKind::SamplesNotDealt;
+            let found = Found::at_step(
+                step.event,
+                event,
+                Part::Samples,
+                t.world_size,
+                (kind, &message),
+            );
+            self.judged.found.push(found);
+        }
+    }
+
+    /// Deals, digests and counts one step; `None` when its deal fails or has no such batch.
+    fn one_step(&mut self, step: &StepRef, t: &TrainedOn) -> Option<Dealt> {
         let workers = self.walk.workers[step.workers as usize];
         let group = self.walk.groups[step.group as usize];
         // The order the script's `set_epoch` pattern left the group's samplers on.
@@ -181,17 +217,15 @@ impl Judging<'_, '_, '_, '_, '_> {
             let shape = deal.map(Deal::batches).map_err(Clone::clone);
             self.judged.shapes.push((t.world_size, shape));
         }
-        let Ok(deal) = deal else {
-            return;
-        };
+        let deal = deal.ok()?;
         let batches = deal.batches();
         if t.batch >= batches {
-            return;
+            return None;
         }
         // The walk kept only steps whose ranks lie inside their world.
         let ranks = t.first_rank..t.first_rank + u64::from(t.ranks);
-        let dealt = ranks.clone().map(|rank| (rank, deal.batch(rank, t.batch)));
-        let dealt_count: u64 = dealt.clone().map(|(_, ids)| ids.len() as u64).sum();
+        let dealt = ranks.map(|rank| (rank, deal.batch(rank, t.batch)));
+        let count: u64 = dealt.clone().map(|(_, ids)| ids.len() as u64).sum();
         let len = self.walk.scenario.job.dataset.len;
         let tally = self
             .tallies
@@ -206,26 +240,12 @@ impl Judging<'_, '_, '_, '_, '_> {
             }
             ids
         }));
-        // A step whose ranks were given other samples than the deal: once per workers.
-        if (digest, dealt_count) != (t.samples_digest, samples)
-            && self.misdealt.insert(step.workers)
-        {
-            let message = format!(
-                "at batch {}, ranks {}..{} were given other samples than the sampler deals them ({samples} taken, {dealt_count} dealt)",
-                t.batch, ranks.start, ranks.end,
-            );
-            let kind = CoverageKind::SamplesNotDealt;
-            let found = Found::at_step(
-                step.event,
-                event,
-                Part::Samples,
-                t.world_size,
-                (kind, &message),
-            );
-            self.judged.found.push(found);
-        }
+        let judged = Dealt {
+            count,
+            as_digested: digest == t.samples_digest,
+        };
         if !counting || t.batch + 1 != batches {
-            return;
+            return Some(judged);
         }
         tally.nodes_done.insert(workers.node);
         // Judged when as many nodes finished as the step's world of ranks spans: the
@@ -237,6 +257,7 @@ impl Judging<'_, '_, '_, '_, '_> {
             tally.judged = true;
             tally.seen = Vec::new();
             tally.per_rank = Vec::new();
+            let event = &self.walk.events[step.event];
             for (kind, wrong) in verdict {
                 let found = Found::at_step(
                     step.event,
@@ -248,7 +269,14 @@ impl Judging<'_, '_, '_, '_, '_> {
                 self.judged.found.push(found);
             }
         }
+        Some(judged)
     }
+}
+
+/// One step as the checker dealt it: how many samples, and whether its digest matched.
+struct Dealt {
+    count: u64,
+    as_digested: bool,
 }
 
 /// What is wrong with a finished epoch's tally: its kind and one sentence each.

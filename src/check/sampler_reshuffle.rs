@@ -123,25 +123,28 @@ pub(super) fn epoch_reshuffled(
             let done = std::mem::replace(&mut w.current, seen(*epoch));
             w.previous = next.then_some(done);
         }
-        w.current
-            .digests
-            .insert(trained.batch, trained.samples_digest);
-        let Some(previous) = &w.previous else {
-            continue;
-        };
-        if previous.shape != Shape::of(trained) {
-            continue;
-        }
-        if let Some(&before) = previous.digests.get(&trained.batch) {
-            let pair = w.pair.get_or_insert(Pair {
-                compared: Vec::new(),
-                all_equal: true,
-                at_us: event.at_us,
-                node,
-            });
-            pair.compared.push(trained.batch);
-            pair.all_equal &= before == trained.samples_digest;
-            (pair.at_us, pair.node) = (event.at_us, node);
+        for view in event.kind.each_step(event.at_us) {
+            let trained = &view.trained;
+            w.current
+                .digests
+                .insert(trained.batch, trained.samples_digest);
+            let Some(previous) = &w.previous else {
+                continue;
+            };
+            if previous.shape != Shape::of(trained) {
+                continue;
+            }
+            if let Some(&before) = previous.digests.get(&trained.batch) {
+                let pair = w.pair.get_or_insert(Pair {
+                    compared: Vec::new(),
+                    all_equal: true,
+                    at_us: view.at_us,
+                    node,
+                });
+                pair.compared.push(trained.batch);
+                pair.all_equal &= before == trained.samples_digest;
+                (pair.at_us, pair.node) = (view.at_us, node);
+            }
         }
     }
     for (&(round, _, _), w) in workers.iter_mut() {

@@ -143,6 +143,7 @@ pub fn step(pid: u32, round: u64, step: u64) -> EventKind {
         epoch: 0,
         samples: STEP_SAMPLES_PER_NODE,
         trained: Default::default(),
+        run: Default::default(),
     }
 }
 
@@ -182,6 +183,7 @@ pub fn dealt_step(
             ranks: on.ranks,
             samples_digest: crate::trace::samples_digest(batches.iter().map(Vec::as_slice)),
         },
+        run: Default::default(),
     }
 }
 

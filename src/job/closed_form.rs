@@ -25,19 +25,14 @@ pub fn slept_us(duration_us: u64) -> u64 {
     duration_us.max(SLEEP_US_MIN)
 }
 
-/// The steps of a run whose members' compute times are `compute_us[member][step]`, each
-/// all-reduce costing `cost_us`, kept while a step is done before `horizon_us`.
-pub fn step_timings(compute_us: &[&[u64]], cost_us: u64, horizon_us: u64) -> Vec<StepTiming> {
-    let steps = compute_us.iter().map(|c| c.len()).min().unwrap_or(0);
-    let mut timings = Vec::with_capacity(steps);
+/// The steps of a run whose slowest member computes step `j` for `slowest_us[j]` (the
+/// all-reduce waits for the last rank), each all-reduce costing `cost_us`, kept while a step
+/// is done before `horizon_us`.
+pub fn step_timings(slowest_us: &[u64], cost_us: u64, horizon_us: u64) -> Vec<StepTiming> {
+    let mut timings = Vec::with_capacity(slowest_us.len());
     let mut start_us = 0u64;
-    for step in 0..steps {
-        let slowest_us = compute_us
-            .iter()
-            .map(|c| slept_us(c[step]))
-            .max()
-            .unwrap_or(SLEEP_US_MIN);
-        let release_us = start_us.saturating_add(slowest_us);
+    for &compute_us in slowest_us {
+        let release_us = start_us.saturating_add(slept_us(compute_us));
         let done_us = release_us.saturating_add(slept_us(cost_us));
         if done_us >= horizon_us {
             break;
@@ -86,14 +81,14 @@ mod tests {
     #[should_panic(expected = "step 3 of a run of 2 steps")]
     fn a_step_past_the_run_stops_the_run() {
         let a = [10_000; 2];
-        started_us(&step_timings(&[&a], 0, u64::MAX), 3);
+        started_us(&step_timings(&a, 0, u64::MAX), 3);
     }
 
     #[test]
     fn the_slowest_member_sets_each_step() {
-        let a = [10_000, 10_000, 30_000];
-        let b = [20_000, 5_000, 10_000];
-        let timings = step_timings(&[&a, &b], 2_000, u64::MAX);
+        // Members computing [10, 10, 30] and [20, 5, 10] ms: the slower one of each step.
+        let slowest = [20_000, 10_000, 30_000];
+        let timings = step_timings(&slowest, 2_000, u64::MAX);
         let done: Vec<u64> = timings.iter().map(|t| t.done_us).collect();
         assert_eq!(done, vec![22_000, 34_000, 66_000]);
         assert_eq!(timings[1].release_us, 32_000);
@@ -102,7 +97,7 @@ mod tests {
     #[test]
     fn sleeps_last_at_least_a_millisecond() {
         let a = [10, 10];
-        let timings = step_timings(&[&a], 0, u64::MAX);
+        let timings = step_timings(&a, 0, u64::MAX);
         assert_eq!(timings[0].release_us, 1_000);
         assert_eq!(timings[1].done_us, 4_000);
     }
@@ -111,16 +106,16 @@ mod tests {
     fn the_horizon_keeps_only_steps_done_before_it() {
         // Each step: 10 ms of compute, then a cost rounded up to madsim's 1 ms.
         let a = [10_000; 5];
-        assert_eq!(step_timings(&[&a], 0, 33_001).len(), 3);
-        assert_eq!(step_timings(&[&a], 0, 33_000).len(), 2);
-        assert!(step_timings(&[&a], 0, 11_000).is_empty());
+        assert_eq!(step_timings(&a, 0, 33_001).len(), 3);
+        assert_eq!(step_timings(&a, 0, 33_000).len(), 2);
+        assert!(step_timings(&a, 0, 11_000).is_empty());
     }
 
     #[test]
     fn a_departure_cuts_the_run_at_the_step_in_progress() {
         // Steps release at 10, 21, 32, 43 ms and are done a millisecond later.
         let a = [10_000; 4];
-        let timings = step_timings(&[&a], 1_000, u64::MAX);
+        let timings = step_timings(&a, 1_000, u64::MAX);
         assert_eq!(done_by(&timings, 10_500), 0, "inside the first step's ring");
         assert_eq!(done_by(&timings, 11_000), 1);
         assert_eq!(done_by(&timings, 21_500), 1);

@@ -23,7 +23,7 @@ mod segment;
 
 use crate::mutant::Mutants;
 use crate::sim_time::{SimDuration, SimInstant};
-use crate::trace::{samples_digest, EventKind, TrainedOn};
+use crate::trace::{samples_digest, EventKind, StepRun, TrainedOn};
 use crate::world::collectives::{CollectiveError, RankBlock};
 use crate::world::gpu::{compute_time_us, gpu_of_local_rank};
 use crate::world::{time, Checkpoint, NodeEnv};
@@ -354,6 +354,7 @@ async fn one_step(
         epoch: at.epoch,
         samples,
         trained: trained_on(plan, at.batch, batches),
+        run: StepRun::default(),
     });
     Ok(())
 }

@@ -11,7 +11,7 @@ use super::epoch_plan::EpochPlan;
 use super::ledger::SampleLedger;
 use super::{compute_batches, consume, trained_on, GroupPlan, Position, WorkerStatus};
 use crate::sim_time::{SimDuration, SimInstant};
-use crate::trace::EventKind;
+use crate::trace::{EventKind, StepRun, TrainedOn};
 use crate::world::segments::Gathered;
 use crate::world::{time, NodeEnv};
 use futures::future::{select, Either};
@@ -88,7 +88,7 @@ pub(super) async fn run(
     };
     let Gathered::All {
         started_ns,
-        compute_us,
+        slowest_us,
     } = gathered
     else {
         // A node that waited for late members still began its step when it came.
@@ -98,9 +98,8 @@ pub(super) async fn run(
     // From the common start, so that every member sees the same horizon.
     let horizon = SimInstant::from_us(s.env.next_change_at_or_after_us(start.as_us()));
     let horizon_us = horizon.since(start).as_us();
-    let compute: Vec<&[u64]> = compute_us.iter().map(|c| c.as_slice()).collect();
     let cost_us = super::ring_cost_us(s.env, s.plan);
-    let timings = closed_form::step_timings(&compute, cost_us, horizon_us);
+    let timings = closed_form::step_timings(&slowest_us, cost_us, horizon_us);
     if timings.is_empty() {
         return Ok(Run::declined(came));
     }
@@ -232,7 +231,8 @@ impl Settler<'_, '_> {
         })
     }
 
-    /// Records every step done by `now` and not yet recorded.
+    /// Records every step done by `now` and not yet recorded, in pieces of evenly spaced
+    /// steps, one `Step` event each.
     fn settle_through(&mut self, now: SimInstant) {
         assert!(
             self.settled <= self.completable && self.completable <= self.timings.len(),
@@ -241,34 +241,87 @@ impl Settler<'_, '_> {
             self.completable,
             self.timings.len()
         );
+        let mut piece: Option<Piece> = None;
         while self.settled < self.completable && self.done_at(self.settled) <= now {
             let step = self.settled;
             let s = self.s;
             let plan = s.plan;
+            let batch = self.first_batch + step as u64;
             for (local_rank, out) in (0u64..).zip(self.batches.iter_mut()) {
-                s.epoch_plan.batch_into(
-                    plan.base_global_rank + local_rank,
-                    self.first_batch + step as u64,
-                    out,
-                );
+                s.epoch_plan
+                    .batch_into(plan.base_global_rank + local_rank, batch, out);
             }
             let global_step = self.at_step + step as u64 + 1;
             s.reached.fetch_max(global_step, Ordering::Relaxed);
             let samples = consume(s.ledger, plan, self.epoch, self.batches);
-            let batch = self.first_batch + step as u64;
-            s.env.record_at(
-                self.done_at(step).as_us(),
-                EventKind::Step {
-                    pid: s.env.pid,
-                    round: plan.round,
-                    step: global_step,
-                    epoch: self.epoch,
-                    samples,
-                    trained: trained_on(plan, batch, self.batches),
-                },
-            );
+            let trained = trained_on(plan, batch, self.batches);
+            let done_us = self.done_at(step).as_us();
+            let extended = piece
+                .as_mut()
+                .is_some_and(|p| p.extend(global_step, done_us, samples, trained.samples_digest));
+            if !extended {
+                if let Some(done) = piece.take() {
+                    self.record(done);
+                }
+                piece = Some(Piece::new(global_step, done_us, samples, trained));
+            }
             self.settled += 1;
         }
+        if let Some(done) = piece {
+            self.record(done);
+        }
+    }
+
+    /// One `Step` event for a piece of the run, at its last step's end.
+    fn record(&self, piece: Piece) {
+        let s = self.s;
+        s.env.record_at(
+            piece.last_done_us,
+            EventKind::Step {
+                pid: s.env.pid,
+                round: s.plan.round,
+                step: piece.last_step,
+                epoch: self.epoch,
+                samples: piece.samples,
+                trained: piece.first,
+                run: piece.run,
+            },
+        );
+    }
+}
+
+/// Evenly spaced steps of a run not yet recorded.
+struct Piece {
+    first: TrainedOn,
+    last_step: u64,
+    last_done_us: u64,
+    samples: u64,
+    run: StepRun,
+}
+
+impl Piece {
+    fn new(step: u64, done_us: u64, samples: u64, first: TrainedOn) -> Self {
+        Piece {
+            first,
+            last_step: step,
+            last_done_us: done_us,
+            samples,
+            run: StepRun::default(),
+        }
+    }
+
+    /// Adds the next step when it ends as far after the last as the steps before did.
+    fn extend(&mut self, step: u64, done_us: u64, samples: u64, digest: u64) -> bool {
+        let step_us = done_us.saturating_sub(self.last_done_us);
+        if !self.run.is_single() && step_us != self.run.step_us {
+            return false;
+        }
+        self.run.step_us = step_us;
+        self.run.later_digests.push(digest);
+        self.last_step = step;
+        self.last_done_us = done_us;
+        self.samples += samples;
+        true
     }
 }
 

@@ -149,12 +149,9 @@ fn step_spans(scenario: &Scenario, events: &[Event]) -> Vec<StepSpan> {
             } => {
                 started_us.insert((*pid, *round), e.at_us);
             }
-            EventKind::Step {
-                pid, round, step, ..
-            } if started_us.contains_key(&(*pid, *round)) => {
-                ends.entry((*pid, *round))
-                    .or_default()
-                    .push((e.at_us, *step));
+            EventKind::Step { pid, round, .. } if started_us.contains_key(&(*pid, *round)) => {
+                let ends = ends.entry((*pid, *round)).or_default();
+                ends.extend(e.kind.each_step(e.at_us).map(|v| (v.at_us, v.step)));
             }
             _ => {}
         }

@@ -135,6 +135,35 @@ pub struct TrainedOn {
     pub samples_digest: u64,
 }
 
+/// The steps of a run after its first, as one `Step` event records them: each step's
+/// [`samples_digest`] in order, and the time between consecutive steps' ends (a run is
+/// recorded in pieces of evenly spaced steps). Empty for a single step.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize)]
+pub struct StepRun {
+    pub step_us: u64,
+    pub later_digests: Vec<u64>,
+}
+
+impl StepRun {
+    /// A lone step, serialized as before runs existed.
+    pub fn is_single(&self) -> bool {
+        self.later_digests.is_empty()
+    }
+
+    /// How many steps the event records.
+    pub fn steps(&self) -> u64 {
+        self.later_digests.len() as u64 + 1
+    }
+}
+
+/// One step of a `Step` event, as if it had been recorded alone.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct StepView {
+    pub at_us: u64,
+    pub step: u64,
+    pub trained: TrainedOn,
+}
+
 /// A digest of the batches a node's ranks trained on in one step, in local rank order:
 /// order-sensitive, and a batch's length is folded in so that ids cannot slide from one rank
 /// to the next unnoticed. Not cryptographic: it tells a job's slip from the sampler's deal.
@@ -278,7 +307,11 @@ pub enum EventKind {
     /// `UNHEALTHY`, `FAILED`, `SUCCEEDED`, `STOPPED`); recorded on each change only.
     WorkerGroupState { pid: u32, state: WorkerGroupState },
     /// The group on this node reached global step `step`, in data epoch `epoch`, its ranks
-    /// having trained on `samples` samples in the step, as `trained` says where.
+    /// having trained on `samples` samples, as `trained` says where. One event may record a
+    /// run of steps taken in closed form: `run` then holds the digests of the steps after
+    /// the first (`trained` names the first step's batch and digest) and the spacing of their
+    /// ends, so a week of training records one event per run rather than per step;
+    /// [`EventKind::each_step`] lists the steps one by one.
     Step {
         pid: u32,
         round: u64,
@@ -286,6 +319,8 @@ pub enum EventKind {
         epoch: u64,
         samples: u64,
         trained: TrainedOn,
+        #[serde(skip_serializing_if = "StepRun::is_single")]
+        run: StepRun,
     },
     /// A checkpoint of step `step` was written.
     Checkpoint { pid: u32, step: u64 },
@@ -378,6 +413,38 @@ impl EventKind {
     /// The snake_case name of the event type, as serialized.
     pub fn type_name(&self) -> &'static str {
         self.into()
+    }
+
+    /// The steps a `Step` event recorded at `at_us`, first to last, each as if recorded
+    /// alone; nothing for any other event.
+    pub fn each_step(&self, at_us: u64) -> impl Iterator<Item = StepView> + '_ {
+        let (step, trained, run) = match self {
+            EventKind::Step {
+                step, trained, run, ..
+            } => (*step, *trained, Some(run)),
+            _ => (0, TrainedOn::default(), None),
+        };
+        let digests = run.map(|r| {
+            std::iter::once(trained.samples_digest).chain(r.later_digests.iter().copied())
+        });
+        let last = run.map_or(0, |r| r.steps() - 1);
+        let step_us = run.map_or(0, |r| r.step_us);
+        digests
+            .into_iter()
+            .flatten()
+            .zip(0u64..)
+            .map(move |(digest, i)| {
+                let before_last = last - i;
+                StepView {
+                    at_us: at_us.saturating_sub(before_last.saturating_mul(step_us)),
+                    step: step - before_last,
+                    trained: TrainedOn {
+                        batch: trained.batch + i,
+                        samples_digest: digest,
+                        ..trained
+                    },
+                }
+            })
     }
 }
 

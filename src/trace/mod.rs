@@ -7,8 +7,8 @@ pub mod node;
 pub mod perfetto;
 
 pub use event::{
-    samples_digest, AgentState, Event, EventKind, ExitReason, RendezvousErrorKind, TrainedOn,
-    WorkerGroupState,
+    samples_digest, AgentState, Event, EventKind, ExitReason, RendezvousErrorKind, StepRun,
+    StepView, TrainedOn, WorkerGroupState,
 };
 pub use node::TraceNode;
 

@@ -448,7 +448,11 @@ impl Export {
                 self.state(node).group = open(at, name, args);
             }
             EventKind::WorkersStopped { reason, .. } => self.close_group(node, pid, at, reason),
-            EventKind::Step { step, .. } => self.step(node, pid, at, *step),
+            EventKind::Step { .. } => {
+                for view in kind.each_step(at) {
+                    self.step(node, pid, view.at_us, view.step);
+                }
+            }
             EventKind::WorkerFailed {
                 local_rank,
                 exit_code,
@@ -563,6 +567,7 @@ mod tests {
                         epoch: 0,
                         samples: 0,
                         trained: Default::default(),
+                        run: Default::default(),
                     },
                 ),
                 ev(
@@ -575,6 +580,7 @@ mod tests {
                         epoch: 0,
                         samples: 0,
                         trained: Default::default(),
+                        run: Default::default(),
                     },
                 ),
                 ev(
@@ -587,6 +593,7 @@ mod tests {
                         epoch: 0,
                         samples: 0,
                         trained: Default::default(),
+                        run: Default::default(),
                     },
                 ),
                 ev(

@@ -33,7 +33,10 @@ const IN_STEP_NS: u64 = 1_000_000;
 pub enum Gathered {
     All {
         started_ns: u64,
-        compute_us: Vec<Arc<Vec<u64>>>,
+        /// For each step the members all computed, the longest compute time among them:
+        /// the one the step's all-reduce waits for. Taken once here rather than by every
+        /// member, which would cost each of N members N lists.
+        slowest_us: Arc<Vec<u64>>,
     },
     Declined,
 }
@@ -104,25 +107,19 @@ impl Segments {
         let result = if gather.declined {
             Gathered::Declined
         } else if covers_world(gather.contributions.values().map(|(ranks, _)| *ranks)) {
-            let mut parts: Vec<&(RankBlock, Arc<Vec<u64>>)> =
-                gather.contributions.values().collect();
-            parts.sort_by_key(|(ranks, _)| ranks.first);
+            let times = gather
+                .contributions
+                .values()
+                .map(|(_, times)| times.as_slice());
             Gathered::All {
                 started_ns: gather.started_ns,
-                compute_us: parts.iter().map(|(_, times)| Arc::clone(times)).collect(),
+                slowest_us: Arc::new(slowest_of(times)),
             }
         } else {
             let (tx, rx) = oneshot::channel();
             gather.waiters.push(tx);
             return Err(rx);
         };
-        if let Gathered::All { compute_us, .. } = &result {
-            assert_eq!(
-                compute_us.len(),
-                gather.contributions.len(),
-                "one part per member"
-            );
-        }
         for waiter in gather.waiters.drain(..) {
             let _ = waiter.send(result.clone());
         }
@@ -143,6 +140,19 @@ impl Segments {
             }
         }
     }
+}
+
+/// Step by step, the longest of the members' compute times, over the steps every member
+/// computed.
+fn slowest_of<'a>(members: impl Iterator<Item = &'a [u64]> + Clone) -> Vec<u64> {
+    let steps = members.clone().map(<[u64]>::len).min().unwrap_or(0);
+    let mut slowest_us = vec![0; steps];
+    for times in members {
+        for (slowest, &us) in slowest_us.iter_mut().zip(times) {
+            *slowest = (*slowest).max(us);
+        }
+    }
+    slowest_us
 }
 
 /// Every moment at which the world changes by itself: each fault's time, the end of each
@@ -257,7 +267,7 @@ mod tests {
         let mut segments = Segments::default();
         assert!(segments.contribute((1, 5), contribution(0)).is_err());
         let all = segments.contribute((1, 5), contribution(1));
-        assert!(matches!(all, Ok(Gathered::All { ref compute_us, .. }) if compute_us.len() == 2));
+        assert!(matches!(all, Ok(Gathered::All { ref slowest_us, .. }) if slowest_us.len() == 2));
     }
 
     #[test]

@@ -256,8 +256,9 @@ impl Builder {
                 };
                 self.open(WORKERS, pid.to_string(), open);
             }
-            EventKind::Step { pid, step, .. } => {
-                self.steps.entry(*pid).or_default().push((at_us, *step));
+            EventKind::Step { pid, .. } => {
+                let steps = self.steps.entry(*pid).or_default();
+                steps.extend(kind.each_step(at_us).map(|v| (v.at_us, v.step)));
             }
             EventKind::WorkersStopped { pid, .. } => self.close(WORKERS, &pid.to_string(), at_us),
             EventKind::WorkerFailed {
