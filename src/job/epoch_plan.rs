@@ -88,17 +88,26 @@ impl EpochPlan {
 
     /// The sample indices of `rank`'s batch `batch`, into `out` (cleared first).
     pub fn batch_into(&self, rank: u64, batch: u64, out: &mut Vec<u64>) {
+        out.clear();
+        out.extend_from_slice(self.batch(rank, batch));
+    }
+
+    /// How many samples `rank`'s batch `batch` holds.
+    pub fn batch_len(&self, rank: u64, batch: u64) -> u64 {
+        self.batch(rank, batch).len() as u64
+    }
+
+    fn batch(&self, rank: u64, batch: u64) -> &[u64] {
         assert!(
             batch < self.batches(),
             "batch {batch} of an epoch of {} batches",
             self.batches()
         );
-        out.clear();
         let first = batch * self.batch_size;
         let end = (first + self.batch_size).min(self.num_samples);
         let list = &self.per_rank[rank as usize];
         let end = (end as usize).min(list.len());
-        out.extend_from_slice(&list[(first as usize).min(end)..end]);
+        &list[(first as usize).min(end)..end]
     }
 }
 

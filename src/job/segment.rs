@@ -9,7 +9,7 @@
 use super::closed_form::{self, StepTiming};
 use super::epoch_plan::EpochPlan;
 use super::ledger::SampleLedger;
-use super::{compute_batches, consume, trained_on, GroupPlan, Position, WorkerStatus};
+use super::{consume, trained_on, usable_gpus, ComputeOn, Fill, GroupPlan, Position, WorkerStatus};
 use crate::sim_time::{SimDuration, SimInstant};
 use crate::trace::{EventKind, StepRun, TrainedOn};
 use crate::world::segments::Gathered;
@@ -149,19 +149,18 @@ fn own_compute_us(
     steps: u64,
     batches: &mut [Vec<u64>],
 ) -> Option<Vec<u64>> {
-    (0..steps)
-        .map(|j| {
-            compute_batches(
-                s.env,
-                s.plan,
-                s.epoch_plan,
-                at.batch + j,
-                s.dataset_key,
-                batches,
-            )
-            .ok()
-        })
-        .collect()
+    let gpus = usable_gpus(s.env, batches.len()).ok()?;
+    let on = ComputeOn {
+        env: s.env,
+        plan: s.plan,
+        epoch_plan: s.epoch_plan,
+        gpus: &gpus,
+        dataset_key: s.dataset_key,
+    };
+    // The settled steps fill the batches they train on; only a time that depends on which
+    // samples a batch holds needs them now.
+    let times = (0..steps).map(|j| on.slowest_us(at.batch + j, batches, Fill::WhenTimed));
+    Some(times.collect())
 }
 
 /// A departure cut a run of `steps` steps, `settled` of them recorded, after `done`: a
