@@ -2,6 +2,7 @@
 //! seeds the literature check uses (`tests/goodput_literature.rs`), one seed after another,
 //! so its figure is what one point of that check costs on one core. `goodput-batch`: what
 //! `trainsim run --seeds 0..100 --jobs 2` costs on the shipped 128-node simulated day.
+//! `week-256`: one simulated week of a 256-node job under a failure process.
 
 use super::{round2, timed, Figures};
 use crate::runner::Run;
@@ -17,6 +18,10 @@ pub const GOODPUT_MODEL_SEEDS: u64 = 16;
 /// The 128-node day, as shipped.
 const DAY_TOML: &str = include_str!("../../scenarios/failure_process_128_nodes_one_day.toml");
 const DAY_FILE: &str = "scenarios/failure_process_128_nodes_one_day.toml";
+/// The week of 256 nodes.
+const WEEK_TOML: &str = include_str!("week_256.toml");
+const WEEK_FILE: &str = "src/bench/week_256.toml";
+
 /// Seeds and threads of `goodput-batch`.
 pub const GOODPUT_BATCH_SEEDS: u64 = 100;
 pub const GOODPUT_BATCH_JOBS: usize = 2;
@@ -80,4 +85,37 @@ pub fn goodput_model() -> Result<Figures, String> {
             "ettr_mean_percent": round2(ettr_mean * 100.0),
         }),
     ))
+}
+
+/// Runs the simulated week once (the bench's seed) and reports the wall time, how far the
+/// job got and its goodput.
+pub fn week_256() -> Result<Figures, String> {
+    let scenario = scenario::parse(WEEK_TOML, WEEK_FILE).map_err(|e| e.to_string())?;
+    let one = Run::of(&scenario, WEEK_FILE).seed(super::BENCH_SEED);
+    let (wall_us, report) = timed(|| one.report());
+    let report = report.map_err(|e| e.to_string())?;
+    Ok(Figures::new(
+        "week-256",
+        json!({
+            "wall_us": wall_us,
+            "sim_time_us": report.sim_time_us,
+            "speedup": round2(report.sim_time_us as f64 / wall_us as f64),
+            "outcome": report.outcome,
+            "steps_done": report.job.steps_done,
+            "rounds": report.rounds.len(),
+            "events": report.events,
+            "ettr_percent": round2(report.goodput.ettr * 100.0),
+        }),
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn the_week_is_a_valid_scenario_of_256_nodes_for_a_week() {
+        let s = crate::scenario::parse(super::WEEK_TOML, super::WEEK_FILE).expect("valid");
+        assert_eq!(s.cluster.nodes, 256);
+        assert_eq!(s.time_limit_us, 7 * 24 * 3_600 * 1_000_000);
+        assert!(s.failures.is_some(), "a failure process");
+    }
 }

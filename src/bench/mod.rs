@@ -33,6 +33,7 @@ pub const WORKLOADS: &[&str] = &[
     "randperm-10m",
     "goodput-model",
     "goodput-batch",
+    "week-256",
 ];
 
 /// torch's `cas_backoff_max_seconds` in the `scale-N-backoff` lines.
@@ -112,6 +113,7 @@ pub fn run(workload: &str) -> Result<Figures, String> {
         "randperm-10m" => Ok(randperm()),
         "goodput-model" => goodput::goodput_model(),
         "goodput-batch" => goodput::goodput_batch(),
+        "week-256" => goodput::week_256(),
         _ => {
             let (nodes, backoff) = match workload.strip_suffix("-backoff") {
                 Some(plain) => (plain.strip_prefix("scale-"), true),
