@@ -24,6 +24,7 @@
 //! - [`mutant`]: the planted bugs the command line switches on (ground floor).
 //! - [`record_check`]: how the reader's records are checked, a scenario word (ground floor).
 //! - [`files`]: atomic file writes for every command.
+//! - [`memo`]: process-wide, bounded memos of costly pure results (dealt epochs).
 
 pub mod agent;
 pub mod bench;
@@ -35,6 +36,7 @@ pub mod fixes;
 pub mod fuzz;
 pub mod invariant;
 pub mod job;
+pub mod memo;
 pub mod mutant;
 pub mod parity;
 pub mod reader;

@@ -165,6 +165,24 @@ impl<'a> Run<'a> {
         Ok((report, run.trace))
     }
 
+    /// Only the simulation and the invariants' verdicts, with the trace: neither the trace's
+    /// hash nor the report, which a fuzz case's verdict, signature and coverage never read.
+    /// A panic in the checks is a harness failure, as in [`Run::check`].
+    pub fn judged(&self) -> Result<(Vec<check::InvariantResult>, Trace), HarnessFailure> {
+        let run = self.simulate().map_err(|e| self.failure(e.to_string()))?;
+        let scenario = self.scenario().map_err(|e| self.failure(e.to_string()))?;
+        let invariants = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            check::check_all(scenario, self.seed, &run.trace, &run.end)
+        }))
+        .map_err(|payload| {
+            self.failure(format!(
+                "the checks panicked: {}",
+                world::panic_message(&payload)
+            ))
+        })?;
+        Ok((invariants, run.trace))
+    }
+
     /// Only the simulation, with the world's own error and the run's stats beside its
     /// trace: for callers that read what the run cost or what the store had served when it
     /// hit its bound (`trainsim bench`).

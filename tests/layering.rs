@@ -17,6 +17,7 @@ const FLOORS: &[(&str, u32)] = &[
     ("record_check", 0),
     ("files", 0),
     ("shared_list", 0),
+    ("memo", 0),
     ("sim_time", 0),
     ("rng", 0),
     ("scenario", 1),

@@ -4,10 +4,11 @@
 //! job's epoch plans or its sample ledger.
 
 use crate::job::epoch_plan::{complexities, dataset_key};
+use crate::memo::Memo;
 use crate::sampler::{DistributedSampler, LoadBalancingSampler, SamplerError};
 use crate::scenario::model::{JobConfig, SamplerKind};
 use std::collections::BTreeMap;
-use std::sync::OnceLock;
+use std::sync::{Arc, OnceLock};
 
 /// Deals one [`Dealer`] keeps at once (each holds one permutation of the dataset).
 pub(super) const DEALS_CACHED_MAX: usize = 4;
@@ -99,6 +100,26 @@ impl Deal {
     }
 }
 
+/// What a deal of torch's `DistributedSampler` depends on: the dataset's length, the
+/// sampler's settings, the epoch and the world, never the run seed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+struct DistributedDealKey {
+    len: u64,
+    shuffle: bool,
+    seed: i64,
+    drop_last: bool,
+    batch_size: u64,
+    epoch: u64,
+    world_size: u64,
+}
+
+/// Sample ids the process keeps in the checker's `DistributedSampler` deals (8 bytes each:
+/// 32 MiB), so the checks of a campaign's runs deal each epoch of their dataset once. The
+/// checker keeps its own, apart from the job's plans, so that it never trusts them.
+const DISTRIBUTED_DEAL_IDS_MAX: usize = 4 << 20;
+
+static DISTRIBUTED_DEALS: Memo<DistributedDealKey, Deal> = Memo::new(DISTRIBUTED_DEAL_IDS_MAX);
+
 /// What every [`Dealer`] of one check deals from: the job's sampler settings and, for the
 /// load-balancing sampler, the dataset's complexities, drawn once however many dealers
 /// share them.
@@ -118,7 +139,8 @@ impl<'a> DealSource<'a> {
     }
 
     /// `epoch` dealt to `world_size` ranks, as `set_epoch(epoch)` on every rank's sampler.
-    fn deal(&self, epoch: u64, world_size: u64) -> Result<Deal, SamplerError> {
+    /// A `DistributedSampler` deal is shared by every check in the process that asks for it.
+    fn deal(&self, epoch: u64, world_size: u64) -> Result<Arc<Deal>, SamplerError> {
         let s = &self.job.sampler;
         let len = self.job.dataset.len;
         if s.batch_size == 0 {
@@ -126,16 +148,34 @@ impl<'a> DealSource<'a> {
         }
         match s.kind {
             SamplerKind::Distributed => {
-                let mut sampler =
-                    DistributedSampler::new(len, world_size, 0, s.shuffle, s.seed, s.drop_last)?;
-                sampler.set_epoch(epoch);
-                let order = sampler.padded_order()?;
-                Ok(Deal::strided(
-                    &order,
+                let key = DistributedDealKey {
+                    len,
+                    shuffle: s.shuffle,
+                    seed: s.seed,
+                    drop_last: s.drop_last,
+                    batch_size: s.batch_size,
+                    epoch,
                     world_size,
-                    sampler.len(),
-                    s.batch_size,
-                ))
+                };
+                let ids = usize::try_from(len.saturating_add(world_size)).unwrap_or(usize::MAX);
+                DISTRIBUTED_DEALS.get_or_compute(&key, ids, || {
+                    let mut sampler = DistributedSampler::new(
+                        len,
+                        world_size,
+                        0,
+                        s.shuffle,
+                        s.seed,
+                        s.drop_last,
+                    )?;
+                    sampler.set_epoch(epoch);
+                    let order = sampler.padded_order()?;
+                    Ok(Deal::strided(
+                        &order,
+                        world_size,
+                        sampler.len(),
+                        s.batch_size,
+                    ))
+                })
             }
             SamplerKind::LoadBalancing => {
                 let all = self.complexities.get_or_init(|| {
@@ -159,7 +199,7 @@ impl<'a> DealSource<'a> {
                 let total = lists.iter().map(Vec::len).sum();
                 let rank_ids = |rank: u64| lists[rank as usize].iter().copied();
                 let deal = Deal::of(world_size, sampler.len(), s.batch_size, total, rank_ids);
-                Ok(deal)
+                Ok(Arc::new(deal))
             }
         }
     }
@@ -169,7 +209,7 @@ impl<'a> DealSource<'a> {
 /// (and what kept the sampler from dealing one, so a failing deal is tried once).
 pub(super) struct Dealer<'s, 'a> {
     source: &'s DealSource<'a>,
-    cached: BTreeMap<(u64, u64), Result<Deal, SamplerError>>,
+    cached: BTreeMap<(u64, u64), Result<Arc<Deal>, SamplerError>>,
 }
 
 impl<'s, 'a> Dealer<'s, 'a> {
@@ -192,7 +232,7 @@ impl<'s, 'a> Dealer<'s, 'a> {
             }
             self.cached.insert(key, deal);
         }
-        self.cached[&key].as_ref()
+        self.cached[&key].as_ref().map(|deal| &**deal)
     }
 }
 

@@ -72,13 +72,13 @@ pub fn run_case(
     if let Some(mutant) = mutant {
         options.mutants.insert(mutant);
     }
-    let (report, trace) = Run::of(scenario, CASE_FILE)
+    // The verdict reads only the invariants: no trace hash, no report.
+    let (invariants, trace) = Run::of(scenario, CASE_FILE)
         .seed(seed)
         .options(options)
-        .traced()
+        .judged()
         .map_err(|e| e.message)?;
-    let kinds: BTreeSet<String> = report
-        .invariants
+    let kinds: BTreeSet<String> = invariants
         .iter()
         .filter(|i| i.status == Status::Violated)
         .flat_map(|i| i.violations.iter().map(|v| v.kind.to_string()))

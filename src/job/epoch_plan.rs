@@ -6,9 +6,11 @@
 //! Pure: no clock, no I/O. Complexities are a function of (dataset key, index), so nothing
 //! dataset-sized is kept unless the load-balancing sampler needs the whole list.
 
+use crate::memo::Memo;
 use crate::sampler::{DistributedSampler, LoadBalancingSampler, SamplerError};
 use crate::scenario::limits::COMPLEXITY_MAX;
 use crate::scenario::model::{Complexity, JobConfig, SamplerKind};
+use std::sync::Arc;
 
 /// The key the dataset's complexities are drawn under in the run with `run_seed`: the same
 /// for every process of the run, and for a checker that deals an epoch again.
@@ -163,6 +165,52 @@ pub fn epoch_plan(
         num_samples,
         batch_size: s.batch_size,
     })
+}
+
+/// What a plan of torch's `DistributedSampler` depends on: the dataset's length and the
+/// sampler's settings, never the run seed (the complexities play no part in its deal).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+struct DistributedPlanKey {
+    len: u64,
+    shuffle: bool,
+    seed: i64,
+    drop_last: bool,
+    batch_size: u64,
+    plan: PlanKey,
+}
+
+/// Sample ids the process keeps in dealt `DistributedSampler` plans (8 bytes each: 32 MiB),
+/// so the runs of a campaign or a seed batch deal each epoch of their dataset once.
+const DISTRIBUTED_PLAN_IDS_MAX: usize = 4 << 20;
+
+static DISTRIBUTED_PLANS: Memo<DistributedPlanKey, EpochPlan> = Memo::new(DISTRIBUTED_PLAN_IDS_MAX);
+
+/// [`epoch_plan`], shared: a `DistributedSampler` plan is a pure function of the dataset's
+/// length, the sampler's settings and `key`, so every run in the process that asks for the
+/// same one gets the one already dealt.
+pub fn shared_epoch_plan(
+    job: &JobConfig,
+    key: PlanKey,
+    complexities: impl FnOnce() -> Vec<i64>,
+) -> Result<Arc<EpochPlan>, SamplerError> {
+    let s = &job.sampler;
+    match s.kind {
+        SamplerKind::Distributed => {
+            let memo_key = DistributedPlanKey {
+                len: job.dataset.len,
+                shuffle: s.shuffle,
+                seed: s.seed,
+                drop_last: s.drop_last,
+                batch_size: s.batch_size,
+                plan: key,
+            };
+            let ids = usize::try_from(job.dataset.len.saturating_add(key.world_size));
+            DISTRIBUTED_PLANS.get_or_compute(&memo_key, ids.unwrap_or(usize::MAX), || {
+                epoch_plan(job, key, complexities)
+            })
+        }
+        SamplerKind::LoadBalancing => epoch_plan(job, key, complexities).map(Arc::new),
+    }
 }
 
 /// torch's deal of the padded `order` over `world` ranks: rank `r` takes the entries at

@@ -1,0 +1,166 @@
+//! Process-wide memos of costly pure results (an epoch of a dataset dealt to a world of
+//! ranks), shared by every run on every thread of the process.
+//!
+//! A fuzz campaign runs thousands of short runs over one dataset; each used to deal the same
+//! few epochs again, and its checks dealt them once more. Only pure functions of the key may
+//! be memoized: a hit gives exactly what computing would, so no run depends on which runs
+//! came before it or on which thread it ran. Each memo is bounded by a total weight (the
+//! caller's measure of an entry's size); the least recently used entries go first.
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex, PoisonError};
+
+/// A bounded memo from `K` to shared `V`s.
+pub struct Memo<K, V> {
+    /// The most weight kept at once; an entry heavier than a quarter of it is never kept,
+    /// so one huge result cannot push out every small one.
+    weight_max: usize,
+    entries: Mutex<Entries<K, V>>,
+}
+
+struct Entries<K, V> {
+    by_key: BTreeMap<K, Entry<V>>,
+    /// Keys by the moment they were last used, oldest first.
+    by_use: BTreeMap<u64, K>,
+    weight: usize,
+    clock: u64,
+}
+
+struct Entry<V> {
+    value: Arc<V>,
+    weight: usize,
+    used_at: u64,
+}
+
+impl<K: Ord + Clone, V> Memo<K, V> {
+    /// An empty memo keeping at most `weight_max` weight.
+    pub const fn new(weight_max: usize) -> Self {
+        Memo {
+            weight_max,
+            entries: Mutex::new(Entries {
+                by_key: BTreeMap::new(),
+                by_use: BTreeMap::new(),
+                weight: 0,
+                clock: 0,
+            }),
+        }
+    }
+
+    /// The value of `key`: the kept one, or `compute`'s, kept when it succeeds and its
+    /// `weight` fits. `compute` runs without the lock held, so two threads missing the same
+    /// key at once both compute it (equal values: the function is pure).
+    pub fn get_or_compute<E>(
+        &self,
+        key: &K,
+        weight: usize,
+        compute: impl FnOnce() -> Result<V, E>,
+    ) -> Result<Arc<V>, E> {
+        if let Some(value) = self.lock().hit(key) {
+            return Ok(value);
+        }
+        let value = Arc::new(compute()?);
+        if weight <= self.weight_max / 4 {
+            self.lock()
+                .keep(key, Arc::clone(&value), weight, self.weight_max);
+        }
+        Ok(value)
+    }
+
+    /// How much weight is kept now.
+    pub fn weight(&self) -> usize {
+        self.lock().weight
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Entries<K, V>> {
+        // Nothing that can panic runs under the lock but the maps' own updates.
+        self.entries.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+impl<K: Ord + Clone, V> Entries<K, V> {
+    fn tick(&mut self) -> u64 {
+        self.clock += 1;
+        self.clock
+    }
+
+    fn hit(&mut self, key: &K) -> Option<Arc<V>> {
+        let now = self.tick();
+        let entry = self.by_key.get_mut(key)?;
+        self.by_use.remove(&entry.used_at);
+        entry.used_at = now;
+        self.by_use.insert(now, key.clone());
+        Some(Arc::clone(&entry.value))
+    }
+
+    fn keep(&mut self, key: &K, value: Arc<V>, weight: usize, weight_max: usize) {
+        if self.by_key.contains_key(key) {
+            return;
+        }
+        while self.weight + weight > weight_max {
+            let Some((_, oldest)) = self.by_use.pop_first() else {
+                break;
+            };
+            if let Some(gone) = self.by_key.remove(&oldest) {
+                self.weight -= gone.weight;
+            }
+        }
+        let used_at = self.tick();
+        self.by_use.insert(used_at, key.clone());
+        self.by_key.insert(
+            key.clone(),
+            Entry {
+                value,
+                weight,
+                used_at,
+            },
+        );
+        self.weight += weight;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Memo;
+
+    fn ok(v: u64) -> impl FnOnce() -> Result<u64, ()> {
+        move || Ok(v)
+    }
+
+    #[test]
+    fn a_kept_value_is_not_computed_again() {
+        let memo: Memo<u64, u64> = Memo::new(100);
+        assert_eq!(*memo.get_or_compute(&1, 10, ok(7)).unwrap(), 7);
+        let again = memo.get_or_compute(&1, 10, || -> Result<u64, ()> { panic!("computed twice") });
+        assert_eq!(*again.unwrap(), 7);
+        assert_eq!(memo.weight(), 10);
+    }
+
+    #[test]
+    fn the_least_recently_used_go_first_and_the_weight_stays_bounded() {
+        let memo: Memo<u64, u64> = Memo::new(100);
+        for key in 0..4 {
+            memo.get_or_compute(&key, 25, ok(key)).unwrap();
+        }
+        // Key 0 is used again, so key 1 is the oldest when key 4 needs room.
+        memo.get_or_compute(&0, 25, ok(99)).unwrap();
+        memo.get_or_compute(&4, 25, ok(4)).unwrap();
+        assert_eq!(memo.weight(), 100);
+        assert_eq!(*memo.get_or_compute(&0, 25, ok(99)).unwrap(), 0, "kept");
+        assert_eq!(*memo.get_or_compute(&1, 25, ok(11)).unwrap(), 11, "evicted");
+        assert!(memo.weight() <= 100);
+    }
+
+    #[test]
+    fn errors_and_heavy_values_are_not_kept() {
+        let memo: Memo<u64, u64> = Memo::new(100);
+        assert_eq!(memo.get_or_compute(&1, 1, || Err("no")), Err("no"));
+        assert_eq!(*memo.get_or_compute(&1, 1, ok(3)).unwrap(), 3);
+        assert_eq!(*memo.get_or_compute(&2, 26, ok(5)).unwrap(), 5);
+        assert_eq!(
+            *memo.get_or_compute(&2, 26, ok(6)).unwrap(),
+            6,
+            "too heavy to keep"
+        );
+        assert_eq!(memo.weight(), 1);
+    }
+}
