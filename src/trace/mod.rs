@@ -17,6 +17,10 @@ use std::sync::{Arc, Mutex};
 
 /// The most events one run may record; past it the run stops with a harness error.
 pub const EVENTS_MAX: usize = 2_000_000;
+/// The most training steps the `step` events of one run may hold (a run of steps is one
+/// event carrying each step's digest): a simulated week of 256 nodes holds about 14
+/// million. Past it the run stops with the same harness error.
+pub const STEPS_MAX: u64 = 40_000_000;
 
 /// Everything a finished run hands to the checks and the report.
 #[derive(Debug, Clone, PartialEq, Default)]
@@ -24,7 +28,7 @@ pub struct Trace {
     /// Events in time order; events of one moment in the order they were recorded (steps
     /// settled in closed form are recorded late and put in place when the run ends).
     pub events: Vec<Event>,
-    /// True when `EVENTS_MAX` was reached and later events were dropped.
+    /// True when `EVENTS_MAX` or `STEPS_MAX` was reached and later events were dropped.
     pub truncated: bool,
 }
 
@@ -61,7 +65,14 @@ impl Trace {
 /// It is an observer, not a channel: simulated code never reads it back.
 #[derive(Debug, Clone, Default)]
 pub struct Recorder {
-    inner: Arc<Mutex<Trace>>,
+    inner: Arc<Mutex<Recording>>,
+}
+
+/// The trace being recorded, and how many training steps its `step` events hold.
+#[derive(Debug, Default)]
+struct Recording {
+    trace: Trace,
+    steps: u64,
 }
 
 impl Recorder {
@@ -69,32 +80,46 @@ impl Recorder {
         Self::default()
     }
 
-    /// Records one event; past `EVENTS_MAX` it only marks the trace truncated.
+    /// Records one event; past `EVENTS_MAX` events or `STEPS_MAX` steps it only marks the
+    /// trace truncated.
     pub fn record(&self, at_us: u64, node: Option<TraceNode>, kind: EventKind) {
-        let mut trace = self.inner.lock().expect("recorder lock is never poisoned");
-        if trace.events.len() >= EVENTS_MAX {
-            trace.truncated = true;
+        let mut recording = self.inner.lock().expect("recorder lock is never poisoned");
+        let steps = match &kind {
+            EventKind::Step { run, .. } => run.steps(),
+            _ => 0,
+        };
+        let r = &mut *recording;
+        if !fits(r.trace.events.len(), r.steps, steps) {
+            r.trace.truncated = true;
             return;
         }
-        trace.events.push(Event { at_us, node, kind });
+        r.steps += steps;
+        r.trace.events.push(Event { at_us, node, kind });
     }
 
-    /// Whether the bound was hit.
+    /// Whether a bound was hit.
     pub fn truncated(&self) -> bool {
         self.inner
             .lock()
             .expect("recorder lock is never poisoned")
+            .trace
             .truncated
     }
 
     /// Takes the recorded trace out.
     pub fn finish(&self) -> Trace {
-        let mut trace =
+        let mut recording =
             std::mem::take(&mut *self.inner.lock().expect("recorder lock is never poisoned"));
         // Stable: events of one moment keep the order they were recorded in.
-        trace.events.sort_by_key(|e| e.at_us);
-        trace
+        recording.trace.events.sort_by_key(|e| e.at_us);
+        recording.trace
     }
+}
+
+/// Whether one more event, holding `more_steps` steps, fits a trace of `events` events that
+/// hold `steps` steps.
+fn fits(events: usize, steps: u64, more_steps: u64) -> bool {
+    events < EVENTS_MAX && steps.saturating_add(more_steps) <= STEPS_MAX
 }
 
 /// How a run ended, as the world saw it.
@@ -103,4 +128,18 @@ pub struct RunEnd {
     /// Simulated time when the run ended.
     pub sim_time_us: u64,
     pub outcome: crate::scenario::model::Outcome,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_trace_is_bounded_in_events_and_in_the_steps_they_hold() {
+        assert!(fits(0, 0, 1));
+        assert!(fits(EVENTS_MAX - 1, STEPS_MAX - 10, 10));
+        assert!(!fits(EVENTS_MAX, 0, 0), "past the events");
+        assert!(!fits(1, STEPS_MAX - 10, 11), "past the steps");
+        assert!(!fits(1, u64::MAX, 1), "no overflow");
+    }
 }

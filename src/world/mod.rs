@@ -104,7 +104,10 @@ pub enum HarnessError {
     /// The scenario could not become a run (its failure process drew past a bound).
     #[error("{0}")]
     Input(String),
-    #[error("the run recorded more than {0} events")]
+    #[error(
+        "the run recorded more than {0} events, or step events holding more than {steps} training steps",
+        steps = crate::trace::STEPS_MAX
+    )]
     EventsOverBound(usize),
     #[error("the run cost more than {max} simulator events (timers and messages)")]
     SimEventsOverBound { max: u64 },
