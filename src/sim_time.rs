@@ -18,8 +18,21 @@ pub struct SimDuration {
 
 const NS_PER_US: u64 = 1_000;
 const NS_PER_MS: u64 = 1_000_000;
+const NS_PER_S: u64 = 1_000_000_000;
+const US_PER_MS: i64 = 1_000;
 
 impl SimInstant {
+    /// The run's first moment.
+    pub const START: SimInstant = SimInstant { ns: 0 };
+
+    /// The last representable moment, after every run: "never" for a window with no end.
+    pub const END: SimInstant = SimInstant { ns: u64::MAX };
+
+    /// The moment `span` after the start: a budget or a schedule read as a moment of the run.
+    pub const fn from_start(span: SimDuration) -> Self {
+        SimInstant { ns: span.ns }
+    }
+
     /// The moment `ns` simulated nanoseconds after the start.
     pub const fn from_ns(ns: u64) -> Self {
         SimInstant { ns }
@@ -55,13 +68,50 @@ impl SimInstant {
             ns: self.ns.saturating_sub(earlier.ns),
         }
     }
+
+    /// The span from the start to this moment.
+    pub const fn since_start(self) -> SimDuration {
+        SimDuration { ns: self.ns }
+    }
+
+    /// The moment `span` earlier, or the start when that is before it.
+    pub const fn before(self, span: SimDuration) -> Self {
+        SimInstant {
+            ns: self.ns.saturating_sub(span.ns),
+        }
+    }
+
+    /// This moment cut to the whole microsecond, the trace's resolution.
+    pub const fn floor_us(self) -> Self {
+        SimInstant::from_us(self.as_us())
+    }
+
+    /// Seconds since the start, for reports.
+    pub fn as_secs_f64(self) -> f64 {
+        self.since_start().as_secs_f64()
+    }
 }
 
 impl SimDuration {
+    /// No time at all.
+    pub const ZERO: SimDuration = SimDuration { ns: 0 };
+
+    /// `ns` nanoseconds.
+    pub const fn from_ns(ns: u64) -> Self {
+        SimDuration { ns }
+    }
+
     /// `us` microseconds (saturating).
     pub const fn from_us(us: u64) -> Self {
         SimDuration {
             ns: us.saturating_mul(NS_PER_US),
+        }
+    }
+
+    /// `s` seconds (saturating).
+    pub const fn from_secs(s: u64) -> Self {
+        SimDuration {
+            ns: s.saturating_mul(NS_PER_S),
         }
     }
 
@@ -87,6 +137,101 @@ impl SimDuration {
     pub const fn as_ms(self) -> u64 {
         self.ns / NS_PER_MS
     }
+
+    /// Seconds, for reports and rates.
+    pub fn as_secs_f64(self) -> f64 {
+        self.ns as f64 / NS_PER_S as f64
+    }
+
+    /// This span rounded up to a whole number of `unit`s (saturating; a zero unit is no
+    /// rounding).
+    pub const fn ceil_to(self, unit: SimDuration) -> Self {
+        if unit.ns == 0 {
+            return self;
+        }
+        SimDuration {
+            ns: self.ns.div_ceil(unit.ns).saturating_mul(unit.ns),
+        }
+    }
+
+    /// Whether the span is empty.
+    pub const fn is_zero(self) -> bool {
+        self.ns == 0
+    }
+
+    /// The two spans one after the other, saturating.
+    pub const fn saturating_add(self, other: SimDuration) -> Self {
+        SimDuration {
+            ns: self.ns.saturating_add(other.ns),
+        }
+    }
+
+    /// This span less `other`, or zero when `other` is longer.
+    pub const fn saturating_sub(self, other: SimDuration) -> Self {
+        SimDuration {
+            ns: self.ns.saturating_sub(other.ns),
+        }
+    }
+
+    /// `n` of this span one after another, saturating.
+    pub const fn saturating_mul(self, n: u64) -> Self {
+        SimDuration {
+            ns: self.ns.saturating_mul(n),
+        }
+    }
+
+    /// This span times `factor`, rounded to the nanosecond; saturating (`as` from a float
+    /// clamps, and a negative or NaN product is zero).
+    pub fn scaled(self, factor: f64) -> Self {
+        SimDuration {
+            ns: (self.ns as f64 * factor).round() as u64,
+        }
+    }
+}
+
+/// Simulated moments and spans written as whole microseconds (the trace's and the parity
+/// vectors' unit): `#[serde(with = "crate::sim_time::as_us")]` on a field.
+pub mod as_us {
+    use super::{SimDuration, SimInstant};
+    use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+    /// A time type that reads and writes as microseconds.
+    pub trait Micros: Sized {
+        fn to_us(&self) -> u64;
+        fn of_us(us: u64) -> Self;
+    }
+
+    impl Micros for SimInstant {
+        fn to_us(&self) -> u64 {
+            self.as_us()
+        }
+        fn of_us(us: u64) -> Self {
+            SimInstant::from_us(us)
+        }
+    }
+
+    impl Micros for SimDuration {
+        fn to_us(&self) -> u64 {
+            self.as_us()
+        }
+        fn of_us(us: u64) -> Self {
+            SimDuration::from_us(us)
+        }
+    }
+
+    pub fn serialize<T: Micros, S: Serializer>(value: &T, s: S) -> Result<S::Ok, S::Error> {
+        value.to_us().serialize(s)
+    }
+
+    pub fn deserialize<'de, T: Micros, D: Deserializer<'de>>(d: D) -> Result<T, D::Error> {
+        u64::deserialize(d).map(T::of_us)
+    }
+}
+
+/// A clock offset of `ms` milliseconds as signed microseconds, the unit of clock readings
+/// (saturating).
+pub const fn offset_us_of_ms(ms: i64) -> i64 {
+    ms.saturating_mul(US_PER_MS)
 }
 
 /// A node's clock reading in microseconds (its monotonic or wall clock: signed, as Python's
