@@ -1,7 +1,8 @@
 //! Simulated time as types: a moment on the run's clock ([`SimInstant`]), a span of it
 //! ([`SimDuration`]) and deadlines on a node's own clock readings. Every conversion between
 //! nanoseconds, microseconds and milliseconds is written here, and every sum saturates, so
-//! no caller multiplies by 1 000 by hand or casts between signed and unsigned time.
+//! no caller multiplies by 1 000 by hand or casts between signed and unsigned time
+//! (`tests/time_units.rs` holds the rest of `src/` to that).
 
 /// A moment of the run: simulated nanoseconds since it began. Message latencies are drawn in
 /// nanoseconds, so a moment computed ahead keeps them; the trace records microseconds.
@@ -22,9 +23,6 @@ const NS_PER_S: u64 = 1_000_000_000;
 const US_PER_MS: i64 = 1_000;
 
 impl SimInstant {
-    /// The run's first moment.
-    pub const START: SimInstant = SimInstant { ns: 0 };
-
     /// The last representable moment, after every run: "never" for a window with no end.
     pub const END: SimInstant = SimInstant { ns: u64::MAX };
 
@@ -80,16 +78,6 @@ impl SimInstant {
             ns: self.ns.saturating_sub(span.ns),
         }
     }
-
-    /// This moment cut to the whole microsecond, the trace's resolution.
-    pub const fn floor_us(self) -> Self {
-        SimInstant::from_us(self.as_us())
-    }
-
-    /// Seconds since the start, for reports.
-    pub fn as_secs_f64(self) -> f64 {
-        self.since_start().as_secs_f64()
-    }
 }
 
 impl SimDuration {
@@ -143,6 +131,31 @@ impl SimDuration {
         self.ns as f64 / NS_PER_S as f64
     }
 
+    /// Whole seconds (rounded down).
+    pub const fn as_secs(self) -> u64 {
+        self.ns / NS_PER_S
+    }
+
+    /// The milliseconds past the last whole second (rounded down).
+    pub const fn subsec_ms(self) -> u64 {
+        self.ns % NS_PER_S / NS_PER_MS
+    }
+
+    /// The microseconds past the last whole second (rounded down).
+    pub const fn subsec_us(self) -> u64 {
+        self.ns % NS_PER_S / NS_PER_US
+    }
+
+    /// This span rounded down to a whole number of `unit`s (a zero unit is no rounding).
+    pub const fn floor_to(self, unit: SimDuration) -> Self {
+        if unit.ns == 0 {
+            return self;
+        }
+        SimDuration {
+            ns: self.ns / unit.ns * unit.ns,
+        }
+    }
+
     /// This span rounded up to a whole number of `unit`s (saturating; a zero unit is no
     /// rounding).
     pub const fn ceil_to(self, unit: SimDuration) -> Self {
@@ -179,53 +192,15 @@ impl SimDuration {
             ns: self.ns.saturating_mul(n),
         }
     }
-
-    /// This span times `factor`, rounded to the nanosecond; saturating (`as` from a float
-    /// clamps, and a negative or NaN product is zero).
-    pub fn scaled(self, factor: f64) -> Self {
-        SimDuration {
-            ns: (self.ns as f64 * factor).round() as u64,
-        }
-    }
 }
 
-/// Simulated moments and spans written as whole microseconds (the trace's and the parity
-/// vectors' unit): `#[serde(with = "crate::sim_time::as_us")]` on a field.
-pub mod as_us {
-    use super::{SimDuration, SimInstant};
-    use serde::{Deserialize, Deserializer, Serialize, Serializer};
-
-    /// A time type that reads and writes as microseconds.
-    pub trait Micros: Sized {
-        fn to_us(&self) -> u64;
-        fn of_us(us: u64) -> Self;
-    }
-
-    impl Micros for SimInstant {
-        fn to_us(&self) -> u64 {
-            self.as_us()
-        }
-        fn of_us(us: u64) -> Self {
-            SimInstant::from_us(us)
-        }
-    }
-
-    impl Micros for SimDuration {
-        fn to_us(&self) -> u64 {
-            self.as_us()
-        }
-        fn of_us(us: u64) -> Self {
-            SimDuration::from_us(us)
-        }
-    }
-
-    pub fn serialize<T: Micros, S: Serializer>(value: &T, s: S) -> Result<S::Ok, S::Error> {
-        value.to_us().serialize(s)
-    }
-
-    pub fn deserialize<'de, T: Micros, D: Deserializer<'de>>(d: D) -> Result<T, D::Error> {
-        u64::deserialize(d).map(T::of_us)
-    }
+/// Nanoseconds `bits` take on a link of `bits_per_sec` (at least 1), rounded up so a message
+/// always takes some time; `u64::MAX` past the range.
+pub fn transfer_ns(bits: u128, bits_per_sec: u64) -> u64 {
+    let ns = bits
+        .saturating_mul(u128::from(NS_PER_S))
+        .div_ceil(u128::from(bits_per_sec));
+    u64::try_from(ns).unwrap_or(u64::MAX)
 }
 
 /// A clock offset of `ms` milliseconds as signed microseconds, the unit of clock readings
@@ -275,5 +250,29 @@ mod tests {
         assert_eq!(deadline_after_us(-5, 10), 5);
         assert_eq!(clock_reading_us(7, SimInstant::from_us(3)), 10);
         assert_eq!(clock_reading_us(i64::MAX - 1, end), i64::MAX);
+    }
+
+    #[test]
+    fn spans_scale_round_and_split() {
+        let s = SimDuration::from_secs;
+        assert_eq!(s(3).saturating_mul(4), s(12));
+        assert_eq!(
+            SimDuration::from_ns(u64::MAX).saturating_mul(2).as_ns(),
+            u64::MAX
+        );
+        assert_eq!(s(1).saturating_sub(s(2)), SimDuration::ZERO);
+        assert_eq!(SimDuration::from_ms(61_500).ceil_to(s(60)), s(120));
+        assert_eq!(SimDuration::from_ms(61_500).floor_to(s(60)), s(60));
+        assert_eq!(s(7).ceil_to(SimDuration::ZERO), s(7));
+        let span = SimDuration::from_us(12_345_678);
+        assert_eq!(
+            (span.as_secs(), span.subsec_ms(), span.subsec_us()),
+            (12, 345, 345_678)
+        );
+        assert_eq!(SimDuration::from_ms(1_500).as_secs_f64(), 1.5);
+        assert_eq!(SimInstant::from_us(5).before(s(1)), SimInstant::from_ns(0));
+        assert_eq!(offset_us_of_ms(-20), -20_000);
+        assert_eq!(transfer_ns(8, 8_000_000_000), 1);
+        assert_eq!(transfer_ns(9, 8_000_000_000), 2);
     }
 }

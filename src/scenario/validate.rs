@@ -12,7 +12,7 @@ use crate::sim_time::SimDuration;
 use std::collections::{BTreeMap, BTreeSet};
 
 /// Default simulated time budget: 2 hours.
-pub const TIME_LIMIT_US_DEFAULT: u64 = 2 * 3_600 * 1_000_000;
+pub const TIME_LIMIT_US_DEFAULT: u64 = SimDuration::from_secs(2 * 3_600).as_us();
 
 /// Checks a raw scenario and builds the model.
 pub fn validate(raw: &RawScenario) -> Check<Scenario> {
