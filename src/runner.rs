@@ -440,7 +440,7 @@ mod tests {
             drawn
                 .faults
                 .iter()
-                .any(|f| f.at_us > end_us + 3_600_000_000),
+                .any(|f| f.at.as_us() > end_us + 3_600_000_000),
             "the draw holds failures for long after the job ended, never applied"
         );
     }

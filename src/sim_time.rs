@@ -1,7 +1,8 @@
 //! Simulated time as types: a moment on the run's clock ([`SimInstant`]), a span of it
 //! ([`SimDuration`]) and deadlines on a node's own clock readings. Every conversion between
 //! nanoseconds, microseconds and milliseconds is written here, and every sum saturates, so
-//! no caller multiplies by 1 000 by hand or casts between signed and unsigned time.
+//! no caller multiplies by 1 000 by hand or casts between signed and unsigned time
+//! (`tests/time_units.rs` holds the rest of `src/` to that).
 
 /// A moment of the run: simulated nanoseconds since it began. Message latencies are drawn in
 /// nanoseconds, so a moment computed ahead keeps them; the trace records microseconds.
@@ -18,8 +19,18 @@ pub struct SimDuration {
 
 const NS_PER_US: u64 = 1_000;
 const NS_PER_MS: u64 = 1_000_000;
+const NS_PER_S: u64 = 1_000_000_000;
+const US_PER_MS: i64 = 1_000;
 
 impl SimInstant {
+    /// The last representable moment, after every run: "never" for a window with no end.
+    pub const END: SimInstant = SimInstant { ns: u64::MAX };
+
+    /// The moment `span` after the start: a budget or a schedule read as a moment of the run.
+    pub const fn from_start(span: SimDuration) -> Self {
+        SimInstant { ns: span.ns }
+    }
+
     /// The moment `ns` simulated nanoseconds after the start.
     pub const fn from_ns(ns: u64) -> Self {
         SimInstant { ns }
@@ -55,13 +66,40 @@ impl SimInstant {
             ns: self.ns.saturating_sub(earlier.ns),
         }
     }
+
+    /// The span from the start to this moment.
+    pub const fn since_start(self) -> SimDuration {
+        SimDuration { ns: self.ns }
+    }
+
+    /// The moment `span` earlier, or the start when that is before it.
+    pub const fn before(self, span: SimDuration) -> Self {
+        SimInstant {
+            ns: self.ns.saturating_sub(span.ns),
+        }
+    }
 }
 
 impl SimDuration {
+    /// No time at all.
+    pub const ZERO: SimDuration = SimDuration { ns: 0 };
+
+    /// `ns` nanoseconds.
+    pub const fn from_ns(ns: u64) -> Self {
+        SimDuration { ns }
+    }
+
     /// `us` microseconds (saturating).
     pub const fn from_us(us: u64) -> Self {
         SimDuration {
             ns: us.saturating_mul(NS_PER_US),
+        }
+    }
+
+    /// `s` seconds (saturating).
+    pub const fn from_secs(s: u64) -> Self {
+        SimDuration {
+            ns: s.saturating_mul(NS_PER_S),
         }
     }
 
@@ -87,6 +125,88 @@ impl SimDuration {
     pub const fn as_ms(self) -> u64 {
         self.ns / NS_PER_MS
     }
+
+    /// Seconds, for reports and rates.
+    pub fn as_secs_f64(self) -> f64 {
+        self.ns as f64 / NS_PER_S as f64
+    }
+
+    /// Whole seconds (rounded down).
+    pub const fn as_secs(self) -> u64 {
+        self.ns / NS_PER_S
+    }
+
+    /// The milliseconds past the last whole second (rounded down).
+    pub const fn subsec_ms(self) -> u64 {
+        self.ns % NS_PER_S / NS_PER_MS
+    }
+
+    /// The microseconds past the last whole second (rounded down).
+    pub const fn subsec_us(self) -> u64 {
+        self.ns % NS_PER_S / NS_PER_US
+    }
+
+    /// This span rounded down to a whole number of `unit`s (a zero unit is no rounding).
+    pub const fn floor_to(self, unit: SimDuration) -> Self {
+        if unit.ns == 0 {
+            return self;
+        }
+        SimDuration {
+            ns: self.ns / unit.ns * unit.ns,
+        }
+    }
+
+    /// This span rounded up to a whole number of `unit`s (saturating; a zero unit is no
+    /// rounding).
+    pub const fn ceil_to(self, unit: SimDuration) -> Self {
+        if unit.ns == 0 {
+            return self;
+        }
+        SimDuration {
+            ns: self.ns.div_ceil(unit.ns).saturating_mul(unit.ns),
+        }
+    }
+
+    /// Whether the span is empty.
+    pub const fn is_zero(self) -> bool {
+        self.ns == 0
+    }
+
+    /// The two spans one after the other, saturating.
+    pub const fn saturating_add(self, other: SimDuration) -> Self {
+        SimDuration {
+            ns: self.ns.saturating_add(other.ns),
+        }
+    }
+
+    /// This span less `other`, or zero when `other` is longer.
+    pub const fn saturating_sub(self, other: SimDuration) -> Self {
+        SimDuration {
+            ns: self.ns.saturating_sub(other.ns),
+        }
+    }
+
+    /// `n` of this span one after another, saturating.
+    pub const fn saturating_mul(self, n: u64) -> Self {
+        SimDuration {
+            ns: self.ns.saturating_mul(n),
+        }
+    }
+}
+
+/// Nanoseconds `bits` take on a link of `bits_per_sec` (at least 1), rounded up so a message
+/// always takes some time; `u64::MAX` past the range.
+pub fn transfer_ns(bits: u128, bits_per_sec: u64) -> u64 {
+    let ns = bits
+        .saturating_mul(u128::from(NS_PER_S))
+        .div_ceil(u128::from(bits_per_sec));
+    u64::try_from(ns).unwrap_or(u64::MAX)
+}
+
+/// A clock offset of `ms` milliseconds as signed microseconds, the unit of clock readings
+/// (saturating).
+pub const fn offset_us_of_ms(ms: i64) -> i64 {
+    ms.saturating_mul(US_PER_MS)
 }
 
 /// A node's clock reading in microseconds (its monotonic or wall clock: signed, as Python's
@@ -130,5 +250,29 @@ mod tests {
         assert_eq!(deadline_after_us(-5, 10), 5);
         assert_eq!(clock_reading_us(7, SimInstant::from_us(3)), 10);
         assert_eq!(clock_reading_us(i64::MAX - 1, end), i64::MAX);
+    }
+
+    #[test]
+    fn spans_scale_round_and_split() {
+        let s = SimDuration::from_secs;
+        assert_eq!(s(3).saturating_mul(4), s(12));
+        assert_eq!(
+            SimDuration::from_ns(u64::MAX).saturating_mul(2).as_ns(),
+            u64::MAX
+        );
+        assert_eq!(s(1).saturating_sub(s(2)), SimDuration::ZERO);
+        assert_eq!(SimDuration::from_ms(61_500).ceil_to(s(60)), s(120));
+        assert_eq!(SimDuration::from_ms(61_500).floor_to(s(60)), s(60));
+        assert_eq!(s(7).ceil_to(SimDuration::ZERO), s(7));
+        let span = SimDuration::from_us(12_345_678);
+        assert_eq!(
+            (span.as_secs(), span.subsec_ms(), span.subsec_us()),
+            (12, 345, 345_678)
+        );
+        assert_eq!(SimDuration::from_ms(1_500).as_secs_f64(), 1.5);
+        assert_eq!(SimInstant::from_us(5).before(s(1)), SimInstant::from_ns(0));
+        assert_eq!(offset_us_of_ms(-20), -20_000);
+        assert_eq!(transfer_ns(8, 8_000_000_000), 1);
+        assert_eq!(transfer_ns(9, 8_000_000_000), 2);
     }
 }

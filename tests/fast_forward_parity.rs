@@ -86,7 +86,7 @@ fn quiet_windows_keep_every_verdict_distribution_of_the_suite() {
         let file = path.display().to_string();
         let scenario = trainsim::scenario::load(path).expect("a shipped scenario loads");
         let nodes = u64::from(scenario.cluster.nodes);
-        if nodes * scenario.time_limit_us / 3_600_000_000 > NODE_HOURS_MAX {
+        if nodes * scenario.time_limit.as_us() / 3_600_000_000 > NODE_HOURS_MAX {
             eprintln!("{file}: left out, over {NODE_HOURS_MAX} node-hours");
             continue;
         }

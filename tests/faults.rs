@@ -6,6 +6,7 @@ use common::{done, programs};
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 use trainsim::scenario::model::*;
+use trainsim::sim_time::SimDuration;
 use trainsim::store::service::StoreClient;
 use trainsim::trace::{Event, EventKind, Trace};
 use trainsim::world::time::{elapsed_us, sleep_us};
@@ -18,14 +19,14 @@ const MS: u64 = 1_000;
 fn scenario(nodes: u32, spare_nodes: u32, faults: Vec<Fault>) -> Scenario {
     let mut s = trainsim::scenario::default_scenario("faults");
     s.seed = SEED;
-    s.time_limit_us = 3_600 * SEC;
+    s.time_limit = SimDuration::from_us(3_600 * SEC);
     s.cluster.nodes = nodes;
     s.cluster.spare_nodes = spare_nodes;
     s.cluster.store = StoreHost::Dedicated;
     s.cluster.clock_skew_us = BTreeMap::new();
     s.network = Network {
-        latency_us_min: 1000,
-        latency_us_max: 2000,
+        latency_min: SimDuration::from_us(1000),
+        latency_max: SimDuration::from_us(2000),
         loss: 0.0,
         bandwidth_bits_per_sec: 100_000_000_000,
         store_host_bandwidth_bits_per_sec: 100_000_000_000,
@@ -35,7 +36,7 @@ fn scenario(nodes: u32, spare_nodes: u32, faults: Vec<Fault>) -> Scenario {
 }
 
 fn at(at_us: u64, kind: FaultKind) -> Fault {
-    Fault::at(at_us, kind)
+    Fault::at(trainsim::sim_time::SimInstant::from_us(at_us), kind)
 }
 
 /// An agent that does nothing for `us` of simulated time.
@@ -470,9 +471,9 @@ fn latency_with_a_duration_is_restored_afterwards() {
         vec![at(
             10 * SEC,
             FaultKind::Latency {
-                latency_us_min: 50 * MS,
-                latency_us_max: 60 * MS,
-                duration_us: Some(10 * SEC),
+                latency_min: SimDuration::from_us(50 * MS),
+                latency_max: SimDuration::from_us(60 * MS),
+                duration: Some(SimDuration::from_us(10 * SEC)),
             },
         )],
     );
@@ -504,9 +505,9 @@ fn latency_without_a_duration_stays() {
         vec![at(
             10 * SEC,
             FaultKind::Latency {
-                latency_us_min: 50 * MS,
-                latency_us_max: 60 * MS,
-                duration_us: None,
+                latency_min: SimDuration::from_us(50 * MS),
+                latency_max: SimDuration::from_us(60 * MS),
+                duration: None,
             },
         )],
     );
@@ -532,16 +533,16 @@ fn the_end_of_a_loss_fault_leaves_a_latency_fault_alone() {
             at(
                 5 * SEC,
                 FaultKind::Latency {
-                    latency_us_min: 50 * MS,
-                    latency_us_max: 60 * MS,
-                    duration_us: None,
+                    latency_min: SimDuration::from_us(50 * MS),
+                    latency_max: SimDuration::from_us(60 * MS),
+                    duration: None,
                 },
             ),
             at(
                 10 * SEC,
                 FaultKind::Loss {
                     probability: 0.0,
-                    duration_us: Some(2 * SEC),
+                    duration: Some(SimDuration::from_us(2 * SEC)),
                 },
             ),
         ],
@@ -568,17 +569,17 @@ fn a_timed_latency_fault_restores_the_latency_before_it() {
             at(
                 5 * SEC,
                 FaultKind::Latency {
-                    latency_us_min: 50 * MS,
-                    latency_us_max: 60 * MS,
-                    duration_us: None,
+                    latency_min: SimDuration::from_us(50 * MS),
+                    latency_max: SimDuration::from_us(60 * MS),
+                    duration: None,
                 },
             ),
             at(
                 10 * SEC,
                 FaultKind::Latency {
-                    latency_us_min: 200 * MS,
-                    latency_us_max: 210 * MS,
-                    duration_us: Some(5 * SEC),
+                    latency_min: SimDuration::from_us(200 * MS),
+                    latency_max: SimDuration::from_us(210 * MS),
+                    duration: Some(SimDuration::from_us(5 * SEC)),
                 },
             ),
         ],

@@ -56,7 +56,7 @@ fn measure(scenario: &Scenario) -> Measured {
     let step_s = calm.goodput.productive_us as f64 / 1e6 / quiet.job.steps as f64;
     let mut one_crash = quiet.clone();
     one_crash.faults.push(Fault {
-        at_us: 3_000_000_000,
+        at: trainsim::sim_time::SimInstant::from_us(3_000_000_000),
         kind: FaultKind::WorkerCrash {
             node: 2,
             local_rank: 3,
@@ -69,8 +69,11 @@ fn measure(scenario: &Scenario) -> Measured {
     let restart_overhead_s = recovery_s(&crashed) - recovery_s(&calm);
     // A clean recovery: worker start and checkpoint load, plus a few seconds of monitor
     // tick, NCCL's peer-exit detection and rendezvous.
-    let start_and_load_s =
-        (scenario.job.worker_start_time_us + scenario.job.checkpoint_load_time_us) as f64 / 1e6;
+    let start_and_load_s = scenario
+        .job
+        .worker_start_time
+        .saturating_add(scenario.job.checkpoint_load_time)
+        .as_secs_f64();
     assert!(
         restart_overhead_s > start_and_load_s && restart_overhead_s < start_and_load_s + 10.0,
         "one crash cost {restart_overhead_s} s of recovery"
@@ -88,7 +91,7 @@ fn model(scenario: &Scenario, measured: &Measured) -> JobReliability {
         failures_per_node_day: failures.rate_per_node_day,
         restart_overhead_s: measured.restart_overhead_s,
         checkpoint_interval_s: scenario.job.checkpoint_every as f64 * measured.step_s,
-        checkpoint_write_s: scenario.job.checkpoint_save_time_us as f64 / 1e6,
+        checkpoint_write_s: scenario.job.checkpoint_save_time.as_secs_f64(),
     }
 }
 

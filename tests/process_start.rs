@@ -3,6 +3,7 @@
 
 use std::path::Path;
 use trainsim::scenario::{self, Scenario};
+use trainsim::sim_time::SimDuration;
 use trainsim::trace::{Event, EventKind, TraceNode};
 
 const SEC: u64 = 1_000_000;
@@ -54,7 +55,7 @@ fn last_round_completion_us(events: &[Event]) -> u64 {
 #[test]
 fn agents_join_after_their_start_time() {
     let mut s = all_nodes_at_max();
-    s.agent.start_time_us = 5 * SEC;
+    s.agent.start_time = SimDuration::from_us(5 * SEC);
     let joins = first_joins_us(&events(&s));
     assert_eq!(joins.len(), 3);
     // Every agent waits the same 5 s; its first connect may still back off a little.
@@ -67,8 +68,8 @@ fn agents_join_after_their_start_time() {
 #[test]
 fn a_start_jitter_spreads_the_agents_within_it() {
     let mut s = all_nodes_at_max();
-    s.agent.start_time_us = 5 * SEC;
-    s.agent.start_time_jitter_us = 3 * SEC;
+    s.agent.start_time = SimDuration::from_us(5 * SEC);
+    s.agent.start_time_jitter = SimDuration::from_us(3 * SEC);
     let joins = first_joins_us(&events(&s));
     assert!(
         joins.iter().all(|&at| (5 * SEC..9 * SEC).contains(&at)),
@@ -88,7 +89,7 @@ fn workers_train_only_after_their_start_time() {
     let mut s = all_nodes_at_max();
     let events_at_once = events(&s);
     let at_once_us = first_step_us(&events_at_once) - last_round_completion_us(&events_at_once);
-    s.job.worker_start_time_us = 4 * SEC;
+    s.job.worker_start_time = SimDuration::from_us(4 * SEC);
     let events_later = events(&s);
     let later_us = first_step_us(&events_later) - last_round_completion_us(&events_later);
     // The bootstrap's own store round trips draw other latencies in the two runs, so the

@@ -317,13 +317,14 @@ fn nccl_peer_exit_detection_is_located() {
 fn collective_timeouts_default_per_backend() {
     let parsed = |text: &str| parse(text, FILE).expect("a valid scenario").job;
     let nccl = parsed("name = \"x\"\n");
-    assert_eq!(nccl.collective_timeout_us, 600_000_000);
-    assert_eq!(nccl.nccl_peer_exit_detection_us, Some(1_400_000));
+    let us = trainsim::sim_time::SimDuration::from_us;
+    assert_eq!(nccl.collective_timeout, us(600_000_000));
+    assert_eq!(nccl.nccl_peer_exit_detection, Some(us(1_400_000)));
     let gloo = parsed("name = \"x\"\n[job]\nbackend = \"gloo\"\n");
-    assert_eq!(gloo.collective_timeout_us, 1_800_000_000);
-    assert_eq!(gloo.nccl_peer_exit_detection_us, None);
+    assert_eq!(gloo.collective_timeout, us(1_800_000_000));
+    assert_eq!(gloo.nccl_peer_exit_detection, None);
     let never = parsed("name = \"x\"\n[job]\nnccl_peer_exit_detection = \"never\"\n");
-    assert_eq!(never.nccl_peer_exit_detection_us, None);
+    assert_eq!(never.nccl_peer_exit_detection, None);
 }
 
 #[test]

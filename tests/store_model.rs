@@ -326,7 +326,7 @@ async fn call(clients: &[StoreClient], op: &Op) -> Vec<Reply> {
 fn run(ops: &[Op], clients: usize, loss: f64, seed: u64) -> Vec<Vec<Reply>> {
     let mut s = trainsim::scenario::default_scenario("store-model");
     s.seed = seed;
-    s.time_limit_us = 3_600_000_000;
+    s.time_limit = trainsim::sim_time::SimDuration::from_secs(3_600);
     s.cluster.nodes = 1;
     s.cluster.spare_nodes = 0;
     s.cluster.store = StoreHost::Dedicated;

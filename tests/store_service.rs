@@ -286,14 +286,14 @@ fn a_get_cut_off_past_its_timeout_raises_it_only_once_delivered() {
     let l = log.clone();
     let faults = vec![
         Fault {
-            at_us: SEC,
+            at: trainsim::sim_time::SimInstant::from_us(SEC),
             kind: FaultKind::Partition {
                 groups: vec![vec![0], vec![1]],
             },
             role: None,
         },
         Fault {
-            at_us: 100 * SEC,
+            at: trainsim::sim_time::SimInstant::from_us(100 * SEC),
             kind: FaultKind::Heal,
             role: None,
         },
@@ -355,7 +355,7 @@ fn a_dead_store_process_on_a_live_host_refuses_at_once() {
         2,
         StoreHost::Node(0),
         vec![Fault {
-            at_us: 5 * SEC,
+            at: trainsim::sim_time::SimInstant::from_us(5 * SEC),
             kind: FaultKind::StoreCrash,
             role: None,
         }],
@@ -428,7 +428,7 @@ fn a_dead_store_with_a_blocked_request_pending_still_refuses() {
         3,
         StoreHost::Node(0),
         vec![Fault {
-            at_us: 5 * SEC,
+            at: trainsim::sim_time::SimInstant::from_us(5 * SEC),
             kind: FaultKind::StoreCrash,
             role: None,
         }],

@@ -18,7 +18,7 @@ use trainsim::world::time::{elapsed_us, sleep_us};
 use trainsim::world::NodeEnv;
 
 fn at(at_us: u64, kind: FaultKind) -> Fault {
-    Fault::at(at_us, kind)
+    Fault::at(trainsim::sim_time::SimInstant::from_us(at_us), kind)
 }
 
 /// Runs `s` with node-0 hosting the store for `host_us` and node-1 its caller: a client with

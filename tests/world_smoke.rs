@@ -5,7 +5,7 @@ use trainsim::scenario::model::*;
 fn scenario(nodes: u32, min: u32, max: u32) -> Scenario {
     let mut s = trainsim::scenario::default_scenario("smoke");
     s.seed = 1;
-    s.time_limit_us = 3_600_000_000;
+    s.time_limit = trainsim::sim_time::SimDuration::from_secs(3_600);
     s.cluster.nodes = nodes;
     s.cluster.spare_nodes = 1;
     s.rendezvous.min_nodes = min;

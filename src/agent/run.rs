@@ -15,6 +15,7 @@ use crate::job::{self, GroupPlan, WorkerStatus};
 use crate::mutant::Mutants;
 use crate::rendezvous::handler::{RendezvousError, RendezvousHandler, RendezvousInfo};
 use crate::rendezvous::settings::RendezvousSettings;
+use crate::sim_time::SimDuration;
 use crate::store::service::{StoreClient, READ_TIMEOUT_US};
 use crate::trace::{AgentState, EventKind, ExitReason};
 use crate::world::wake::Wake;
@@ -188,7 +189,7 @@ async fn invoke_run(
     let settle_us = quiet_settle_us(env);
     let mut quiet = false;
     loop {
-        next_tick(env, handler, &wake, agent.monitor_interval_us, quiet).await;
+        next_tick(env, handler, &wake, agent.monitor_interval, quiet).await;
         // Whatever changes from here on is seen by this tick or wakes the next one.
         wake.clear();
         let status = monitor(env, &workers);
@@ -273,16 +274,17 @@ async fn next_tick(
     env: &NodeEnv,
     handler: &RendezvousHandler,
     wake: &Arc<Wake>,
-    interval_us: u64,
+    interval: SimDuration,
     quiet: bool,
 ) {
     // Validation makes `monitor_interval` positive; the tick arithmetic divides by it.
+    let interval_us = interval.as_us();
     assert!(interval_us > 0, "the monitor ticks every 0 us");
     // Not read while an op (a keep-alive) holds the rendezvous state: the monitor never
     // waits on that lock before looking at its workers.
     let fresh_until_mono_us = handler.cache_fresh_until_mono_us();
     let (true, Some(fresh_until_mono_us)) = (quiet, fresh_until_mono_us) else {
-        time::sleep_us(interval_us).await;
+        time::sleep(interval).await;
         return;
     };
     let start_us = time::elapsed_us();
@@ -319,7 +321,7 @@ fn quiet_settle_us(env: &NodeEnv) -> u64 {
     let one_pass_us = expiry_us
         .saturating_add(settings.keep_alive_interval_us)
         .saturating_add(u64::try_from(crate::rendezvous::handler::CACHE_US).unwrap_or(0))
-        .saturating_add(env.scenario().agent.monitor_interval_us);
+        .saturating_add(env.scenario().agent.monitor_interval.as_us());
     one_pass_us.saturating_mul(2)
 }
 
@@ -485,7 +487,7 @@ fn start_workers(
 /// barrier timeout is set on the client (`store_timeout`) and, as `store_timeout` restores
 /// it without a `finally`, stays set when the barrier raises.
 async fn exit_barrier(env: &NodeEnv, store: &StoreClient, info: &RendezvousInfo) {
-    let timeout_us = env.scenario().agent.exit_barrier_timeout_us;
+    let timeout_us = env.scenario().agent.exit_barrier_timeout.as_us();
     let prefix = format!(
         "{}/torchelastic/agent/terminal_state",
         settings_of(env).round_store_prefix(info.round)

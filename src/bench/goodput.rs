@@ -115,7 +115,10 @@ mod tests {
     fn the_week_is_a_valid_scenario_of_256_nodes_for_a_week() {
         let s = crate::scenario::parse(super::WEEK_TOML, super::WEEK_FILE).expect("valid");
         assert_eq!(s.cluster.nodes, 256);
-        assert_eq!(s.time_limit_us, 7 * 24 * 3_600 * 1_000_000);
+        assert_eq!(
+            s.time_limit,
+            crate::sim_time::SimDuration::from_secs(7 * 24 * 3_600)
+        );
         assert!(s.failures.is_some(), "a failure process");
     }
 }

@@ -103,8 +103,8 @@ mod tests {
         for n in crate::bench::SCALE_NODES {
             assert_eq!(scale(n, None).rendezvous.max_nodes, n);
             assert_eq!(
-                scale(n, Some("1s")).rendezvous.cas_backoff_max_us,
-                1_000_000
+                scale(n, Some("1s")).rendezvous.cas_backoff_max,
+                crate::sim_time::SimDuration::from_secs(1)
             );
         }
     }

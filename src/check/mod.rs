@@ -277,8 +277,8 @@ fn name_of(result: &InvariantResult) -> Invariant {
 
 /// Formats microseconds as seconds for sentences (`12.5 s`).
 pub(crate) fn secs(us: u64) -> String {
-    let whole = us / 1_000_000;
-    let frac = us % 1_000_000;
+    let span = crate::sim_time::SimDuration::from_us(us);
+    let (whole, frac) = (span.as_secs(), span.subsec_us());
     if frac == 0 {
         format!("{whole} s")
     } else {

@@ -13,7 +13,7 @@ pub const S: u64 = 1_000_000;
 pub fn scenario() -> Scenario {
     let mut s = crate::scenario::default_scenario("test");
     s.seed = 1;
-    s.time_limit_us = 7200 * S;
+    s.time_limit = crate::sim_time::SimDuration::from_us(7200 * S);
     s.cluster.nodes = 3;
     s.cluster.spare_nodes = 1;
     s.rendezvous.min_nodes = 2;

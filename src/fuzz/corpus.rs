@@ -2,9 +2,10 @@
 //! as scenario files, and mutated (fault times, kinds and nodes, node counts, run seeds) to
 //! make a share of later cases, so rare situations get explored further.
 
-use super::strategy::{Case, FAULT_AT_US_MAX};
+use super::strategy::{Case, FAULT_AT_MAX};
 use crate::scenario::model::{Fault, FaultKind};
 use crate::scenario::{self};
+use crate::sim_time::SimDuration;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use std::path::Path;
@@ -61,7 +62,7 @@ pub fn mutate(parent: &Case, rng: &mut ChaCha8Rng) -> Option<Case> {
     for _ in 0..rng.gen_range(1..=3) {
         mutate_once(&mut c, rng);
     }
-    c.scenario.faults.sort_by_key(|f| f.at_us);
+    c.scenario.faults.sort_by_key(|f| f.at);
     let text = scenario::to_toml(&c.scenario);
     let back = scenario::parse(&text, "mutant.toml").ok()?;
     (back == c.scenario).then_some(c)
@@ -73,11 +74,11 @@ fn mutate_once(c: &mut Case, rng: &mut ChaCha8Rng) {
     match rng.gen_range(0..5) {
         0 if n > 0 => {
             let f = &mut s.faults[rng.gen_range(0..n)];
-            let shift = rng.gen_range(0..=60_000_000u64);
-            f.at_us = if rng.gen_bool(0.5) {
-                f.at_us.saturating_sub(shift)
+            let shift = SimDuration::from_us(rng.gen_range(0..=60_000_000u64));
+            f.at = if rng.gen_bool(0.5) {
+                f.at.before(shift)
             } else {
-                (f.at_us + shift).min(FAULT_AT_US_MAX)
+                f.at.after(shift).min(FAULT_AT_MAX)
             };
         }
         1 if n > 0 => {
@@ -156,7 +157,7 @@ mod tests {
         s.rendezvous.min_nodes = 2;
         s.rendezvous.max_nodes = 3;
         s.faults = vec![Fault {
-            at_us: 30_000_000,
+            at: crate::sim_time::SimInstant::from_us(30_000_000),
             kind: FaultKind::Kill { node: 1 },
             role: None,
         }];

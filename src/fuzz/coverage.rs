@@ -228,7 +228,10 @@ impl<'a> Reader<'a> {
 
     fn heartbeat(&mut self, node: TraceNode, at_us: u64) {
         let r = &self.s.rendezvous;
-        let expiry = r.keep_alive_interval_us * u64::from(r.keep_alive_max_attempt);
+        let expiry = r
+            .keep_alive_interval
+            .saturating_mul(u64::from(r.keep_alive_max_attempt))
+            .as_us();
         if let Some(last) = self.last_heartbeat.insert(node, at_us) {
             if at_us - last > expiry {
                 self.hit.insert("heartbeat_gap_past_expiry");

@@ -12,6 +12,7 @@
 use super::strategy::Case;
 use crate::scenario;
 use crate::scenario::model::{Complexity, Fault, FaultKind, FaultName, SamplerKind};
+use crate::sim_time::{SimDuration, SimInstant};
 use proptest::prelude::*;
 
 /// The job fault kinds, in the order of the enabled-kinds mask's bits.
@@ -25,7 +26,7 @@ pub const JOB_FAULT_KINDS: [FaultName; 6] = [
 ];
 
 /// Latest fault time, in microseconds (60 s).
-const FAULT_AT_US_MAX: u64 = 60_000_000;
+const FAULT_AT_MAX: SimInstant = SimInstant::from_us(60_000_000);
 
 /// One drawn fault: which enabled kind, where, when, how long and how slow.
 #[derive(Debug, Clone, PartialEq)]
@@ -43,7 +44,7 @@ fn fault_draw() -> impl Strategy<Value = JobFaultDraw> {
         0usize..JOB_FAULT_KINDS.len(),
         0u32..8,
         0u32..8,
-        0u64..=FAULT_AT_US_MAX / 1_000,
+        0u64..=FAULT_AT_MAX.since_start().as_ms(),
         1u64..=30_000,
         11u32..=50,
     )
@@ -95,7 +96,7 @@ pub fn case() -> impl Strategy<Value = Case> {
             let (len, complexity, balanced, shuffle, drop_last) = data;
             let (batch_size, steps, checkpoint_every, step_ms) = steps;
             let mut s = scenario::default_scenario("fuzz job case");
-            s.time_limit_us = 3_600_000_000;
+            s.time_limit = SimDuration::from_ms(3_600_000);
             s.cluster.nodes = nodes;
             s.cluster.spare_nodes = spares;
             s.cluster.gpus_per_node = gpus;
@@ -105,7 +106,7 @@ pub fn case() -> impl Strategy<Value = Case> {
             s.rendezvous.min_nodes = 1;
             s.rendezvous.max_nodes = nodes + spares;
             s.job.steps = steps;
-            s.job.step_time_us = step_ms * 1_000;
+            s.job.step_time = SimDuration::from_ms(step_ms);
             s.job.model_size_bytes = 16 << 20;
             s.job.checkpoint_every = checkpoint_every;
             s.job.dataset.len = len;
@@ -119,7 +120,7 @@ pub fn case() -> impl Strategy<Value = Case> {
             s.job.sampler.drop_last = drop_last;
             s.job.sampler.batch_size = batch_size;
             s.faults = fault_plan(nodes, spares, gpus, mask, &draws);
-            s.faults.sort_by_key(|f| f.at_us);
+            s.faults.sort_by_key(|f| f.at);
             Case {
                 scenario: s,
                 seed: seed >> 1,
@@ -138,17 +139,19 @@ fn fault_plan(nodes: u32, spares: u32, gpus: u32, mask: u8, draws: &[JobFaultDra
     let mut spare_started = false;
     let mut out = Vec::new();
     for d in draws {
-        let at_us = d.at_ms * 1_000;
-        let later_us = (at_us + d.span_ms * 1_000).min(FAULT_AT_US_MAX);
+        let at_time = SimInstant::from_start(SimDuration::from_ms(d.at_ms));
+        let later_time = at_time
+            .after(SimDuration::from_ms(d.span_ms))
+            .min(FAULT_AT_MAX);
         let node = d.node % nodes;
         let gpu = d.gpu % gpus;
-        let at = |kind| Fault::at(at_us, kind);
+        let at = |kind| Fault::at(at_time, kind);
         match enabled[d.kind_pick % enabled.len()] {
             FaultName::GpuSlow => out.push(at(FaultKind::GpuSlow {
                 node,
                 gpu,
                 factor: f64::from(d.factor_tenths) / 10.0,
-                duration_us: d.span_ms * 1_000,
+                duration: SimDuration::from_ms(d.span_ms),
             })),
             FaultName::GpuFail => out.push(at(FaultKind::GpuFail { node, gpu })),
             FaultName::WorkerCrash => out.push(at(FaultKind::WorkerCrash {
@@ -158,7 +161,7 @@ fn fault_plan(nodes: u32, spares: u32, gpus: u32, mask: u8, draws: &[JobFaultDra
             })),
             FaultName::Restart => {
                 out.push(at(FaultKind::Kill { node }));
-                out.push(Fault::at(later_us, FaultKind::Restart { node }));
+                out.push(Fault::at(later_time, FaultKind::Restart { node }));
             }
             FaultName::Stop => out.push(at(FaultKind::Stop { node })),
             FaultName::Start if spares > 0 && !spare_started => {

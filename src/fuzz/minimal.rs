@@ -170,7 +170,7 @@ mod tests {
         s.rendezvous.min_nodes = 2;
         s.rendezvous.max_nodes = 4;
         s.faults = vec![Fault {
-            at_us: 10_000_000,
+            at: crate::sim_time::SimInstant::from_us(10_000_000),
             kind: FaultKind::Kill { node: 1 },
             role: None,
         }];

@@ -13,6 +13,7 @@ use super::strategy::Case;
 use crate::reader::config::ReaderFix;
 use crate::scenario;
 use crate::scenario::model::{CheckKind, ReaderSection};
+use crate::sim_time::SimDuration;
 use proptest::prelude::*;
 use std::collections::{BTreeMap, BTreeSet};
 use strum::VariantArray;
@@ -58,7 +59,7 @@ pub fn case() -> impl Strategy<Value = Case> {
     )
         .prop_map(|(shape, (nodes, steps), mask, picks, seed)| {
             let mut s = scenario::default_scenario("fuzz reader case");
-            s.time_limit_us = 300_000_000;
+            s.time_limit = SimDuration::from_ms(300_000);
             s.cluster.nodes = nodes;
             // One GPU per node, so the drawn batch needs only to split over the nodes.
             s.cluster.gpus_per_node = 1;
@@ -66,7 +67,7 @@ pub fn case() -> impl Strategy<Value = Case> {
             s.rendezvous.min_nodes = nodes;
             s.rendezvous.max_nodes = nodes;
             s.job.steps = steps;
-            s.job.step_time_us = 10_000;
+            s.job.step_time = SimDuration::from_ms(10);
             s.job.checkpoint_every = 10;
             let mut r = reader(shape, mask, &picks);
             r.batch_size = r.batch_size.div_ceil(u64::from(nodes)) * u64::from(nodes);
@@ -120,7 +121,7 @@ fn reader(shape: Shape, mask: u8, picks: &FaultPicks) -> ReaderSection {
         broken_files: broken.into_iter().collect(),
         corrupt_records: corrupt.into_iter().collect(),
         truncated_files: truncated.into_iter().collect(),
-        parse_time_us: 1,
+        parse_time: SimDuration::from_us(1),
         record_size_bytes: 368,
         fixes: fixes.into_iter().collect(),
     }

@@ -279,7 +279,7 @@ pub fn signature(reduced: &Case, verdict: &Verdict, trace: Option<&Trace>) -> Si
     let s = &reduced.scenario;
     let mut faults: BTreeSet<String> = BTreeSet::new();
     for unit in units(&s.faults) {
-        let at_us = s.faults[unit.faults[0]].at_us;
+        let at_us = s.faults[unit.faults[0]].at.as_us();
         let role = match unit.node {
             Some(node) => role_of(s, trace, node, at_us),
             None => "cluster".to_owned(),
@@ -328,10 +328,11 @@ pub fn role_of(s: &Scenario, trace: Option<&Trace>, node: u32, at_us: u64) -> St
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::sim_time::{SimDuration, SimInstant};
 
     fn fault(at_s: u64, kind: FaultKind) -> Fault {
         Fault {
-            at_us: at_s * 1_000_000,
+            at: SimInstant::from_start(SimDuration::from_secs(at_s)),
             kind,
             role: None,
         }
@@ -402,7 +403,7 @@ mod tests {
         s.rendezvous.min_nodes = 1;
         s.rendezvous.max_nodes = 5;
         s.job.steps = 50;
-        s.time_limit_us = 3_600_000_000;
+        s.time_limit = SimDuration::from_secs(3_600);
         s.faults = vec![
             fault(
                 0,
@@ -412,7 +413,7 @@ mod tests {
                 },
             ),
             Fault {
-                at_us: 2_590_000,
+                at: SimInstant::from_us(2_590_000),
                 kind: FaultKind::Kill { node: 1 },
                 role: None,
             },

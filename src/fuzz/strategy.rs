@@ -2,7 +2,7 @@
 //!
 //! A case starts from `scenario::default_scenario` and sets: 2–6 nodes plus 0–2 spares,
 //! node bounds with min ≤ nodes ≤ max ≤ nodes + spares, a short job (50–200 steps of
-//! 200 ms), a 13 min time limit (see [`case_time_limit_us`]) and a fault plan. The plan is swarm-style: each case first
+//! 200 ms), a 13 min time limit (see [`case_time_limit`]) and a fault plan. The plan is swarm-style: each case first
 //! picks which fault kinds are enabled, then draws 0–6 faults among them, so some cases
 //! hammer one kind and others mix many. Paired faults (kill+restart, pause+resume,
 //! partition+heal, clog+unclog) are drawn as one unit so a plan is always valid. Every
@@ -11,6 +11,7 @@
 
 use crate::scenario;
 use crate::scenario::model::{Fault, FaultKind, FaultName, Scenario};
+use crate::sim_time::{offset_us_of_ms, SimDuration, SimInstant};
 use proptest::prelude::*;
 use std::collections::BTreeSet;
 
@@ -35,7 +36,7 @@ pub const FAULT_KINDS: [FaultName; 9] = [
 ];
 
 /// Latest fault time, in microseconds (120 s).
-pub const FAULT_AT_US_MAX: u64 = 120_000_000;
+pub const FAULT_AT_MAX: SimInstant = SimInstant::from_us(120_000_000);
 
 /// A case's simulated time limit: the latest fault time plus the window in which
 /// `rendezvous.liveness` expects waiting nodes to complete a round (join + last-call
@@ -44,10 +45,12 @@ pub const FAULT_AT_US_MAX: u64 = 120_000_000;
 /// defaults the cases draw that is 13 min. A shorter limit stops cases before torch's join
 /// timeout (600 s) and the process group's collective timeout (10 min) fire, which hides the
 /// paths behind them; a longer one only simulates jobs that have nothing left to show.
-pub fn case_time_limit_us(scenario: &Scenario) -> u64 {
-    const MINUTE_US: u64 = 60_000_000;
-    let window_us = crate::check::liveness_completion_bound_us(scenario);
-    (FAULT_AT_US_MAX + window_us).div_ceil(MINUTE_US) * MINUTE_US
+pub fn case_time_limit(scenario: &Scenario) -> SimDuration {
+    let window = SimDuration::from_us(crate::check::liveness_completion_bound_us(scenario));
+    FAULT_AT_MAX
+        .since_start()
+        .saturating_add(window)
+        .ceil_to(SimDuration::from_ms(60_000))
 }
 
 /// One drawn fault before it is made valid: which enabled kind, which nodes, when, for
@@ -67,7 +70,7 @@ fn fault_draw() -> impl Strategy<Value = FaultDraw> {
         0usize..FAULT_KINDS.len(),
         0u32..8,
         0u32..8,
-        0u64..=FAULT_AT_US_MAX / 1_000,
+        0u64..=FAULT_AT_MAX.since_start().as_ms(),
         1u64..=60_000,
         -20_000i64..=20_000,
     )
@@ -140,11 +143,11 @@ fn build_case(
     s.rendezvous.min_nodes = 1 + min_pick % nodes;
     s.rendezvous.max_nodes = nodes + max_extra.min(spares);
     s.job.steps = steps;
-    s.job.step_time_us = 200_000;
+    s.job.step_time = SimDuration::from_ms(200);
     s.faults = fault_plan(nodes, spares, mask, draws);
     // The validator's order: by time, stable for equal times.
-    s.faults.sort_by_key(|f| f.at_us);
-    s.time_limit_us = case_time_limit_us(&s);
+    s.faults.sort_by_key(|f| f.at);
+    s.time_limit = case_time_limit(&s);
     // TOML integers are signed: keep the seed within them.
     Case {
         scenario: s,
@@ -164,12 +167,14 @@ fn fault_plan(nodes: u32, spares: u32, mask: u16, draws: &[FaultDraw]) -> Vec<Fa
     let mut out = Vec::new();
     for d in draws {
         let kind = enabled[d.kind_pick % enabled.len()];
-        let at_us = d.at_ms * 1_000;
+        let at_time = SimInstant::from_start(SimDuration::from_ms(d.at_ms));
         // The second fault of a pair, still within 120 s.
-        let later_us = (at_us + d.span_ms * 1_000).min(FAULT_AT_US_MAX);
+        let later_time = at_time
+            .after(SimDuration::from_ms(d.span_ms))
+            .min(FAULT_AT_MAX);
         let node = d.node % nodes;
-        let at = |kind| Fault::at(at_us, kind);
-        let later = |kind| Fault::at(later_us, kind);
+        let at = |kind| Fault::at(at_time, kind);
+        let later = |kind| Fault::at(later_time, kind);
         match kind {
             FaultName::Kill => out.push(at(FaultKind::Kill { node })),
             FaultName::Restart => {
@@ -202,7 +207,7 @@ fn fault_plan(nodes: u32, spares: u32, mask: u16, draws: &[FaultDraw]) -> Vec<Fa
             }
             FaultName::ClockSkew => out.push(at(FaultKind::ClockSkew {
                 node,
-                offset_us: d.skew_ms * 1_000,
+                offset_us: offset_us_of_ms(d.skew_ms),
             })),
             FaultName::WorkerCrash => out.push(at(FaultKind::WorkerCrash {
                 node,
@@ -240,14 +245,16 @@ pub(crate) fn assert_cases_round_trip(strategy: impl Strategy<Value = Case>, see
 
 #[cfg(test)]
 mod tests {
+    use crate::sim_time::{SimDuration, SimInstant};
+
     #[test]
     fn the_time_limit_covers_the_last_fault_and_the_liveness_window() {
         let s = crate::scenario::default_scenario("t");
-        let limit_us = super::case_time_limit_us(&s);
+        let limit = super::case_time_limit(&s);
         // torch's defaults: 120 s of faults + 600 s join + 30 s last call + 15 s expiry + 10 s.
-        assert_eq!(limit_us, 13 * 60_000_000);
-        let window_us = crate::check::liveness_completion_bound_us(&s);
-        assert!(limit_us >= super::FAULT_AT_US_MAX + window_us);
+        assert_eq!(limit, SimDuration::from_ms(13 * 60_000));
+        let window = SimDuration::from_us(crate::check::liveness_completion_bound_us(&s));
+        assert!(super::FAULT_AT_MAX.after(window) <= SimInstant::from_start(limit));
     }
 
     #[test]

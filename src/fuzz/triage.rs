@@ -183,9 +183,9 @@ mod tests {
         s.rendezvous.min_nodes = 1;
         s.rendezvous.max_nodes = max_nodes;
         s.job.steps = 50;
-        s.time_limit_us = 3_600_000_000;
+        s.time_limit = crate::sim_time::SimDuration::from_secs(3_600);
         s.faults = vec![Fault {
-            at_us: kill_at_us,
+            at: crate::sim_time::SimInstant::from_us(kill_at_us),
             kind: FaultKind::Kill { node: 1 },
             role: None,
         }];

@@ -55,7 +55,7 @@ pub async fn init_process_group(
     plan: &GroupPlan,
 ) -> Result<Option<TaskHandle<()>>, WorkerStatus> {
     let boot = &plan.bootstrap;
-    let timeout_us = env.scenario().job.collective_timeout_us;
+    let timeout_us = env.scenario().job.collective_timeout.as_us();
     let fail = |why: String| WorkerStatus::Failed {
         local_rank: 0,
         exit_code: 1,

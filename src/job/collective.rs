@@ -58,10 +58,10 @@ pub use crate::world::collectives::CollectiveError;
 pub struct Backend {
     pub kind: crate::scenario::model::Backend,
     /// The process-group timeout.
-    pub timeout_us: u64,
+    pub timeout: SimDuration,
     /// NCCL: how long after a peer's connections closed the watchdog aborts the worker
     /// (`None`: never, the watchdog waits for the timeout).
-    pub peer_exit_detection_us: Option<u64>,
+    pub peer_exit_detection: Option<SimDuration>,
 }
 
 /// A collective's failure as the worker meets it: when, how it exits, and in which words.
@@ -83,8 +83,7 @@ pub fn failure(
     peer: impl Fn(u32) -> String,
 ) -> Failure {
     use crate::scenario::model::Backend::{Gloo, Nccl};
-    let timeout = SimDuration::from_us(backend.timeout_us);
-    let deadline = arrival.after(timeout).max(now);
+    let deadline = arrival.after(backend.timeout).max(now);
     let timed_out = |at: SimInstant| timed_out(backend, step, at);
     match (error, backend.kind) {
         (CollectiveError::Timeout, _) => timed_out(now),
@@ -105,10 +104,10 @@ pub fn failure(
             },
         },
         (CollectiveError::PeerClosed { member, at_ns }, Nccl) => {
-            match backend.peer_exit_detection_us {
-                Some(detection_us) => {
+            match backend.peer_exit_detection {
+                Some(detection) => {
                     let closed = SimInstant::from_ns(at_ns);
-                    let seen = closed.after(SimDuration::from_us(detection_us)).max(now);
+                    let seen = closed.after(detection).max(now);
                     if seen > deadline {
                         return timed_out(deadline);
                     }
@@ -128,7 +127,7 @@ pub fn failure(
         }
         // gloo's receive times out a timeout after the ring stopped moving.
         (CollectiveError::Stalled { at_ns, .. }, Gloo) => {
-            timed_out(SimInstant::from_ns(at_ns).after(timeout).max(now))
+            timed_out(SimInstant::from_ns(at_ns).after(backend.timeout).max(now))
         }
         (CollectiveError::Stalled { .. }, Nccl) => timed_out(deadline),
     }
@@ -143,7 +142,7 @@ fn timed_out(backend: &Backend, step: u64, at: SimInstant) -> Failure {
             exit_code: NCCL_ABORT_EXIT_CODE,
             reason: format!(
                 "NCCL watchdog: the all-reduce of step {step} timed out after {} us",
-                backend.timeout_us
+                backend.timeout.as_us()
             ),
         },
         Gloo => Failure {
@@ -152,7 +151,7 @@ fn timed_out(backend: &Backend, step: u64, at: SimInstant) -> Failure {
             reason: format!(
                 "gloo: the all-reduce of step {step} timed out waiting {} ms for a recv \
                  operation to complete",
-                SimDuration::from_us(backend.timeout_us).as_ms()
+                backend.timeout.as_ms()
             ),
         },
     }
@@ -166,8 +165,8 @@ mod tests {
     fn backend(kind: crate::scenario::model::Backend, detection_us: Option<u64>) -> Backend {
         Backend {
             kind,
-            timeout_us: 600_000_000,
-            peer_exit_detection_us: detection_us,
+            timeout: SimDuration::from_us(600_000_000),
+            peer_exit_detection: detection_us.map(SimDuration::from_us),
         }
     }
 

@@ -237,6 +237,7 @@ fn deal(order: &[u64], world: u64, extra_offset: u64, num_samples: u64) -> Vec<V
 mod tests {
     use super::*;
     use crate::scenario::model::{Dataset, SamplerConfig};
+    use crate::sim_time::SimDuration;
 
     #[test]
     #[should_panic(expected = "batch 6 of an epoch of 6 batches")]
@@ -255,16 +256,16 @@ mod tests {
     fn job(kind: SamplerKind, len: u64, batch_size: u64, drop_last: bool) -> JobConfig {
         JobConfig {
             steps: 10,
-            step_time_us: 1000,
+            step_time: SimDuration::from_ms(1),
             model_size_bytes: 1,
             checkpoint_every: 1,
-            collective_timeout_us: 1,
-            worker_start_time_us: 0,
-            worker_start_jitter_us: 0,
-            checkpoint_save_time_us: 0,
-            checkpoint_load_time_us: 0,
+            collective_timeout: SimDuration::from_us(1),
+            worker_start_time: SimDuration::ZERO,
+            worker_start_jitter: SimDuration::ZERO,
+            checkpoint_save_time: SimDuration::ZERO,
+            checkpoint_load_time: SimDuration::ZERO,
             backend: Default::default(),
-            nccl_peer_exit_detection_us: None,
+            nccl_peer_exit_detection: None,
             dataset: Dataset {
                 len,
                 complexity: Complexity::Uniform { min: 1, max: 100 },

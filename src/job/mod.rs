@@ -184,17 +184,17 @@ pub async fn train(
     let job = &env.scenario().job;
     env.process_start(
         &format!("worker-start/{}", plan.group_key()),
-        job.worker_start_time_us,
-        job.worker_start_jitter_us,
+        job.worker_start_time,
+        job.worker_start_jitter,
     )
     .await;
     let result = match bootstrap::init_process_group(&env, &plan).await {
         // A store these workers host lives as long as they do.
         Ok(_server) => {
             env.join_process_group(plan.group_key());
-            if plan.start_step > 0 && job.checkpoint_load_time_us > 0 {
+            if plan.start_step > 0 && !job.checkpoint_load_time.is_zero() {
                 // A resumed group's workers load the checkpoint before their first step.
-                time::sleep_us(job.checkpoint_load_time_us).await;
+                time::sleep(job.checkpoint_load_time).await;
             }
             train_steps(&env, &plan, &reached, &mutants).await
         }
@@ -299,8 +299,8 @@ async fn train_steps(
             // A blocking save: rank 0 writes while its peers wait in the next all-reduce
             // (their wait counts toward the collective's timeout, as in torch); a failure
             // during the write leaves the previous checkpoint.
-            if job.checkpoint_save_time_us > 0 {
-                time::sleep_us(job.checkpoint_save_time_us).await;
+            if !job.checkpoint_save_time.is_zero() {
+                time::sleep(job.checkpoint_save_time).await;
             }
             env.write_checkpoint(Checkpoint {
                 step: at.step,
@@ -331,7 +331,7 @@ async fn one_step(
     if arrival > time::now() {
         time::sleep_until(arrival).await;
     }
-    let timeout_us = env.scenario().job.collective_timeout_us;
+    let timeout_us = env.scenario().job.collective_timeout.as_us();
     // Waiting since the arrival: a cut run's step may have arrived before now.
     let waited_us = time::now().since(arrival).as_us();
     let reduced = env
@@ -507,7 +507,7 @@ impl ComputeOn<'_> {
             };
             let gpu = self.gpus[gpu_of_local_rank(local_rank, gpus_per_node) as usize];
             let us = compute_time_us(
-                job.step_time_us,
+                job.step_time.as_us(),
                 complexity,
                 job.sampler.batch_size,
                 gpu.slowdown,
@@ -530,8 +530,8 @@ async fn collective_failure(
     let job = &env.scenario().job;
     let backend = collective::Backend {
         kind: job.backend,
-        timeout_us: job.collective_timeout_us,
-        peer_exit_detection_us: job.nccl_peer_exit_detection_us,
+        timeout: job.collective_timeout,
+        peer_exit_detection: job.nccl_peer_exit_detection,
     };
     let now = time::now();
     let failure = collective::failure(&backend, error, step, arrival, now, |node| {

@@ -59,7 +59,7 @@ pub fn reader_config(r: &ReaderSection) -> ReaderConfig {
 fn feed_costs(s: &Scenario) -> Option<FeedCosts> {
     let r = s.reader.as_ref()?;
     Some(FeedCosts {
-        parse_time_us: r.parse_time_us,
+        parse_time: r.parse_time,
         record_size_bytes: r.record_size_bytes,
         h2d_bits_per_sec: s.cluster.gpu.h2d_bits_per_sec,
         d2d_bits_per_sec: s.cluster.gpu.d2d_bits_per_sec,

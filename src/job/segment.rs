@@ -68,7 +68,7 @@ pub(super) async fn run(
     let first_arrival = came.after(SimDuration::from_us(closed_form::slept_us(
         first_compute_us,
     )));
-    let timeout = SimDuration::from_us(s.env.scenario().job.collective_timeout_us);
+    let timeout = s.env.scenario().job.collective_timeout;
     let deadline = first_arrival.after(timeout);
     let gathered = s
         .env

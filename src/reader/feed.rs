@@ -4,7 +4,7 @@
 //!
 //! Time model (virtual microseconds, on the caller's clock), as HugeCTR's threads spend it
 //! (tags v3.1 to v23.09):
-//! - a worker's `read_a_batch` takes `parse_time_us` per record it parses (failed checksums
+//! - a worker's `read_a_batch` takes `parse_time` per record it parses (failed checksums
 //!   included: the bytes are read either way); opens and claims take no time;
 //! - a worker then copies its batch from host to device itself, to local GPU
 //!   `w % gpus` (`records × record_size` at the h2d bandwidth, stretched by that GPU's
@@ -23,6 +23,7 @@
 //! batch; they run ahead while the trainer computes, as far as the buffers let them. The
 //! trainer moves only when the caller asks for a batch.
 
+use crate::sim_time::SimDuration;
 use std::fmt;
 
 use super::buffer::{ActorId, BufferEvent, BufferId};
@@ -40,7 +41,7 @@ const US_PER_SEC: u128 = 1_000_000;
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct FeedCosts {
     /// One worker thread parsing one record.
-    pub parse_time_us: u64,
+    pub parse_time: SimDuration,
     /// One record as copied to the GPUs.
     pub record_size_bytes: u64,
     /// Host-to-device bandwidth of one GPU.
@@ -57,7 +58,7 @@ pub struct FeedCosts {
 impl FeedCosts {
     /// Time for one worker to parse `records` records.
     pub fn parse_us(&self, records: u32) -> u64 {
-        self.parse_time_us.saturating_mul(u64::from(records))
+        self.parse_time.saturating_mul(u64::from(records)).as_us()
     }
 
     /// Time for a worker to copy its batch of `records` from host to its GPU, stretched by

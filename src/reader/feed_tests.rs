@@ -8,7 +8,7 @@ use crate::reader::config::{Consumer, ReaderFix};
 /// two GPUs on the node, four in all (two nodes).
 fn costs() -> FeedCosts {
     FeedCosts {
-        parse_time_us: 1,
+        parse_time: crate::sim_time::SimDuration::from_us(1),
         record_size_bytes: 1000,
         h2d_bits_per_sec: 8_000_000_000,
         d2d_bits_per_sec: 32_000_000_000,

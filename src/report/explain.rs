@@ -8,6 +8,7 @@
 //! keeps its beginning and its end and says how many lines it skipped.
 
 use crate::scenario::node::NodeIndex;
+use crate::sim_time::SimInstant;
 use crate::trace::{Event, EventKind, Trace};
 use std::collections::BTreeSet;
 
@@ -18,8 +19,8 @@ pub const TAIL_LINES_MAX: usize = 40;
 
 /// One moment of the run as `m:ss.mmm`, or `h:mm:ss.mmm` past an hour.
 pub fn clock(at_us: u64) -> String {
-    let ms_total = at_us / 1_000;
-    let (ms, s_total) = (ms_total % 1_000, ms_total / 1_000);
+    let span = SimInstant::from_us(at_us).since_start();
+    let (ms, s_total) = (span.subsec_ms(), span.as_secs());
     let (s, m_total) = (s_total % 60, s_total / 60);
     let (m, h) = (m_total % 60, m_total / 60);
     match h {

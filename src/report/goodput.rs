@@ -165,14 +165,14 @@ fn step_spans(scenario: &Scenario, events: &[Event]) -> Vec<StepSpan> {
                 0 => {
                     let length_us = steps
                         .get(1)
-                        .map_or(job.step_time_us, |next| next.0.saturating_sub(end_us));
+                        .map_or(job.step_time.as_us(), |next| next.0.saturating_sub(end_us));
                     end_us.saturating_sub(length_us).max(workers_us)
                 }
                 _ => steps[i - 1].0,
             };
             let after_checkpoint = i > 0 && steps[i - 1].1.is_multiple_of(job.checkpoint_every);
             let save_us = match after_checkpoint {
-                true => job.checkpoint_save_time_us.min(end_us - start_us),
+                true => job.checkpoint_save_time.as_us().min(end_us - start_us),
                 false => 0,
             };
             spans.push(StepSpan {

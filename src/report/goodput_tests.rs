@@ -75,7 +75,7 @@ fn a_failed_job_loses_its_steps_since_the_last_checkpoint_for_good() {
     assert_eq!(g.training_stopped_at_us, 14 * S);
     // Steps 7 (8..9 s) and 6 (its second try, the group's first step: one nominal step
     // long), last done after the checkpoint of step 5, are lost for good.
-    let step_us = scenario().job.step_time_us;
+    let step_us = scenario().job.step_time.as_us();
     assert_eq!(badput(&g, "lost_when_failed"), S + step_us);
     // Step 6's first try, the step cut by the kill, and the one cut by the failure.
     assert_eq!(badput(&g, "wasted_progress"), 2 * S + S / 2);
@@ -113,7 +113,7 @@ fn the_time_limit_names_the_last_progress() {
 #[test]
 fn a_blocking_checkpoint_write_is_its_own_cause() {
     let mut s = scenario();
-    s.job.checkpoint_save_time_us = S / 4;
+    s.job.checkpoint_save_time = crate::sim_time::SimDuration::from_us(S / 4);
     let g = measured(&s, happy_run(3, 10), end(13, "succeeded"));
     // Step 6 follows the checkpoint of step 5; step 10's write ends the job.
     assert_eq!(badput(&g, "checkpoint_save"), S / 4);

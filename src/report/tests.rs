@@ -65,7 +65,7 @@ fn with_reader(mut s: Scenario) -> Scenario {
         broken_files: vec![],
         corrupt_records: vec![],
         truncated_files: vec![],
-        parse_time_us: 1,
+        parse_time: crate::sim_time::SimDuration::from_us(1),
         record_size_bytes: 368,
         fixes: vec![],
     });

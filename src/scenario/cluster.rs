@@ -4,12 +4,13 @@
 use super::limits::*;
 use super::locate::FieldPath;
 use super::model::{
-    AgentConfig, Cluster, GpuProfile, Network, RendezvousConfig, StoreHost, RELAUNCH_DELAY_US_CAP,
+    AgentConfig, Cluster, GpuProfile, Network, RendezvousConfig, StoreHost, RELAUNCH_DELAY_CAP,
 };
 use super::raw::{RawAgent, RawCluster, RawGpuProfile, RawNetwork, RawRendezvous};
 use super::torch_defaults::*;
 use super::units::{Bandwidth, Duration};
 use super::values::*;
+use crate::sim_time::SimDuration;
 use std::collections::{BTreeMap, BTreeSet};
 
 /// The built-in GPU profile called `name`, if there is one.
@@ -171,9 +172,9 @@ fn gpu(
 pub fn network(raw: &Option<RawNetwork>) -> Check<Network> {
     let p = FieldPath::root().key("network");
     let n = raw.clone().unwrap_or_default();
-    let (latency_us_min, latency_us_max) = match &n.latency {
+    let (latency_min, latency_max) = match &n.latency {
         Some(pair) => latency_range(&p.key("latency"), pair)?,
-        None => (1_000, 5_000),
+        None => (SimDuration::from_ms(1), SimDuration::from_ms(5)),
     };
     let loss = probability(&p.key("loss"), n.loss.unwrap_or(0.0))?;
     let bandwidth_bits_per_sec = quantity_or(
@@ -189,8 +190,8 @@ pub fn network(raw: &Option<RawNetwork>) -> Check<Network> {
         1..=BANDWIDTH_BITS_PER_SEC_MAX,
     )?;
     Ok(Network {
-        latency_us_min,
-        latency_us_max,
+        latency_min,
+        latency_max,
         loss,
         bandwidth_bits_per_sec,
         store_host_bandwidth_bits_per_sec,
@@ -217,7 +218,12 @@ pub fn rendezvous(raw: &Option<RawRendezvous>, cluster: &Cluster) -> Check<Rende
         return Err(issue(&p.key("min_nodes"), msg));
     }
     let t = |key: &str, v: Option<Duration>, default_us: u64| {
-        quantity_or(&p.key(key), v, default_us, 1..=TIMEOUT_US_MAX)
+        duration_or(
+            &p.key(key),
+            v,
+            SimDuration::from_us(default_us),
+            1..=TIMEOUT_US_MAX,
+        )
     };
     let attempts = r
         .keep_alive_max_attempt
@@ -225,19 +231,19 @@ pub fn rendezvous(raw: &Option<RawRendezvous>, cluster: &Cluster) -> Check<Rende
     Ok(RendezvousConfig {
         min_nodes,
         max_nodes,
-        join_timeout_us: t("join_timeout", r.join_timeout, DEFAULT_JOIN_TIMEOUT_US)?,
-        last_call_timeout_us: t(
+        join_timeout: t("join_timeout", r.join_timeout, DEFAULT_JOIN_TIMEOUT_US)?,
+        last_call_timeout: t(
             "last_call_timeout",
             r.last_call_timeout,
             DEFAULT_LAST_CALL_TIMEOUT_US,
         )?,
-        close_timeout_us: t("close_timeout", r.close_timeout, DEFAULT_CLOSE_TIMEOUT_US)?,
-        heartbeat_timeout_us: t(
+        close_timeout: t("close_timeout", r.close_timeout, DEFAULT_CLOSE_TIMEOUT_US)?,
+        heartbeat_timeout: t(
             "heartbeat_timeout",
             r.heartbeat_timeout,
             DEFAULT_HEARTBEAT_TIMEOUT_US,
         )?,
-        keep_alive_interval_us: t(
+        keep_alive_interval: t(
             "keep_alive_interval",
             r.keep_alive_interval,
             DEFAULT_KEEP_ALIVE_INTERVAL_US,
@@ -248,10 +254,10 @@ pub fn rendezvous(raw: &Option<RawRendezvous>, cluster: &Cluster) -> Check<Rende
             1,
             KEEP_ALIVE_MAX_ATTEMPT_MAX,
         )?,
-        cas_backoff_max_us: quantity_or(
+        cas_backoff_max: duration_or(
             &p.key("cas_backoff_max"),
             r.cas_backoff_max,
-            0,
+            SimDuration::ZERO,
             0..=TIMEOUT_US_MAX,
         )?,
         fixes: fixes(&p.key("fixes"), r.fixes.as_deref().unwrap_or(&[]))?
@@ -305,33 +311,38 @@ pub fn agent(raw: &Option<RawAgent>, cluster: &Cluster) -> Check<AgentConfig> {
             0,
             MAX_RESTARTS_MAX,
         )?,
-        monitor_interval_us: quantity_or(
+        monitor_interval: duration_or(
             &p.key("monitor_interval"),
             a.monitor_interval,
-            100_000,
+            SimDuration::from_ms(100),
             1..=TIMEOUT_US_MAX,
         )?,
-        exit_barrier_timeout_us: quantity_or(
+        exit_barrier_timeout: duration_or(
             &p.key("exit_barrier_timeout"),
             a.exit_barrier_timeout,
-            300_000_000,
+            SimDuration::from_ms(300_000),
             1..=TIMEOUT_US_MAX,
         )?,
-        start_time_us: quantity_or(&p.key("start_time"), a.start_time, 0, 0..=STEP_TIME_US_MAX)?,
-        start_time_jitter_us: quantity_or(
+        start_time: duration_or(
+            &p.key("start_time"),
+            a.start_time,
+            SimDuration::ZERO,
+            0..=STEP_TIME_US_MAX,
+        )?,
+        start_time_jitter: duration_or(
             &p.key("start_time_jitter"),
             a.start_time_jitter,
-            0,
+            SimDuration::ZERO,
             0..=STEP_TIME_US_MAX,
         )?,
         share_store: a.share_store.unwrap_or(true),
         fixes: fixes(&p.key("fixes"), a.fixes.as_deref().unwrap_or(&[]))?,
         relaunch: a.relaunch.unwrap_or_default(),
-        relaunch_delay_us: quantity_or(
+        relaunch_delay: duration_or(
             &p.key("relaunch_delay"),
             a.relaunch_delay,
-            10_000_000,
-            0..=RELAUNCH_DELAY_US_CAP,
+            SimDuration::from_ms(10_000),
+            0..=RELAUNCH_DELAY_CAP.as_us(),
         )?,
         relaunch_max: in_range(
             &p.key("relaunch_max"),

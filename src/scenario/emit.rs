@@ -24,11 +24,11 @@ fn failures(p: &FailureProcess) -> RawFailures {
         weibull_shape: Some(p.weibull_shape),
         kinds: Some(p.kinds.iter().copied().collect()),
         after: Some(p.after),
-        repair_time: Some(Duration::from_us(p.repair_time_us)),
-        replace_delay: Some(Duration::from_us(p.replace_delay_us)),
-        preemption_grace: Some(Duration::from_us(p.preemption_grace_us)),
-        from: Some(Duration::from_us(p.from_us)),
-        until: Some(Duration::from_us(p.until_us)),
+        repair_time: Some(Duration::of_span(p.repair_time)),
+        replace_delay: Some(Duration::of_span(p.replace_delay)),
+        preemption_grace: Some(Duration::of_span(p.preemption_grace)),
+        from: Some(Duration::of_span(p.from.since_start())),
+        until: Some(Duration::of_span(p.until.since_start())),
     }
 }
 
@@ -38,13 +38,13 @@ pub fn to_raw(s: &Scenario) -> RawScenario {
         name: Some(s.name.clone()),
         description: (!s.description.is_empty()).then(|| s.description.clone()),
         seed: Some(s.seed),
-        time_limit: Some(Duration::from_us(s.time_limit_us)),
+        time_limit: Some(Duration::of_span(s.time_limit)),
         end_with_job: Some(s.end_with_job),
         cluster: Some(cluster(&s.cluster)),
         network: Some(RawNetwork {
             latency: Some(vec![
-                Duration::from_us(s.network.latency_us_min),
-                Duration::from_us(s.network.latency_us_max),
+                Duration::of_span(s.network.latency_min),
+                Duration::of_span(s.network.latency_max),
             ]),
             loss: Some(s.network.loss),
             bandwidth: Some(Bandwidth::from_bits_per_sec(
@@ -58,12 +58,12 @@ pub fn to_raw(s: &Scenario) -> RawScenario {
         agent: Some(RawAgent {
             nproc_per_node: Some(s.agent.nproc_per_node),
             max_restarts: Some(s.agent.max_restarts),
-            monitor_interval: Some(Duration::from_us(s.agent.monitor_interval_us)),
-            exit_barrier_timeout: Some(Duration::from_us(s.agent.exit_barrier_timeout_us)),
-            start_time: Some(Duration::from_us(s.agent.start_time_us)),
-            start_time_jitter: Some(Duration::from_us(s.agent.start_time_jitter_us)),
+            monitor_interval: Some(Duration::of_span(s.agent.monitor_interval)),
+            exit_barrier_timeout: Some(Duration::of_span(s.agent.exit_barrier_timeout)),
+            start_time: Some(Duration::of_span(s.agent.start_time)),
+            start_time_jitter: Some(Duration::of_span(s.agent.start_time_jitter)),
             relaunch: Some(s.agent.relaunch),
-            relaunch_delay: Some(Duration::from_us(s.agent.relaunch_delay_us)),
+            relaunch_delay: Some(Duration::of_span(s.agent.relaunch_delay)),
             relaunch_max: Some(s.agent.relaunch_max),
             share_store: Some(s.agent.share_store),
             fixes: Some(names(&s.agent.fixes)),
@@ -120,14 +120,14 @@ fn rendezvous(r: &super::model::RendezvousConfig) -> RawRendezvous {
     RawRendezvous {
         min_nodes: Some(r.min_nodes),
         max_nodes: Some(r.max_nodes),
-        join_timeout: Some(Duration::from_us(r.join_timeout_us)),
-        last_call_timeout: Some(Duration::from_us(r.last_call_timeout_us)),
-        close_timeout: Some(Duration::from_us(r.close_timeout_us)),
-        heartbeat_timeout: Some(Duration::from_us(r.heartbeat_timeout_us)),
-        keep_alive_interval: Some(Duration::from_us(r.keep_alive_interval_us)),
+        join_timeout: Some(Duration::of_span(r.join_timeout)),
+        last_call_timeout: Some(Duration::of_span(r.last_call_timeout)),
+        close_timeout: Some(Duration::of_span(r.close_timeout)),
+        heartbeat_timeout: Some(Duration::of_span(r.heartbeat_timeout)),
+        keep_alive_interval: Some(Duration::of_span(r.keep_alive_interval)),
         keep_alive_max_attempt: Some(r.keep_alive_max_attempt),
-        cas_backoff_max: (r.cas_backoff_max_us > 0)
-            .then(|| Duration::from_us(r.cas_backoff_max_us)),
+        cas_backoff_max: (!r.cas_backoff_max.is_zero())
+            .then(|| Duration::of_span(r.cas_backoff_max)),
         // In name order, as the set of names was written before it held the fixes.
         fixes: Some({
             let mut fixes = names(&r.fixes);
@@ -156,19 +156,19 @@ fn job(j: &JobConfig) -> RawJob {
     let s = &j.sampler;
     RawJob {
         steps: Some(j.steps),
-        step_time: Some(Duration::from_us(j.step_time_us)),
+        step_time: Some(Duration::of_span(j.step_time)),
         model_size: Some(Size::from_bytes(j.model_size_bytes)),
         checkpoint_every: Some(j.checkpoint_every),
-        collective_timeout: Some(Duration::from_us(j.collective_timeout_us)),
-        worker_start_time: Some(Duration::from_us(j.worker_start_time_us)),
-        worker_start_jitter: Some(Duration::from_us(j.worker_start_jitter_us)),
-        checkpoint_save_time: Some(Duration::from_us(j.checkpoint_save_time_us)),
-        checkpoint_load_time: Some(Duration::from_us(j.checkpoint_load_time_us)),
+        collective_timeout: Some(Duration::of_span(j.collective_timeout)),
+        worker_start_time: Some(Duration::of_span(j.worker_start_time)),
+        worker_start_jitter: Some(Duration::of_span(j.worker_start_jitter)),
+        checkpoint_save_time: Some(Duration::of_span(j.checkpoint_save_time)),
+        checkpoint_load_time: Some(Duration::of_span(j.checkpoint_load_time)),
         backend: Some(j.backend),
-        nccl_peer_exit_detection: match (j.backend, j.nccl_peer_exit_detection_us) {
+        nccl_peer_exit_detection: match (j.backend, j.nccl_peer_exit_detection) {
             (Backend::Gloo, _) => None,
             (Backend::Nccl, None) => Some(NEVER.into()),
-            (Backend::Nccl, Some(us)) => Some(Duration::from_us(us).to_string()),
+            (Backend::Nccl, Some(span)) => Some(Duration::of_span(span).to_string()),
         },
         dataset: Some(RawDataset {
             len: Some(j.dataset.len),
@@ -202,7 +202,7 @@ fn reader(r: &ReaderSection) -> RawReader {
         broken_files: Some(r.broken_files.clone()),
         corrupt_records: Some(r.corrupt_records.clone()),
         truncated_files: Some(r.truncated_files.clone()),
-        parse_time: Some(Duration::from_us(r.parse_time_us)),
+        parse_time: Some(Duration::of_span(r.parse_time)),
         record_size: Some(Size::from_bytes(r.record_size_bytes)),
         fixes: Some(names(&r.fixes)),
     }
@@ -210,7 +210,7 @@ fn reader(r: &ReaderSection) -> RawReader {
 
 fn fault(f: &Fault) -> RawFault {
     let mut r = RawFault {
-        at: Some(Duration::from_us(f.at_us)),
+        at: Some(Duration::of_span(f.at.since_start())),
         kind: Some(f.kind.name().to_string()),
         ..RawFault::default()
     };
@@ -235,20 +235,20 @@ fn fault(f: &Fault) -> RawFault {
             (r.from, r.to) = (Some(node(*from)), Some(node(*to)));
         }
         FaultKind::Latency {
-            latency_us_min,
-            latency_us_max,
-            duration_us,
+            latency_min,
+            latency_max,
+            duration,
         } => {
             r.latency = Some(vec![
-                Duration::from_us(*latency_us_min),
-                Duration::from_us(*latency_us_max),
+                Duration::of_span(*latency_min),
+                Duration::of_span(*latency_max),
             ]);
-            r.duration = duration_us.map(Duration::from_us);
+            r.duration = duration.map(Duration::of_span);
         }
         FaultKind::Loss {
             probability,
-            duration_us,
-        } => (r.probability, r.duration) = (Some(*probability), duration_us.map(Duration::from_us)),
+            duration,
+        } => (r.probability, r.duration) = (Some(*probability), duration.map(Duration::of_span)),
         FaultKind::ClockSkew { node: n, offset_us } => {
             (r.node, r.offset) = (Some(node(*n)), Some(Offset::from_us(*offset_us)))
         }
@@ -256,13 +256,13 @@ fn fault(f: &Fault) -> RawFault {
             node: n,
             gpu,
             factor,
-            duration_us,
+            duration,
         } => {
             (r.node, r.gpu, r.factor, r.duration) = (
                 Some(node(*n)),
                 Some(*gpu),
                 Some(*factor),
-                Some(Duration::from_us(*duration_us)),
+                Some(Duration::of_span(*duration)),
             );
         }
         FaultKind::GpuFail { node: n, gpu } => (r.node, r.gpu) = (Some(node(*n)), Some(*gpu)),

@@ -8,6 +8,7 @@
 
 use super::limits::{FAULTS_MAX, NODES_MAX};
 use super::model::{AfterFailure, FailureKind, FailureProcess, Fault, FaultKind, Scenario};
+use crate::sim_time::{SimDuration, SimInstant};
 use rand::Rng;
 use rand_chacha::ChaCha8Rng;
 use std::borrow::Cow;
@@ -37,7 +38,7 @@ pub fn expand(s: &Scenario, seed: u64) -> Result<Cow<'_, Scenario>, DrawError> {
         process,
         rng: crate::rng::stream(seed, "failures"),
         scale_us: scale_us(process),
-        end_us: process.until_us.min(s.time_limit_us),
+        end: process.until.min(SimInstant::from_start(s.time_limit)),
         next_spare: s.cluster.nodes + s.cluster.spare_nodes,
         gpus: s.cluster.gpus_per_node.max(1),
         local_ranks: s.agent.nproc_per_node.max(1),
@@ -45,7 +46,7 @@ pub fn expand(s: &Scenario, seed: u64) -> Result<Cow<'_, Scenario>, DrawError> {
         faults: Vec::new(),
     };
     for node in 0..s.cluster.nodes {
-        draw.schedule(node, process.from_us);
+        draw.schedule(node, process.from);
     }
     draw.run(FAULTS_MAX.saturating_sub(s.faults.len()))?;
     let mut expanded = s.clone();
@@ -56,10 +57,10 @@ pub fn expand(s: &Scenario, seed: u64) -> Result<Cow<'_, Scenario>, DrawError> {
     let before_end = draw
         .faults
         .into_iter()
-        .filter(|f| f.at_us < s.time_limit_us);
+        .filter(|f| f.at < SimInstant::from_start(s.time_limit));
     expanded.faults.extend(before_end);
     // Stable: the file's faults stay before drawn ones at the same moment.
-    expanded.faults.sort_by_key(|f| f.at_us);
+    expanded.faults.sort_by_key(|f| f.at);
     Ok(Cow::Owned(expanded))
 }
 
@@ -86,32 +87,32 @@ struct Draw<'a> {
     rng: ChaCha8Rng,
     scale_us: f64,
     /// No failure happens at or after this moment.
-    end_us: u64,
+    end: SimInstant,
     next_spare: u32,
     gpus: u32,
     local_ranks: u32,
     /// Each running node's next failure: (at, node).
-    pending: BTreeSet<(u64, u32)>,
+    pending: BTreeSet<(SimInstant, u32)>,
     faults: Vec<Fault>,
 }
 
 impl Draw<'_> {
-    /// Draws when `node`, running from `from_us`, fails next.
-    fn schedule(&mut self, node: u32, from_us: u64) {
+    /// Draws when `node`, running from `from`, fails next.
+    fn schedule(&mut self, node: u32, from: SimInstant) {
         // 1 - u lies in (0, 1]: its logarithm is finite.
         let u = 1.0 - self.rng.gen::<f64>();
         let gap_us = self.scale_us * libm::pow(-libm::log(u), 1.0 / self.process.weibull_shape);
-        let at_us = from_us.saturating_add(gap_us.round().clamp(1.0, 1e18) as u64);
-        if at_us < self.end_us {
-            self.pending.insert((at_us, node));
+        let at = from.after(SimDuration::from_us(gap_us.round().clamp(1.0, 1e18) as u64));
+        if at < self.end {
+            self.pending.insert((at, node));
         }
     }
 
     /// Takes failures in time order until none is left before the end.
     fn run(&mut self, faults_max: usize) -> Result<(), DrawError> {
-        while let Some((at_us, node)) = self.pending.pop_first() {
+        while let Some((at, node)) = self.pending.pop_first() {
             let kind = self.kind();
-            self.fail(node, at_us, kind)?;
+            self.fail(node, at, kind)?;
             if self.faults.len() > faults_max {
                 return Err(DrawError::TooManyFaults);
             }
@@ -134,30 +135,30 @@ impl Draw<'_> {
             .map_or(FailureKind::PowerOff, |k| k.0)
     }
 
-    fn push(&mut self, at_us: u64, kind: FaultKind) {
-        self.faults.push(Fault::at(at_us, kind));
+    fn push(&mut self, at: SimInstant, kind: FaultKind) {
+        self.faults.push(Fault::at(at, kind));
     }
 
-    /// `node` fails at `at_us` with `kind`, and what follows is drawn.
-    fn fail(&mut self, node: u32, at_us: u64, kind: FailureKind) -> Result<(), DrawError> {
+    /// `node` fails at `at` with `kind`, and what follows is drawn.
+    fn fail(&mut self, node: u32, at: SimInstant, kind: FailureKind) -> Result<(), DrawError> {
         let p = self.process;
-        let down_at_us = match kind {
+        let down_at = match kind {
             FailureKind::PowerOff => {
-                self.push(at_us, FaultKind::PowerOff { node });
-                at_us
+                self.push(at, FaultKind::PowerOff { node });
+                at
             }
             FailureKind::Kill => {
-                self.push(at_us, FaultKind::Kill { node });
-                at_us
+                self.push(at, FaultKind::Kill { node });
+                at
             }
-            FailureKind::Preempt => self.drain(node, at_us),
+            FailureKind::Preempt => self.drain(node, at),
             FailureKind::GpuFail => {
                 // Xid 79 ends the worker on that GPU; the node's health check then takes the
                 // node out of service as a preemption does, to be repaired or replaced: a
                 // GPU that stays lost would fail every worker restarted on it.
                 let gpu = self.rng.gen_range(0..self.gpus);
-                self.push(at_us, FaultKind::GpuFail { node, gpu });
-                self.drain(node, at_us)
+                self.push(at, FaultKind::GpuFail { node, gpu });
+                self.drain(node, at)
             }
             FailureKind::WorkerCrash => {
                 let local_rank = self.rng.gen_range(0..self.local_ranks);
@@ -166,38 +167,38 @@ impl Draw<'_> {
                     local_rank,
                     exit_code: 1,
                 };
-                self.push(at_us, crash);
-                self.schedule(node, at_us);
+                self.push(at, crash);
+                self.schedule(node, at);
                 return Ok(());
             }
             FailureKind::Hang => {
-                let resumed_us = at_us.saturating_add(p.repair_time_us);
-                self.push(at_us, FaultKind::Pause { node });
-                self.push(resumed_us, FaultKind::Resume { node });
-                self.schedule(node, resumed_us);
+                let resumed = at.after(p.repair_time);
+                self.push(at, FaultKind::Pause { node });
+                self.push(resumed, FaultKind::Resume { node });
+                self.schedule(node, resumed);
                 return Ok(());
             }
         };
-        self.after(node, down_at_us)
+        self.after(node, down_at)
     }
 
-    /// `node` is drained from `at_us`: its agent is stopped (SIGTERM) and the node goes
+    /// `node` is drained from `at`: its agent is stopped (SIGTERM) and the node goes
     /// down after the grace period, which is when it returns.
-    fn drain(&mut self, node: u32, at_us: u64) -> u64 {
-        let gone_us = at_us.saturating_add(self.process.preemption_grace_us);
-        self.push(at_us, FaultKind::Stop { node });
-        self.push(gone_us, FaultKind::PowerOff { node });
-        gone_us
+    fn drain(&mut self, node: u32, at: SimInstant) -> SimInstant {
+        let gone = at.after(self.process.preemption_grace);
+        self.push(at, FaultKind::Stop { node });
+        self.push(gone, FaultKind::PowerOff { node });
+        gone
     }
 
-    /// What follows a node going down at `down_at_us`: its repair or its replacement.
-    fn after(&mut self, node: u32, down_at_us: u64) -> Result<(), DrawError> {
+    /// What follows a node going down at `down_at`: its repair or its replacement.
+    fn after(&mut self, node: u32, down_at: SimInstant) -> Result<(), DrawError> {
         let p = self.process;
         match p.after {
             AfterFailure::Repair => {
-                let back_us = down_at_us.saturating_add(p.repair_time_us);
-                self.push(back_us, FaultKind::Restart { node });
-                self.schedule(node, back_us);
+                let back = down_at.after(p.repair_time);
+                self.push(back, FaultKind::Restart { node });
+                self.schedule(node, back);
             }
             AfterFailure::Replace => {
                 if self.next_spare >= NODES_MAX {
@@ -205,9 +206,9 @@ impl Draw<'_> {
                 }
                 let spare = self.next_spare;
                 self.next_spare += 1;
-                let start_us = down_at_us.saturating_add(p.replace_delay_us);
-                self.push(start_us, FaultKind::Start { node: spare });
-                self.schedule(spare, start_us);
+                let start = down_at.after(p.replace_delay);
+                self.push(start, FaultKind::Start { node: spare });
+                self.schedule(spare, start);
             }
             AfterFailure::Nothing => {}
         }

@@ -3,6 +3,7 @@
 
 use super::*;
 use crate::scenario::model::FaultName;
+use crate::sim_time::{SimDuration, SimInstant};
 
 const DAY_US: u64 = 86_400_000_000;
 
@@ -46,7 +47,7 @@ fn failures_come_at_the_rate_asked() {
         let text =
             format!("rate_per_node_day = 5.0\nrepair_time = \"0s\"\nweibull_shape = {shape}");
         let s = with_failures(20, 7, &text);
-        assert_eq!(s.time_limit_us, 7 * DAY_US);
+        assert_eq!(s.time_limit.as_us(), 7 * DAY_US);
         let drawn = expand(&s, 5).unwrap();
         let failures = count(&drawn, FaultName::PowerOff);
         assert!(
@@ -92,8 +93,10 @@ fn a_replacement_is_a_new_node_that_starts_after_the_delay() {
         .iter()
         .find(|f| f.kind == FaultKind::PowerOff { node })
         .unwrap();
-    assert_eq!(gone.at_us, stop.at_us + 30_000_000);
-    assert!(starts.iter().any(|s| s.at_us == gone.at_us + 300_000_000));
+    assert_eq!(gone.at, stop.at.after(SimDuration::from_secs(30)));
+    assert!(starts
+        .iter()
+        .any(|s| s.at == gone.at.after(SimDuration::from_secs(300))));
 }
 
 #[test]
@@ -116,7 +119,7 @@ fn a_draw_past_the_faults_bound_is_an_error() {
     let mut s = with_failures(4, 1, "rate_per_node_day = 1.0");
     if let Some(p) = s.failures.as_mut() {
         p.rate_per_node_day = 1e9;
-        p.repair_time_us = 0;
+        p.repair_time = SimDuration::ZERO;
     }
     assert_eq!(expand(&s, 1).unwrap_err(), DrawError::TooManyFaults);
 }
@@ -139,19 +142,23 @@ fn a_failed_gpu_drains_its_node_for_repair() {
         let FaultKind::GpuFail { node, .. } = failure.kind else {
             unreachable!()
         };
-        let after = |kind: FaultKind, delay_us: u64| {
+        let after = |kind: FaultKind, delay: SimDuration| {
             drawn
                 .faults
                 .iter()
-                .any(|f| f.kind == kind && f.at_us == failure.at_us + delay_us)
+                .any(|f| f.kind == kind && f.at == failure.at.after(delay))
         };
         // The agent is stopped at once, the node goes down after the grace, back 1 h later.
-        assert!(after(FaultKind::Stop { node }, 0), "{failure:?} drains");
-        let down_us = 30_000_000;
-        let repaired = after(FaultKind::Restart { node }, down_us + 3_600_000_000);
-        assert!(after(FaultKind::PowerOff { node }, down_us), "{failure:?}");
         assert!(
-            repaired || failure.at_us + down_us + 3_600_000_000 >= s.time_limit_us,
+            after(FaultKind::Stop { node }, SimDuration::ZERO),
+            "{failure:?} drains"
+        );
+        let down = SimDuration::from_secs(30);
+        let back = down.saturating_add(SimDuration::from_secs(3_600));
+        let repaired = after(FaultKind::Restart { node }, back);
+        assert!(after(FaultKind::PowerOff { node }, down), "{failure:?}");
+        assert!(
+            repaired || failure.at.after(back) >= SimInstant::from_start(s.time_limit),
             "{failure:?} is repaired"
         );
     }

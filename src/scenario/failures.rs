@@ -6,6 +6,7 @@ use super::locate::FieldPath;
 use super::model::{AfterFailure, Cluster, FailureKind, FailureProcess};
 use super::raw::RawFailures;
 use super::values::*;
+use crate::sim_time::{SimDuration, SimInstant};
 
 /// The highest failure rate a node may have: one failure every 15 simulated minutes.
 pub const RATE_PER_NODE_DAY_MAX: f64 = 96.0;
@@ -18,9 +19,9 @@ pub const EXPECTED_FAILURES_MAX: f64 = (FAULTS_MAX / 10) as f64;
 
 /// Defaults: a repair takes half an hour, a replacement five minutes to schedule, and a
 /// preempted pod has Kubernetes' `terminationGracePeriodSeconds` of 30 s.
-const REPAIR_TIME_US_DEFAULT: u64 = 30 * 60 * 1_000_000;
-const REPLACE_DELAY_US_DEFAULT: u64 = 5 * 60 * 1_000_000;
-const PREEMPTION_GRACE_US_DEFAULT: u64 = 30 * 1_000_000;
+const REPAIR_TIME_DEFAULT: SimDuration = SimDuration::from_ms(30 * 60_000);
+const REPLACE_DELAY_DEFAULT: SimDuration = SimDuration::from_ms(5 * 60_000);
+const PREEMPTION_GRACE_DEFAULT: SimDuration = SimDuration::from_ms(30_000);
 
 const US_PER_DAY: f64 = 86_400e6;
 
@@ -28,7 +29,7 @@ const US_PER_DAY: f64 = 86_400e6;
 pub fn failures(
     raw: &Option<RawFailures>,
     cluster: &Cluster,
-    time_limit_us: u64,
+    time_limit: SimDuration,
 ) -> Check<Option<FailureProcess>> {
     let Some(f) = raw else {
         return Ok(None);
@@ -48,10 +49,10 @@ pub fn failures(
     )?;
     let kinds = kinds(&p.key("kinds"), f)?;
     let duration =
-        |key: &str, value, default| quantity_or(&p.key(key), value, default, 0..=TIME_LIMIT_US_MAX);
-    let from_us = duration("from", f.from, 0)?;
-    let until_us = duration("until", f.until, time_limit_us)?;
-    if until_us <= from_us {
+        |key: &str, value, default| duration_or(&p.key(key), value, default, 0..=TIME_LIMIT_US_MAX);
+    let from = SimInstant::from_start(duration("from", f.from, SimDuration::ZERO)?);
+    let until = SimInstant::from_start(duration("until", f.until, time_limit)?);
+    if until <= from {
         return Err(issue(&p.key("until"), "must be after `from`"));
     }
     let process = FailureProcess {
@@ -59,17 +60,17 @@ pub fn failures(
         weibull_shape,
         kinds,
         after: f.after.unwrap_or(AfterFailure::Repair),
-        repair_time_us: duration("repair_time", f.repair_time, REPAIR_TIME_US_DEFAULT)?,
-        replace_delay_us: duration("replace_delay", f.replace_delay, REPLACE_DELAY_US_DEFAULT)?,
-        preemption_grace_us: duration(
+        repair_time: duration("repair_time", f.repair_time, REPAIR_TIME_DEFAULT)?,
+        replace_delay: duration("replace_delay", f.replace_delay, REPLACE_DELAY_DEFAULT)?,
+        preemption_grace: duration(
             "preemption_grace",
             f.preemption_grace,
-            PREEMPTION_GRACE_US_DEFAULT,
+            PREEMPTION_GRACE_DEFAULT,
         )?,
-        from_us,
-        until_us,
+        from,
+        until,
     };
-    let days = (until_us - from_us) as f64 / US_PER_DAY;
+    let days = until.since(from).as_us() as f64 / US_PER_DAY;
     let expected = f64::from(cluster.total_nodes()) * rate_per_node_day * days;
     if expected > EXPECTED_FAILURES_MAX {
         let msg = format!(

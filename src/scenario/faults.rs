@@ -8,6 +8,7 @@ use super::model::{Fault, FaultKind, FaultName, NodeIndex, NodeRole, StoreHost};
 use super::raw::RawFault;
 use super::units::Duration;
 use super::values::*;
+use crate::sim_time::{SimDuration, SimInstant};
 use std::collections::{BTreeMap, BTreeSet};
 use strum::VariantArray;
 
@@ -42,7 +43,7 @@ pub struct FaultContext {
     pub total_nodes: u32,
     pub gpus_per_node: u32,
     pub nproc_per_node: u32,
-    pub time_limit_us: u64,
+    pub time_limit: SimDuration,
     /// Where the c10d store runs: a `store_host` fault needs a node that hosts it.
     pub store: StoreHost,
 }
@@ -64,7 +65,7 @@ fn check_spare_order(p: &FieldPath, faults: &[(usize, Fault)], ctx: &FaultContex
     // A fault aimed at a role hits a node that has started by then (or nothing).
     let mut by_time: Vec<&(usize, Fault)> =
         faults.iter().filter(|(_, f)| f.role.is_none()).collect();
-    by_time.sort_by_key(|(_, f)| f.at_us);
+    by_time.sort_by_key(|(_, f)| f.at);
     let mut started: BTreeMap<u32, usize> = BTreeMap::new();
     for (i, f) in by_time {
         match f.kind {
@@ -145,8 +146,8 @@ fn fault(p: &FieldPath, f: &RawFault, ctx: &FaultContext) -> Check<Fault> {
         return Err(issue(p, format!("a `{kind}` fault needs `{key}`")));
     }
     let at = required(&p.key("at"), &f.at)?;
-    if at.us() >= ctx.time_limit_us {
-        let limit = Duration::from_us(ctx.time_limit_us);
+    if at.span() >= ctx.time_limit {
+        let limit = Duration::of_span(ctx.time_limit);
         return Err(issue(
             &p.key("at"),
             format!("{at} is not before time_limit ({limit}); the run ends there"),
@@ -154,7 +155,7 @@ fn fault(p: &FieldPath, f: &RawFault, ctx: &FaultContext) -> Check<Fault> {
     }
     let role = role(p, name, f, ctx)?;
     Ok(Fault {
-        at_us: at.us(),
+        at: SimInstant::from_start(at.span()),
         kind: fault_kind(p, name, f, ctx, role.is_some())?,
         role,
     })
@@ -202,8 +203,8 @@ fn fault_kind(
             e
         }),
     };
-    let duration = |v: Option<Duration>| -> Check<Option<u64>> {
-        v.map(|d| quantity_in(&p.key("duration"), d, 1..=TIME_LIMIT_US_MAX))
+    let duration = |v: Option<Duration>| -> Check<Option<SimDuration>> {
+        v.map(|d| duration_in(&p.key("duration"), d, 1..=TIME_LIMIT_US_MAX))
             .transpose()
     };
     Ok(match name {
@@ -224,14 +225,14 @@ fn fault_kind(
         FaultName::Latency => {
             let (min, max) = latency_range(&p.key("latency"), f.latency.as_deref().unwrap_or(&[]))?;
             FaultKind::Latency {
-                latency_us_min: min,
-                latency_us_max: max,
-                duration_us: duration(f.duration)?,
+                latency_min: min,
+                latency_max: max,
+                duration: duration(f.duration)?,
             }
         }
         FaultName::Loss => FaultKind::Loss {
             probability: probability(&p.key("probability"), f.probability.unwrap_or(0.0))?,
-            duration_us: duration(f.duration)?,
+            duration: duration(f.duration)?,
         },
         FaultName::ClockSkew => FaultKind::ClockSkew {
             node: node()?,
@@ -250,7 +251,7 @@ fn fault_kind(
                 1.0,
                 GPU_SLOW_FACTOR_MAX,
             )?,
-            duration_us: duration(f.duration)?.unwrap_or(0),
+            duration: duration(f.duration)?.unwrap_or(SimDuration::ZERO),
         },
         FaultName::GpuFail => FaultKind::GpuFail {
             node: node()?,

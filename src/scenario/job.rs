@@ -10,6 +10,7 @@ use super::raw::{RawComplexity, RawEval, RawJob, RawReader, RawSampler};
 use super::units::Duration;
 use super::values::*;
 use crate::fixes::ReaderFix;
+use crate::sim_time::SimDuration;
 use std::collections::BTreeSet;
 use strum::VariantArray;
 
@@ -26,10 +27,10 @@ pub fn job(raw: &Option<RawJob>) -> Check<JobConfig> {
     let p = FieldPath::root().key("job");
     let j = raw.clone().unwrap_or_default();
     let steps = in_range(&p.key("steps"), j.steps.unwrap_or(500), 1, STEPS_MAX)?;
-    let step_time_us = quantity_or(
+    let step_time = duration_or(
         &p.key("step_time"),
         j.step_time,
-        200_000,
+        SimDuration::from_ms(200),
         1..=STEP_TIME_US_MAX,
     )?;
     let model_size_bytes = quantity_or(
@@ -45,40 +46,40 @@ pub fn job(raw: &Option<RawJob>) -> Check<JobConfig> {
         STEPS_MAX,
     )?;
     let backend = j.backend.unwrap_or_default();
-    let collective_timeout_us = quantity_or(
+    let collective_timeout = duration_or(
         &p.key("collective_timeout"),
         j.collective_timeout,
-        match backend {
+        SimDuration::from_us(match backend {
             Backend::Nccl => COLLECTIVE_TIMEOUT_US_DEFAULT,
             Backend::Gloo => GLOO_COLLECTIVE_TIMEOUT_US_DEFAULT,
-        },
+        }),
         1..=TIMEOUT_US_MAX,
     )?;
-    let worker_start_time_us = quantity_or(
+    let worker_start_time = duration_or(
         &p.key("worker_start_time"),
         j.worker_start_time,
-        0,
+        SimDuration::ZERO,
         0..=STEP_TIME_US_MAX,
     )?;
-    let worker_start_jitter_us = quantity_or(
+    let worker_start_jitter = duration_or(
         &p.key("worker_start_jitter"),
         j.worker_start_jitter,
-        0,
+        SimDuration::ZERO,
         0..=STEP_TIME_US_MAX,
     )?;
-    let checkpoint_save_time_us = quantity_or(
+    let checkpoint_save_time = duration_or(
         &p.key("checkpoint_save_time"),
         j.checkpoint_save_time,
-        0,
+        SimDuration::ZERO,
         0..=STEP_TIME_US_MAX,
     )?;
-    let checkpoint_load_time_us = quantity_or(
+    let checkpoint_load_time = duration_or(
         &p.key("checkpoint_load_time"),
         j.checkpoint_load_time,
-        0,
+        SimDuration::ZERO,
         0..=STEP_TIME_US_MAX,
     )?;
-    let nccl_peer_exit_detection_us = nccl_peer_exit_detection(
+    let nccl_peer_exit_detection = nccl_peer_exit_detection(
         &p.key("nccl_peer_exit_detection"),
         j.nccl_peer_exit_detection.as_deref(),
         backend,
@@ -95,16 +96,16 @@ pub fn job(raw: &Option<RawJob>) -> Check<JobConfig> {
         .transpose()?;
     Ok(JobConfig {
         steps,
-        step_time_us,
+        step_time,
         model_size_bytes,
         checkpoint_every,
-        collective_timeout_us,
-        worker_start_time_us,
-        worker_start_jitter_us,
-        checkpoint_save_time_us,
-        checkpoint_load_time_us,
+        collective_timeout,
+        worker_start_time,
+        worker_start_jitter,
+        checkpoint_save_time,
+        checkpoint_load_time,
         backend,
-        nccl_peer_exit_detection_us,
+        nccl_peer_exit_detection,
         dataset,
         sampler,
         set_epoch: j.set_epoch.unwrap_or_default(),
@@ -129,9 +130,10 @@ fn nccl_peer_exit_detection(
     p: &FieldPath,
     text: Option<&str>,
     backend: Backend,
-) -> Check<Option<u64>> {
+) -> Check<Option<SimDuration>> {
     let Some(text) = text else {
-        return Ok((backend == Backend::Nccl).then_some(NCCL_PEER_EXIT_DETECTION_US_DEFAULT));
+        let default = SimDuration::from_us(NCCL_PEER_EXIT_DETECTION_US_DEFAULT);
+        return Ok((backend == Backend::Nccl).then_some(default));
     };
     if backend != Backend::Nccl {
         return Err(issue(
@@ -149,7 +151,7 @@ fn nccl_peer_exit_detection(
             format!("{e} (or \"{NEVER}\": wait for the collective timeout)"),
         )
     })?;
-    quantity_in(p, duration, 0..=TIMEOUT_US_MAX).map(Some)
+    duration_in(p, duration, 0..=TIMEOUT_US_MAX).map(Some)
 }
 
 fn dataset(p: &FieldPath, raw: Option<(Option<u64>, &Option<RawComplexity>)>) -> Check<Dataset> {
@@ -347,10 +349,10 @@ pub fn reader(raw: &Option<RawReader>) -> Check<Option<ReaderSection>> {
     )?;
     let check = r.check.unwrap_or(CheckKind::Sum);
     let repeat = r.repeat.unwrap_or(false);
-    let parse_time_us = quantity_or(
+    let parse_time = duration_or(
         &p.key("parse_time"),
         r.parse_time,
-        READER_PARSE_TIME_US_DEFAULT,
+        SimDuration::from_us(READER_PARSE_TIME_US_DEFAULT),
         0..=READER_PARSE_TIME_US_MAX,
     )?;
     let record_size_bytes = quantity_or(
@@ -370,7 +372,7 @@ pub fn reader(raw: &Option<RawReader>) -> Check<Option<ReaderSection>> {
         broken_files: broken,
         corrupt_records: corrupt,
         truncated_files: truncated,
-        parse_time_us,
+        parse_time,
         record_size_bytes,
         fixes,
     }))

@@ -1,6 +1,8 @@
 //! Bounds on every scenario value, so a hostile or mistaken file is an error, never an
 //! out-of-memory or a run that cannot end. Names carry their unit last.
 
+use crate::sim_time::SimDuration;
+
 /// Largest scenario file `load` reads; bigger files are refused before parsing.
 pub const FILE_BYTES_MAX: u64 = 64 * 1024 * 1024;
 /// Longest `name`, in characters.
@@ -10,7 +12,7 @@ pub const DESCRIPTION_CHARS_MAX: usize = 10_000;
 /// Largest `seed`: TOML integers are signed 64-bit.
 pub const SEED_MAX: u64 = i64::MAX as u64;
 /// Longest simulated time budget: 7 days.
-pub const TIME_LIMIT_US_MAX: u64 = 7 * 24 * 3_600 * 1_000_000;
+pub const TIME_LIMIT_US_MAX: u64 = SimDuration::from_secs(7 * 24 * 3_600).as_us();
 /// Most nodes in a cluster, started and spare together.
 pub const NODES_MAX: u32 = 4096;
 /// Most GPUs on one node.
@@ -18,7 +20,7 @@ pub const GPUS_PER_NODE_MAX: u32 = 64;
 /// Most worker processes on one node.
 pub const NPROC_PER_NODE_MAX: u32 = 256;
 /// Largest clock offset, either way: 1 day.
-pub const CLOCK_SKEW_US_MAX: u64 = 24 * 3_600 * 1_000_000;
+pub const CLOCK_SKEW_US_MAX: u64 = SimDuration::from_secs(24 * 3_600).as_us();
 /// Linux's default `net.ipv4.tcp_retries2`, and the most the format takes (at 60, TCP gives
 /// up on a silent peer after about 93 minutes).
 pub const TCP_RETRIES2_DEFAULT: u32 = 15;
@@ -27,7 +29,7 @@ pub const TCP_RETRIES2_MAX: u32 = 60;
 /// calibration machine's.
 pub const STORE_COST_SCALE_MAX: f64 = 100.0;
 /// Longest one-way network latency: 60 s.
-pub const LATENCY_US_MAX: u64 = 60 * 1_000_000;
+pub const LATENCY_US_MAX: u64 = SimDuration::from_secs(60).as_us();
 /// Fastest link or GPU transfer: 100 Tbps.
 pub const BANDWIDTH_BITS_PER_SEC_MAX: u64 = 100_000_000_000_000;
 /// Largest GPU memory: 16 TiB.
@@ -37,7 +39,7 @@ pub const GPU_COMPUTE_SPEED_MAX: f64 = 1_000.0;
 /// Longest custom GPU profile name, in characters.
 pub const GPU_NAME_CHARS_MAX: usize = 64;
 /// Longest timeout or interval of the rendezvous and the agent: 1 day.
-pub const TIMEOUT_US_MAX: u64 = 24 * 3_600 * 1_000_000;
+pub const TIMEOUT_US_MAX: u64 = SimDuration::from_secs(24 * 3_600).as_us();
 /// Most keep-alive attempts before a node is considered dead.
 pub const KEEP_ALIVE_MAX_ATTEMPT_MAX: u32 = 1_000;
 /// Most entries in `rendezvous.fixes`.
@@ -47,7 +49,7 @@ pub const MAX_RESTARTS_MAX: u32 = 10_000;
 /// Most optimizer steps in a job.
 pub const STEPS_MAX: u64 = 10_000_000;
 /// Longest step time at complexity 1: 1 hour.
-pub const STEP_TIME_US_MAX: u64 = 3_600 * 1_000_000;
+pub const STEP_TIME_US_MAX: u64 = SimDuration::from_secs(3_600).as_us();
 /// Largest model (all-reduced bytes per step): 16 TiB.
 pub const MODEL_SIZE_BYTES_MAX: u64 = 16 << 40;
 /// Most samples in the dataset: 2^25 (33.5 M). The samplers materialise a permutation of the

@@ -1,11 +1,12 @@
 //! The validated scenario: plain data with every default filled in and every unit resolved.
 //!
 //! The parser (`scenario::parse`) turns a TOML file into this. Everything downstream reads only
-//! this type, so a value here is already known to be in range: durations in microseconds,
-//! sizes in bytes, bandwidths in bits per second, nodes by their index.
+//! this type, so a value here is already known to be in range: times as `SimDuration` and
+//! `SimInstant`, sizes in bytes, bandwidths in bits per second, nodes by their index.
 
 pub use super::node::{NodeIndex, NodeRole};
 pub use crate::record_check::CheckKind;
+use crate::sim_time::{SimDuration, SimInstant};
 use std::collections::BTreeMap;
 
 /// A whole scenario after validation.
@@ -16,7 +17,7 @@ pub struct Scenario {
     /// The file's seed; `--seed` replaces it for a run.
     pub seed: u64,
     /// Simulated time budget; reaching it ends the run with outcome `timed_out`.
-    pub time_limit_us: u64,
+    pub time_limit: SimDuration,
     /// The run ends when the job has ended (every agent exited, every node taken down
     /// brought back or replaced), and faults due after that are not applied; otherwise a
     /// `start` or `restart` still to come keeps the run going. On by default with a failure
@@ -52,13 +53,13 @@ pub struct FailureProcess {
     pub kinds: Vec<(FailureKind, f64)>,
     /// What becomes of a node a failure took down.
     pub after: AfterFailure,
-    pub repair_time_us: u64,
-    pub replace_delay_us: u64,
+    pub repair_time: SimDuration,
+    pub replace_delay: SimDuration,
     /// Spot preemption: from the SIGTERM until the host goes away.
-    pub preemption_grace_us: u64,
-    /// Failures happen from `from_us` until `until_us` of the run.
-    pub from_us: u64,
-    pub until_us: u64,
+    pub preemption_grace: SimDuration,
+    /// Failures happen from `from` until `until` of the run.
+    pub from: SimInstant,
+    pub until: SimInstant,
 }
 
 /// What a drawn failure does, in the faults of the format.
@@ -127,7 +128,9 @@ pub struct Cluster {
     pub gpus_per_node: u32,
     pub gpu: GpuProfile,
     pub store: StoreHost,
-    /// Initial wall-clock offset per node index, in microseconds (may be negative).
+    /// Initial wall-clock offset per node index, in microseconds (may be negative). Signed
+    /// microseconds rather than a time type: an offset is added to a node's own clock
+    /// reading, which is signed microseconds too (`sim_time::clock_reading_us`).
     pub clock_skew_us: BTreeMap<u32, i64>,
     /// Linux's `net.ipv4.tcp_retries2` on every host (15 by default).
     pub tcp_retries2: u32,
@@ -166,8 +169,8 @@ pub struct GpuProfile {
 /// `[network]`.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Network {
-    pub latency_us_min: u64,
-    pub latency_us_max: u64,
+    pub latency_min: SimDuration,
+    pub latency_max: SimDuration,
     pub loss: f64,
     pub bandwidth_bits_per_sec: u64,
     /// The c10d store host's link, which every agent's requests and replies cross.
@@ -179,15 +182,15 @@ pub struct Network {
 pub struct AgentConfig {
     pub nproc_per_node: u32,
     pub max_restarts: u32,
-    pub monitor_interval_us: u64,
-    pub exit_barrier_timeout_us: u64,
+    pub monitor_interval: SimDuration,
+    pub exit_barrier_timeout: SimDuration,
     /// From an agent process's launch until it creates its rendezvous handler: starting
     /// Python and importing torch (about 4 s for each of 3 or 4 agents starting together
     /// on the 2-core conformance machine).
-    pub start_time_us: u64,
-    /// Each agent process adds a uniform draw below this to `start_time_us` (from the run's
+    pub start_time: SimDuration,
+    /// Each agent process adds a uniform draw below this to `start_time` (from the run's
     /// seed): processes starting together do not finish their imports together.
-    pub start_time_jitter_us: u64,
+    pub start_time_jitter: SimDuration,
     /// torch's TCPStore sharing: the rank-0 agent hosts the workers' store and publishes
     /// its address; `false` is `TORCH_DISABLE_SHARE_RDZV_TCP_STORE=1`.
     pub share_store: bool,
@@ -197,14 +200,14 @@ pub struct AgentConfig {
     /// Kubernetes `restartPolicy`, a job controller); `Never` is torchrun alone.
     pub relaunch: Relaunch,
     /// The wait before the first relaunch of a node; it doubles with each relaunch of that
-    /// node, up to [`RELAUNCH_DELAY_US_CAP`] (the kubelet's crash-loop back-off).
-    pub relaunch_delay_us: u64,
+    /// node, up to [`RELAUNCH_DELAY_CAP`] (the kubelet's crash-loop back-off).
+    pub relaunch_delay: SimDuration,
     /// Relaunches per node at most.
     pub relaunch_max: u32,
 }
 
 /// The longest wait between relaunches: the kubelet's crash-loop back-off cap, 5 minutes.
-pub const RELAUNCH_DELAY_US_CAP: u64 = 300_000_000;
+pub const RELAUNCH_DELAY_CAP: SimDuration = SimDuration::from_us(300_000_000);
 
 /// `agent.relaunch`: which of an agent process's own exits relaunch torchrun.
 #[derive(
@@ -235,28 +238,28 @@ pub enum Relaunch {
 #[derive(Debug, Clone, PartialEq)]
 pub struct JobConfig {
     pub steps: u64,
-    pub step_time_us: u64,
+    pub step_time: SimDuration,
     pub model_size_bytes: u64,
     /// Steps between checkpoints; a restarted group resumes from the last one.
     pub checkpoint_every: u64,
     /// The process group's timeout: a collective whose peer is gone fails after it.
-    pub collective_timeout_us: u64,
+    pub collective_timeout: SimDuration,
     /// From a worker process's spawn until it calls `init_process_group`: starting Python
     /// and importing torch and the training script (4 to 7 s on the conformance machine).
-    pub worker_start_time_us: u64,
-    /// Each node's workers add a uniform draw below this to `worker_start_time_us`, per
+    pub worker_start_time: SimDuration,
+    /// Each node's workers add a uniform draw below this to `worker_start_time`, per
     /// worker group (from the run's seed).
-    pub worker_start_jitter_us: u64,
+    pub worker_start_jitter: SimDuration,
     /// How long group rank 0 writes each checkpoint while training waits (a blocking
     /// `torch.save`); the checkpoint counts once written.
-    pub checkpoint_save_time_us: u64,
+    pub checkpoint_save_time: SimDuration,
     /// How long a restarted group's workers load the checkpoint before their first step.
-    pub checkpoint_load_time_us: u64,
+    pub checkpoint_load_time: SimDuration,
     /// The process group's backend, which decides how a collective meets a dead peer.
     pub backend: Backend,
     /// NCCL only: how long after a peer's processes died on a live host (their connections
     /// closed) the watchdog aborts the worker; `None` waits for `collective_timeout`.
-    pub nccl_peer_exit_detection_us: Option<u64>,
+    pub nccl_peer_exit_detection: Option<SimDuration>,
     pub dataset: Dataset,
     pub sampler: SamplerConfig,
     /// When the training script calls the sampler's `set_epoch`.
@@ -317,20 +320,20 @@ pub struct EvalConfig {
 }
 
 /// `[rendezvous]` as plain values: torch's `RendezvousSettings` and `RendezvousTimeout`
-/// (in microseconds), the c10d backend's `cas_backoff_max_seconds`, and the opt-in fixes.
+/// as simulated spans, the c10d backend's `cas_backoff_max_seconds`, and the opt-in fixes.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RendezvousConfig {
     /// Fewest participants a round may complete with.
     pub min_nodes: u32,
     /// Most participants a round admits; reaching it completes the round at once.
     pub max_nodes: u32,
-    pub join_timeout_us: u64,
-    pub last_call_timeout_us: u64,
-    pub close_timeout_us: u64,
-    pub heartbeat_timeout_us: u64,
-    pub keep_alive_interval_us: u64,
+    pub join_timeout: SimDuration,
+    pub last_call_timeout: SimDuration,
+    pub close_timeout: SimDuration,
+    pub heartbeat_timeout: SimDuration,
+    pub keep_alive_interval: SimDuration,
     pub keep_alive_max_attempt: u32,
-    pub cas_backoff_max_us: u64,
+    pub cas_backoff_max: SimDuration,
     /// Opt-in named deviations from torch; empty reproduces torch exactly.
     pub fixes: std::collections::BTreeSet<crate::fixes::RendezvousFix>,
 }
@@ -421,7 +424,7 @@ pub struct ReaderSection {
     /// that sends the worker to its next file.
     pub truncated_files: Vec<(u32, u64)>,
     /// Time one reader worker thread takes to parse one record.
-    pub parse_time_us: u64,
+    pub parse_time: SimDuration,
     /// Bytes of one record as copied to the GPUs.
     pub record_size_bytes: u64,
     /// Opt-in named deviations from HugeCTR.
@@ -431,7 +434,7 @@ pub struct ReaderSection {
 /// One scheduled fault.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Fault {
-    pub at_us: u64,
+    pub at: SimInstant,
     pub kind: FaultKind,
     /// The role the fault's `node` names instead of a node (`node = "rank0"`), resolved when
     /// the fault fires. While it is set, the node in `kind` is [`ROLE_STANDIN_NODE`], which
@@ -441,9 +444,9 @@ pub struct Fault {
 
 impl Fault {
     /// A fault aimed at the node `kind` names.
-    pub fn at(at_us: u64, kind: FaultKind) -> Fault {
+    pub fn at(at: SimInstant, kind: FaultKind) -> Fault {
         Fault {
-            at_us,
+            at,
             kind,
             role: None,
         }
@@ -505,14 +508,15 @@ pub enum FaultKind {
         to: u32,
     },
     Latency {
-        latency_us_min: u64,
-        latency_us_max: u64,
-        duration_us: Option<u64>,
+        latency_min: SimDuration,
+        latency_max: SimDuration,
+        duration: Option<SimDuration>,
     },
     Loss {
         probability: f64,
-        duration_us: Option<u64>,
+        duration: Option<SimDuration>,
     },
+    /// `offset_us` is signed microseconds, as `Cluster::clock_skew_us` is.
     ClockSkew {
         node: u32,
         offset_us: i64,
@@ -521,7 +525,7 @@ pub enum FaultKind {
         node: u32,
         gpu: u32,
         factor: f64,
-        duration_us: u64,
+        duration: SimDuration,
     },
     GpuFail {
         node: u32,

@@ -3,6 +3,12 @@
 
 use super::model::*;
 use super::*;
+use crate::sim_time::{SimDuration, SimInstant};
+
+/// `v` microseconds, as the model holds spans.
+fn us(v: u64) -> SimDuration {
+    SimDuration::from_us(v)
+}
 use proptest::prelude::*;
 
 /// The example of the contract, every section and key spelled out.
@@ -97,7 +103,7 @@ fn the_contract_example_parses() {
     assert_eq!(
         s.faults,
         vec![Fault {
-            at_us: 45_000_000,
+            at: SimInstant::from_us(45_000_000),
             kind: FaultKind::Kill { node: 2 },
             role: None,
         }]
@@ -105,7 +111,7 @@ fn the_contract_example_parses() {
     assert_eq!(s.expect.rounds, Some((2, 3)));
     // The reader is built: the checked parse takes it, with the cost defaults.
     let r = parse(EXAMPLE, "example.toml").unwrap().reader.unwrap();
-    assert_eq!((r.parse_time_us, r.record_size_bytes), (1, 368));
+    assert_eq!((r.parse_time, r.record_size_bytes), (us(1), 368));
     assert!(r.fixes.is_empty());
 }
 
@@ -118,7 +124,7 @@ fn reader_fixes_and_costs_are_checked_where_they_stand() {
     )
     .unwrap();
     let r = s.reader.clone().unwrap();
-    assert_eq!((r.parse_time_us, r.record_size_bytes), (3, 1024));
+    assert_eq!((r.parse_time, r.record_size_bytes), (us(3), 1024));
     assert_eq!(
         r.fixes,
         vec![crate::fixes::ReaderFix::EmptyBatchIsEndMarker]
@@ -141,7 +147,7 @@ fn reader_fixes_and_costs_are_checked_where_they_stand() {
 fn defaults_are_torchs_and_the_contracts() {
     let s = parse("name = \"d\"\n", "d.toml").unwrap();
     assert_eq!(s, default_scenario("d"));
-    assert_eq!((s.seed, s.time_limit_us), (0, 7_200_000_000));
+    assert_eq!((s.seed, s.time_limit), (0, us(7_200_000_000)));
     assert_eq!(
         (
             s.cluster.nodes,
@@ -155,51 +161,43 @@ fn defaults_are_torchs_and_the_contracts() {
     // Linux's default retransmission limit.
     assert_eq!(s.cluster.tcp_retries2, 15);
     assert_eq!(
-        (
-            s.network.latency_us_min,
-            s.network.latency_us_max,
-            s.network.loss
-        ),
-        (1_000, 5_000, 0.0)
+        (s.network.latency_min, s.network.latency_max, s.network.loss),
+        (us(1_000), us(5_000), 0.0)
     );
     let r = &s.rendezvous;
     assert_eq!((r.min_nodes, r.max_nodes), (1, 1));
     assert_eq!(
-        (
-            r.join_timeout_us,
-            r.last_call_timeout_us,
-            r.close_timeout_us
-        ),
-        (600_000_000, 30_000_000, 30_000_000)
+        (r.join_timeout, r.last_call_timeout, r.close_timeout),
+        (us(600_000_000), us(30_000_000), us(30_000_000))
     );
     assert_eq!(
         (
-            r.heartbeat_timeout_us,
-            r.keep_alive_interval_us,
+            r.heartbeat_timeout,
+            r.keep_alive_interval,
             r.keep_alive_max_attempt
         ),
-        (5_000_000, 5_000_000, 3)
+        (us(5_000_000), us(5_000_000), 3)
     );
     // torch's cas_backoff_max_seconds defaults to 0: no backoff.
-    assert_eq!(r.cas_backoff_max_us, 0);
+    assert_eq!(r.cas_backoff_max, SimDuration::ZERO);
     let a = &s.agent;
     assert_eq!(
         (
             a.nproc_per_node,
             a.max_restarts,
-            a.monitor_interval_us,
-            a.exit_barrier_timeout_us
+            a.monitor_interval,
+            a.exit_barrier_timeout
         ),
-        (8, 0, 100_000, 300_000_000)
+        (8, 0, us(100_000), us(300_000_000))
     );
     assert_eq!(
         (
             s.job.steps,
-            s.job.step_time_us,
+            s.job.step_time,
             s.job.model_size_bytes,
             s.job.checkpoint_every
         ),
-        (500, 200_000, 1 << 30, 50)
+        (500, us(200_000), 1 << 30, 50)
     );
     assert_eq!(
         s.job.dataset,
@@ -322,7 +320,7 @@ fn every_fault_kind_parses() {
     assert_eq!(kinds.len(), 17);
     assert_eq!(kinds[0], "stop", "faults are sorted by time");
     assert!(s.faults.contains(&Fault {
-        at_us: 12_000_000,
+        at: SimInstant::from_us(12_000_000),
         kind: FaultKind::ClockSkew {
             node: 1,
             offset_us: -2_000_000
@@ -333,7 +331,7 @@ fn every_fault_kind_parses() {
         node: 0,
         gpu: 7,
         factor: 2.5,
-        duration_us: 60_000_000,
+        duration: us(60_000_000),
     };
     assert!(s.faults.iter().any(|f| f.kind == slow));
     assert_eq!(parse(&to_toml(&s), "again.toml"), Ok(s.clone()));
@@ -398,7 +396,7 @@ fn node_of(total: u32) -> impl Strategy<Value = u32> {
 }
 
 fn fault_kind(nodes: u32, total: u32, gpus: u32, nproc: u32) -> BoxedStrategy<FaultKind> {
-    let dur = prop_oneof![Just(None), (1u64..100_000_000).prop_map(Some)];
+    let dur = prop_oneof![Just(None), (1u64..100_000_000).prop_map(|d| Some(us(d)))];
     let any_node = move || node_of(total);
     // Two distinct nodes; a one-node cluster has no link, so it gets `heal` instead.
     let link = move |clog: bool| {
@@ -425,13 +423,13 @@ fn fault_kind(nodes: u32, total: u32, gpus: u32, nproc: u32) -> BoxedStrategy<Fa
         link(true),
         link(false),
         (0u64..1_000_000, 0u64..1_000_000, dur.clone()).prop_map(|(a, b, d)| FaultKind::Latency {
-            latency_us_min: a.min(b),
-            latency_us_max: a.max(b),
-            duration_us: d
+            latency_min: us(a.min(b)),
+            latency_max: us(a.max(b)),
+            duration: d
         }),
-        (0.0f64..=1.0, dur).prop_map(|(probability, duration_us)| FaultKind::Loss {
+        (0.0f64..=1.0, dur).prop_map(|(probability, duration)| FaultKind::Loss {
             probability,
-            duration_us
+            duration
         }),
         (any_node(), -1_000_000_000i64..1_000_000_000)
             .prop_map(|(node, offset_us)| FaultKind::ClockSkew { node, offset_us }),
@@ -440,7 +438,7 @@ fn fault_kind(nodes: u32, total: u32, gpus: u32, nproc: u32) -> BoxedStrategy<Fa
                 node,
                 gpu,
                 factor,
-                duration_us
+                duration: us(duration_us)
             }
         ),
         (any_node(), 0..gpus).prop_map(|(node, gpu)| FaultKind::GpuFail { node, gpu }),
@@ -482,7 +480,7 @@ fn scenario() -> impl Strategy<Value = Scenario> {
             let total = nodes + spare;
             let faults = proptest::collection::vec(
                 (0u64..3_600_000_000, fault_kind(nodes, total, gpus, gpus))
-                    .prop_map(|(at_us, kind)| Fault::at(at_us, kind)),
+                    .prop_map(|(at_us, kind)| Fault::at(SimInstant::from_us(at_us), kind)),
                 0..8,
             );
             let skew = proptest::collection::btree_map(0..total, -5_000_000i64..5_000_000, 0..3);
@@ -528,18 +526,18 @@ fn scenario() -> impl Strategy<Value = Scenario> {
                 s.network.loss = loss;
                 s.rendezvous.min_nodes = min_nodes;
                 s.rendezvous.max_nodes = min_nodes + extra;
-                s.rendezvous.cas_backoff_max_us = if flag { 1_500_000 } else { 0 };
+                s.rendezvous.cas_backoff_max = us(if flag { 1_500_000 } else { 0 });
                 s.agent.nproc_per_node = gpus;
                 if flag {
                     s.agent.fixes = vec![crate::fixes::AgentFix::SharedRestartCount];
                     s.rendezvous.fixes =
                         [crate::fixes::RendezvousFix::DeadParticipantRejoin].into();
                 }
-                s.job.step_time_us = step_us;
+                s.job.step_time = us(step_us);
                 // Gradients must fit in one GPU's memory.
                 s.job.model_size_bytes = model_bytes.min(s.cluster.gpu.memory_bytes);
                 s.job.dataset = Dataset { len, complexity };
-                faults.sort_by_key(|f| f.at_us);
+                faults.sort_by_key(|f| f.at);
                 s.faults = faults;
                 s.expect.restarts = restarts;
                 s.expect.rounds = flag.then_some((1, 1 + u64::from(extra)));

@@ -136,6 +136,18 @@ unsigned_quantity!(
     us
 );
 
+impl Duration {
+    /// The duration as a simulated span.
+    pub const fn span(self) -> crate::sim_time::SimDuration {
+        crate::sim_time::SimDuration::from_us(self.0)
+    }
+
+    /// A simulated span as a duration of the format, in whole microseconds.
+    pub const fn of_span(span: crate::sim_time::SimDuration) -> Self {
+        Self(span.as_us())
+    }
+}
+
 unsigned_quantity!(
     /// A size such as `"1GiB"` or `"512MB"`, in bytes.
     Size,

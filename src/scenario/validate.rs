@@ -8,10 +8,11 @@ use super::raw::{RawExpect, RawRounds, RawScenario};
 use super::values::*;
 use super::{cluster, failures, faults, job};
 use crate::invariant::Invariant;
+use crate::sim_time::SimDuration;
 use std::collections::{BTreeMap, BTreeSet};
 
 /// Default simulated time budget: 2 hours.
-pub const TIME_LIMIT_US_DEFAULT: u64 = 2 * 3_600 * 1_000_000;
+pub const TIME_LIMIT_US_DEFAULT: u64 = SimDuration::from_secs(2 * 3_600).as_us();
 
 /// Checks a raw scenario and builds the model.
 pub fn validate(raw: &RawScenario) -> Check<Scenario> {
@@ -32,10 +33,10 @@ pub fn validate(raw: &RawScenario) -> Check<Scenario> {
         ));
     }
     let seed = in_range(&root.key("seed"), raw.seed.unwrap_or(0), 0, SEED_MAX)?;
-    let time_limit_us = quantity_or(
+    let time_limit = duration_or(
         &root.key("time_limit"),
         raw.time_limit,
-        TIME_LIMIT_US_DEFAULT,
+        SimDuration::from_us(TIME_LIMIT_US_DEFAULT),
         1..=TIME_LIMIT_US_MAX,
     )?;
     let cluster = cluster::cluster(&raw.cluster, &raw.gpu_profile)?;
@@ -56,20 +57,20 @@ pub fn validate(raw: &RawScenario) -> Check<Scenario> {
         total_nodes: cluster.total_nodes(),
         gpus_per_node: cluster.gpus_per_node,
         nproc_per_node: agent.nproc_per_node,
-        time_limit_us,
+        time_limit,
         store: cluster.store,
     };
     let mut indexed = faults::faults(&raw.faults, &ctx)?;
     let expect = expect(&raw.expect, cluster.total_nodes())?;
-    let failures = failures::failures(&raw.failures, &cluster, time_limit_us)?;
+    let failures = failures::failures(&raw.failures, &cluster, time_limit)?;
     // Stable: faults at the same time keep their file order.
-    indexed.sort_by_key(|(_, f)| f.at_us);
+    indexed.sort_by_key(|(_, f)| f.at);
     let faults = indexed.into_iter().map(|(_, f)| f).collect();
     Ok(Scenario {
         name,
         description,
         seed,
-        time_limit_us,
+        time_limit,
         end_with_job: raw.end_with_job.unwrap_or(raw.failures.is_some()),
         cluster,
         network,

@@ -5,6 +5,7 @@ use super::limits;
 use super::locate::FieldPath;
 use super::node::{NodeIndex, NodeNameError, NodeSpan, NodeSpanError};
 use super::units::{Duration, Offset, Quantity};
+use crate::sim_time::SimDuration;
 use std::fmt::Display;
 use std::ops::RangeInclusive;
 
@@ -83,6 +84,25 @@ pub fn quantity_or<Q: Quantity>(
     value.map_or(Ok(default), |v| quantity_in(path, v, bounds))
 }
 
+/// A duration within `bounds_us` (microseconds, the format's base unit) as a simulated span.
+pub fn duration_in(
+    path: &FieldPath,
+    value: Duration,
+    bounds_us: RangeInclusive<u64>,
+) -> Check<SimDuration> {
+    quantity_in(path, value, bounds_us).map(SimDuration::from_us)
+}
+
+/// An optional duration within `bounds_us` as a simulated span, `default` when absent.
+pub fn duration_or(
+    path: &FieldPath,
+    value: Option<Duration>,
+    default: SimDuration,
+    bounds_us: RangeInclusive<u64>,
+) -> Check<SimDuration> {
+    value.map_or(Ok(default), |v| duration_in(path, v, bounds_us))
+}
+
 /// A signed duration within `±max_us`, in microseconds.
 pub fn offset_in(path: &FieldPath, value: Offset, max_us: u64) -> Check<i64> {
     if value.us().unsigned_abs() > max_us {
@@ -93,7 +113,7 @@ pub fn offset_in(path: &FieldPath, value: Offset, max_us: u64) -> Check<i64> {
 }
 
 /// A `[min, max]` latency pair of durations, each up to `LATENCY_US_MAX`, min ≤ max.
-pub fn latency_range(path: &FieldPath, pair: &[Duration]) -> Check<(u64, u64)> {
+pub fn latency_range(path: &FieldPath, pair: &[Duration]) -> Check<(SimDuration, SimDuration)> {
     let [min, max] = pair else {
         return Err(issue(
             path,
@@ -103,15 +123,15 @@ pub fn latency_range(path: &FieldPath, pair: &[Duration]) -> Check<(u64, u64)> {
             ),
         ));
     };
-    let min_us = quantity_in(&path.index(0), *min, 0..=limits::LATENCY_US_MAX)?;
-    let max_us = quantity_in(&path.index(1), *max, 0..=limits::LATENCY_US_MAX)?;
-    if min_us > max_us {
+    let min_span = duration_in(&path.index(0), *min, 0..=limits::LATENCY_US_MAX)?;
+    let max_span = duration_in(&path.index(1), *max, 0..=limits::LATENCY_US_MAX)?;
+    if min_span > max_span {
         return Err(issue(
             path,
             format!("the minimum {min} is above the maximum {max}"),
         ));
     }
-    Ok((min_us, max_us))
+    Ok((min_span, max_span))
 }
 
 /// The index of a node name `node-N` with `N < total`.

@@ -159,7 +159,9 @@ impl StoreStats {
         let wire_bytes = request.wire_bytes() + response.wire_bytes();
         self.wire_bytes = self.wire_bytes.saturating_add(wire_bytes);
         // Answers are counted in time order, so one open second at a time suffices.
-        let second = served.at_ns / 1_000_000_000;
+        let second = crate::sim_time::SimInstant::from_ns(served.at_ns)
+            .since_start()
+            .as_secs();
         if second != self.second_now {
             self.second_now = second;
             self.second_now_wire_bytes = 0;

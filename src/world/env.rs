@@ -4,9 +4,9 @@
 use super::state::{Checkpoint, Process, World, MONO_BASE_US_PER_NODE, UTC_EPOCH_US};
 use super::{rng, spawn, time};
 use crate::scenario::model::{
-    node_name, NodeIndex, Relaunch, Scenario, StoreHost, RELAUNCH_DELAY_US_CAP,
+    node_name, NodeIndex, Relaunch, Scenario, StoreHost, RELAUNCH_DELAY_CAP,
 };
-use crate::sim_time::clock_reading_us;
+use crate::sim_time::{clock_reading_us, SimDuration};
 use crate::trace::{AgentState, EventKind, TraceNode};
 use futures::channel::oneshot;
 use rand::Rng;
@@ -36,16 +36,16 @@ pub struct GpuNow {
 /// and again after each exit that `agent.relaunch` relaunches.
 pub(super) async fn process_main(world: Arc<World>, index: u32) {
     while let Some(exit) = run_process(&world, index).await {
-        let Some(delay_us) = relaunch_delay_us(&world, index, exit) else {
+        let Some(delay) = relaunch_delay(&world, index, exit) else {
             return;
         };
-        time::sleep_us(delay_us).await;
+        time::sleep(delay).await;
     }
 }
 
 /// Whether torchrun is relaunched on `index` after its agent process exited with `exit`,
 /// and after how long; a relaunch is pending from now, so the run does not end meanwhile.
-fn relaunch_delay_us(world: &World, index: u32, exit: AgentState) -> Option<u64> {
+fn relaunch_delay(world: &World, index: u32, exit: AgentState) -> Option<SimDuration> {
     let agent = &world.scenario.agent;
     let relaunched = match agent.relaunch {
         Relaunch::Never => false,
@@ -61,8 +61,8 @@ fn relaunch_delay_us(world: &World, index: u32, exit: AgentState) -> Option<u64>
     let doublings = slot.relaunches.min(16);
     slot.relaunches += 1;
     slot.launch_pending(index);
-    let delay_us = agent.relaunch_delay_us.saturating_mul(1 << doublings);
-    Some(delay_us.min(RELAUNCH_DELAY_US_CAP))
+    let delay = agent.relaunch_delay.saturating_mul(1 << doublings);
+    Some(delay.min(RELAUNCH_DELAY_CAP))
 }
 
 /// One agent process on node `index`, from its launch to its exit; `None` when the node
@@ -98,12 +98,8 @@ async fn run_process(world: &Arc<World>, index: u32) -> Option<AgentState> {
     // Python starts and imports torch before torchrun does anything, the store it may host
     // included.
     let agent = &world.scenario.agent;
-    env.process_start(
-        "agent-start",
-        agent.start_time_us,
-        agent.start_time_jitter_us,
-    )
-    .await;
+    env.process_start("agent-start", agent.start_time, agent.start_time_jitter)
+        .await;
     if world.scenario.cluster.store == StoreHost::Node(index) {
         // TCPStore runs inside the host's agent process and dies with it.
         let task = spawn((world.programs.store)(world.store_addr, &world.scenario));
@@ -201,18 +197,19 @@ impl NodeEnv {
         )
     }
 
-    /// Waits while a process starts (Python, its imports): `time_us` plus a uniform draw
-    /// below `jitter_us` from this process's `purpose` stream. Sets no timer when both are
-    /// zero, so scenarios without start times draw nothing and schedule nothing extra.
-    pub async fn process_start(&self, purpose: &str, time_us: u64, jitter_us: u64) {
-        let extra_us = if jitter_us > 0 {
-            self.rng(purpose).gen_range(0..jitter_us)
+    /// Waits while a process starts (Python, its imports): `start_time` plus a uniform draw
+    /// below `jitter` (in whole microseconds) from this process's `purpose` stream. Sets no
+    /// timer when both are zero, so scenarios without start times draw nothing and schedule
+    /// nothing extra.
+    pub async fn process_start(&self, purpose: &str, start_time: SimDuration, jitter: SimDuration) {
+        let extra = if jitter.as_us() > 0 {
+            SimDuration::from_us(self.rng(purpose).gen_range(0..jitter.as_us()))
         } else {
-            0
+            SimDuration::ZERO
         };
-        let start_us = time_us.saturating_add(extra_us);
-        if start_us > 0 {
-            time::sleep_us(start_us).await;
+        let start = start_time.saturating_add(extra);
+        if !start.is_zero() {
+            time::sleep(start).await;
         }
     }
 
@@ -319,13 +316,13 @@ impl NodeEnv {
 
     /// The slowdown of this node's `gpu` now (1.0 when no `gpu_slow` is in force).
     pub fn gpu_slowdown(&self, gpu: u32) -> f64 {
-        let now_us = time::elapsed_us();
+        let now = time::now_whole_us();
         self.world
             .state
             .lock()
             .expect("world lock")
             .gpus
-            .slowdown(self.index, gpu, now_us)
+            .slowdown(self.index, gpu, now)
     }
 
     /// Whether this node's `gpu` was lost to a `gpu_fail`.
@@ -342,19 +339,20 @@ impl NodeEnv {
     /// looks at each local rank's GPU, and one read per step is cheaper than two per rank.
     /// Same answers as [`Self::gpu_failed`] and [`Self::gpu_slowdown`] at this moment.
     pub fn gpus_now(&self, gpus: u32) -> Vec<GpuNow> {
-        let now_us = time::elapsed_us();
+        let now = time::now_whole_us();
         let mut st = self.world.state.lock().expect("world lock");
         (0..gpus)
             .map(|gpu| GpuNow {
                 failed: st.gpus.is_failed(self.index, gpu),
-                slowdown: st.gpus.slowdown(self.index, gpu, now_us),
+                slowdown: st.gpus.slowdown(self.index, gpu, now),
             })
             .collect()
     }
 
     /// The network's mean one-way latency now, `latency` faults included.
     pub fn latency_mean_us(&self) -> u64 {
-        let (min, max) = self.world.state.lock().expect("world lock").latency_us;
+        let (min, max) = self.world.state.lock().expect("world lock").latency;
+        let (min, max) = (min.as_us(), max.as_us());
         min / 2 + max / 2 + (min % 2 + max % 2) / 2
     }
 

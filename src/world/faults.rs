@@ -4,6 +4,7 @@
 use super::state::World;
 use super::{spawn, time, SharedValues};
 use crate::scenario::model::{Fault, FaultKind, FaultName, NodeIndex, NodeRole, StoreHost};
+use crate::sim_time::SimDuration;
 use crate::trace::{EventKind, TraceNode};
 use madsim::runtime::Handle;
 use std::sync::Arc;
@@ -15,9 +16,10 @@ pub(super) async fn apply_all(world: Arc<World>) {
     // The schedule's own count of the starts still to come, which `pending_starts` mirrors.
     let mut starts_left = world.scenario.faults.iter().filter(|f| is_start(f)).count();
     for fault in world.scenario.faults.clone() {
-        let now = time::elapsed_us();
-        if fault.at_us > now {
-            time::sleep_us(fault.at_us - now).await;
+        // On the microsecond, as the trace reads the clock: the sleep ends on `fault.at`.
+        let now = time::now_whole_us();
+        if fault.at > now {
+            time::sleep(fault.at.since(now)).await;
         }
         // Whoever slept through a quiet window wakes to meet the fault as torch would.
         world
@@ -133,19 +135,23 @@ fn apply(world: &Arc<World>, fault: &Fault) -> String {
             format!("link {} -> {} restored", NodeIndex(*from), NodeIndex(*to))
         }
         FaultKind::Latency {
-            latency_us_min,
-            latency_us_max,
-            duration_us,
+            latency_min,
+            latency_max,
+            duration,
         } => {
-            let change = NetChange::Latency(*latency_us_min, *latency_us_max);
-            change_network_for(world, change, *duration_us);
-            format!("latency {latency_us_min}..{latency_us_max} us")
+            let change = NetChange::Latency(*latency_min, *latency_max);
+            change_network_for(world, change, *duration);
+            format!(
+                "latency {}..{} us",
+                latency_min.as_us(),
+                latency_max.as_us()
+            )
         }
         FaultKind::Loss {
             probability,
-            duration_us,
+            duration,
         } => {
-            change_network_for(world, NetChange::Loss(*probability), *duration_us);
+            change_network_for(world, NetChange::Loss(*probability), *duration);
             format!("loss {probability}")
         }
         FaultKind::ClockSkew { node, offset_us } => {
@@ -166,8 +172,8 @@ fn apply(world: &Arc<World>, fault: &Fault) -> String {
             node,
             gpu,
             factor,
-            duration_us,
-        } => gpu_slow(world, *node, *gpu, *factor, *duration_us),
+            duration,
+        } => gpu_slow(world, *node, *gpu, *factor, *duration),
         FaultKind::GpuFail { node, gpu } => gpu_fail(world, *node, *gpu),
     }
 }
@@ -207,11 +213,11 @@ fn heal(world: &World) -> String {
 }
 
 /// `gpu_slow`: a slowdown window on one GPU, from now.
-fn gpu_slow(world: &World, node: u32, gpu: u32, factor: f64, duration_us: u64) -> String {
-    let now_us = super::time::elapsed_us();
+fn gpu_slow(world: &World, node: u32, gpu: u32, factor: f64, duration: SimDuration) -> String {
+    let now = super::time::now_whole_us();
     let mut st = world.state.lock().expect("world lock");
-    st.gpus.slow_down(node, gpu, factor, now_us, duration_us);
-    let lasting = match duration_us {
+    st.gpus.slow_down(node, gpu, factor, now, duration);
+    let lasting = match duration.as_us() {
         0 => "for the rest of the run".to_owned(),
         us => format!("for {us} us"),
     };
@@ -369,28 +375,28 @@ fn partition(world: &World, groups: &[Vec<u32>]) -> String {
 /// One network parameter a fault sets.
 #[derive(Debug, Clone, Copy, PartialEq)]
 enum NetChange {
-    Latency(u64, u64),
+    Latency(SimDuration, SimDuration),
     Loss(f64),
 }
 
 /// Applies `change`; with a duration, puts back what that parameter was before it when the
 /// duration ends, unless a later fault changed the same parameter meanwhile.
-fn change_network_for(world: &Arc<World>, change: NetChange, duration_us: Option<u64>) {
+fn change_network_for(world: &Arc<World>, change: NetChange, duration: Option<SimDuration>) {
     let (previous, generation) = {
         let mut st = world.state.lock().expect("world lock");
         let previous = match change {
-            NetChange::Latency(..) => NetChange::Latency(st.latency_us.0, st.latency_us.1),
+            NetChange::Latency(..) => NetChange::Latency(st.latency.0, st.latency.1),
             NetChange::Loss(_) => NetChange::Loss(st.loss),
         };
         (previous, record_change(&mut st, change))
     };
     apply_change(change);
-    let Some(duration_us) = duration_us else {
+    let Some(duration) = duration else {
         return;
     };
     let world = world.clone();
     spawn(async move {
-        time::sleep_us(duration_us).await;
+        time::sleep(duration).await;
         let mut st = world.state.lock().expect("world lock");
         let current = match previous {
             NetChange::Latency(..) => st.latency_generation,
@@ -406,8 +412,8 @@ fn change_network_for(world: &Arc<World>, change: NetChange, duration_us: Option
 /// Notes the new value in the world state; returns that parameter's new generation.
 fn record_change(st: &mut super::state::WorldState, change: NetChange) -> u64 {
     match change {
-        NetChange::Latency(min_us, max_us) => {
-            st.latency_us = (min_us, max_us);
+        NetChange::Latency(min, max) => {
+            st.latency = (min, max);
             st.latency_generation += 1;
             st.latency_generation
         }
@@ -421,7 +427,7 @@ fn record_change(st: &mut super::state::WorldState, change: NetChange) -> u64 {
 
 fn apply_change(change: NetChange) {
     match change {
-        NetChange::Latency(min_us, max_us) => super::net::set_latency_us(min_us, max_us),
+        NetChange::Latency(min, max) => super::net::set_latency(min, max),
         NetChange::Loss(p) => super::net::set_loss(p),
     }
 }

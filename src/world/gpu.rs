@@ -7,6 +7,7 @@
 //! bus") where only a reset brings it back: a `restart` of the node (a new process after a
 //! reboot) gives it back.
 
+use crate::sim_time::{SimDuration, SimInstant};
 use std::collections::BTreeMap;
 
 /// A worker whose GPU fell off the bus dies on a CUDA error: Python exits with 1.
@@ -16,8 +17,8 @@ pub const GPU_LOST_EXIT_CODE: i32 = 1;
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct SlowWindow {
     pub factor: f64,
-    /// Simulated time the window ends; `u64::MAX` for a slowdown without a `duration`.
-    pub until_us: u64,
+    /// The moment the window ends; [`SimInstant::END`] for a slowdown without a `duration`.
+    pub until: SimInstant,
 }
 
 /// The GPUs of every node: what faults did to them.
@@ -28,25 +29,32 @@ pub struct Gpus {
 }
 
 impl Gpus {
-    /// `gpu_slow`: from `now_us`, for `duration_us` (0: for the rest of the run).
-    pub fn slow_down(&mut self, node: u32, gpu: u32, factor: f64, now_us: u64, duration_us: u64) {
-        let until_us = if duration_us == 0 {
-            u64::MAX
+    /// `gpu_slow`: from `now`, for `duration` (zero: for the rest of the run).
+    pub fn slow_down(
+        &mut self,
+        node: u32,
+        gpu: u32,
+        factor: f64,
+        now: SimInstant,
+        duration: SimDuration,
+    ) {
+        let until = if duration.is_zero() {
+            SimInstant::END
         } else {
-            now_us.saturating_add(duration_us)
+            now.after(duration)
         };
         self.slow
             .entry((node, gpu))
             .or_default()
-            .push(SlowWindow { factor, until_us });
+            .push(SlowWindow { factor, until });
     }
 
-    /// The slowdown of `gpu` on `node` at `now_us`: the product of the windows in force.
-    pub fn slowdown(&mut self, node: u32, gpu: u32, now_us: u64) -> f64 {
+    /// The slowdown of `gpu` on `node` at `now`: the product of the windows in force.
+    pub fn slowdown(&mut self, node: u32, gpu: u32, now: SimInstant) -> f64 {
         let Some(windows) = self.slow.get_mut(&(node, gpu)) else {
             return 1.0;
         };
-        windows.retain(|w| w.until_us > now_us);
+        windows.retain(|w| w.until > now);
         windows.iter().map(|w| w.factor).product()
     }
 
@@ -105,14 +113,15 @@ mod tests {
 
     #[test]
     fn windows_multiply_and_expire() {
+        let us = SimInstant::from_us;
         let mut g = Gpus::default();
-        g.slow_down(1, 2, 3.0, 100, 50);
-        assert_eq!(g.slowdown(1, 2, 110), 3.0);
-        g.slow_down(1, 2, 2.0, 120, 0);
-        assert_eq!(g.slowdown(1, 2, 130), 6.0);
-        assert_eq!(g.slowdown(1, 2, 150), 2.0);
-        assert_eq!(g.slowdown(1, 3, 150), 1.0);
-        assert_eq!(g.slowdown(1, 2, u64::MAX - 1), 2.0);
+        g.slow_down(1, 2, 3.0, us(100), SimDuration::from_us(50));
+        assert_eq!(g.slowdown(1, 2, us(110)), 3.0);
+        g.slow_down(1, 2, 2.0, us(120), SimDuration::ZERO);
+        assert_eq!(g.slowdown(1, 2, us(130)), 6.0);
+        assert_eq!(g.slowdown(1, 2, us(150)), 2.0);
+        assert_eq!(g.slowdown(1, 3, us(150)), 1.0);
+        assert_eq!(g.slowdown(1, 2, SimInstant::from_ns(u64::MAX - 1)), 2.0);
     }
 
     #[test]

@@ -200,10 +200,7 @@ fn run_on_this_thread(
     };
     net::configure(net::NetConfig {
         seed,
-        latency_us: (
-            scenario.network.latency_us_min,
-            scenario.network.latency_us_max,
-        ),
+        latency: (scenario.network.latency_min, scenario.network.latency_max),
         loss: scenario.network.loss,
         tcp_retries2: scenario.cluster.tcp_retries2,
         bandwidth_bits_per_sec: scenario.network.bandwidth_bits_per_sec,
@@ -261,12 +258,12 @@ async fn supervise(
             ..WorldState::new(&scenario)
         }),
         shared: Mutex::new(std::collections::BTreeMap::new()),
-        change_instants_us: segments::change_instants_us(&scenario),
+        change_instants: segments::change_instants(&scenario),
         segments_allowed: segments::segments_allowed(&scenario, programs.step_by_step),
     });
     create_nodes(&world);
     let faults = spawn(faults::apply_all(world.clone()));
-    let time_limit = Duration::from_micros(scenario.time_limit_us);
+    let time_limit = Duration::from_nanos(scenario.time_limit.as_ns());
     let exits = async {
         loop {
             if world.state.lock().expect("world lock").run_is_over() {

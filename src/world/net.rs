@@ -32,6 +32,7 @@ use super::nic::Nics;
 use super::time;
 pub use super::wire::WireSize;
 use super::wire::{Conditions, Envelope, Hosts, Mailbox};
+use crate::sim_time::SimDuration;
 use futures::future::{FutureExt, Shared};
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::{IpAddr, SocketAddr};
@@ -83,7 +84,7 @@ pub(super) struct Registry {
 #[derive(Debug, Clone, Copy)]
 pub(super) struct NetConfig {
     pub(super) seed: u64,
-    pub(super) latency_us: (u64, u64),
+    pub(super) latency: (SimDuration, SimDuration),
     pub(super) loss: f64,
     /// Every host's retransmission limit.
     pub(super) tcp_retries2: u32,
@@ -101,7 +102,7 @@ pub(super) fn with_registry<T>(f: impl FnOnce(&mut Registry) -> T) -> T {
 /// run's `network` stream.
 pub(super) fn configure(config: NetConfig) {
     with_registry(|r| {
-        r.conditions = Some(Conditions::new(config.seed, config.latency_us, config.loss));
+        r.conditions = Some(Conditions::new(config.seed, config.latency, config.loss));
         r.tcp_retries2 = config.tcp_retries2;
         r.seed = config.seed;
         let mut nics = Nics::new(config.bandwidth_bits_per_sec);
@@ -116,8 +117,8 @@ pub(super) fn register_host(node: madsim::task::NodeId, ip: IpAddr) {
 }
 
 /// The network's latency range from now on.
-pub(super) fn set_latency_us(min_us: u64, max_us: u64) {
-    with_registry(|r| r.conditions().set_latency_us(min_us, max_us));
+pub(super) fn set_latency(min: SimDuration, max: SimDuration) {
+    with_registry(|r| r.conditions().set_latency(min, max));
 }
 
 /// The network's loss probability from now on.

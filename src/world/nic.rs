@@ -52,8 +52,7 @@ impl Nics {
         let bits = u128::from(bytes + FRAMING_BYTES) * 8;
         // Rounded up, so a message always takes some time; far below u64's range for any
         // message under the store's value bound.
-        let ns = (bits * 1_000_000_000).div_ceil(u128::from(bits_per_sec));
-        u64::try_from(ns).unwrap_or(u64::MAX)
+        crate::sim_time::transfer_ns(bits, bits_per_sec)
     }
 
     /// When a message of `bytes` from `from` to `to`, ready to leave at `ready_ns`, has

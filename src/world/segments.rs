@@ -11,6 +11,7 @@ use super::collectives::{covers_world, CollectiveError, RankBlock};
 use super::env::NodeEnv;
 use super::time;
 use crate::scenario::model::{FaultKind, Scenario};
+use crate::sim_time::SimInstant;
 use futures::channel::oneshot;
 use futures::future::{select, Either};
 use std::collections::BTreeMap;
@@ -157,19 +158,17 @@ fn slowest_of<'a>(members: impl Iterator<Item = &'a [u64]> + Clone) -> Vec<u64> 
 
 /// Every moment at which the world changes by itself: each fault's time, the end of each
 /// timed fault, and the run's time limit. Sorted, without repeats.
-pub fn change_instants_us(scenario: &Scenario) -> Vec<u64> {
-    let mut instants = vec![scenario.time_limit_us];
+pub fn change_instants(scenario: &Scenario) -> Vec<SimInstant> {
+    let mut instants = vec![SimInstant::from_start(scenario.time_limit)];
     for fault in &scenario.faults {
-        instants.push(fault.at_us);
-        let duration_us = match fault.kind {
-            FaultKind::Latency { duration_us, .. } | FaultKind::Loss { duration_us, .. } => {
-                duration_us
-            }
-            FaultKind::GpuSlow { duration_us, .. } => Some(duration_us),
+        instants.push(fault.at);
+        let duration = match fault.kind {
+            FaultKind::Latency { duration, .. } | FaultKind::Loss { duration, .. } => duration,
+            FaultKind::GpuSlow { duration, .. } => Some(duration),
             _ => None,
         };
-        if let Some(duration_us) = duration_us {
-            instants.push(fault.at_us.saturating_add(duration_us));
+        if let Some(duration) = duration {
+            instants.push(fault.at.after(duration));
         }
     }
     instants.sort_unstable();
@@ -193,9 +192,10 @@ pub fn segments_allowed(scenario: &Scenario, step_by_step: bool) -> bool {
 impl NodeEnv {
     /// The first moment at or after `at_us` at which the world changes by itself.
     pub fn next_change_at_or_after_us(&self, at_us: u64) -> u64 {
-        let instants = &self.world().change_instants_us;
-        let i = instants.partition_point(|&t| t < at_us);
-        instants.get(i).copied().unwrap_or(u64::MAX)
+        let at = SimInstant::from_us(at_us);
+        let instants = &self.world().change_instants;
+        let i = instants.partition_point(|&t| t < at);
+        instants.get(i).map_or(u64::MAX, |t| t.as_us())
     }
 
     /// Whether steps may be settled in closed form in this run (see [`segments_allowed`]).

@@ -3,6 +3,7 @@
 
 use super::Programs;
 use crate::scenario::model::{FaultKind, NodeIndex, Scenario};
+use crate::sim_time::SimDuration;
 use crate::trace::Recorder;
 use futures::channel::{mpsc, oneshot};
 use madsim::task::NodeId;
@@ -34,8 +35,8 @@ pub struct World {
     pub state: Mutex<WorldState>,
     /// Values the processes of the run share, by key (see `NodeEnv::shared`).
     pub shared: Mutex<BTreeMap<&'static str, std::sync::Arc<dyn std::any::Any + Send + Sync>>>,
-    /// When the world changes by itself (see `segments::change_instants_us`).
-    pub change_instants_us: Vec<u64>,
+    /// When the world changes by itself (see `segments::change_instants`).
+    pub change_instants: Vec<crate::sim_time::SimInstant>,
     /// Whether steps may be settled in closed form (see `segments::segments_allowed`).
     pub segments_allowed: bool,
 }
@@ -183,7 +184,7 @@ pub struct WorldState {
     pub collectives: super::collectives::Collectives,
     /// The network's latency range and loss now, and how many times each was changed
     /// (so a timed fault restores only what no later fault replaced).
-    pub latency_us: (u64, u64),
+    pub latency: (SimDuration, SimDuration),
     pub loss: f64,
     pub latency_generation: u64,
     pub loss_generation: u64,
@@ -214,10 +215,7 @@ impl WorldState {
             checkpoint: Checkpoint::default(),
             gpus: super::gpu::Gpus::default(),
             collectives: Default::default(),
-            latency_us: (
-                scenario.network.latency_us_min,
-                scenario.network.latency_us_max,
-            ),
+            latency: (scenario.network.latency_min, scenario.network.latency_max),
             loss: scenario.network.loss,
             latency_generation: 0,
             loss_generation: 0,
@@ -245,7 +243,7 @@ impl WorldState {
         processes > 0
             && self.clogged.is_empty()
             && self.loss == 0.0
-            && self.latency_us == (network.latency_us_min, network.latency_us_max)
+            && self.latency == (network.latency_min, network.latency_max)
     }
 
     /// Whether a quiet window is open now (opening one if it may).

@@ -9,7 +9,7 @@
 //! spurious poll arms yet another timer. [`Sleep`] here arms one timer per sleep and
 //! disarms its wake-up when dropped, so a task is only woken for sleeps it still waits on.
 
-use crate::sim_time::SimInstant;
+use crate::sim_time::{SimDuration, SimInstant};
 use futures::future::{select, Either};
 use std::future::Future;
 use std::pin::{pin, Pin};
@@ -73,6 +73,12 @@ pub fn elapsed_ns() -> u64 {
     with_handle(|h| h.elapsed().as_nanos() as u64)
 }
 
+/// The run's current moment cut to the whole microsecond: the clock as the trace and every
+/// microsecond-grained schedule read it.
+pub fn now_whole_us() -> SimInstant {
+    SimInstant::from_us(elapsed_us())
+}
+
 /// The run's current moment.
 pub fn now() -> SimInstant {
     SimInstant::from_ns(elapsed_ns())
@@ -113,6 +119,23 @@ pub fn sleep_exact_ns(duration_ns: u64) -> Sleep {
 pub async fn spend_cpu_ns(ns: u64) {
     if ns > 0 {
         sleep_exact_ns(ns).await;
+    }
+}
+
+/// Sleeps for `span` of simulated time (madsim rounds short sleeps up to 1 ms).
+pub fn sleep(span: SimDuration) -> Sleep {
+    Sleep {
+        inner: with_handle(|h| h.sleep(Duration::from_nanos(span.as_ns()))),
+        armed: None,
+    }
+}
+
+/// Runs `future` for at most `span`; `None` when time ran out (as [`timeout_us`]).
+pub async fn timeout<F: Future>(span: SimDuration, future: F) -> Option<F::Output> {
+    let deadline = sleep(span);
+    match select(pin!(future), deadline).await {
+        Either::Left((output, _)) => Some(output),
+        Either::Right(((), _)) => None,
     }
 }
 

@@ -12,6 +12,7 @@
 //! retransmission is the same, the sender's timer just has nothing to do when the ACK
 //! comes. Loss never reorders or duplicates what arrives.
 
+use crate::sim_time::SimDuration;
 use rand::Rng;
 use rand_chacha::ChaCha8Rng;
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
@@ -42,7 +43,7 @@ pub(super) struct Conditions {
 }
 
 impl Conditions {
-    pub(super) fn new(seed: u64, latency_us: (u64, u64), loss: f64) -> Self {
+    pub(super) fn new(seed: u64, latency: (SimDuration, SimDuration), loss: f64) -> Self {
         let mut conditions = Conditions {
             latency_ns_min: 0,
             latency_ns_max: 1,
@@ -50,15 +51,15 @@ impl Conditions {
             cut: BTreeSet::new(),
             stream: super::rng::stream(seed, "network"),
         };
-        conditions.set_latency_us(latency_us.0, latency_us.1);
+        conditions.set_latency(latency.0, latency.1);
         conditions
     }
 
-    /// Latencies from `min_us` up to (not including) `max_us`; one value when they meet.
-    pub(super) fn set_latency_us(&mut self, min_us: u64, max_us: u64) {
-        let min_ns = min_us.saturating_mul(1_000);
+    /// Latencies from `min` up to (not including) `max`; one value when they meet.
+    pub(super) fn set_latency(&mut self, min: SimDuration, max: SimDuration) {
+        let min_ns = min.as_ns();
         self.latency_ns_min = min_ns;
-        self.latency_ns_max = max_us.saturating_mul(1_000).max(min_ns + 1);
+        self.latency_ns_max = max.as_ns().max(min_ns + 1);
     }
 
     pub(super) fn set_loss(&mut self, probability: f64) {

@@ -4,6 +4,10 @@
 use super::*;
 use futures::task::noop_waker;
 
+fn us(us: u64) -> SimDuration {
+    SimDuration::from_us(us)
+}
+
 fn ip(last: u8) -> IpAddr {
     IpAddr::from([10, 0, 0, last])
 }
@@ -11,7 +15,7 @@ fn ip(last: u8) -> IpAddr {
 #[test]
 fn latencies_stay_in_the_range_and_repeat_with_the_seed() {
     let draw = |seed| {
-        let mut conditions = Conditions::new(seed, (100, 300), 0.0);
+        let mut conditions = Conditions::new(seed, (us(100), us(300)), 0.0);
         (0..1_000)
             .map(|_| {
                 conditions
@@ -28,13 +32,13 @@ fn latencies_stay_in_the_range_and_repeat_with_the_seed() {
 
 #[test]
 fn a_fixed_latency_is_that_latency() {
-    let mut conditions = Conditions::new(1, (250, 250), 0.0);
+    let mut conditions = Conditions::new(1, (us(250), us(250)), 0.0);
     assert_eq!(conditions.latency_ns(ip(1), ip(2)), Some(250_000));
 }
 
 #[test]
 fn a_cut_link_drops_one_direction_only_until_restored() {
-    let mut conditions = Conditions::new(1, (100, 200), 0.0);
+    let mut conditions = Conditions::new(1, (us(100), us(200)), 0.0);
     conditions.set_cut(ip(1), ip(2), true);
     assert_eq!(conditions.latency_ns(ip(1), ip(2)), None);
     assert!(conditions.latency_ns(ip(2), ip(1)).is_some());
@@ -44,7 +48,7 @@ fn a_cut_link_drops_one_direction_only_until_restored() {
 
 #[test]
 fn loss_drops_about_its_share() {
-    let mut conditions = Conditions::new(3, (100, 200), 0.0);
+    let mut conditions = Conditions::new(3, (us(100), us(200)), 0.0);
     conditions.set_loss(0.25);
     let dropped = (0..10_000)
         .filter(|_| conditions.latency_ns(ip(1), ip(2)).is_none())

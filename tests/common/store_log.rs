@@ -5,6 +5,7 @@
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 use trainsim::scenario::model::*;
+use trainsim::sim_time::SimDuration;
 use trainsim::store::service::StoreClient;
 use trainsim::trace::Trace;
 use trainsim::world::time::elapsed_us;
@@ -16,14 +17,14 @@ pub const SEC: u64 = 1_000_000;
 pub fn scenario(nodes: u32, store: StoreHost, faults: Vec<Fault>) -> Scenario {
     let mut s = trainsim::scenario::default_scenario("store-service");
     s.seed = SEED;
-    s.time_limit_us = 3_600 * SEC;
+    s.time_limit = SimDuration::from_us(3_600 * SEC);
     s.cluster.nodes = nodes;
     s.cluster.spare_nodes = 0;
     s.cluster.store = store;
     s.cluster.clock_skew_us = BTreeMap::new();
     s.network = Network {
-        latency_us_min: 1000,
-        latency_us_max: 5000,
+        latency_min: SimDuration::from_us(1000),
+        latency_max: SimDuration::from_us(5000),
         loss: 0.0,
         bandwidth_bits_per_sec: 100_000_000_000,
         store_host_bandwidth_bits_per_sec: 100_000_000_000,

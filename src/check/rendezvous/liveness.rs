@@ -12,6 +12,7 @@ use super::super::{secs, InvariantResult, Violation};
 use crate::invariant::Invariant;
 use crate::scenario::model::FaultName;
 use crate::scenario::model::Scenario;
+use crate::sim_time::SimDuration;
 use crate::trace::{
     AgentState, Event, EventKind, ExitReason, RendezvousErrorKind, RunEnd, TraceNode,
     WorkerGroupState,
@@ -31,16 +32,20 @@ kind_enum! {
 }
 
 /// Slack for the store round trips and state caching of the rendezvous ops.
-const SLACK_US: u64 = 10_000_000;
+const SLACK: SimDuration = SimDuration::from_ms(10_000);
 
 /// How long waiting nodes may wait for a completion once the liveness phase has begun:
 /// join timeout + last-call timeout + heartbeat expiry + slack.
 pub(crate) fn completion_bound_us(scenario: &Scenario) -> u64 {
     let r = &scenario.rendezvous;
-    r.join_timeout_us
-        + r.last_call_timeout_us
-        + r.keep_alive_interval_us * u64::from(r.keep_alive_max_attempt)
-        + SLACK_US
+    r.join_timeout
+        .saturating_add(r.last_call_timeout)
+        .saturating_add(
+            r.keep_alive_interval
+                .saturating_mul(u64::from(r.keep_alive_max_attempt)),
+        )
+        .saturating_add(SLACK)
+        .as_us()
 }
 
 /// How long a survivor of a killed participant may stay in the dead group: the dead node's
@@ -53,10 +58,12 @@ pub(crate) fn completion_bound_us(scenario: &Scenario) -> u64 {
 /// survivors that only notice through the collective (pytorch#111646) are caught.
 pub(crate) fn survivor_bound_us(scenario: &Scenario) -> u64 {
     let r = &scenario.rendezvous;
-    r.keep_alive_interval_us * (u64::from(r.keep_alive_max_attempt) + 1)
-        + r.heartbeat_timeout_us
-        + scenario.agent.monitor_interval_us
-        + SLACK_US
+    r.keep_alive_interval
+        .saturating_mul(u64::from(r.keep_alive_max_attempt) + 1)
+        .saturating_add(r.heartbeat_timeout)
+        .saturating_add(scenario.agent.monitor_interval)
+        .saturating_add(SLACK)
+        .as_us()
 }
 
 /// `rendezvous.liveness` over a trace of its own (the checks judge it together with the

@@ -7,6 +7,7 @@
 use super::esc;
 use super::timeline::{Note, Row, Timeline, RDZV, STATE, STORE, WORKERS};
 use crate::check::secs;
+use crate::sim_time::SimDuration;
 use std::fmt::Write;
 
 const LABEL_W: f64 = 170.0;
@@ -80,7 +81,9 @@ fn axis(html: &mut String, end_us: u64) {
     );
     for tick in 0..=5u64 {
         // Whole seconds, so the labels stay short.
-        let us = end_us * tick / 5 / 1_000_000 * 1_000_000;
+        let us = SimDuration::from_us(end_us * tick / 5)
+            .floor_to(SimDuration::from_secs(1))
+            .as_us();
         let x = LABEL_W + us as f64 * PLOT_W / end_us as f64;
         let _ = write!(
             html,

@@ -19,13 +19,13 @@ pub(super) fn add(timeline: &mut Timeline, scenario: &Scenario, trace: &Trace, g
     for group in groups {
         let gaps = gaps(group);
         // A step as long as the group's steps took (the all-reduce can outlast the compute).
-        let step_us = median_step_us(&gaps).max(scenario.job.step_time_us);
+        let step_us = median_step_us(&gaps).max(scenario.job.step_time.as_us());
         for (start_us, end_us, ended_by_step) in gaps {
             let allowed_us = (STEPS_FLAT * step_us).max(FLAT_US_MIN);
             let gap_us = end_us - start_us;
             // A checkpoint written within the stretch accounts for its save time.
             if gap_us <= allowed_us
-                || (gap_us <= allowed_us + scenario.job.checkpoint_save_time_us
+                || (gap_us <= allowed_us + scenario.job.checkpoint_save_time.as_us()
                     && wrote_checkpoint(trace, start_us, end_us))
             {
                 continue;
