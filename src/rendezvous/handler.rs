@@ -118,13 +118,16 @@ struct Holder {
 /// torch's `has_set`: whether the bytes now stored are the bytes written. The server
 /// answers a write that landed with the very value sent; otherwise a canonical encoding is
 /// injective, so equal bytes are equal states, and comparing the states spares encoding a
-/// write that lost.
+/// write that lost. Bytes of different lengths differ, and both lengths are known without
+/// encoding (the store counted them), so most lost writes need no comparison of states.
 fn landed(stored: &Value, ours: &Value, synced: &SharedState) -> bool {
     if Value::same(stored, ours) {
         return true;
     }
     match ours.source::<RendezvousState>() {
-        Some(state) if !is_null_sentinel(stored) => *synced.state == *state,
+        Some(state) if !is_null_sentinel(stored) => {
+            stored.len() == ours.len() && *synced.state == *state
+        }
         _ => stored == ours,
     }
 }
@@ -567,7 +570,12 @@ impl Holder {
     async fn write_or_read(&mut self) -> Result<Option<(Value, Option<Value>)>, RendezvousError> {
         let costs = StoreCosts::scaled(self.env.scenario().cluster.store_cost_scale);
         if self.dirty {
-            let ours = Value::lazy(Arc::clone(&self.state));
+            // The state was copied from the token's (the state last read) and changed a
+            // little: its length is counted from the token's by what changed.
+            let ours = match &self.token {
+                Some(token) => Value::lazy_from(Arc::clone(&self.state), token),
+                None => Value::lazy(Arc::clone(&self.state)),
+            };
             let expected = self
                 .token
                 .clone()

@@ -171,7 +171,7 @@ fn into_set(field: &'static str, nodes: Vec<NodeDesc>) -> Result<NodeSet, Decode
 }
 
 /// Where an encoding goes: the bytes themselves, or only how many there are.
-trait Sink {
+pub(super) trait Sink {
     fn put(&mut self, bytes: &[u8]);
 }
 
@@ -182,7 +182,7 @@ impl Sink for Vec<u8> {
 }
 
 /// Counts the bytes an encoding would write, writing none.
-struct ByteCount(usize);
+pub(super) struct ByteCount(pub(super) usize);
 
 impl Sink for ByteCount {
     fn put(&mut self, bytes: &[u8]) {
@@ -191,12 +191,12 @@ impl Sink for ByteCount {
 }
 
 /// Appends an integer as JSON writes it.
-fn push_int(out: &mut impl Sink, value: impl itoa::Integer) {
+pub(super) fn push_int(out: &mut impl Sink, value: impl itoa::Integer) {
     out.put(itoa::Buffer::new().format(value).as_bytes());
 }
 
 /// Appends `{"addr":…,"pid":…,"local_id":…}`, the serde form of a [`NodeDesc`].
-fn push_node(out: &mut impl Sink, node: &NodeDesc) {
+pub(super) fn push_node(out: &mut impl Sink, node: &NodeDesc) {
     out.put(b"{\"addr\":");
     let plain = node
         .addr
@@ -258,6 +258,10 @@ impl crate::store::Encode for RendezvousState {
         self.write_to(&mut count);
         count.0
     }
+
+    fn encoded_len_from(&self, base: &Self, base_len: usize) -> usize {
+        RendezvousState::encoded_len_from(self, base, base_len)
+    }
 }
 
 impl RendezvousState {
@@ -273,8 +277,34 @@ impl RendezvousState {
     }
 
     fn write_to(&self, out: &mut impl Sink) {
-        // Written by hand: this runs on every CAS and was the harness's hottest function as
-        // serde output. `encode_with_serde` is the reference it must equal byte for byte.
+        // Written by hand: this runs on every landed CAS and was the harness's hottest
+        // function as serde output. `encode_with_serde` is the reference it must equal byte
+        // for byte.
+        self.write_scalars(out);
+        out.put(b",\"participants\":");
+        push_pairs(out, self.participants.iter().map(|(n, r)| (n, *r)));
+        out.put(b",\"wait_list\":");
+        push_nodes(out, &self.wait_list);
+        out.put(b",\"redundancy_list\":");
+        push_nodes(out, &self.redundancy_list);
+        out.put(b",\"last_heartbeats\":");
+        push_pairs(out, self.last_heartbeats.iter().map(|(n, t)| (n, *t)));
+        self.write_completed_world(out);
+        out.put(b"}");
+    }
+
+    /// The completed world's field: absent unless the fix `world-at-completion` recorded it,
+    /// so torch's state keeps torch's bytes (the CAS payload, and so the simulated timing,
+    /// stays the same).
+    pub(super) fn write_completed_world(&self, out: &mut impl Sink) {
+        if let Some(world) = &self.completed_world {
+            out.put(b",\"completed_world\":");
+            push_pairs(out, world.iter().map(|(n, r)| (n, *r)));
+        }
+    }
+
+    /// The encoding's first part: `{` and the fields that are not collections.
+    pub(super) fn write_scalars(&self, out: &mut impl Sink) {
         out.put(b"{\"round\":");
         push_int(out, self.round);
         out.put(b",\"complete\":");
@@ -286,21 +316,6 @@ impl RendezvousState {
         }
         out.put(b",\"closed\":");
         out.put(if self.closed { b"true" } else { b"false" });
-        out.put(b",\"participants\":");
-        push_pairs(out, self.participants.iter().map(|(n, r)| (n, *r)));
-        out.put(b",\"wait_list\":");
-        push_nodes(out, &self.wait_list);
-        out.put(b",\"redundancy_list\":");
-        push_nodes(out, &self.redundancy_list);
-        out.put(b",\"last_heartbeats\":");
-        push_pairs(out, self.last_heartbeats.iter().map(|(n, t)| (n, *t)));
-        // Absent unless the fix `world-at-completion` recorded it, so torch's state keeps
-        // torch's bytes (the CAS payload, and so the simulated timing, stays the same).
-        if let Some(world) = &self.completed_world {
-            out.put(b",\"completed_world\":");
-            push_pairs(out, world.iter().map(|(n, r)| (n, *r)));
-        }
-        out.put(b"}");
     }
 
     /// The serde encoding [`RendezvousState::encode`] reproduces (kept for its tests).

@@ -338,6 +338,7 @@ proptest! {
         let mut st = RendezvousState::default();
         let mut now = NOW_UTC_US;
         for (node, op, advance_us, slack_us) in steps {
+            let before = (st.clone(), st.encode().len());
             now += advance_us;
             let (round, closed) = (st.round, st.closed);
             sanitize(&mut st, &s, now);
@@ -354,6 +355,8 @@ proptest! {
             prop_assert!(st.wait_list.iter().all(|n| !st.redundancy_list.contains(n)));
             st.assert_well_formed(&s);
             prop_assert_eq!(RendezvousState::decode(&st.encode()).unwrap(), st.clone());
+            // A state's length, counted from the state it was changed from, is its encoding's.
+            prop_assert_eq!(st.encoded_len_from(&before.0, before.1), st.encode().len());
         }
     }
 }

@@ -21,6 +21,13 @@ pub trait Encode: PartialEq + Send + Sync + 'static {
     fn encoded_len(&self) -> usize {
         self.encode().len()
     }
+
+    /// `encoded_len()`, given that `base` encodes to `base_len` bytes: a type may count from
+    /// there by what differs between the two, when the one is a changed copy of the other.
+    fn encoded_len_from(&self, base: &Self, base_len: usize) -> usize {
+        let _ = (base, base_len);
+        self.encoded_len()
+    }
 }
 
 /// The type-erased source of a lazy value.
@@ -78,6 +85,25 @@ impl Value {
         Value(Arc::new(Inner {
             bytes: OnceLock::new(),
             len: OnceLock::new(),
+            fingerprint: OnceLock::new(),
+            source: Some(source),
+        }))
+    }
+
+    /// A value whose bytes are `source.encode()`, like [`Value::lazy`], where `source` is a
+    /// changed copy of `base`'s structure: its length is counted from `base`'s
+    /// (`Encode::encoded_len_from`), which costs what the change costs rather than what the
+    /// whole structure does. A `base` made from bytes, or from another type, gives no
+    /// shortcut: the length is then counted in full when first asked for.
+    pub fn lazy_from<T: Encode>(source: Arc<T>, base: &Value) -> Self {
+        let len = OnceLock::new();
+        if let Some(base_source) = base.source::<T>() {
+            let counted = source.encoded_len_from(&base_source, base.len());
+            len.set(counted).expect("a new cell is empty");
+        }
+        Value(Arc::new(Inner {
+            bytes: OnceLock::new(),
+            len,
             fingerprint: OnceLock::new(),
             source: Some(source),
         }))
@@ -228,6 +254,41 @@ mod tests {
         ));
         assert!(Value::from(&b"abc"[..]).source::<Counted>().is_none());
         assert_ne!(lazy, Value::from(&b"abd"[..]));
+    }
+
+    /// Text that counts how often its length was counted from another text's.
+    struct Text(String, AtomicUsize);
+
+    impl PartialEq for Text {
+        fn eq(&self, other: &Self) -> bool {
+            self.0 == other.0
+        }
+    }
+
+    impl Encode for Text {
+        fn encode(&self) -> Vec<u8> {
+            self.0.as_bytes().to_vec()
+        }
+
+        fn encoded_len_from(&self, base: &Self, base_len: usize) -> usize {
+            self.1.fetch_add(1, Ordering::Relaxed);
+            base_len + self.0.len() - base.0.len()
+        }
+    }
+
+    #[test]
+    fn a_derived_value_counts_its_length_from_its_base() {
+        let text = |s: &str| Arc::new(Text(s.to_owned(), AtomicUsize::new(0)));
+        let base = Value::lazy(text("abc"));
+        let derived = text("abcde");
+        let value = Value::lazy_from(Arc::clone(&derived), &base);
+        assert_eq!(derived.1.load(Ordering::Relaxed), 1);
+        assert_eq!((value.len(), value.bytes()), (5, &b"abcde"[..]));
+        // From bytes, or from another type, the length is counted in full and only if asked.
+        let from_bytes = Value::lazy_from(text("xy"), &Value::from(&b"abc"[..]));
+        let from_other =
+            Value::lazy_from(text("xyz"), &Value::lazy(Arc::new(Counted("a", 0.into()))));
+        assert_eq!((from_bytes.len(), from_other.len()), (2, 3));
     }
 
     #[test]
