@@ -7,9 +7,10 @@
 //! breaks); an aborted run settles the steps already done when it is dropped.
 
 use super::closed_form::{self, StepTiming};
+use super::compute::{usable_gpus, ComputeOn, Fill};
 use super::epoch_plan::EpochPlan;
 use super::ledger::SampleLedger;
-use super::{consume, trained_on, usable_gpus, ComputeOn, Fill, GroupPlan, Position, WorkerStatus};
+use super::{consume, trained_on, GroupPlan, Position, WorkerStatus};
 use crate::sim_time::{SimDuration, SimInstant};
 use crate::trace::{EventKind, StepRun, TrainedOn};
 use crate::world::segments::Gathered;
