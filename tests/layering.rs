@@ -4,8 +4,11 @@
 //! an import that climbs, unless it is one of the few listed below with its reason, and on a
 //! scenario-free module (the reader) that names the scenario.
 
+mod common;
+use common::rust_files;
+
 use std::collections::{BTreeMap, BTreeSet};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 /// Each top-level module and its floor, lowest first. A module may use any module on a
 /// lower floor; two modules never share a floor, so no two can use each other.
@@ -48,17 +51,6 @@ fn floor(module: &str) -> u32 {
         .find(|(name, _)| *name == module)
         .map(|(_, floor)| *floor)
         .unwrap_or_else(|| panic!("src/{module} has no floor: add it to FLOORS in {}", file!()))
-}
-
-fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
-    for entry in std::fs::read_dir(dir).expect("src is readable") {
-        let path = entry.expect("a directory entry").path();
-        if path.is_dir() {
-            rust_files(&path, out);
-        } else if path.extension().is_some_and(|e| e == "rs") {
-            out.push(path);
-        }
-    }
 }
 
 /// The top-level module a file under `src/` belongs to (`None` for lib.rs and main.rs).

@@ -4,7 +4,10 @@
 //! hand-written unit conversion. Files whose such products are not simulated time are listed
 //! below with the reason.
 
-use std::path::{Path, PathBuf};
+mod common;
+use common::rust_files;
+
+use std::path::Path;
 
 /// Files that may multiply or divide by powers of 1 000, each with why.
 const ALLOWED: &[(&str, &str)] = &[
@@ -17,17 +20,6 @@ const ALLOWED: &[(&str, &str)] = &[
         "the harness's own wall-clock measurements, which are not simulated time",
     ),
 ];
-
-fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
-    for entry in std::fs::read_dir(dir).expect("src is readable") {
-        let path = entry.expect("a directory entry").path();
-        if path.is_dir() {
-            rust_files(&path, out);
-        } else if path.extension().is_some_and(|e| e == "rs") {
-            out.push(path);
-        }
-    }
-}
 
 /// The file's code lines outside its unit-test module, each with its line number, comments
 /// cut off.

@@ -52,3 +52,15 @@ pub fn done() -> AgentExit {
         reason: "test program finished".into(),
     }
 }
+
+/// Every `.rs` file under `dir`, into `out`: the tests that read the crate's own sources.
+pub fn rust_files(dir: &std::path::Path, out: &mut Vec<std::path::PathBuf>) {
+    for entry in std::fs::read_dir(dir).expect("src is readable") {
+        let path = entry.expect("a directory entry").path();
+        if path.is_dir() {
+            rust_files(&path, out);
+        } else if path.extension().is_some_and(|e| e == "rs") {
+            out.push(path);
+        }
+    }
+}
