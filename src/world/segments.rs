@@ -46,7 +46,7 @@ pub enum Gathered {
 struct Gather {
     started_ns: u64,
     /// Each member's ranks and compute times, by node.
-    contributions: BTreeMap<u32, (RankBlock, Arc<Vec<u64>>)>,
+    contributions: BTreeMap<u32, (RankBlock, Vec<u64>)>,
     waiters: Vec<oneshot::Sender<Gathered>>,
     /// Set once the gather can no longer succeed; later members get `Declined` at once.
     declined: bool,
@@ -92,9 +92,7 @@ impl Segments {
         let in_step = c.now_ns < gather.started_ns + IN_STEP_NS;
         match c.times {
             Some(times) if in_step && !gather.declined => {
-                let earlier = gather
-                    .contributions
-                    .insert(c.member, (c.ranks, Arc::new(times)));
+                let earlier = gather.contributions.insert(c.member, (c.ranks, times));
                 assert!(
                     earlier.is_none(),
                     "node {} contributed twice to the gather of group {:#x} from step {}",
