@@ -11,6 +11,7 @@
 use std::collections::BTreeMap;
 use trainsim::report::Report;
 use trainsim::runner::{Run, RunOptions};
+use trainsim::trace::EventKind;
 
 /// What one run's verdict comes to.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
@@ -116,6 +117,7 @@ fn quiet_windows_keep_every_verdict_distribution_of_the_suite() {
             }
         }
     }
+    eprintln!("{runs_differing} of {runs} runs got another verdict with quiet windows");
     assert!(runs > 0, "no scenario ran");
     assert!(
         moved.is_empty(),
@@ -129,5 +131,47 @@ fn quiet_windows_keep_every_verdict_distribution_of_the_suite() {
         runs_differing * 20 <= runs,
         "{runs_differing} of {runs} runs got another verdict with quiet windows (at most 5 %)\n         TRAINSIM_PARITY_SEEDS={} cargo test --release --test fast_forward_parity",
         seeds()
+    );
+}
+
+/// Survivors waiting for a replacement only poll and keep alive: quiet windows skip that
+/// wait (no keep-alive is written between the settle after the kill and the spare's start),
+/// and the run keeps its verdict and rounds.
+#[test]
+fn a_wait_for_a_replacement_is_fast_forwarded() {
+    let file = "tests/data/replacement_wait.toml";
+    let scenario = trainsim::scenario::load(std::path::Path::new(file)).expect("it loads");
+    let run = |exact_control_plane: bool| {
+        let options = RunOptions {
+            exact_control_plane,
+            ..RunOptions::default()
+        };
+        let one = Run::of(&scenario, file).options(options);
+        let run = one.simulate().expect("the run finishes");
+        let report = one.check(&run.trace, &run.end).expect("the checks run");
+        // Keep-alives written from 240 s (the kill at 120 s, its settle and the survivors'
+        // re-join are over) until the spare starts at 420 s.
+        let waiting_keep_alives = run
+            .trace
+            .events
+            .iter()
+            .filter(|e| (240_000_000..420_000_000).contains(&e.at_us))
+            .filter(|e| matches!(e.kind, EventKind::Heartbeat { .. }))
+            .count();
+        (report, waiting_keep_alives)
+    };
+    let (fast, fast_keep_alives) = run(false);
+    let (exact, exact_keep_alives) = run(true);
+    assert!(
+        fast.expect.met && exact.expect.met,
+        "{file}: expectation not met"
+    );
+    assert_eq!(verdict(&fast), verdict(&exact), "{file}");
+    assert_eq!(fast.rounds.len(), exact.rounds.len(), "{file}");
+    // Seven survivors keep alive every 5 s for 180 s on the exact path.
+    assert!(exact_keep_alives > 200, "{file}: {exact_keep_alives} exact");
+    assert_eq!(
+        fast_keep_alives, 0,
+        "{file}: keep-alives written in a quiet wait"
     );
 }

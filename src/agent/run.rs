@@ -310,19 +310,11 @@ async fn next_tick(
     }
 }
 
-/// How long after a disturbance (a fault, a process starting, an agent acting) this agent's
-/// routine is simulated message by message before a quiet window may skip it: long enough
-/// for a peer that died then to miss its keep-alives, expire, and be dropped by a poll
-/// (expiry, one keep-alive interval, the state cache's second, a monitor tick) and twice
-/// that, so the polls that follow see the state settle.
+/// How long after a disturbance this agent's routine is simulated message by message
+/// before a quiet window may skip it (the same settle as a join's wait).
 fn quiet_settle_us(env: &NodeEnv) -> u64 {
-    let settings = settings_of(env);
-    let expiry_us = u64::try_from(settings.heartbeat_expiry_us()).unwrap_or(u64::MAX);
-    let one_pass_us = expiry_us
-        .saturating_add(settings.keep_alive_interval_us)
-        .saturating_add(u64::try_from(crate::rendezvous::handler::CACHE_US).unwrap_or(0))
-        .saturating_add(env.scenario().agent.monitor_interval.as_us());
-    one_pass_us.saturating_mul(2)
+    let monitor_interval_us = env.scenario().agent.monitor_interval.as_us();
+    crate::rendezvous::quiet_wait::settle_us(&settings_of(env), monitor_interval_us)
 }
 
 /// The HEALTHY branch: torch asks `num_nodes_waiting()`; the waiting nodes' addresses are

@@ -88,6 +88,12 @@ impl EpochPlan {
         self.num_samples.div_ceil(self.batch_size)
     }
 
+    /// How many leading batches of the epoch are full (`batch_size` samples) for every rank.
+    pub fn full_batches(&self) -> u64 {
+        let shortest = self.per_rank.iter().map(Vec::len).min().unwrap_or(0) as u64;
+        shortest.min(self.num_samples) / self.batch_size.max(1)
+    }
+
     /// The sample indices of `rank`'s batch `batch`, into `out` (cleared first).
     pub fn batch_into(&self, rank: u64, batch: u64, out: &mut Vec<u64>) {
         out.clear();

@@ -11,6 +11,7 @@ use super::compute::{usable_gpus, ComputeOn, Fill};
 use super::epoch_plan::EpochPlan;
 use super::ledger::SampleLedger;
 use super::{consume, trained_on, GroupPlan, Position, WorkerStatus};
+use crate::scenario::model::Complexity;
 use crate::sim_time::{SimDuration, SimInstant};
 use crate::trace::{EventKind, StepRun, TrainedOn};
 use crate::world::segments::Gathered;
@@ -159,9 +160,26 @@ fn own_compute_us(
         dataset_key: s.dataset_key,
     };
     // The settled steps fill the batches they train on; only a time that depends on which
-    // samples a batch holds needs them now.
-    let times = (0..steps).map(|j| on.slowest_us(at.batch + j, batches, Fill::WhenTimed));
-    Some(times.collect())
+    // samples a batch holds needs them now. With a constant complexity every full batch
+    // takes the same time on the same GPUs, so it is computed once.
+    let constant = matches!(
+        s.env.scenario().job.dataset.complexity,
+        Complexity::Constant { .. }
+    );
+    let full_batches = if constant {
+        s.epoch_plan.full_batches()
+    } else {
+        0
+    };
+    let mut full_batch_us = None;
+    let mut time_of = |batch: u64| {
+        if batch < full_batches {
+            *full_batch_us.get_or_insert_with(|| on.slowest_us(batch, batches, Fill::WhenTimed))
+        } else {
+            on.slowest_us(batch, batches, Fill::WhenTimed)
+        }
+    };
+    Some((0..steps).map(|j| time_of(at.batch + j)).collect())
 }
 
 /// A departure cut a run of `steps` steps, `settled` of them recorded, after `done`: a

@@ -9,6 +9,7 @@ use super::apply::apply;
 use super::decoded_states::{DecodedStates, SharedState};
 pub use super::error::RendezvousError;
 use super::ops::{decide, Action, OpContext, OpKind};
+use super::quiet_wait;
 use super::sanitize::{drop_nodes, sanitize, HeartbeatReceipts};
 use super::settings::{RendezvousFix, RendezvousSettings};
 use super::skipped_beats;
@@ -31,7 +32,7 @@ const NULL_SENTINEL: &[u8] = b"Y2FuaW1hZGFt";
 /// The state holder serves a cached state for this long (torch's `cache_duration`).
 pub const CACHE_US: i64 = 1_000_000;
 /// `SYNC` waits this long before polling again (torch's `_delay(seconds=1)`).
-const SYNC_DELAY_US: u64 = 1_000_000;
+pub const SYNC_DELAY_US: u64 = 1_000_000;
 /// The first round's random start delay, up to 0.3 s, spreads the first joins.
 const FIRST_ROUND_DELAY_US_MAX: u64 = 300_000;
 
@@ -394,7 +395,7 @@ impl RendezvousHandler {
             loop {
                 let (interval_us, env, writer) = {
                     let h = holder.lock().await;
-                    let writer = h.node.to_string();
+                    let writer = skipped_beats::writer_id(&h.node);
                     (h.settings.keep_alive_interval_us, h.env.clone(), writer)
                 };
                 time::sleep_us(interval_us).await;
@@ -451,8 +452,20 @@ impl Holder {
                 state: &self.state,
                 settings: &self.settings,
             };
-            let action = decide(op, &ctx, now_utc_us, now_mono_us, deadline_mono_us)
-                .map_err(|e| RendezvousError::GracefulExit(e.run_id))?;
+            let decided = decide(op, &ctx, now_utc_us, now_mono_us, deadline_mono_us);
+            let Ok(action) = decided else {
+                self.env.set_quiet(false, 0);
+                return decided
+                    .map(|_| ())
+                    .map_err(|e| RendezvousError::GracefulExit(e.run_id));
+            };
+            if op == OpKind::Join
+                && self
+                    .wait_slept_through_window(action, deadline_mono_us)
+                    .await
+            {
+                continue;
+            }
             match action {
                 Action::Finish => return Ok(()),
                 Action::ErrorClosed => {
@@ -495,6 +508,19 @@ impl Holder {
                 }
             }
         }
+    }
+
+    /// A join's wait: a routine step sleeps through a quiet window when one is open (true);
+    /// any other step of the join announces that this process acts.
+    async fn wait_slept_through_window(&self, action: Action, deadline_mono_us: i64) -> bool {
+        if !quiet_wait::is_routine(OpKind::Join, action, &self.state) {
+            self.env.set_quiet(false, 0);
+            return false;
+        }
+        let (env, node, settings) = (&self.env, &self.node, &self.settings);
+        let outcome =
+            quiet_wait::wait(env, node, settings, &self.state, action, deadline_mono_us).await;
+        outcome == quiet_wait::WaitOutcome::Slept
     }
 
     /// torch's backoff after a write that lost (`cas_backoff_max_seconds`; off by default).

@@ -12,6 +12,7 @@ mod encoded_len;
 pub mod error;
 pub mod handler;
 pub mod ops;
+pub mod quiet_wait;
 pub mod sanitize;
 pub mod settings;
 mod skipped_beats;

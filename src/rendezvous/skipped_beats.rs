@@ -10,10 +10,10 @@ use std::sync::Arc;
 /// In a quiet window the keep-alives fall due on their grid without being sent: the world
 /// keeps their stamps, and every reader applies them. The loop goes on at the first tick
 /// of its grid after the window closes.
-pub async fn skip_through_window(env: &NodeEnv, writer: String, interval_us: u64) {
+pub async fn skip_through_window(env: &NodeEnv, writer: u64, interval_us: u64) {
     let wake = Arc::new(crate::world::wake::Wake::default());
     let origin_us = time::elapsed_us();
-    if !env.skip_beats_through_window(&wake, writer, interval_us) {
+    if !env.skip_beats_through_window(&wake, writer, origin_us, interval_us) {
         return;
     }
     wake.notified().await;
@@ -34,13 +34,14 @@ pub fn apply(env: &NodeEnv, state: &mut Arc<RendezvousState>, synced: &SharedSta
     {
         return;
     }
-    let skipped: Vec<(NodeDesc, i64)> = state
+    let stamps = state
         .last_heartbeats
         .iter()
-        .filter_map(|(node, &stamp)| {
-            let beat = env.last_skipped_beat_wall_us(&node.to_string())?;
-            (beat > stamp).then(|| (node.clone(), beat))
-        })
+        .map(|(node, &stamp)| (node, writer_id(node), stamp));
+    let skipped: Vec<(NodeDesc, i64)> = env
+        .newer_skipped_beats(stamps)
+        .into_iter()
+        .map(|(node, beat)| (node.clone(), beat))
         .collect();
     if skipped.is_empty() {
         return;
@@ -49,4 +50,10 @@ pub fn apply(env: &NodeEnv, state: &mut Arc<RendezvousState>, synced: &SharedSta
     for (node, beat) in skipped {
         state.last_heartbeats.insert(node, beat);
     }
+}
+
+/// The number a node's keep-alives are known by on the world's board: its process id and
+/// handler counter, which tell the run's handlers apart (process ids are never reused).
+pub fn writer_id(node: &NodeDesc) -> u64 {
+    (u64::from(node.pid) << 32) | u64::from(node.local_id)
 }

@@ -15,7 +15,8 @@
 //! stamp) is kept here as [`VirtualBeats`]: the reader of the state applies them in time
 //! order, so every reader sees the stamps it would have seen, at no simulator event.
 //!
-//! The world knows no subsystem: beats are keyed by a name their writer chooses.
+//! The world knows no subsystem: beats are keyed by a number their writer chooses, unique
+//! among the run's writers.
 
 use super::env::NodeEnv;
 use super::time;
@@ -84,7 +85,7 @@ pub struct QuietBoard {
     /// Who sleeps through the open window, to wake when it closes.
     sleepers: Vec<Arc<Wake>>,
     /// Skipped periodic writes, by writer.
-    beats: BTreeMap<String, VirtualBeats>,
+    beats: BTreeMap<u64, VirtualBeats>,
     /// The newest stamp of any skipped write of a closed window (every reader after the
     /// window asks; computed once when it closes).
     newest_closed_wall_us: Option<i64>,
@@ -149,7 +150,7 @@ impl QuietBoard {
     }
 
     /// `writer` skips its periodic writes from `beats.origin_us` on, through the open window.
-    pub fn skip_beats(&mut self, writer: String, beats: VirtualBeats) {
+    pub fn skip_beats(&mut self, writer: u64, beats: VirtualBeats) {
         assert!(
             self.open_since_us.is_some() && beats.until_us.is_none() && beats.interval_us > 0,
             "beats skipped outside a window"
@@ -158,8 +159,8 @@ impl QuietBoard {
     }
 
     /// The wall-clock stamp of `writer`'s last skipped write at or before `now_us`.
-    pub fn last_beat_wall_us(&self, writer: &str, now_us: u64) -> Option<i64> {
-        self.beats.get(writer)?.last_wall_us(now_us)
+    pub fn last_beat_wall_us(&self, writer: u64, now_us: u64) -> Option<i64> {
+        self.beats.get(&writer)?.last_wall_us(now_us)
     }
 
     /// The newest stamp any skipped write carries at `now_us`: a reader whose oldest stamp
@@ -207,12 +208,13 @@ impl NodeEnv {
     }
 
     /// [`NodeEnv::sleep_through_window`] for a periodic writer (`writer`, one write every
-    /// `interval_us`, the first one due now): its writes until the window closes are kept as
-    /// [`VirtualBeats`], stamped with this node's wall clock.
+    /// `interval_us`, the first one due at `first_due_us`, now or later): its writes until
+    /// the window closes are kept as [`VirtualBeats`], stamped with this node's wall clock.
     pub fn skip_beats_through_window(
         &self,
         wake: &Arc<Wake>,
-        writer: String,
+        writer: u64,
+        first_due_us: u64,
         interval_us: u64,
     ) -> bool {
         let now_us = time::elapsed_us();
@@ -225,7 +227,7 @@ impl NodeEnv {
         }
         st.quiet.sleep_through(Arc::clone(wake));
         let beats = VirtualBeats {
-            origin_us: now_us,
+            origin_us: first_due_us.max(now_us),
             interval_us,
             wall_offset_us,
             until_us: None,
@@ -234,10 +236,21 @@ impl NodeEnv {
         true
     }
 
-    /// The wall-clock stamp of `writer`'s last skipped write by now, if it skipped any.
-    pub fn last_skipped_beat_wall_us(&self, writer: &str) -> Option<i64> {
+    /// Of `stamps` (an item, its writer, the stamp it holds), those whose writer's last
+    /// skipped write by now is newer than the stamp, with that write's stamp; one look at
+    /// the board for all of them.
+    pub fn newer_skipped_beats<K>(
+        &self,
+        stamps: impl Iterator<Item = (K, u64, i64)>,
+    ) -> Vec<(K, i64)> {
+        let now_us = time::elapsed_us();
         let st = self.world().state.lock().expect("world lock");
-        st.quiet.last_beat_wall_us(writer, time::elapsed_us())
+        stamps
+            .filter_map(|(item, writer, stamp)| {
+                let beat = st.quiet.last_beat_wall_us(writer, now_us)?;
+                (beat > stamp).then_some((item, beat))
+            })
+            .collect()
     }
 
     /// The newest stamp any skipped write carries by now.
@@ -280,11 +293,11 @@ mod tests {
         assert!(board.window_open(20, true));
         let wake = Arc::new(Wake::default());
         board.sleep_through(Arc::clone(&wake));
-        board.skip_beats("a".into(), beats(22, None));
+        board.skip_beats(7, beats(22, None));
         assert_eq!(board.newest_beat_wall_us(30), Some(1027));
         board.disturb(33);
         assert_eq!(board.newest_beat_wall_us(100), Some(1032));
-        assert_eq!(board.last_beat_wall_us("a", 100), Some(1032));
+        assert_eq!(board.last_beat_wall_us(7, 100), Some(1032));
         assert!(!board.window_open(40, true));
         assert!(
             !board.window_open(60, false),
