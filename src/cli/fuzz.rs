@@ -229,7 +229,7 @@ fn quiet_world_panics() -> QuietWorldPanics {
     std::panic::set_hook(Box::new(move |info| {
         let simulated = std::thread::current()
             .name()
-            .is_some_and(|n| n.starts_with("trainsim-seed-"));
+            .is_some_and(|n| n == crate::world::run_thread::RUN_THREAD_NAME);
         if !simulated {
             default(info);
         }

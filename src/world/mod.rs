@@ -1,5 +1,5 @@
-//! The simulated world, and the only code that touches madsim: a fresh runtime per run on its
-//! own thread, nodes with addresses and processes, the network, per-node clocks, the fault
+//! The simulated world, and the only code that touches madsim: a fresh runtime per run on a
+//! thread of its own (`run_thread`), nodes with addresses and processes, the network, per-node clocks, the fault
 //! schedule, the shared checkpoint storage and the collective fabric.
 //!
 //! The world knows nothing of rendezvous, agents or the store's protocol: the runner hands
@@ -23,6 +23,7 @@ pub mod quiet;
 #[cfg(test)]
 mod reuse_tests;
 pub mod rng;
+pub mod run_thread;
 pub mod segments;
 mod state;
 pub mod time;
@@ -148,7 +149,7 @@ pub struct SimulatedRun {
     pub stats: RunStats,
 }
 
-/// Runs one scenario with one seed on a fresh runtime on its own thread.
+/// Runs one scenario with one seed on a fresh runtime, on a thread of its own.
 pub fn simulate(
     scenario: &Scenario,
     seed: u64,
@@ -165,11 +166,7 @@ pub fn simulate_bounded(
     sim_events_max: u64,
 ) -> Result<SimulatedRun, HarnessError> {
     let scenario = scenario.clone();
-    let thread = std::thread::Builder::new()
-        .name(format!("trainsim-seed-{seed}"))
-        .spawn(move || run_on_this_thread(scenario, seed, programs, sim_events_max))
-        .map_err(|e| HarnessError::Panic(format!("cannot start the run's thread: {e}")))?;
-    match thread.join() {
+    match run_thread::run(move || run_on_this_thread(scenario, seed, programs, sim_events_max)) {
         Ok((_, true)) => Err(HarnessError::SimEventsOverBound {
             max: sim_events_max,
         }),
