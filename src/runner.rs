@@ -369,7 +369,7 @@ mod tests {
             events: steps
                 .iter()
                 .map(|&step| Event {
-                    at_us: step * 10,
+                    at: crate::sim_time::SimInstant::from_us(step * 10),
                     node: Some(crate::trace::TraceNode::node(0)),
                     kind: EventKind::Step {
                         pid: 1,
@@ -429,8 +429,11 @@ mod tests {
                 EventKind::AgentExited { .. } | EventKind::AgentKilled { .. }
             )
         });
-        let last_end_us = agent_ends.map(|e| e.at_us).max().expect("agents ended");
-        let end_us = simulated.end.sim_time_us;
+        let last_end_us = agent_ends
+            .map(|e| e.at.as_us())
+            .max()
+            .expect("agents ended");
+        let end_us = simulated.end.ended_at.as_us();
         assert!(
             end_us - last_end_us < 1_000,
             "the run ends at {end_us} us, with its last agent at {last_end_us} us"

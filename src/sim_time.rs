@@ -23,6 +23,9 @@ const NS_PER_S: u64 = 1_000_000_000;
 const US_PER_MS: i64 = 1_000;
 
 impl SimInstant {
+    /// The moment the run begins.
+    pub const START: SimInstant = SimInstant { ns: 0 };
+
     /// The last representable moment, after every run: "never" for a window with no end.
     pub const END: SimInstant = SimInstant { ns: u64::MAX };
 
@@ -194,6 +197,24 @@ impl SimDuration {
     }
 }
 
+/// A moment written as whole microseconds since the start, the unit of the trace and the
+/// JSON report: `#[serde(rename = "at_us", with = "crate::sim_time::whole_us")]` on a
+/// [`SimInstant`] field keeps the serialization a plain `u64` of microseconds.
+pub mod whole_us {
+    use super::SimInstant;
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    /// Writes `at` as its whole microseconds (rounded down).
+    pub fn serialize<S: Serializer>(at: &SimInstant, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.serialize_u64(at.as_us())
+    }
+
+    /// Reads whole microseconds back as a moment (saturating).
+    pub fn deserialize<'de, D: Deserializer<'de>>(deserializer: D) -> Result<SimInstant, D::Error> {
+        u64::deserialize(deserializer).map(SimInstant::from_us)
+    }
+}
+
 /// Nanoseconds `bits` take on a link of `bits_per_sec` (at least 1), rounded up so a message
 /// always takes some time; `u64::MAX` past the range.
 pub fn transfer_ns(bits: u128, bits_per_sec: u64) -> u64 {
@@ -274,5 +295,21 @@ mod tests {
         assert_eq!(offset_us_of_ms(-20), -20_000);
         assert_eq!(transfer_ns(8, 8_000_000_000), 1);
         assert_eq!(transfer_ns(9, 8_000_000_000), 2);
+    }
+
+    #[test]
+    fn a_moment_serializes_as_whole_microseconds() {
+        #[derive(serde::Serialize, serde::Deserialize, Debug, PartialEq)]
+        struct Stamped {
+            #[serde(rename = "at_us", with = "whole_us")]
+            at: SimInstant,
+        }
+        let stamped = Stamped {
+            at: SimInstant::from_ns(2_500_999),
+        };
+        let text = serde_json::to_string(&stamped).unwrap();
+        assert_eq!(text, r#"{"at_us":2500}"#);
+        let back: Stamped = serde_json::from_str(&text).unwrap();
+        assert_eq!(back.at, SimInstant::from_us(2_500));
     }
 }

@@ -29,9 +29,16 @@ fn steps(trace: &Trace) -> Vec<(Option<TraceNode>, u64, u64, u64, u64, u64)> {
                 EventKind::Step { epoch, .. } => *epoch,
                 _ => 0,
             };
-            e.kind.each_step(e.at_us).map(move |v| {
+            e.kind.each_step(e.at).map(move |v| {
                 let t = v.trained;
-                (e.node, v.step, epoch, t.batch, t.samples_digest, v.at_us)
+                (
+                    e.node,
+                    v.step,
+                    epoch,
+                    t.batch,
+                    t.samples_digest,
+                    v.at.as_us(),
+                )
             })
         })
         .collect();

@@ -92,7 +92,7 @@ fn kill_then_restart_gives_a_new_process_with_a_new_pid() {
     let trace = run(&s, idle(60 * SEC));
     let kinds: Vec<(u64, &EventKind)> = on(&trace, "node-1")
         .into_iter()
-        .map(|e| (e.at_us, &e.kind))
+        .map(|e| (e.at.as_us(), &e.kind))
         .collect();
     let started: Vec<(u64, u32)> = kinds
         .iter()
@@ -180,13 +180,13 @@ fn a_spare_starts_only_at_its_start_fault() {
         "{first:?}"
     );
     assert!(
-        node2.iter().all(|e| e.at_us >= 15 * SEC),
+        node2.iter().all(|e| e.at.as_us() >= 15 * SEC),
         "nothing on the spare before its start: {node2:?}"
     );
     let started: Vec<u64> = node2
         .iter()
         .filter(|e| matches!(e.kind, EventKind::AgentStarted { .. }))
-        .map(|e| e.at_us)
+        .map(|e| e.at.as_us())
         .collect();
     assert_eq!(started.len(), 1);
     assert!(

@@ -23,7 +23,7 @@ fn training_span_us(scenario: &Scenario, file: &str) -> u64 {
     let steps: Vec<u64> = trace
         .events
         .iter()
-        .flat_map(|e| e.kind.each_step(e.at_us).map(|step| step.at_us))
+        .flat_map(|e| e.kind.each_step(e.at).map(|step| step.at.as_us()))
         .collect();
     steps.last().expect("steps were taken") - steps.first().expect("steps were taken")
 }

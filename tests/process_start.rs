@@ -27,7 +27,7 @@ fn first_joins_us(events: &[Event]) -> Vec<u64> {
     for e in events {
         if let (EventKind::RendezvousJoining { .. }, Some(node)) = (&e.kind, e.node) {
             if !joins.iter().any(|&(n, _)| n == node) {
-                joins.push((node, e.at_us));
+                joins.push((node, e.at.as_us()));
             }
         }
     }
@@ -38,16 +38,17 @@ fn first_joins_us(events: &[Event]) -> Vec<u64> {
 fn first_step_us(events: &[Event]) -> u64 {
     events
         .iter()
-        .find_map(|e| e.kind.each_step(e.at_us).next())
+        .find_map(|e| e.kind.each_step(e.at).next())
         .expect("the job trains")
-        .at_us
+        .at
+        .as_us()
 }
 
 fn last_round_completion_us(events: &[Event]) -> u64 {
     events
         .iter()
         .filter(|e| matches!(e.kind, EventKind::RendezvousCompleted { .. }))
-        .map(|e| e.at_us)
+        .map(|e| e.at.as_us())
         .max()
         .expect("round 0 completes")
 }

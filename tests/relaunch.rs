@@ -30,7 +30,7 @@ fn starts_us(events: &[Event]) -> Vec<u64> {
         .iter()
         .filter(|e| e.node == Some(TraceNode::node(1)))
         .filter(|e| matches!(e.kind, EventKind::AgentStarted { .. }))
-        .map(|e| e.at_us)
+        .map(|e| e.at.as_us())
         .collect()
 }
 
@@ -46,7 +46,7 @@ fn a_failed_agent_is_relaunched_with_a_doubling_delay_up_to_the_limit() {
         .iter()
         .filter(|e| e.node == Some(TraceNode::node(1)))
         .filter(|e| matches!(e.kind, EventKind::AgentExited { .. }))
-        .map(|e| e.at_us)
+        .map(|e| e.at.as_us())
         .collect();
     assert_eq!(exits.len(), 4, "every process exits by itself: {exits:?}");
     // From each exit to the next launch: 10, 20, 40 s (the store on the dead node-0 fails

@@ -31,7 +31,7 @@ fn events(s: &Scenario) -> Vec<Event> {
 fn faults_at(events: &[Event], at_us: u64) -> Vec<&Event> {
     events
         .iter()
-        .filter(|e| e.at_us == at_us)
+        .filter(|e| e.at.as_us() == at_us)
         .filter(|e| {
             matches!(
                 e.kind,
@@ -45,7 +45,7 @@ fn faults_at(events: &[Event], at_us: u64) -> Vec<&Event> {
 fn rank0_before(events: &[Event], at_us: u64) -> Option<String> {
     events
         .iter()
-        .filter(|e| e.at_us < at_us)
+        .filter(|e| e.at.as_us() < at_us)
         .filter_map(|e| match &e.kind {
             EventKind::RendezvousCompleted { participants, .. } => {
                 participants.first().map(ToString::to_string)
@@ -81,7 +81,7 @@ fn a_rank0_fault_hits_the_node_that_holds_rank_0_when_it_fires() {
     assert_eq!(*role, Some(NodeRole::Rank0));
     assert!(detail.starts_with("rank0 is node-1: "), "{detail}");
     let crashed = events.iter().any(|e| {
-        e.at_us > 150 * SEC
+        e.at.as_us() > 150 * SEC
             && e.node == Some(TraceNode::node(1))
             && matches!(e.kind, EventKind::WorkerFailed { .. })
     });
@@ -133,7 +133,7 @@ fn a_store_host_fault_hits_the_node_hosting_the_store() {
         "{fault:?}"
     );
     let store_died = events.iter().any(|e| {
-        e.at_us == 30 * SEC
+        e.at.as_us() == 30 * SEC
             && e.node == Some(TraceNode::node(1))
             && matches!(e.kind, EventKind::StoreDied { .. })
     });

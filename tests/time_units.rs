@@ -92,8 +92,55 @@ fn time_units_convert_only_in_sim_time() {
     );
 }
 
+/// Directories of `src/` whose moments are [`SimInstant`]s: the trace and the checks read
+/// every moment as one, and only serialization writes it as microseconds.
+///
+/// [`SimInstant`]: trainsim::sim_time::SimInstant
+const TYPED_MOMENTS: &[&str] = &["trace", "check"];
+
+/// Whether `line` declares a moment as plain microseconds (`at_us: u64`, `since_at_us: u64`).
+fn untyped_moment(line: &str) -> bool {
+    let compact: String = line.chars().filter(|c| !c.is_whitespace()).collect();
+    compact.contains("at_us:u64")
+}
+
+#[test]
+fn the_trace_and_the_checks_hold_moments_as_sim_instants() {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let mut found = Vec::new();
+    for dir in TYPED_MOMENTS {
+        let mut files = Vec::new();
+        rust_files(&src.join(dir), &mut files);
+        files.sort();
+        for file in &files {
+            let name = file.file_name().unwrap().to_string_lossy();
+            if name.ends_with("tests.rs") || name == "testkit.rs" {
+                continue;
+            }
+            let text = std::fs::read_to_string(file).expect("a source file");
+            let relative = file.strip_prefix(&src).expect("under src").display();
+            for (line, code) in code_lines(&text) {
+                if untyped_moment(&code) {
+                    found.push(format!("src/{relative}:{line}: {}", code.trim()));
+                }
+            }
+        }
+    }
+    assert!(
+        found.is_empty(),
+        "moments as plain microseconds in the trace or the checks (hold a SimInstant; \
+         serialize it with sim_time::whole_us):\n{}\n\
+         reproduce: cargo test --release --test time_units",
+        found.join("\n")
+    );
+}
+
 #[test]
 fn the_guard_sees_the_conversions_it_forbids() {
+    assert!(untyped_moment("    pub at_us: u64,"));
+    assert!(untyped_moment("fn f(killed_at_us : u64)"));
+    assert!(!untyped_moment("    pub at: SimInstant,"));
+    assert!(!untyped_moment("    pub stall_us: u64,"));
     assert!(converts_units("let ms = at_us / 1_000;"));
     assert!(converts_units("let us = s * 1_000_000;"));
     assert!(converts_units("x *1000"));

@@ -211,7 +211,7 @@ impl Observer<'_> for RestartBudget {
             let made = process.counted_restarts.max(process.failure_restarts);
             if *state == AgentState::Failed && made < max && !process.rendezvous_failed_last {
                 self.violations.push(Violation::new(
-                    event.at_us,
+                    event.at,
                     node,
                     RestartBudgetKind::FailedWithBudgetLeft,
                     format!(
@@ -228,7 +228,7 @@ impl Observer<'_> for RestartBudget {
         if !std::mem::replace(&mut process.reported, true) {
             let made = process.counted_restarts.max(process.failure_restarts);
             self.violations.push(Violation::new(
-                event.at_us,
+                event.at,
                 node,
                 RestartBudgetKind::BeyondBudget,
                 format!(
@@ -298,7 +298,7 @@ impl Observer<'_> for NoZombieSteps {
                     ),
                 };
                 self.violations.push(Violation::new(
-                    event.at_us,
+                    event.at,
                     event.node,
                     kind,
                     format!("pid {pid} took step {step} for round {round}, but {state}"),

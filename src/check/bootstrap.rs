@@ -76,7 +76,7 @@ impl<'t> Observer<'t> for Bootstrap<'t> {
             Some((other_node, other_master)) if *other_master != master => {
                 if self.flagged.insert(round) {
                     self.violations.push(Violation::new(
-                        event.at_us,
+                        event.at,
                         Some(node),
                         BootstrapKind::MastersDiffer,
                         format!(

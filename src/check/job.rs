@@ -44,7 +44,7 @@ pub(super) fn progress(scenario: &Scenario, trace: &Trace, end: &RunEnd) -> Inva
             continue;
         };
         let fail = |kind: ProgressKind, message: String| {
-            Violation::new(event.at_us, Some(node), kind, message)
+            Violation::new(event.at, Some(node), kind, message)
         };
         match &event.kind {
             EventKind::Checkpoint { step, .. } => {
@@ -74,7 +74,7 @@ pub(super) fn progress(scenario: &Scenario, trace: &Trace, end: &RunEnd) -> Inva
             }
             EventKind::Step { .. } => {
                 // A run of steps, one event, is judged step by step.
-                for step in event.kind.each_step(event.at_us).map(|view| view.step) {
+                for step in event.kind.each_step(event.at).map(|view| view.step) {
                     let expected = next_step.get(&node).copied().unwrap_or(1);
                     if step != expected {
                         violations.push(fail(
@@ -98,7 +98,7 @@ pub(super) fn progress(scenario: &Scenario, trace: &Trace, end: &RunEnd) -> Inva
     let succeeded = end.outcome == Outcome::Succeeded;
     if succeeded && highest != Some(target) {
         violations.push(Violation::new(
-            end.sim_time_us,
+            end.ended_at,
             None,
             ProgressKind::SucceededShort,
             format!(

@@ -28,6 +28,7 @@ mod sampler_reshuffle;
 pub(crate) mod testkit;
 
 use crate::scenario::model::Scenario;
+use crate::sim_time::{SimDuration, SimInstant};
 use crate::trace::{RunEnd, Trace, TraceNode};
 use serde::Serialize;
 use std::collections::BTreeMap;
@@ -46,7 +47,7 @@ pub use sampler_reshuffle::ReshuffledKind;
 /// How long `rendezvous.liveness` gives waiting nodes to complete a round once the faults
 /// are over; a run that ends sooner cannot be judged on it (the fuzzer sizes its cases'
 /// time limits by it).
-pub(crate) use rendezvous::completion_bound_us as liveness_completion_bound_us;
+pub(crate) use rendezvous::completion_bound as liveness_completion_bound;
 
 /// The verdict of one invariant.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, strum::IntoStaticStr)]
@@ -71,8 +72,10 @@ impl Status {
 /// One place an invariant failed.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Violation {
-    /// Simulated time of the event that showed the failure (or of the missed deadline).
-    pub at_us: u64,
+    /// The moment of the event that showed the failure (or of the missed deadline), written
+    /// as `at_us`.
+    #[serde(rename = "at_us", with = "crate::sim_time::whole_us")]
+    pub at: SimInstant,
     /// The node it happened on, when one applies.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub node: Option<TraceNode>,
@@ -84,15 +87,15 @@ pub struct Violation {
 }
 
 impl Violation {
-    /// A violation of `kind` at `at_us`, on `node` when one applies.
+    /// A violation of `kind` at `at`, on `node` when one applies.
     pub fn new(
-        at_us: u64,
+        at: SimInstant,
         node: Option<TraceNode>,
         kind: impl Into<Kind>,
         message: impl Into<String>,
     ) -> Self {
         Violation {
-            at_us,
+            at,
             node,
             message: message.into(),
             kind: kind.into(),
@@ -102,8 +105,8 @@ impl Violation {
     /// `at 12.5 s on node-1` (without the node when none applies), as reports show it.
     pub fn when_and_where(&self) -> String {
         match &self.node {
-            Some(node) => format!("at {} on {node}", secs(self.at_us)),
-            None => format!("at {}", secs(self.at_us)),
+            Some(node) => format!("at {} on {node}", at_secs(self.at)),
+            None => format!("at {}", at_secs(self.at)),
         }
     }
 }
@@ -277,7 +280,16 @@ fn name_of(result: &InvariantResult) -> Invariant {
 
 /// Formats microseconds as seconds for sentences (`12.5 s`).
 pub(crate) fn secs(us: u64) -> String {
-    let span = crate::sim_time::SimDuration::from_us(us);
+    span_secs(SimDuration::from_us(us))
+}
+
+/// Formats a moment of the run as seconds since it began, for sentences (`12.5 s`).
+pub(crate) fn at_secs(at: SimInstant) -> String {
+    span_secs(at.since_start())
+}
+
+/// Formats a span as seconds to the microsecond, for sentences (`12.5 s`).
+pub(crate) fn span_secs(span: SimDuration) -> String {
     let (whole, frac) = (span.as_secs(), span.subsec_us());
     if frac == 0 {
         format!("{whole} s")
@@ -309,7 +321,12 @@ mod tests {
 
     #[test]
     fn judge_prefers_violations_then_applicability() {
-        let v = Violation::new(1, None, ProgressKind::SucceededShort, "x");
+        let v = Violation::new(
+            SimInstant::from_us(1),
+            None,
+            ProgressKind::SucceededShort,
+            "x",
+        );
         assert_eq!(
             InvariantResult::judge(Invariant::JobProgress, false, vec![v]).status,
             Status::Violated
@@ -334,10 +351,17 @@ mod tests {
     #[test]
     fn violation_omits_missing_node_in_json() {
         let kind = BoundsKind::AboveMax;
-        let without = serde_json::to_string(&Violation::new(5, None, kind, "m")).unwrap();
+        let without =
+            serde_json::to_string(&Violation::new(SimInstant::from_us(5), None, kind, "m"))
+                .unwrap();
         assert_eq!(without, r#"{"at_us":5,"message":"m","kind":"above-max"}"#);
-        let with =
-            serde_json::to_string(&Violation::new(5, Some(TraceNode::node(1)), kind, "m")).unwrap();
+        let with = serde_json::to_string(&Violation::new(
+            SimInstant::from_us(5),
+            Some(TraceNode::node(1)),
+            kind,
+            "m",
+        ))
+        .unwrap();
         assert_eq!(
             with,
             r#"{"at_us":5,"node":"node-1","message":"m","kind":"above-max"}"#

@@ -7,6 +7,7 @@ use super::run_model::{Observer, RunModel};
 use super::{InvariantResult, Violation};
 use crate::agent::ranks::{assign_worker_ranks, GroupRole};
 use crate::invariant::Invariant;
+use crate::sim_time::SimInstant;
 use crate::trace::{Event, EventKind, TraceNode};
 use std::collections::BTreeMap;
 #[cfg(test)]
@@ -27,7 +28,7 @@ kind_enum! {
 /// One agent's `RanksAssigned`, as the check needs it.
 #[derive(Debug, Clone)]
 struct Assigned {
-    at_us: u64,
+    at: SimInstant,
     node: Option<TraceNode>,
     role: String,
     local_world_size: u64,
@@ -107,7 +108,7 @@ impl Observer<'_> for Ranks {
                 ..
             } => {
                 let assigned = Assigned {
-                    at_us: event.at_us,
+                    at: event.at,
                     node: event.node,
                     role: role.clone(),
                     local_world_size: u64::from(*local_world_size),
@@ -140,7 +141,7 @@ fn check_blocks(
     for (group_rank, a) in by_group_rank {
         if a.base_global_rank + a.local_world_size > a.world_size {
             violations.push(Violation::new(
-                a.at_us,
+                a.at,
                 a.node,
                 RanksKind::OutsideWorld,
                 format!(
@@ -154,7 +155,7 @@ fn check_blocks(
         for rank in a.base_global_rank..a.base_global_rank + a.local_world_size {
             if let Some(other) = owner.insert(rank, *group_rank) {
                 violations.push(Violation::new(
-                    a.at_us,
+                    a.at,
                     a.node,
                     RanksKind::Overlap,
                     format!("round {round}: global rank {rank} went to group ranks {other} and {group_rank}"),
@@ -197,7 +198,7 @@ fn check_algorithm(
         );
         if got != want {
             violations.push(Violation::new(
-                a.at_us,
+                a.at,
                 a.node,
                 RanksKind::AlgorithmMismatch,
                 format!(

@@ -9,6 +9,7 @@ use crate::job::reader_feed::reader_config;
 use crate::reader::feed::expand_runs;
 use crate::reader::{EpochOutput, Outcome, ReaderConfig, RunOutput};
 use crate::scenario::model::Scenario;
+use crate::sim_time::SimInstant;
 use crate::trace::{EventKind, Trace, TraceNode};
 use std::collections::BTreeMap;
 
@@ -17,11 +18,11 @@ use std::collections::BTreeMap;
 pub(crate) struct ReaderLog {
     pub node: TraceNode,
     pub output: RunOutput,
-    /// Simulated time of each buffer event, by the reader's step.
-    step_at_us: BTreeMap<u64, u64>,
-    /// Simulated time each epoch's end marker was taken.
-    ended_at_us: BTreeMap<u32, u64>,
-    hang_at_us: u64,
+    /// When each buffer event happened, by the reader's step.
+    step_at: BTreeMap<u64, SimInstant>,
+    /// When each epoch's end marker was taken.
+    ended_at: BTreeMap<u32, SimInstant>,
+    hang_at: SimInstant,
     /// The epoch and reason of the reader's hang, if it hung.
     hang: Option<(u32, String)>,
     /// Time the trainer waited on this reader.
@@ -67,19 +68,19 @@ pub(crate) fn readers(trace: &Trace) -> Vec<ReaderLog> {
                     outcome: Outcome::Finished,
                     steps: 0,
                 },
-                step_at_us: BTreeMap::new(),
-                ended_at_us: BTreeMap::new(),
-                hang_at_us: 0,
+                step_at: BTreeMap::new(),
+                ended_at: BTreeMap::new(),
+                hang_at: SimInstant::START,
                 hang: None,
                 stall_us: 0,
             }
         });
-        add(log, event.at_us, &event.kind);
+        add(log, event.at, &event.kind);
     }
     order.into_iter().filter_map(|k| logs.remove(&k)).collect()
 }
 
-fn add(log: &mut ReaderLog, at_us: u64, kind: &EventKind) {
+fn add(log: &mut ReaderLog, at: SimInstant, kind: &EventKind) {
     match kind {
         EventKind::ReaderBatch {
             epoch,
@@ -103,10 +104,10 @@ fn add(log: &mut ReaderLog, at_us: u64, kind: &EventKind) {
         }
         EventKind::ReaderEndOfData { epoch, .. } => {
             log.epoch(*epoch).ended = true;
-            log.ended_at_us.insert(*epoch, at_us);
+            log.ended_at.insert(*epoch, at);
         }
         EventKind::ReaderBuffer { event, .. } => {
-            log.step_at_us.entry(event.step).or_insert(at_us);
+            log.step_at.entry(event.step).or_insert(at);
             log.output.events.push(*event);
         }
         EventKind::ReaderSkipped { epoch, records, .. } => {
@@ -114,7 +115,7 @@ fn add(log: &mut ReaderLog, at_us: u64, kind: &EventKind) {
         }
         EventKind::ReaderWorkerFailed { .. } => {}
         EventKind::ReaderHang { epoch, reason, .. } => {
-            log.hang_at_us = at_us;
+            log.hang_at = at;
             log.hang = Some((*epoch, reason.clone()));
         }
         _ => {}
@@ -136,17 +137,17 @@ fn located(log: &ReaderLog, verdict: &Verdict, at_hang: bool) -> Vec<Violation> 
         .violations()
         .iter()
         .map(|v| {
-            let at_us = match (v.step, v.epoch) {
-                _ if at_hang => log.hang_at_us,
+            let at = match (v.step, v.epoch) {
+                _ if at_hang => log.hang_at,
                 (Some(step), _) => log
-                    .step_at_us
+                    .step_at
                     .range(..=step)
                     .next_back()
-                    .map_or(0, |(_, t)| *t),
-                (None, Some(e)) => log.ended_at_us.get(&e).copied().unwrap_or(log.hang_at_us),
-                (None, None) => log.hang_at_us,
+                    .map_or(SimInstant::START, |(_, t)| *t),
+                (None, Some(e)) => log.ended_at.get(&e).copied().unwrap_or(log.hang_at),
+                (None, None) => log.hang_at,
             };
-            Violation::new(at_us, Some(log.node), v.kind, v.sentence.clone())
+            Violation::new(at, Some(log.node), v.kind, v.sentence.clone())
         })
         .collect()
 }
@@ -297,7 +298,7 @@ mod tests {
         ]);
         let once = exactly_once(&s, &t);
         assert_eq!(once.status, Status::Violated);
-        assert_eq!(once.violations[0].at_us, 4_000_000);
+        assert_eq!(once.violations[0].at.as_us(), 4_000_000);
         assert!(once.violations[0]
             .message
             .contains("more than once, e.g. (0, 1)"));
@@ -308,13 +309,13 @@ mod tests {
         let protocol = buffer_protocol(&s, &t);
         assert_eq!(protocol.status, Status::Violated);
         assert_eq!(protocol.violations.len(), 1);
-        assert_eq!(protocol.violations[0].at_us, 2_000_000);
+        assert_eq!(protocol.violations[0].at.as_us(), 2_000_000);
         assert_eq!(
             protocol.violations[0].kind,
             checks::BufferProtocolKind::ForbiddenMove.into()
         );
         let ends = terminates(&s, &t);
-        assert_eq!(ends.violations[0].at_us, 9_000_000);
+        assert_eq!(ends.violations[0].at.as_us(), 9_000_000);
         assert_eq!(ends.violations[0].kind, checks::TerminatesKind::Hang.into());
         assert_eq!(ends.violations[0].node, Some(TraceNode::node(0)));
         // Without the hang and the bad batch, all three hold.

@@ -7,7 +7,7 @@
 
 mod liveness;
 
-pub(crate) use liveness::completion_bound_us;
+pub(crate) use liveness::completion_bound;
 pub use liveness::LivenessKind;
 
 use super::kind::kind_enum;
@@ -19,6 +19,7 @@ use super::{InvariantResult, Violation};
 use crate::invariant::Invariant;
 use crate::scenario::model::Scenario;
 use crate::scenario::node::NodeIndex;
+use crate::sim_time::SimInstant;
 #[cfg(test)]
 use crate::trace::Trace;
 use crate::trace::{Event, EventKind, TraceNode};
@@ -149,10 +150,10 @@ impl<'t> Observer<'t> for Agreement<'t> {
         };
         self.any = true;
         let node = Some(c.node);
-        let at_us = c.event.at_us;
+        let at = c.event.at;
         let violations = &mut self.violations;
         let mut fail = |kind: AgreementKind, message: String| {
-            violations.push(Violation::new(at_us, node, kind, message))
+            violations.push(Violation::new(at, node, kind, message))
         };
         for (kind, message) in self_contradictions(&c) {
             fail(kind, message);
@@ -290,7 +291,7 @@ impl<'t> Observer<'t> for Exclusive {
             }
             Some(first) if *first == set => {}
             Some(first) => self.violations.push(Violation::new(
-                event.at_us,
+                event.at,
                 node,
                 ExclusiveKind::TwoGroupsInRound,
                 format!(
@@ -306,7 +307,7 @@ impl<'t> Observer<'t> for Exclusive {
             };
             if m.round != *round {
                 self.violations.push(Violation::new(
-                    event.at_us,
+                    event.at,
                     Some(participant_node),
                     ExclusiveKind::InTwoLiveGroups,
                     format!(
@@ -365,7 +366,7 @@ impl Observer<'_> for Bounds {
         };
         if c.world_size < min || c.world_size > max {
             self.violations.push(Violation::new(
-                c.event.at_us,
+                c.event.at,
                 Some(c.node),
                 kind,
                 format!(
@@ -393,7 +394,7 @@ pub(super) fn closed_is_final(trace: &Trace) -> InvariantResult {
 pub(super) struct ClosedIsFinal {
     violations: Vec<Violation>,
     /// Per store incarnation, when its rendezvous was first closed and by which node.
-    closed: BTreeMap<u64, (u64, Option<TraceNode>)>,
+    closed: BTreeMap<u64, (SimInstant, Option<TraceNode>)>,
 }
 
 impl ClosedIsFinal {
@@ -415,22 +416,22 @@ impl Observer<'_> for ClosedIsFinal {
             } => {
                 self.closed
                     .entry(*store_incarnation)
-                    .or_insert((event.at_us, event.node));
+                    .or_insert((event.at, event.node));
             }
             EventKind::RendezvousCompleted {
                 round,
                 store_incarnation,
                 ..
             } => {
-                if let Some(&(at_us, by)) = self.closed.get(store_incarnation) {
+                if let Some(&(closed_at, by)) = self.closed.get(store_incarnation) {
                     self.violations.push(Violation::new(
-                        event.at_us,
+                        event.at,
                         event.node,
                         ClosedIsFinalKind::CompletedAfterClose,
                         format!(
                             "round {round} completed after {} closed the rendezvous at {}",
                             by.map_or_else(|| "a node".to_owned(), |n| n.to_string()),
-                            super::secs(at_us)
+                            super::at_secs(closed_at)
                         ),
                     ));
                 }

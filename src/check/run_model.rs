@@ -7,6 +7,7 @@
 
 use super::membership::Membership;
 use crate::scenario::model::FaultName;
+use crate::sim_time::SimInstant;
 use crate::trace::{Event, EventKind, Trace, TraceNode};
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -48,7 +49,7 @@ pub(super) struct RunModel {
     /// Who belongs to a live group.
     membership: Membership,
     /// Per store incarnation, each completed round and when it first completed.
-    rounds: BTreeMap<u64, BTreeMap<u64, u64>>,
+    rounds: BTreeMap<u64, BTreeMap<u64, SimInstant>>,
     /// Whether any process ever called `next_rendezvous()`.
     joined: bool,
 }
@@ -86,7 +87,7 @@ impl RunModel {
 
     /// When `round` first completed, if it did.
     #[cfg(test)]
-    pub fn completed_at_us(&self, round: super::membership::RoundId) -> Option<u64> {
+    pub fn completed_at(&self, round: super::membership::RoundId) -> Option<SimInstant> {
         let rounds = self.rounds.get(&round.store_incarnation)?;
         rounds.get(&round.round).copied()
     }
@@ -122,7 +123,7 @@ impl RunModel {
                 ..
             } => {
                 self.waiting.remove(pid);
-                self.complete(*store_incarnation, *round, event.at_us);
+                self.complete(*store_incarnation, *round, event.at);
             }
             EventKind::RendezvousFailed { pid, .. } => {
                 self.waiting.remove(pid);
@@ -147,16 +148,18 @@ impl RunModel {
         self.membership.observe(event);
     }
 
-    /// A process completed `round` of `store_incarnation` at `at_us`: the round's first
+    /// A process completed `round` of `store_incarnation` at `at`: the round's first
     /// completion is kept, and a round never completes before an earlier one of its own
     /// incarnation did.
-    fn complete(&mut self, store_incarnation: u64, round: u64, at_us: u64) {
+    fn complete(&mut self, store_incarnation: u64, round: u64, at: SimInstant) {
         let rounds = self.rounds.entry(store_incarnation).or_default();
-        let first_us = *rounds.entry(round).or_insert(at_us);
+        let first = *rounds.entry(round).or_insert(at);
         assert!(
-            first_us <= at_us,
-            "round {round} of store incarnation {store_incarnation} completed at {at_us} µs, \
-             before its first completion at {first_us} µs"
+            first <= at,
+            "round {round} of store incarnation {store_incarnation} completed at {} µs, \
+             before its first completion at {} µs",
+            at.as_us(),
+            first.as_us()
         );
     }
 }
@@ -189,6 +192,6 @@ mod tests {
             store_incarnation: 1,
             round: 0,
         };
-        assert_eq!(model.completed_at_us(round), Some(2 * S));
+        assert_eq!(model.completed_at(round), Some(SimInstant::from_us(2 * S)));
     }
 }

@@ -158,7 +158,7 @@ impl Found {
         Found {
             event,
             part,
-            violation: Violation::new(e.at_us, e.node, kind, message),
+            violation: Violation::new(e.at, e.node, kind, message),
         }
     }
 }
@@ -336,7 +336,7 @@ fn in_sequence(
     for step in steps {
         let event = &trace.events[step.event];
         let (epoch, _, _) = step_fields(event).expect("a step event");
-        for view in event.kind.each_step(event.at_us) {
+        for view in event.kind.each_step(event.at) {
             let t = view.trained;
             let (kind, message) = match shapes[&(epoch, t.world_size)] {
                 Err(e) => (

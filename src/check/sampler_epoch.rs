@@ -173,7 +173,7 @@ impl Judging<'_, '_, '_, '_, '_> {
         let (_, samples, first) = step_fields(event).expect("a step event");
         let mut dealt_count = 0;
         let mut first_misdealt = None;
-        for view in event.kind.each_step(event.at_us) {
+        for view in event.kind.each_step(event.at) {
             let Some(dealt) = self.one_step(step, &view.trained) else {
                 return;
             };

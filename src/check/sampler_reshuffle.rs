@@ -16,6 +16,7 @@ use super::sampler_deal::{DealSource, Dealer};
 use super::{InvariantResult, Violation};
 use crate::invariant::Invariant;
 use crate::scenario::model::Scenario;
+use crate::sim_time::SimInstant;
 use crate::trace::{samples_digest, EventKind, Trace, TraceNode, TrainedOn};
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -61,7 +62,7 @@ struct Pair {
     /// Every compared batch had the same digest.
     all_equal: bool,
     /// The last compared step: where a violation is reported.
-    at_us: u64,
+    at: SimInstant,
     node: TraceNode,
 }
 
@@ -123,7 +124,7 @@ pub(super) fn epoch_reshuffled(
             let done = std::mem::replace(&mut w.current, seen(*epoch));
             w.previous = next.then_some(done);
         }
-        for view in event.kind.each_step(event.at_us) {
+        for view in event.kind.each_step(event.at) {
             let trained = &view.trained;
             w.current
                 .digests
@@ -138,12 +139,12 @@ pub(super) fn epoch_reshuffled(
                 let pair = w.pair.get_or_insert(Pair {
                     compared: Vec::new(),
                     all_equal: true,
-                    at_us: view.at_us,
+                    at: view.at,
                     node,
                 });
                 pair.compared.push(trained.batch);
                 pair.all_equal &= before == trained.samples_digest;
-                (pair.at_us, pair.node) = (view.at_us, node);
+                (pair.at, pair.node) = (view.at, node);
             }
         }
     }
@@ -152,7 +153,7 @@ pub(super) fn epoch_reshuffled(
     }
     judge
         .violations
-        .sort_by(|a, b| (a.at_us, &a.message).cmp(&(b.at_us, &b.message)));
+        .sort_by(|a, b| (a.at, &a.message).cmp(&(b.at, &b.message)));
     InvariantResult::judge(
         Invariant::SamplerEpochReshuffled,
         judge.applicable,
@@ -196,7 +197,7 @@ impl Judge<'_, '_> {
         );
         let kind = ReshuffledKind::OrderRepeated;
         self.violations
-            .push(Violation::new(pair.at_us, Some(pair.node), kind, message));
+            .push(Violation::new(pair.at, Some(pair.node), kind, message));
     }
 
     /// Whether torch's orders for epochs `before` and `after` (each set with `set_epoch`)

@@ -257,7 +257,7 @@ fn two_threads_find_what_one_finds_in_the_same_order() {
     ] {
         assert!(said.contains(part), "{part}: {said}");
     }
-    let times: Vec<u64> = one.violations.iter().map(|v| v.at_us).collect();
+    let times: Vec<u64> = one.violations.iter().map(|v| v.at.as_us()).collect();
     assert!(times.is_sorted(), "in trace order: {times:?}");
 }
 

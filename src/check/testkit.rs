@@ -4,6 +4,7 @@
 //! tests read like the story they tell.
 
 use crate::scenario::model::*;
+use crate::sim_time::SimInstant;
 use crate::trace::{AgentState, Event, EventKind, RunEnd, Trace};
 
 /// One simulated second.
@@ -38,7 +39,11 @@ pub fn e_us(at_us: u64, node: &str, kind: EventKind) -> Event {
     } else {
         Some(node.parse().expect("node-N or store"))
     };
-    Event { at_us, node, kind }
+    Event {
+        at: SimInstant::from_us(at_us),
+        node,
+        kind,
+    }
 }
 
 /// A trace of these events.
@@ -58,7 +63,7 @@ pub fn end(at_s: u64, outcome: &str) -> RunEnd {
         other => panic!("unknown outcome {other}"),
     };
     RunEnd {
-        sim_time_us: at_s * S,
+        ended_at: SimInstant::from_us(at_s * S),
         outcome,
     }
 }

@@ -6,6 +6,7 @@
 
 use crate::scenario::model::{FaultName, Scenario, StoreHost};
 use crate::scenario::node::NodeIndex;
+use crate::sim_time::SimInstant;
 use crate::trace::event::{Event, EventKind};
 use crate::trace::{AgentState, RendezvousErrorKind, Trace, TraceNode};
 use std::collections::{BTreeMap, BTreeSet};
@@ -56,7 +57,7 @@ struct Reader<'a> {
     s: &'a Scenario,
     hit: BTreeSet<&'static str>,
     /// Nodes with a pending next_rendezvous, since when.
-    pending: BTreeMap<TraceNode, u64>,
+    pending: BTreeMap<TraceNode, SimInstant>,
     /// Nodes left out of a completed round, waiting to be admitted.
     left_out: BTreeSet<TraceNode>,
     /// (incarnation, round) → world size first reported.
@@ -65,7 +66,7 @@ struct Reader<'a> {
     masters: BTreeMap<(u64, u64), String>,
     last_participants: Vec<NodeIndex>,
     starts: BTreeMap<TraceNode, u32>,
-    last_heartbeat: BTreeMap<TraceNode, u64>,
+    last_heartbeat: BTreeMap<TraceNode, SimInstant>,
     any_round: bool,
 }
 
@@ -96,7 +97,7 @@ impl<'a> Reader<'a> {
         };
         match &e.kind {
             EventKind::RendezvousJoining { .. } => {
-                self.pending.insert(node, e.at_us);
+                self.pending.insert(node, e.at);
             }
             EventKind::RendezvousCompleted {
                 round,
@@ -138,7 +139,7 @@ impl<'a> Reader<'a> {
             EventKind::RendezvousClosed { .. } => {
                 self.hit.insert("rendezvous_closed");
             }
-            EventKind::Heartbeat { .. } => self.heartbeat(node, e.at_us),
+            EventKind::Heartbeat { .. } => self.heartbeat(node, e.at),
             EventKind::WorkersStarted {
                 round,
                 store_incarnation,
@@ -226,19 +227,18 @@ impl<'a> Reader<'a> {
         }
     }
 
-    fn heartbeat(&mut self, node: TraceNode, at_us: u64) {
+    fn heartbeat(&mut self, node: TraceNode, at: SimInstant) {
         let r = &self.s.rendezvous;
         let expiry = r
             .keep_alive_interval
-            .saturating_mul(u64::from(r.keep_alive_max_attempt))
-            .as_us();
-        if let Some(last) = self.last_heartbeat.insert(node, at_us) {
-            if at_us - last > expiry {
+            .saturating_mul(u64::from(r.keep_alive_max_attempt));
+        if let Some(last) = self.last_heartbeat.insert(node, at) {
+            if at.since(last) > expiry {
                 self.hit.insert("heartbeat_gap_past_expiry");
                 let joining = self
                     .pending
                     .iter()
-                    .any(|(n, &since)| *n != node && since < at_us);
+                    .any(|(n, &since)| *n != node && since < at);
                 if joining {
                     self.hit.insert("heartbeat_gap_while_joining");
                 }
@@ -284,7 +284,7 @@ mod tests {
         let mut s = crate::scenario::default_scenario("cov");
         s.rendezvous.max_nodes = 1;
         let at = |at_us: u64, node: &str, kind: EventKind| Event {
-            at_us,
+            at: SimInstant::from_us(at_us),
             node: Some(node.parse().expect("node-N")),
             kind,
         };

@@ -14,6 +14,7 @@ use crate::check::Status;
 use crate::mutant::Mutant;
 use crate::runner::{Run, RunOptions};
 use crate::scenario::model::{Fault, FaultKind, Scenario, StoreHost};
+use crate::sim_time::SimInstant;
 use crate::trace::event::EventKind;
 use crate::trace::Trace;
 use serde::{Deserialize, Serialize};
@@ -279,9 +280,9 @@ pub fn signature(reduced: &Case, verdict: &Verdict, trace: Option<&Trace>) -> Si
     let s = &reduced.scenario;
     let mut faults: BTreeSet<String> = BTreeSet::new();
     for unit in units(&s.faults) {
-        let at_us = s.faults[unit.faults[0]].at.as_us();
+        let at = s.faults[unit.faults[0]].at;
         let role = match unit.node {
-            Some(node) => role_of(s, trace, node, at_us),
+            Some(node) => role_of(s, trace, node, at),
             None => "cluster".to_owned(),
         };
         faults.insert(format!("{}@{role}", unit.kind));
@@ -296,12 +297,12 @@ pub fn signature(reduced: &Case, verdict: &Verdict, trace: Option<&Trace>) -> Si
 /// A node's role when a fault hits it: `rank0` (rank 0 of the last round any node saw
 /// complete before then), `store-host`, `spare`, or `member`; a node with two roles gets
 /// both, joined by `+`.
-pub fn role_of(s: &Scenario, trace: Option<&Trace>, node: u32, at_us: u64) -> String {
+pub fn role_of(s: &Scenario, trace: Option<&Trace>, node: u32, at: SimInstant) -> String {
     let rank0 = trace
         .and_then(|t| {
             t.events
                 .iter()
-                .take_while(|e| e.at_us <= at_us)
+                .take_while(|e| e.at <= at)
                 .filter_map(|e| match &e.kind {
                     EventKind::RendezvousCompleted { participants, .. } => participants.first(),
                     _ => None,
@@ -328,7 +329,7 @@ pub fn role_of(s: &Scenario, trace: Option<&Trace>, node: u32, at_us: u64) -> St
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::sim_time::{SimDuration, SimInstant};
+    use crate::sim_time::SimDuration;
 
     fn fault(at_s: u64, kind: FaultKind) -> Fault {
         Fault {
@@ -360,9 +361,9 @@ mod tests {
         s.cluster.nodes = 3;
         s.cluster.spare_nodes = 1;
         s.cluster.store = StoreHost::Node(0);
-        assert_eq!(role_of(&s, None, 0, 0), "store-host");
-        assert_eq!(role_of(&s, None, 1, 0), "member");
-        assert_eq!(role_of(&s, None, 3, 0), "spare");
+        assert_eq!(role_of(&s, None, 0, SimInstant::START), "store-host");
+        assert_eq!(role_of(&s, None, 1, SimInstant::START), "member");
+        assert_eq!(role_of(&s, None, 3, SimInstant::START), "spare");
         let sig = Signature {
             invariants: vec!["rendezvous.liveness".into()],
             faults: vec!["kill@rank0".into()],

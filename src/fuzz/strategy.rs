@@ -46,7 +46,7 @@ pub const FAULT_AT_MAX: SimInstant = SimInstant::from_us(120_000_000);
 /// timeout (600 s) and the process group's collective timeout (10 min) fire, which hides the
 /// paths behind them; a longer one only simulates jobs that have nothing left to show.
 pub fn case_time_limit(scenario: &Scenario) -> SimDuration {
-    let window = SimDuration::from_us(crate::check::liveness_completion_bound_us(scenario));
+    let window = crate::check::liveness_completion_bound(scenario);
     FAULT_AT_MAX
         .since_start()
         .saturating_add(window)
@@ -253,7 +253,7 @@ mod tests {
         let limit = super::case_time_limit(&s);
         // torch's defaults: 120 s of faults + 600 s join + 30 s last call + 15 s expiry + 10 s.
         assert_eq!(limit, SimDuration::from_ms(13 * 60_000));
-        let window = SimDuration::from_us(crate::check::liveness_completion_bound_us(&s));
+        let window = crate::check::liveness_completion_bound(&s);
         assert!(super::FAULT_AT_MAX.after(window) <= SimInstant::from_start(limit));
     }
 

@@ -1,23 +1,21 @@
-//! The async shell of torch's `DynamicRendezvousHandler` with the c10d backend: the state
-//! holder (CAS on the encoded state, 1 s cache, sanitize on sync), the op executor loop,
-//! `next_rendezvous`, the keep-alive timer, `num_nodes_waiting`, `is_closed`, `shutdown`.
+//! The async shell of torch's `DynamicRendezvousHandler` with the c10d backend:
+//! `next_rendezvous`, the workers' bootstrap address, the keep-alive timer,
+//! `num_nodes_waiting`, `is_closed`, `shutdown`. The state holder and the op executor loop
+//! it drives (CAS on the encoded state, 1 s cache, sanitize on sync) are in `holder`.
 //!
 //! Every decision is the pure core's (`ops::decide`, `apply::apply`, `sanitize::sanitize`);
 //! this file only moves state between them and the store, and sleeps.
 
-use super::apply::apply;
-use super::decoded_states::{DecodedStates, SharedState};
+use super::decoded_states::DecodedStates;
 pub use super::error::RendezvousError;
-use super::ops::{decide, Action, OpContext, OpKind};
-use super::quiet_wait;
-use super::sanitize::{drop_nodes, sanitize, HeartbeatReceipts};
+use super::ops::OpKind;
+use super::sanitize::HeartbeatReceipts;
 use super::settings::{RendezvousFix, RendezvousSettings};
 use super::skipped_beats;
-use super::state::{nodes_at, NodeDesc, RendezvousState};
+use super::state::{nodes_at, NodeDesc};
 use crate::scenario::node::NodeIndex;
 use crate::shared_list::SharedList;
 use crate::sim_time::deadline_after_us;
-use crate::store::cost::StoreCosts;
 use crate::store::service::StoreClient;
 use crate::store::Value;
 use crate::trace::EventKind;
@@ -26,13 +24,10 @@ use futures::lock::Mutex;
 use rand::Rng;
 use std::sync::Arc;
 
-/// What the c10d backend stores under the state key before anyone wrote a state
-/// (torch's null sentinel, base64 of "canimadam").
-const NULL_SENTINEL: &[u8] = b"Y2FuaW1hZGFt";
-/// The state holder serves a cached state for this long (torch's `cache_duration`).
-pub const CACHE_US: i64 = 1_000_000;
-/// `SYNC` waits this long before polling again (torch's `_delay(seconds=1)`).
-pub const SYNC_DELAY_US: u64 = 1_000_000;
+mod holder;
+use holder::{Holder, NULL_SENTINEL};
+pub use holder::{CACHE_US, SYNC_DELAY_US};
+
 /// The first round's random start delay, up to 0.3 s, spreads the first joins.
 const FIRST_ROUND_DELAY_US_MAX: u64 = 300_000;
 
@@ -88,55 +83,6 @@ impl Drop for Bootstrap {
             task.abort();
         }
     }
-}
-
-/// The state holder and its store client: torch's `_BackendRendezvousStateHolder`.
-struct Holder {
-    env: NodeEnv,
-    node: NodeDesc,
-    settings: RendezvousSettings,
-    store: StoreClient,
-    key: String,
-    /// The synced state, shared with every node that read the same bytes; copied on write.
-    state: Arc<RendezvousState>,
-    /// The run's decoded states, shared by every node of the run.
-    decoded: Arc<DecodedStates>,
-    token: Option<Value>,
-    dirty: bool,
-    last_sync_mono_us: Option<i64>,
-    /// Events to record once the next write lands: a close or a heartbeat.
-    pending_event: Option<EventKind>,
-    /// With the opt-in fix `dead-participant-rejoin`: the round this node last joined and
-    /// its participants (the list shared by the nodes that joined the same world).
-    joined: Option<(u64, Arc<[NodeDesc]>)>,
-    /// When this node saw each heartbeat stamp change (for the opt-in fix
-    /// `monotonic-heartbeats`); empty without it.
-    receipts: HeartbeatReceipts,
-    /// Draws the waits after lost writes (`cas_backoff_max_seconds`), made at the first.
-    backoff: Option<rand_chacha::ChaCha8Rng>,
-}
-
-/// torch's `has_set`: whether the bytes now stored are the bytes written. The server
-/// answers a write that landed with the very value sent; otherwise a canonical encoding is
-/// injective, so equal bytes are equal states, and comparing the states spares encoding a
-/// write that lost. Bytes of different lengths differ, and both lengths are known without
-/// encoding (the store counted them), so most lost writes need no comparison of states.
-fn landed(stored: &Value, ours: &Value, synced: &SharedState) -> bool {
-    if Value::same(stored, ours) {
-        return true;
-    }
-    match ours.source::<RendezvousState>() {
-        Some(state) if !is_null_sentinel(stored) => {
-            stored.len() == ours.len() && *synced.state == *state
-        }
-        _ => stored == ours,
-    }
-}
-
-/// Whether a stored value is torch's null sentinel. A written state never is, and reading
-/// its bytes to find that out would encode it: every sync did, for every state it read.
-fn is_null_sentinel(value: &Value) -> bool {
-    value.source::<RendezvousState>().is_none() && value.bytes() == NULL_SENTINEL
 }
 
 /// One node's rendezvous handler.
@@ -429,216 +375,6 @@ impl Drop for RendezvousHandler {
     fn drop(&mut self) {
         if let Some(timer) = self.keep_alive.lock().expect("timer lock").take() {
             timer.task.abort();
-        }
-    }
-}
-
-impl Holder {
-    /// torch's `_DistributedRendezvousOpExecutor.run`: sync, decide, apply, until FINISH.
-    async fn run(
-        &mut self,
-        op: OpKind,
-        mut deadline_mono_us: i64,
-        update_deadline: bool,
-    ) -> Result<(), RendezvousError> {
-        loop {
-            if self.sync().await? == Some(false) {
-                self.back_off().await;
-            }
-            let now_utc_us = self.env.now_utc_us();
-            let now_mono_us = self.env.now_mono_us();
-            let ctx = OpContext {
-                node: &self.node,
-                state: &self.state,
-                settings: &self.settings,
-            };
-            let decided = decide(op, &ctx, now_utc_us, now_mono_us, deadline_mono_us);
-            let Ok(action) = decided else {
-                self.env.set_quiet(false, 0);
-                return decided
-                    .map(|_| ())
-                    .map_err(|e| RendezvousError::GracefulExit(e.run_id));
-            };
-            if op == OpKind::Join
-                && self
-                    .wait_slept_through_window(action, deadline_mono_us)
-                    .await
-            {
-                continue;
-            }
-            match action {
-                Action::Finish => return Ok(()),
-                Action::ErrorClosed => {
-                    return Err(RendezvousError::Closed(self.settings.run_id.clone()))
-                }
-                Action::ErrorTimeout => {
-                    return Err(RendezvousError::Timeout(self.settings.run_id.clone()))
-                }
-                Action::Sync => time::sleep_us(SYNC_DELAY_US).await,
-                _ => {
-                    assert!(action.mutates_state(), "{action} reached the write path");
-                    let (round, complete) = (self.state.round, self.state.complete);
-                    apply(
-                        action,
-                        Arc::make_mut(&mut self.state),
-                        &self.node,
-                        &self.settings,
-                        now_utc_us,
-                    );
-                    if (self.state.round, self.state.complete) != (round, complete) {
-                        // A round completed or reopened: check the whole state, O(nodes).
-                        self.state.assert_well_formed(&self.settings);
-                    }
-                    if action == Action::RemoveFromRedundancyList && update_deadline {
-                        // A redundant node may now take part: it gets a fresh join timeout.
-                        deadline_mono_us =
-                            deadline_after_us(now_mono_us, self.settings.join_timeout_us);
-                    }
-                    self.pending_event = match action {
-                        Action::MarkRendezvousClosed => Some(EventKind::RendezvousClosed {
-                            pid: self.env.pid,
-                            round: self.state.round,
-                            // Filled in when the write lands (the client is bound by then).
-                            store_incarnation: 0,
-                        }),
-                        Action::KeepAlive => Some(EventKind::Heartbeat { pid: self.env.pid }),
-                        _ => None,
-                    };
-                    self.dirty = true;
-                }
-            }
-        }
-    }
-
-    /// A join's wait: a routine step sleeps through a quiet window when one is open (true);
-    /// any other step of the join announces that this process acts.
-    async fn wait_slept_through_window(&self, action: Action, deadline_mono_us: i64) -> bool {
-        if !quiet_wait::is_routine(OpKind::Join, action, &self.state) {
-            self.env.set_quiet(false, 0);
-            return false;
-        }
-        let (env, node, settings) = (&self.env, &self.node, &self.settings);
-        let outcome =
-            quiet_wait::wait(env, node, settings, &self.state, action, deadline_mono_us).await;
-        outcome == quiet_wait::WaitOutcome::Slept
-    }
-
-    /// torch's backoff after a write that lost (`cas_backoff_max_seconds`; off by default).
-    async fn back_off(&mut self) {
-        let max_us = self.settings.cas_backoff_max_us;
-        if max_us == 0 {
-            return;
-        }
-        let env = &self.env;
-        let rng = self.backoff.get_or_insert_with(|| env.rng("cas-backoff"));
-        if let Some(delay_us) = crate::rendezvous::backoff::delay_after_lost_write_us(max_us, rng) {
-            time::sleep_us(delay_us).await;
-        }
-    }
-
-    /// torch's `_BackendRendezvousStateHolder.sync`: write if dirty (CAS on the token), else
-    /// read unless the cache is fresh; then sanitize. Returns whether a write landed.
-    async fn sync(&mut self) -> Result<Option<bool>, RendezvousError> {
-        let Some((bits, written)) = self.write_or_read().await? else {
-            return Ok(None);
-        };
-        let synced = if !is_null_sentinel(&bits) {
-            let synced = self
-                .decoded
-                .decode(&bits)
-                .map_err(|e| RendezvousError::State(e.to_string()))?;
-            self.token = Some(bits.clone());
-            synced
-        } else {
-            self.token = None;
-            SharedState::new(Arc::default())
-        };
-        let has_set = written.map(|ours| landed(&bits, &ours, &synced));
-        if has_set == Some(true) {
-            if let Some(mut event) = self.pending_event.take() {
-                if let EventKind::RendezvousClosed {
-                    store_incarnation, ..
-                } = &mut event
-                {
-                    *store_incarnation = self.store.incarnation().await.unwrap_or(0);
-                }
-                self.env.record(event);
-            }
-        } else if has_set == Some(false) {
-            self.pending_event = None;
-        }
-        self.dirty = false;
-        self.last_sync_mono_us = Some(self.env.now_mono_us());
-        let now_utc_us = self.env.now_utc_us();
-        self.state = synced.state.clone();
-        skipped_beats::apply(&self.env, &mut self.state, &synced);
-        if self.settings.has_fix(RendezvousFix::MonotonicHeartbeats) {
-            let now_mono_us = self.env.now_mono_us();
-            self.receipts.observe(&self.state, now_mono_us);
-            let dead = self.receipts.expired(&self.settings, now_mono_us);
-            if !dead.is_empty() {
-                drop_nodes(Arc::make_mut(&mut self.state), &self.settings, &dead);
-                self.state.assert_well_formed(&self.settings);
-            }
-        } else if synced.may_expire(&self.settings, now_utc_us) {
-            let dead = sanitize(Arc::make_mut(&mut self.state), &self.settings, now_utc_us);
-            if !dead.is_empty() {
-                // A node died: rare, so the whole state is checked, O(nodes).
-                self.state.assert_well_formed(&self.settings);
-            }
-        }
-        Ok(has_set)
-    }
-
-    /// The exchange with the store: a compare-and-set of this node's state when dirty, else
-    /// a read, unless the last sync is under a second old. Returns the value now stored, and
-    /// the value written, if any. The write is lazy: its bytes are made only if it lands.
-    async fn write_or_read(&mut self) -> Result<Option<(Value, Option<Value>)>, RendezvousError> {
-        let costs = StoreCosts::scaled(self.env.scenario().cluster.store_cost_scale);
-        if self.dirty {
-            // The state was copied from the token's (the state last read) and changed a
-            // little: its length is counted from the token's by what changed.
-            let ours = match &self.token {
-                Some(token) => Value::lazy_from(Arc::clone(&self.state), token),
-                None => Value::lazy(Arc::clone(&self.state)),
-            };
-            let expected = self
-                .token
-                .clone()
-                .unwrap_or_else(|| Value::from(NULL_SENTINEL));
-            // torch pickles and base64-encodes the state before the write, and decodes the
-            // state it gets back: CPU time that grows with the nodes.
-            time::spend_cpu_ns(costs.state_encode_ns(ours.len())).await;
-            let stored = self
-                .store
-                .compare_set(&self.key, expected, ours.clone())
-                .await?;
-            time::spend_cpu_ns(costs.state_decode_ns(stored.len())).await;
-            return Ok(Some((stored, Some(ours))));
-        }
-        if let Some(last) = self.last_sync_mono_us {
-            if last >= (self.env.now_mono_us() - CACHE_US).max(0) {
-                return Ok(None);
-            }
-        }
-        let stored = self.store.get(&self.key).await?;
-        time::spend_cpu_ns(costs.state_decode_ns(stored.len())).await;
-        Ok(Some((stored, None)))
-    }
-
-    /// With `dead-participant-rejoin`: how many members of the round this node joined are
-    /// gone from the (sanitized) state while that round is still current. Always 0 without
-    /// the fix, as in torch.
-    fn dead_round_members(&self) -> usize {
-        if !self.settings.has_fix(RendezvousFix::DeadParticipantRejoin) {
-            return 0;
-        }
-        match &self.joined {
-            Some((round, members)) if *round == self.state.round => members
-                .iter()
-                .filter(|m| !self.state.participants.contains_key(*m))
-                .count(),
-            _ => 0,
         }
     }
 }

@@ -18,8 +18,8 @@ pub const HEAD_LINES_MAX: usize = 120;
 pub const TAIL_LINES_MAX: usize = 40;
 
 /// One moment of the run as `m:ss.mmm`, or `h:mm:ss.mmm` past an hour.
-pub fn clock(at_us: u64) -> String {
-    let span = SimInstant::from_us(at_us).since_start();
+pub fn clock(at: SimInstant) -> String {
+    let span = at.since_start();
     let (ms, s_total) = (span.subsec_ms(), span.as_secs());
     let (s, m_total) = (s_total % 60, s_total / 60);
     let (m, h) = (m_total % 60, m_total / 60);
@@ -49,7 +49,7 @@ pub fn lines(trace: &Trace, steps_asked: u64) -> Vec<String> {
     let mut out = Vec::new();
     for event in &trace.events {
         if let Some((text, scope)) = describe(event, steps_asked, &mut seen) {
-            let at = clock(event.at_us);
+            let at = clock(event.at);
             out.push(match (&event.node, scope) {
                 (Some(node), Scope::Node) => format!("{at}  {node}: {text}"),
                 _ => format!("{at}  {text}"),

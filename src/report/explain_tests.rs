@@ -6,10 +6,13 @@ use crate::trace::AgentState;
 
 #[test]
 fn clock_reads_minutes_seconds_and_milliseconds() {
-    assert_eq!(clock(0), "00:00.000");
-    assert_eq!(clock(62_923_237), "01:02.923");
-    assert_eq!(clock(3_599_999_999), "59:59.999");
-    assert_eq!(clock(3_600_000_000 + 61_500_000), "1:01:01.500");
+    assert_eq!(clock(SimInstant::from_us(0)), "00:00.000");
+    assert_eq!(clock(SimInstant::from_us(62_923_237)), "01:02.923");
+    assert_eq!(clock(SimInstant::from_us(3_599_999_999)), "59:59.999");
+    assert_eq!(
+        clock(SimInstant::from_us(3_600_000_000 + 61_500_000)),
+        "1:01:01.500"
+    );
 }
 
 #[test]

@@ -17,8 +17,9 @@
 //!   nodes while fewer than `min_nodes` agents run; worker start and checkpoint restore until
 //!   the group's first step.
 
-use crate::check::secs;
+use crate::check::at_secs;
 use crate::scenario::model::{FaultName, Outcome, Scenario};
+use crate::sim_time::{SimDuration, SimInstant};
 use crate::trace::{AgentState, Event, EventKind, RunEnd, Trace, TraceNode};
 use serde::Serialize;
 use std::collections::BTreeMap;
@@ -79,66 +80,65 @@ pub struct Goodput {
 /// One step as a group's rank 0 recorded it.
 #[derive(Debug, Clone, Copy)]
 struct StepSpan {
-    start_us: u64,
-    end_us: u64,
+    start: SimInstant,
+    end: SimInstant,
     step: u64,
     /// The blocking checkpoint write at the span's start (after a checkpointed step).
-    save_us: u64,
+    save: SimDuration,
 }
 
 /// Measures the goodput of a run from its trace.
 pub fn measure(scenario: &Scenario, trace: &Trace, end: &RunEnd) -> Goodput {
     let spans = step_spans(scenario, &trace.events);
     // The step training last reached (after any rollback), as the report's `steps_done`.
-    let final_step = spans.iter().max_by_key(|s| s.end_us).map_or(0, |s| s.step);
-    let last_progress_us = spans.iter().map(|s| s.end_us).max().unwrap_or(0);
+    let final_step = spans.iter().max_by_key(|s| s.end).map_or(0, |s| s.step);
+    let last_progress = spans
+        .iter()
+        .map(|s| s.end)
+        .max()
+        .unwrap_or(SimInstant::START);
     let failure = (end.outcome == Outcome::Failed)
-        .then(|| final_failure(&trace.events, last_progress_us, end.sim_time_us));
-    let wall_us = match (end.outcome, &failure) {
+        .then(|| final_failure(&trace.events, last_progress, end.ended_at));
+    let wall_end = match (end.outcome, &failure) {
         (Outcome::Succeeded, _) => spans
             .iter()
             .filter(|s| s.step == scenario.job.steps)
-            .map(|s| s.end_us)
+            .map(|s| s.end)
             .max()
-            .unwrap_or(end.sim_time_us),
-        (_, Some(f)) => f.at_us,
-        _ => end.sim_time_us,
+            .unwrap_or(end.ended_at),
+        (_, Some(f)) => f.at,
+        _ => end.ended_at,
     };
-    let stopped_us = match end.outcome {
-        Outcome::TimedOut => last_progress_us,
-        _ => wall_us,
+    let stopped = match end.outcome {
+        Outcome::TimedOut => last_progress,
+        _ => wall_end,
     };
-    let fates = step_fates(&trace.events, &spans, failure.is_some(), stopped_us);
+    let fates = step_fates(&trace.events, &spans, failure.is_some(), stopped);
     let changes = cause_changes(scenario, &trace.events);
     let mut tally = Tally::default();
-    let mut cursor_us = 0;
+    let mut cursor = SimInstant::START;
     for (i, span) in spans.iter().enumerate() {
-        let start_us = span.start_us.max(cursor_us).min(wall_us);
-        let end_us = span.end_us.min(wall_us);
-        tally.gap(&changes, cursor_us, start_us);
-        if end_us > start_us {
-            let save_us = span.save_us.min(end_us - start_us);
-            *tally.badput_us.entry(Cause::CheckpointSave).or_default() += save_us;
-            tally.span(fates[i], end_us - start_us - save_us);
+        let start = span.start.max(cursor).min(wall_end);
+        let end = span.end.min(wall_end);
+        tally.gap(&changes, cursor, start);
+        if end > start {
+            let length = end.since(start);
+            let save = span.save.min(length);
+            tally.add(Some(Cause::CheckpointSave), save);
+            tally.add(fates[i], length.saturating_sub(save));
         }
-        cursor_us = cursor_us.max(end_us);
+        cursor = cursor.max(end);
     }
-    tally.gap(&changes, cursor_us, wall_us);
-    let fate = fate(
-        scenario,
-        end.outcome,
-        final_step,
-        stopped_us,
-        failure.as_ref(),
-    );
-    tally.finish(wall_us, stopped_us, fate)
+    tally.gap(&changes, cursor, wall_end);
+    let fate = fate(scenario, end.outcome, final_step, stopped, failure.as_ref());
+    tally.finish(wall_end.since_start(), stopped, fate)
 }
 
 /// The steps of every worker group, as its group rank 0 recorded them, in time order.
 fn step_spans(scenario: &Scenario, events: &[Event]) -> Vec<StepSpan> {
     // (pid, round) of each group rank 0, with when its workers started.
-    let mut started_us: BTreeMap<(u32, u64), u64> = BTreeMap::new();
-    let mut ends: BTreeMap<(u32, u64), Vec<(u64, u64)>> = BTreeMap::new();
+    let mut started: BTreeMap<(u32, u64), SimInstant> = BTreeMap::new();
+    let mut ends: BTreeMap<(u32, u64), Vec<(SimInstant, u64)>> = BTreeMap::new();
     for e in events {
         match &e.kind {
             EventKind::WorkersStarted {
@@ -147,11 +147,11 @@ fn step_spans(scenario: &Scenario, events: &[Event]) -> Vec<StepSpan> {
                 group_rank: 0,
                 ..
             } => {
-                started_us.insert((*pid, *round), e.at_us);
+                started.insert((*pid, *round), e.at);
             }
-            EventKind::Step { pid, round, .. } if started_us.contains_key(&(*pid, *round)) => {
+            EventKind::Step { pid, round, .. } if started.contains_key(&(*pid, *round)) => {
                 let ends = ends.entry((*pid, *round)).or_default();
-                ends.extend(e.kind.each_step(e.at_us).map(|v| (v.at_us, v.step)));
+                ends.extend(e.kind.each_step(e.at).map(|v| (v.at, v.step)));
             }
             _ => {}
         }
@@ -159,31 +159,29 @@ fn step_spans(scenario: &Scenario, events: &[Event]) -> Vec<StepSpan> {
     let job = &scenario.job;
     let mut spans = Vec::new();
     for (group, steps) in &ends {
-        let workers_us = started_us[group];
-        for (i, &(end_us, step)) in steps.iter().enumerate() {
-            let start_us = match i {
+        let workers_at = started[group];
+        for (i, &(end, step)) in steps.iter().enumerate() {
+            let start = match i {
                 0 => {
-                    let length_us = steps
-                        .get(1)
-                        .map_or(job.step_time.as_us(), |next| next.0.saturating_sub(end_us));
-                    end_us.saturating_sub(length_us).max(workers_us)
+                    let length = steps.get(1).map_or(job.step_time, |next| next.0.since(end));
+                    end.before(length).max(workers_at)
                 }
                 _ => steps[i - 1].0,
             };
             let after_checkpoint = i > 0 && steps[i - 1].1.is_multiple_of(job.checkpoint_every);
-            let save_us = match after_checkpoint {
-                true => job.checkpoint_save_time.as_us().min(end_us - start_us),
-                false => 0,
+            let save = match after_checkpoint {
+                true => job.checkpoint_save_time.min(end.since(start)),
+                false => SimDuration::ZERO,
             };
             spans.push(StepSpan {
-                start_us,
-                end_us,
+                start,
+                end,
                 step,
-                save_us,
+                save,
             });
         }
     }
-    spans.sort_by_key(|s| (s.start_us, s.end_us, s.step));
+    spans.sort_by_key(|s| (s.start, s.end, s.step));
     spans
 }
 
@@ -194,18 +192,18 @@ fn step_fates(
     events: &[Event],
     spans: &[StepSpan],
     failed: bool,
-    stopped_us: u64,
+    stopped: SimInstant,
 ) -> Vec<Option<Cause>> {
     let mut last_of_step: BTreeMap<u64, usize> = BTreeMap::new();
     for (i, span) in spans.iter().enumerate() {
         let keep = last_of_step.entry(span.step).or_insert(i);
-        if spans[*keep].end_us <= span.end_us {
+        if spans[*keep].end <= span.end {
             *keep = i;
         }
     }
     let checkpointed = events
         .iter()
-        .take_while(|e| e.at_us <= stopped_us)
+        .take_while(|e| e.at <= stopped)
         .filter_map(|e| match e.kind {
             EventKind::Checkpoint { step, .. } => Some(step),
             _ => None,
@@ -225,15 +223,19 @@ fn step_fates(
 /// The agent exit that ended a failed job's training for good.
 #[derive(Debug, Clone)]
 struct FinalFailure {
-    at_us: u64,
+    at: SimInstant,
     node: Option<TraceNode>,
     reason: Option<String>,
 }
 
 /// The first agent that exited FAILED after the job's last step, or the job's end.
-fn final_failure(events: &[Event], last_progress_us: u64, wall_us: u64) -> FinalFailure {
+fn final_failure(
+    events: &[Event],
+    last_progress: SimInstant,
+    ended_at: SimInstant,
+) -> FinalFailure {
     let exit = events.iter().find(|e| {
-        e.at_us >= last_progress_us
+        e.at >= last_progress
             && matches!(
                 e.kind,
                 EventKind::AgentExited {
@@ -244,7 +246,7 @@ fn final_failure(events: &[Event], last_progress_us: u64, wall_us: u64) -> Final
     });
     match exit {
         Some(e) => FinalFailure {
-            at_us: e.at_us.min(wall_us),
+            at: e.at.min(ended_at),
             node: e.node,
             reason: match &e.kind {
                 EventKind::AgentExited { reason, .. } => Some(reason.to_string()),
@@ -252,7 +254,7 @@ fn final_failure(events: &[Event], last_progress_us: u64, wall_us: u64) -> Final
             },
         },
         None => FinalFailure {
-            at_us: wall_us,
+            at: ended_at,
             node: None,
             reason: None,
         },
@@ -272,13 +274,13 @@ fn disrupts(fault: FaultName) -> bool {
     }
 }
 
-/// The cause of the time outside kept and wasted steps, as it changes: `(from_us, cause)`,
+/// The cause of the time outside kept and wasted steps, as it changes: `(from, cause)`,
 /// in time order; a moment's last change wins.
-fn cause_changes(scenario: &Scenario, events: &[Event]) -> Vec<(u64, Cause)> {
+fn cause_changes(scenario: &Scenario, events: &[Event]) -> Vec<(SimInstant, Cause)> {
     let min_nodes = scenario.rendezvous.min_nodes as usize;
     let mut agents_running: BTreeMap<Option<TraceNode>, u32> = BTreeMap::new();
     let mut activity = Cause::RendezvousRestart;
-    let mut changes = vec![(0, Cause::RendezvousRestart)];
+    let mut changes = vec![(SimInstant::START, Cause::RendezvousRestart)];
     for e in events {
         let node = e.node;
         activity = match &e.kind {
@@ -314,7 +316,7 @@ fn cause_changes(scenario: &Scenario, events: &[Event]) -> Vec<(u64, Cause)> {
             other => other,
         };
         if changes.last().map(|c| c.1) != Some(cause) {
-            changes.push((e.at_us, cause));
+            changes.push((e.at, cause));
         }
     }
     changes
@@ -323,65 +325,67 @@ fn cause_changes(scenario: &Scenario, events: &[Event]) -> Vec<(u64, Cause)> {
 /// The wall time as it is cut into pieces.
 #[derive(Default)]
 struct Tally {
-    productive_us: u64,
-    badput_us: BTreeMap<Cause, u64>,
+    productive: SimDuration,
+    badput: BTreeMap<Cause, SimDuration>,
 }
 
 impl Tally {
-    fn span(&mut self, lost_to: Option<Cause>, length_us: u64) {
-        match lost_to {
-            None => self.productive_us += length_us,
-            Some(cause) => *self.badput_us.entry(cause).or_default() += length_us,
-        }
+    /// Counts `length` as productive (`lost_to` none) or lost to a cause.
+    fn add(&mut self, lost_to: Option<Cause>, length: SimDuration) {
+        let total = match lost_to {
+            None => &mut self.productive,
+            Some(cause) => self.badput.entry(cause).or_default(),
+        };
+        *total = total.saturating_add(length);
     }
 
-    /// Adds `[from_us, to_us)`, outside every step, to the causes that held over it.
-    fn gap(&mut self, changes: &[(u64, Cause)], from_us: u64, to_us: u64) {
-        if to_us <= from_us {
+    /// Adds `[from, to)`, outside every step, to the causes that held over it.
+    fn gap(&mut self, changes: &[(SimInstant, Cause)], from: SimInstant, to: SimInstant) {
+        if to <= from {
             return;
         }
-        let first = changes
-            .partition_point(|c| c.0 <= from_us)
-            .saturating_sub(1);
-        let mut at_us = from_us;
+        let first = changes.partition_point(|c| c.0 <= from).saturating_sub(1);
+        let mut at = from;
         for (i, &(_, cause)) in changes.iter().enumerate().skip(first) {
-            let until_us = changes.get(i + 1).map_or(to_us, |next| next.0.min(to_us));
-            if until_us > at_us {
-                *self.badput_us.entry(cause).or_default() += until_us - at_us;
-                at_us = until_us;
+            let until = changes.get(i + 1).map_or(to, |next| next.0.min(to));
+            if until > at {
+                self.add(Some(cause), until.since(at));
+                at = until;
             }
-            if at_us >= to_us {
+            if at >= to {
                 break;
             }
         }
     }
 
-    fn finish(self, wall_us: u64, stopped_us: u64, fate: String) -> Goodput {
+    /// The report's figures, in the microseconds its JSON carries.
+    fn finish(self, wall: SimDuration, stopped: SimInstant, fate: String) -> Goodput {
         let badput_us: BTreeMap<&'static str, u64> = CAUSES
             .iter()
             .map(|c| {
                 (
                     <&'static str>::from(*c),
-                    self.badput_us.get(c).copied().unwrap_or(0),
+                    self.badput.get(c).map_or(0, |d| d.as_us()),
                 )
             })
             .collect();
         let lost_us: u64 = badput_us.values().sum();
+        let (wall_us, productive_us) = (wall.as_us(), self.productive.as_us());
         assert_eq!(
-            self.productive_us + lost_us,
+            productive_us + lost_us,
             wall_us,
             "goodput's pieces must add up to the wall time"
         );
         let ettr = match wall_us {
             0 => 0.0,
-            _ => (self.productive_us as f64 / wall_us as f64 * 1e6).round() / 1e6,
+            _ => (productive_us as f64 / wall_us as f64 * 1e6).round() / 1e6,
         };
         Goodput {
             ettr,
             wall_us,
-            productive_us: self.productive_us,
+            productive_us,
             badput_us,
-            training_stopped_at_us: stopped_us,
+            training_stopped_at_us: stopped.as_us(),
             fate,
         }
     }
@@ -393,11 +397,11 @@ fn fate(
     scenario: &Scenario,
     outcome: Outcome,
     steps_done: u64,
-    stopped_us: u64,
+    stopped: SimInstant,
     failure: Option<&FinalFailure>,
 ) -> String {
     let steps = scenario.job.steps;
-    let at = secs(stopped_us);
+    let at = at_secs(stopped);
     match (outcome, failure) {
         (Outcome::Succeeded, _) => format!("training finished at {at}: all {steps} steps done"),
         (

@@ -201,7 +201,7 @@ pub fn build(
         file: file.to_owned(),
         seed,
         trace_hash,
-        sim_time_us: end.sim_time_us,
+        sim_time_us: end.ended_at.as_us(),
         events: trace.events.len() as u64,
         outcome: end.outcome.as_str().to_owned(),
         rounds,
@@ -273,7 +273,7 @@ fn rounds(trace: &Trace) -> Vec<RoundSummary> {
             by_round.entry(key).or_insert_with(|| RoundSummary {
                 round: *round,
                 store_incarnation: *store_incarnation,
-                completed_at_us: event.at_us,
+                completed_at_us: event.at.as_us(),
                 participants: participants.iter().map(ToString::to_string).collect(),
                 world_size: *world_size,
             });

@@ -4,6 +4,7 @@ use super::*;
 use crate::check::testkit::*;
 use crate::check::{check_all, BoundsKind, Status, Violation};
 use crate::scenario::model::{CheckKind, Outcome, ReaderSection, Scenario};
+use crate::sim_time::SimInstant;
 use crate::trace::EventKind;
 
 /// The contract's top-level report fields, in order (`goodput` is an addition).
@@ -332,13 +333,13 @@ fn unexpected_and_expected_violations() {
     invariants[2].status = Status::Violated;
     invariants[2].violations = vec![
         Violation::new(
-            2 * S,
+            SimInstant::from_us(2 * S),
             Some(TraceNode::node(0)),
             BoundsKind::AboveMax,
             "too big",
         ),
         Violation::new(
-            3 * S,
+            SimInstant::from_us(3 * S),
             Some(TraceNode::node(1)),
             BoundsKind::AboveMax,
             "too big again",

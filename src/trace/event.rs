@@ -1,20 +1,22 @@
 //! The typed events a run records: what the checks read and the trace hash covers.
 //!
-//! Events are facts observed by the simulated processes, stamped with simulated time
-//! (microseconds since the run began) and the node they happened on, a [`TraceNode`] that
+//! Events are facts observed by the simulated processes, stamped with the moment of the run
+//! they happened at (cut to the whole microsecond, the trace's unit) and the node they happened on, a [`TraceNode`] that
 //! serializes as `node-N` or, for the dedicated store machine, `store`. Nothing here holds a `HashMap`, so the
 //! canonical serialization is stable.
 
 use super::buffer_events::BufferEvent;
 use super::node::TraceNode;
 use crate::scenario::model::{FaultName, NodeRole};
+use crate::sim_time::{SimDuration, SimInstant};
 use serde::Serialize;
 
 /// One recorded event.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Event {
-    /// Simulated time since the run began.
-    pub at_us: u64,
+    /// When it happened: a whole microsecond of the run, written as `at_us`.
+    #[serde(rename = "at_us", with = "crate::sim_time::whole_us")]
+    pub at: SimInstant,
     /// The node it happened on, when one applies.
     pub node: Option<TraceNode>,
     pub kind: EventKind,
@@ -159,7 +161,8 @@ impl StepRun {
 /// One step of a `Step` event, as if it had been recorded alone.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct StepView {
-    pub at_us: u64,
+    /// When the step ended.
+    pub at: SimInstant,
     pub step: u64,
     pub trained: TrainedOn,
 }
@@ -415,9 +418,9 @@ impl EventKind {
         self.into()
     }
 
-    /// The steps a `Step` event recorded at `at_us`, first to last, each as if recorded
+    /// The steps a `Step` event recorded at `at`, first to last, each as if recorded
     /// alone; nothing for any other event.
-    pub fn each_step(&self, at_us: u64) -> impl Iterator<Item = StepView> + '_ {
+    pub fn each_step(&self, at: SimInstant) -> impl Iterator<Item = StepView> + '_ {
         let (step, trained, run) = match self {
             EventKind::Step {
                 step, trained, run, ..
@@ -428,7 +431,7 @@ impl EventKind {
             std::iter::once(trained.samples_digest).chain(r.later_digests.iter().copied())
         });
         let last = run.map_or(0, |r| r.steps() - 1);
-        let step_us = run.map_or(0, |r| r.step_us);
+        let step_time = SimDuration::from_us(run.map_or(0, |r| r.step_us));
         digests
             .into_iter()
             .flatten()
@@ -436,7 +439,7 @@ impl EventKind {
             .map(move |(digest, i)| {
                 let before_last = last - i;
                 StepView {
-                    at_us: at_us.saturating_sub(before_last.saturating_mul(step_us)),
+                    at: at.before(step_time.saturating_mul(before_last)),
                     step: step - before_last,
                     trained: TrainedOn {
                         batch: trained.batch + i,

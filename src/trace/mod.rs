@@ -12,6 +12,7 @@ pub use event::{
 };
 pub use node::TraceNode;
 
+use crate::sim_time::SimInstant;
 use sha2::{Digest, Sha256};
 use std::sync::{Arc, Mutex};
 
@@ -82,7 +83,7 @@ impl Recorder {
 
     /// Records one event; past `EVENTS_MAX` events or `STEPS_MAX` steps it only marks the
     /// trace truncated.
-    pub fn record(&self, at_us: u64, node: Option<TraceNode>, kind: EventKind) {
+    pub fn record(&self, at: SimInstant, node: Option<TraceNode>, kind: EventKind) {
         let mut recording = self.inner.lock().expect("recorder lock is never poisoned");
         let steps = match &kind {
             EventKind::Step { run, .. } => run.steps(),
@@ -94,7 +95,7 @@ impl Recorder {
             return;
         }
         r.steps += steps;
-        r.trace.events.push(Event { at_us, node, kind });
+        r.trace.events.push(Event { at, node, kind });
     }
 
     /// Whether a bound was hit.
@@ -111,7 +112,7 @@ impl Recorder {
         let mut recording =
             std::mem::take(&mut *self.inner.lock().expect("recorder lock is never poisoned"));
         // Stable: events of one moment keep the order they were recorded in.
-        recording.trace.events.sort_by_key(|e| e.at_us);
+        recording.trace.events.sort_by_key(|e| e.at);
         recording.trace
     }
 }
@@ -125,8 +126,8 @@ fn fits(events: usize, steps: u64, more_steps: u64) -> bool {
 /// How a run ended, as the world saw it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct RunEnd {
-    /// Simulated time when the run ended.
-    pub sim_time_us: u64,
+    /// When the run ended, to the whole microsecond.
+    pub ended_at: SimInstant,
     pub outcome: crate::scenario::model::Outcome,
 }
 

@@ -11,10 +11,14 @@
 //! same seed gives the same file byte for byte.
 
 use super::{Event, EventKind, Trace, TraceNode};
+use crate::sim_time::SimInstant;
 use serde_json::{json, Map, Value};
 use std::collections::BTreeMap;
 
 mod reader;
+mod workers;
+
+use workers::StepRun;
 
 /// The Chrome pid of the `cluster` process; nodes follow from 2 in node order.
 const CLUSTER_PID: u64 = 1;
@@ -35,8 +39,8 @@ pub fn chrome_trace(trace: &Trace, title: &str) -> Value {
     for event in &trace.events {
         export.event(event);
     }
-    let end_us = trace.events.last().map_or(0, |e| e.at_us);
-    export.close_all(end_us);
+    let end = trace.events.last().map_or(SimInstant::START, |e| e.at);
+    export.close_all(end);
     let mut events = export.metadata();
     events.append(&mut export.out);
     json!({
@@ -57,18 +61,9 @@ pub fn chrome_trace_json(trace: &Trace, title: &str) -> String {
 /// A span opened by one event and closed by a later one.
 #[derive(Debug, Clone)]
 struct Open {
-    start_us: u64,
+    start: SimInstant,
     name: String,
     args: Map<String, Value>,
-}
-
-/// Consecutive steps of one worker group, drawn as one span.
-#[derive(Debug, Clone)]
-struct StepRun {
-    start_us: u64,
-    last_us: u64,
-    first: u64,
-    last: u64,
 }
 
 /// What is open on one node.
@@ -94,29 +89,27 @@ fn tid(pid: u64, slot: u64) -> u64 {
     pid * TIDS_PER_PID + slot
 }
 
-fn complete(pid: u64, slot: u64, span: Open, end_us: u64) -> Value {
+/// A span from its start to `end`; the format's `ts` and `dur` are microseconds.
+fn complete(pid: u64, slot: u64, span: Open, end: SimInstant) -> Value {
     json!({
         "ph": "X", "pid": pid, "tid": tid(pid, slot), "name": span.name,
-        "ts": span.start_us, "dur": end_us.saturating_sub(span.start_us), "args": span.args,
+        "ts": span.start.as_us(), "dur": end.since(span.start).as_us(), "args": span.args,
     })
 }
 
-fn instant(pid: u64, slot: u64, at_us: u64, name: String, args: Value) -> Value {
+/// A moment on a thread; the format's `ts` is microseconds.
+fn instant(pid: u64, slot: u64, at: SimInstant, name: String, args: Value) -> Value {
     json!({
         "ph": "i", "s": "t", "pid": pid, "tid": tid(pid, slot), "name": name,
-        "ts": at_us, "args": args,
+        "ts": at.as_us(), "args": args,
     })
 }
 
-fn open(start_us: u64, name: String, args: Value) -> Option<Open> {
+fn open(start: SimInstant, name: String, args: Value) -> Option<Open> {
     let Value::Object(args) = args else {
         unreachable!("span args are always built with json!({{...}})")
     };
-    Some(Open {
-        start_us,
-        name,
-        args,
-    })
+    Some(Open { start, name, args })
 }
 
 impl Export {
@@ -199,7 +192,7 @@ impl Export {
     }
 
     fn event(&mut self, event: &Event) {
-        let at = event.at_us;
+        let at = event.at;
         let Some(node) = event.node else {
             self.cluster_event(at, &event.kind);
             return;
@@ -262,7 +255,7 @@ impl Export {
     }
 
     /// Faults that name no node, and the end of the run.
-    fn cluster_event(&mut self, at: u64, kind: &EventKind) {
+    fn cluster_event(&mut self, at: SimInstant, kind: &EventKind) {
         match kind {
             EventKind::FaultApplied { fault, detail, .. } => self.out.push(instant(
                 CLUSTER_PID,
@@ -284,7 +277,11 @@ impl Export {
             )),
             EventKind::RunEnded { outcome } => {
                 self.close_all(at);
-                let span = open(0, format!("run: {outcome}"), json!({ "outcome": outcome }));
+                let span = open(
+                    SimInstant::START,
+                    format!("run: {outcome}"),
+                    json!({ "outcome": outcome }),
+                );
                 self.push_span(CLUSTER_PID, RUN, span, at);
             }
             other => self.out.push(instant(
@@ -301,56 +298,34 @@ impl Export {
         self.nodes.entry(node).or_default()
     }
 
-    fn push_span(&mut self, pid: u64, slot: u64, span: Option<Open>, end_us: u64) {
+    fn push_span(&mut self, pid: u64, slot: u64, span: Option<Open>, end: SimInstant) {
         if let Some(span) = span {
-            self.out.push(complete(pid, slot, span, end_us));
-        }
-    }
-
-    /// Closes the coalesced steps, then the worker group they belong to.
-    fn close_group(&mut self, node: TraceNode, pid: u64, end_us: u64, why: &str) {
-        self.flush_steps(node, pid);
-        let mut group = self.state(node).group.take();
-        if let Some(g) = group.as_mut() {
-            g.args.insert("stopped".to_owned(), json!(why));
-        }
-        self.push_span(pid, WORKERS, group, end_us);
-    }
-
-    fn flush_steps(&mut self, node: TraceNode, pid: u64) {
-        if let Some(run) = self.state(node).steps.take() {
-            let name = if run.first == run.last {
-                format!("step {}", run.first)
-            } else {
-                format!("steps {}-{}", run.first, run.last)
-            };
-            let args = json!({ "first": run.first, "last": run.last });
-            self.push_span(pid, WORKERS, open(run.start_us, name, args), run.last_us);
+            self.out.push(complete(pid, slot, span, end));
         }
     }
 
     /// Closes everything open on a node whose agent process ended (exit, kill, run end).
-    fn close_node(&mut self, node: TraceNode, pid: u64, end_us: u64, why: &str) {
+    fn close_node(&mut self, node: TraceNode, pid: u64, end: SimInstant, why: &str) {
         let mut rendezvous = self.state(node).rendezvous.take();
         if let Some(r) = rendezvous.as_mut() {
             r.name = format!("{} (interrupted)", r.name);
         }
-        self.push_span(pid, AGENT, rendezvous, end_us);
-        self.close_group(node, pid, end_us, why);
+        self.push_span(pid, AGENT, rendezvous, end);
+        self.close_group(node, pid, end, why);
         let agent = self.state(node).agent.take();
-        self.push_span(pid, AGENT, agent, end_us);
+        self.push_span(pid, AGENT, agent, end);
     }
 
-    fn close_all(&mut self, end_us: u64) {
+    fn close_all(&mut self, end: SimInstant) {
         let nodes: Vec<(TraceNode, u64)> = self.pids.iter().map(|(&n, &p)| (n, p)).collect();
         for (node, pid) in nodes {
-            self.close_node(node, pid, end_us, "run ended");
+            self.close_node(node, pid, end, "run ended");
             let store = self.state(node).store.take();
-            self.push_span(pid, STORE, store, end_us);
+            self.push_span(pid, STORE, store, end);
         }
     }
 
-    fn agent_event(&mut self, node: TraceNode, pid: u64, at: u64, kind: &EventKind) {
+    fn agent_event(&mut self, node: TraceNode, pid: u64, at: SimInstant, kind: &EventKind) {
         match kind {
             EventKind::AgentStarted { pid: os_pid } => {
                 self.close_node(node, pid, at, "agent restarted");
@@ -394,7 +369,7 @@ impl Export {
         }
     }
 
-    fn rendezvous_event(&mut self, node: TraceNode, pid: u64, at: u64, kind: &EventKind) {
+    fn rendezvous_event(&mut self, node: TraceNode, pid: u64, at: SimInstant, kind: &EventKind) {
         match kind {
             EventKind::RendezvousJoining { .. } => {
                 let stale = self.state(node).rendezvous.take();
@@ -433,77 +408,7 @@ impl Export {
         }
     }
 
-    fn worker_event(&mut self, node: TraceNode, pid: u64, at: u64, kind: &EventKind) {
-        match kind {
-            EventKind::WorkersStarted {
-                round,
-                group_rank,
-                world_size,
-                restart_count,
-                ..
-            } => {
-                self.close_group(node, pid, at, "replaced");
-                let name = format!("workers round {round}: rank {group_rank} of {world_size}");
-                let args = json!({ "round": round, "restart_count": restart_count });
-                self.state(node).group = open(at, name, args);
-            }
-            EventKind::WorkersStopped { reason, .. } => self.close_group(node, pid, at, reason),
-            EventKind::Step { .. } => {
-                for view in kind.each_step(at) {
-                    self.step(node, pid, view.at_us, view.step);
-                }
-            }
-            EventKind::WorkerFailed {
-                local_rank,
-                exit_code,
-                reason,
-                ..
-            } => {
-                let name = format!("worker {local_rank} failed (exit {exit_code})");
-                self.out
-                    .push(instant(pid, WORKERS, at, name, json!({ "reason": reason })));
-            }
-            EventKind::Checkpoint { step, .. } => {
-                let name = format!("checkpoint step {step}");
-                self.out.push(instant(pid, WORKERS, at, name, json!({})));
-            }
-            EventKind::ResumedFromCheckpoint {
-                step, lost_steps, ..
-            } => {
-                let name = format!("resumed from step {step}, {lost_steps} steps lost");
-                self.out.push(instant(pid, WORKERS, at, name, json!({})));
-            }
-            _ => unreachable!("worker_event gets worker events only"),
-        }
-    }
-
-    /// Extends the current run of consecutive steps, or starts a new one; a step span
-    /// starts where the previous step (or the group) left off, since a step event marks
-    /// the end of the step's work.
-    fn step(&mut self, node: TraceNode, pid: u64, at: u64, step: u64) {
-        let state = self.state(node);
-        if let Some(run) = state.steps.as_mut() {
-            if step == run.last + 1 {
-                run.last = step;
-                run.last_us = at;
-                return;
-            }
-        }
-        let start_us = match (&state.steps, &state.group) {
-            (Some(run), _) => run.last_us,
-            (None, Some(group)) => group.start_us,
-            (None, None) => at,
-        };
-        self.flush_steps(node, pid);
-        self.state(node).steps = Some(StepRun {
-            start_us,
-            last_us: at,
-            first: step,
-            last: step,
-        });
-    }
-
-    fn store_event(&mut self, node: TraceNode, pid: u64, at: u64, kind: &EventKind) {
+    fn store_event(&mut self, node: TraceNode, pid: u64, at: SimInstant, kind: &EventKind) {
         self.state(node).has_store = true;
         match kind {
             EventKind::StoreStarted => {
@@ -532,7 +437,7 @@ mod tests {
 
     fn ev(at_us: u64, node: Option<&str>, kind: EventKind) -> Event {
         Event {
-            at_us,
+            at: SimInstant::from_us(at_us),
             node: node.map(|n| n.parse().expect("node-N or store")),
             kind,
         }

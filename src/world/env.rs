@@ -6,7 +6,7 @@ use super::{rng, spawn, time};
 use crate::scenario::model::{
     node_name, NodeIndex, Relaunch, Scenario, StoreHost, RELAUNCH_DELAY_CAP,
 };
-use crate::sim_time::{clock_reading_us, SimDuration};
+use crate::sim_time::{clock_reading_us, SimDuration, SimInstant};
 use crate::trace::{AgentState, EventKind, TraceNode};
 use futures::channel::oneshot;
 use rand::Rng;
@@ -152,19 +152,20 @@ impl NodeEnv {
         TraceNode::node(self.index)
     }
 
-    /// Records an event on this node at `at_us`, a moment already passed: a step settled in
-    /// closed form. The trace puts it in time order when the run ends.
+    /// Records an event on this node at `at_us` whole microseconds of the run, a moment
+    /// already passed: a step settled in closed form. The trace puts it in time order when
+    /// the run ends. Its caller, the closed-form segment, still counts in microseconds.
     pub fn record_at(&self, at_us: u64, kind: EventKind) {
         self.world
             .recorder
-            .record(at_us, Some(self.trace_node()), kind);
+            .record(SimInstant::from_us(at_us), Some(self.trace_node()), kind);
     }
 
     /// Records an event on this node at the current simulated time.
     pub fn record(&self, kind: EventKind) {
         self.world
             .recorder
-            .record(time::elapsed_us(), Some(self.trace_node()), kind);
+            .record(time::now_whole_us(), Some(self.trace_node()), kind);
     }
 
     /// The node's wall clock (what `datetime.now(timezone.utc)` reads), skew included.

@@ -36,7 +36,7 @@ pub(super) async fn apply_all(world: Arc<World>) {
                     _ => detail,
                 };
                 world.recorder.record(
-                    time::elapsed_us(),
+                    time::now_whole_us(),
                     fault.kind.node().map(TraceNode::node),
                     EventKind::FaultApplied {
                         fault: FaultName::from(&fault.kind),
@@ -45,7 +45,7 @@ pub(super) async fn apply_all(world: Arc<World>) {
                     },
                 );
             }
-            Err(skipped) => world.recorder.record(time::elapsed_us(), None, skipped),
+            Err(skipped) => world.recorder.record(time::now_whole_us(), None, skipped),
         }
         if is_start(&fault) {
             starts_left -= 1;
@@ -305,7 +305,7 @@ fn kill(world: &Arc<World>, handle: &Handle, node: u32, death: Death) -> String 
             Death::ProcessesKilled => format!("{}: no agent was running", NodeIndex(node)),
         };
     };
-    let at = time::elapsed_us();
+    let at = time::now_whole_us();
     let name = TraceNode::node(node);
     world
         .recorder
@@ -449,7 +449,7 @@ fn store_crash(world: &Arc<World>, handle: &Handle) -> String {
     }
     if alive {
         world.recorder.record(
-            time::elapsed_us(),
+            time::now_whole_us(),
             Some(store_node),
             EventKind::StoreDied {
                 reason: "store_crash".into(),

@@ -279,23 +279,20 @@ async fn supervise(
     .await
     .map(|_| ());
     faults.abort();
-    let sim_time_us = time::elapsed_us();
+    let ended_at = time::now_whole_us();
     let outcome = match ended {
         Err(_) => Outcome::TimedOut,
         Ok(()) if world.state.lock().expect("world lock").any_succeeded => Outcome::Succeeded,
         Ok(()) => Outcome::Failed,
     };
     recorder.record(
-        sim_time_us,
+        ended_at,
         None,
         EventKind::RunEnded {
             outcome: outcome.as_str().to_owned(),
         },
     );
-    RunEnd {
-        sim_time_us,
-        outcome,
-    }
+    RunEnd { ended_at, outcome }
 }
 
 /// Creates the dedicated store machine (if any) and every node, spares included, so every
@@ -314,7 +311,7 @@ fn create_nodes(world: &Arc<state::World>) {
             .ip(dedicated_store_ip())
             .init(move || {
                 rec.record(
-                    time::elapsed_us(),
+                    time::now_whole_us(),
                     Some(TraceNode::Store),
                     EventKind::StoreStarted,
                 );

@@ -119,7 +119,7 @@ fn json(text: &str) -> String {
 pub fn self_test() -> Result<(), String> {
     use trainsim::trace::{AgentState, Event, EventKind};
     let exited = |reason: &str, pid| Event {
-        at_us: 5,
+        at: trainsim::sim_time::SimInstant::from_us(5),
         node: Some(trainsim::trace::TraceNode::node(0)),
         kind: EventKind::AgentExited {
             pid,

@@ -8,11 +8,11 @@
 use super::super::kind::kind_enum;
 use super::super::membership::RoundId;
 use super::super::run_model::{Observer, RunModel};
-use super::super::{secs, InvariantResult, Violation};
+use super::super::{at_secs, span_secs, InvariantResult, Violation};
 use crate::invariant::Invariant;
 use crate::scenario::model::FaultName;
 use crate::scenario::model::Scenario;
-use crate::sim_time::SimDuration;
+use crate::sim_time::{SimDuration, SimInstant};
 use crate::trace::{
     AgentState, Event, EventKind, ExitReason, RendezvousErrorKind, RunEnd, TraceNode,
     WorkerGroupState,
@@ -36,7 +36,7 @@ const SLACK: SimDuration = SimDuration::from_ms(10_000);
 
 /// How long waiting nodes may wait for a completion once the liveness phase has begun:
 /// join timeout + last-call timeout + heartbeat expiry + slack.
-pub(crate) fn completion_bound_us(scenario: &Scenario) -> u64 {
+pub(crate) fn completion_bound(scenario: &Scenario) -> SimDuration {
     let r = &scenario.rendezvous;
     r.join_timeout
         .saturating_add(r.last_call_timeout)
@@ -45,7 +45,6 @@ pub(crate) fn completion_bound_us(scenario: &Scenario) -> u64 {
                 .saturating_mul(u64::from(r.keep_alive_max_attempt)),
         )
         .saturating_add(SLACK)
-        .as_us()
 }
 
 /// How long a survivor of a killed participant may stay in the dead group: the dead node's
@@ -56,14 +55,13 @@ pub(crate) fn completion_bound_us(scenario: &Scenario) -> u64 {
 /// `next_rendezvous()` call and does not wait for one to finish. With torch's defaults
 /// this is about 30 s, well under the process group's 10-minute collective timeout, so
 /// survivors that only notice through the collective (pytorch#111646) are caught.
-pub(crate) fn survivor_bound_us(scenario: &Scenario) -> u64 {
+pub(crate) fn survivor_bound(scenario: &Scenario) -> SimDuration {
     let r = &scenario.rendezvous;
     r.keep_alive_interval
         .saturating_mul(u64::from(r.keep_alive_max_attempt) + 1)
         .saturating_add(r.heartbeat_timeout)
         .saturating_add(scenario.agent.monitor_interval)
         .saturating_add(SLACK)
-        .as_us()
 }
 
 /// `rendezvous.liveness` over a trace of its own (the checks judge it together with the
@@ -98,7 +96,7 @@ impl Liveness {
     pub fn finish(self, model: &RunModel, end: &RunEnd) -> InvariantResult {
         let mut violations = self.waiting.finish(end);
         violations.extend(self.survivors.finish(end));
-        violations.sort_by_key(|v| v.at_us);
+        violations.sort_by_key(|v| v.at);
         InvariantResult::judge(Invariant::RendezvousLiveness, model.joined(), violations)
     }
 }
@@ -115,7 +113,7 @@ impl Observer<'_> for Liveness {
 }
 
 /// Part (a): after the last fault, whenever at least min_nodes healthy agents wait at once,
-/// some round completes within [`completion_bound_us`].
+/// some round completes within [`completion_bound`].
 ///
 /// A closed rendezvous never completes another round, so healthy agents that call
 /// `next_rendezvous()` and are refused with `closed` before any agent succeeded still want
@@ -131,11 +129,11 @@ impl Observer<'_> for Liveness {
 /// phase afresh: what was found since the fault before is dropped, and what a success
 /// ended is kept (a success ends the job whenever it happens).
 struct WaitingNodes {
-    bound_us: u64,
+    bound: SimDuration,
     min: usize,
     max: usize,
     /// When the healthy waiting began that a round is now owed to, and how many waited.
-    pending: Option<(u64, usize)>,
+    pending: Option<(SimInstant, usize)>,
     /// Whether a miss was reported and no round completed since.
     stalled: bool,
     refusals: Refusals,
@@ -145,7 +143,7 @@ struct WaitingNodes {
 impl WaitingNodes {
     fn new(scenario: &Scenario) -> Self {
         WaitingNodes {
-            bound_us: completion_bound_us(scenario),
+            bound: completion_bound(scenario),
             min: scenario.rendezvous.min_nodes as usize,
             max: scenario.rendezvous.max_nodes as usize,
             pending: None,
@@ -155,22 +153,22 @@ impl WaitingNodes {
         }
     }
 
-    fn miss(&self, since_us: u64, waiting: usize) -> Violation {
+    fn miss(&self, since: SimInstant, waiting: usize) -> Violation {
         let message = format!(
             "{waiting} healthy nodes were waiting in next_rendezvous() from {} but no round completed within {}",
-            secs(since_us),
-            secs(self.bound_us)
+            at_secs(since),
+            span_secs(self.bound)
         );
         let kind = LivenessKind::NoRoundInTime;
-        Violation::new(since_us + self.bound_us, None, kind, message)
+        Violation::new(since.after(self.bound), None, kind, message)
     }
 
     /// The misses found, the one still pending at the run's end included when the run
     /// outlived its deadline.
     fn finish(mut self, end: &RunEnd) -> Vec<Violation> {
-        if let Some((since_us, waiting)) = self.pending {
-            if end.sim_time_us > since_us + self.bound_us {
-                let miss = self.miss(since_us, waiting);
+        if let Some((since, waiting)) = self.pending {
+            if end.ended_at > since.after(self.bound) {
+                let miss = self.miss(since, waiting);
                 self.violations.push(miss);
             }
         }
@@ -190,14 +188,14 @@ impl Observer<'_> for WaitingNodes {
             if let Some(message) = self.refusals.observe(event, model, self.min) {
                 let kind = LivenessKind::RefusedByClose;
                 self.violations
-                    .push(Violation::new(event.at_us, None, kind, message));
+                    .push(Violation::new(event.at, None, kind, message));
             }
         } else {
             self.refusals.note_success(event);
         }
-        if let Some((since_us, waiting)) = self.pending {
-            if event.at_us > since_us + self.bound_us {
-                let miss = self.miss(since_us, waiting);
+        if let Some((since, waiting)) = self.pending {
+            if event.at > since.after(self.bound) {
+                let miss = self.miss(since, waiting);
                 self.violations.push(miss);
                 self.pending = None;
                 self.stalled = true;
@@ -215,7 +213,7 @@ impl Observer<'_> for WaitingNodes {
         }
         let waiting = model.healthy_waiting();
         if waiting >= self.min && model.membership().len() < self.max {
-            self.pending = Some((event.at_us, waiting));
+            self.pending = Some((event.at, waiting));
         }
     }
 }
@@ -269,37 +267,37 @@ impl Refusals {
 /// A survivor's obligation to leave the group of a killed participant.
 struct Obligation {
     node: TraceNode,
-    deadline_us: u64,
+    deadline: SimInstant,
     dead_node: TraceNode,
-    killed_at_us: u64,
+    killed_at: SimInstant,
     round: RoundId,
 }
 
 impl Obligation {
-    fn violation(&self, bound_us: u64) -> Violation {
+    fn violation(&self, bound: SimDuration) -> Violation {
         let message = format!(
             "{} stayed in round {} for more than {} after participant {} was killed at {}, \
              without re-joining or exiting (survivors must re-rendezvous; pytorch#111646)",
             self.node,
             self.round,
-            secs(bound_us),
+            span_secs(bound),
             self.dead_node,
-            secs(self.killed_at_us)
+            at_secs(self.killed_at)
         );
         let kind = LivenessKind::SurvivorStuck;
-        Violation::new(self.deadline_us, Some(self.node), kind, message)
+        Violation::new(self.deadline, Some(self.node), kind, message)
     }
 }
 
 /// Part (b): when a member of a live group is killed, every other member of that group
-/// calls `next_rendezvous()` again or exits within [`survivor_bound_us`].
+/// calls `next_rendezvous()` again or exits within [`survivor_bound`].
 ///
 /// Stop faults are graceful exits and are not covered here. A survivor whose node is paused
 /// is excused, whether the pause came before the kill or after: it cannot act until
 /// resumed. So is a survivor whose workers have finished (its group `SUCCEEDED`): it has
 /// nothing left to train and waits in the exit barrier.
 struct Survivors {
-    bound_us: u64,
+    bound: SimDuration,
     /// By the survivor's pid.
     owed: BTreeMap<u32, Obligation>,
     /// Processes whose worker group succeeded.
@@ -310,7 +308,7 @@ struct Survivors {
 impl Survivors {
     fn new(scenario: &Scenario) -> Self {
         Survivors {
-            bound_us: survivor_bound_us(scenario),
+            bound: survivor_bound(scenario),
             owed: BTreeMap::new(),
             finished: BTreeSet::new(),
             violations: Vec::new(),
@@ -320,15 +318,15 @@ impl Survivors {
     /// The misses found, with the obligations still open whose deadline the run outlived.
     fn finish(mut self, end: &RunEnd) -> Vec<Violation> {
         for obligation in self.owed.values() {
-            if end.sim_time_us > obligation.deadline_us {
-                self.violations.push(obligation.violation(self.bound_us));
+            if end.ended_at > obligation.deadline {
+                self.violations.push(obligation.violation(self.bound));
             }
         }
         self.violations
     }
 
-    /// Every other member of the group of `pid`, killed at `at_us`, owes a re-join.
-    fn killed(&mut self, model: &RunModel, pid: u32, at_us: u64) {
+    /// Every other member of the group of `pid`, killed at `at`, owes a re-join.
+    fn killed(&mut self, model: &RunModel, pid: u32, at: SimInstant) {
         self.owed.remove(&pid);
         let membership = model.membership();
         let Some(dead) = membership.of_pid(pid) else {
@@ -344,9 +342,9 @@ impl Survivors {
             }
             self.owed.entry(survivor.pid).or_insert_with(|| Obligation {
                 node: survivor.node,
-                deadline_us: at_us + self.bound_us,
+                deadline: at.after(self.bound),
                 dead_node: dead.node,
-                killed_at_us: at_us,
+                killed_at: at,
                 round: dead.round,
             });
         }
@@ -358,16 +356,16 @@ impl Observer<'_> for Survivors {
         let overdue: Vec<u32> = self
             .owed
             .iter()
-            .filter(|(_, o)| event.at_us > o.deadline_us)
+            .filter(|(_, o)| event.at > o.deadline)
             .map(|(pid, _)| *pid)
             .collect();
         for pid in overdue {
             if let Some(obligation) = self.owed.remove(&pid) {
-                self.violations.push(obligation.violation(self.bound_us));
+                self.violations.push(obligation.violation(self.bound));
             }
         }
         match &event.kind {
-            EventKind::AgentKilled { pid } => self.killed(model, *pid, event.at_us),
+            EventKind::AgentKilled { pid } => self.killed(model, *pid, event.at),
             EventKind::RendezvousJoining { pid }
             | EventKind::RendezvousFailed { pid, .. }
             | EventKind::AgentExited { pid, .. } => {
@@ -400,8 +398,11 @@ mod tests {
     #[test]
     fn bounds_follow_the_scenario() {
         let s = scenario();
-        assert_eq!(completion_bound_us(&s), (600 + 30 + 15 + 10) * S);
-        assert_eq!(survivor_bound_us(&s), 20 * S + 5 * S + 100_000 + 10 * S);
+        assert_eq!(completion_bound(&s).as_us(), (600 + 30 + 15 + 10) * S);
+        assert_eq!(
+            survivor_bound(&s).as_us(),
+            20 * S + 5 * S + 100_000 + 10 * S
+        );
     }
 
     #[test]
@@ -430,7 +431,7 @@ mod tests {
         let r = liveness(&scenario(), &trace(events), &end(2000, "timed_out"));
         assert_eq!(r.status, Status::Violated);
         assert_eq!(r.violations.len(), 1);
-        assert_eq!(r.violations[0].at_us, (1 + 655) * S);
+        assert_eq!(r.violations[0].at.as_us(), (1 + 655) * S);
         assert_eq!(r.violations[0].kind, LivenessKind::NoRoundInTime.into());
     }
 

@@ -126,7 +126,7 @@ fn closed_is_final_cases() {
     events.push(e(25, "node-1", completed(101, 1, 0, &[1])));
     let r = closed_is_final(&trace(events));
     assert_eq!(r.status, Status::Violated);
-    assert_eq!(r.violations[0].at_us, 25 * S);
+    assert_eq!(r.violations[0].at.as_us(), 25 * S);
     assert!(r.violations[0]
         .message
         .contains("node-0 closed the rendezvous at 20 s"));

@@ -34,13 +34,13 @@ pub(super) fn add(timeline: &mut Timeline, scenario: &Scenario, trace: &Trace) {
         } = &event.kind
         {
             let title = format!("{fault} of {role} skipped: {reason}");
-            mark(timeline, CLUSTER, event.at_us, "fault", title);
+            mark(timeline, CLUSTER, event.at.as_us(), "fault", title);
             continue;
         }
         let EventKind::FaultApplied { fault, detail, .. } = &event.kind else {
             continue;
         };
-        let at_us = event.at_us;
+        let at_us = event.at.as_us();
         let node = node_of(event);
         let node = node.as_deref();
         let title = format!("{fault}: {detail}");

@@ -3,7 +3,7 @@
 //! and labelled with what the trace says began and ended it.
 
 use super::timeline::{interval, node_of, Group, Note, Shade, Timeline};
-use crate::check::secs;
+use crate::check::at_secs;
 use crate::report::node_order;
 use crate::scenario::model::Scenario;
 use crate::trace::{EventKind, Trace};
@@ -79,7 +79,8 @@ fn gaps(group: &Group) -> Vec<(u64, u64, Option<u64>)> {
 /// stretch: a blocking save holds every node's next step for its save time.
 fn wrote_checkpoint(trace: &Trace, start_us: u64, end_us: u64) -> bool {
     trace.events.iter().any(|e| {
-        matches!(e.kind, EventKind::Checkpoint { .. }) && (start_us..=end_us).contains(&e.at_us)
+        matches!(e.kind, EventKind::Checkpoint { .. })
+            && (start_us..=end_us).contains(&e.at.as_us())
     })
 }
 
@@ -98,13 +99,13 @@ fn label(
     // happening as training stopped.
     let fault = trace.events.iter().find(|e| {
         matches!(e.kind, EventKind::FaultApplied { .. })
-            && e.at_us + step_us >= start_us
-            && e.at_us < end_us
+            && e.at.as_us() + step_us >= start_us
+            && e.at.as_us() < end_us
     });
     if let Some(e) = fault {
         if let EventKind::FaultApplied { fault, .. } = &e.kind {
             let on = node_of(e).map(|n| format!(" of {n}")).unwrap_or_default();
-            text.push_str(&format!(" — from the {fault}{on} at {}", secs(e.at_us)));
+            text.push_str(&format!(" — from the {fault}{on} at {}", at_secs(e.at)));
         }
     }
     let until = match ended_by_step {
@@ -120,7 +121,7 @@ fn ending(trace: &Trace, group: &Group, start_us: u64, end_us: u64) -> String {
     let found = trace
         .events
         .iter()
-        .filter(|e| e.at_us > start_us && e.at_us <= end_us)
+        .filter(|e| e.at.as_us() > start_us && e.at.as_us() <= end_us)
         .filter(|e| node_of(e).as_deref() == Some(group.node.as_str()))
         .find_map(|e| match &e.kind {
             EventKind::WorkerFailed {

@@ -7,6 +7,7 @@
 use super::{esc, fault_shades, stretches};
 use crate::report::{node_order, Report};
 use crate::scenario::model::Scenario;
+use crate::sim_time::SimInstant;
 use crate::trace::{Event, EventKind, Trace};
 use std::collections::BTreeMap;
 use std::fmt::Write;
@@ -258,7 +259,10 @@ impl Builder {
             }
             EventKind::Step { pid, .. } => {
                 let steps = self.steps.entry(*pid).or_default();
-                steps.extend(kind.each_step(at_us).map(|v| (v.at_us, v.step)));
+                steps.extend(
+                    kind.each_step(SimInstant::from_us(at_us))
+                        .map(|v| (v.at.as_us(), v.step)),
+                );
             }
             EventKind::WorkersStopped { pid, .. } => self.close(WORKERS, &pid.to_string(), at_us),
             EventKind::WorkerFailed {
@@ -307,7 +311,7 @@ impl Builder {
             for v in &inv.violations {
                 let node = v.node.map_or_else(|| CLUSTER.to_owned(), |n| n.to_string());
                 self.row(&node).marks.push(Mark {
-                    at_us: v.at_us,
+                    at_us: v.at.as_us(),
                     class: "violation",
                     title: format!("{}: {}", inv.name, v.message),
                     id: Some(format!("v-{index}")),
@@ -324,7 +328,11 @@ pub(super) fn build(scenario: &Scenario, report: &Report, trace: &Trace) -> Time
     let mut b = Builder::default();
     for event in &trace.events {
         let node = node_of(event);
-        b.event(event.at_us, node.as_deref().unwrap_or(CLUSTER), &event.kind);
+        b.event(
+            event.at.as_us(),
+            node.as_deref().unwrap_or(CLUSTER),
+            &event.kind,
+        );
     }
     let end_us = report.sim_time_us.max(1);
     b.close_all(end_us);

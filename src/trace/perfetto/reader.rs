@@ -2,13 +2,14 @@
 //! when the reader ended an epoch, lost a worker or hung.
 
 use super::{instant, open, Export, WORKERS};
+use crate::sim_time::{SimDuration, SimInstant};
 use crate::trace::EventKind;
 use serde_json::json;
 
 impl Export {
     /// The reader on the workers' track: a span for each batch the trainer waited for
     /// (recorded when it asked, lasting the stall), instants for the rest.
-    pub(super) fn reader_event(&mut self, pid: u64, at: u64, kind: &EventKind) {
+    pub(super) fn reader_event(&mut self, pid: u64, at: SimInstant, kind: &EventKind) {
         let (name, args) = match kind {
             EventKind::ReaderBatch {
                 epoch,
@@ -20,8 +21,8 @@ impl Export {
                 let name = format!("reader batch of {size} (epoch {epoch})");
                 let args = json!({ "trained": trained, "stall_us": stall_us });
                 if *stall_us > 0 {
-                    let end_us = at.saturating_add(*stall_us);
-                    return self.push_span(pid, WORKERS, open(at, name, args), end_us);
+                    let end = at.after(SimDuration::from_us(*stall_us));
+                    return self.push_span(pid, WORKERS, open(at, name, args), end);
                 }
                 (name, args)
             }
