@@ -155,7 +155,7 @@ fn a_wait_for_a_replacement_is_fast_forwarded() {
             .trace
             .events
             .iter()
-            .filter(|e| (240_000_000..420_000_000).contains(&e.at_us))
+            .filter(|e| (240_000_000..420_000_000).contains(&e.at.as_us()))
             .filter(|e| matches!(e.kind, EventKind::Heartbeat { .. }))
             .count();
         (report, waiting_keep_alives)

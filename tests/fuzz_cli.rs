@@ -95,12 +95,12 @@ fn finds_the_late_joiner_canary() {
 #[test]
 fn finds_the_no_heartbeat_expiry_canary() {
     // NCCL reports a killed participant's closed connections, so few cases leave survivors
-    // waiting for its heartbeat to expire: the planted bug first shows at case 90, where a
-    // partition and a kill-and-restart end with healthy nodes refused by a closed rendezvous.
+    // waiting for its heartbeat to expire: the planted bug first shows at case 154, where a
+    // partition and a restart end with healthy nodes refused by a closed rendezvous.
     finds_canary(
         "rendezvous",
         "no-heartbeat-expiry",
-        "100",
+        "200",
         "rendezvous.liveness",
     );
 }
