@@ -255,27 +255,9 @@ async fn answer(
         let wake = {
             let mut guard = shared.lock().expect("store lock");
             if let Some(reply) = guard.state.apply(request) {
-                let served = Served {
-                    at_ns: time::elapsed_ns(),
-                    service_ns: turn.service_ns,
-                };
-                guard
-                    .stats
-                    .lock()
-                    .expect("store stats lock")
-                    .count(request, &reply, served);
                 // Blocked before (`cancelled` is set once it blocks): a write woke it.
-                let leaves_ns = match cancelled {
-                    Some(_) => turn.end_ns.max(guard.last_write_end_ns),
-                    None => turn.end_ns,
-                };
-                if request.may_change() {
-                    guard.last_write_end_ns = turn.end_ns;
-                    if !guard.waiters.is_empty() {
-                        let Shared { state, waiters, .. } = &mut *guard;
-                        waiters.wake(&request.keys(), state);
-                    }
-                }
+                let leaves_ns =
+                    record_reply(&mut guard, request, &reply, turn, cancelled.is_some());
                 break Some((reply, leaves_ns));
             }
             if cancelled.is_none() {
@@ -295,19 +277,62 @@ async fn answer(
         }
     };
     if let Some(on_cancel) = cancelled {
-        // A request that blocked and was answered leaves no cancel behind for a later one:
-        // with its receiver gone, the entry still there is its own.
-        drop(on_cancel);
-        let mut guard = shared.lock().expect("store lock");
-        if guard
-            .cancels
-            .get(&connection)
-            .is_some_and(|c| c.is_canceled())
-        {
-            guard.cancels.remove(&connection);
-        }
+        forget_spent_cancel(shared, connection, on_cancel);
     }
     answered
+}
+
+/// Counts a reply the store just gave and, for a write, wakes the requests it unblocks.
+/// Returns when the reply leaves: a request that had blocked was woken by a write, so its
+/// reply leaves no earlier than that write's turn ends.
+fn record_reply(
+    guard: &mut Shared,
+    request: &StoreRequest,
+    reply: &StoreResponse,
+    turn: Turn,
+    had_blocked: bool,
+) -> u64 {
+    let served = Served {
+        at_ns: time::elapsed_ns(),
+        service_ns: turn.service_ns,
+    };
+    guard
+        .stats
+        .lock()
+        .expect("store stats lock")
+        .count(request, reply, served);
+    let leaves_ns = match had_blocked {
+        true => turn.end_ns.max(guard.last_write_end_ns),
+        false => turn.end_ns,
+    };
+    if request.may_change() {
+        guard.last_write_end_ns = turn.end_ns;
+        if !guard.waiters.is_empty() {
+            let Shared { state, waiters, .. } = guard;
+            waiters.wake(&request.keys(), state);
+        }
+    }
+    leaves_ns
+}
+
+/// Drops the cancel a blocked request registered once it is done with it, so that a later
+/// request on the same connection finds none behind.
+fn forget_spent_cancel(
+    shared: &Arc<Mutex<Shared>>,
+    connection: u64,
+    on_cancel: oneshot::Receiver<()>,
+) {
+    // A request that blocked and was answered leaves no cancel behind for a later one:
+    // with its receiver gone, the entry still there is its own.
+    drop(on_cancel);
+    let mut guard = shared.lock().expect("store lock");
+    if guard
+        .cancels
+        .get(&connection)
+        .is_some_and(|c| c.is_canceled())
+    {
+        guard.cancels.remove(&connection);
+    }
 }
 
 /// A TCPStore client on the current node: one connection to one server incarnation.
