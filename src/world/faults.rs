@@ -110,30 +110,8 @@ fn apply(world: &Arc<World>, fault: &Fault) -> String {
         }
         FaultKind::Partition { groups } => partition(world, groups),
         FaultKind::Heal => heal(world),
-        FaultKind::ClogLink { from, to } => {
-            cut_link(*from, *to, true);
-            world
-                .state
-                .lock()
-                .expect("world lock")
-                .clogged
-                .insert((*from, *to));
-            format!(
-                "link {} -> {} drops everything",
-                NodeIndex(*from),
-                NodeIndex(*to)
-            )
-        }
-        FaultKind::UnclogLink { from, to } => {
-            cut_link(*from, *to, false);
-            world
-                .state
-                .lock()
-                .expect("world lock")
-                .clogged
-                .remove(&(*from, *to));
-            format!("link {} -> {} restored", NodeIndex(*from), NodeIndex(*to))
-        }
+        FaultKind::ClogLink { from, to } => clog_link(world, *from, *to),
+        FaultKind::UnclogLink { from, to } => unclog_link(world, *from, *to),
         FaultKind::Latency {
             latency_min,
             latency_max,
@@ -176,6 +154,34 @@ fn apply(world: &Arc<World>, fault: &Fault) -> String {
         } => gpu_slow(world, *node, *gpu, *factor, *duration),
         FaultKind::GpuFail { node, gpu } => gpu_fail(world, *node, *gpu),
     }
+}
+
+/// `clog_link`: the one-way link drops everything, and the world remembers it clogged.
+fn clog_link(world: &World, from: u32, to: u32) -> String {
+    cut_link(from, to, true);
+    world
+        .state
+        .lock()
+        .expect("world lock")
+        .clogged
+        .insert((from, to));
+    format!(
+        "link {} -> {} drops everything",
+        NodeIndex(from),
+        NodeIndex(to)
+    )
+}
+
+/// `unclog_link`: the one-way link carries traffic again.
+fn unclog_link(world: &World, from: u32, to: u32) -> String {
+    cut_link(from, to, false);
+    world
+        .state
+        .lock()
+        .expect("world lock")
+        .clogged
+        .remove(&(from, to));
+    format!("link {} -> {} restored", NodeIndex(from), NodeIndex(to))
 }
 
 /// `start` and `restart`: a new agent process (killing a running one first).
