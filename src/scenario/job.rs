@@ -46,39 +46,12 @@ pub fn job(raw: &Option<RawJob>) -> Check<JobConfig> {
         STEPS_MAX,
     )?;
     let backend = j.backend.unwrap_or_default();
-    let collective_timeout = duration_or(
-        &p.key("collective_timeout"),
-        j.collective_timeout,
-        SimDuration::from_us(match backend {
-            Backend::Nccl => COLLECTIVE_TIMEOUT_US_DEFAULT,
-            Backend::Gloo => GLOO_COLLECTIVE_TIMEOUT_US_DEFAULT,
-        }),
-        1..=TIMEOUT_US_MAX,
-    )?;
-    let worker_start_time = duration_or(
-        &p.key("worker_start_time"),
-        j.worker_start_time,
-        SimDuration::ZERO,
-        0..=STEP_TIME_US_MAX,
-    )?;
-    let worker_start_jitter = duration_or(
-        &p.key("worker_start_jitter"),
-        j.worker_start_jitter,
-        SimDuration::ZERO,
-        0..=STEP_TIME_US_MAX,
-    )?;
-    let checkpoint_save_time = duration_or(
-        &p.key("checkpoint_save_time"),
-        j.checkpoint_save_time,
-        SimDuration::ZERO,
-        0..=STEP_TIME_US_MAX,
-    )?;
-    let checkpoint_load_time = duration_or(
-        &p.key("checkpoint_load_time"),
-        j.checkpoint_load_time,
-        SimDuration::ZERO,
-        0..=STEP_TIME_US_MAX,
-    )?;
+    let collective_timeout =
+        collective_timeout(&p.key("collective_timeout"), j.collective_timeout, backend)?;
+    let worker_start_time = phase_time(&p.key("worker_start_time"), j.worker_start_time)?;
+    let worker_start_jitter = phase_time(&p.key("worker_start_jitter"), j.worker_start_jitter)?;
+    let checkpoint_save_time = phase_time(&p.key("checkpoint_save_time"), j.checkpoint_save_time)?;
+    let checkpoint_load_time = phase_time(&p.key("checkpoint_load_time"), j.checkpoint_load_time)?;
     let nccl_peer_exit_detection = nccl_peer_exit_detection(
         &p.key("nccl_peer_exit_detection"),
         j.nccl_peer_exit_detection.as_deref(),
@@ -111,6 +84,28 @@ pub fn job(raw: &Option<RawJob>) -> Check<JobConfig> {
         set_epoch: j.set_epoch.unwrap_or_default(),
         eval,
     })
+}
+
+/// `collective_timeout`: its default is the backend's own (NCCL's and Gloo's differ).
+fn collective_timeout(
+    p: &FieldPath,
+    raw: Option<Duration>,
+    backend: Backend,
+) -> Check<SimDuration> {
+    duration_or(
+        p,
+        raw,
+        SimDuration::from_us(match backend {
+            Backend::Nccl => COLLECTIVE_TIMEOUT_US_DEFAULT,
+            Backend::Gloo => GLOO_COLLECTIVE_TIMEOUT_US_DEFAULT,
+        }),
+        1..=TIMEOUT_US_MAX,
+    )
+}
+
+/// A worker's start or checkpoint phase: none by default, and no longer than a step may be.
+fn phase_time(p: &FieldPath, raw: Option<Duration>) -> Check<SimDuration> {
+    duration_or(p, raw, SimDuration::ZERO, 0..=STEP_TIME_US_MAX)
 }
 
 /// `[job.eval]`: the evaluation set's size (required: there is no evaluation set to assume)
