@@ -4,7 +4,7 @@ use super::kind::kind_enum;
 use super::{InvariantResult, Violation};
 use crate::invariant::Invariant;
 use crate::scenario::model::{Outcome, Scenario};
-use crate::trace::{EventKind, RunEnd, Trace, TraceNode};
+use crate::trace::{Event, EventKind, RunEnd, Trace, TraceNode};
 use std::collections::BTreeMap;
 
 kind_enum! {
@@ -32,69 +32,21 @@ kind_enum! {
 /// claims success: succeeding without training is itself a violation.
 pub(super) fn progress(scenario: &Scenario, trace: &Trace, end: &RunEnd) -> InvariantResult {
     let target = scenario.job.steps;
-    // The step each node must take next; a node that never resumed starts at 1.
-    let mut next_step: BTreeMap<TraceNode, u64> = BTreeMap::new();
-    let mut last_checkpoint: Option<u64> = None;
-    let mut highest: Option<u64> = None;
-    let mut violations = Vec::new();
+    let mut seen = ProgressSeen {
+        target,
+        next_step: BTreeMap::new(),
+        last_checkpoint: None,
+        highest: None,
+        violations: Vec::new(),
+    };
     for event in &trace.events {
-        // Checkpoints, resumes and steps are recorded by a node's agent process, so they
-        // always name their node; an event without one is none of them.
-        let Some(node) = event.node else {
-            continue;
-        };
-        let fail = |kind: ProgressKind, message: String| {
-            Violation::new(event.at, Some(node), kind, message)
-        };
-        match &event.kind {
-            EventKind::Checkpoint { step, .. } => {
-                let reached = next_step.get(&node).map(|n| n - 1);
-                if reached.is_some_and(|r| *step > r) {
-                    violations.push(fail(
-                        ProgressKind::CheckpointAhead,
-                        format!(
-                            "{node} wrote a checkpoint of step {step} having reached only step {}",
-                            reached.unwrap_or(0)
-                        ),
-                    ));
-                }
-                last_checkpoint = Some(*step);
-            }
-            EventKind::ResumedFromCheckpoint { step, .. } => {
-                let expected = last_checkpoint.unwrap_or(0);
-                if *step != expected {
-                    violations.push(fail(
-                        ProgressKind::ResumedElsewhere,
-                        format!(
-                        "{node} resumed from step {step}, but the last checkpoint written is step {expected}"
-                    ),
-                    ));
-                }
-                next_step.insert(node, step + 1);
-            }
-            EventKind::Step { .. } => {
-                // A run of steps, one event, is judged step by step.
-                for step in event.kind.each_step(event.at).map(|view| view.step) {
-                    let expected = next_step.get(&node).copied().unwrap_or(1);
-                    if step != expected {
-                        violations.push(fail(
-                            ProgressKind::StepOutOfOrder,
-                            format!("{node} went to step {step}, expected step {expected}"),
-                        ));
-                    }
-                    if step > target && highest.is_none_or(|h| h <= target) {
-                        violations.push(fail(
-                            ProgressKind::PastTarget,
-                            format!("{node} went to step {step}, past job.steps {target}"),
-                        ));
-                    }
-                    next_step.insert(node, step + 1);
-                    highest = highest.max(Some(step));
-                }
-            }
-            _ => {}
-        }
+        seen.observe(event);
     }
+    let ProgressSeen {
+        highest,
+        mut violations,
+        ..
+    } = seen;
     let succeeded = end.outcome == Outcome::Succeeded;
     if succeeded && highest != Some(target) {
         violations.push(Violation::new(
@@ -112,6 +64,80 @@ pub(super) fn progress(scenario: &Scenario, trace: &Trace, end: &RunEnd) -> Inva
         highest.is_some() || succeeded,
         violations,
     )
+}
+
+/// What `job.progress` has seen of the trace so far, event by event.
+struct ProgressSeen {
+    /// `job.steps`.
+    target: u64,
+    /// The step each node must take next; a node that never resumed starts at 1.
+    next_step: BTreeMap<TraceNode, u64>,
+    last_checkpoint: Option<u64>,
+    highest: Option<u64>,
+    violations: Vec<Violation>,
+}
+
+impl ProgressSeen {
+    /// Judges one event against the checkpoints, resumes and steps seen before it.
+    fn observe(&mut self, event: &Event) {
+        // Checkpoints, resumes and steps are recorded by a node's agent process, so they
+        // always name their node; an event without one is none of them.
+        let Some(node) = event.node else {
+            return;
+        };
+        let fail = |kind: ProgressKind, message: String| {
+            Violation::new(event.at, Some(node), kind, message)
+        };
+        match &event.kind {
+            EventKind::Checkpoint { step, .. } => {
+                let reached = self.next_step.get(&node).map(|n| n - 1);
+                if reached.is_some_and(|r| *step > r) {
+                    self.violations.push(fail(
+                        ProgressKind::CheckpointAhead,
+                        format!(
+                            "{node} wrote a checkpoint of step {step} having reached only step {}",
+                            reached.unwrap_or(0)
+                        ),
+                    ));
+                }
+                self.last_checkpoint = Some(*step);
+            }
+            EventKind::ResumedFromCheckpoint { step, .. } => {
+                let expected = self.last_checkpoint.unwrap_or(0);
+                if *step != expected {
+                    self.violations.push(fail(
+                        ProgressKind::ResumedElsewhere,
+                        format!(
+                        "{node} resumed from step {step}, but the last checkpoint written is step {expected}"
+                    ),
+                    ));
+                }
+                self.next_step.insert(node, step + 1);
+            }
+            EventKind::Step { .. } => {
+                // A run of steps, one event, is judged step by step.
+                for step in event.kind.each_step(event.at).map(|view| view.step) {
+                    let expected = self.next_step.get(&node).copied().unwrap_or(1);
+                    if step != expected {
+                        self.violations.push(fail(
+                            ProgressKind::StepOutOfOrder,
+                            format!("{node} went to step {step}, expected step {expected}"),
+                        ));
+                    }
+                    let target = self.target;
+                    if step > target && self.highest.is_none_or(|h| h <= target) {
+                        self.violations.push(fail(
+                            ProgressKind::PastTarget,
+                            format!("{node} went to step {step}, past job.steps {target}"),
+                        ));
+                    }
+                    self.next_step.insert(node, step + 1);
+                    self.highest = self.highest.max(Some(step));
+                }
+            }
+            _ => {}
+        }
+    }
 }
 
 #[cfg(test)]
