@@ -17,7 +17,7 @@ use super::{InvariantResult, Violation};
 use crate::invariant::Invariant;
 use crate::scenario::model::Scenario;
 use crate::sim_time::SimInstant;
-use crate::trace::{samples_digest, EventKind, Trace, TraceNode, TrainedOn};
+use crate::trace::{samples_digest, Event, EventKind, Trace, TraceNode, TrainedOn};
 use std::collections::{BTreeMap, BTreeSet};
 
 kind_enum! {
@@ -74,6 +74,36 @@ struct Workers {
     pair: Option<Pair>,
 }
 
+impl Workers {
+    /// Records the batch digest of each step of one `Step` event in the current epoch, and
+    /// compares it with the same batch of the previous epoch when both epochs have one shape.
+    fn record_steps(&mut self, event: &Event, node: TraceNode) {
+        for view in event.kind.each_step(event.at) {
+            let trained = &view.trained;
+            self.current
+                .digests
+                .insert(trained.batch, trained.samples_digest);
+            let Some(previous) = &self.previous else {
+                continue;
+            };
+            if previous.shape != Shape::of(trained) {
+                continue;
+            }
+            if let Some(&before) = previous.digests.get(&trained.batch) {
+                let pair = self.pair.get_or_insert(Pair {
+                    compared: Vec::new(),
+                    all_equal: true,
+                    at: view.at,
+                    node,
+                });
+                pair.compared.push(trained.batch);
+                pair.all_equal &= before == trained.samples_digest;
+                (pair.at, pair.node) = (view.at, node);
+            }
+        }
+    }
+}
+
 /// `sampler.epoch_reshuffled`; not applicable without shuffling (every epoch is in index
 /// order by design) or when no node's workers trained a batch in two consecutive epochs.
 pub(super) fn epoch_reshuffled(
@@ -124,29 +154,7 @@ pub(super) fn epoch_reshuffled(
             let done = std::mem::replace(&mut w.current, seen(*epoch));
             w.previous = next.then_some(done);
         }
-        for view in event.kind.each_step(event.at) {
-            let trained = &view.trained;
-            w.current
-                .digests
-                .insert(trained.batch, trained.samples_digest);
-            let Some(previous) = &w.previous else {
-                continue;
-            };
-            if previous.shape != Shape::of(trained) {
-                continue;
-            }
-            if let Some(&before) = previous.digests.get(&trained.batch) {
-                let pair = w.pair.get_or_insert(Pair {
-                    compared: Vec::new(),
-                    all_equal: true,
-                    at: view.at,
-                    node,
-                });
-                pair.compared.push(trained.batch);
-                pair.all_equal &= before == trained.samples_digest;
-                (pair.at, pair.node) = (view.at, node);
-            }
-        }
+        w.record_steps(event, node);
     }
     for (&(round, _, _), w) in workers.iter_mut() {
         judge.finish(round, w);
