@@ -199,38 +199,13 @@ async fn invoke_run(
         }
         let (decision, why) = match status {
             WorkerStatus::Succeeded => {
-                group.enter(env, WorkerGroupState::Succeeded);
-                let info = workers.info.clone();
-                workers.stop(env, "succeeded").await;
-                exit_barrier(env, store, &info).await;
-                return Ok(AgentExit {
-                    state: AgentState::Succeeded,
-                    reason: "every worker finished".into(),
-                });
+                return Ok(succeeded(env, store, &mut group, workers).await);
             }
             WorkerStatus::Failed {
                 local_rank,
                 exit_code,
                 reason,
-            } => {
-                env.record(EventKind::WorkerFailed {
-                    pid: env.pid,
-                    local_rank,
-                    exit_code,
-                    reason: reason.clone(),
-                });
-                env.clear_worker_crash();
-                group.enter(env, WorkerGroupState::Failed);
-                let why = format!("worker {local_rank} failed ({reason})");
-                let decision = policy.on_failure();
-                // A failed group is never left running: torch restarts it or gives up.
-                assert_ne!(
-                    decision,
-                    Decision::Continue,
-                    "the policy kept monitoring a group whose {why}"
-                );
-                (decision, why)
-            }
+            } => worker_failed(env, &mut group, &mut policy, local_rank, exit_code, reason),
             WorkerStatus::Healthy => {
                 let decision = nodes_waiting(handler, &mut policy, &workers.info).await?;
                 (
@@ -260,6 +235,54 @@ async fn invoke_run(
             }
         }
     }
+}
+
+/// The group succeeded: its workers are stopped and the agent leaves through the exit
+/// barrier.
+async fn succeeded(
+    env: &NodeEnv,
+    store: &StoreClient,
+    group: &mut GroupState,
+    workers: Workers,
+) -> AgentExit {
+    group.enter(env, WorkerGroupState::Succeeded);
+    let info = workers.info.clone();
+    workers.stop(env, "succeeded").await;
+    exit_barrier(env, store, &info).await;
+    AgentExit {
+        state: AgentState::Succeeded,
+        reason: "every worker finished".into(),
+    }
+}
+
+/// A worker failed: records it, and decides with the restart policy whether the group
+/// restarts or the agent gives up (never that it keeps monitoring). Returns the decision
+/// and the failure it answers.
+fn worker_failed(
+    env: &NodeEnv,
+    group: &mut GroupState,
+    policy: &mut RestartPolicy,
+    local_rank: u32,
+    exit_code: i32,
+    reason: String,
+) -> (Decision, String) {
+    env.record(EventKind::WorkerFailed {
+        pid: env.pid,
+        local_rank,
+        exit_code,
+        reason: reason.clone(),
+    });
+    env.clear_worker_crash();
+    group.enter(env, WorkerGroupState::Failed);
+    let why = format!("worker {local_rank} failed ({reason})");
+    let decision = policy.on_failure();
+    // A failed group is never left running: torch restarts it or gives up.
+    assert_ne!(
+        decision,
+        Decision::Continue,
+        "the policy kept monitoring a group whose {why}"
+    );
+    (decision, why)
 }
 
 /// Waits for the monitor's next tick that can see something new. Ticks fall every
