@@ -168,6 +168,34 @@ struct Position {
     batch: u64,
 }
 
+impl Position {
+    /// Where a group starts: at its checkpoint's epoch, and at the checkpoint's batch only
+    /// when the world size is the same (see the module's note on resumption).
+    fn resumed(plan: &GroupPlan) -> Position {
+        let ck = plan.checkpoint;
+        let same_world = ck.world_size == plan.world_size;
+        Position {
+            step: plan.start_step,
+            epoch: ck.epoch,
+            batch: if same_world { ck.batch_in_epoch } else { 0 },
+        }
+    }
+
+    /// A run of `settled` steps that just ended here stopped at the job's end, the epoch's
+    /// end or the next checkpoint, never past them.
+    fn assert_run_ended_in_bounds(&self, settled: u64, job_steps: u64, epoch_batches: u64) {
+        assert!(
+            self.step <= job_steps && self.batch <= epoch_batches,
+            "a run of {} steps ended at step {} of {}, batch {} of {}",
+            settled,
+            self.step,
+            job_steps,
+            self.batch,
+            epoch_batches
+        );
+    }
+}
+
 /// Runs this node's workers until the job's last step, or until a worker fails.
 /// `reached` keeps the highest step this node's workers ever completed, across groups, so
 /// the agent can tell how many steps a restart lost. `mutants` are the run's planted bugs;
@@ -215,13 +243,7 @@ async fn train_steps(
 ) -> Result<(), WorkerStatus> {
     let job = env.scenario().job.clone();
     plan.assert_steppable(job.steps);
-    let ck = plan.checkpoint;
-    let same_world = ck.world_size == plan.world_size;
-    let mut at = Position {
-        step: plan.start_step,
-        epoch: ck.epoch,
-        batch: if same_world { ck.batch_in_epoch } else { 0 },
-    };
+    let mut at = Position::resumed(plan);
     // The group's samplers are new (set to epoch 0); the script's `set_epoch` pattern says
     // which epoch's order each data epoch deals.
     let first_epoch = at.epoch;
@@ -259,16 +281,7 @@ async fn train_steps(
         if run.settled > 0 {
             at.step += run.settled;
             at.batch += run.settled;
-            // A run stops at the job's end, the epoch's end and the next checkpoint.
-            assert!(
-                at.step <= job.steps && at.batch <= epoch_plan.batches(),
-                "a run of {} steps ended at step {} of {}, batch {} of {}",
-                run.settled,
-                at.step,
-                job.steps,
-                at.batch,
-                epoch_plan.batches()
-            );
+            at.assert_run_ended_in_bounds(run.settled, job.steps, epoch_plan.batches());
             step_started = run.next_step_started;
         } else {
             wait_for_reader(env, &mut reader).await?;
@@ -286,34 +299,39 @@ async fn train_steps(
             }
         }
         if plan.group_rank == 0 && at.step.is_multiple_of(job.checkpoint_every) {
-            // Every pass of the loop completes a step: a checkpoint never repeats the
-            // one the group resumed from.
-            assert!(
-                at.step > plan.start_step,
-                "round {} checkpoints step {} without a step past its start {}",
-                plan.round,
-                at.step,
-                plan.start_step
-            );
-            // A blocking save: rank 0 writes while its peers wait in the next all-reduce
-            // (their wait counts toward the collective's timeout, as in torch); a failure
-            // during the write leaves the previous checkpoint.
-            if !job.checkpoint_save_time.is_zero() {
-                time::sleep(job.checkpoint_save_time).await;
-            }
-            env.write_checkpoint(Checkpoint {
-                step: at.step,
-                epoch: at.epoch,
-                batch_in_epoch: at.batch,
-                world_size: plan.world_size,
-            });
-            env.record(EventKind::Checkpoint {
-                pid: env.pid,
-                step: at.step,
-            });
+            save_checkpoint(env, plan, job.checkpoint_save_time, &at).await;
         }
     }
     Ok(())
+}
+
+/// Rank 0's checkpoint of the step just completed at `at`.
+async fn save_checkpoint(env: &NodeEnv, plan: &GroupPlan, save_time: SimDuration, at: &Position) {
+    // Every pass of the step loop completes a step: a checkpoint never repeats the one the
+    // group resumed from.
+    assert!(
+        at.step > plan.start_step,
+        "round {} checkpoints step {} without a step past its start {}",
+        plan.round,
+        at.step,
+        plan.start_step
+    );
+    // A blocking save: rank 0 writes while its peers wait in the next all-reduce
+    // (their wait counts toward the collective's timeout, as in torch); a failure
+    // during the write leaves the previous checkpoint.
+    if !save_time.is_zero() {
+        time::sleep(save_time).await;
+    }
+    env.write_checkpoint(Checkpoint {
+        step: at.step,
+        epoch: at.epoch,
+        batch_in_epoch: at.batch,
+        world_size: plan.world_size,
+    });
+    env.record(EventKind::Checkpoint {
+        pid: env.pid,
+        step: at.step,
+    });
 }
 
 /// One step, its compute begun at `started` (now, unless a cut run left it in progress):
