@@ -120,38 +120,44 @@ impl Holder {
                 }
                 Action::Sync => time::sleep_us(SYNC_DELAY_US).await,
                 _ => {
-                    assert!(action.mutates_state(), "{action} reached the write path");
-                    let (round, complete) = (self.state.round, self.state.complete);
-                    apply(
-                        action,
-                        Arc::make_mut(&mut self.state),
-                        &self.node,
-                        &self.settings,
-                        now_utc_us,
-                    );
-                    if (self.state.round, self.state.complete) != (round, complete) {
-                        // A round completed or reopened: check the whole state, O(nodes).
-                        self.state.assert_well_formed(&self.settings);
-                    }
+                    self.apply_for_write(action, now_utc_us);
                     if action == Action::RemoveFromRedundancyList && update_deadline {
                         // A redundant node may now take part: it gets a fresh join timeout.
                         deadline_mono_us =
                             deadline_after_us(now_mono_us, self.settings.join_timeout_us);
                     }
-                    self.pending_event = match action {
-                        Action::MarkRendezvousClosed => Some(EventKind::RendezvousClosed {
-                            pid: self.env.pid,
-                            round: self.state.round,
-                            // Filled in when the write lands (the client is bound by then).
-                            store_incarnation: 0,
-                        }),
-                        Action::KeepAlive => Some(EventKind::Heartbeat { pid: self.env.pid }),
-                        _ => None,
-                    };
-                    self.dirty = true;
                 }
             }
         }
+    }
+
+    /// Applies a state-changing `action` to this node's copy of the state, to be written by
+    /// the next sync, with the event to record once that write lands.
+    fn apply_for_write(&mut self, action: Action, now_utc_us: i64) {
+        assert!(action.mutates_state(), "{action} reached the write path");
+        let (round, complete) = (self.state.round, self.state.complete);
+        apply(
+            action,
+            Arc::make_mut(&mut self.state),
+            &self.node,
+            &self.settings,
+            now_utc_us,
+        );
+        if (self.state.round, self.state.complete) != (round, complete) {
+            // A round completed or reopened: check the whole state, O(nodes).
+            self.state.assert_well_formed(&self.settings);
+        }
+        self.pending_event = match action {
+            Action::MarkRendezvousClosed => Some(EventKind::RendezvousClosed {
+                pid: self.env.pid,
+                round: self.state.round,
+                // Filled in when the write lands (the client is bound by then).
+                store_incarnation: 0,
+            }),
+            Action::KeepAlive => Some(EventKind::Heartbeat { pid: self.env.pid }),
+            _ => None,
+        };
+        self.dirty = true;
     }
 
     /// A join's wait: a routine step sleeps through a quiet window when one is open (true);
