@@ -2,21 +2,19 @@
 //! the same steps, samples and epochs at the same moments (a run's steps listed one by one), the same verdicts, and fewer
 //! simulator events.
 
-use trainsim::runner::{Run, RunOptions};
+mod common;
+
+use trainsim::runner::RunOptions;
 use trainsim::trace::{EventKind, Trace, TraceNode};
 use trainsim::world::RunStats;
 
 /// The run's report and trace, and what it cost the simulator.
 fn run(file: &str, step_by_step: bool) -> (trainsim::report::Report, Trace, RunStats) {
-    let scenario = trainsim::scenario::load(std::path::Path::new(file)).unwrap();
     let options = RunOptions {
         step_by_step,
         ..RunOptions::default()
     };
-    let one = Run::of(&scenario, file).options(options);
-    let run = one.simulate().expect("the run finishes");
-    let report = one.check(&run.trace, &run.end).expect("the checks run");
-    (report, run.trace, run.stats)
+    common::simulate_and_check(file, options)
 }
 
 /// Every step, a run's one by one: (node, step, epoch, batch, samples digest, at_us).

@@ -8,6 +8,8 @@
 //!
 //! `TRAINSIM_PARITY_SEEDS=N` widens the seed range (default 0..2, which CI runs).
 
+mod common;
+
 use std::collections::BTreeMap;
 use trainsim::report::Report;
 use trainsim::runner::{Run, RunOptions};
@@ -140,19 +142,15 @@ fn quiet_windows_keep_every_verdict_distribution_of_the_suite() {
 #[test]
 fn a_wait_for_a_replacement_is_fast_forwarded() {
     let file = "tests/data/replacement_wait.toml";
-    let scenario = trainsim::scenario::load(std::path::Path::new(file)).expect("it loads");
     let run = |exact_control_plane: bool| {
         let options = RunOptions {
             exact_control_plane,
             ..RunOptions::default()
         };
-        let one = Run::of(&scenario, file).options(options);
-        let run = one.simulate().expect("the run finishes");
-        let report = one.check(&run.trace, &run.end).expect("the checks run");
+        let (report, trace, _) = common::simulate_and_check(file, options);
         // Keep-alives written from 240 s (the kill at 120 s, its settle and the survivors'
         // re-join are over) until the spare starts at 420 s.
-        let waiting_keep_alives = run
-            .trace
+        let waiting_keep_alives = trace
             .events
             .iter()
             .filter(|e| (240_000_000..420_000_000).contains(&e.at.as_us()))

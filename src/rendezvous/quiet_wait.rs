@@ -9,7 +9,7 @@
 //! announced: a node starting, a fault, another process acting (each a disturbance that
 //! closes the window), or this join's own timeout, which the sleeper wakes for and announces.
 
-use super::ops::{Action, OpKind};
+use super::ops::Action;
 use super::settings::RendezvousSettings;
 use super::skipped_beats::writer_id;
 use super::state::{NodeDesc, RendezvousState};
@@ -32,12 +32,10 @@ pub fn settle_us(settings: &RendezvousSettings, monitor_interval_us: u64) -> u64
     one_pass_us.saturating_mul(2)
 }
 
-/// Whether `action` of `op` only repeats a join's wait: a poll or a keep-alive, with no
-/// last call running.
-pub fn is_routine(op: OpKind, action: Action, state: &RendezvousState) -> bool {
-    op == OpKind::Join
-        && matches!(action, Action::Sync | Action::KeepAlive)
-        && state.deadline_utc_us.is_none()
+/// Whether a join's `action` only repeats its wait: a poll or a keep-alive, with no last
+/// call running.
+pub fn is_routine(action: Action, state: &RendezvousState) -> bool {
+    matches!(action, Action::Sync | Action::KeepAlive) && state.deadline_utc_us.is_none()
 }
 
 /// What the wait's shell does after [`wait`]: go on as torch does (poll after its second,

@@ -1,6 +1,6 @@
-//! Helpers the integration tests share: the `trainsim` binary as the CLI tests call it, and
-//! custom agent programs over the real store for the world-level tests. Each test crate
-//! uses some of them.
+//! Helpers the integration tests share: the `trainsim` binary as the CLI tests call it,
+//! custom agent programs over the real store for the world-level tests, and one scenario
+//! file simulated and checked in process. Each test crate uses some of them.
 #![allow(dead_code)]
 
 use futures::FutureExt;
@@ -63,4 +63,22 @@ pub fn rust_files(dir: &std::path::Path, out: &mut Vec<std::path::PathBuf>) {
             out.push(path);
         }
     }
+}
+
+/// Simulates the scenario `file` (its own seed) with `options` and checks the run: its
+/// report, trace, and what it cost the simulator.
+pub fn simulate_and_check(
+    file: &str,
+    options: trainsim::runner::RunOptions,
+) -> (
+    trainsim::report::Report,
+    trainsim::trace::Trace,
+    trainsim::world::RunStats,
+) {
+    let scenario = trainsim::scenario::load(std::path::Path::new(file))
+        .unwrap_or_else(|e| panic!("{file}: {e}"));
+    let one = trainsim::runner::Run::of(&scenario, file).options(options);
+    let run = one.simulate().expect("the run finishes");
+    let report = one.check(&run.trace, &run.end).expect("the checks run");
+    (report, run.trace, run.stats)
 }

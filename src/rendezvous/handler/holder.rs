@@ -163,7 +163,7 @@ impl Holder {
     /// A join's wait: a routine step sleeps through a quiet window when one is open (true);
     /// any other step of the join announces that this process acts.
     async fn wait_slept_through_window(&self, action: Action, deadline_mono_us: i64) -> bool {
-        if !quiet_wait::is_routine(OpKind::Join, action, &self.state) {
+        if !quiet_wait::is_routine(action, &self.state) {
             self.env.set_quiet(false, 0);
             return false;
         }
