@@ -3,7 +3,7 @@
 //! later message gets, so a given seed may take another path through a race; what must not
 //! change is each scenario's distribution of verdicts over the seeds: how many runs end in
 //! each outcome, violate each invariant, and meet the scenario's expectation. Over seeds
-//! 0..20 of the suite the two paths differ per seed in 8 of 1,600 runs, and no count of any
+//! 0..20 of the suite the two paths differ per seed in 9 of 1,600 runs, and no count of any
 //! scenario moves beyond the noise bound below.
 //!
 //! `TRAINSIM_PARITY_SEEDS=N` widens the seed range (default 0..2, which CI runs).

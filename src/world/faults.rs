@@ -101,10 +101,12 @@ fn apply(world: &Arc<World>, fault: &Fault) -> String {
         FaultKind::Stop { node } => stop(world, *node),
         FaultKind::Restart { node } | FaultKind::Start { node } => start(world, &handle, *node),
         FaultKind::Pause { node } => {
+            set_paused(world, *node, true);
             handle.pause(node_id(world, *node));
             format!("{} paused", NodeIndex(*node))
         }
         FaultKind::Resume { node } => {
+            set_paused(world, *node, false);
             handle.resume(node_id(world, *node));
             format!("{} resumed", NodeIndex(*node))
         }
@@ -190,6 +192,8 @@ fn start(world: &Arc<World>, handle: &Handle, node: u32) -> String {
         let mut st = world.state.lock().expect("world lock");
         let slot = &mut st.nodes[node as usize];
         slot.started = true;
+        // madsim's restart thaws a paused node's new tasks.
+        slot.paused = false;
         let started = (slot.id, slot.process.is_some());
         st.gpus.reset_node(node);
         started
@@ -268,6 +272,10 @@ fn worker_crash(world: &World, node: u32, local_rank: u32, exit_code: i32) -> St
         }
         None => "no agent runs there; nothing crashed".to_owned(),
     }
+}
+
+fn set_paused(world: &World, node: u32, paused: bool) {
+    world.state.lock().expect("world lock").nodes[node as usize].paused = paused;
 }
 
 fn node_id(world: &World, node: u32) -> madsim::task::NodeId {

@@ -27,8 +27,8 @@ use std::sync::Arc;
 
 /// Whether a run may fast-forward quiet windows: not on the exact path, and not where a
 /// skipped message could race with something no disturbance announces: skewed clocks
-/// (heartbeat stamps compared across nodes), a lossy network (a keep-alive that would have
-/// been lost), or a paused node (whose peers see its heartbeat age while it sleeps).
+/// (heartbeat stamps compared across nodes) or a lossy network (a keep-alive that would have
+/// been lost). A paused node only keeps windows shut while it is paused (`WorldState::calm`).
 pub fn allowed(scenario: &Scenario, exact_control_plane: bool) -> bool {
     !exact_control_plane
         && scenario.network.loss == 0.0
@@ -37,12 +37,10 @@ pub fn allowed(scenario: &Scenario, exact_control_plane: bool) -> bool {
             .clock_skew_us
             .values()
             .all(|&skew| skew == 0)
-        && !scenario.faults.iter().any(|f| {
-            matches!(
-                f.kind,
-                FaultKind::Pause { .. } | FaultKind::ClockSkew { .. } | FaultKind::Loss { .. }
-            )
-        })
+        && !scenario
+            .faults
+            .iter()
+            .any(|f| matches!(f.kind, FaultKind::ClockSkew { .. } | FaultKind::Loss { .. }))
 }
 
 /// The periodic writes of one writer skipped while it slept through a window: one at
@@ -58,13 +56,17 @@ pub struct VirtualBeats {
 }
 
 impl VirtualBeats {
-    /// The writer's wall-clock stamp of its last skipped write at or before `now_us`.
-    pub fn last_wall_us(&self, now_us: u64) -> Option<i64> {
+    /// When (simulated time) the writer's last skipped write at or before `now_us` fell due.
+    pub fn last_tick_us(&self, now_us: u64) -> Option<u64> {
         let end_us = self.until_us.map_or(now_us, |u| u.min(now_us));
         let since_us = end_us.checked_sub(self.origin_us)?;
-        let tick_us = self.origin_us + since_us / self.interval_us * self.interval_us;
+        Some(self.origin_us + since_us / self.interval_us * self.interval_us)
+    }
+
+    /// The writer's wall-clock stamp of its last skipped write at or before `now_us`.
+    pub fn last_wall_us(&self, now_us: u64) -> Option<i64> {
         Some(
-            i64::try_from(tick_us)
+            i64::try_from(self.last_tick_us(now_us)?)
                 .ok()?
                 .saturating_add(self.wall_offset_us),
         )
@@ -253,6 +255,15 @@ impl NodeEnv {
             .collect()
     }
 
+    /// How long ago (simulated time) `writer`'s last skipped write fell due, if it skipped
+    /// any: a skipped keep-alive was also a sync of its holder's state, as torch's is.
+    pub fn last_skipped_beat_age_us(&self, writer: u64) -> Option<u64> {
+        let now_us = time::elapsed_us();
+        let st = self.world().state.lock().expect("world lock");
+        let tick_us = st.quiet.beats.get(&writer)?.last_tick_us(now_us)?;
+        Some(now_us - tick_us)
+    }
+
     /// The newest stamp any skipped write carries by now.
     pub fn newest_skipped_beat_wall_us(&self) -> Option<i64> {
         let st = self.world().state.lock().expect("world lock");
@@ -271,6 +282,13 @@ mod tests {
             wall_offset_us: 1000,
             until_us,
         }
+    }
+
+    #[test]
+    fn the_last_skipped_write_falls_on_the_writers_grid() {
+        assert_eq!(beats(10, None).last_tick_us(9), None);
+        assert_eq!(beats(10, None).last_tick_us(24), Some(20));
+        assert_eq!(beats(10, Some(17)).last_tick_us(100), Some(15));
     }
 
     #[test]

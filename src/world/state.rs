@@ -72,6 +72,9 @@ pub struct NodeSlot {
     /// Its agent was ended from outside (killed, powered off, stopped) and no `start` or
     /// `restart` has brought the node back or replaced it since: a start still due may.
     pub down: bool,
+    /// A `pause` fault froze the node's tasks and no `resume` or `start` has thawed them:
+    /// its agent neither writes keep-alives nor acts, so its peers' view of it moves.
+    pub paused: bool,
 }
 
 impl NodeSlot {
@@ -83,6 +86,7 @@ impl NodeSlot {
             launching: started,
             relaunches: 0,
             down: false,
+            paused: false,
         }
     }
 
@@ -225,11 +229,14 @@ impl WorldState {
     }
 
     /// Whether a quiet window may be open now: every live agent process is quiet, none is
-    /// launching, and the network is as the scenario set it, without a cut link.
+    /// launching, no node is paused, and the network is as the scenario set it, without a
+    /// cut link.
     pub fn calm(&self, scenario: &Scenario) -> bool {
         let mut processes = 0;
         for node in &self.nodes {
-            if node.launching {
+            // A paused node's heartbeat ages in its peers' eyes while it sleeps: simulated
+            // message by message until it resumes and the settle time has passed.
+            if node.launching || node.paused {
                 return false;
             }
             if let Some(p) = &node.process {
@@ -477,6 +484,28 @@ mod tests {
         st.nodes[1].down = true;
         st.pending_starts = 0;
         assert!(st.run_is_over(), "no start will come");
+    }
+
+    #[test]
+    fn a_paused_node_keeps_the_control_plane_from_being_calm() {
+        let scenario = crate::scenario::default_scenario("state");
+        let mut st = WorldState::new(&scenario);
+        st.nodes.extend([slot(true), slot(true)]);
+        for (pid, node) in (1000..).zip(st.nodes.iter_mut()) {
+            node.launching = false;
+            node.process = Some(Process {
+                quiet: true,
+                ..process(pid)
+            });
+        }
+        assert!(st.calm(&scenario), "two quiet agents, a calm network");
+        st.nodes[1].paused = true;
+        assert!(
+            !st.calm(&scenario),
+            "a paused node's heartbeat ages in its peer's eyes"
+        );
+        st.nodes[1].paused = false;
+        assert!(st.calm(&scenario), "resumed");
     }
 
     #[test]

@@ -266,7 +266,7 @@ impl Holder {
             time::spend_cpu_ns(costs.state_decode_ns(stored.len())).await;
             return Ok(Some((stored, Some(ours))));
         }
-        if let Some(last) = self.last_sync_mono_us {
+        if let Some(last) = self.last_sync_or_skipped_keep_alive_mono_us() {
             if last >= (self.env.now_mono_us() - CACHE_US).max(0) {
                 return Ok(None);
             }
@@ -274,6 +274,21 @@ impl Holder {
         let stored = self.store.get(&self.key).await?;
         time::spend_cpu_ns(costs.state_decode_ns(stored.len())).await;
         Ok(Some((stored, None)))
+    }
+
+    /// The last sync on this node's monotonic clock, counting a keep-alive skipped in a
+    /// quiet window: torch's keep-alive syncs the state, which keeps the agent's cache fresh,
+    /// so after a window the agent reads the store only when the exact path's would.
+    fn last_sync_or_skipped_keep_alive_mono_us(&self) -> Option<i64> {
+        let skipped = self
+            .env
+            .last_skipped_beat_age_us(skipped_beats::writer_id(&self.node))
+            .map(|age_us| {
+                self.env
+                    .now_mono_us()
+                    .saturating_sub(i64::try_from(age_us).unwrap_or(i64::MAX))
+            });
+        self.last_sync_mono_us.max(skipped)
     }
 
     /// With `dead-participant-rejoin`: how many members of the round this node joined are
