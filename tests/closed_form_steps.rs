@@ -134,3 +134,48 @@ fn cut_runs_keep_every_verdict() {
         assert_eq!(restarts(&closed), restarts(&one), "{file}");
     }
 }
+
+/// A run of steps is one trace event at its last step, but a sampler fault is reported at
+/// the step that showed it: with the planted off-by-one sampler, the closed form puts each
+/// `sampler.coverage` violation where one-at-a-time timing (one event per step) does.
+#[test]
+fn a_misdealt_step_is_reported_at_its_own_moment() {
+    let file = "scenarios/all_nodes_at_max.toml";
+    let options = |step_by_step| {
+        let mut options = RunOptions {
+            step_by_step,
+            ..RunOptions::default()
+        };
+        options
+            .mutants
+            .insert(trainsim::mutant::Mutant::SamplerOffByOne);
+        options
+    };
+    let violations = |report: &trainsim::report::Report| {
+        report
+            .invariants
+            .iter()
+            .filter(|i| i.name == "sampler.coverage")
+            .flat_map(|i| i.violations.iter())
+            // A run's message counts the samples of all its steps: compared up to them.
+            .map(|v| {
+                let what = v.message.split(" (").take(2).collect::<Vec<_>>().join(" (");
+                (v.node, what, v.at.as_us())
+            })
+            .collect::<Vec<_>>()
+    };
+    let (closed, _, _) = common::simulate_and_check(file, options(false));
+    let (one, _, _) = common::simulate_and_check(file, options(true));
+    let (mut closed, mut one) = (violations(&closed), violations(&one));
+    closed.sort_by_key(|v| (v.2, v.0));
+    one.sort_by_key(|v| (v.2, v.0));
+    assert!(!closed.is_empty(), "the planted bug is found");
+    assert_eq!(closed.len(), one.len(), "{closed:#?}\n{one:#?}");
+    for (c, o) in closed.iter().zip(&one) {
+        assert_eq!((c.0, &c.1), (o.0, &o.1));
+        assert!(
+            c.2.abs_diff(o.2) < 1_000,
+            "closed form {c:?}, one at a time {o:?}"
+        );
+    }
+}

@@ -172,6 +172,7 @@ impl Judging<'_, '_, '_, '_, '_> {
         let event = &self.walk.events[step.event];
         let (_, samples, first) = step_fields(event).expect("a step event");
         let mut dealt_count = 0;
+        // The first step of the run given other samples: its batch and when it ended.
         let mut first_misdealt = None;
         for view in event.kind.each_step(event.at) {
             let Some(dealt) = self.one_step(step, &view.trained) else {
@@ -179,7 +180,7 @@ impl Judging<'_, '_, '_, '_, '_> {
             };
             dealt_count += dealt.count;
             if !dealt.as_digested && first_misdealt.is_none() {
-                first_misdealt = Some(view.trained.batch);
+                first_misdealt = Some((view.trained.batch, view.at));
             }
         }
         // A step whose ranks were given other samples than the deal: once per workers.
@@ -190,16 +191,21 @@ impl Judging<'_, '_, '_, '_, '_> {
             let ranks = t.first_rank..t.first_rank + u64::from(t.ranks);
             let message = format!(
                 "at batch {}, ranks {}..{} were given other samples than the sampler deals them ({samples} taken, {dealt_count} dealt)",
-                first_misdealt.unwrap_or(t.batch), ranks.start, ranks.end,
+                first_misdealt.map_or(t.batch, |(batch, _)| batch), ranks.start, ranks.end,
             );
             let kind = CoverageKind::SamplesNotDealt;
-            let found = Found::at_step(
+            let mut found = Found::at_step(
                 step.event,
                 event,
                 Part::Samples,
                 t.world_size,
                 (kind, &message),
             );
+            // A run of steps is one event at its last step: the violation is at the step
+            // that showed it, as on the step-by-step path, where each step is an event.
+            if let Some((_, at)) = first_misdealt {
+                found.violation.at = at;
+            }
             self.judged.found.push(found);
         }
     }
