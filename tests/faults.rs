@@ -79,6 +79,21 @@ fn samples(log: &Log, node: u32, label: &str) -> Vec<(u64, i64)> {
         .collect()
 }
 
+/// (time, pid) of each event on `node` that `pid_of` picks out, in trace order.
+fn pids(trace: &Trace, node: &str, pid_of: fn(&EventKind) -> Option<u32>) -> Vec<(u64, u32)> {
+    on(trace, node)
+        .into_iter()
+        .filter_map(|e| Some((e.at.as_us(), pid_of(&e.kind)?)))
+        .collect()
+}
+
+fn started_pid(kind: &EventKind) -> Option<u32> {
+    match kind {
+        EventKind::AgentStarted { pid } => Some(*pid),
+        _ => None,
+    }
+}
+
 #[test]
 fn kill_then_restart_gives_a_new_process_with_a_new_pid() {
     let s = scenario(
@@ -90,40 +105,16 @@ fn kill_then_restart_gives_a_new_process_with_a_new_pid() {
         ],
     );
     let trace = run(&s, idle(60 * SEC));
-    let kinds: Vec<(u64, &EventKind)> = on(&trace, "node-1")
-        .into_iter()
-        .map(|e| (e.at.as_us(), &e.kind))
-        .collect();
-    let started: Vec<(u64, u32)> = kinds
-        .iter()
-        .filter_map(|(t, k)| {
-            if let EventKind::AgentStarted { pid } = k {
-                Some((*t, *pid))
-            } else {
-                None
-            }
-        })
-        .collect();
-    let killed: Vec<(u64, u32)> = kinds
-        .iter()
-        .filter_map(|(t, k)| {
-            if let EventKind::AgentKilled { pid } = k {
-                Some((*t, *pid))
-            } else {
-                None
-            }
-        })
-        .collect();
-    let exited: Vec<(u64, u32)> = kinds
-        .iter()
-        .filter_map(|(t, k)| {
-            if let EventKind::AgentExited { pid, .. } = k {
-                Some((*t, *pid))
-            } else {
-                None
-            }
-        })
-        .collect();
+    let kinds = on(&trace, "node-1");
+    let started = pids(&trace, "node-1", started_pid);
+    let killed = pids(&trace, "node-1", |k| match k {
+        EventKind::AgentKilled { pid } => Some(*pid),
+        _ => None,
+    });
+    let exited = pids(&trace, "node-1", |k| match k {
+        EventKind::AgentExited { pid, .. } => Some(*pid),
+        _ => None,
+    });
     assert_eq!(started.len(), 2, "{kinds:?}");
     let (first_at, first_pid) = started[0];
     let (second_at, second_pid) = started[1];
@@ -139,17 +130,8 @@ fn kill_then_restart_gives_a_new_process_with_a_new_pid() {
     );
     assert_ne!(first_pid, second_pid, "a restarted node runs a new process");
     // The new pid is also no other node's pid.
-    let node0_pids: Vec<u32> = on(&trace, "node-0")
-        .iter()
-        .filter_map(|e| {
-            if let EventKind::AgentStarted { pid } = e.kind {
-                Some(pid)
-            } else {
-                None
-            }
-        })
-        .collect();
-    assert!(!node0_pids.contains(&second_pid));
+    let node0_pids = pids(&trace, "node-0", started_pid);
+    assert!(!node0_pids.iter().any(|(_, pid)| *pid == second_pid));
     // The killed process never exits by itself; the new one runs its full 60 s.
     assert_eq!(exited.len(), 1, "{kinds:?}");
     assert_eq!(exited[0].1, second_pid);
@@ -201,6 +183,14 @@ fn a_spare_starts_only_at_its_start_fault() {
     assert_eq!(samples(&log, 0, "ran")[0].0, 0);
 }
 
+/// Notes how far the node's wall clock (`utc-elapsed`) and monotonic clock (`mono-elapsed`)
+/// are from the simulated time elapsed.
+fn note_clock_offsets(log: &Log, env: &NodeEnv) {
+    let elapsed = elapsed_us() as i64;
+    note(log, env, "utc-elapsed", env.now_utc_us() - elapsed);
+    note(log, env, "mono-elapsed", env.now_mono_us() - elapsed);
+}
+
 #[test]
 fn clock_skew_moves_the_wall_clock_of_one_node_only() {
     let log: Log = Default::default();
@@ -231,31 +221,9 @@ fn clock_skew_moves_the_wall_clock_of_one_node_only() {
         programs(move |env| {
             let log = l.clone();
             async move {
-                note(
-                    &log,
-                    &env,
-                    "utc-elapsed",
-                    env.now_utc_us() - elapsed_us() as i64,
-                );
-                note(
-                    &log,
-                    &env,
-                    "mono-elapsed",
-                    env.now_mono_us() - elapsed_us() as i64,
-                );
+                note_clock_offsets(&log, &env);
                 sleep_us(20 * SEC).await;
-                note(
-                    &log,
-                    &env,
-                    "utc-elapsed",
-                    env.now_utc_us() - elapsed_us() as i64,
-                );
-                note(
-                    &log,
-                    &env,
-                    "mono-elapsed",
-                    env.now_mono_us() - elapsed_us() as i64,
-                );
+                note_clock_offsets(&log, &env);
                 done()
             }
         }),
@@ -377,6 +345,22 @@ fn probes(log: &Log, node: u32) -> Vec<(u64, bool, u64)> {
         .collect()
 }
 
+/// `others` on every node but node-0, whose agent only idles for a minute (it hosts the
+/// store).
+fn idle_on_node_0(others: Programs) -> Programs {
+    let host = idle(60 * SEC);
+    Programs {
+        agent: Arc::new(move |env| {
+            if env.index == 0 {
+                (host.agent)(env)
+            } else {
+                (others.agent)(env)
+            }
+        }),
+        ..others
+    }
+}
+
 #[test]
 fn partition_cuts_the_named_links_and_heal_restores_them() {
     let log: Log = Default::default();
@@ -395,41 +379,17 @@ fn partition_cuts_the_named_links_and_heal_restores_them() {
         ],
     );
     s.cluster.store = StoreHost::Node(0);
-    let prober = prober(log.clone(), 30, 500 * MS);
-    let host = idle(60 * SEC);
-    let programs = Programs {
-        step_by_step: false,
-        exact_control_plane: false,
-        resolve_role: trainsim::world::no_roles(),
-        // node-0 only hosts the store; the others probe it.
-        agent: Arc::new(move |env| {
-            if env.index == 0 {
-                (host.agent)(env)
-            } else {
-                (prober.agent)(env)
-            }
-        }),
-        store: trainsim::runner::RunOptions::default().programs().store,
-    };
-    let trace = run(&s, programs);
-    let details: Vec<String> = trace
+    let trace = run(&s, idle_on_node_0(prober(log.clone(), 30, 500 * MS)));
+    let details: Vec<&str> = trace
         .events
         .iter()
-        .filter_map(|e| {
-            if let EventKind::FaultApplied { detail, .. } = &e.kind {
-                Some(detail.clone())
-            } else {
-                None
-            }
+        .filter_map(|e| match &e.kind {
+            EventKind::FaultApplied { detail, .. } => Some(detail.as_str()),
+            _ => None,
         })
         .collect();
-    assert_eq!(
-        details,
-        vec![
-            "2 groups, 4 directed links cut".to_owned(),
-            "4 cut links restored".to_owned()
-        ]
-    );
+    let expected = ["2 groups, 4 directed links cut", "4 cut links restored"];
+    assert_eq!(details, expected);
     // TCPStore's `add` has no timeout: node-1's probe that meets the cut waits in TCP's
     // retransmissions and ends only after the heal; none ends inside the partition.
     let cut_off = probes(&log, 1);

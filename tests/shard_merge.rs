@@ -107,6 +107,15 @@ fn merge_error(parts: &[&str]) -> (Option<i32>, String) {
     )
 }
 
+/// Asserts that `trainsim merge` over `parts` exits with code 2 and says `wanted` on
+/// stderr; returns the stderr for further checks.
+fn merge_refuses(parts: &[&str], wanted: &str) -> String {
+    let (code, err) = merge_error(parts);
+    assert_eq!(code, Some(2), "{err}");
+    assert!(err.contains(wanted), "{err}");
+    err
+}
+
 #[test]
 fn parts_that_do_not_tile_one_run_are_errors_naming_the_file() {
     let dir = scratch("errors");
@@ -114,16 +123,12 @@ fn parts_that_do_not_tile_one_run_are_errors_naming_the_file() {
     let p = parts(&dir, &compare);
     let (p3, p1, p2) = (p[0].as_str(), p[1].as_str(), p[2].as_str());
 
-    let (code, err) = merge_error(&[p1, p2]);
-    assert_eq!(code, Some(2));
-    assert!(err.contains("shard 3/3 is missing"), "{err}");
+    let err = merge_refuses(&[p1, p2], "shard 3/3 is missing");
     assert!(err.contains("--shard 3/3 --out"), "{err}");
 
-    let (code, err) = merge_error(&[p1, p2, p3, p2]);
-    assert_eq!(code, Some(2));
-    assert!(
-        err.contains(&format!("{p2} and {p2} are both shard 2/3")),
-        "{err}"
+    merge_refuses(
+        &[p1, p2, p3, p2],
+        &format!("{p2} and {p2} are both shard 2/3"),
     );
 
     let other = dir.join("other.json");
@@ -139,15 +144,8 @@ fn parts_that_do_not_tile_one_run_are_errors_naming_the_file() {
         "--out",
         s(&other),
     ]);
-    let (code, err) = merge_error(&[p1, p2, s(&other)]);
-    assert_eq!(code, Some(2));
-    assert!(
-        err.contains(&format!(
-            "{} is not a part of the same run as {p1}",
-            s(&other)
-        )),
-        "{err}"
-    );
+    let foreign = format!("{} is not a part of the same run as {p1}", s(&other));
+    merge_refuses(&[p1, p2, s(&other)], &foreign);
 
     let batch = dir.join("batch.json");
     ok(&[
@@ -160,29 +158,18 @@ fn parts_that_do_not_tile_one_run_are_errors_naming_the_file() {
         "--out",
         s(&batch),
     ]);
-    let (code, err) = merge_error(&[p1, p2, s(&batch)]);
-    assert_eq!(code, Some(2));
-    assert!(
-        err.contains("it is a batch part, the other a compare"),
-        "{err}"
-    );
+    let kinds = "it is a batch part, the other a compare";
+    merge_refuses(&[p1, p2, s(&batch)], kinds);
 
     // A part whose rows were edited no longer holds the seeds its shard owns.
     let edited = dir.join("edited.json");
     let text = std::fs::read_to_string(p3).unwrap();
     std::fs::write(&edited, text.replacen("\"seed\":2", "\"seed\":1", 1)).unwrap();
-    let (code, err) = merge_error(&[p1, p2, s(&edited)]);
-    assert_eq!(code, Some(2));
-    assert!(err.contains(&format!("{}: ", s(&edited))), "{err}");
+    merge_refuses(&[p1, p2, s(&edited)], &format!("{}: ", s(&edited)));
 
     let junk = dir.join("junk.json");
     std::fs::write(&junk, "{\"format\": \"something else\"}").unwrap();
-    let (code, err) = merge_error(&[s(&junk)]);
-    assert_eq!(code, Some(2));
-    assert!(
-        err.contains(&format!("{}: not a part file", s(&junk))),
-        "{err}"
-    );
+    merge_refuses(&[s(&junk)], &format!("{}: not a part file", s(&junk)));
     std::fs::remove_dir_all(&dir).unwrap();
 }
 

@@ -143,43 +143,13 @@ impl Model {
         match op {
             Op::Set { key, value, .. } => vec![self.set(*key, *value)],
             Op::Get { key, .. } => vec![self.get(*key)],
-            Op::Add { key, delta, .. } => {
-                let now = match self.data.get(KEYS[*key]) {
-                    None => 0,
-                    Some(bytes) => match std::str::from_utf8(bytes)
-                        .ok()
-                        .and_then(|s| s.parse::<i64>().ok())
-                    {
-                        Some(n) => n,
-                        None => return vec![Reply::Refused],
-                    },
-                };
-                let next = now + delta;
-                self.data
-                    .insert(KEYS[*key].into(), next.to_string().into_bytes());
-                vec![Reply::Int(next)]
-            }
+            Op::Add { key, delta, .. } => vec![self.add(*key, *delta)],
             Op::CompareSet {
                 key,
                 expected,
                 desired,
                 ..
-            } => {
-                let (expected, desired) = (VALUES[*expected].to_vec(), VALUES[*desired].to_vec());
-                let reply = match self.data.get(KEYS[*key]) {
-                    None if expected.is_empty() => {
-                        self.data.insert(KEYS[*key].into(), desired.clone());
-                        desired
-                    }
-                    None => expected,
-                    Some(current) if *current == expected => {
-                        self.data.insert(KEYS[*key].into(), desired.clone());
-                        desired
-                    }
-                    Some(current) => current.clone(),
-                };
-                vec![Reply::Value(reply)]
-            }
+            } => vec![self.compare_set(*key, *expected, *desired)],
             Op::Check { keys, .. } => vec![Reply::Bool(self.all_present(keys))],
             Op::Wait { keys, .. } => vec![if self.all_present(keys) {
                 Reply::Done
@@ -214,6 +184,45 @@ impl Model {
                 vec![deleted, got, self.set(*key, *value)]
             }
         }
+    }
+
+    /// TCPStore's `add`: the key's integer plus `delta` (a missing key counts as 0), refused
+    /// on a value that is not an integer.
+    fn add(&mut self, key: usize, delta: i64) -> Reply {
+        let now = match self.data.get(KEYS[key]) {
+            None => 0,
+            Some(bytes) => match std::str::from_utf8(bytes)
+                .ok()
+                .and_then(|s| s.parse::<i64>().ok())
+            {
+                Some(n) => n,
+                None => return Reply::Refused,
+            },
+        };
+        let next = now + delta;
+        self.data
+            .insert(KEYS[key].into(), next.to_string().into_bytes());
+        Reply::Int(next)
+    }
+
+    /// TCPStore's `compare_set`: `desired` is written when the key holds `expected` (or is
+    /// missing and `expected` is empty); the reply is the value the key then holds, or
+    /// `expected` itself for a missing key.
+    fn compare_set(&mut self, key: usize, expected: usize, desired: usize) -> Reply {
+        let (expected, desired) = (VALUES[expected].to_vec(), VALUES[desired].to_vec());
+        let reply = match self.data.get(KEYS[key]) {
+            None if expected.is_empty() => {
+                self.data.insert(KEYS[key].into(), desired.clone());
+                desired
+            }
+            None => expected,
+            Some(current) if *current == expected => {
+                self.data.insert(KEYS[key].into(), desired.clone());
+                desired
+            }
+            Some(current) => current.clone(),
+        };
+        Reply::Value(reply)
     }
 
     fn set(&mut self, key: usize, value: usize) -> Reply {

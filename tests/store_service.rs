@@ -12,7 +12,7 @@ use trainsim::trace::EventKind;
 use trainsim::world::time::{elapsed_us, sleep_us};
 
 #[test]
-fn set_get_add_and_multi_ops_over_the_network() {
+fn set_get_and_add_over_the_network() {
     let log: Log = Default::default();
     let l = log.clone();
     let s = scenario(1, StoreHost::Dedicated, vec![]);
@@ -28,63 +28,11 @@ fn set_get_add_and_multi_ops_over_the_network() {
                 note(&log, &env, format!("get a again = {:?}", c.get("a").await));
                 note(&log, &env, format!("add c 2 = {:?}", c.add("c", 2).await));
                 note(&log, &env, format!("add c 3 = {:?}", c.add("c", 3).await));
-                note(
-                    &log,
-                    &env,
-                    format!("add c -10 = {:?}", c.add("c", -10).await),
-                );
+                let add = c.add("c", -10).await;
+                note(&log, &env, format!("add c -10 = {add:?}"));
                 note(&log, &env, format!("get c = {:?}", c.get("c").await));
                 c.set("t", b"x".to_vec()).await.unwrap();
                 note(&log, &env, format!("add t = {:?}", c.add("t", 1).await));
-                note(
-                    &log,
-                    &env,
-                    format!("check before = {:?}", c.check(keys(&["m1", "m2"])).await),
-                );
-                c.multi_set(vec![
-                    ("m1".into(), b"x".to_vec()),
-                    ("m2".into(), b"y".to_vec()),
-                ])
-                .await
-                .unwrap();
-                note(
-                    &log,
-                    &env,
-                    format!("check after = {:?}", c.check(keys(&["m1", "m2"])).await),
-                );
-                note(
-                    &log,
-                    &env,
-                    format!("check partial = {:?}", c.check(keys(&["m1", "zz"])).await),
-                );
-                note(
-                    &log,
-                    &env,
-                    format!(
-                        "multi_get = {:?}",
-                        c.multi_get(keys(&["m2", "m1", "a"])).await
-                    ),
-                );
-                note(
-                    &log,
-                    &env,
-                    format!("delete m1 = {:?}", c.delete_key("m1").await),
-                );
-                note(
-                    &log,
-                    &env,
-                    format!("delete m1 again = {:?}", c.delete_key("m1").await),
-                );
-                note(
-                    &log,
-                    &env,
-                    format!("check deleted = {:?}", c.check(keys(&["m1"])).await),
-                );
-                note(
-                    &log,
-                    &env,
-                    format!("check kept = {:?}", c.check(keys(&["m2"])).await),
-                );
                 done()
             }
         }),
@@ -100,6 +48,67 @@ fn set_get_add_and_multi_ops_over_the_network() {
             "add c -10 = Ok(-5)",
             "get c = Ok([45, 53])",
             "add t = Err(Refused(\"add on non-integer key 't'\"))",
+        ]
+    );
+}
+
+#[test]
+fn check_multi_ops_and_delete_over_the_network() {
+    let log: Log = Default::default();
+    let l = log.clone();
+    let s = scenario(1, StoreHost::Dedicated, vec![]);
+    run(
+        &s,
+        programs(move |env| {
+            let log = l.clone();
+            async move {
+                let c = client(&env, READ_TIMEOUT_US).await;
+                c.set("a", b"2".to_vec()).await.unwrap();
+                let check = |names: &'static [&'static str]| c.check(keys(names));
+                note(
+                    &log,
+                    &env,
+                    format!("check before = {:?}", check(&["m1", "m2"]).await),
+                );
+                let pairs = vec![("m1".into(), b"x".to_vec()), ("m2".into(), b"y".to_vec())];
+                c.multi_set(pairs).await.unwrap();
+                note(
+                    &log,
+                    &env,
+                    format!("check after = {:?}", check(&["m1", "m2"]).await),
+                );
+                note(
+                    &log,
+                    &env,
+                    format!("check partial = {:?}", check(&["m1", "zz"]).await),
+                );
+                let got = c.multi_get(keys(&["m2", "m1", "a"])).await;
+                note(&log, &env, format!("multi_get = {got:?}"));
+                note(
+                    &log,
+                    &env,
+                    format!("delete m1 = {:?}", c.delete_key("m1").await),
+                );
+                let again = c.delete_key("m1").await;
+                note(&log, &env, format!("delete m1 again = {again:?}"));
+                note(
+                    &log,
+                    &env,
+                    format!("check deleted = {:?}", check(&["m1"]).await),
+                );
+                note(
+                    &log,
+                    &env,
+                    format!("check kept = {:?}", check(&["m2"]).await),
+                );
+                done()
+            }
+        }),
+    );
+    let seen: Vec<String> = entries(&log, 0).into_iter().map(|(w, _)| w).collect();
+    assert_eq!(
+        seen,
+        vec![
             "check before = Ok(false)",
             "check after = Ok(true)",
             "check partial = Ok(false)",
@@ -392,11 +401,7 @@ fn a_dead_store_process_on_a_live_host_refuses_at_once() {
         .iter()
         .any(|e| matches!(&e.kind, EventKind::StoreDied { reason } if reason == "store_crash")));
     assert_eq!(find(&log, 1, "before").0, "before = Ok(())");
-    let start: u64 = find(&log, 1, "start")
-        .0
-        .trim_start_matches("start ")
-        .parse()
-        .unwrap();
+    let start = logged_us(&log, 1, "start ");
     let (after, at) = find(&log, 1, "after");
     assert!(
         // An established connection to a dead server process is reset, not refused.
@@ -404,11 +409,7 @@ fn a_dead_store_process_on_a_live_host_refuses_at_once() {
         "{after}"
     );
     assert!(at - start < 100_000, "reset after {} us", at - start);
-    let fresh_start: u64 = find(&log, 1, "fresh start")
-        .0
-        .trim_start_matches("fresh start ")
-        .parse()
-        .unwrap();
+    let fresh_start = logged_us(&log, 1, "fresh start ");
     let (fresh, fresh_at) = find(&log, 1, "fresh =");
     assert!(fresh.contains("refused"), "{fresh}");
     // The tries land at the running sums of the delays; the first past 3 s fails, and the
@@ -462,11 +463,7 @@ fn a_dead_store_with_a_blocked_request_pending_still_refuses() {
         }),
     );
     assert_eq!(find(&log, 2, "before").0, "before = Ok(())");
-    let start: u64 = find(&log, 2, "start")
-        .0
-        .trim_start_matches("start ")
-        .parse()
-        .unwrap();
+    let start = logged_us(&log, 2, "start ");
     let (after, at) = find(&log, 2, "after");
     assert!(
         after.contains("reset by peer"),

@@ -258,6 +258,14 @@ mod tests {
         }
     }
 
+    fn end_of_epoch_0() -> EventKind {
+        EventKind::ReaderEndOfData {
+            pid: 1,
+            round: 0,
+            epoch: 0,
+        }
+    }
+
     #[test]
     fn without_a_reader_every_reader_invariant_is_not_applicable() {
         let t = trace(vec![e(1, "node-0", batch(vec![[0, 0, 2]]))]);
@@ -274,11 +282,6 @@ mod tests {
     fn a_repeated_record_a_wrong_move_and_a_hang_are_located() {
         let s = with_reader();
         use BufferState::*;
-        let end = EventKind::ReaderEndOfData {
-            pid: 1,
-            round: 0,
-            epoch: 0,
-        };
         let hang = EventKind::ReaderHang {
             pid: 1,
             round: 0,
@@ -293,7 +296,7 @@ mod tests {
             ),
             e(2, "node-0", buffer(2, ActorId::Trainer, Writing, Reading)),
             e(3, "node-0", batch(vec![[0, 0, 2], [0, 1, 1]])),
-            e(4, "node-0", end),
+            e(4, "node-0", end_of_epoch_0()),
             e(9, "node-0", hang),
         ]);
         let once = exactly_once(&s, &t);
@@ -318,7 +321,12 @@ mod tests {
         assert_eq!(ends.violations[0].at.as_us(), 9_000_000);
         assert_eq!(ends.violations[0].kind, checks::TerminatesKind::Hang.into());
         assert_eq!(ends.violations[0].node, Some(TraceNode::node(0)));
-        // Without the hang and the bad batch, all three hold.
+    }
+
+    #[test]
+    fn without_the_repeated_record_the_wrong_move_and_the_hang_all_three_hold() {
+        let s = with_reader();
+        use BufferState::*;
         let good = trace(vec![
             e(
                 1,
@@ -326,15 +334,7 @@ mod tests {
                 buffer(1, ActorId::Collector, ReadyForWrite, Writing),
             ),
             e(3, "node-0", batch(vec![[0, 0, 2]])),
-            e(
-                4,
-                "node-0",
-                EventKind::ReaderEndOfData {
-                    pid: 1,
-                    round: 0,
-                    epoch: 0,
-                },
-            ),
+            e(4, "node-0", end_of_epoch_0()),
         ]);
         for result in [
             exactly_once(&s, &good),

@@ -214,26 +214,12 @@ impl<'a, 't> Walk<'a, 't> {
                     round,
                     store_incarnation,
                     ..
-                } => {
-                    let group = index(walk.groups.len());
-                    walk.groups.push(Group {
-                        store_incarnation: *store_incarnation,
-                        first_epoch: None,
-                    });
-                    let next_node = index(nodes.len());
-                    let node_index = *nodes.entry(node).or_insert(next_node);
-                    let next_workers = index(walk.workers.len());
-                    let entry = started
-                        .entry((*round, *pid, node))
-                        .or_insert((next_workers, group));
-                    entry.1 = group;
-                    if entry.0 == next_workers {
-                        walk.workers.push(Workers {
-                            node: node_index,
-                            round: *round,
-                        });
-                    }
-                }
+                } => walk.workers_started(
+                    (*round, *pid, node),
+                    *store_incarnation,
+                    &mut started,
+                    &mut nodes,
+                ),
                 EventKind::Step {
                     pid,
                     round,
@@ -260,6 +246,34 @@ impl<'a, 't> Walk<'a, 't> {
             }
         }
         walk
+    }
+
+    /// Workers started on `key`'s (round, pid, node): a new group always, and new workers
+    /// unless that process already started some (a later group of the same workers).
+    fn workers_started(
+        &mut self,
+        key: (u64, u32, TraceNode),
+        store_incarnation: u64,
+        started: &mut BTreeMap<(u64, u32, TraceNode), (u32, u32)>,
+        nodes: &mut BTreeMap<TraceNode, u32>,
+    ) {
+        let (round, _, node) = key;
+        let group = index(self.groups.len());
+        self.groups.push(Group {
+            store_incarnation,
+            first_epoch: None,
+        });
+        let next_node = index(nodes.len());
+        let node_index = *nodes.entry(node).or_insert(next_node);
+        let next_workers = index(self.workers.len());
+        let entry = started.entry(key).or_insert((next_workers, group));
+        entry.1 = group;
+        if entry.0 == next_workers {
+            self.workers.push(Workers {
+                node: node_index,
+                round,
+            });
+        }
     }
 
     /// Keeps a step whose world fits the cluster and whose ranks fit its world.

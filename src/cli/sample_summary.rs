@@ -162,6 +162,32 @@ fn write_text(out: &mut impl Write, args: &SampleArgs, s: &Summary) -> std::io::
         "{kind}: {n} samples over {p} ranks (shuffle {shuffle}, seed {}, epoch {})",
         args.seed, args.epoch
     )?;
+    write_drop_last(out, args, e, list)?;
+    let num_samples = in_effect(e, args.drop_last);
+    for rank in ranks(args) {
+        write!(out, "rank {rank}: {}", samples(num_samples))?;
+        // Padding fills fewer places than there are ranks, past the dataset's end: a rank
+        // gets at most one copy, as its last sample.
+        if let (false, [copy]) = (args.drop_last, e.padding_of(rank).as_slice()) {
+            write!(out, ", the last a padding copy of index {copy}")?;
+        }
+        writeln!(out)?;
+    }
+    if let Some(b) = &s.batching {
+        write_batching(out, args, b, p)?;
+    }
+    Ok(())
+}
+
+/// What each `drop_last` setting does to the epoch: the padding one adds, the tail the
+/// other drops, each line marking the setting in effect. `list` names what is padded from.
+fn write_drop_last(
+    out: &mut impl Write,
+    args: &SampleArgs,
+    e: &EpochEvening,
+    list: &str,
+) -> std::io::Result<()> {
+    let (n, p) = (e.dataset_len, e.num_replicas);
     let mark = |on: bool| {
         if on == args.drop_last {
             " (in effect)"
@@ -203,19 +229,6 @@ fn write_text(out: &mut impl Write, args: &SampleArgs, s: &Summary) -> std::io::
             samples(e.dropped.len() as u64),
             listed(indices)
         )?;
-    }
-    let num_samples = in_effect(e, args.drop_last);
-    for rank in ranks(args) {
-        write!(out, "rank {rank}: {}", samples(num_samples))?;
-        // Padding fills fewer places than there are ranks, past the dataset's end: a rank
-        // gets at most one copy, as its last sample.
-        if let (false, [copy]) = (args.drop_last, e.padding_of(rank).as_slice()) {
-            write!(out, ", the last a padding copy of index {copy}")?;
-        }
-        writeln!(out)?;
-    }
-    if let Some(b) = &s.batching {
-        write_batching(out, args, b, p)?;
     }
     Ok(())
 }

@@ -111,15 +111,7 @@ impl<'a> Reader<'a> {
                 *world_size,
                 participants,
             ),
-            EventKind::RendezvousFailed { error, .. } => {
-                self.pending.remove(&node);
-                self.hit.insert(match error {
-                    RendezvousErrorKind::Closed => "join_after_close",
-                    RendezvousErrorKind::Timeout => "join_timeout",
-                    RendezvousErrorKind::StoreUnreachable => "store_client_error",
-                    _ => return,
-                });
-            }
+            EventKind::RendezvousFailed { error, .. } => self.join_failed(node, error),
             EventKind::AgentKilled { .. } | EventKind::AgentExited { .. } => {
                 self.pending.remove(&node);
                 self.last_heartbeat.remove(&node);
@@ -145,15 +137,7 @@ impl<'a> Reader<'a> {
                 store_incarnation,
                 master,
                 ..
-            } => {
-                let first = self
-                    .masters
-                    .entry((*store_incarnation, *round))
-                    .or_insert_with(|| master.clone());
-                if first != master {
-                    self.hit.insert("two_masters_in_round");
-                }
-            }
+            } => self.workers_started((*store_incarnation, *round), master),
             EventKind::WorkerFailed { reason, .. } if reason != "worker_crash" => {
                 self.hit.insert("worker_failed_in_job");
             }
@@ -162,6 +146,25 @@ impl<'a> Reader<'a> {
                 self.hit.insert("run_timed_out");
             }
             _ => {}
+        }
+    }
+
+    fn join_failed(&mut self, node: TraceNode, error: &RendezvousErrorKind) {
+        self.pending.remove(&node);
+        self.hit.insert(match error {
+            RendezvousErrorKind::Closed => "join_after_close",
+            RendezvousErrorKind::Timeout => "join_timeout",
+            RendezvousErrorKind::StoreUnreachable => "store_client_error",
+            _ => return,
+        });
+    }
+
+    /// The workers of round `key` on one node were handed `master`: the round's first
+    /// master is remembered, and any other one is a second master in the round.
+    fn workers_started(&mut self, key: (u64, u64), master: &str) {
+        let first = self.masters.entry(key).or_insert_with(|| master.to_owned());
+        if first.as_str() != master {
+            self.hit.insert("two_masters_in_round");
         }
     }
 

@@ -151,18 +151,7 @@ impl Collector {
         }
         bufs.put_records(dst, records.clone());
         let action = if records.is_empty() {
-            assert!(
-                self.ended.iter().all(|e| *e),
-                "the epoch ended with workers {:?} still reading",
-                (0u32..)
-                    .zip(&self.ended)
-                    .filter(|(_, e)| !**e)
-                    .map(|(w, _)| w)
-                    .collect::<Vec<_>>()
-            );
-            self.ended.iter_mut().for_each(|e| *e = false);
-            self.ended_count = 0;
-            self.counter = 0;
+            self.start_next_epoch();
             CollectorAction::EndOfEpoch { worker }
         } else if self.double_publish && worker > 0 && !self.republishing {
             // The planted bug: keep the source held, so the next iteration sends it again.
@@ -176,6 +165,22 @@ impl Collector {
         };
         bufs.store(dst, me, BufferState::ReadyForRead);
         action
+    }
+
+    /// Every worker has ended: forgets who ended and puts the cursor back on worker 0.
+    fn start_next_epoch(&mut self) {
+        assert!(
+            self.ended.iter().all(|e| *e),
+            "the epoch ended with workers {:?} still reading",
+            (0u32..)
+                .zip(&self.ended)
+                .filter(|(_, e)| !**e)
+                .map(|(w, _)| w)
+                .collect::<Vec<_>>()
+        );
+        self.ended.iter_mut().for_each(|e| *e = false);
+        self.ended_count = 0;
+        self.counter = 0;
     }
 
     /// Why the collector is spinning, as a sentence fragment.

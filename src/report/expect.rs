@@ -49,6 +49,18 @@ pub(super) fn check(
             ));
         }
     }
+    failures.extend(final_round_failures(expect, rounds));
+    failures.extend(invariant_failures(expect, invariants));
+    ExpectResult {
+        met: failures.is_empty(),
+        failures,
+    }
+}
+
+/// Sentences for what the last completed round was expected to be: its world size and its
+/// participants in rank order.
+fn final_round_failures(expect: &Expect, rounds: &[RoundSummary]) -> Vec<String> {
+    let mut failures = Vec::new();
     if let Some(wanted) = expect.final_world_size {
         match rounds.last() {
             Some(last) if last.world_size == wanted => {}
@@ -77,11 +89,7 @@ pub(super) fn check(
             )),
         }
     }
-    failures.extend(invariant_failures(expect, invariants));
-    ExpectResult {
-        met: failures.is_empty(),
-        failures,
-    }
+    failures
 }
 
 /// Sentences for invariants whose verdict differs from what the scenario expects.

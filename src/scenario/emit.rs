@@ -214,7 +214,16 @@ fn fault(f: &Fault) -> RawFault {
         kind: Some(f.kind.name().to_string()),
         ..RawFault::default()
     };
-    match &f.kind {
+    set_kind_keys(&mut r, &f.kind);
+    if let Some(role) = f.role {
+        r.node = Some(role.to_string());
+    }
+    r
+}
+
+/// Sets the keys of `r` that say what the fault `kind` does, besides `at` and `kind`.
+fn set_kind_keys(r: &mut RawFault, kind: &FaultKind) {
+    match kind {
         FaultKind::Kill { node: n }
         | FaultKind::PowerOff { node: n }
         | FaultKind::Stop { node: n }
@@ -275,10 +284,6 @@ fn fault(f: &Fault) -> RawFault {
                 (Some(node(*n)), Some(*local_rank), Some(*exit_code));
         }
     }
-    if let Some(role) = f.role {
-        r.node = Some(role.to_string());
-    }
-    r
 }
 
 fn expect(e: &Expect) -> Option<RawExpect> {

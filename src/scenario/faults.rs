@@ -203,10 +203,6 @@ fn fault_kind(
             e
         }),
     };
-    let duration = |v: Option<Duration>| -> Check<Option<SimDuration>> {
-        v.map(|d| duration_in(&p.key("duration"), d, 1..=TIME_LIMIT_US_MAX))
-            .transpose()
-    };
     Ok(match name {
         FaultName::Kill => FaultKind::Kill { node: node()? },
         FaultName::PowerOff => FaultKind::PowerOff { node: node()? },
@@ -227,12 +223,12 @@ fn fault_kind(
             FaultKind::Latency {
                 latency_min: min,
                 latency_max: max,
-                duration: duration(f.duration)?,
+                duration: fault_duration(p, f.duration)?,
             }
         }
         FaultName::Loss => FaultKind::Loss {
             probability: probability(&p.key("probability"), f.probability.unwrap_or(0.0))?,
-            duration: duration(f.duration)?,
+            duration: fault_duration(p, f.duration)?,
         },
         FaultName::ClockSkew => FaultKind::ClockSkew {
             node: node()?,
@@ -242,17 +238,7 @@ fn fault_kind(
                 CLOCK_SKEW_US_MAX,
             )?,
         },
-        FaultName::GpuSlow => FaultKind::GpuSlow {
-            node: node()?,
-            gpu: gpu(p, f.gpu.unwrap_or(0), ctx)?,
-            factor: float_in(
-                &p.key("factor"),
-                f.factor.unwrap_or(1.0),
-                1.0,
-                GPU_SLOW_FACTOR_MAX,
-            )?,
-            duration: duration(f.duration)?.unwrap_or(SimDuration::ZERO),
-        },
+        FaultName::GpuSlow => gpu_slow(p, f, ctx, node()?)?,
         FaultName::GpuFail => FaultKind::GpuFail {
             node: node()?,
             gpu: gpu(p, f.gpu.unwrap_or(0), ctx)?,
@@ -264,6 +250,29 @@ fn fault_kind(
         },
         FaultName::StoreCrash => FaultKind::StoreCrash,
     })
+}
+
+/// `gpu_slow` on `node` (checked first, so its error is the one reported): which GPU, how
+/// many times slower, for how long.
+fn gpu_slow(p: &FieldPath, f: &RawFault, ctx: &FaultContext, node: u32) -> Check<FaultKind> {
+    Ok(FaultKind::GpuSlow {
+        node,
+        gpu: gpu(p, f.gpu.unwrap_or(0), ctx)?,
+        factor: float_in(
+            &p.key("factor"),
+            f.factor.unwrap_or(1.0),
+            1.0,
+            GPU_SLOW_FACTOR_MAX,
+        )?,
+        duration: fault_duration(p, f.duration)?.unwrap_or(SimDuration::ZERO),
+    })
+}
+
+/// A fault's optional `duration`, when it gives one.
+fn fault_duration(p: &FieldPath, duration: Option<Duration>) -> Check<Option<SimDuration>> {
+    duration
+        .map(|d| duration_in(&p.key("duration"), d, 1..=TIME_LIMIT_US_MAX))
+        .transpose()
 }
 
 fn link(p: &FieldPath, name: FaultName, f: &RawFault, ctx: &FaultContext) -> Check<FaultKind> {

@@ -473,6 +473,27 @@ fn complexity(len: u64) -> BoxedStrategy<Complexity> {
     .boxed()
 }
 
+/// The default cluster with the generated sizes and skews; `flag` picks the short TCP
+/// retry count and a dedicated store over one on the last node.
+fn generated_cluster(
+    (nodes, spare, gpus): (u32, u32, u32),
+    skew: std::collections::BTreeMap<u32, i64>,
+    flag: bool,
+) -> Cluster {
+    let mut cluster = default_scenario("generated").cluster;
+    cluster.nodes = nodes;
+    cluster.spare_nodes = spare;
+    cluster.gpus_per_node = gpus;
+    cluster.clock_skew_us = skew;
+    cluster.tcp_retries2 = if flag { 5 } else { 15 };
+    cluster.store = if flag {
+        StoreHost::Dedicated
+    } else {
+        StoreHost::Node(nodes - 1)
+    };
+    cluster
+}
+
 /// Generated scenarios within the bounds (the fuzzer's view of the model).
 fn scenario() -> impl Strategy<Value = Scenario> {
     (1u32..6, 0u32..3, 1u32..9, 1u64..40)
@@ -513,16 +534,7 @@ fn scenario() -> impl Strategy<Value = Scenario> {
                 } else {
                     String::new()
                 };
-                s.cluster.nodes = nodes;
-                s.cluster.spare_nodes = spare;
-                s.cluster.gpus_per_node = gpus;
-                s.cluster.clock_skew_us = skew;
-                s.cluster.tcp_retries2 = if flag { 5 } else { 15 };
-                s.cluster.store = if flag {
-                    StoreHost::Dedicated
-                } else {
-                    StoreHost::Node(nodes - 1)
-                };
+                s.cluster = generated_cluster((nodes, spare, gpus), skew, flag);
                 s.network.loss = loss;
                 s.rendezvous.min_nodes = min_nodes;
                 s.rendezvous.max_nodes = min_nodes + extra;

@@ -84,14 +84,9 @@ pub fn validate(raw: &RawScenario) -> Check<Scenario> {
     })
 }
 
-/// `[expect]`.
-fn expect(raw: &Option<RawExpect>, total_nodes: u32) -> Check<Expect> {
-    let Some(e) = raw else {
-        return Ok(Expect::default());
-    };
-    let p = FieldPath::root().key("expect");
-    let outcome = e.outcome;
-    let rounds = match e.rounds {
+/// `expect.rounds`: an exact count or a `{ min, max }` range, as (min, max).
+fn expected_rounds(p: &FieldPath, raw: Option<RawRounds>) -> Check<Option<(u64, u64)>> {
+    Ok(match raw {
         None => None,
         Some(RawRounds::Exact(n)) => Some((in_range(&p.key("rounds"), n, 0, ROUNDS_MAX)?, n)),
         Some(RawRounds::Range { min, max }) => {
@@ -110,7 +105,17 @@ fn expect(raw: &Option<RawExpect>, total_nodes: u32) -> Check<Expect> {
             }
             Some((min, max))
         }
+    })
+}
+
+/// `[expect]`.
+fn expect(raw: &Option<RawExpect>, total_nodes: u32) -> Check<Expect> {
+    let Some(e) = raw else {
+        return Ok(Expect::default());
     };
+    let p = FieldPath::root().key("expect");
+    let outcome = e.outcome;
+    let rounds = expected_rounds(&p, e.rounds)?;
     let mut restarts = BTreeMap::new();
     for (name, count) in e.restarts.iter().flatten() {
         let at = p.key("restarts").key(name);

@@ -443,6 +443,20 @@ mod tests {
         }
     }
 
+    /// Step `step` of round 0, at `at_us`, by the workers of agent pid 7 on `node`.
+    fn step_of_pid_7(node: Option<&str>, at_us: u64, step: u64) -> Event {
+        let kind = EventKind::Step {
+            pid: 7,
+            round: 0,
+            step,
+            epoch: 0,
+            samples: 0,
+            trained: Default::default(),
+            run: Default::default(),
+        };
+        ev(at_us, node, kind)
+    }
+
     #[test]
     fn consecutive_steps_become_one_span_inside_the_group() {
         let n = Some("node-0");
@@ -462,45 +476,9 @@ mod tests {
                         restart_count: 0,
                     },
                 ),
-                ev(
-                    20,
-                    n,
-                    EventKind::Step {
-                        pid: 7,
-                        round: 0,
-                        step: 1,
-                        epoch: 0,
-                        samples: 0,
-                        trained: Default::default(),
-                        run: Default::default(),
-                    },
-                ),
-                ev(
-                    30,
-                    n,
-                    EventKind::Step {
-                        pid: 7,
-                        round: 0,
-                        step: 2,
-                        epoch: 0,
-                        samples: 0,
-                        trained: Default::default(),
-                        run: Default::default(),
-                    },
-                ),
-                ev(
-                    40,
-                    n,
-                    EventKind::Step {
-                        pid: 7,
-                        round: 0,
-                        step: 3,
-                        epoch: 0,
-                        samples: 0,
-                        trained: Default::default(),
-                        run: Default::default(),
-                    },
-                ),
+                step_of_pid_7(n, 20, 1),
+                step_of_pid_7(n, 30, 2),
+                step_of_pid_7(n, 40, 3),
                 ev(
                     50,
                     None,

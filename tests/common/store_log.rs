@@ -66,6 +66,15 @@ pub fn find(log: &Log, node: u32, prefix: &str) -> (String, u64) {
         })
 }
 
+/// The time node `node` logged as `{prefix}{microseconds}`.
+pub fn logged_us(log: &Log, node: u32, prefix: &str) -> u64 {
+    let (what, _) = find(log, node, prefix);
+    let number = what.trim_start_matches(prefix);
+    number
+        .parse()
+        .unwrap_or_else(|e| panic!("node-{node} logged {what:?}, not a time in us: {e}"))
+}
+
 pub async fn client(env: &NodeEnv, timeout_us: u64) -> StoreClient {
     StoreClient::connect(env.store_addr(), timeout_us)
         .await

@@ -46,16 +46,8 @@ pub(super) fn add(timeline: &mut Timeline, scenario: &Scenario, trace: &Trace) {
         let title = format!("{fault}: {detail}");
         match (fault, node) {
             (FaultName::Partition, _) => {
-                close_partitions(timeline, &mut open, at_us);
                 let groups = partitions.next().unwrap_or_default();
-                for (node, what) in cut_off(&groups) {
-                    let o = Open {
-                        start_us: at_us,
-                        class: "shade-partition",
-                        what,
-                    };
-                    open.insert(node, o);
-                }
+                open_partition(timeline, &mut open, at_us, &groups);
             }
             (FaultName::Heal, _) => close_partitions(timeline, &mut open, at_us),
             (FaultName::Pause | FaultName::Stop | FaultName::PowerOff, Some(node)) => {
@@ -87,6 +79,25 @@ pub(super) fn add(timeline: &mut Timeline, scenario: &Scenario, trace: &Trace) {
     let nodes: Vec<String> = open.keys().cloned().collect();
     for node in nodes {
         close(timeline, &mut open, &node, timeline.end_us);
+    }
+}
+
+/// A partition at `at_us` into `groups`: it replaces any partition still open, and shades
+/// every node it cuts off until the next heal or partition.
+fn open_partition(
+    timeline: &mut Timeline,
+    open: &mut BTreeMap<String, Open>,
+    at_us: u64,
+    groups: &[Vec<u32>],
+) {
+    close_partitions(timeline, open, at_us);
+    for (node, what) in cut_off(groups) {
+        let o = Open {
+            start_us: at_us,
+            class: "shade-partition",
+            what,
+        };
+        open.insert(node, o);
     }
 }
 
