@@ -107,8 +107,14 @@ fn run(example: &Example) -> String {
         example.document,
         example.command
     );
+    // A file the block writes under /tmp goes to this test process's own directory, so
+    // two suites running at once on one machine never share a part file.
+    let private = std::env::temp_dir().join(format!("trainsim-readme-{}", std::process::id()));
+    std::fs::create_dir_all(&private).expect("a private temporary directory");
+    let private = format!("{}/", private.display());
     let mut words = example.command.split_whitespace();
     assert_eq!(words.next(), Some("trainsim"), "{}", example.command);
+    let words: Vec<String> = words.map(|w| w.replace("/tmp/", &private)).collect();
     let out = trainsim_command()
         .args(words)
         .output()
