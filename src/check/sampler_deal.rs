@@ -7,8 +7,14 @@ use crate::job::epoch_plan::{complexities, dataset_key};
 use crate::memo::Memo;
 use crate::sampler::{DistributedSampler, LoadBalancingSampler, SamplerError};
 use crate::scenario::model::{JobConfig, SamplerKind};
+use crate::trace::samples_digest;
 use std::collections::BTreeMap;
-use std::sync::{Arc, OnceLock};
+use std::sync::{Arc, Mutex, OnceLock};
+
+/// Step digests a deal keeps (about 50 bytes each): every node's every batch of a fuzz
+/// case's epoch (8 nodes of 100 000 samples in batches of 32) fits, and the deals the
+/// process keeps (`DISTRIBUTED_DEAL_IDS_MAX`) add at most a few MiB.
+const DIGESTS_KEPT_MAX: usize = 8_192;
 
 /// Deals one [`Dealer`] keeps at once (each holds one permutation of the dataset).
 pub(super) const DEALS_CACHED_MAX: usize = 4;
@@ -24,6 +30,18 @@ pub(super) struct Deal {
     /// Samples per rank (torch's `num_samples`).
     num_samples: u64,
     batch_size: u64,
+    /// What the checks of every run sharing this deal computed from it.
+    derived: Derived,
+}
+
+/// Pure functions of a deal, kept with it: a campaign's runs share the deal, and each of
+/// their checks asks for the same steps' digests and the same epochs' coverage.
+#[derive(Debug, Default)]
+struct Derived {
+    /// By (first rank, ranks, batch): the digest of those ranks' batch.
+    digests: Mutex<BTreeMap<(u64, u32, u64), u64>>,
+    /// By first batch: distinct ids in every rank's batches from it to the last.
+    distinct_from: Mutex<BTreeMap<u64, u64>>,
 }
 
 impl Deal {
@@ -47,6 +65,7 @@ impl Deal {
             starts,
             num_samples,
             batch_size,
+            derived: Derived::default(),
         }
     }
 
@@ -77,12 +96,52 @@ impl Deal {
             starts: (0..=ws).map(|rank| rank * ns).collect(),
             num_samples,
             batch_size,
+            derived: Derived::default(),
         }
     }
 
     /// Batches per rank: the last one may be short, as a `DataLoader` keeps it.
     pub fn batches(&self) -> u64 {
         self.num_samples.div_ceil(self.batch_size)
+    }
+
+    /// Ranks in the world dealt to.
+    pub fn world_size(&self) -> u64 {
+        self.starts.len().saturating_sub(1) as u64
+    }
+
+    /// The digest of batch `batch` of ranks `first_rank..first_rank + ranks`, in rank order
+    /// (what a node whose ranks those are trained on in that step, if the job is right).
+    pub fn digest(&self, first_rank: u64, ranks: u32, batch: u64) -> u64 {
+        let key = (first_rank, ranks, batch);
+        if let Some(&digest) = lock(&self.derived.digests).get(&key) {
+            return digest;
+        }
+        let digest = samples_digest(
+            (first_rank..first_rank + u64::from(ranks)).map(|r| self.batch(r, batch)),
+        );
+        let mut digests = lock(&self.derived.digests);
+        if digests.len() < DIGESTS_KEPT_MAX {
+            digests.insert(key, digest);
+        }
+        digest
+    }
+
+    /// How many distinct ids every rank's batches from `first_batch` on hold together.
+    pub fn distinct_from(&self, first_batch: u64) -> u64 {
+        if let Some(&distinct) = lock(&self.derived.distinct_from).get(&first_batch) {
+            return distinct;
+        }
+        let distinct = distinct_ids(
+            (0..self.world_size())
+                .flat_map(|rank| (first_batch..self.batches()).map(move |b| (rank, b)))
+                .map(|(rank, batch)| self.batch(rank, batch)),
+        );
+        let mut known = lock(&self.derived.distinct_from);
+        if (known.len() as u64) < self.batches() {
+            known.insert(first_batch, distinct);
+        }
+        distinct
     }
 
     /// The ids of `rank`'s batch `batch`; none for a rank outside the world.
@@ -98,6 +157,27 @@ impl Deal {
         let end = (end as usize).min(list.len());
         &list[(first as usize).min(end)..end]
     }
+}
+
+/// How many distinct ids `batches` hold together.
+pub(super) fn distinct_ids<'a>(batches: impl Iterator<Item = &'a [u64]>) -> u64 {
+    let mut seen: Vec<u64> = Vec::new();
+    let mut distinct = 0;
+    for &id in batches.flatten() {
+        let (word, bit) = ((id / 64) as usize, 1u64 << (id % 64));
+        if word >= seen.len() {
+            seen.resize(word + 1, 0);
+        }
+        distinct += u64::from(seen[word] & bit == 0);
+        seen[word] |= bit;
+    }
+    distinct
+}
+
+/// A lock on a memo of pure results: a panic elsewhere cannot leave one half-written.
+fn lock<T>(memo: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    memo.lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
 /// What a deal of torch's `DistributedSampler` depends on: the dataset's length, the
@@ -221,7 +301,7 @@ impl<'s, 'a> Dealer<'s, 'a> {
     }
 
     /// `epoch` dealt to `world_size` ranks, as `set_epoch(epoch)` on every rank's sampler.
-    pub fn deal(&mut self, epoch: u64, world_size: u64) -> Result<&Deal, &SamplerError> {
+    pub fn deal(&mut self, epoch: u64, world_size: u64) -> Result<&Arc<Deal>, &SamplerError> {
         let key = (epoch, world_size);
         if !self.cached.contains_key(&key) {
             let deal = self.source.deal(epoch, world_size);
@@ -232,7 +312,7 @@ impl<'s, 'a> Dealer<'s, 'a> {
             }
             self.cached.insert(key, deal);
         }
-        self.cached[&key].as_ref().map(|deal| &**deal)
+        self.cached[&key].as_ref()
     }
 }
 
@@ -263,6 +343,25 @@ mod tests {
         }
         assert!(deal.batch(4, 0).is_empty(), "no rank 4 in a world of 4");
         assert!(deal.batch(0, 2).is_empty(), "no batch past the last");
+    }
+
+    #[test]
+    fn a_deal_keeps_what_it_derives_equal_to_computing_it() {
+        // 10 samples padded to 12 over 4 ranks: ids 0 and 1 are dealt twice.
+        let order: Vec<u64> = (0..10).chain(0..2).collect();
+        let deal = Deal::strided(&order, 4, 3, 2);
+        for _ in 0..2 {
+            let direct = samples_digest([deal.batch(1, 1), deal.batch(2, 1)]);
+            assert_eq!(deal.digest(1, 2, 1), direct, "computed, then kept");
+            assert_eq!(
+                deal.distinct_from(0),
+                10,
+                "every sample once, padding aside"
+            );
+            let from_1: Vec<&[u64]> = (0..4).map(|r| deal.batch(r, 1)).collect();
+            assert_eq!(deal.distinct_from(1), distinct_ids(from_1.into_iter()));
+        }
+        assert_eq!(deal.world_size(), 4);
     }
 
     #[test]

@@ -17,8 +17,9 @@ use super::{InvariantResult, Violation};
 use crate::invariant::Invariant;
 use crate::scenario::model::Scenario;
 use crate::sim_time::SimInstant;
-use crate::trace::{samples_digest, Event, EventKind, Trace, TraceNode, TrainedOn};
+use crate::trace::{Event, EventKind, Trace, TraceNode, TrainedOn};
 use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
 
 kind_enum! {
     /// The ways `sampler.epoch_reshuffled` breaks.
@@ -217,9 +218,8 @@ impl Judge<'_, '_> {
         shape: Shape,
         batches: &[u64],
     ) -> bool {
-        let ranks = shape.first_rank..shape.first_rank + u64::from(shape.ranks);
-        let digests = |deal: &super::sampler_deal::Deal| -> Vec<u64> {
-            let digest = |&b: &u64| samples_digest(ranks.clone().map(|r| deal.batch(r, b)));
+        let digests = |deal: &Arc<super::sampler_deal::Deal>| -> Vec<u64> {
+            let digest = |&b: &u64| deal.digest(shape.first_rank, shape.ranks, b);
             batches.iter().map(digest).collect()
         };
         let Ok(first) = self.dealer.deal(before, shape.world_size).map(digests) else {
