@@ -186,7 +186,7 @@ async fn invoke_run(
     let mut workers = initialize_workers(env, handler, store, &mut policy, &launch).await?;
     group.enter(env, WorkerGroupState::Healthy);
     let wake = env.monitor_wake();
-    let settle_us = quiet_settle_us(env);
+    let settle = quiet_settle(env);
     let mut quiet = false;
     loop {
         next_tick(env, handler, &wake, agent.monitor_interval, quiet).await;
@@ -195,7 +195,7 @@ async fn invoke_run(
         let status = monitor(env, &workers);
         if status != WorkerStatus::Healthy {
             // About to act: whoever sleeps through a quiet window wakes first.
-            env.set_quiet(false, settle_us);
+            env.set_quiet(false, settle);
         }
         let (decision, why) = match status {
             WorkerStatus::Succeeded => {
@@ -215,7 +215,7 @@ async fn invoke_run(
             }
         };
         quiet = decision == Decision::Continue;
-        env.set_quiet(quiet, settle_us);
+        env.set_quiet(quiet, settle);
         match decision {
             Decision::Continue => {}
             Decision::GiveUp => {
@@ -335,9 +335,9 @@ async fn next_tick(
 
 /// How long after a disturbance this agent's routine is simulated message by message
 /// before a quiet window may skip it (the same settle as a join's wait).
-fn quiet_settle_us(env: &NodeEnv) -> u64 {
-    let monitor_interval_us = env.scenario().agent.monitor_interval.as_us();
-    crate::rendezvous::quiet_wait::settle_us(&settings_of(env), monitor_interval_us)
+fn quiet_settle(env: &NodeEnv) -> SimDuration {
+    let monitor_interval = env.scenario().agent.monitor_interval;
+    crate::rendezvous::quiet_wait::settle(&settings_of(env), monitor_interval)
 }
 
 /// The HEALTHY branch: torch asks `num_nodes_waiting()`; the waiting nodes' addresses are

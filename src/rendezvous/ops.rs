@@ -3,11 +3,11 @@
 
 use super::settings::RendezvousSettings;
 use super::state::{NodeDesc, RendezvousState};
-use crate::sim_time::clock_span_us;
+use crate::sim_time::{deadline_after, reading_before, SimDuration};
 
 /// How long past its deadline a join op may still undo its own membership (torch hard-codes
 /// 5 s): inside this window it removes itself instead of failing with a timeout at once.
-pub const ROLLBACK_WINDOW_US: i64 = 5_000_000;
+pub const ROLLBACK_WINDOW: SimDuration = SimDuration::from_secs(5);
 
 /// Which operation a node is running; each has its own decision table. Named as in the
 /// parity vectors.
@@ -131,9 +131,9 @@ pub struct OpContext<'a> {
 /// torch's `_should_keep_alive`: a node with a heartbeat sends another once the old one is at
 /// least one interval old (`<=`, so exactly one interval old is due). No heartbeat, no renewal.
 pub fn should_keep_alive(ctx: &OpContext<'_>, now_utc_us: i64) -> bool {
-    let interval_us = clock_span_us(ctx.settings.keep_alive_interval_us);
+    let due_us = reading_before(now_utc_us, ctx.settings.keep_alive_interval);
     match ctx.state.last_heartbeats.get(ctx.node) {
-        Some(&last_us) => last_us <= now_utc_us.saturating_sub(interval_us),
+        Some(&last_us) => last_us <= due_us,
         None => false,
     }
 }
@@ -257,7 +257,7 @@ fn decide_join(
     if now_mono_us > deadline_mono_us {
         // Within the rollback window the node tries to undo its membership; past it, or with
         // nothing to undo, the join fails (a stale heartbeat cleans up after it eventually).
-        if now_mono_us <= deadline_mono_us.saturating_add(ROLLBACK_WINDOW_US) {
+        if now_mono_us <= deadline_after(deadline_mono_us, ROLLBACK_WINDOW) {
             if is_participant {
                 return Ok(Action::RemoveFromParticipants);
             }
