@@ -21,6 +21,7 @@ const NS_PER_US: u64 = 1_000;
 const NS_PER_MS: u64 = 1_000_000;
 const NS_PER_S: u64 = 1_000_000_000;
 const US_PER_MS: i64 = 1_000;
+const US_PER_S_F64: f64 = 1e6;
 
 impl SimInstant {
     /// The moment the run begins.
@@ -189,6 +190,13 @@ impl SimDuration {
         }
     }
 
+    /// This span times `num / den` (`den` at least 1), rounded down to whole microseconds,
+    /// saturating: a schedule that grows by a fraction in whole microseconds.
+    pub const fn scaled_to_whole_us(self, num: u64, den: u64) -> Self {
+        let us = self.as_us().saturating_mul(num) / den;
+        SimDuration::from_us(us)
+    }
+
     /// `n` of this span one after another, saturating.
     pub const fn saturating_mul(self, n: u64) -> Self {
         SimDuration {
@@ -242,6 +250,12 @@ pub fn transfer_ns(bits: u128, bits_per_sec: u64) -> u64 {
         .saturating_mul(u128::from(NS_PER_S))
         .div_ceil(u128::from(bits_per_sec));
     u64::try_from(ns).unwrap_or(u64::MAX)
+}
+
+/// Seconds as fractional microseconds: a float cost model (bits over a bandwidth) adds its
+/// terms in microseconds before it rounds once to a span.
+pub fn secs_f64_as_us_f64(secs: f64) -> f64 {
+    secs * US_PER_S_F64
 }
 
 /// A clock offset of `ms` milliseconds as signed microseconds, the unit of clock readings

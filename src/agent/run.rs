@@ -16,7 +16,7 @@ use crate::mutant::Mutants;
 use crate::rendezvous::handler::{RendezvousError, RendezvousHandler, RendezvousInfo};
 use crate::rendezvous::settings::RendezvousSettings;
 use crate::sim_time::SimDuration;
-use crate::store::service::{StoreClient, READ_TIMEOUT_US};
+use crate::store::service::{StoreClient, READ_TIMEOUT};
 use crate::trace::{AgentState, EventKind, ExitReason};
 use crate::world::wake::Wake;
 use crate::world::{spawn, time, AgentExit, NodeEnv};
@@ -42,7 +42,7 @@ pub fn settings_of(env: &NodeEnv) -> RendezvousSettings {
 pub async fn agent_process(env: NodeEnv, mutants: Arc<Mutants>) -> AgentExit {
     let settings = settings_with_mutants(&env, &mutants);
     // `create_backend` makes the one TCPStore client the whole agent process uses.
-    let store = match StoreClient::connect(env.store_addr(), READ_TIMEOUT_US).await {
+    let store = match StoreClient::connect(env.store_addr(), READ_TIMEOUT).await {
         Ok(store) => store,
         Err(e) => {
             return AgentExit {
@@ -502,15 +502,15 @@ fn start_workers(
 /// barrier timeout is set on the client (`store_timeout`) and, as `store_timeout` restores
 /// it without a `finally`, stays set when the barrier raises.
 async fn exit_barrier(env: &NodeEnv, store: &StoreClient, info: &RendezvousInfo) {
-    let timeout_us = env.scenario().agent.exit_barrier_timeout.as_us();
+    let timeout = env.scenario().agent.exit_barrier_timeout;
     let prefix = format!(
         "{}/torchelastic/agent/terminal_state",
         settings_of(env).round_store_prefix(info.round)
     );
     let count_key = format!("{prefix}/num_members");
     let last_key = format!("{prefix}/last_member");
-    let old_timeout_us = store.timeout_us();
-    store.set_timeout_us(timeout_us);
+    let old_timeout = store.timeout();
+    store.set_timeout(timeout);
     let barrier = async {
         let arrived = store.add(&count_key, 1).await?;
         if arrived == info.world_size as i64 {
@@ -519,6 +519,6 @@ async fn exit_barrier(env: &NodeEnv, store: &StoreClient, info: &RendezvousInfo)
         store.wait(vec![last_key]).await
     };
     if barrier.await.is_ok() {
-        store.set_timeout_us(old_timeout_us);
+        store.set_timeout(old_timeout);
     }
 }
