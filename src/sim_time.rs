@@ -21,6 +21,7 @@ const NS_PER_US: u64 = 1_000;
 const NS_PER_MS: u64 = 1_000_000;
 const NS_PER_S: u64 = 1_000_000_000;
 const US_PER_MS: i64 = 1_000;
+const US_PER_S_F64: f64 = 1e6;
 
 impl SimInstant {
     /// The moment the run begins.
@@ -189,11 +190,38 @@ impl SimDuration {
         }
     }
 
+    /// This span times `num / den` (`den` at least 1), rounded down to whole microseconds,
+    /// saturating: a schedule that grows by a fraction in whole microseconds.
+    pub const fn scaled_to_whole_us(self, num: u64, den: u64) -> Self {
+        let us = self.as_us().saturating_mul(num) / den;
+        SimDuration::from_us(us)
+    }
+
     /// `n` of this span one after another, saturating.
     pub const fn saturating_mul(self, n: u64) -> Self {
         SimDuration {
             ns: self.ns.saturating_mul(n),
         }
+    }
+}
+
+/// A span written as whole microseconds, the unit of the parity vectors' settings:
+/// `#[serde(rename = "join_timeout_us", with = "crate::sim_time::span_whole_us")]` on a
+/// [`SimDuration`] field keeps the serialization a plain `u64` of microseconds.
+pub mod span_whole_us {
+    use super::SimDuration;
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    /// Writes `span` as its whole microseconds (rounded down).
+    pub fn serialize<S: Serializer>(span: &SimDuration, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.serialize_u64(span.as_us())
+    }
+
+    /// Reads whole microseconds back as a span (saturating).
+    pub fn deserialize<'de, D: Deserializer<'de>>(
+        deserializer: D,
+    ) -> Result<SimDuration, D::Error> {
+        u64::deserialize(deserializer).map(SimDuration::from_us)
     }
 }
 
@@ -224,6 +252,12 @@ pub fn transfer_ns(bits: u128, bits_per_sec: u64) -> u64 {
     u64::try_from(ns).unwrap_or(u64::MAX)
 }
 
+/// Seconds as fractional microseconds: a float cost model (bits over a bandwidth) adds its
+/// terms in microseconds before it rounds once to a span.
+pub fn secs_f64_as_us_f64(secs: f64) -> f64 {
+    secs * US_PER_S_F64
+}
+
 /// A clock offset of `ms` milliseconds as signed microseconds, the unit of clock readings
 /// (saturating).
 pub const fn offset_us_of_ms(ms: i64) -> i64 {
@@ -241,10 +275,28 @@ pub fn clock_span_us(span_us: u64) -> i64 {
     i64::try_from(span_us).unwrap_or(i64::MAX)
 }
 
-/// The reading of a node's clock `timeout_us` after `now_us`, saturating: a timeout of any
+/// `span` as a difference of clock readings in whole microseconds, saturating.
+pub fn clock_span(span: SimDuration) -> i64 {
+    clock_span_us(span.as_us())
+}
+
+/// The span from clock reading `earlier_us` to `later_us`, whole microseconds; zero when
+/// `later_us` is not later.
+pub fn span_between_readings(earlier_us: i64, later_us: i64) -> SimDuration {
+    let span_us = u64::try_from(later_us.saturating_sub(earlier_us)).unwrap_or(0);
+    SimDuration::from_us(span_us)
+}
+
+/// The reading of a node's clock `timeout` after `now_us`, saturating: a timeout of any
 /// size makes a deadline that is never before now.
-pub fn deadline_after_us(now_us: i64, timeout_us: u64) -> i64 {
-    now_us.saturating_add(clock_span_us(timeout_us))
+pub fn deadline_after(now_us: i64, timeout: SimDuration) -> i64 {
+    now_us.saturating_add(clock_span(timeout))
+}
+
+/// The reading of a node's clock `span` before `now_us`, saturating: the horizon an age is
+/// measured against (a heartbeat stamped at or before it is `span` old).
+pub fn reading_before(now_us: i64, span: SimDuration) -> i64 {
+    now_us.saturating_sub(clock_span(span))
 }
 
 #[cfg(test)]
@@ -267,8 +319,13 @@ mod tests {
         assert_eq!(end.as_ns(), u64::MAX);
         assert_eq!(end.after(SimDuration::from_ms(1)), end);
         assert_eq!(SimInstant::from_ns(0).since(end), SimDuration::from_us(0));
-        assert_eq!(deadline_after_us(i64::MAX - 1, u64::MAX), i64::MAX);
-        assert_eq!(deadline_after_us(-5, 10), 5);
+        let us = SimDuration::from_us;
+        assert_eq!(deadline_after(i64::MAX - 1, us(u64::MAX)), i64::MAX);
+        assert_eq!(deadline_after(-5, us(10)), 5);
+        assert_eq!(reading_before(i64::MIN + 1, us(10)), i64::MIN);
+        assert_eq!(reading_before(5, us(10)), -5);
+        assert_eq!(span_between_readings(-5, 5), us(10));
+        assert_eq!(span_between_readings(5, -5), SimDuration::ZERO);
         assert_eq!(clock_reading_us(7, SimInstant::from_us(3)), 10);
         assert_eq!(clock_reading_us(i64::MAX - 1, end), i64::MAX);
     }

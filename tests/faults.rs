@@ -316,7 +316,7 @@ fn prober(log: Log, probes: i64, timeout_us: u64) -> Programs {
     programs(move |env| {
         let log = log.clone();
         async move {
-            let c = StoreClient::connect(env.store_addr(), timeout_us)
+            let c = StoreClient::connect(env.store_addr(), SimDuration::from_us(timeout_us))
                 .await
                 .expect("a client binds");
             for i in 0..probes {

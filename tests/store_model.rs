@@ -348,7 +348,11 @@ fn run(ops: &[Op], clients: usize, loss: f64, seed: u64) -> Vec<Vec<Reply>> {
         async move {
             let mut connected = Vec::new();
             for _ in 0..clients {
-                let client = StoreClient::connect(env.store_addr(), TIMEOUT_US).await;
+                let client = StoreClient::connect(
+                    env.store_addr(),
+                    trainsim::sim_time::SimDuration::from_us(TIMEOUT_US),
+                )
+                .await;
                 connected.push(client.expect("a client binds"));
             }
             for op in ops.iter() {

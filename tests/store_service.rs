@@ -7,7 +7,9 @@ mod store_log;
 use common::{done, programs};
 use store_log::*;
 use trainsim::scenario::model::*;
-use trainsim::store::service::READ_TIMEOUT_US;
+use trainsim::store::service::READ_TIMEOUT;
+
+const READ_TIMEOUT_US: u64 = READ_TIMEOUT.as_us();
 use trainsim::trace::EventKind;
 use trainsim::world::time::{elapsed_us, sleep_us};
 

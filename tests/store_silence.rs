@@ -13,7 +13,7 @@ use std::sync::Arc;
 use store_log::*;
 use trainsim::scenario::model::*;
 use trainsim::store::service::StoreClient;
-use trainsim::world::net::tcp_give_up_us;
+use trainsim::world::net::tcp_give_up;
 use trainsim::world::time::{elapsed_us, sleep_us};
 use trainsim::world::NodeEnv;
 
@@ -134,7 +134,7 @@ fn a_powered_off_store_fails_calls_when_tcp_gives_up() {
         add.contains("timed out: no acknowledgement after 5 retransmissions"),
         "{add}"
     );
-    let gave_up_us = 20 * SEC + tcp_give_up_us(5);
+    let gave_up_us = 20 * SEC + tcp_give_up(5).as_us();
     assert!(
         (gave_up_us..gave_up_us + 100_000).contains(&at),
         "add failed at {at}: 20 s + 12.6 s"
@@ -145,7 +145,7 @@ fn a_powered_off_store_fails_calls_when_tcp_gives_up() {
     // Linux's default 15: 204.6 s of doubling, then six times 120 s.
     let (add, at, _, _) = powered_off_store(15);
     assert!(add.contains("after 15 retransmissions"), "{add}");
-    let gave_up_us = 20 * SEC + tcp_give_up_us(15);
+    let gave_up_us = 20 * SEC + tcp_give_up(15).as_us();
     assert!(
         (gave_up_us..gave_up_us + 100_000).contains(&at),
         "add failed at {at}: 20 s + 924.6 s"

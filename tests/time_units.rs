@@ -1,8 +1,11 @@
 //! Simulated time converts between units in one place, `src/sim_time.rs`. This test reads
 //! every other file of `src/` (unit-test modules, test files and comments left out) and fails
-//! on a multiplication or division by 1 000, 1 000 000 or 1 000 000 000: the signature of a
-//! hand-written unit conversion. Files whose such products are not simulated time are listed
-//! below with the reason.
+//! on a multiplication or division by 1 000, 1 000 000 or 1 000 000 000, integer or float
+//! (`1e6`, `1000.0`): the signature of a hand-written unit conversion. Files whose such
+//! products are not simulated time are listed below with the reason. It also holds the
+//! typed parts of the core to their types: no moment as plain microseconds in the trace and
+//! the checks, no span or moment as a plain `*_us` integer in the rendezvous, the agent and
+//! the store.
 
 mod common;
 use common::rust_files;
@@ -17,7 +20,28 @@ const ALLOWED: &[(&str, &str)] = &[
     ),
     (
         "bench/mod.rs",
+        "the harness's own wall-clock measurements, and rates per simulated second of the \
+         report's `sim_time_us` (the bench output is an edge that keeps its own units)",
+    ),
+    (
+        "bench/goodput.rs",
         "the harness's own wall-clock measurements, which are not simulated time",
+    ),
+    (
+        "job/eval.rs",
+        "rounds a loss bias to six decimals, a ratio and not a time",
+    ),
+    (
+        "report/goodput.rs",
+        "rounds the productive share of wall time to six decimals, a ratio and not a time",
+    ),
+    (
+        "report/compare.rs",
+        "spreads an ETTR ratio over a notional second of microseconds, a ratio and not a time",
+    ),
+    (
+        "report/html/compare_page.rs",
+        "shows a mean over runs in seconds: a float mean of many runs, not a span of one",
     ),
 ];
 
@@ -42,16 +66,20 @@ fn code_lines(text: &str) -> Vec<(usize, String)> {
 }
 
 /// Whether `line` multiplies or divides by 1 000, 1 000 000 or 1 000 000 000 (with or
-/// without digit separators, integer or float).
+/// without digit separators, integer or float, written out or with an exponent).
 fn converts_units(line: &str) -> bool {
     let compact: String = line.chars().filter(|c| !c.is_whitespace()).collect();
     compact.match_indices(['*', '/']).any(|(at, _)| {
         let literal: String = compact[at + 1..]
             .chars()
-            .take_while(|c| c.is_ascii_digit() || *c == '_')
+            .take_while(|c| c.is_ascii_digit() || matches!(c, '_' | '.' | 'e' | 'E'))
             .filter(|c| *c != '_')
             .collect();
-        matches!(literal.as_str(), "1000" | "1000000" | "1000000000")
+        // `1_000.max(x)` reads as `1000.`; an exponent's digits follow its `e`.
+        let digits: String = literal.chars().take_while(char::is_ascii_digit).collect();
+        [literal.trim_end_matches('.'), digits.as_str()]
+            .iter()
+            .any(|text| matches!(text.parse::<f64>(), Ok(v) if v == 1e3 || v == 1e6 || v == 1e9))
     })
 }
 
@@ -146,6 +174,13 @@ fn the_guard_sees_the_conversions_it_forbids() {
     assert!(converts_units("x *1000"));
     assert!(converts_units("ns / 1_000_000_000"));
     assert!(converts_units("secs * 1000.0"));
+    assert!(converts_units("(end_us - start_us) as f64 / 1e6"));
+    assert!(converts_units("bits / bps as f64 * 1e9"));
+    assert!(converts_units("x * 1.0e3"));
+    assert!(converts_units("n * 1_000.max(k)"));
+    assert!(!converts_units("let seed = -1e30;"));
+    assert!(!converts_units("x * 1e30"));
+    assert!(!converts_units("x / 1e5"));
     assert!(!converts_units("let n = 1_000 + k * 7;"));
     assert!(!converts_units("x / 10_000"));
     assert!(!converts_units("x * 100"));
@@ -167,6 +202,126 @@ fn every_allowed_file_exists_and_still_needs_its_place() {
                 .iter()
                 .any(|(_, code)| converts_units(code)),
             "src/{file} is allowed ({reason}) but no longer converts: take it off ALLOWED"
+        );
+    }
+}
+
+/// Directories of `src/` whose spans and moments are [`SimDuration`]s and [`SimInstant`]s.
+///
+/// [`SimDuration`]: trainsim::sim_time::SimDuration
+/// [`SimInstant`]: trainsim::sim_time::SimInstant
+const TYPED_SPANS: &[&str] = &["rendezvous", "agent", "store"];
+
+/// Plain microsecond integers the typed directories keep, each with why: the state's wire
+/// format, written as torch writes it. A node's clock readings (`*_utc_us`, `*_mono_us`,
+/// signed) are torch's own unit and need no entry.
+const UNTYPED_ALLOWED: &[(&str, &str, &str)] = &[(
+    "rendezvous/decoded_states.rs",
+    "oldest_heartbeat_us",
+    "the oldest heartbeat stamp of a decoded state, in the state's wire unit",
+)];
+
+/// The `name_us` a line declares as a plain integer (`name_us: u64`, `Option<i64>`, …) in a
+/// field or a parameter, unless it is a node's signed clock reading.
+fn untyped_span(line: &str) -> Option<String> {
+    let mut found = None;
+    for (at, _) in line.match_indices("_us") {
+        let Some(ty) = line[at + 3..].trim_start().strip_prefix(':') else {
+            continue;
+        };
+        let ty: String = ty.chars().filter(|c| !c.is_whitespace()).collect();
+        let stem: Vec<char> = line[..at]
+            .chars()
+            .rev()
+            .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
+            .collect();
+        let stem: String = stem.into_iter().rev().collect();
+        let signed = ["i64", "Option<i64>"].iter().any(|t| ty.starts_with(t));
+        let plain = signed || ["u64", "Option<u64>"].iter().any(|t| ty.starts_with(t));
+        let clock_reading = signed && (stem.ends_with("_utc") || stem.ends_with("_mono"));
+        if plain && !clock_reading && !stem.is_empty() {
+            found = Some(format!("{stem}_us"));
+        }
+    }
+    found
+}
+
+#[test]
+fn the_core_holds_spans_and_moments_as_types() {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let mut found = Vec::new();
+    for dir in TYPED_SPANS {
+        let mut files = Vec::new();
+        rust_files(&src.join(dir), &mut files);
+        files.sort();
+        for file in &files {
+            let name = file.file_name().unwrap().to_string_lossy();
+            if name.ends_with("tests.rs") || name == "testkit.rs" {
+                continue;
+            }
+            let text = std::fs::read_to_string(file).expect("a source file");
+            let relative = file
+                .strip_prefix(&src)
+                .expect("under src")
+                .to_string_lossy()
+                .replace('\\', "/");
+            for (line, code) in code_lines(&text) {
+                let Some(untyped) = untyped_span(&code) else {
+                    continue;
+                };
+                let allowed = UNTYPED_ALLOWED
+                    .iter()
+                    .any(|(f, n, _)| *f == relative && *n == untyped);
+                if !allowed {
+                    found.push(format!("src/{relative}:{line}: {}", code.trim()));
+                }
+            }
+        }
+    }
+    assert!(
+        found.is_empty(),
+        "spans or moments as plain microseconds (hold a SimDuration or SimInstant, or list \
+         a wire field in UNTYPED_ALLOWED with why):\n{}\n\
+         reproduce: cargo test --release --test time_units",
+        found.join("\n")
+    );
+}
+
+#[test]
+fn the_span_guard_sees_plain_microseconds() {
+    assert_eq!(
+        untyped_span("    pub join_timeout_us: u64,"),
+        Some("join_timeout_us".into())
+    );
+    assert_eq!(
+        untyped_span("fn f(a: u32, interval_us : u64) {"),
+        Some("interval_us".into())
+    );
+    assert_eq!(
+        untyped_span("    last_seen_us: Option<i64>,"),
+        Some("last_seen_us".into())
+    );
+    assert_eq!(untyped_span("    now_utc_us: i64,"), None);
+    assert_eq!(untyped_span("    deadline_mono_us: Option<i64>,"), None);
+    assert_eq!(
+        untyped_span("    deadline_mono_us: u64,"),
+        Some("deadline_mono_us".into()),
+        "a clock reading is signed"
+    );
+    assert_eq!(untyped_span("    pub join_timeout: SimDuration,"), None);
+}
+
+#[test]
+fn every_untyped_allowance_still_names_a_declaration() {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    for (file, name, reason) in UNTYPED_ALLOWED {
+        let text = std::fs::read_to_string(src.join(file))
+            .unwrap_or_else(|e| panic!("src/{file} is allowed ({reason}) but unreadable: {e}"));
+        assert!(
+            code_lines(&text)
+                .iter()
+                .any(|(_, code)| untyped_span(code).as_deref() == Some(*name)),
+            "src/{file}: {name} is allowed ({reason}) but no longer declared: take it off"
         );
     }
 }

@@ -16,7 +16,7 @@ use crate::mutant::Mutants;
 use crate::rendezvous::handler::{RendezvousError, RendezvousHandler, RendezvousInfo};
 use crate::rendezvous::settings::RendezvousSettings;
 use crate::sim_time::SimDuration;
-use crate::store::service::{StoreClient, READ_TIMEOUT_US};
+use crate::store::service::{StoreClient, READ_TIMEOUT};
 use crate::trace::{AgentState, EventKind, ExitReason};
 use crate::world::wake::Wake;
 use crate::world::{spawn, time, AgentExit, NodeEnv};
@@ -42,7 +42,7 @@ pub fn settings_of(env: &NodeEnv) -> RendezvousSettings {
 pub async fn agent_process(env: NodeEnv, mutants: Arc<Mutants>) -> AgentExit {
     let settings = settings_with_mutants(&env, &mutants);
     // `create_backend` makes the one TCPStore client the whole agent process uses.
-    let store = match StoreClient::connect(env.store_addr(), READ_TIMEOUT_US).await {
+    let store = match StoreClient::connect(env.store_addr(), READ_TIMEOUT).await {
         Ok(store) => store,
         Err(e) => {
             return AgentExit {
@@ -186,7 +186,7 @@ async fn invoke_run(
     let mut workers = initialize_workers(env, handler, store, &mut policy, &launch).await?;
     group.enter(env, WorkerGroupState::Healthy);
     let wake = env.monitor_wake();
-    let settle_us = quiet_settle_us(env);
+    let settle = quiet_settle(env);
     let mut quiet = false;
     loop {
         next_tick(env, handler, &wake, agent.monitor_interval, quiet).await;
@@ -195,7 +195,7 @@ async fn invoke_run(
         let status = monitor(env, &workers);
         if status != WorkerStatus::Healthy {
             // About to act: whoever sleeps through a quiet window wakes first.
-            env.set_quiet(false, settle_us);
+            env.set_quiet(false, settle);
         }
         let (decision, why) = match status {
             WorkerStatus::Succeeded => {
@@ -215,7 +215,7 @@ async fn invoke_run(
             }
         };
         quiet = decision == Decision::Continue;
-        env.set_quiet(quiet, settle_us);
+        env.set_quiet(quiet, settle);
         match decision {
             Decision::Continue => {}
             Decision::GiveUp => {
@@ -335,9 +335,9 @@ async fn next_tick(
 
 /// How long after a disturbance this agent's routine is simulated message by message
 /// before a quiet window may skip it (the same settle as a join's wait).
-fn quiet_settle_us(env: &NodeEnv) -> u64 {
-    let monitor_interval_us = env.scenario().agent.monitor_interval.as_us();
-    crate::rendezvous::quiet_wait::settle_us(&settings_of(env), monitor_interval_us)
+fn quiet_settle(env: &NodeEnv) -> SimDuration {
+    let monitor_interval = env.scenario().agent.monitor_interval;
+    crate::rendezvous::quiet_wait::settle(&settings_of(env), monitor_interval)
 }
 
 /// The HEALTHY branch: torch asks `num_nodes_waiting()`; the waiting nodes' addresses are
@@ -502,15 +502,15 @@ fn start_workers(
 /// barrier timeout is set on the client (`store_timeout`) and, as `store_timeout` restores
 /// it without a `finally`, stays set when the barrier raises.
 async fn exit_barrier(env: &NodeEnv, store: &StoreClient, info: &RendezvousInfo) {
-    let timeout_us = env.scenario().agent.exit_barrier_timeout.as_us();
+    let timeout = env.scenario().agent.exit_barrier_timeout;
     let prefix = format!(
         "{}/torchelastic/agent/terminal_state",
         settings_of(env).round_store_prefix(info.round)
     );
     let count_key = format!("{prefix}/num_members");
     let last_key = format!("{prefix}/last_member");
-    let old_timeout_us = store.timeout_us();
-    store.set_timeout_us(timeout_us);
+    let old_timeout = store.timeout();
+    store.set_timeout(timeout);
     let barrier = async {
         let arrived = store.add(&count_key, 1).await?;
         if arrived == info.world_size as i64 {
@@ -519,6 +519,6 @@ async fn exit_barrier(env: &NodeEnv, store: &StoreClient, info: &RendezvousInfo)
         store.wait(vec![last_key]).await
     };
     if barrier.await.is_ok() {
-        store.set_timeout_us(old_timeout_us);
+        store.set_timeout(old_timeout);
     }
 }

@@ -30,6 +30,7 @@
 use super::{GroupPlan, WorkerStatus};
 use crate::scenario::model::Backend;
 use crate::shared_list::SharedList;
+use crate::sim_time::SimDuration;
 use crate::store::service::StoreClient;
 use crate::store::Keys;
 use crate::world::time;
@@ -55,7 +56,7 @@ pub async fn init_process_group(
     plan: &GroupPlan,
 ) -> Result<Option<TaskHandle<()>>, WorkerStatus> {
     let boot = &plan.bootstrap;
-    let timeout_us = env.scenario().job.collective_timeout.as_us();
+    let timeout = env.scenario().job.collective_timeout;
     let fail = |why: String| WorkerStatus::Failed {
         local_rank: 0,
         exit_code: 1,
@@ -65,7 +66,7 @@ pub async fn init_process_group(
         return Err(fail("the address does not resolve".into()));
     };
     let server = boot.hosts_store.then(|| env.serve_store(addr.port()));
-    let store = StoreClient::connect(addr, timeout_us)
+    let store = StoreClient::connect(addr, timeout)
         .await
         .map_err(|e| fail(e.to_string()))?;
     let gloo = env.scenario().job.backend == Backend::Gloo;
@@ -74,8 +75,8 @@ pub async fn init_process_group(
     if gloo {
         let setup_us = env
             .rng(&format!("gloo-setup/{group}"))
-            .gen_range(0..=GLOO_SETUP_JITTER_US);
-        time::sleep_us(setup_us).await;
+            .gen_range(0..=GLOO_SETUP_JITTER.as_us());
+        time::sleep(SimDuration::from_us(setup_us)).await;
     }
     let addresses = publish_and_wait(env, &store, KEY_PREFIX, plan, &group)
         .await
@@ -94,35 +95,43 @@ pub async fn init_process_group(
             )));
         }
     }
-    // The mesh is up only when every rank connected: one that read a dead address never
-    // does, and the others' connects time out (gloo's after 5 process-group timeouts).
-    let connect_timeout_us = if gloo {
-        timeout_us.saturating_mul(GLOO_CONNECT_TIMEOUTS)
-    } else {
-        timeout_us
-    };
-    store.set_timeout_us(connect_timeout_us);
-    let connecting_since_us = time::elapsed_us();
-    publish_and_wait(
-        env,
-        &store,
-        &format!("{KEY_PREFIX}/connected/{group}"),
-        plan,
-        "1",
-    )
-    .await
-    .map_err(|e| {
-        let waited_us = time::elapsed_us().saturating_sub(connecting_since_us);
-        if gloo && waited_us >= connect_timeout_us {
-            fail(format!(
-                "gloo connectFullMesh: connect timeout after {connect_timeout_us} us: a rank \
-                 never connected"
-            ))
-        } else {
-            fail(format!("connecting to every rank: {e}"))
-        }
-    })?;
+    connect_mesh(env, &store, plan, &group, timeout, gloo)
+        .await
+        .map_err(fail)?;
     Ok(server)
+}
+
+/// The mesh is up only when every rank connected: one that read a dead address never
+/// does, and the others' connects time out (gloo's after 5 process-group timeouts). Fails
+/// with why.
+async fn connect_mesh(
+    env: &NodeEnv,
+    store: &StoreClient,
+    plan: &GroupPlan,
+    group: &str,
+    timeout: SimDuration,
+    gloo: bool,
+) -> Result<(), String> {
+    let connect_timeout = if gloo {
+        timeout.saturating_mul(GLOO_CONNECT_TIMEOUTS)
+    } else {
+        timeout
+    };
+    store.set_timeout(connect_timeout);
+    let connecting_since = time::now_whole_us();
+    let prefix = format!("{KEY_PREFIX}/connected/{group}");
+    let connected = publish_and_wait(env, store, &prefix, plan, "1").await;
+    connected.map(drop).map_err(|e| {
+        let waited = time::now_whole_us().since(connecting_since);
+        if gloo && waited >= connect_timeout {
+            format!(
+                "gloo connectFullMesh: connect timeout after {} us: a rank never connected",
+                connect_timeout.as_us()
+            )
+        } else {
+            format!("connecting to every rank: {e}")
+        }
+    })
 }
 
 /// Writes this node's `value` under `prefix/rank_<its first global rank>` and waits until
@@ -152,7 +161,7 @@ async fn publish_and_wait(
 
 /// The spread of gloo's setup time across nodes, before each publishes its address
 /// (calibrated on the conformance suite; see the module docs).
-const GLOO_SETUP_JITTER_US: u64 = 100_000;
+const GLOO_SETUP_JITTER: SimDuration = SimDuration::from_ms(100);
 
 /// How many process-group timeouts a gloo rank waits for a peer to connect to it
 /// (measured; see the module docs).

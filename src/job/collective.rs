@@ -25,14 +25,14 @@ pub fn ring_all_reduce_us(
 ) -> u64 {
     let bits = bytes as f64 * 8.0;
     let intra_us = if gpus > 1 && d2d_bits_per_sec > 0 {
-        2.0 * (gpus - 1) as f64 / gpus as f64 * bits / d2d_bits_per_sec as f64 * 1e6
+        secs_f64_as_us_f64(2.0 * (gpus - 1) as f64 / gpus as f64 * bits / d2d_bits_per_sec as f64)
     } else {
         0.0
     };
     let inter_us = if nodes > 1 && bandwidth_bits_per_sec > 0 {
         let steps = 2.0 * (nodes - 1) as f64;
         steps * latency_us as f64
-            + steps / nodes as f64 * bits / bandwidth_bits_per_sec as f64 * 1e6
+            + secs_f64_as_us_f64(steps / nodes as f64 * bits / bandwidth_bits_per_sec as f64)
     } else {
         0.0
     };
@@ -49,7 +49,7 @@ pub const NCCL_ABORT_EXIT_CODE: i32 = -6;
 /// A gloo error is a Python `RuntimeError` the training script does not catch.
 pub const GLOO_ERROR_EXIT_CODE: i32 = 1;
 
-use crate::sim_time::{SimDuration, SimInstant};
+use crate::sim_time::{secs_f64_as_us_f64, SimDuration, SimInstant};
 /// Why the world says a collective did not finish (see `world::collectives`).
 pub use crate::world::collectives::CollectiveError;
 

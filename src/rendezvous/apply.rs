@@ -4,7 +4,7 @@
 use super::ops::Action;
 use super::settings::{RendezvousFix, RendezvousSettings};
 use super::state::{NodeDesc, RendezvousState};
-use crate::sim_time::deadline_after_us;
+use crate::sim_time::deadline_after;
 
 /// Applies `action`, taken by `node` at wall-clock `now_utc_us`, to `state`.
 ///
@@ -227,7 +227,7 @@ fn add_to_participants(
     keep_alive(state, node, now_utc_us);
     let count = state.participants.len();
     if count == settings.min_nodes as usize {
-        state.deadline_utc_us = Some(deadline_after_us(now_utc_us, settings.last_call_timeout_us));
+        state.deadline_utc_us = Some(deadline_after(now_utc_us, settings.last_call_timeout));
     }
     if count == settings.max_nodes as usize {
         mark_complete(state, settings);
@@ -363,7 +363,7 @@ mod tests {
         apply(Action::AddToParticipants, &mut st, &n("a"), &s, 200);
         assert_eq!(
             st.deadline_utc_us,
-            Some(deadline_after_us(200, s.last_call_timeout_us))
+            Some(deadline_after(200, s.last_call_timeout))
         );
         apply(Action::AddToParticipants, &mut st, &n("b"), &s, 300);
         assert!(st.complete);
@@ -529,7 +529,7 @@ mod tests {
             apply(Action::AddToParticipants, &mut st, &n("c"), &settings, 0);
             assert!(st.complete);
             // c's heartbeat expires: sanitize drops it from the complete round.
-            let now_us = 1 + settings.heartbeat_expiry_us();
+            let now_us = 1 + crate::sim_time::clock_span(settings.heartbeat_expiry());
             assert_eq!(sanitize(&mut st, &settings, now_us), vec![n("c")]);
             assert_eq!(st.participants.len(), 2);
             let world: Vec<(NodeDesc, u32)> =

@@ -4,19 +4,20 @@
 //! whose compare-and-set did not land, and `_delay` skips waits under 10 ms. With many nodes
 //! writing the whole state at once, the wait spreads their next attempts out.
 
+use crate::sim_time::SimDuration;
 use rand::Rng;
 
 /// `_delay` ignores waits shorter than this.
-const DELAY_US_MIN: u64 = 10_000;
+const DELAY_MIN: SimDuration = SimDuration::from_ms(10);
 
-/// How long to wait after a lost write: uniform in `0..=max_us`, none under 10 ms, and none
-/// at all (no draw) when `max_us` is 0, torch's default.
-pub fn delay_after_lost_write_us(max_us: u64, rng: &mut impl Rng) -> Option<u64> {
-    if max_us == 0 {
+/// How long to wait after a lost write: uniform in whole microseconds over `0..=max`, none
+/// under 10 ms, and none at all (no draw) when `max` is 0, torch's default.
+pub fn delay_after_lost_write(max: SimDuration, rng: &mut impl Rng) -> Option<SimDuration> {
+    if max.is_zero() {
         return None;
     }
-    let delay_us = rng.gen_range(0..=max_us);
-    (delay_us >= DELAY_US_MIN).then_some(delay_us)
+    let delay = SimDuration::from_us(rng.gen_range(0..=max.as_us()));
+    (delay >= DELAY_MIN).then_some(delay)
 }
 
 #[cfg(test)]
@@ -28,15 +29,15 @@ mod tests {
     fn no_backoff_draws_nothing_and_short_waits_are_skipped() {
         let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(1);
         let before = rng.clone();
-        assert_eq!(delay_after_lost_write_us(0, &mut rng), None);
+        assert_eq!(delay_after_lost_write(SimDuration::ZERO, &mut rng), None);
         assert_eq!(rng, before, "torch's default draws nothing");
-        assert_eq!(delay_after_lost_write_us(DELAY_US_MIN - 1, &mut rng), None);
-        let delays: Vec<u64> = (0..1000)
-            .filter_map(|_| delay_after_lost_write_us(2_000_000, &mut rng))
+        let just_short = DELAY_MIN.saturating_sub(SimDuration::from_us(1));
+        assert_eq!(delay_after_lost_write(just_short, &mut rng), None);
+        let max = SimDuration::from_secs(2);
+        let delays: Vec<SimDuration> = (0..1000)
+            .filter_map(|_| delay_after_lost_write(max, &mut rng))
             .collect();
-        assert!(delays
-            .iter()
-            .all(|d| (DELAY_US_MIN..=2_000_000).contains(d)));
+        assert!(delays.iter().all(|d| (DELAY_MIN..=max).contains(d)));
         // Uniform over 0..=2 s: about 99.5% are 10 ms or more.
         assert!(delays.len() > 980, "{}", delays.len());
     }

@@ -45,7 +45,7 @@ impl SharedState {
     /// heartbeat is strictly older than `now − heartbeat expiry`, so when even the oldest
     /// heartbeat is not, the sanitized state is this one and the copy can be skipped.
     pub fn may_expire(&self, settings: &RendezvousSettings, now_utc_us: i64) -> bool {
-        let expire_us = now_utc_us.saturating_sub(settings.heartbeat_expiry_us());
+        let expire_us = crate::sim_time::reading_before(now_utc_us, settings.heartbeat_expiry());
         self.oldest_heartbeat_us
             .is_some_and(|oldest_us| oldest_us < expire_us)
     }
@@ -169,7 +169,7 @@ mod tests {
     #[test]
     fn may_expire_is_false_only_when_sanitize_changes_nothing() {
         let settings = RendezvousSettings::new("r", 1, 3);
-        let expiry_us = settings.heartbeat_expiry_us();
+        let expiry_us = crate::sim_time::clock_span(settings.heartbeat_expiry());
         let now_us = 1_000_000_000;
         for oldest_us in [now_us - expiry_us - 1, now_us - expiry_us, now_us] {
             let s = state(&[("a", oldest_us), ("b", now_us)]);

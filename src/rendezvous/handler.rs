@@ -15,7 +15,7 @@ use super::skipped_beats;
 use super::state::{nodes_at, NodeDesc};
 use crate::scenario::node::NodeIndex;
 use crate::shared_list::SharedList;
-use crate::sim_time::deadline_after_us;
+use crate::sim_time::{deadline_after, SimDuration};
 use crate::store::service::StoreClient;
 use crate::store::Value;
 use crate::trace::EventKind;
@@ -26,10 +26,10 @@ use std::sync::Arc;
 
 mod holder;
 use holder::{Holder, NULL_SENTINEL};
-pub use holder::{CACHE_US, SYNC_DELAY_US};
+pub use holder::{CACHE, SYNC_DELAY};
 
 /// The first round's random start delay, up to 0.3 s, spreads the first joins.
-const FIRST_ROUND_DELAY_US_MAX: u64 = 300_000;
+const FIRST_ROUND_DELAY_MAX: SimDuration = SimDuration::from_ms(300);
 
 /// The round this node joined: its rank and the participants in rank order.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -149,13 +149,14 @@ impl RendezvousHandler {
         h.env
             .record(EventKind::RendezvousJoining { pid: h.env.pid });
         if h.state.round == 0 {
+            // Drawn in whole microseconds, as the seeded runs always drew it.
             let delay_us = h
                 .env
                 .rng("first-round-delay")
-                .gen_range(0..=FIRST_ROUND_DELAY_US_MAX);
-            time::sleep_us(delay_us).await;
+                .gen_range(0..=FIRST_ROUND_DELAY_MAX.as_us());
+            time::sleep(SimDuration::from_us(delay_us)).await;
         }
-        let deadline = deadline_after_us(h.env.now_mono_us(), h.settings.join_timeout_us);
+        let deadline = deadline_after(h.env.now_mono_us(), h.settings.join_timeout);
         h.run(OpKind::Exit, deadline, false).await?;
         assert!(
             !h.state.is_participant(&h.node),
@@ -287,7 +288,7 @@ impl RendezvousHandler {
         self.holder
             .try_lock()?
             .last_sync_mono_us
-            .map(|last| last + CACHE_US)
+            .map(|last| deadline_after(last, CACHE))
     }
 
     /// The nodes on the wait list, from a (possibly cached) sync. Not part of torch's
@@ -308,7 +309,7 @@ impl RendezvousHandler {
     /// torch's `set_closed()`: runs the close op with the close timeout.
     pub async fn set_closed(&self) -> Result<(), RendezvousError> {
         let mut h = self.holder.lock().await;
-        let deadline = deadline_after_us(h.env.now_mono_us(), h.settings.close_timeout_us);
+        let deadline = deadline_after(h.env.now_mono_us(), h.settings.close_timeout);
         h.run(OpKind::Close, deadline, false).await
     }
 
@@ -339,18 +340,17 @@ impl RendezvousHandler {
         let (flag, finished) = (in_flight.clone(), done.clone());
         let task = spawn(async move {
             loop {
-                let (interval_us, env, writer) = {
+                let (interval, env, writer) = {
                     let h = holder.lock().await;
                     let writer = skipped_beats::writer_id(&h.node);
-                    (h.settings.keep_alive_interval_us, h.env.clone(), writer)
+                    (h.settings.keep_alive_interval, h.env.clone(), writer)
                 };
-                time::sleep_us(interval_us).await;
-                skipped_beats::skip_through_window(&env, writer, interval_us).await;
+                time::sleep(interval).await;
+                skipped_beats::skip_through_window(&env, writer, interval).await;
                 flag.store(true, std::sync::atomic::Ordering::Relaxed);
                 finished.clear();
                 let mut h = holder.lock().await;
-                let deadline =
-                    deadline_after_us(h.env.now_mono_us(), h.settings.heartbeat_timeout_us);
+                let deadline = deadline_after(h.env.now_mono_us(), h.settings.heartbeat_timeout);
                 // torch logs a failed keep-alive and tries again at the next tick.
                 let _ = h.run(OpKind::KeepAlive, deadline, false).await;
                 // The sync may have changed the state the agent's monitor reads from cache.

@@ -3,11 +3,11 @@
 
 use super::settings::RendezvousSettings;
 use super::state::{NodeDesc, RendezvousState};
-use crate::sim_time::clock_span_us;
+use crate::sim_time::{deadline_after, reading_before, SimDuration};
 
 /// How long past its deadline a join op may still undo its own membership (torch hard-codes
 /// 5 s): inside this window it removes itself instead of failing with a timeout at once.
-pub const ROLLBACK_WINDOW_US: i64 = 5_000_000;
+pub const ROLLBACK_WINDOW: SimDuration = SimDuration::from_secs(5);
 
 /// Which operation a node is running; each has its own decision table. Named as in the
 /// parity vectors.
@@ -131,9 +131,9 @@ pub struct OpContext<'a> {
 /// torch's `_should_keep_alive`: a node with a heartbeat sends another once the old one is at
 /// least one interval old (`<=`, so exactly one interval old is due). No heartbeat, no renewal.
 pub fn should_keep_alive(ctx: &OpContext<'_>, now_utc_us: i64) -> bool {
-    let interval_us = clock_span_us(ctx.settings.keep_alive_interval_us);
+    let due_us = reading_before(now_utc_us, ctx.settings.keep_alive_interval);
     match ctx.state.last_heartbeats.get(ctx.node) {
-        Some(&last_us) => last_us <= now_utc_us.saturating_sub(interval_us),
+        Some(&last_us) => last_us <= due_us,
         None => false,
     }
 }
@@ -255,46 +255,63 @@ fn decide_join(
         return Ok(Action::Finish);
     }
     if now_mono_us > deadline_mono_us {
-        // Within the rollback window the node tries to undo its membership; past it, or with
-        // nothing to undo, the join fails (a stale heartbeat cleans up after it eventually).
-        if now_mono_us <= deadline_mono_us.saturating_add(ROLLBACK_WINDOW_US) {
-            if is_participant {
-                return Ok(Action::RemoveFromParticipants);
-            }
-            if state.wait_list.contains(node) {
-                return Ok(Action::RemoveFromWaitList);
-            }
-        }
-        return Ok(Action::ErrorTimeout);
+        let in_rollback = now_mono_us <= deadline_after(deadline_mono_us, ROLLBACK_WINDOW);
+        return Ok(join_past_deadline(ctx, in_rollback));
     }
-    if state.complete {
-        // Not a participant of a complete round: wait for the next one if this one is not
-        // full, park on the redundancy list if it is.
-        let waiting = state.wait_list.contains(node);
-        // The planted bug for the fuzzer's canary: join the running round directly.
-        if settings.has_mutant(crate::mutant::Mutant::LateJoinerJoinsCompleteRound)
-            && state.participants.len() < max_nodes
-        {
-            return Ok(Action::AddToParticipants);
-        }
-        if state.participants.len() < max_nodes {
-            if !waiting {
-                return Ok(Action::AddToWaitList);
-            }
-        } else if !waiting {
-            return Ok(Action::AddToRedundancyList);
-        }
+    let decided = if state.complete {
+        join_complete_round(ctx)
     } else if is_participant {
-        // Enough participants and the last call is over (strictly past the deadline): complete.
-        let count = state.participants.len();
-        let enough = count >= settings.min_nodes as usize && count <= max_nodes;
-        if let (true, Some(deadline_us)) = (enough, state.deadline_utc_us) {
-            if deadline_us < now_utc_us {
-                return Ok(Action::MarkRendezvousComplete);
-            }
-        }
+        join_open_round_as_participant(ctx, now_utc_us)
     } else {
-        return Ok(Action::AddToParticipants);
+        Some(Action::AddToParticipants)
+    };
+    Ok(decided.unwrap_or_else(|| wait_action(ctx, now_utc_us)))
+}
+
+/// A join past its deadline: within the rollback window the node tries to undo its
+/// membership; past it, or with nothing to undo, the join fails (a stale heartbeat cleans
+/// up after it eventually).
+fn join_past_deadline(ctx: &OpContext<'_>, in_rollback: bool) -> Action {
+    let (state, node) = (ctx.state, ctx.node);
+    if in_rollback {
+        if state.is_participant(node) {
+            return Action::RemoveFromParticipants;
+        }
+        if state.wait_list.contains(node) {
+            return Action::RemoveFromWaitList;
+        }
     }
-    Ok(wait_action(ctx, now_utc_us))
+    Action::ErrorTimeout
+}
+
+/// A node that is not a participant of the complete current round: wait for the next one
+/// if this one is not full, park on the redundancy list if it is. `None`: already where it
+/// belongs, so it waits.
+fn join_complete_round(ctx: &OpContext<'_>) -> Option<Action> {
+    let (state, node, settings) = (ctx.state, ctx.node, ctx.settings);
+    let has_room = state.participants.len() < settings.max_nodes as usize;
+    // The planted bug for the fuzzer's canary: join the running round directly.
+    if settings.has_mutant(crate::mutant::Mutant::LateJoinerJoinsCompleteRound) && has_room {
+        return Some(Action::AddToParticipants);
+    }
+    if state.wait_list.contains(node) {
+        return None;
+    }
+    Some(if has_room {
+        Action::AddToWaitList
+    } else {
+        Action::AddToRedundancyList
+    })
+}
+
+/// A participant of the open round: it completes the round once there are enough
+/// participants and the last call is over (strictly past its deadline). `None`: it waits.
+fn join_open_round_as_participant(ctx: &OpContext<'_>, now_utc_us: i64) -> Option<Action> {
+    let (state, settings) = (ctx.state, ctx.settings);
+    let count = state.participants.len();
+    let enough = count >= settings.min_nodes as usize && count <= settings.max_nodes as usize;
+    let last_call_over = state
+        .deadline_utc_us
+        .is_some_and(|deadline_us| deadline_us < now_utc_us);
+    (enough && last_call_over).then_some(Action::MarkRendezvousComplete)
 }

@@ -13,6 +13,7 @@ use super::ops::Action;
 use super::settings::RendezvousSettings;
 use super::skipped_beats::writer_id;
 use super::state::{NodeDesc, RendezvousState};
+use crate::sim_time::{span_between_readings, SimDuration, SimInstant};
 use crate::world::wake::Wake;
 use crate::world::{time, NodeEnv};
 use futures::future::{select, Either};
@@ -23,13 +24,13 @@ use std::sync::Arc;
 /// peer that died then to miss its keep-alives, expire, and be dropped by a poll (expiry,
 /// one keep-alive interval, the state cache's second, a monitor tick) and twice that, so
 /// the polls that follow see the state settle.
-pub fn settle_us(settings: &RendezvousSettings, monitor_interval_us: u64) -> u64 {
-    let expiry_us = u64::try_from(settings.heartbeat_expiry_us()).unwrap_or(u64::MAX);
-    let one_pass_us = expiry_us
-        .saturating_add(settings.keep_alive_interval_us)
-        .saturating_add(u64::try_from(super::handler::CACHE_US).unwrap_or(0))
-        .saturating_add(monitor_interval_us);
-    one_pass_us.saturating_mul(2)
+pub fn settle(settings: &RendezvousSettings, monitor_interval: SimDuration) -> SimDuration {
+    let one_pass = settings
+        .heartbeat_expiry()
+        .saturating_add(settings.keep_alive_interval)
+        .saturating_add(super::handler::CACHE)
+        .saturating_add(monitor_interval);
+    one_pass.saturating_mul(2)
 }
 
 /// Whether a join's `action` only repeats its wait: a poll or a keep-alive, with no last
@@ -58,47 +59,48 @@ pub async fn wait(
     action: Action,
     deadline_mono_us: i64,
 ) -> WaitOutcome {
-    let settle = settle_us(settings, env.scenario().agent.monitor_interval.as_us());
+    let settle = settle(settings, env.scenario().agent.monitor_interval);
     env.set_quiet(true, settle);
-    let interval_us = settings.keep_alive_interval_us;
-    let start_us = time::elapsed_us();
-    let first_due_us = if action == Action::KeepAlive {
-        start_us
+    let interval = settings.keep_alive_interval;
+    let start = time::now_whole_us();
+    let first_due = if action == Action::KeepAlive {
+        start
     } else {
-        next_keep_alive_us(env, node, state, interval_us, start_us)
+        next_keep_alive(env, node, state, interval, start)
     };
     let wake = Arc::new(Wake::default());
-    if !env.skip_beats_through_window(&wake, writer_id(node), first_due_us, interval_us) {
+    if !env.skip_beats_through_window(&wake, writer_id(node), first_due, interval) {
         return WaitOutcome::AsTorch;
     }
     // torch times out when its monotonic clock is past the deadline.
-    let until_deadline_us = u64::try_from(deadline_mono_us.saturating_sub(env.now_mono_us()))
-        .unwrap_or(0)
-        .saturating_add(1);
-    let timeout = std::pin::pin!(time::sleep_us(until_deadline_us));
+    let until_deadline = span_between_readings(env.now_mono_us(), deadline_mono_us)
+        .saturating_add(SimDuration::from_us(1));
+    let timeout = std::pin::pin!(time::sleep(until_deadline));
     if let Either::Right(((), _)) = select(wake.notified(), timeout).await {
         // Its own timeout ends the window: this node is about to act.
         env.set_quiet(false, settle);
         return WaitOutcome::Slept;
     }
-    let slept_us = time::elapsed_us() - start_us;
-    let poll_us = super::handler::SYNC_DELAY_US;
-    time::sleep_until_us(start_us + slept_us.div_ceil(poll_us).max(1) * poll_us).await;
+    // Resume on the first poll of the one-second grid from the start that lies after now.
+    let slept = time::now_whole_us().since(start);
+    let poll = super::handler::SYNC_DELAY;
+    let resume_after = slept.ceil_to(poll).max(poll);
+    time::sleep_until_whole_us(start.after(resume_after)).await;
     WaitOutcome::Slept
 }
 
 /// The simulated moment this node's next keep-alive falls due: when its stamp in `state` is
 /// one interval old (at once when it has none, which a routine wait does not see).
-fn next_keep_alive_us(
+fn next_keep_alive(
     env: &NodeEnv,
     node: &NodeDesc,
     state: &RendezvousState,
-    interval_us: u64,
-    now_us: u64,
-) -> u64 {
+    interval: SimDuration,
+    now: SimInstant,
+) -> SimInstant {
     let Some(&stamp_utc_us) = state.last_heartbeats.get(node) else {
-        return now_us;
+        return now;
     };
-    let age_us = u64::try_from(env.now_utc_us().saturating_sub(stamp_utc_us)).unwrap_or(0);
-    now_us.saturating_add(interval_us.saturating_sub(age_us))
+    let age = span_between_readings(stamp_utc_us, env.now_utc_us());
+    now.after(interval.saturating_sub(age))
 }

@@ -6,6 +6,7 @@ use std::collections::BTreeMap;
 use super::apply::remove_participant_epilogue;
 use super::settings::RendezvousSettings;
 use super::state::{NodeDesc, RendezvousState};
+use crate::sim_time::reading_before;
 
 /// Drops every node whose last heartbeat is strictly older than
 /// `now − keep_alive_interval × keep_alive_max_attempt` (a heartbeat exactly at the horizon
@@ -23,7 +24,7 @@ pub fn sanitize(
     if settings.has_mutant(crate::mutant::Mutant::NoHeartbeatExpiry) {
         return Vec::new();
     }
-    let expire_us = now_utc_us.saturating_sub(settings.heartbeat_expiry_us());
+    let expire_us = reading_before(now_utc_us, settings.heartbeat_expiry());
     let dead: Vec<NodeDesc> = state
         .last_heartbeats
         .iter()
@@ -111,7 +112,7 @@ impl HeartbeatReceipts {
     /// this reader's monotonic clock, in node order.
     pub fn expired(&self, settings: &RendezvousSettings, now_mono_us: i64) -> Vec<NodeDesc> {
         assert_monotonic(self.last_observed_mono_us, now_mono_us, "expired");
-        let horizon_us = now_mono_us.saturating_sub(settings.heartbeat_expiry_us());
+        let horizon_us = reading_before(now_mono_us, settings.heartbeat_expiry());
         self.seen_mono_us
             .iter()
             .filter(|(_, &(_, seen_us))| seen_us < horizon_us)
@@ -138,7 +139,7 @@ mod tests {
     #[test]
     fn expiry_is_strict() {
         let s = RendezvousSettings::new("r", 1, 3);
-        let expiry = s.heartbeat_expiry_us();
+        let expiry = crate::sim_time::clock_span(s.heartbeat_expiry());
         let now = 1_000_000_000;
         let (a, b) = (NodeDesc::new("a", 1, 0), NodeDesc::new("b", 1, 0));
         let mut st = RendezvousState::default();
@@ -157,7 +158,7 @@ mod tests {
     #[test]
     fn receipts_ignore_the_writers_clock() {
         let s = RendezvousSettings::new("r", 1, 3);
-        let expiry = s.heartbeat_expiry_us();
+        let expiry = crate::sim_time::clock_span(s.heartbeat_expiry());
         let (a, b) = (NodeDesc::new("a", 1, 0), NodeDesc::new("b", 1, 0));
         let mut st = RendezvousState::default();
         // b's clock runs far behind: its stamp already looks older than the expiry.

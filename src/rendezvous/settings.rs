@@ -1,4 +1,5 @@
-//! Rendezvous settings: torch's `RendezvousSettings` plus its `RendezvousTimeout`, in microseconds.
+//! Rendezvous settings: torch's `RendezvousSettings` plus its `RendezvousTimeout`, as spans of
+//! simulated time (microseconds in the parity vectors' JSON).
 
 use std::collections::BTreeSet;
 
@@ -6,6 +7,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::mutant::Mutant;
 use crate::scenario::model::{RendezvousConfig, RUN_ID};
+use crate::sim_time::SimDuration;
 
 pub use crate::scenario::torch_defaults::{
     DEFAULT_CLOSE_TIMEOUT_US, DEFAULT_HEARTBEAT_TIMEOUT_US, DEFAULT_JOIN_TIMEOUT_US,
@@ -27,21 +29,39 @@ pub struct RendezvousSettings {
     /// Most participants a round admits; reaching it completes the round at once.
     pub max_nodes: u32,
     /// Deadline of the exit + join ops of one `next_rendezvous` call.
-    pub join_timeout_us: u64,
+    #[serde(rename = "join_timeout_us", with = "crate::sim_time::span_whole_us")]
+    pub join_timeout: SimDuration,
     /// Extra wait after `min_nodes` is reached before a participant may complete the round.
-    pub last_call_timeout_us: u64,
+    #[serde(
+        rename = "last_call_timeout_us",
+        with = "crate::sim_time::span_whole_us"
+    )]
+    pub last_call_timeout: SimDuration,
     /// Deadline of the close op.
-    pub close_timeout_us: u64,
+    #[serde(rename = "close_timeout_us", with = "crate::sim_time::span_whole_us")]
+    pub close_timeout: SimDuration,
     /// Deadline of the keep-alive op.
-    pub heartbeat_timeout_us: u64,
+    #[serde(
+        rename = "heartbeat_timeout_us",
+        with = "crate::sim_time::span_whole_us"
+    )]
+    pub heartbeat_timeout: SimDuration,
     /// A heartbeat at least this old is due again.
-    pub keep_alive_interval_us: u64,
+    #[serde(
+        rename = "keep_alive_interval_us",
+        with = "crate::sim_time::span_whole_us"
+    )]
+    pub keep_alive_interval: SimDuration,
     /// Missed heartbeats after which sanitize drops a node.
     pub keep_alive_max_attempt: u32,
     /// torch's `cas_backoff_max_seconds`: after a state write that lost, the executor waits
     /// a random time up to this before it goes on. 0 (torch's default) never waits.
-    #[serde(default)]
-    pub cas_backoff_max_us: u64,
+    #[serde(
+        default,
+        rename = "cas_backoff_max_us",
+        with = "crate::sim_time::span_whole_us"
+    )]
+    pub cas_backoff_max: SimDuration,
     /// Opt-in named deviations from torch; empty reproduces torch exactly.
     #[serde(default)]
     pub fixes: BTreeSet<RendezvousFix>,
@@ -81,13 +101,13 @@ impl RendezvousSettings {
             run_id: run_id.into(),
             min_nodes,
             max_nodes,
-            join_timeout_us: DEFAULT_JOIN_TIMEOUT_US,
-            last_call_timeout_us: DEFAULT_LAST_CALL_TIMEOUT_US,
-            close_timeout_us: DEFAULT_CLOSE_TIMEOUT_US,
-            heartbeat_timeout_us: DEFAULT_HEARTBEAT_TIMEOUT_US,
-            keep_alive_interval_us: DEFAULT_KEEP_ALIVE_INTERVAL_US,
+            join_timeout: SimDuration::from_us(DEFAULT_JOIN_TIMEOUT_US),
+            last_call_timeout: SimDuration::from_us(DEFAULT_LAST_CALL_TIMEOUT_US),
+            close_timeout: SimDuration::from_us(DEFAULT_CLOSE_TIMEOUT_US),
+            heartbeat_timeout: SimDuration::from_us(DEFAULT_HEARTBEAT_TIMEOUT_US),
+            keep_alive_interval: SimDuration::from_us(DEFAULT_KEEP_ALIVE_INTERVAL_US),
             keep_alive_max_attempt: DEFAULT_KEEP_ALIVE_MAX_ATTEMPT,
-            cas_backoff_max_us: 0,
+            cas_backoff_max: SimDuration::ZERO,
             fixes: BTreeSet::new(),
             mutants: BTreeSet::new(),
         }
@@ -100,13 +120,13 @@ impl RendezvousSettings {
             run_id: RUN_ID.to_owned(),
             min_nodes: config.min_nodes,
             max_nodes: config.max_nodes,
-            join_timeout_us: config.join_timeout.as_us(),
-            last_call_timeout_us: config.last_call_timeout.as_us(),
-            close_timeout_us: config.close_timeout.as_us(),
-            heartbeat_timeout_us: config.heartbeat_timeout.as_us(),
-            keep_alive_interval_us: config.keep_alive_interval.as_us(),
+            join_timeout: config.join_timeout,
+            last_call_timeout: config.last_call_timeout,
+            close_timeout: config.close_timeout,
+            heartbeat_timeout: config.heartbeat_timeout,
+            keep_alive_interval: config.keep_alive_interval,
             keep_alive_max_attempt: config.keep_alive_max_attempt,
-            cas_backoff_max_us: config.cas_backoff_max.as_us(),
+            cas_backoff_max: config.cas_backoff_max,
             fixes: config.fixes.clone(),
             mutants,
         }
@@ -127,13 +147,13 @@ impl RendezvousSettings {
             });
         }
         let timeouts = [
-            ("join", self.join_timeout_us),
-            ("last_call", self.last_call_timeout_us),
-            ("close", self.close_timeout_us),
-            ("heartbeat", self.heartbeat_timeout_us),
+            ("join", self.join_timeout),
+            ("last_call", self.last_call_timeout),
+            ("close", self.close_timeout),
+            ("heartbeat", self.heartbeat_timeout),
         ];
-        for (name, value_us) in timeouts {
-            if value_us == 0 {
+        for (name, timeout) in timeouts {
+            if timeout.is_zero() {
                 return Err(SettingsError::NonPositiveTimeout(name));
             }
         }
@@ -142,11 +162,9 @@ impl RendezvousSettings {
 
     /// Age past which sanitize treats a heartbeat as dead:
     /// `keep_alive_interval × keep_alive_max_attempt`, as torch's `_sanitize` computes it.
-    pub fn heartbeat_expiry_us(&self) -> i64 {
-        let expiry = self
-            .keep_alive_interval_us
-            .saturating_mul(u64::from(self.keep_alive_max_attempt));
-        crate::sim_time::clock_span_us(expiry)
+    pub fn heartbeat_expiry(&self) -> SimDuration {
+        self.keep_alive_interval
+            .saturating_mul(u64::from(self.keep_alive_max_attempt))
     }
 
     /// Whether the opt-in deviation from torch is switched on.
@@ -178,7 +196,7 @@ mod tests {
     #[test]
     fn defaults_match_torch_and_validate() {
         let s = RendezvousSettings::new("run", 1, 2);
-        assert_eq!(s.heartbeat_expiry_us(), 15_000_000);
+        assert_eq!(s.heartbeat_expiry(), SimDuration::from_secs(15));
         assert!(s.validate().is_ok());
         assert_eq!(s.state_key(), "torch.rendezvous.run");
         assert_eq!(s.round_store_prefix(3), "torch.rendezvous.run.3");
@@ -199,7 +217,7 @@ mod tests {
             Err(SettingsError::MaxBelowMin { .. })
         ));
         let mut s = RendezvousSettings::new("r", 1, 1);
-        s.close_timeout_us = 0;
+        s.close_timeout = SimDuration::ZERO;
         assert_eq!(
             s.validate(),
             Err(SettingsError::NonPositiveTimeout("close"))

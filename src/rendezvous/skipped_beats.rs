@@ -4,21 +4,23 @@
 
 use super::decoded_states::SharedState;
 use super::state::{NodeDesc, RendezvousState};
+use crate::sim_time::SimDuration;
 use crate::world::{time, NodeEnv};
 use std::sync::Arc;
 
 /// In a quiet window the keep-alives fall due on their grid without being sent: the world
 /// keeps their stamps, and every reader applies them. The loop goes on at the first tick
 /// of its grid after the window closes.
-pub async fn skip_through_window(env: &NodeEnv, writer: u64, interval_us: u64) {
+pub async fn skip_through_window(env: &NodeEnv, writer: u64, interval: SimDuration) {
     let wake = Arc::new(crate::world::wake::Wake::default());
-    let origin_us = time::elapsed_us();
-    if !env.skip_beats_through_window(&wake, writer, origin_us, interval_us) {
+    let origin = time::now_whole_us();
+    if !env.skip_beats_through_window(&wake, writer, origin, interval) {
         return;
     }
     wake.notified().await;
-    let slept_us = time::elapsed_us() - origin_us;
-    time::sleep_until_us(origin_us + (slept_us / interval_us + 1) * interval_us).await;
+    let slept = time::now_whole_us().since(origin);
+    let next_tick = slept.floor_to(interval).saturating_add(interval);
+    time::sleep_until_whole_us(origin.after(next_tick)).await;
 }
 
 /// Raises each stamp of the state just read (`synced`, now in `state`) to its node's last

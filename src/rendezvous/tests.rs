@@ -5,12 +5,13 @@ use proptest::prelude::*;
 
 use super::apply::apply;
 use super::ops::{
-    decide, should_keep_alive, Action, GracefulExit, OpContext, OpKind, ROLLBACK_WINDOW_US,
+    decide, should_keep_alive, Action, GracefulExit, OpContext, OpKind, ROLLBACK_WINDOW,
 };
 use super::sanitize::sanitize;
 use super::settings::{RendezvousFix, RendezvousSettings};
 use super::state::{nodes_at, NodeDesc, RendezvousState};
 use crate::scenario::node::NodeIndex;
+use crate::sim_time::{clock_span, deadline_after, reading_before};
 
 const NOW_UTC_US: i64 = 1_000_000_000;
 const MONO_US: i64 = 50_000_000;
@@ -110,7 +111,7 @@ fn join_redundant_waits_while_full_and_leaves_when_room_ignoring_deadline() {
         Ok(Action::Sync)
     );
     st.last_heartbeats
-        .insert(n("b"), NOW_UTC_US - s.keep_alive_interval_us as i64);
+        .insert(n("b"), reading_before(NOW_UTC_US, s.keep_alive_interval));
     assert_eq!(join(&n("b"), &st, &s), Action::KeepAlive);
     st.participants.clear();
     assert_eq!(
@@ -132,11 +133,17 @@ fn join_rollback_window_after_deadline() {
         Ok(Action::RemoveFromParticipants)
     );
     assert_eq!(
-        run(OpKind::Join, &n("w"), &st, &s, -ROLLBACK_WINDOW_US),
+        run(OpKind::Join, &n("w"), &st, &s, -clock_span(ROLLBACK_WINDOW)),
         Ok(Action::RemoveFromWaitList)
     );
     assert_eq!(
-        run(OpKind::Join, &n("a"), &st, &s, -ROLLBACK_WINDOW_US - 1),
+        run(
+            OpKind::Join,
+            &n("a"),
+            &st,
+            &s,
+            -clock_span(ROLLBACK_WINDOW) - 1
+        ),
         Ok(Action::ErrorTimeout)
     );
     assert_eq!(
@@ -221,7 +228,7 @@ fn exit_close_keep_alive_tables() {
         Ok(Action::Finish)
     );
     st.last_heartbeats
-        .insert(n("a"), NOW_UTC_US - s.keep_alive_interval_us as i64);
+        .insert(n("a"), reading_before(NOW_UTC_US, s.keep_alive_interval));
     assert_eq!(
         run(OpKind::KeepAlive, &n("a"), &st, &s, 0),
         Ok(Action::KeepAlive)
@@ -282,7 +289,7 @@ fn lone_node_joins_and_gets_rank_zero_after_last_call() {
     let mut st = RendezvousState::default();
     let mut now = NOW_UTC_US;
     assert_eq!(drive_join(&mut st, &s, &n("a"), &mut now), Action::Sync);
-    now += s.last_call_timeout_us as i64 + 1;
+    now = deadline_after(now, s.last_call_timeout) + 1;
     // Heartbeat is stale by now; the sanitize horizon is 15 s but the last call is 30 s, so
     // refresh the heartbeat the way the keep-alive path would.
     st.last_heartbeats.insert(n("a"), now);

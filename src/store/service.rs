@@ -18,6 +18,7 @@
 
 use super::cost::StoreCosts;
 use super::{Keys, Served, StoreRequest, StoreResponse, StoreState, StoreStatsHandle, Value};
+use crate::sim_time::SimDuration;
 use crate::world::net::{Incoming, NetError, ReplyWait, RpcClient, RpcServer};
 use crate::world::{spawn, time};
 use futures::channel::oneshot;
@@ -31,9 +32,9 @@ use std::sync::{Arc, Mutex};
 pub use crate::world::STORE_PORT;
 /// TCPStore's default timeout: how long `get`, `wait` and `multi_get` wait for their keys,
 /// and how long the first connect is retried.
-pub const READ_TIMEOUT_US: u64 = 60_000_000;
+pub const READ_TIMEOUT: SimDuration = SimDuration::from_secs(60);
 /// How long the server keeps a blocked request before giving up on its client.
-const BLOCKED_REQUEST_US_MAX: u64 = 3_600_000_000;
+const BLOCKED_REQUEST_MAX: SimDuration = SimDuration::from_secs(3_600);
 
 /// A store error as the c10d backend sees it: every failure is a connection error.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -249,7 +250,7 @@ async fn answer(
     // One deadline for the whole wait: a blocked request can be woken more than once (a key
     // it had was deleted meanwhile), and a timer armed per wake-up would pile up in madsim's timer heap (timers there
     // cannot be cancelled), which made long blocked gets cost more than the rest of a run.
-    let mut deadline = std::pin::pin!(time::sleep_us(BLOCKED_REQUEST_US_MAX));
+    let mut deadline = std::pin::pin!(time::sleep(BLOCKED_REQUEST_MAX));
     let mut cancelled: Option<oneshot::Receiver<()>> = None;
     let answered = loop {
         let wake = {
@@ -344,30 +345,31 @@ fn forget_spent_cancel(
 #[derive(Clone)]
 pub struct StoreClient {
     conn: Arc<futures::lock::Mutex<RpcClient>>,
-    /// TCPStore's timeout for each call (`set_timeout` changes it for every user).
-    timeout_us: Arc<std::sync::atomic::AtomicU64>,
+    /// TCPStore's timeout for each call (`set_timeout` changes it for every user), in
+    /// nanoseconds: a span shared through an atomic.
+    timeout_ns: Arc<std::sync::atomic::AtomicU64>,
 }
 
 impl StoreClient {
-    /// Opens a client of the store at `server`; `timeout_us` is its timeout for waits and
-    /// for the connect itself.
-    pub async fn connect(server: SocketAddr, timeout_us: u64) -> Result<Self, StoreError> {
-        let rpc = RpcClient::connect(server, timeout_us);
+    /// Opens a client of the store at `server`; `timeout` is its timeout for waits and for
+    /// the connect itself.
+    pub async fn connect(server: SocketAddr, timeout: SimDuration) -> Result<Self, StoreError> {
+        let rpc = RpcClient::connect(server, timeout);
         Ok(StoreClient {
             conn: Arc::new(futures::lock::Mutex::new(rpc)),
-            timeout_us: Arc::new(timeout_us.into()),
+            timeout_ns: Arc::new(timeout.as_ns().into()),
         })
     }
 
     /// The timeout every call on this client uses now.
-    pub fn timeout_us(&self) -> u64 {
-        self.timeout_us.load(std::sync::atomic::Ordering::Relaxed)
+    pub fn timeout(&self) -> SimDuration {
+        SimDuration::from_ns(self.timeout_ns.load(std::sync::atomic::Ordering::Relaxed))
     }
 
     /// TCPStore's `set_timeout`: the timeout of every later call, by every user.
-    pub fn set_timeout_us(&self, timeout_us: u64) {
-        self.timeout_us
-            .store(timeout_us, std::sync::atomic::Ordering::Relaxed);
+    pub fn set_timeout(&self, timeout: SimDuration) {
+        self.timeout_ns
+            .store(timeout.as_ns(), std::sync::atomic::Ordering::Relaxed);
     }
 
     /// Which incarnation of its address's server this client reached (1 for the first
@@ -378,7 +380,7 @@ impl StoreClient {
 
     /// One request and its reply, with TCPStore's timeout for its kind (see the module docs).
     async fn call(&self, request: StoreRequest) -> Result<StoreResponse, StoreError> {
-        let timeout_us = self.timeout_us();
+        let timeout = self.timeout();
         let mut conn = self.conn.lock().await;
         if !request.waits_for_keys() {
             return settle(conn.call(request, ReplyWait::Unbounded).await);
@@ -386,7 +388,7 @@ impl StoreClient {
         // Kept to name the keys if the wait times out: a clone shares a request's key list,
         // where spelling the list out for every wait held nodes² bytes at scale.
         let waited = request.clone();
-        match conn.call(request, ReplyWait::WithinUs(timeout_us)).await {
+        match conn.call(request, ReplyWait::Within(timeout)).await {
             Err(NetError::Timeout(..)) if conn.incarnation().is_some() => {
                 // TCPStore's doWait: cancel, read the server's answer with no timeout, then
                 // raise the timeout whatever that answer was.
@@ -395,7 +397,7 @@ impl StoreClient {
                         .await,
                 )?;
                 Err(StoreError::WaitTimeout {
-                    timeout_ms: crate::sim_time::SimDuration::from_us(timeout_us).as_ms(),
+                    timeout_ms: timeout.as_ms(),
                     keys: waited.keys().join(", "),
                 })
             }

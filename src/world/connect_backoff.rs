@@ -12,40 +12,43 @@ use rand::Rng;
 use rand_chacha::ChaCha8Rng;
 
 /// The first retry's mean delay.
-const INITIAL_INTERVAL_US: u64 = 500_000;
+const INITIAL_INTERVAL: SimDuration = SimDuration::from_ms(500);
 /// Each retry's mean delay over the last's, as a fraction `NUM / DEN` (1.5).
 const MULTIPLIER_NUM: u64 = 3;
 const MULTIPLIER_DEN: u64 = 2;
 /// The largest mean delay.
-const MAX_INTERVAL_US: u64 = 60_000_000;
+const MAX_INTERVAL: SimDuration = SimDuration::from_secs(60);
 /// The draw's spread either side of the mean, as a share of it (±50 %).
 const RANDOMIZATION_PERCENT: u64 = 50;
 
 /// One connect's retry delays.
 pub struct ConnectBackoff {
-    interval_us: u64,
+    interval: SimDuration,
     rng: ChaCha8Rng,
 }
 
 impl ConnectBackoff {
     pub fn new(rng: ChaCha8Rng) -> Self {
         ConnectBackoff {
-            interval_us: INITIAL_INTERVAL_US,
+            interval: INITIAL_INTERVAL,
             rng,
         }
     }
 
     /// The delay before the next try: uniform within ±50 % of the current interval, which
     /// then grows by half, up to a minute. c10d draws whole milliseconds.
-    pub fn next_us(&mut self) -> u64 {
-        let interval_ms = SimDuration::from_us(self.interval_us).as_ms();
+    pub fn next(&mut self) -> SimDuration {
+        let interval_ms = self.interval.as_ms();
         let spread_ms = interval_ms * RANDOMIZATION_PERCENT / 100;
         let delay_ms = self
             .rng
             .gen_range(interval_ms - spread_ms..=interval_ms + spread_ms);
-        self.interval_us =
-            (self.interval_us * MULTIPLIER_NUM / MULTIPLIER_DEN).min(MAX_INTERVAL_US);
-        SimDuration::from_ms(delay_ms).as_us()
+        // The interval grows in whole microseconds, as the seeded runs always grew it.
+        self.interval = self
+            .interval
+            .scaled_to_whole_us(MULTIPLIER_NUM, MULTIPLIER_DEN)
+            .min(MAX_INTERVAL);
+        SimDuration::from_ms(delay_ms)
     }
 }
 
@@ -57,16 +60,16 @@ mod tests {
     #[test]
     fn delays_grow_by_half_within_their_spread_up_to_a_minute() {
         let mut backoff = ConnectBackoff::new(stream(7, "t"));
-        let mut mean_us = INITIAL_INTERVAL_US;
+        let mut mean_us = INITIAL_INTERVAL.as_us();
         for _ in 0..30 {
-            let delay_us = backoff.next_us();
+            let delay_us = backoff.next().as_us();
             assert!(
                 delay_us >= mean_us / 2 && delay_us <= mean_us * 3 / 2,
                 "{delay_us}"
             );
-            mean_us = (mean_us * 3 / 2).min(MAX_INTERVAL_US);
+            mean_us = (mean_us * 3 / 2).min(MAX_INTERVAL.as_us());
         }
-        assert_eq!(mean_us, MAX_INTERVAL_US);
+        assert_eq!(mean_us, MAX_INTERVAL.as_us());
     }
 
     #[test]
@@ -76,7 +79,7 @@ mod tests {
             let mut backoff = ConnectBackoff::new(stream(seed, "t"));
             let mut at_us = 0;
             while at_us <= 4_000_000 {
-                at_us += backoff.next_us();
+                at_us += backoff.next().as_us();
             }
             assert!(
                 (4_000_000..10_000_000).contains(&at_us),

@@ -85,7 +85,7 @@ async fn run_process(world: &Arc<World>, index: u32) -> Option<AgentState> {
             quiet: false,
         });
         // A new process acts at once: whoever slept through a quiet window wakes.
-        st.quiet.disturb(time::elapsed_us());
+        st.quiet.disturb(time::now_whole_us());
         pid
     };
     let env = NodeEnv {

@@ -275,44 +275,44 @@ impl Drop for ListenGuard {
 }
 
 /// The first retransmission timeout (Linux's minimum RTO), and its ceiling (`TCP_RTO_MAX`).
-pub(super) const RTO_US_MIN: u64 = 200_000;
-pub(super) const RTO_US_MAX: u64 = 120_000_000;
+pub(super) const RTO_MIN: SimDuration = SimDuration::from_ms(200);
+pub(super) const RTO_MAX: SimDuration = SimDuration::from_secs(120);
 /// The longest a client waits before asking again for a reply that was dropped.
-pub(super) const REASK_US_MAX: u64 = 3_200_000;
+pub(super) const REASK_MAX: SimDuration = SimDuration::from_ms(3_200);
 /// Answered replies the server remembers for resent requests, across all clients. Requests
 /// still being served are kept apart from this bound (there is one per request in flight):
 /// forgetting one would serve its resend as a new request, applying it twice.
 const REPLY_CACHE_MAX: usize = 4096;
 /// How long a reset takes to come back from a live host.
-pub(super) const RESET_DELAY_US: u64 = 2_000;
+pub(super) const RESET_DELAY: SimDuration = SimDuration::from_ms(2);
 
 /// When TCP gives up on a request that is never acknowledged: the retransmission timeout
-/// doubles from `RTO_US_MIN` up to `RTO_US_MAX`, and at the expiry after the
+/// doubles from `RTO_MIN` up to `RTO_MAX`, and at the expiry after the
 /// `tcp_retries2`-th retransmission the connection fails (Linux's `retransmits_timed_out`,
 /// whose limit is exactly that sum when the RTO starts at its minimum). For the default 15:
 /// 0.2 + 0.4 + … + 102.4 s, then six times 120 s, 924.6 s in all.
-pub fn tcp_give_up_us(tcp_retries2: u32) -> u64 {
-    let mut rto_us = RTO_US_MIN;
-    let mut total_us = 0u64;
+pub fn tcp_give_up(tcp_retries2: u32) -> SimDuration {
+    let mut rto = RTO_MIN;
+    let mut total = SimDuration::ZERO;
     for _ in 0..=tcp_retries2 {
-        total_us = total_us.saturating_add(rto_us);
-        rto_us = (rto_us * 2).min(RTO_US_MAX);
+        total = total.saturating_add(rto);
+        rto = rto.saturating_mul(2).min(RTO_MAX);
     }
-    total_us
+    total
 }
 
 /// Why a call got no answer.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum NetError {
-    #[error("no reply from {0} within {1} us")]
-    Timeout(SocketAddr, u64),
+    #[error("no reply from {0} within {waited_us} us", waited_us = .1.as_us())]
+    Timeout(SocketAddr, SimDuration),
     #[error("connection to {0} refused: nothing listens there")]
     Refused(SocketAddr),
     #[error("connection to {0} reset by peer: the server process is gone")]
     Reset(SocketAddr),
     /// TCP gave up retransmitting a request nobody acknowledged (ETIMEDOUT).
-    #[error("connection to {0} timed out: no acknowledgement after {1} retransmissions over {2} us (tcp_retries2)")]
-    GaveUp(SocketAddr, u32, u64),
+    #[error("connection to {0} timed out: no acknowledgement after {1} retransmissions over {waited_us} us (tcp_retries2)", waited_us = .2.as_us())]
+    GaveUp(SocketAddr, u32, SimDuration),
 }
 
 /// One message: between which hosts, its size, and when it is ready to leave (its sender

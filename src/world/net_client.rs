@@ -2,9 +2,10 @@
 //! with TCP's retransmission and give-up, and each call's own way of waiting for its reply.
 
 use super::{
-    send_request, with_registry, NetError, Path, ResetSignal, REASK_US_MAX, RESET_DELAY_US,
-    RTO_US_MAX, RTO_US_MIN,
+    send_request, with_registry, NetError, Path, ResetSignal, REASK_MAX, RESET_DELAY, RTO_MAX,
+    RTO_MIN,
 };
+use crate::sim_time::{SimDuration, SimInstant};
 use crate::world::connect_backoff::ConnectBackoff;
 use crate::world::rng;
 use crate::world::time;
@@ -18,8 +19,8 @@ use std::sync::Arc;
 /// How long a call waits for its reply once its request has reached the server.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ReplyWait {
-    /// Up to this many microseconds from the call's start (TCPStore's `wait` and `get`).
-    WithinUs(u64),
+    /// Up to this long from the call's start (TCPStore's `wait` and `get`).
+    Within(SimDuration),
     /// As long as it takes (TCPStore's `compare_set`, `add`, `check`, …): only a reset or
     /// TCP giving up ends it.
     Unbounded,
@@ -39,7 +40,7 @@ pub struct RpcClient {
     inbox: Arc<Inbox>,
     /// How long the first connect is retried while nothing listens (TCPStore connects with
     /// its timeout of the moment it is made).
-    connect_timeout_us: u64,
+    connect_timeout: SimDuration,
     /// Why the connection died for good (TCP gave up): every later call fails with it.
     broken: Option<NetError>,
     /// Linux's retransmission limit on this host (`tcp_retries2`).
@@ -48,13 +49,13 @@ pub struct RpcClient {
     /// from call to call and moved on only when it fires before the call it serves ends:
     /// most calls are answered long before their timeout, and a timer per call would cost
     /// one more simulator event each.
-    deadline: Option<(u64, Pin<Box<time::Sleep>>)>,
+    deadline: Option<(SimInstant, Pin<Box<time::Sleep>>)>,
 }
 
 impl RpcClient {
     /// A connection from the current machine to `server`, made by the first call, which
-    /// retries a refused connect for up to `connect_timeout_us`.
-    pub fn connect(server: SocketAddr, connect_timeout_us: u64) -> Self {
+    /// retries a refused connect for up to `connect_timeout`.
+    pub fn connect(server: SocketAddr, connect_timeout: SimDuration) -> Self {
         let (ip, client, tcp_retries2) = with_registry(|r| {
             r.clients_made += 1;
             (r.hosts.current(), r.clients_made, r.tcp_retries2)
@@ -67,7 +68,7 @@ impl RpcClient {
             reset: None,
             acked: Arc::default(),
             inbox: Arc::default(),
-            connect_timeout_us,
+            connect_timeout,
             broken: None,
             tcp_retries2,
             deadline: None,
@@ -120,19 +121,15 @@ impl RpcClient {
             self.next_id >> 32,
             "a client's request ids stay in its own range"
         );
-        let started_us = time::elapsed_us();
+        let started = time::now_whole_us();
         let call = Call {
             id,
-            started_us,
-            deadline_us: match wait {
-                ReplyWait::WithinUs(timeout_us) => {
-                    Some(started_us.checked_add(timeout_us).unwrap_or_else(|| {
-                        panic!("a call to {} with timeout {timeout_us} us", self.server)
-                    }))
-                }
+            started,
+            deadline: match wait {
+                ReplyWait::Within(timeout) => Some(started.after(timeout)),
                 ReplyWait::Unbounded => None,
             },
-            connect_deadline_us: started_us.saturating_add(self.connect_timeout_us),
+            connect_deadline: started.after(self.connect_timeout),
         };
         // Errors but TCP giving up say nothing of the next call: a reset is met again, and a
         // refused or timed-out connect is tried again.
@@ -154,65 +151,77 @@ impl RpcClient {
         Req: WireSize + Clone + Send + Sync + 'static,
         Resp: Send + Sync + 'static,
     {
-        let id = call.id;
-        self.connect_until(call.connect_deadline_us).await?;
+        self.connect_until(call.connect_deadline).await?;
         let mut resend = Resend::new();
         loop {
-            let now_us = time::elapsed_us();
-            if call.overdue(now_us) && self.acked(id) {
+            let now = time::now_whole_us();
+            if call.overdue(now) && self.acked(call.id) {
                 return Err(self.timed_out(call));
             }
             match self.path() {
                 // Nothing outstanding on the wire: nothing meets the reset or the silence, and
                 // only the caller's deadline ends the wait.
-                Path::Reset | Path::Silent if self.acked(id) => self.wait_out(call).await,
+                Path::Reset | Path::Silent if self.acked(call.id) => self.wait_out(call).await,
                 Path::Reset => return Err(self.reset_arrives().await),
                 Path::Silent => {
-                    time::sleep_us(resend.rto_us).await;
+                    time::sleep(resend.rto).await;
                     resend.expired(self.tcp_retries2, || self.gave_up(call))?;
                 }
                 Path::Open => {
-                    let acked_before = self.acked(id);
-                    let cap_us = if acked_before {
-                        REASK_US_MAX
-                    } else {
-                        RTO_US_MAX
-                    };
-                    let remaining_us = match call.deadline_us {
-                        Some(deadline_us) if acked_before => deadline_us.saturating_sub(now_us),
-                        _ => u64::MAX,
-                    };
-                    let resend_at_us = now_us + resend.rto_us.min(cap_us).min(remaining_us);
-                    let deadline_us = call.deadline_us.filter(|at_us| *at_us > now_us);
-                    let wait = match deadline_us {
-                        Some(at_us) => Until::Deadline(at_us),
-                        None if call.overdue(now_us) => Until::Taken,
-                        None => Until::Reply,
-                    };
-                    match self.exchange(id, request, wait).await {
-                        Exchange::Reply(_) if call.overdue(time::elapsed_us()) => {
-                            // The caller stopped waiting at its deadline; what it reads now
-                            // answers the request it sends next (TCPStore's cancel).
-                            return Err(self.timed_out(call));
-                        }
-                        Exchange::Reply(resp) => return Ok(resp),
-                        Exchange::Reset => return Err(self.reset_arrives().await),
-                        Exchange::TimedOut => return Err(self.timed_out(call)),
-                        Exchange::Dropped => {
-                            // TCP's retransmission timer runs out before anything is sent
-                            // again, unless the connection resets first.
-                            if self.reset_before(resend_at_us).await {
-                                return Err(self.reset_arrives().await);
-                            }
-                            if self.acked(id) {
-                                // The reply was lost: the server's TCP sends it again.
-                                resend.rto_us = (resend.rto_us * 2).min(cap_us);
-                            } else {
-                                resend.expired(self.tcp_retries2, || self.gave_up(call))?;
-                            }
-                        }
+                    if let Some(resp) = self.send_once(call, request, &mut resend, now).await? {
+                        return Ok(resp);
                     }
                 }
+            }
+        }
+    }
+
+    /// One send of the request on an open path, at `now`: the reply, an error that ends
+    /// the call, or `None` when the wire dropped the request or its reply and it is to be
+    /// asked again (TCP's retransmission, or the server's TCP resending the reply).
+    async fn send_once<Req, Resp>(
+        &mut self,
+        call: &Call,
+        request: &Req,
+        resend: &mut Resend,
+        now: SimInstant,
+    ) -> Result<Option<Resp>, NetError>
+    where
+        Req: WireSize + Clone + Send + Sync + 'static,
+        Resp: Send + Sync + 'static,
+    {
+        let acked_before = self.acked(call.id);
+        let cap = if acked_before { REASK_MAX } else { RTO_MAX };
+        let resend_cap = match call.deadline {
+            Some(deadline) if acked_before => cap.min(deadline.since(now)),
+            _ => cap,
+        };
+        let resend_at = now.after(resend.rto.min(resend_cap));
+        let wait = match call.deadline.filter(|at| *at > now) {
+            Some(at) => Until::Deadline(at),
+            None if call.overdue(now) => Until::Taken,
+            None => Until::Reply,
+        };
+        match self.exchange(call.id, request, wait).await {
+            // The caller stopped waiting at its deadline; what it reads now answers the
+            // request it sends next (TCPStore's cancel).
+            Exchange::Reply(_) if call.overdue(time::now_whole_us()) => Err(self.timed_out(call)),
+            Exchange::Reply(resp) => Ok(Some(resp)),
+            Exchange::Reset => Err(self.reset_arrives().await),
+            Exchange::TimedOut => Err(self.timed_out(call)),
+            Exchange::Dropped => {
+                // TCP's retransmission timer runs out before anything is sent again, unless
+                // the connection resets first.
+                if self.reset_before(resend_at).await {
+                    return Err(self.reset_arrives().await);
+                }
+                if self.acked(call.id) {
+                    // The reply was lost: the server's TCP sends it again.
+                    resend.rto = resend.rto.saturating_mul(2).min(cap);
+                } else {
+                    resend.expired(self.tcp_retries2, || self.gave_up(call))?;
+                }
+                Ok(None)
             }
         }
     }
@@ -220,22 +229,22 @@ impl RpcClient {
     /// Connects now if this client has not yet: TCPStore's constructor does, so a refused
     /// connect fails before the first request is sent (or, for a `set`, before it returns).
     pub async fn connect_now(&mut self) -> Result<(), NetError> {
-        let deadline_us = time::elapsed_us().saturating_add(self.connect_timeout_us);
-        self.connect_until(deadline_us).await
+        let deadline = time::now_whole_us().after(self.connect_timeout);
+        self.connect_until(deadline).await
     }
 
     /// Binds to the server listening now, retrying a refused connect after TCPStore's
-    /// backoff until a try fails past `deadline_us`, and sending SYNs into a silent host
-    /// until `deadline_us`.
-    async fn connect_until(&mut self, deadline_us: u64) -> Result<(), NetError> {
-        let mut rto_us = RTO_US_MIN;
+    /// backoff until a try fails past `deadline`, and sending SYNs into a silent host
+    /// until `deadline`.
+    async fn connect_until(&mut self, deadline: SimInstant) -> Result<(), NetError> {
+        let mut rto = RTO_MIN;
         let mut backoff = None;
         while self.incarnation.is_none() {
             match self.path() {
                 Path::Open => {}
                 Path::Reset => {
-                    time::sleep_us(RESET_DELAY_US).await;
-                    if time::elapsed_us() > deadline_us {
+                    time::sleep(RESET_DELAY).await;
+                    if time::now_whole_us() > deadline {
                         return Err(NetError::Refused(self.server));
                     }
                     // A stream per client (its number is the high half of its request ids),
@@ -244,15 +253,15 @@ impl RpcClient {
                         let label = format!("connect-backoff/{}", self.next_id >> 32);
                         ConnectBackoff::new(rng::stream(with_registry(|r| r.seed), &label))
                     });
-                    time::sleep_us(backoff.next_us()).await;
+                    time::sleep(backoff.next()).await;
                 }
                 Path::Silent => {
-                    let now_us = time::elapsed_us();
-                    if now_us >= deadline_us {
-                        return Err(NetError::Timeout(self.server, self.connect_timeout_us));
+                    let now = time::now_whole_us();
+                    if now >= deadline {
+                        return Err(NetError::Timeout(self.server, self.connect_timeout));
                     }
-                    time::sleep_us(rto_us.min(deadline_us - now_us)).await;
-                    rto_us = (rto_us * 2).min(RTO_US_MAX);
+                    time::sleep(rto.min(deadline.since(now))).await;
+                    rto = rto.saturating_mul(2).min(RTO_MAX);
                 }
             }
         }
@@ -262,24 +271,24 @@ impl RpcClient {
     /// Waits until the call's deadline, or for ever when it has none: a request the server
     /// received, on a connection that will never answer it.
     async fn wait_out(&self, call: &Call) {
-        match call.deadline_us {
-            Some(deadline_us) => time::sleep_until_us(deadline_us).await,
+        match call.deadline {
+            Some(deadline) => time::sleep_until_whole_us(deadline).await,
             None => std::future::pending().await,
         }
     }
 
     fn timed_out(&self, call: &Call) -> NetError {
-        let timeout_us = call
-            .deadline_us
-            .map_or(0, |deadline_us| deadline_us - call.started_us);
-        NetError::Timeout(self.server, timeout_us)
+        let timeout = call
+            .deadline
+            .map_or(SimDuration::ZERO, |deadline| deadline.since(call.started));
+        NetError::Timeout(self.server, timeout)
     }
 
     fn gave_up(&self, call: &Call) -> NetError {
         NetError::GaveUp(
             self.server,
             self.tcp_retries2,
-            time::elapsed_us() - call.started_us,
+            time::now_whole_us().since(call.started),
         )
     }
 
@@ -293,8 +302,8 @@ impl RpcClient {
     {
         let incarnation = self.incarnation.expect("an open path is bound");
         self.inbox.await_request(id);
-        let mut deadline_us = match until {
-            Until::Deadline(at_us) => Some(at_us),
+        let mut deadline = match until {
+            Until::Deadline(at) => Some(at),
             Until::Taken => {
                 self.inbox.want_ack();
                 None
@@ -320,11 +329,11 @@ impl RpcClient {
         let arrival = pin!(std::future::poll_fn(|cx| inbox.poll_arrival(cx)));
         let mut answered = pin!(select(arrival, reset));
         loop {
-            let deadline = match deadline_us {
-                Some(at_us) => Either::Left(self.deadline_timer(at_us)),
+            let timer = match deadline {
+                Some(at) => Either::Left(self.deadline_timer(at)),
                 None => Either::Right(std::future::pending::<()>()),
             };
-            match select(answered.as_mut(), deadline).await {
+            match select(answered.as_mut(), timer).await {
                 Either::Left((Either::Left((Arrival::Reply(payload), _)), _)) => {
                     let resp = payload
                         .downcast::<Resp>()
@@ -337,14 +346,14 @@ impl RpcClient {
                     return Exchange::TimedOut
                 }
                 Either::Left((Either::Right(_), _)) => return Exchange::Reset,
-                Either::Right(_) => match deadline_us {
+                Either::Right(_) => match deadline {
                     // The kept timer fired for an earlier, shorter deadline: move it on.
-                    Some(at_us) if time::elapsed_us() < at_us => self.deadline = None,
+                    Some(at) if time::now_whole_us() < at => self.deadline = None,
                     _ if self.acked(id) => return Exchange::TimedOut,
                     // Not yet received: whatever the caller sends next waits behind it, so
                     // the wait goes on until the server takes it.
                     _ => {
-                        deadline_us = None;
+                        deadline = None;
                         self.inbox.want_ack();
                     }
                 },
@@ -352,15 +361,14 @@ impl RpcClient {
         }
     }
 
-    /// The kept deadline timer, moved to `deadline_us` unless it fires before then (and is
+    /// The kept deadline timer, moved to `deadline` unless it fires before then (and is
     /// moved on when it does).
-    fn deadline_timer(&mut self, deadline_us: u64) -> Pin<&mut time::Sleep> {
-        let now_us = time::elapsed_us();
-        let keep =
-            matches!(self.deadline, Some((at_us, _)) if at_us <= deadline_us && at_us > now_us);
+    fn deadline_timer(&mut self, deadline: SimInstant) -> Pin<&mut time::Sleep> {
+        let now = time::now_whole_us();
+        let keep = matches!(self.deadline, Some((at, _)) if at <= deadline && at > now);
         if !keep {
-            let timer = Box::pin(time::sleep_us(deadline_us.saturating_sub(now_us)));
-            self.deadline = Some((deadline_us, timer));
+            let timer = Box::pin(time::sleep(deadline.since(now)));
+            self.deadline = Some((deadline, timer));
         }
         self.deadline
             .as_mut()
@@ -368,9 +376,9 @@ impl RpcClient {
             .expect("set above")
     }
 
-    /// Waits until `at_us`; true if the connection reset first.
-    async fn reset_before(&self, at_us: u64) -> bool {
-        let wait = pin!(time::sleep_until_us(at_us));
+    /// Waits until `at`; true if the connection reset first.
+    async fn reset_before(&self, at: SimInstant) -> bool {
+        let wait = pin!(time::sleep_until_whole_us(at));
         matches!(select(wait, self.reset_signal()).await, Either::Right(_))
     }
 
@@ -383,7 +391,7 @@ impl RpcClient {
 
     /// The reset, once it has come back from the live host.
     async fn reset_arrives(&self) -> NetError {
-        time::sleep_us(RESET_DELAY_US).await;
+        time::sleep(RESET_DELAY).await;
         NetError::Reset(self.server)
     }
 }
@@ -392,7 +400,7 @@ impl RpcClient {
 #[derive(Debug, Clone, Copy)]
 enum Until {
     /// This moment, if the server has taken the request by then.
-    Deadline(u64),
+    Deadline(SimInstant),
     /// The server taking it: the call is already past its deadline.
     Taken,
     /// Nothing else.
@@ -402,31 +410,30 @@ enum Until {
 /// One call's moments.
 struct Call {
     id: u64,
-    started_us: u64,
-    /// When a call that waits `ReplyWait::WithinUs` stops waiting.
-    deadline_us: Option<u64>,
+    started: SimInstant,
+    /// When a call that waits `ReplyWait::Within` stops waiting.
+    deadline: Option<SimInstant>,
     /// When the first connect stops being retried.
-    connect_deadline_us: u64,
+    connect_deadline: SimInstant,
 }
 
 impl Call {
-    fn overdue(&self, now_us: u64) -> bool {
-        self.deadline_us
-            .is_some_and(|deadline_us| now_us >= deadline_us)
+    fn overdue(&self, now: SimInstant) -> bool {
+        self.deadline.is_some_and(|deadline| now >= deadline)
     }
 }
 
 /// The retransmission timer of one call's request: its timeout, doubling from Linux's
 /// minimum, and how many times the unacknowledged request was sent again.
 struct Resend {
-    rto_us: u64,
+    rto: SimDuration,
     retransmits: u32,
 }
 
 impl Resend {
     fn new() -> Self {
         Resend {
-            rto_us: RTO_US_MIN,
+            rto: RTO_MIN,
             retransmits: 0,
         }
     }
@@ -442,7 +449,7 @@ impl Resend {
             return Err(gave_up());
         }
         self.retransmits += 1;
-        self.rto_us = (self.rto_us * 2).min(RTO_US_MAX);
+        self.rto = self.rto.saturating_mul(2).min(RTO_MAX);
         Ok(())
     }
 }

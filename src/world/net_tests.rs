@@ -64,10 +64,10 @@ fn a_request_answered_twice_stops_the_run() {
 #[test]
 fn tcp_gives_up_where_linux_does() {
     // Linux's `retransmits_timed_out` with the RTO at its 200 ms floor: doubling to 120 s.
-    assert_eq!(tcp_give_up_us(0), 200_000);
-    assert_eq!(tcp_give_up_us(5), 12_600_000);
-    assert_eq!(tcp_give_up_us(15), 924_600_000);
-    assert_eq!(tcp_give_up_us(16), 1_044_600_000);
+    assert_eq!(tcp_give_up(0).as_us(), 200_000);
+    assert_eq!(tcp_give_up(5).as_us(), 12_600_000);
+    assert_eq!(tcp_give_up(15).as_us(), 924_600_000);
+    assert_eq!(tcp_give_up(16).as_us(), 1_044_600_000);
 }
 
 impl super::WireSize for u64 {

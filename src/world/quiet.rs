@@ -5,7 +5,7 @@
 //!
 //! A window is open while every live process has declared itself quiet, no process is
 //! launching, the network is calm (no cut link, no loss, the scenario's latency), and the
-//! last disturbance lies at least `settle_us` back. A disturbance is anything that may make a
+//! last disturbance lies at least the settle time back. A disturbance is anything that may make a
 //! process act: a fault being applied, a process starting, a process declaring itself busy.
 //! Each closes the window and wakes everyone who slept through it. The settle time (the
 //! longest any process declared: enough for a dead peer's heartbeat to expire and be seen)
@@ -22,6 +22,7 @@ use super::env::NodeEnv;
 use super::time;
 use super::wake::Wake;
 use crate::scenario::model::{FaultKind, Scenario};
+use crate::sim_time::{clock_span, SimDuration, SimInstant};
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
@@ -44,32 +45,35 @@ pub fn allowed(scenario: &Scenario, exact_control_plane: bool) -> bool {
 }
 
 /// The periodic writes of one writer skipped while it slept through a window: one at
-/// `origin_us`, then every `interval_us`, until the window closed (`until_us`).
+/// `origin`, then every `interval`, until the window closed (`until`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct VirtualBeats {
-    pub origin_us: u64,
-    pub interval_us: u64,
-    /// The writer's wall clock minus simulated time (its skew; windows never span a step).
+    pub origin: SimInstant,
+    pub interval: SimDuration,
+    /// The writer's wall clock minus simulated time, in the clock's signed microseconds (its
+    /// skew; windows never span a step).
     pub wall_offset_us: i64,
     /// When the window closed; `None` while the writer still sleeps.
-    pub until_us: Option<u64>,
+    pub until: Option<SimInstant>,
 }
 
 impl VirtualBeats {
-    /// When (simulated time) the writer's last skipped write at or before `now_us` fell due.
-    pub fn last_tick_us(&self, now_us: u64) -> Option<u64> {
-        let end_us = self.until_us.map_or(now_us, |u| u.min(now_us));
-        let since_us = end_us.checked_sub(self.origin_us)?;
-        Some(self.origin_us + since_us / self.interval_us * self.interval_us)
+    /// When the writer's last skipped write at or before `now` fell due.
+    pub fn last_tick(&self, now: SimInstant) -> Option<SimInstant> {
+        let end = self.until.map_or(now, |until| until.min(now));
+        if end < self.origin {
+            return None;
+        }
+        Some(
+            self.origin
+                .after(end.since(self.origin).floor_to(self.interval)),
+        )
     }
 
-    /// The writer's wall-clock stamp of its last skipped write at or before `now_us`.
-    pub fn last_wall_us(&self, now_us: u64) -> Option<i64> {
-        Some(
-            i64::try_from(self.last_tick_us(now_us)?)
-                .ok()?
-                .saturating_add(self.wall_offset_us),
-        )
+    /// The writer's wall-clock stamp of its last skipped write at or before `now`.
+    pub fn last_wall_us(&self, now: SimInstant) -> Option<i64> {
+        let tick = self.last_tick(now)?;
+        Some(clock_span(tick.since_start()).saturating_add(self.wall_offset_us))
     }
 }
 
@@ -80,10 +84,10 @@ pub struct QuietBoard {
     /// whose clocks or links could race with a skipped message).
     pub allowed: bool,
     /// How long after a disturbance no window opens.
-    settle_us: u64,
-    last_disturbance_us: u64,
+    settle: SimDuration,
+    last_disturbance: SimInstant,
     /// When the open window opened.
-    open_since_us: Option<u64>,
+    open_since: Option<SimInstant>,
     /// Who sleeps through the open window, to wake when it closes.
     sleepers: Vec<Arc<Wake>>,
     /// Skipped periodic writes, by writer.
@@ -103,28 +107,28 @@ impl QuietBoard {
         }
     }
 
-    /// A process needs `settle_us` after each disturbance before its routine may be skipped.
-    pub fn settle_at_least(&mut self, settle_us: u64) {
-        self.settle_us = self.settle_us.max(settle_us);
+    /// A process needs `settle` after each disturbance before its routine may be skipped.
+    pub fn settle_at_least(&mut self, settle: SimDuration) {
+        self.settle = self.settle.max(settle);
     }
 
     /// Something may make a process act: the window (if open) closes now, its sleepers wake,
     /// and none opens for the settle time.
-    pub fn disturb(&mut self, now_us: u64) {
-        self.last_disturbance_us = now_us;
-        let Some(since_us) = self.open_since_us.take() else {
+    pub fn disturb(&mut self, now: SimInstant) {
+        self.last_disturbance = now;
+        let Some(since) = self.open_since.take() else {
             return;
         };
-        assert!(since_us <= now_us, "a window closed before it opened");
+        assert!(since <= now, "a window closed before it opened");
         for beats in self.beats.values_mut() {
-            if beats.until_us.is_none() {
-                beats.until_us = Some(now_us);
+            if beats.until.is_none() {
+                beats.until = Some(now);
             }
         }
         self.newest_closed_wall_us = self
             .beats
             .values()
-            .filter_map(|b| b.last_wall_us(now_us))
+            .filter_map(|b| b.last_wall_us(now))
             .max();
         for sleeper in self.sleepers.drain(..) {
             sleeper.notify();
@@ -133,47 +137,47 @@ impl QuietBoard {
 
     /// Whether a window is open now, given what the world's state says of its processes and
     /// network (`calm`); opens one when it may.
-    pub fn window_open(&mut self, now_us: u64, calm: bool) -> bool {
-        if self.open_since_us.is_some() {
+    pub fn window_open(&mut self, now: SimInstant, calm: bool) -> bool {
+        if self.open_since.is_some() {
             return true;
         }
-        if !self.allowed || !calm || now_us < self.last_disturbance_us + self.settle_us {
+        if !self.allowed || !calm || now < self.last_disturbance.after(self.settle) {
             return false;
         }
-        self.open_since_us = Some(now_us);
+        self.open_since = Some(now);
         self.windows_opened += 1;
         true
     }
 
     /// `wake` is notified when the open window closes. Call only while one is open.
     pub fn sleep_through(&mut self, wake: Arc<Wake>) {
-        assert!(self.open_since_us.is_some(), "a sleeper joined no window");
+        assert!(self.open_since.is_some(), "a sleeper joined no window");
         self.sleepers.push(wake);
     }
 
-    /// `writer` skips its periodic writes from `beats.origin_us` on, through the open window.
+    /// `writer` skips its periodic writes from `beats.origin` on, through the open window.
     pub fn skip_beats(&mut self, writer: u64, beats: VirtualBeats) {
         assert!(
-            self.open_since_us.is_some() && beats.until_us.is_none() && beats.interval_us > 0,
+            self.open_since.is_some() && beats.until.is_none() && !beats.interval.is_zero(),
             "beats skipped outside a window"
         );
         self.beats.insert(writer, beats);
     }
 
-    /// The wall-clock stamp of `writer`'s last skipped write at or before `now_us`.
-    pub fn last_beat_wall_us(&self, writer: u64, now_us: u64) -> Option<i64> {
-        self.beats.get(&writer)?.last_wall_us(now_us)
+    /// The wall-clock stamp of `writer`'s last skipped write at or before `now`.
+    pub fn last_beat_wall_us(&self, writer: u64, now: SimInstant) -> Option<i64> {
+        self.beats.get(&writer)?.last_wall_us(now)
     }
 
-    /// The newest stamp any skipped write carries at `now_us`: a reader whose oldest stamp
+    /// The newest stamp any skipped write carries at `now`: a reader whose oldest stamp
     /// is at least this new has nothing to apply.
-    pub fn newest_beat_wall_us(&self, now_us: u64) -> Option<i64> {
-        if self.open_since_us.is_none() {
+    pub fn newest_beat_wall_us(&self, now: SimInstant) -> Option<i64> {
+        if self.open_since.is_none() {
             return self.newest_closed_wall_us;
         }
         self.beats
             .values()
-            .filter_map(|b| b.last_wall_us(now_us))
+            .filter_map(|b| b.last_wall_us(now))
             .max()
     }
 }
@@ -181,8 +185,8 @@ impl QuietBoard {
 impl NodeEnv {
     /// This process's agent only repeats its steady routine (`true`), or is about to act
     /// (`false`: a window open now closes, and everyone sleeping through it wakes first).
-    /// `settle_us`: how long after any disturbance its routine must be simulated.
-    pub fn set_quiet(&self, quiet: bool, settle_us: u64) {
+    /// `settle`: how long after any disturbance its routine must be simulated.
+    pub fn set_quiet(&self, quiet: bool, settle: SimDuration) {
         let mut st = self.world().state.lock().expect("world lock");
         let Some(p) = self.process_mut(&mut st) else {
             return;
@@ -192,9 +196,9 @@ impl NodeEnv {
         }
         p.quiet = quiet;
         if quiet {
-            st.quiet.settle_at_least(settle_us);
+            st.quiet.settle_at_least(settle);
         } else {
-            st.quiet.disturb(time::elapsed_us());
+            st.quiet.disturb(time::now_whole_us());
         }
     }
 
@@ -210,29 +214,29 @@ impl NodeEnv {
     }
 
     /// [`NodeEnv::sleep_through_window`] for a periodic writer (`writer`, one write every
-    /// `interval_us`, the first one due at `first_due_us`, now or later): its writes until
-    /// the window closes are kept as [`VirtualBeats`], stamped with this node's wall clock.
+    /// `interval`, the first one due at `first_due`, now or later): its writes until the
+    /// window closes are kept as [`VirtualBeats`], stamped with this node's wall clock.
     pub fn skip_beats_through_window(
         &self,
         wake: &Arc<Wake>,
         writer: u64,
-        first_due_us: u64,
-        interval_us: u64,
+        first_due: SimInstant,
+        interval: SimDuration,
     ) -> bool {
-        let now_us = time::elapsed_us();
+        let now = time::now_whole_us();
         let wall_offset_us = self
             .now_utc_us()
-            .saturating_sub(i64::try_from(now_us).unwrap_or(i64::MAX));
+            .saturating_sub(clock_span(now.since_start()));
         let mut st = self.world().state.lock().expect("world lock");
         if !st.quiet_window_open(&self.world().scenario) {
             return false;
         }
         st.quiet.sleep_through(Arc::clone(wake));
         let beats = VirtualBeats {
-            origin_us: first_due_us.max(now_us),
-            interval_us,
+            origin: first_due.max(now),
+            interval,
             wall_offset_us,
-            until_us: None,
+            until: None,
         };
         st.quiet.skip_beats(writer, beats);
         true
@@ -245,11 +249,11 @@ impl NodeEnv {
         &self,
         stamps: impl Iterator<Item = (K, u64, i64)>,
     ) -> Vec<(K, i64)> {
-        let now_us = time::elapsed_us();
+        let now = time::now_whole_us();
         let st = self.world().state.lock().expect("world lock");
         stamps
             .filter_map(|(item, writer, stamp)| {
-                let beat = st.quiet.last_beat_wall_us(writer, now_us)?;
+                let beat = st.quiet.last_beat_wall_us(writer, now)?;
                 (beat > stamp).then_some((item, beat))
             })
             .collect()
@@ -257,17 +261,17 @@ impl NodeEnv {
 
     /// How long ago (simulated time) `writer`'s last skipped write fell due, if it skipped
     /// any: a skipped keep-alive was also a sync of its holder's state, as torch's is.
-    pub fn last_skipped_beat_age_us(&self, writer: u64) -> Option<u64> {
-        let now_us = time::elapsed_us();
+    pub fn last_skipped_beat_age(&self, writer: u64) -> Option<SimDuration> {
+        let now = time::now_whole_us();
         let st = self.world().state.lock().expect("world lock");
-        let tick_us = st.quiet.beats.get(&writer)?.last_tick_us(now_us)?;
-        Some(now_us - tick_us)
+        let tick = st.quiet.beats.get(&writer)?.last_tick(now)?;
+        Some(now.since(tick))
     }
 
     /// The newest stamp any skipped write carries by now.
     pub fn newest_skipped_beat_wall_us(&self) -> Option<i64> {
         let st = self.world().state.lock().expect("world lock");
-        st.quiet.newest_beat_wall_us(time::elapsed_us())
+        st.quiet.newest_beat_wall_us(time::now_whole_us())
     }
 }
 
@@ -275,59 +279,63 @@ impl NodeEnv {
 mod tests {
     use super::*;
 
+    fn at(us: u64) -> SimInstant {
+        SimInstant::from_us(us)
+    }
+
     fn beats(origin_us: u64, until_us: Option<u64>) -> VirtualBeats {
         VirtualBeats {
-            origin_us,
-            interval_us: 5,
+            origin: at(origin_us),
+            interval: SimDuration::from_us(5),
             wall_offset_us: 1000,
-            until_us,
+            until: until_us.map(at),
         }
     }
 
     #[test]
     fn the_last_skipped_write_falls_on_the_writers_grid() {
-        assert_eq!(beats(10, None).last_tick_us(9), None);
-        assert_eq!(beats(10, None).last_tick_us(24), Some(20));
-        assert_eq!(beats(10, Some(17)).last_tick_us(100), Some(15));
+        assert_eq!(beats(10, None).last_tick(at(9)), None);
+        assert_eq!(beats(10, None).last_tick(at(24)), Some(at(20)));
+        assert_eq!(beats(10, Some(17)).last_tick(at(100)), Some(at(15)));
     }
 
     #[test]
     fn the_last_skipped_write_is_the_last_tick_before_the_close_or_now() {
-        assert_eq!(beats(10, None).last_wall_us(9), None);
-        assert_eq!(beats(10, None).last_wall_us(10), Some(1010));
-        assert_eq!(beats(10, None).last_wall_us(24), Some(1020));
-        assert_eq!(beats(10, Some(14)).last_wall_us(100), Some(1010));
-        assert_eq!(beats(10, Some(15)).last_wall_us(100), Some(1015));
+        assert_eq!(beats(10, None).last_wall_us(at(9)), None);
+        assert_eq!(beats(10, None).last_wall_us(at(10)), Some(1010));
+        assert_eq!(beats(10, None).last_wall_us(at(24)), Some(1020));
+        assert_eq!(beats(10, Some(14)).last_wall_us(at(100)), Some(1010));
+        assert_eq!(beats(10, Some(15)).last_wall_us(at(100)), Some(1015));
     }
 
     #[test]
     fn a_disturbance_closes_the_window_and_holds_the_next_for_the_settle_time() {
         let mut board = QuietBoard::new(true);
-        board.settle_at_least(20);
+        board.settle_at_least(SimDuration::from_us(20));
         assert!(
-            !board.window_open(10, true),
+            !board.window_open(at(10), true),
             "within the settle time of time 0"
         );
-        assert!(board.window_open(20, true));
+        assert!(board.window_open(at(20), true));
         let wake = Arc::new(Wake::default());
         board.sleep_through(Arc::clone(&wake));
         board.skip_beats(7, beats(22, None));
-        assert_eq!(board.newest_beat_wall_us(30), Some(1027));
-        board.disturb(33);
-        assert_eq!(board.newest_beat_wall_us(100), Some(1032));
-        assert_eq!(board.last_beat_wall_us(7, 100), Some(1032));
-        assert!(!board.window_open(40, true));
+        assert_eq!(board.newest_beat_wall_us(at(30)), Some(1027));
+        board.disturb(at(33));
+        assert_eq!(board.newest_beat_wall_us(at(100)), Some(1032));
+        assert_eq!(board.last_beat_wall_us(7, at(100)), Some(1032));
+        assert!(!board.window_open(at(40), true));
         assert!(
-            !board.window_open(60, false),
+            !board.window_open(at(60), false),
             "not while the network is not calm"
         );
-        assert!(board.window_open(60, true));
+        assert!(board.window_open(at(60), true));
         assert_eq!(board.windows_opened, 2);
     }
 
     #[test]
     fn no_window_opens_where_fast_forward_is_not_allowed() {
         let mut board = QuietBoard::new(false);
-        assert!(!board.window_open(1_000_000, true));
+        assert!(!board.window_open(at(1_000_000), true));
     }
 }

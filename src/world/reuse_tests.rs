@@ -2,7 +2,7 @@
 //! leaves with each run, so the next starts from nothing of the last.
 
 use super::*;
-use crate::store::service::{StoreClient, READ_TIMEOUT_US};
+use crate::store::service::{StoreClient, READ_TIMEOUT};
 use futures::FutureExt;
 
 fn scenario() -> Scenario {
@@ -27,7 +27,7 @@ fn programs(panics: bool, seen: Seen, store_stats: crate::store::StoreStatsHandl
         agent: Arc::new(move |env| {
             let seen = Arc::clone(&seen);
             async move {
-                let client = StoreClient::connect(env.store_addr(), READ_TIMEOUT_US)
+                let client = StoreClient::connect(env.store_addr(), READ_TIMEOUT)
                     .await
                     .expect("a client binds");
                 client.add("joined", 1).await.expect("the store answers");

@@ -256,7 +256,7 @@ impl WorldState {
     /// Whether a quiet window is open now (opening one if it may).
     pub fn quiet_window_open(&mut self, scenario: &Scenario) -> bool {
         let calm = self.calm(scenario);
-        self.quiet.window_open(super::time::elapsed_us(), calm)
+        self.quiet.window_open(super::time::now_whole_us(), calm)
     }
 
     /// A `start` or `restart` fault was applied; `starts_left` more are in the schedule.

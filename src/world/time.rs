@@ -157,6 +157,17 @@ pub async fn sleep_until_us(at_us: u64) {
     }
 }
 
+/// Sleeps until the moment `at`, read on the whole-microsecond clock: returns at once when
+/// [`now_whole_us`] has reached it, else sleeps the whole microseconds between them (so a
+/// moment less than 1 ms away is reached 1 ms from now, madsim's shortest sleep). Grids of
+/// whole microseconds (keep-alive ticks, polls) resume this way.
+pub async fn sleep_until_whole_us(at: SimInstant) {
+    let now = now_whole_us();
+    if at > now {
+        sleep(at.since(now)).await;
+    }
+}
+
 /// Runs `deliver` `delay_ns` simulated nanoseconds from now (at least 1), exactly, with no
 /// 1 ms minimum: one timer, counted, that wakes no task of its own. The network's messages
 /// travel this way (`net::transmit`). madsim runs the timer's callback between task polls

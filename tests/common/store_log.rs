@@ -76,7 +76,7 @@ pub fn logged_us(log: &Log, node: u32, prefix: &str) -> u64 {
 }
 
 pub async fn client(env: &NodeEnv, timeout_us: u64) -> StoreClient {
-    StoreClient::connect(env.store_addr(), timeout_us)
+    StoreClient::connect(env.store_addr(), SimDuration::from_us(timeout_us))
         .await
         .expect("a client binds")
 }

@@ -12,7 +12,7 @@ use crate::rendezvous::sanitize::{drop_nodes, sanitize, HeartbeatReceipts};
 use crate::rendezvous::settings::{RendezvousFix, RendezvousSettings};
 use crate::rendezvous::skipped_beats;
 use crate::rendezvous::state::{NodeDesc, RendezvousState};
-use crate::sim_time::deadline_after_us;
+use crate::sim_time::{deadline_after, reading_before, SimDuration};
 use crate::store::cost::StoreCosts;
 use crate::store::service::StoreClient;
 use crate::store::Value;
@@ -24,9 +24,9 @@ use std::sync::Arc;
 /// (torch's null sentinel, base64 of "canimadam").
 pub(super) const NULL_SENTINEL: &[u8] = b"Y2FuaW1hZGFt";
 /// The state holder serves a cached state for this long (torch's `cache_duration`).
-pub const CACHE_US: i64 = 1_000_000;
+pub const CACHE: SimDuration = SimDuration::from_secs(1);
 /// `SYNC` waits this long before polling again (torch's `_delay(seconds=1)`).
-pub const SYNC_DELAY_US: u64 = 1_000_000;
+pub const SYNC_DELAY: SimDuration = SimDuration::from_secs(1);
 
 /// The state holder and its store client: torch's `_BackendRendezvousStateHolder`.
 pub(super) struct Holder {
@@ -98,7 +98,7 @@ impl Holder {
             };
             let decided = decide(op, &ctx, now_utc_us, now_mono_us, deadline_mono_us);
             let Ok(action) = decided else {
-                self.env.set_quiet(false, 0);
+                self.env.set_quiet(false, SimDuration::ZERO);
                 return decided
                     .map(|_| ())
                     .map_err(|e| RendezvousError::GracefulExit(e.run_id));
@@ -118,13 +118,12 @@ impl Holder {
                 Action::ErrorTimeout => {
                     return Err(RendezvousError::Timeout(self.settings.run_id.clone()))
                 }
-                Action::Sync => time::sleep_us(SYNC_DELAY_US).await,
+                Action::Sync => time::sleep(SYNC_DELAY).await,
                 _ => {
                     self.apply_for_write(action, now_utc_us);
                     if action == Action::RemoveFromRedundancyList && update_deadline {
                         // A redundant node may now take part: it gets a fresh join timeout.
-                        deadline_mono_us =
-                            deadline_after_us(now_mono_us, self.settings.join_timeout_us);
+                        deadline_mono_us = deadline_after(now_mono_us, self.settings.join_timeout);
                     }
                 }
             }
@@ -164,7 +163,7 @@ impl Holder {
     /// any other step of the join announces that this process acts.
     async fn wait_slept_through_window(&self, action: Action, deadline_mono_us: i64) -> bool {
         if !quiet_wait::is_routine(action, &self.state) {
-            self.env.set_quiet(false, 0);
+            self.env.set_quiet(false, SimDuration::ZERO);
             return false;
         }
         let (env, node, settings) = (&self.env, &self.node, &self.settings);
@@ -175,14 +174,14 @@ impl Holder {
 
     /// torch's backoff after a write that lost (`cas_backoff_max_seconds`; off by default).
     async fn back_off(&mut self) {
-        let max_us = self.settings.cas_backoff_max_us;
-        if max_us == 0 {
+        let max = self.settings.cas_backoff_max;
+        if max.is_zero() {
             return;
         }
         let env = &self.env;
         let rng = self.backoff.get_or_insert_with(|| env.rng("cas-backoff"));
-        if let Some(delay_us) = crate::rendezvous::backoff::delay_after_lost_write_us(max_us, rng) {
-            time::sleep_us(delay_us).await;
+        if let Some(delay) = crate::rendezvous::backoff::delay_after_lost_write(max, rng) {
+            time::sleep(delay).await;
         }
     }
 
@@ -267,7 +266,7 @@ impl Holder {
             return Ok(Some((stored, Some(ours))));
         }
         if let Some(last) = self.last_sync_or_skipped_keep_alive_mono_us() {
-            if last >= (self.env.now_mono_us() - CACHE_US).max(0) {
+            if last >= reading_before(self.env.now_mono_us(), CACHE).max(0) {
                 return Ok(None);
             }
         }
@@ -282,12 +281,8 @@ impl Holder {
     fn last_sync_or_skipped_keep_alive_mono_us(&self) -> Option<i64> {
         let skipped = self
             .env
-            .last_skipped_beat_age_us(skipped_beats::writer_id(&self.node))
-            .map(|age_us| {
-                self.env
-                    .now_mono_us()
-                    .saturating_sub(i64::try_from(age_us).unwrap_or(i64::MAX))
-            });
+            .last_skipped_beat_age(skipped_beats::writer_id(&self.node))
+            .map(|age| reading_before(self.env.now_mono_us(), age));
         self.last_sync_mono_us.max(skipped)
     }
 

@@ -6,6 +6,7 @@ use super::timeline::{interval, node_of, Group, Note, Shade, Timeline};
 use crate::check::at_secs;
 use crate::report::node_order;
 use crate::scenario::model::Scenario;
+use crate::sim_time::SimDuration;
 use crate::trace::{EventKind, Trace};
 
 /// No stretch shorter than this is flat, however short a step is.
@@ -94,7 +95,8 @@ fn label(
     step_us: u64,
 ) -> String {
     // Tenths of a second: the stretch's exact ends are in its tooltip.
-    let mut text = format!("no step for {:.1} s", (end_us - start_us) as f64 / 1e6);
+    let stalled = SimDuration::from_us(end_us - start_us);
+    let mut text = format!("no step for {:.1} s", stalled.as_secs_f64());
     // The first fault from one step before the stretch to its end: what the trace shows
     // happening as training stopped.
     let fault = trace.events.iter().find(|e| {
