@@ -390,8 +390,8 @@ async fn wait_for_reader(
     let Some(feed) = reader.as_mut() else {
         return Ok(());
     };
-    match feed.take_batch(env, time::elapsed_us()) {
-        reader_feed::Taken::Batch { stall_us, .. } => time::sleep_us(stall_us).await,
+    match feed.take_batch(env, time::now_whole_us()) {
+        reader_feed::Taken::Batch { stall, .. } => time::sleep(stall).await,
         reader_feed::Taken::Hang => std::future::pending::<()>().await,
         reader_feed::Taken::Failed { reason } => return Err(script_error(reason)),
     }
