@@ -327,7 +327,10 @@ mod tests {
         let at = SimInstant::from_us(1_500);
         assert_eq!(at.as_ns(), 1_500_000);
         assert_eq!(SimInstant::from_ns(1_999).as_us(), 1);
-        assert_eq!(SimInstant::from_ns(1_999).cut_to_whole_us(), SimInstant::from_us(1));
+        assert_eq!(
+            SimInstant::from_ns(1_999).cut_to_whole_us(),
+            SimInstant::from_us(1)
+        );
         assert_eq!(SimDuration::from_ms(3).as_us(), 3_000);
         assert_eq!(SimDuration::from_us(2_500).as_ms(), 2);
         assert_eq!(at.after(SimDuration::from_us(500)).as_us(), 2_000);
@@ -368,7 +371,10 @@ mod tests {
             (12, 345, 345_678)
         );
         assert_eq!(SimDuration::from_ms(1_500).as_secs_f64(), 1.5);
-        assert_eq!(SimDuration::from_us_f64_rounded(2.5), SimDuration::from_us(3));
+        assert_eq!(
+            SimDuration::from_us_f64_rounded(2.5),
+            SimDuration::from_us(3)
+        );
         assert_eq!(SimDuration::from_us_f64_rounded(-4.0), SimDuration::ZERO);
         assert_eq!(SimDuration::from_us_f64_rounded(f64::NAN).as_ns(), u64::MAX);
         assert_eq!(SimDuration::from_us_f64_rounded(1e300).as_ns(), u64::MAX);

@@ -127,7 +127,11 @@ mod tests {
         // Steps release at 10, 21, 32, 43 ms and are done a millisecond later.
         let a = each_us(&[10_000; 4]);
         let timings = step_timings(&a, us(1_000), us(u64::MAX));
-        assert_eq!(done_by(&timings, us(10_500)), 0, "inside the first step's ring");
+        assert_eq!(
+            done_by(&timings, us(10_500)),
+            0,
+            "inside the first step's ring"
+        );
         assert_eq!(done_by(&timings, us(11_000)), 1);
         assert_eq!(done_by(&timings, us(21_500)), 1);
         assert_eq!(started(&timings, 1), us(11_000));

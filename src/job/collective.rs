@@ -282,7 +282,10 @@ mod tests {
     #[test]
     fn one_gpu_alone_costs_nothing() {
         let latency = SimDuration::from_ms(1);
-        assert_eq!(ring_all_reduce(1 << 30, 1, 1, latency, 1, 1), SimDuration::ZERO);
+        assert_eq!(
+            ring_all_reduce(1 << 30, 1, 1, latency, 1, 1),
+            SimDuration::ZERO
+        );
     }
 
     #[test]

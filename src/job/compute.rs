@@ -4,8 +4,8 @@
 use super::epoch_plan::{self, EpochPlan};
 use super::{GroupPlan, WorkerStatus};
 use crate::scenario::model::Complexity;
-use crate::world::env::GpuNow;
 use crate::sim_time::SimDuration;
+use crate::world::env::GpuNow;
 use crate::world::gpu::{compute_time, gpu_of_local_rank};
 use crate::world::NodeEnv;
 

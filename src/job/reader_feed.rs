@@ -137,8 +137,8 @@ impl ReaderFeed {
         };
         // The pipeline's clock counts whole microseconds.
         let start_us = crate::world::time::now_whole_us().as_us();
-        let feed = NodeFeed::new(&cfg, costs, start_us)
-            .map_err(|e| format!("HugeCTR DataReader: {e}"))?;
+        let feed =
+            NodeFeed::new(&cfg, costs, start_us).map_err(|e| format!("HugeCTR DataReader: {e}"))?;
         Ok(Some(ReaderFeed {
             feed,
             repeat: reader.repeat,

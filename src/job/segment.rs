@@ -72,13 +72,7 @@ pub(super) async fn run(
     let deadline = first_arrival.after(timeout);
     let gathered = s
         .env
-        .gather_step_times(
-            s.plan.group_key(),
-            at.step,
-            s.plan.ranks(),
-            mine,
-            deadline,
-        )
+        .gather_step_times(s.plan.group_key(), at.step, s.plan.ranks(), mine, deadline)
         .await;
     let gathered = match gathered {
         Ok(gathered) => gathered,
@@ -86,8 +80,7 @@ pub(super) async fn run(
             return Err(super::collective_failure(s.env, e, at.step + 1, first_arrival).await)
         }
     };
-    let Gathered::All { start, slowest } = gathered
-    else {
+    let Gathered::All { start, slowest } = gathered else {
         // A node that waited for late members still began its step when it came.
         return Ok(Run::declined(came));
     };

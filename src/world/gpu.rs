@@ -106,7 +106,10 @@ mod tests {
         assert_eq!(compute_time(ms(200), 64, 32, 1.0, 1.0), ms(400));
         assert_eq!(compute_time(ms(200), 32, 32, 3.0, 1.0), ms(600));
         assert_eq!(compute_time(ms(200), 32, 32, 1.0, 0.5), ms(400));
-        assert_eq!(compute_time(ms(200), 32, 32, f64::INFINITY, 1.0).as_ns(), u64::MAX);
+        assert_eq!(
+            compute_time(ms(200), 32, 32, f64::INFINITY, 1.0).as_ns(),
+            u64::MAX
+        );
     }
 
     #[test]

@@ -144,9 +144,7 @@ impl Segments {
 
 /// Step by step, the longest of the members' compute times, over the steps every member
 /// computed.
-fn slowest_of<'a>(
-    members: impl Iterator<Item = &'a [SimDuration]> + Clone,
-) -> Vec<SimDuration> {
+fn slowest_of<'a>(members: impl Iterator<Item = &'a [SimDuration]> + Clone) -> Vec<SimDuration> {
     let steps = members.clone().map(<[SimDuration]>::len).min().unwrap_or(0);
     let mut slowest = vec![SimDuration::ZERO; steps];
     for times in members {
