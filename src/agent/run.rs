@@ -300,10 +300,11 @@ async fn next_tick(
     interval: SimDuration,
     quiet: bool,
 ) {
-    // Validation makes `monitor_interval` positive; the tick arithmetic divides by it. The
-    // grid is read on the whole-microsecond clock, so its step is whole microseconds too.
-    let interval = interval.floor_to(SimDuration::from_us(1));
-    assert!(!interval.is_zero(), "the monitor ticks every 0 us");
+    // Validation makes `monitor_interval` positive; the tick arithmetic divides by it. A
+    // skipped wait resumes on a grid read on the whole-microsecond clock, so the grid's
+    // step is whole microseconds too.
+    let grid = interval.floor_to(SimDuration::from_us(1));
+    assert!(!grid.is_zero(), "the monitor ticks every 0 us");
     // Not read while an op (a keep-alive) holds the rendezvous state: the monitor never
     // waits on that lock before looking at its workers.
     let fresh_until_mono_us = handler.cache_fresh_until_mono_us();
@@ -316,15 +317,15 @@ async fn next_tick(
         // Every agent only repeats its routine: sleep until something may change, then
         // go on at the next tick of the grid.
         wake.notified().await;
-        time::sleep_until_whole_us(start.after(first_tick_after(start, interval))).await;
+        time::sleep_until_whole_us(start.after(first_tick_after(start, grid))).await;
         return;
     }
     // The first tick strictly after the cache's last fresh moment reads the store.
     let fresh_for = span_between_readings(env.now_mono_us(), fresh_until_mono_us);
-    let to_stale = fresh_for.floor_to(interval).saturating_add(interval);
+    let to_stale = fresh_for.floor_to(grid).saturating_add(grid);
     let idle = std::pin::pin!(time::sleep(to_stale));
     if let Either::Right(((), _)) = select(idle, wake.notified()).await {
-        time::sleep_until_whole_us(start.after(first_tick_after(start, interval))).await;
+        time::sleep_until_whole_us(start.after(first_tick_after(start, grid))).await;
     }
 }
 
