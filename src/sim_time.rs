@@ -57,6 +57,11 @@ impl SimInstant {
         self.ns / NS_PER_US
     }
 
+    /// This moment cut to the whole microsecond: as the trace stamps it.
+    pub const fn cut_to_whole_us(self) -> Self {
+        SimInstant::from_us(self.as_us())
+    }
+
     /// The moment `span` later, saturating at the end of representable time.
     pub const fn after(self, span: SimDuration) -> Self {
         SimInstant {
@@ -197,6 +202,20 @@ impl SimDuration {
         SimDuration::from_us(us)
     }
 
+    /// Fractional microseconds rounded to the nearest whole one: where a float cost model
+    /// (a batch's compute, a ring's transfers) becomes a span. A negative count is no time;
+    /// one past the range, or not a number, the longest span.
+    pub fn from_us_f64_rounded(us: f64) -> Self {
+        let rounded = us.round();
+        let whole_us = if rounded.is_finite() {
+            // `as` saturates: a negative count is 0, one past the range `u64::MAX`.
+            rounded.min(u64::MAX as f64) as u64
+        } else {
+            u64::MAX
+        };
+        SimDuration::from_us(whole_us)
+    }
+
     /// `n` of this span one after another, saturating.
     pub const fn saturating_mul(self, n: u64) -> Self {
         SimDuration {
@@ -308,6 +327,10 @@ mod tests {
         let at = SimInstant::from_us(1_500);
         assert_eq!(at.as_ns(), 1_500_000);
         assert_eq!(SimInstant::from_ns(1_999).as_us(), 1);
+        assert_eq!(
+            SimInstant::from_ns(1_999).cut_to_whole_us(),
+            SimInstant::from_us(1)
+        );
         assert_eq!(SimDuration::from_ms(3).as_us(), 3_000);
         assert_eq!(SimDuration::from_us(2_500).as_ms(), 2);
         assert_eq!(at.after(SimDuration::from_us(500)).as_us(), 2_000);
@@ -348,6 +371,13 @@ mod tests {
             (12, 345, 345_678)
         );
         assert_eq!(SimDuration::from_ms(1_500).as_secs_f64(), 1.5);
+        assert_eq!(
+            SimDuration::from_us_f64_rounded(2.5),
+            SimDuration::from_us(3)
+        );
+        assert_eq!(SimDuration::from_us_f64_rounded(-4.0), SimDuration::ZERO);
+        assert_eq!(SimDuration::from_us_f64_rounded(f64::NAN).as_ns(), u64::MAX);
+        assert_eq!(SimDuration::from_us_f64_rounded(1e300).as_ns(), u64::MAX);
         assert_eq!(SimInstant::from_us(5).before(s(1)), SimInstant::from_ns(0));
         assert_eq!(offset_us_of_ms(-20), -20_000);
         assert_eq!(transfer_ns(8, 8_000_000_000), 1);

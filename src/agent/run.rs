@@ -15,7 +15,7 @@ use crate::job::{self, GroupPlan, WorkerStatus};
 use crate::mutant::Mutants;
 use crate::rendezvous::handler::{RendezvousError, RendezvousHandler, RendezvousInfo};
 use crate::rendezvous::settings::RendezvousSettings;
-use crate::sim_time::SimDuration;
+use crate::sim_time::{span_between_readings, SimDuration, SimInstant};
 use crate::store::service::{StoreClient, READ_TIMEOUT};
 use crate::trace::{AgentState, EventKind, ExitReason};
 use crate::world::wake::Wake;
@@ -119,11 +119,11 @@ fn rendezvous_error_exit(env: &NodeEnv, e: RendezvousError) -> AgentExit {
 /// How long the agent waits for its workers to exit after SIGTERM: they die at once (no
 /// handler is installed for it), and `Popen.wait`'s poll backs off to 50 ms between looks.
 /// Far below torch's `shutdown_timeout` (30 s), after which it would send SIGKILL.
-const WORKERS_EXIT_WAIT_US: u64 = 50_000;
+const WORKERS_EXIT_WAIT: SimDuration = SimDuration::from_ms(50);
 
 /// The agent's wait in `_shutdown` / `_stop_workers` for its workers to be gone.
 async fn stop_workers_wait() {
-    time::sleep_us(WORKERS_EXIT_WAIT_US).await;
+    time::sleep(WORKERS_EXIT_WAIT).await;
 }
 
 /// A running worker group on this node.
@@ -286,7 +286,7 @@ fn worker_failed(
 }
 
 /// Waits for the monitor's next tick that can see something new. Ticks fall every
-/// `interval_us` from now, as torch's `time.sleep(monitor_interval)` loop puts them. After a
+/// `interval` from now, as torch's `time.sleep(monitor_interval)` loop puts them. After a
 /// `quiet` tick (workers healthy, nobody waiting) the ticks that would only re-read the
 /// same worker status and the same cached rendezvous state are skipped: the wait ends at the
 /// first tick at which the holder's cache has gone stale (that tick reads the store), or at
@@ -300,9 +300,11 @@ async fn next_tick(
     interval: SimDuration,
     quiet: bool,
 ) {
-    // Validation makes `monitor_interval` positive; the tick arithmetic divides by it.
-    let interval_us = interval.as_us();
-    assert!(interval_us > 0, "the monitor ticks every 0 us");
+    // Validation makes `monitor_interval` positive; the tick arithmetic divides by it. A
+    // skipped wait resumes on a grid read on the whole-microsecond clock, so the grid's
+    // step is whole microseconds too.
+    let grid = interval.floor_to(SimDuration::from_us(1));
+    assert!(!grid.is_zero(), "the monitor ticks every 0 us");
     // Not read while an op (a keep-alive) holds the rendezvous state: the monitor never
     // waits on that lock before looking at its workers.
     let fresh_until_mono_us = handler.cache_fresh_until_mono_us();
@@ -310,27 +312,32 @@ async fn next_tick(
         time::sleep(interval).await;
         return;
     };
-    let start_us = time::elapsed_us();
+    let start = time::now_whole_us();
     if env.sleep_through_window(wake) {
         // Every agent only repeats its routine: sleep until something may change, then
         // go on at the next tick of the grid.
         wake.notified().await;
-        let woken_after_us = time::elapsed_us() - start_us;
-        let ticks = woken_after_us.div_ceil(interval_us).max(1);
-        time::sleep_until_us(start_us + ticks * interval_us).await;
+        time::sleep_until_whole_us(start.after(first_tick_after(start, grid))).await;
         return;
     }
     // The first tick strictly after the cache's last fresh moment reads the store.
-    let fresh_for_us = u64::try_from(fresh_until_mono_us - env.now_mono_us()).unwrap_or(0);
-    let ticks_to_stale = fresh_for_us / interval_us + 1;
-    let idle = std::pin::pin!(time::sleep_us(ticks_to_stale * interval_us));
+    let fresh_for = span_between_readings(env.now_mono_us(), fresh_until_mono_us);
+    let to_stale = fresh_for.floor_to(grid).saturating_add(grid);
+    let idle = std::pin::pin!(time::sleep(to_stale));
     if let Either::Right(((), _)) = select(idle, wake.notified()).await {
-        let woken_after_us = time::elapsed_us()
-            .checked_sub(start_us)
-            .expect("simulated time never runs backwards while the monitor waits");
-        let ticks = woken_after_us.div_ceil(interval_us).max(1);
-        time::sleep_until_us(start_us + ticks * interval_us).await;
+        time::sleep_until_whole_us(start.after(first_tick_after(start, grid))).await;
     }
+}
+
+/// The span from `start` to the first tick of its grid of `interval`s at or after now, and
+/// at least one tick: where a monitor woken early resumes.
+fn first_tick_after(start: SimInstant, interval: SimDuration) -> SimDuration {
+    let now = time::now_whole_us();
+    assert!(
+        now >= start,
+        "simulated time never runs backwards while the monitor waits"
+    );
+    now.since(start).ceil_to(interval).max(interval)
 }
 
 /// How long after a disturbance this agent's routine is simulated message by message

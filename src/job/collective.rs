@@ -14,15 +14,16 @@
 //! paused or cut off) costs the process-group timeout: gloo counts it per receive, from when
 //! the ring stalled; NCCL's watchdog counts it from the collective's start.
 
-/// Microseconds to all-reduce `bytes` over `nodes` nodes of `gpus` GPUs each.
-pub fn ring_all_reduce_us(
+/// How long an all-reduce of `bytes` over `nodes` nodes of `gpus` GPUs each takes, to the
+/// microsecond (its terms add up in fractional microseconds and round once).
+pub fn ring_all_reduce(
     bytes: u64,
     nodes: u64,
     gpus: u64,
-    latency_us: u64,
+    latency: SimDuration,
     bandwidth_bits_per_sec: u64,
     d2d_bits_per_sec: u64,
-) -> u64 {
+) -> SimDuration {
     let bits = bytes as f64 * 8.0;
     let intra_us = if gpus > 1 && d2d_bits_per_sec > 0 {
         secs_f64_as_us_f64(2.0 * (gpus - 1) as f64 / gpus as f64 * bits / d2d_bits_per_sec as f64)
@@ -31,17 +32,12 @@ pub fn ring_all_reduce_us(
     };
     let inter_us = if nodes > 1 && bandwidth_bits_per_sec > 0 {
         let steps = 2.0 * (nodes - 1) as f64;
-        steps * latency_us as f64
+        steps * latency.as_us() as f64
             + secs_f64_as_us_f64(steps / nodes as f64 * bits / bandwidth_bits_per_sec as f64)
     } else {
         0.0
     };
-    let us = (intra_us + inter_us).round();
-    if us.is_finite() {
-        us.min(u64::MAX as f64) as u64
-    } else {
-        u64::MAX
-    }
+    SimDuration::from_us_f64_rounded(intra_us + inter_us)
 }
 
 /// A worker killed by NCCL's watchdog (a timeout, or an error it found) ends on SIGABRT.
@@ -285,23 +281,28 @@ mod tests {
 
     #[test]
     fn one_gpu_alone_costs_nothing() {
-        assert_eq!(ring_all_reduce_us(1 << 30, 1, 1, 1000, 1, 1), 0);
+        let latency = SimDuration::from_ms(1);
+        assert_eq!(
+            ring_all_reduce(1 << 30, 1, 1, latency, 1, 1),
+            SimDuration::ZERO
+        );
     }
 
     #[test]
     fn ring_cost_follows_alpha_beta() {
+        let us = SimDuration::from_us;
         // 2 nodes, 1 GPU each, 1 GB at 8 Gbps: 2·1/2·8e9/8e9 s = 1 s, plus 2 latencies.
         assert_eq!(
-            ring_all_reduce_us(1_000_000_000, 2, 1, 500, 8_000_000_000, 1),
-            1_001_000
+            ring_all_reduce(1_000_000_000, 2, 1, us(500), 8_000_000_000, 1),
+            us(1_001_000)
         );
         // Bandwidth term tends to 2·M/B as the ring grows.
-        let big = ring_all_reduce_us(1_000_000_000, 1000, 1, 0, 8_000_000_000, 1);
+        let big = ring_all_reduce(1_000_000_000, 1000, 1, us(0), 8_000_000_000, 1).as_us();
         assert!((1_990_000..2_000_000).contains(&big), "{big}");
         // NVLink phase for 8 GPUs: 2·7/8 · 8e9 bits / 8e12 = 1750 us.
         assert_eq!(
-            ring_all_reduce_us(1_000_000_000, 1, 8, 0, 1, 8_000_000_000_000),
-            1750
+            ring_all_reduce(1_000_000_000, 1, 8, us(0), 1, 8_000_000_000_000),
+            us(1750)
         );
     }
 }

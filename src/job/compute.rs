@@ -4,8 +4,9 @@
 use super::epoch_plan::{self, EpochPlan};
 use super::{GroupPlan, WorkerStatus};
 use crate::scenario::model::Complexity;
+use crate::sim_time::SimDuration;
 use crate::world::env::GpuNow;
-use crate::world::gpu::{compute_time_us, gpu_of_local_rank};
+use crate::world::gpu::{compute_time, gpu_of_local_rank};
 use crate::world::NodeEnv;
 
 /// Fills each local rank's batch and returns the node's compute time: its slowest GPU's.
@@ -16,7 +17,7 @@ pub(super) fn compute_batches(
     batch: u64,
     dataset_key: u64,
     batches: &mut [Vec<u64>],
-) -> Result<u64, WorkerStatus> {
+) -> Result<SimDuration, WorkerStatus> {
     let gpus = usable_gpus(env, batches.len())?;
     let on = ComputeOn {
         env,
@@ -25,7 +26,7 @@ pub(super) fn compute_batches(
         gpus: &gpus,
         dataset_key,
     };
-    Ok(on.slowest_us(batch, batches, Fill::Always))
+    Ok(on.slowest(batch, batches, Fill::Always))
 }
 
 /// The node's GPUs now, or the failure of the first of `ranks` local ranks whose GPU is lost.
@@ -65,11 +66,11 @@ pub(super) struct ComputeOn<'a> {
 
 impl ComputeOn<'_> {
     /// The slowest local rank's compute time for batch `batch`.
-    pub fn slowest_us(&self, batch: u64, batches: &mut [Vec<u64>], fill: Fill) -> u64 {
+    pub fn slowest(&self, batch: u64, batches: &mut [Vec<u64>], fill: Fill) -> SimDuration {
         let scenario = self.env.scenario();
         let job = &scenario.job;
         let gpus_per_node = scenario.cluster.gpus_per_node;
-        let mut slowest_us = 0;
+        let mut slowest = SimDuration::ZERO;
         for (local_rank, out) in (0u32..).zip(batches.iter_mut()) {
             let rank = self.plan.base_global_rank + u64::from(local_rank);
             let complexity = match (fill, &job.dataset.complexity) {
@@ -82,15 +83,15 @@ impl ComputeOn<'_> {
                 }
             };
             let gpu = self.gpus[gpu_of_local_rank(local_rank, gpus_per_node) as usize];
-            let us = compute_time_us(
-                job.step_time.as_us(),
+            let time = compute_time(
+                job.step_time,
                 complexity,
                 job.sampler.batch_size,
                 gpu.slowdown,
                 scenario.cluster.gpu.compute_speed,
             );
-            slowest_us = slowest_us.max(us);
+            slowest = slowest.max(time);
         }
-        slowest_us
+        slowest
     }
 }

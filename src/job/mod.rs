@@ -343,21 +343,23 @@ async fn one_step(
     started: SimInstant,
 ) -> Result<(), WorkerStatus> {
     let (env, plan) = (s.env, s.plan);
-    let compute_us = compute_batches(env, plan, s.epoch_plan, at.batch, s.dataset_key, batches)?;
-    let arrival = started.after(SimDuration::from_us(closed_form::slept_us(compute_us)));
+    let compute = compute_batches(env, plan, s.epoch_plan, at.batch, s.dataset_key, batches)?;
+    let arrival = started.after(closed_form::slept(compute));
     if arrival > time::now() {
         time::sleep_until(arrival).await;
     }
-    let timeout_us = env.scenario().job.collective_timeout.as_us();
-    // Waiting since the arrival: a cut run's step may have arrived before now.
-    let waited_us = time::now().since(arrival).as_us();
+    // Waiting since the arrival: a cut run's step may have arrived before now. The
+    // timeout left counts whole microseconds.
+    let whole_us = SimDuration::from_us(1);
+    let waited = time::now().since(arrival).floor_to(whole_us);
+    let timeout = env.scenario().job.collective_timeout.floor_to(whole_us);
     let reduced = env
         .all_reduce(
             plan.group_key(),
             at.step + 1,
             plan.ranks(),
-            ring_cost_us(env, plan),
-            timeout_us.saturating_sub(waited_us),
+            ring_cost(env, plan),
+            timeout.saturating_sub(waited),
         )
         .await;
     if let Err(e) = reduced {
@@ -388,8 +390,8 @@ async fn wait_for_reader(
     let Some(feed) = reader.as_mut() else {
         return Ok(());
     };
-    match feed.take_batch(env, time::elapsed_us()) {
-        reader_feed::Taken::Batch { stall_us, .. } => time::sleep_us(stall_us).await,
+    match feed.take_batch(env, time::now_whole_us()) {
+        reader_feed::Taken::Batch { stall, .. } => time::sleep(stall).await,
         reader_feed::Taken::Hang => std::future::pending::<()>().await,
         reader_feed::Taken::Failed { reason } => return Err(script_error(reason)),
     }
@@ -479,13 +481,13 @@ async fn collective_failure(
 
 /// What one step's gradient all-reduce costs once every rank has arrived: a ring over every
 /// node of the group's world.
-fn ring_cost_us(env: &NodeEnv, plan: &GroupPlan) -> u64 {
+fn ring_cost(env: &NodeEnv, plan: &GroupPlan) -> SimDuration {
     let scenario = env.scenario();
-    collective::ring_all_reduce_us(
+    collective::ring_all_reduce(
         scenario.job.model_size_bytes,
         plan.nodes_in_world(),
         u64::from(plan.local_world_size),
-        env.latency_mean_us(),
+        env.latency_mean(),
         scenario.network.bandwidth_bits_per_sec,
         scenario.cluster.gpu.d2d_bits_per_sec,
     )

@@ -11,6 +11,7 @@
 use crate::reader::feed::{record_runs, FeedCosts, WorkerNote};
 use crate::reader::{Delivery, NodeFeed, ReaderConfig, RecordId, SetSourceError};
 use crate::scenario::model::{ReaderSection, Scenario};
+use crate::sim_time::{SimDuration, SimInstant};
 use crate::trace::EventKind;
 use crate::world::NodeEnv;
 use std::collections::BTreeSet;
@@ -71,9 +72,9 @@ fn feed_costs(s: &Scenario) -> Option<FeedCosts> {
 /// What the trainer got for one step.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Taken {
-    /// A batch of `size` records, after waiting `stall_us` for it (dropped batches and new
+    /// A batch of `size` records, after waiting `stall` for it (dropped batches and new
     /// epochs on the way included).
-    Batch { stall_us: u64, size: u32 },
+    Batch { stall: SimDuration, size: u32 },
     /// No batch will ever come: the trainer waits forever.
     Hang,
     /// The training script raised an exception nothing catches: the process exits with 1.
@@ -83,12 +84,16 @@ pub enum Taken {
     },
 }
 
-/// How long the trainer waited for a batch it asked for at `asked_at_us`: the reader hands a
+/// How long the trainer waited for a batch it asked for at `asked_at`: the reader hands a
 /// batch over no earlier than it was asked for.
-fn waited_us(ready_at_us: u64, asked_at_us: u64) -> u64 {
-    ready_at_us.checked_sub(asked_at_us).unwrap_or_else(|| {
-        panic!("a reader batch was ready at {ready_at_us} us, before it was asked for at {asked_at_us} us")
-    })
+fn waited(ready_at: SimInstant, asked_at: SimInstant) -> SimDuration {
+    assert!(
+        ready_at >= asked_at,
+        "a reader batch was ready at {} us, before it was asked for at {} us",
+        ready_at.as_us(),
+        asked_at.as_us()
+    );
+    ready_at.since(asked_at)
 }
 
 /// One worker group's reader on one node.
@@ -130,8 +135,10 @@ impl ReaderFeed {
         let Some(costs) = feed_costs(scenario) else {
             return Ok(None);
         };
-        let feed = NodeFeed::new(&cfg, costs, crate::world::time::elapsed_us())
-            .map_err(|e| format!("HugeCTR DataReader: {e}"))?;
+        // The pipeline's clock counts whole microseconds.
+        let start_us = crate::world::time::now_whole_us().as_us();
+        let feed =
+            NodeFeed::new(&cfg, costs, start_us).map_err(|e| format!("HugeCTR DataReader: {e}"))?;
         Ok(Some(ReaderFeed {
             feed,
             repeat: reader.repeat,
@@ -140,15 +147,16 @@ impl ReaderFeed {
         }))
     }
 
-    /// The trainer asks for its next batch at `now_us`; copies to each of the node's GPUs
-    /// run as slow as that GPU is now (a `gpu_slow` window stretches them too).
-    pub fn take_batch(&mut self, env: &NodeEnv, now_us: u64) -> Taken {
+    /// The trainer asks for its next batch at `now` (a whole microsecond, the pipeline's
+    /// clock); copies to each of the node's GPUs run as slow as that GPU is now (a
+    /// `gpu_slow` window stretches them too).
+    pub fn take_batch(&mut self, env: &NodeEnv, now: SimInstant) -> Taken {
         let gpus = env.scenario().cluster.gpus_per_node;
         let slowdowns: Vec<f64> = env.gpus_now(gpus).iter().map(|g| g.slowdown).collect();
-        let mut at_us = now_us;
+        let mut at = now;
         let mut empty_epochs = 0;
         loop {
-            let delivery = self.feed.next_batch(at_us, &slowdowns);
+            let delivery = self.feed.next_batch(at.as_us(), &slowdowns);
             self.flush(env);
             match delivery {
                 Delivery::Batch {
@@ -157,6 +165,7 @@ impl ReaderFeed {
                     records,
                     trained,
                 } => {
+                    let ready_at = SimInstant::from_us(ready_at_us);
                     let size = records.len() as u32;
                     env.record(EventKind::ReaderBatch {
                         pid: self.pid,
@@ -165,13 +174,13 @@ impl ReaderFeed {
                         size,
                         records: record_runs(&records),
                         trained,
-                        stall_us: waited_us(ready_at_us, at_us),
+                        stall_us: waited(ready_at, at).as_us(),
                     });
                     if trained {
-                        let stall_us = waited_us(ready_at_us, now_us);
-                        return Taken::Batch { stall_us, size };
+                        let stall = waited(ready_at, now);
+                        return Taken::Batch { stall, size };
                     }
-                    at_us = ready_at_us;
+                    at = ready_at;
                 }
                 Delivery::EndOfData { ready_at_us, epoch } => {
                     env.record(EventKind::ReaderEndOfData {
@@ -188,7 +197,7 @@ impl ReaderFeed {
                     }
                     if self.repeat {
                         // No `set_source` in repeat mode: the trainer asks for the next batch.
-                        at_us = ready_at_us;
+                        at = SimInstant::from_us(ready_at_us);
                         continue;
                     }
                     let started = self.feed.set_source(ready_at_us);
@@ -203,7 +212,7 @@ impl ReaderFeed {
                             unreachable!("set_source right after the end marker: {e}")
                         }
                     }
-                    at_us = ready_at_us;
+                    at = SimInstant::from_us(ready_at_us);
                 }
                 Delivery::Hang { epoch, reason } => return self.hang(env, epoch, reason),
             }
@@ -266,8 +275,9 @@ mod tests {
 
     #[test]
     fn a_batch_ready_when_asked_costs_no_wait() {
-        assert_eq!(waited_us(500, 500), 0);
-        assert_eq!(waited_us(700, 500), 200);
+        let us = SimInstant::from_us;
+        assert_eq!(waited(us(500), us(500)), SimDuration::ZERO);
+        assert_eq!(waited(us(700), us(500)), SimDuration::from_us(200));
     }
 
     #[test]
@@ -275,6 +285,6 @@ mod tests {
         expected = "a reader batch was ready at 400 us, before it was asked for at 500 us"
     )]
     fn a_batch_ready_before_it_was_asked_for_stops_the_run() {
-        waited_us(400, 500);
+        waited(SimInstant::from_us(400), SimInstant::from_us(500));
     }
 }

@@ -65,22 +65,14 @@ pub(super) async fn run(
         return Ok(Run::default());
     };
     let came = time::now();
-    let mine = own_compute_us(s, at, steps_max, batches);
-    let first_compute_us = mine.as_ref().and_then(|m| m.first().copied()).unwrap_or(0);
-    let first_arrival = came.after(SimDuration::from_us(closed_form::slept_us(
-        first_compute_us,
-    )));
+    let mine = own_compute(s, at, steps_max, batches);
+    let first_compute = mine.as_ref().and_then(|m| m.first().copied());
+    let first_arrival = came.after(closed_form::slept(first_compute.unwrap_or_default()));
     let timeout = s.env.scenario().job.collective_timeout;
     let deadline = first_arrival.after(timeout);
     let gathered = s
         .env
-        .gather_step_times(
-            s.plan.group_key(),
-            at.step,
-            s.plan.ranks(),
-            mine,
-            deadline.as_ns(),
-        )
+        .gather_step_times(s.plan.group_key(), at.step, s.plan.ranks(), mine, deadline)
         .await;
     let gathered = match gathered {
         Ok(gathered) => gathered,
@@ -88,20 +80,17 @@ pub(super) async fn run(
             return Err(super::collective_failure(s.env, e, at.step + 1, first_arrival).await)
         }
     };
-    let Gathered::All {
-        started_ns,
-        slowest_us,
-    } = gathered
-    else {
+    let Gathered::All { start, slowest } = gathered else {
         // A node that waited for late members still began its step when it came.
         return Ok(Run::declined(came));
     };
-    let start = SimInstant::from_ns(started_ns);
-    // From the common start, so that every member sees the same horizon.
-    let horizon = SimInstant::from_us(s.env.next_change_at_or_after_us(start.as_us()));
-    let horizon_us = horizon.since(start).as_us();
-    let cost_us = super::ring_cost_us(s.env, s.plan);
-    let timings = closed_form::step_timings(&slowest_us, cost_us, horizon_us);
+    // From the common start, so that every member sees the same horizon; the steps' ends
+    // fall on whole microseconds, and so is the horizon counted.
+    let whole_us = SimDuration::from_us(1);
+    let horizon = s.env.next_change_at_or_after(start);
+    let horizon = horizon.since(start).floor_to(whole_us);
+    let cost = super::ring_cost(s.env, s.plan);
+    let timings = closed_form::step_timings(&slowest, cost, horizon);
     if timings.is_empty() {
         return Ok(Run::declined(came));
     }
@@ -145,12 +134,12 @@ fn steps_max(s: &Steps<'_>, at: &Position) -> Option<u64> {
 
 /// This node's compute time for each step of the run, or `None` when a step cannot be
 /// computed (a lost GPU): the node then declines and fails its step as usual.
-fn own_compute_us(
+fn own_compute(
     s: &Steps<'_>,
     at: &Position,
     steps: u64,
     batches: &mut [Vec<u64>],
-) -> Option<Vec<u64>> {
+) -> Option<Vec<SimDuration>> {
     let gpus = usable_gpus(s.env, batches.len()).ok()?;
     let on = ComputeOn {
         env: s.env,
@@ -171,12 +160,12 @@ fn own_compute_us(
     } else {
         0
     };
-    let mut full_batch_us = None;
+    let mut full_batch_time = None;
     let mut time_of = |batch: u64| {
         if batch < full_batches {
-            *full_batch_us.get_or_insert_with(|| on.slowest_us(batch, batches, Fill::WhenTimed))
+            *full_batch_time.get_or_insert_with(|| on.slowest(batch, batches, Fill::WhenTimed))
         } else {
-            on.slowest_us(batch, batches, Fill::WhenTimed)
+            on.slowest(batch, batches, Fill::WhenTimed)
         }
     };
     Some((0..steps).map(|j| time_of(at.batch + j)).collect())
@@ -209,8 +198,7 @@ struct Settler<'a, 'b> {
 
 impl Settler<'_, '_> {
     fn done_at(&self, step: usize) -> SimInstant {
-        self.start
-            .after(SimDuration::from_us(self.timings[step].done_us))
+        self.start.after(self.timings[step].done)
     }
 
     /// Sleeps to the run's end, or until a member departs and cuts it.
@@ -237,15 +225,14 @@ impl Settler<'_, '_> {
             });
         };
         // The step in progress when the member left breaks: its ring or its barrier.
-        let done = closed_form::done_by(self.timings, departed.since(self.start).as_us());
+        let done = closed_form::done_by(self.timings, departed.since(self.start));
         assert_cut(done, self.settled, steps);
         self.completable = done;
         self.settle_through(time::now());
-        let started_us = |done| closed_form::started_us(self.timings, done);
+        let started = |done| closed_form::started(self.timings, done);
         Ok(Run {
             settled: done as u64,
-            next_step_started: (done < steps)
-                .then(|| self.start.after(SimDuration::from_us(started_us(done)))),
+            next_step_started: (done < steps).then(|| self.start.after(started(done))),
         })
     }
 
@@ -273,15 +260,16 @@ impl Settler<'_, '_> {
             s.reached.fetch_max(global_step, Ordering::Relaxed);
             let samples = consume(s.ledger, plan, self.epoch, self.batches);
             let trained = trained_on(plan, batch, self.batches);
-            let done_us = self.done_at(step).as_us();
+            // Recorded on the trace's whole-microsecond clock, as a step taken alone is.
+            let done = self.done_at(step).cut_to_whole_us();
             let extended = piece
                 .as_mut()
-                .is_some_and(|p| p.extend(global_step, done_us, samples, trained.samples_digest));
+                .is_some_and(|p| p.extend(global_step, done, samples, trained.samples_digest));
             if !extended {
                 if let Some(done) = piece.take() {
                     self.record(done);
                 }
-                piece = Some(Piece::new(global_step, done_us, samples, trained));
+                piece = Some(Piece::new(global_step, done, samples, trained));
             }
             self.settled += 1;
         }
@@ -294,7 +282,7 @@ impl Settler<'_, '_> {
     fn record(&self, piece: Piece) {
         let s = self.s;
         s.env.record_at(
-            piece.last_done_us,
+            piece.last_done,
             EventKind::Step {
                 pid: s.env.pid,
                 round: s.plan.round,
@@ -312,32 +300,32 @@ impl Settler<'_, '_> {
 struct Piece {
     first: TrainedOn,
     last_step: u64,
-    last_done_us: u64,
+    last_done: SimInstant,
     samples: u64,
     run: StepRun,
 }
 
 impl Piece {
-    fn new(step: u64, done_us: u64, samples: u64, first: TrainedOn) -> Self {
+    fn new(step: u64, done: SimInstant, samples: u64, first: TrainedOn) -> Self {
         Piece {
             first,
             last_step: step,
-            last_done_us: done_us,
+            last_done: done,
             samples,
             run: StepRun::default(),
         }
     }
 
     /// Adds the next step when it ends as far after the last as the steps before did.
-    fn extend(&mut self, step: u64, done_us: u64, samples: u64, digest: u64) -> bool {
-        let step_us = done_us.saturating_sub(self.last_done_us);
-        if !self.run.is_single() && step_us != self.run.step_us {
+    fn extend(&mut self, step: u64, done: SimInstant, samples: u64, digest: u64) -> bool {
+        let step_time = done.since(self.last_done);
+        if !self.run.is_single() && step_time != self.run.step {
             return false;
         }
-        self.run.step_us = step_us;
+        self.run.step = step_time;
         self.run.later_digests.push(digest);
         self.last_step = step;
-        self.last_done_us = done_us;
+        self.last_done = done;
         self.samples += samples;
         true
     }

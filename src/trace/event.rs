@@ -142,7 +142,8 @@ pub struct TrainedOn {
 /// recorded in pieces of evenly spaced steps). Empty for a single step.
 #[derive(Debug, Clone, PartialEq, Eq, Default, Serialize)]
 pub struct StepRun {
-    pub step_us: u64,
+    #[serde(rename = "step_us", with = "crate::sim_time::span_whole_us")]
+    pub step: SimDuration,
     pub later_digests: Vec<u64>,
 }
 
@@ -431,7 +432,7 @@ impl EventKind {
             std::iter::once(trained.samples_digest).chain(r.later_digests.iter().copied())
         });
         let last = run.map_or(0, |r| r.steps() - 1);
-        let step_time = SimDuration::from_us(run.map_or(0, |r| r.step_us));
+        let step_time = run.map_or(SimDuration::ZERO, |r| r.step);
         digests
             .into_iter()
             .flatten()

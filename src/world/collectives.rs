@@ -12,6 +12,7 @@
 
 use super::env::NodeEnv;
 use super::time;
+use crate::sim_time::SimDuration;
 use futures::channel::oneshot;
 use futures::future::{select, Either};
 use std::collections::{BTreeMap, BTreeSet};
@@ -268,15 +269,15 @@ impl NodeEnv {
     }
 
     /// The all-reduce of `step` in `group`, this node holding `ranks`: it releases when every
-    /// rank of the world arrived over connected links (or fails after `timeout_us`), then
-    /// the ring moves the gradients for `ring_us`, unless a member's workers leave first.
+    /// rank of the world arrived over connected links (or fails after `timeout`), then
+    /// the ring moves the gradients for `ring`, unless a member's workers leave first.
     pub async fn all_reduce(
         &self,
         group: u64,
         step: u64,
         ranks: RankBlock,
-        ring_us: u64,
-        timeout_us: u64,
+        ring: SimDuration,
+        timeout: SimDuration,
     ) -> Result<(), CollectiveError> {
         let arrival = {
             let mut st = self.world().state.lock().expect("world lock");
@@ -290,7 +291,7 @@ impl NodeEnv {
         match arrival {
             Arrival::Released => {}
             Arrival::Failed(error) => return Err(error),
-            Arrival::Wait(rx) => match time::timeout_us(timeout_us, rx).await {
+            Arrival::Wait(rx) => match time::timeout(timeout, rx).await {
                 Some(Ok(BarrierEnd::Released)) => {}
                 Some(Ok(BarrierEnd::PeerClosed { member, at_ns })) => {
                     return Err(CollectiveError::PeerClosed { member, at_ns })
@@ -298,15 +299,15 @@ impl NodeEnv {
                 _ => return Err(CollectiveError::Timeout),
             },
         }
-        self.ring(group, ring_us).await
+        self.ring(group, ring).await
     }
 
-    /// The ring phase of a released all-reduce: `ring_us` of transfers that a member leaving
+    /// The ring phase of a released all-reduce: `ring` of transfers that a member leaving
     /// in the middle breaks.
-    async fn ring(&self, group: u64, ring_us: u64) -> Result<(), CollectiveError> {
+    async fn ring(&self, group: u64, ring: SimDuration) -> Result<(), CollectiveError> {
         let departure = match self.watch(group) {
             Err(departure) => departure,
-            Ok(rx) => match select(pin!(time::sleep_us(ring_us)), rx).await {
+            Ok(rx) => match select(pin!(time::sleep(ring)), rx).await {
                 Either::Left(((), _)) => return Ok(()),
                 Either::Right((Ok(departure), _)) => departure,
                 // The group is forgotten (more groups than kept): nothing can break the ring.

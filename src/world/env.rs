@@ -152,13 +152,12 @@ impl NodeEnv {
         TraceNode::node(self.index)
     }
 
-    /// Records an event on this node at `at_us` whole microseconds of the run, a moment
-    /// already passed: a step settled in closed form. The trace puts it in time order when
-    /// the run ends. Its caller, the closed-form segment, still counts in microseconds.
-    pub fn record_at(&self, at_us: u64, kind: EventKind) {
+    /// Records an event on this node at `at`, a moment already passed: a step settled in
+    /// closed form. The trace puts it in time order when the run ends.
+    pub fn record_at(&self, at: SimInstant, kind: EventKind) {
         self.world
             .recorder
-            .record(SimInstant::from_us(at_us), Some(self.trace_node()), kind);
+            .record(at, Some(self.trace_node()), kind);
     }
 
     /// Records an event on this node at the current simulated time.
@@ -351,10 +350,11 @@ impl NodeEnv {
     }
 
     /// The network's mean one-way latency now, `latency` faults included.
-    pub fn latency_mean_us(&self) -> u64 {
+    /// In whole microseconds, rounded down.
+    pub fn latency_mean(&self) -> SimDuration {
         let (min, max) = self.world.state.lock().expect("world lock").latency;
         let (min, max) = (min.as_us(), max.as_us());
-        min / 2 + max / 2 + (min % 2 + max % 2) / 2
+        SimDuration::from_us(min / 2 + max / 2 + (min % 2 + max % 2) / 2)
     }
 
     /// A value every process of the run shares (caches of pure results, the sample ledger),

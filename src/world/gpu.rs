@@ -82,21 +82,17 @@ pub fn gpu_of_local_rank(local_rank: u32, gpus_per_node: u32) -> u32 {
 
 /// SCENARIO.md's compute cost of one rank's batch:
 /// `step_time × (sum of complexities) / batch_size × slowdown`, divided by the profile's
-/// relative speed (h100 = 1). Rounded to the microsecond.
-pub fn compute_time_us(
-    step_time_us: u64,
+/// relative speed (h100 = 1). Rounded to the microsecond, as the step time is given.
+pub fn compute_time(
+    step_time: SimDuration,
     complexity_sum: u64,
     batch_size: u64,
     slowdown: f64,
     compute_speed: f64,
-) -> u64 {
-    let per_sample_us = step_time_us as f64 / batch_size.max(1) as f64;
+) -> SimDuration {
+    let per_sample_us = step_time.as_us() as f64 / batch_size.max(1) as f64;
     let us = per_sample_us * complexity_sum as f64 * slowdown / compute_speed;
-    if us.is_finite() {
-        us.round().min(u64::MAX as f64) as u64
-    } else {
-        u64::MAX
-    }
+    SimDuration::from_us_f64_rounded(us)
 }
 
 #[cfg(test)]
@@ -105,10 +101,15 @@ mod tests {
 
     #[test]
     fn complexity_one_batch_takes_step_time() {
-        assert_eq!(compute_time_us(200_000, 32, 32, 1.0, 1.0), 200_000);
-        assert_eq!(compute_time_us(200_000, 64, 32, 1.0, 1.0), 400_000);
-        assert_eq!(compute_time_us(200_000, 32, 32, 3.0, 1.0), 600_000);
-        assert_eq!(compute_time_us(200_000, 32, 32, 1.0, 0.5), 400_000);
+        let ms = SimDuration::from_ms;
+        assert_eq!(compute_time(ms(200), 32, 32, 1.0, 1.0), ms(200));
+        assert_eq!(compute_time(ms(200), 64, 32, 1.0, 1.0), ms(400));
+        assert_eq!(compute_time(ms(200), 32, 32, 3.0, 1.0), ms(600));
+        assert_eq!(compute_time(ms(200), 32, 32, 1.0, 0.5), ms(400));
+        assert_eq!(
+            compute_time(ms(200), 32, 32, f64::INFINITY, 1.0).as_ns(),
+            u64::MAX
+        );
     }
 
     #[test]

@@ -3,7 +3,7 @@
 //! step, and each hears when a member's workers leave the group in the middle of such a run.
 //!
 //! A segment never spans a moment at which the world changes by itself (a fault, the end of
-//! a timed fault, the time limit): [`NodeEnv::next_change_at_or_after_us`] bounds it. What
+//! a timed fault, the time limit): [`NodeEnv::next_change_at_or_after`] bounds it. What
 //! no schedule knows, an agent stopping its workers, reaches the other members through
 //! [`NodeEnv::watch_departures`].
 
@@ -11,7 +11,7 @@ use super::collectives::{covers_world, CollectiveError, RankBlock};
 use super::env::NodeEnv;
 use super::time;
 use crate::scenario::model::{FaultKind, Scenario};
-use crate::sim_time::SimInstant;
+use crate::sim_time::{SimDuration, SimInstant};
 use futures::channel::oneshot;
 use futures::future::{select, Either};
 use std::collections::BTreeMap;
@@ -24,7 +24,7 @@ const GATHERS_MAX: usize = 4096;
 
 /// How far apart members may come to one gather and still start the run together: madsim's
 /// shortest sleep, far more than its per-poll clock noise, far less than any step.
-const IN_STEP_NS: u64 = 1_000_000;
+const IN_STEP: SimDuration = SimDuration::from_ms(1);
 
 /// What a gather gives back: when the first member came (the run's common start) and every
 /// member's compute times, in the order of their ranks; or `Declined` when the group cannot
@@ -33,20 +33,21 @@ const IN_STEP_NS: u64 = 1_000_000;
 #[derive(Debug, Clone)]
 pub enum Gathered {
     All {
-        started_ns: u64,
+        /// When the first member came: the run's common start.
+        start: SimInstant,
         /// For each step the members all computed, the longest compute time among them:
         /// the one the step's all-reduce waits for. Taken once here rather than by every
         /// member, which would cost each of N members N lists.
-        slowest_us: Arc<Vec<u64>>,
+        slowest: Arc<Vec<SimDuration>>,
     },
     Declined,
 }
 
 /// One gather in progress: the contributions so far, and who waits for the rest.
 struct Gather {
-    started_ns: u64,
+    start: SimInstant,
     /// Each member's ranks and compute times, by node.
-    contributions: BTreeMap<u32, (RankBlock, Vec<u64>)>,
+    contributions: BTreeMap<u32, (RankBlock, Vec<SimDuration>)>,
     waiters: Vec<oneshot::Sender<Gathered>>,
     /// Set once the gather can no longer succeed; later members get `Declined` at once.
     declined: bool,
@@ -64,8 +65,8 @@ struct Contribution {
     /// The ranks this member's workers hold.
     ranks: RankBlock,
     /// `None`: the member declines.
-    times: Option<Vec<u64>>,
-    now_ns: u64,
+    times: Option<Vec<SimDuration>>,
+    now: SimInstant,
 }
 
 impl Segments {
@@ -82,14 +83,14 @@ impl Segments {
             }
         }
         let gather = self.gathers.entry(key).or_insert_with(|| Gather {
-            started_ns: c.now_ns,
+            start: c.now,
             contributions: BTreeMap::new(),
             waiters: Vec::new(),
             declined: false,
         });
         // madsim advances its clock 50–100 ns per task poll, so members released by one
         // barrier start a few microseconds apart; a member a whole sleep late is not in step.
-        let in_step = c.now_ns < gather.started_ns + IN_STEP_NS;
+        let in_step = c.now < gather.start.after(IN_STEP);
         match c.times {
             Some(times) if in_step && !gather.declined => {
                 let earlier = gather.contributions.insert(c.member, (c.ranks, times));
@@ -111,8 +112,8 @@ impl Segments {
                 .values()
                 .map(|(_, times)| times.as_slice());
             Gathered::All {
-                started_ns: gather.started_ns,
-                slowest_us: Arc::new(slowest_of(times)),
+                start: gather.start,
+                slowest: Arc::new(slowest_of(times)),
             }
         } else {
             let (tx, rx) = oneshot::channel();
@@ -143,15 +144,15 @@ impl Segments {
 
 /// Step by step, the longest of the members' compute times, over the steps every member
 /// computed.
-fn slowest_of<'a>(members: impl Iterator<Item = &'a [u64]> + Clone) -> Vec<u64> {
-    let steps = members.clone().map(<[u64]>::len).min().unwrap_or(0);
-    let mut slowest_us = vec![0; steps];
+fn slowest_of<'a>(members: impl Iterator<Item = &'a [SimDuration]> + Clone) -> Vec<SimDuration> {
+    let steps = members.clone().map(<[SimDuration]>::len).min().unwrap_or(0);
+    let mut slowest = vec![SimDuration::ZERO; steps];
     for times in members {
-        for (slowest, &us) in slowest_us.iter_mut().zip(times) {
-            *slowest = (*slowest).max(us);
+        for (longest, &time) in slowest.iter_mut().zip(times) {
+            *longest = (*longest).max(time);
         }
     }
-    slowest_us
+    slowest
 }
 
 /// Every moment at which the world changes by itself: each fault's time, the end of each
@@ -188,12 +189,15 @@ pub fn segments_allowed(scenario: &Scenario, step_by_step: bool) -> bool {
 }
 
 impl NodeEnv {
-    /// The first moment at or after `at_us` at which the world changes by itself.
-    pub fn next_change_at_or_after_us(&self, at_us: u64) -> u64 {
-        let at = SimInstant::from_us(at_us);
+    /// The first moment at or after `at` at which the world changes by itself (or the end
+    /// of time), both read on the whole-microsecond clock of the schedule.
+    pub fn next_change_at_or_after(&self, at: SimInstant) -> SimInstant {
+        let at = at.cut_to_whole_us();
         let instants = &self.world().change_instants;
         let i = instants.partition_point(|&t| t < at);
-        instants.get(i).map_or(u64::MAX, |t| t.as_us())
+        instants
+            .get(i)
+            .map_or(SimInstant::END, |t| t.cut_to_whole_us())
     }
 
     /// Whether steps may be settled in closed form in this run (see [`segments_allowed`]).
@@ -203,22 +207,24 @@ impl NodeEnv {
 
     /// Pools this node's compute times (`None`: it will not take part) with its group's for
     /// the run of steps from `first_step`, this node holding `ranks` of the group's world.
-    /// Every member calls it at the same moment; past `deadline_ns` without every rank it
+    /// Every member calls it at the same moment; past `deadline` without every rank it
     /// fails as the step's all-reduce would.
     pub async fn gather_step_times(
         &self,
         group: u64,
         first_step: u64,
         ranks: RankBlock,
-        mine: Option<Vec<u64>>,
-        deadline_ns: u64,
+        mine: Option<Vec<SimDuration>>,
+        deadline: SimInstant,
     ) -> Result<Gathered, CollectiveError> {
         let rx = {
-            let now_ns = time::elapsed_ns();
+            let now = time::now();
             assert!(
-                deadline_ns > now_ns,
+                deadline > now,
                 "the gather of group {group:#x} from step {first_step} has its deadline \
-                 {deadline_ns} ns in the past (now {now_ns} ns)"
+                 {} ns in the past (now {} ns)",
+                deadline.as_ns(),
+                now.as_ns()
             );
             let mut st = self.world().state.lock().expect("world lock");
             let members = st.collectives.members(group);
@@ -227,14 +233,14 @@ impl NodeEnv {
                 member: self.index,
                 ranks,
                 times: mine.filter(|_| !blocked),
-                now_ns,
+                now,
             };
             match st.segments.contribute((group, first_step), contribution) {
                 Ok(result) => return Ok(result),
                 Err(rx) => rx,
             }
         };
-        let deadline = time::sleep_until_ns(deadline_ns);
+        let deadline = time::sleep_until(deadline);
         match select(pin!(rx), deadline).await {
             Either::Left((Ok(result), _)) => Ok(result),
             Either::Left((Err(_), _)) => Ok(Gathered::Declined),
@@ -255,8 +261,8 @@ mod tests {
                 count: 1,
                 world_size: 2,
             },
-            times: Some(vec![10_000, 10_000]),
-            now_ns: 0,
+            times: Some(vec![SimDuration::from_ms(10); 2]),
+            now: SimInstant::START,
         }
     }
 
@@ -265,7 +271,7 @@ mod tests {
         let mut segments = Segments::default();
         assert!(segments.contribute((1, 5), contribution(0)).is_err());
         let all = segments.contribute((1, 5), contribution(1));
-        assert!(matches!(all, Ok(Gathered::All { ref slowest_us, .. }) if slowest_us.len() == 2));
+        assert!(matches!(all, Ok(Gathered::All { ref slowest, .. }) if slowest.len() == 2));
     }
 
     #[test]

@@ -130,7 +130,8 @@ pub fn sleep(span: SimDuration) -> Sleep {
     }
 }
 
-/// Runs `future` for at most `span`; `None` when time ran out (as [`timeout_us`]).
+/// Runs `future` for at most `span`; `None` when time ran out. The future is polled first,
+/// so one that is ready when time runs out still wins (as with madsim's `timeout`).
 pub async fn timeout<F: Future>(span: SimDuration, future: F) -> Option<F::Output> {
     let deadline = sleep(span);
     match select(pin!(future), deadline).await {
@@ -144,16 +145,6 @@ pub fn sleep_us(duration_us: u64) -> Sleep {
     Sleep {
         inner: with_handle(|h| h.sleep(Duration::from_micros(duration_us))),
         armed: None,
-    }
-}
-
-/// Sleeps until `at_us` simulated microseconds since the run began; returns at once when that
-/// moment has come. A moment less than 1 ms away is reached 1 ms from now (madsim's shortest
-/// sleep).
-pub async fn sleep_until_us(at_us: u64) {
-    let now_us = elapsed_us();
-    if at_us > now_us {
-        sleep_us(at_us - now_us).await;
     }
 }
 
@@ -197,16 +188,6 @@ impl Wake for Callback {
         if let Some(callback) = callback {
             callback();
         }
-    }
-}
-
-/// Runs `future` for at most `duration_us`; `None` when time ran out. The future is polled
-/// first, so one that is ready when time runs out still wins (as with madsim's `timeout`).
-pub async fn timeout_us<F: Future>(duration_us: u64, future: F) -> Option<F::Output> {
-    let deadline = sleep_us(duration_us);
-    match select(pin!(future), deadline).await {
-        Either::Left((output, _)) => Some(output),
-        Either::Right(((), _)) => None,
     }
 }
 
