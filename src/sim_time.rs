@@ -216,6 +216,26 @@ impl SimDuration {
         SimDuration::from_us(whole_us)
     }
 
+    /// The time `bits` take at `bits_per_sec` (at least 1), rounded up to whole microseconds
+    /// and saturating: a copy at a bandwidth, in the reader's whole-microsecond clock.
+    pub fn transfer_whole_us(bits: u128, bits_per_sec: u64) -> Self {
+        let us = bits
+            .saturating_mul(u128::from(NS_PER_S / NS_PER_US))
+            .div_ceil(u128::from(bits_per_sec.max(1)));
+        SimDuration::from_us(u64::try_from(us).unwrap_or(u64::MAX))
+    }
+
+    /// This span's whole microseconds stretched by `factor` (at least 1), rounded up and
+    /// saturating: a copy slowed down by a slow GPU.
+    pub fn stretched_whole_us(self, factor: f64) -> Self {
+        let scaled = (self.as_us() as f64 * factor.max(1.0)).ceil();
+        if scaled >= u64::MAX as f64 {
+            SimDuration::from_us(u64::MAX)
+        } else {
+            SimDuration::from_us(scaled as u64)
+        }
+    }
+
     /// `n` of this span one after another, saturating.
     pub const fn saturating_mul(self, n: u64) -> Self {
         SimDuration {
@@ -321,6 +341,25 @@ pub fn reading_before(now_us: i64, span: SimDuration) -> i64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_copy_at_a_bandwidth_takes_whole_microseconds_rounded_up() {
+        let us = |n| SimDuration::from_us(n);
+        assert_eq!(SimDuration::transfer_whole_us(8_000, 8_000_000_000), us(1));
+        assert_eq!(SimDuration::transfer_whole_us(8_001, 8_000_000), us(1_001));
+        assert_eq!(
+            SimDuration::transfer_whole_us(8, 0),
+            us(8_000_000),
+            "at least 1 bps"
+        );
+        assert_eq!(us(10).stretched_whole_us(1.25), us(13), "rounded up");
+        assert_eq!(us(10).stretched_whole_us(0.5), us(10), "never faster");
+        assert_eq!(
+            us(10).stretched_whole_us(f64::MAX),
+            us(u64::MAX),
+            "saturates"
+        );
+    }
 
     #[test]
     fn units_convert_in_one_place() {

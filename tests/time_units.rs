@@ -211,16 +211,33 @@ fn every_allowed_file_exists_and_still_needs_its_place() {
 ///
 /// [`SimDuration`]: trainsim::sim_time::SimDuration
 /// [`SimInstant`]: trainsim::sim_time::SimInstant
-const TYPED_SPANS: &[&str] = &["rendezvous", "agent", "store", "job"];
+const TYPED_SPANS: &[&str] = &["rendezvous", "agent", "store", "job", "world", "reader"];
 
 /// Plain microsecond integers the typed directories keep, each with why: the state's wire
 /// format, written as torch writes it. A node's clock readings (`*_utc_us`, `*_mono_us`,
 /// signed) are torch's own unit and need no entry.
-const UNTYPED_ALLOWED: &[(&str, &str, &str)] = &[(
-    "rendezvous/decoded_states.rs",
-    "oldest_heartbeat_us",
-    "the oldest heartbeat stamp of a decoded state, in the state's wire unit",
-)];
+const UNTYPED_ALLOWED: &[(&str, &str, &str)] = &[
+    (
+        "rendezvous/decoded_states.rs",
+        "oldest_heartbeat_us",
+        "the oldest heartbeat stamp of a decoded state, in the state's wire unit",
+    ),
+    (
+        "world/quiet.rs",
+        "wall_offset_us",
+        "a writer's UTC clock minus simulated time: a signed offset of clock readings",
+    ),
+    (
+        "world/state.rs",
+        "offset_us",
+        "a clock-skew fault's step, signed, in the unit of the readings it moves",
+    ),
+    (
+        "world/time.rs",
+        "duration_us",
+        "the tests' shorthand sleep; no simulation code sleeps on it",
+    ),
+];
 
 /// The `name_us` a line declares as a plain integer (`name_us: u64`, `Option<i64>`, …) in a
 /// field or a parameter, unless it is a node's signed clock reading.

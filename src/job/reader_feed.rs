@@ -136,9 +136,9 @@ impl ReaderFeed {
             return Ok(None);
         };
         // The pipeline's clock counts whole microseconds.
-        let start_us = crate::world::time::now_whole_us().as_us();
+        let start = crate::world::time::now_whole_us();
         let feed =
-            NodeFeed::new(&cfg, costs, start_us).map_err(|e| format!("HugeCTR DataReader: {e}"))?;
+            NodeFeed::new(&cfg, costs, start).map_err(|e| format!("HugeCTR DataReader: {e}"))?;
         Ok(Some(ReaderFeed {
             feed,
             repeat: reader.repeat,
@@ -156,16 +156,15 @@ impl ReaderFeed {
         let mut at = now;
         let mut empty_epochs = 0;
         loop {
-            let delivery = self.feed.next_batch(at.as_us(), &slowdowns);
+            let delivery = self.feed.next_batch(at.cut_to_whole_us(), &slowdowns);
             self.flush(env);
             match delivery {
                 Delivery::Batch {
-                    ready_at_us,
+                    ready_at,
                     epoch,
                     records,
                     trained,
                 } => {
-                    let ready_at = SimInstant::from_us(ready_at_us);
                     let size = records.len() as u32;
                     env.record(EventKind::ReaderBatch {
                         pid: self.pid,
@@ -182,7 +181,7 @@ impl ReaderFeed {
                     }
                     at = ready_at;
                 }
-                Delivery::EndOfData { ready_at_us, epoch } => {
+                Delivery::EndOfData { ready_at, epoch } => {
                     env.record(EventKind::ReaderEndOfData {
                         pid: self.pid,
                         round: self.round,
@@ -197,10 +196,10 @@ impl ReaderFeed {
                     }
                     if self.repeat {
                         // No `set_source` in repeat mode: the trainer asks for the next batch.
-                        at = SimInstant::from_us(ready_at_us);
+                        at = ready_at;
                         continue;
                     }
-                    let started = self.feed.set_source(ready_at_us);
+                    let started = self.feed.set_source(ready_at);
                     self.flush(env);
                     match started {
                         Ok(_) => {}
@@ -212,7 +211,7 @@ impl ReaderFeed {
                             unreachable!("set_source right after the end marker: {e}")
                         }
                     }
-                    at = SimInstant::from_us(ready_at_us);
+                    at = ready_at;
                 }
                 Delivery::Hang { epoch, reason } => return self.hang(env, epoch, reason),
             }

@@ -2,7 +2,7 @@
 //! order their costs give, so reading overlaps the trainer's compute and the trainer only
 //! waits when the pipeline falls behind.
 //!
-//! Time model (virtual microseconds, on the caller's clock), as HugeCTR's threads spend it
+//! Time model (whole virtual microseconds, on the caller's clock), as HugeCTR's threads spend it
 //! (tags v3.1 to v23.09):
 //! - a worker's `read_a_batch` takes `parse_time` per record it parses (failed checksums
 //!   included: the bytes are read either way); opens and claims take no time;
@@ -23,7 +23,7 @@
 //! batch; they run ahead while the trainer computes, as far as the buffers let them. The
 //! trainer moves only when the caller asks for a batch.
 
-use crate::sim_time::SimDuration;
+use crate::sim_time::{SimDuration, SimInstant};
 use std::fmt;
 
 use super::buffer::{ActorId, BufferEvent, BufferId};
@@ -33,9 +33,6 @@ use super::files::RecordId;
 use super::run::{Action, Outcome, Run};
 use super::trainer::TrainerAction;
 use super::worker::{WorkerAction, WorkerFailure};
-
-/// Microseconds in a second, for bandwidth arithmetic.
-const US_PER_SEC: u128 = 1_000_000;
 
 /// What the pipeline's steps cost.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -57,43 +54,39 @@ pub struct FeedCosts {
 
 impl FeedCosts {
     /// Time for one worker to parse `records` records.
-    pub fn parse_us(&self, records: u32) -> u64 {
-        self.parse_time.saturating_mul(u64::from(records)).as_us()
+    pub fn parse(&self, records: u32) -> SimDuration {
+        // The pipeline's clock counts whole microseconds.
+        let parse = self.parse_time.saturating_mul(u64::from(records));
+        parse.floor_to(SimDuration::from_us(1))
     }
 
     /// Time for a worker to copy its batch of `records` from host to its GPU, stretched by
     /// that GPU's `slowdown` (1.0 when healthy).
-    pub fn h2d_us(&self, records: u32, slowdown: f64) -> u64 {
-        self.transfer_us(u64::from(records), self.h2d_bits_per_sec, slowdown)
+    pub fn h2d(&self, records: u32, slowdown: f64) -> SimDuration {
+        self.transfer(u64::from(records), self.h2d_bits_per_sec, slowdown)
     }
 
     /// Time for the collector to broadcast a batch: every local GPU receives its dense slice
     /// of a `batch_size` batch at once (HugeCTR copies the slice's full size whatever the
     /// batch holds), so it lasts one slice copy at the slowest GPU's `slowdown`.
-    pub fn broadcast_us(&self, batch_size: u32, slowdown: f64) -> u64 {
+    pub fn broadcast(&self, batch_size: u32, slowdown: f64) -> SimDuration {
         let slice = batch_size / self.gpus_total.max(1);
-        self.transfer_us(u64::from(slice), self.d2d_bits_per_sec, slowdown)
+        self.transfer(u64::from(slice), self.d2d_bits_per_sec, slowdown)
     }
 
-    fn transfer_us(&self, records: u64, bits_per_sec: u64, slowdown: f64) -> u64 {
+    fn transfer(&self, records: u64, bits_per_sec: u64, slowdown: f64) -> SimDuration {
         let bits = u128::from(records) * u128::from(self.record_size_bytes) * 8;
-        let base = (bits * US_PER_SEC).div_ceil(u128::from(bits_per_sec.max(1)));
-        let scaled = (base as f64 * slowdown.max(1.0)).ceil();
-        if scaled >= u64::MAX as f64 {
-            u64::MAX
-        } else {
-            scaled as u64
-        }
+        SimDuration::transfer_whole_us(bits, bits_per_sec).stretched_whole_us(slowdown)
     }
 }
 
 /// What the trainer got when it asked for a batch.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Delivery {
-    /// A batch, ready at `ready_at_us` (never before the time asked).
+    /// A batch, ready at `ready_at` (never before the time asked).
     Batch {
         /// When the trainer has it.
-        ready_at_us: u64,
+        ready_at: SimInstant,
         /// The epoch it belongs to.
         epoch: u32,
         /// Its records, in batch order (its size is their count).
@@ -104,7 +97,7 @@ pub enum Delivery {
     /// The end-of-data marker: the epoch is over; call [`NodeFeed::set_source`] to go on.
     EndOfData {
         /// When the trainer has it.
-        ready_at_us: u64,
+        ready_at: SimInstant,
         /// The epoch that ended.
         epoch: u32,
     },
@@ -178,10 +171,10 @@ pub struct NodeFeed {
     costs: FeedCosts,
     /// Per background thread (workers by index, then the collector): the earliest time it
     /// may move next.
-    ready_at_us: Vec<u64>,
+    ready_at: Vec<SimInstant>,
     /// Per buffer (workers' by index, then the broadcast buffer): when the step that last
     /// changed its state ended.
-    changed_at_us: Vec<u64>,
+    changed_at: Vec<SimInstant>,
     /// Buffer state changes not yet taken by the caller.
     events: Vec<BufferEvent>,
     epoch: u32,
@@ -189,20 +182,20 @@ pub struct NodeFeed {
 }
 
 impl NodeFeed {
-    /// The pipeline of `cfg` at the start of epoch 0, every thread starting at `start_us`
+    /// The pipeline of `cfg` at the start of epoch 0, every thread starting at `start`
     /// (when the trainer's process builds its `DataReader`).
     pub fn new(
         cfg: &ReaderConfig,
         costs: FeedCosts,
-        start_us: u64,
+        start: SimInstant,
     ) -> Result<NodeFeed, ConfigError> {
         let run = Run::new(cfg)?;
         let threads = cfg.workers as usize + 1;
         Ok(NodeFeed {
             run,
             costs,
-            ready_at_us: vec![start_us; threads],
-            changed_at_us: vec![start_us; threads],
+            ready_at: vec![start; threads],
+            changed_at: vec![start; threads],
             events: Vec::new(),
             epoch: 0,
             notes: Vec::new(),
@@ -214,9 +207,9 @@ impl NodeFeed {
         self.epoch
     }
 
-    /// The next batch for a trainer asking at `now_us`; `slowdowns[g]` stretches copies to
+    /// The next batch for a trainer asking at `now`; `slowdowns[g]` stretches copies to
     /// local GPU `g` (missing entries are healthy GPUs).
-    pub fn next_batch(&mut self, now_us: u64, slowdowns: &[f64]) -> Delivery {
+    pub fn next_batch(&mut self, now: SimInstant, slowdowns: &[f64]) -> Delivery {
         if let Some(outcome) = self.run.outcome() {
             return self.stuck(outcome);
         }
@@ -227,7 +220,7 @@ impl NodeFeed {
             }
             let Some(&actor) = enabled
                 .iter()
-                .min_by_key(|a| (self.ready_at_us[self.slot(**a)], self.slot(**a)))
+                .min_by_key(|a| (self.ready_at[self.slot(**a)], self.slot(**a)))
             else {
                 // No thread can move: the run's outcome is a hang, never "still running".
                 let outcome = self
@@ -238,23 +231,23 @@ impl NodeFeed {
             };
             self.step_background(actor, slowdowns);
         }
-        let ready_at_us = now_us.max(self.changed_at_us[self.buffer_slot(BufferId::Broadcast)]);
-        match self.step_trainer(ready_at_us) {
+        let ready_at = now.max(self.changed_at[self.buffer_slot(BufferId::Broadcast)]);
+        match self.step_trainer(ready_at) {
             Action::Trainer(TrainerAction::EndOfData) => Delivery::EndOfData {
-                ready_at_us,
+                ready_at,
                 epoch: self.epoch,
             },
             Action::Trainer(TrainerAction::Acquired { .. }) => {
                 let records = self.run.buffers().get(BufferId::Broadcast).records.clone();
                 // `ready_to_collect`: the trainer frees the broadcast buffer as soon as it has
                 // the batch, before it trains on it (or drops it).
-                let trained = match self.step_trainer(ready_at_us) {
+                let trained = match self.step_trainer(ready_at) {
                     Action::Trainer(TrainerAction::Trained { .. }) => true,
                     Action::Trainer(TrainerAction::Dropped { .. }) => false,
                     other => unreachable!("the trainer releases what it took, not {other:?}"),
                 };
                 Delivery::Batch {
-                    ready_at_us,
+                    ready_at,
                     epoch: self.epoch,
                     records,
                     trained,
@@ -266,11 +259,11 @@ impl NodeFeed {
 
     /// HugeCTR's training loop at end of data: `set_source` on every worker, so the next
     /// epoch reads the files again from the start.
-    pub fn set_source(&mut self, now_us: u64) -> Result<u32, SetSourceError> {
+    pub fn set_source(&mut self, now: SimInstant) -> Result<u32, SetSourceError> {
         if !self.run.enabled().contains(&ActorId::Trainer) {
             return Err(SetSourceError::NotAtEndOfData);
         }
-        match self.step_trainer(now_us) {
+        match self.step_trainer(now) {
             Action::Trainer(TrainerAction::SetSource { epoch }) => {
                 self.epoch = epoch;
                 Ok(epoch)
@@ -295,14 +288,14 @@ impl NodeFeed {
     fn slot(&self, actor: ActorId) -> usize {
         match actor {
             ActorId::Worker(w) => w as usize,
-            ActorId::Collector | ActorId::Trainer => self.ready_at_us.len() - 1,
+            ActorId::Collector | ActorId::Trainer => self.ready_at.len() - 1,
         }
     }
 
     fn buffer_slot(&self, buffer: BufferId) -> usize {
         match buffer {
             BufferId::Worker(w) => w as usize,
-            BufferId::Broadcast => self.changed_at_us.len() - 1,
+            BufferId::Broadcast => self.changed_at.len() - 1,
         }
     }
 
@@ -329,68 +322,66 @@ impl NodeFeed {
         let action = self.run.step(actor);
         let events = self.run.take_events();
         // The thread acts on the buffers it changed: not before their last change ended.
-        let start_us = events
+        let start = events
             .iter()
-            .map(|e| self.changed_at_us[self.buffer_slot(e.buffer)])
-            .fold(self.ready_at_us[self.slot(actor)], u64::max);
-        let cost_us = self.cost_us(&action, slowdowns);
-        let done_us = start_us.saturating_add(cost_us);
+            .map(|e| self.changed_at[self.buffer_slot(e.buffer)])
+            .fold(self.ready_at[self.slot(actor)], SimInstant::max);
+        let done = start.after(self.cost(&action, slowdowns));
         let slot = self.slot(actor);
-        self.ready_at_us[slot] = done_us;
-        self.log(events, done_us);
-        self.wake(&before, actor, done_us);
+        self.ready_at[slot] = done;
+        self.log(events, done);
+        self.wake(&before, actor, done);
     }
 
     /// What a background step costs: parsing, a worker's host-to-device copy, a broadcast.
-    fn cost_us(&mut self, action: &Action, slowdowns: &[f64]) -> u64 {
+    fn cost(&mut self, action: &Action, slowdowns: &[f64]) -> SimDuration {
         let gpus = self.costs.gpus.max(1) as usize;
         let slowdown_of = |gpu: usize| slowdowns.get(gpu).copied().unwrap_or(1.0);
         match action {
             Action::Worker(w, WorkerAction::ReadBatch(report)) => {
                 self.note_read(*w, report);
-                self.costs.parse_us(report.records_parsed)
+                self.costs.parse(report.records_parsed)
             }
             Action::Worker(w, WorkerAction::Published { size }) => {
-                self.costs.h2d_us(*size, slowdown_of(*w as usize % gpus))
+                self.costs.h2d(*size, slowdown_of(*w as usize % gpus))
             }
             Action::Collector(CollectorAction::Broadcast { .. }) => {
                 let slowest = (0..gpus).map(slowdown_of).fold(1.0, f64::max);
-                self.costs
-                    .broadcast_us(self.run.config().batch_size, slowest)
+                self.costs.broadcast(self.run.config().batch_size, slowest)
             }
-            _ => 0,
+            _ => SimDuration::ZERO,
         }
     }
 
-    /// Steps the trainer at `at_us`; threads it unblocks may move from then on.
-    fn step_trainer(&mut self, at_us: u64) -> Action {
+    /// Steps the trainer at `at`; threads it unblocks may move from then on.
+    fn step_trainer(&mut self, at: SimInstant) -> Action {
         let before = self.run.enabled();
         let action = self.run.step(ActorId::Trainer);
         let events = self.run.take_events();
-        self.log(events, at_us);
-        self.wake(&before, ActorId::Trainer, at_us);
+        self.log(events, at);
+        self.wake(&before, ActorId::Trainer, at);
         action
     }
 
-    /// Keeps a step's buffer changes for the caller and stamps their buffers with `done_us`.
-    fn log(&mut self, events: Vec<BufferEvent>, done_us: u64) {
+    /// Keeps a step's buffer changes for the caller and stamps their buffers with `done`.
+    fn log(&mut self, events: Vec<BufferEvent>, done: SimInstant) {
         for event in &events {
             let slot = self.buffer_slot(event.buffer);
-            self.changed_at_us[slot] = self.changed_at_us[slot].max(done_us);
+            self.changed_at[slot] = self.changed_at[slot].max(done);
         }
         self.events.extend(events);
     }
 
-    /// A step by `mover` ending at `done_us` may have unblocked other background threads:
+    /// A step by `mover` ending at `done` may have unblocked other background threads:
     /// none of them may move before it. Threads that were enabled all along keep their
     /// clocks (they were free to move earlier).
-    fn wake(&mut self, before: &[ActorId], mover: ActorId, done_us: u64) {
+    fn wake(&mut self, before: &[ActorId], mover: ActorId, done: SimInstant) {
         for actor in self.run.enabled() {
             if actor == ActorId::Trainer || actor == mover || before.contains(&actor) {
                 continue;
             }
             let slot = self.slot(actor);
-            self.ready_at_us[slot] = self.ready_at_us[slot].max(done_us);
+            self.ready_at[slot] = self.ready_at[slot].max(done);
         }
     }
 

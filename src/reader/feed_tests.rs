@@ -3,6 +3,7 @@
 
 use super::*;
 use crate::reader::config::{Consumer, ReaderFix};
+use crate::sim_time::SimInstant;
 
 /// 1 µs to parse a record, 1 µs to copy one from host to device, 0.25 µs device to device;
 /// two GPUs on the node, four in all (two nodes).
@@ -36,21 +37,19 @@ fn epoch(
     slowdowns: &[f64],
     step_us: impl Fn(usize) -> u64,
 ) -> Epoch {
-    let mut feed = NodeFeed::new(cfg, costs, 0).unwrap();
+    let mut feed = NodeFeed::new(cfg, costs, SimInstant::START).unwrap();
     let mut out = Epoch {
         sizes: Vec::new(),
         asked_ready_us: Vec::new(),
     };
     let mut now = 0;
     loop {
-        match feed.next_batch(now, slowdowns) {
+        match feed.next_batch(SimInstant::from_us(now), slowdowns) {
             Delivery::Batch {
-                ready_at_us,
-                records,
-                ..
+                ready_at, records, ..
             } => {
-                out.asked_ready_us.push((now, ready_at_us));
-                now = ready_at_us + step_us(out.sizes.len());
+                out.asked_ready_us.push((now, ready_at.as_us()));
+                now = ready_at.as_us() + step_us(out.sizes.len());
                 out.sizes.push(records.len());
             }
             Delivery::EndOfData { .. } => return out,
@@ -76,19 +75,19 @@ fn hugectrs_unit_test_case_through_the_feed() {
 #[test]
 fn copies_cost_their_bandwidth_and_a_broadcast_one_slice() {
     // 10 records of 1000 B at 8 Gbps; twice as long on a GPU at half speed.
-    assert_eq!(costs().h2d_us(10, 1.0), 10);
-    assert_eq!(costs().h2d_us(10, 2.0), 20);
+    assert_eq!(costs().h2d(10, 1.0).as_us(), 10);
+    assert_eq!(costs().h2d(10, 2.0).as_us(), 20);
     // A batch of 16 over 4 GPUs: each GPU gets its slice of 4 records, all at once, so the
     // number of GPUs on the node does not matter, only the slowest of them.
-    assert_eq!(costs().broadcast_us(16, 1.0), 1);
+    assert_eq!(costs().broadcast(16, 1.0).as_us(), 1);
     let eight_local = FeedCosts { gpus: 8, ..costs() };
-    assert_eq!(eight_local.broadcast_us(16, 1.0), 1);
-    assert_eq!(costs().broadcast_us(16, 3.0), 3);
+    assert_eq!(eight_local.broadcast(16, 1.0).as_us(), 1);
+    assert_eq!(costs().broadcast(16, 3.0).as_us(), 3);
     let one_gpu = FeedCosts {
         gpus_total: 1,
         ..costs()
     };
-    assert_eq!(one_gpu.broadcast_us(16, 1.0), 4);
+    assert_eq!(one_gpu.broadcast(16, 1.0).as_us(), 4);
 }
 
 #[test]
@@ -128,7 +127,7 @@ fn a_broadcast_starts_no_earlier_than_the_trainer_took_the_last_batch() {
         d2d_bits_per_sec: 8_000_000_000,
         ..costs()
     };
-    let broadcast_us = costs.broadcast_us(16, 1.0);
+    let broadcast_us = costs.broadcast(16, 1.0).as_us();
     assert_eq!(broadcast_us, 4);
     let cfg = read_batch(2, 4, 64, 16);
     // The trainer computes slowly for five batches, then not at all: the buffers are full
@@ -159,12 +158,15 @@ fn all_corrupt_tail() -> ReaderConfig {
 
 /// Takes batches until the end marker, then calls `set_source`.
 fn set_source_after_one_epoch(cfg: &ReaderConfig) -> Result<u32, SetSourceError> {
-    let mut feed = NodeFeed::new(cfg, costs(), 0).unwrap();
-    assert_eq!(feed.set_source(0), Err(SetSourceError::NotAtEndOfData));
+    let mut feed = NodeFeed::new(cfg, costs(), SimInstant::START).unwrap();
+    assert_eq!(
+        feed.set_source(SimInstant::START),
+        Err(SetSourceError::NotAtEndOfData)
+    );
     loop {
-        match feed.next_batch(0, &[]) {
+        match feed.next_batch(SimInstant::START, &[]) {
             Delivery::Batch { .. } => {}
-            Delivery::EndOfData { ready_at_us, .. } => return feed.set_source(ready_at_us),
+            Delivery::EndOfData { ready_at, .. } => return feed.set_source(ready_at),
             Delivery::Hang { reason, .. } => panic!("hang: {reason}"),
         }
     }
@@ -185,8 +187,9 @@ fn a_refused_set_source_is_hugectrs_illegal_call() {
 fn a_dead_worker_hangs_the_feed_and_runs_round_trip() {
     let mut cfg = ReaderConfig::new(1, 12, 4, 4);
     cfg.broken_files = (0..10).collect();
-    let mut feed = NodeFeed::new(&cfg, costs(), 0).unwrap();
-    assert!(matches!(feed.next_batch(0, &[]), Delivery::Hang { .. }));
+    let mut feed = NodeFeed::new(&cfg, costs(), SimInstant::START).unwrap();
+    let delivery = feed.next_batch(SimInstant::START, &[]);
+    assert!(matches!(delivery, Delivery::Hang { .. }));
     let records = [(0, 1), (0, 2), (0, 4), (1, 5)].map(|(f, r)| RecordId::new(f, r));
     let runs = record_runs(&records);
     assert_eq!(runs, vec![[0, 1, 2], [0, 4, 1], [1, 5, 1]]);

@@ -94,7 +94,7 @@ pub struct QuietBoard {
     beats: BTreeMap<u64, VirtualBeats>,
     /// The newest stamp of any skipped write of a closed window (every reader after the
     /// window asks; computed once when it closes).
-    newest_closed_wall_us: Option<i64>,
+    newest_closed_utc_us: Option<i64>,
     /// How many windows opened (reported with the run's statistics).
     pub windows_opened: u64,
 }
@@ -125,7 +125,7 @@ impl QuietBoard {
                 beats.until = Some(now);
             }
         }
-        self.newest_closed_wall_us = self
+        self.newest_closed_utc_us = self
             .beats
             .values()
             .filter_map(|b| b.last_wall_us(now))
@@ -173,7 +173,7 @@ impl QuietBoard {
     /// is at least this new has nothing to apply.
     pub fn newest_beat_wall_us(&self, now: SimInstant) -> Option<i64> {
         if self.open_since.is_none() {
-            return self.newest_closed_wall_us;
+            return self.newest_closed_utc_us;
         }
         self.beats
             .values()
