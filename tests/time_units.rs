@@ -132,11 +132,12 @@ fn untyped_moment(line: &str) -> bool {
     compact.contains("at_us:u64")
 }
 
-#[test]
-fn the_trace_and_the_checks_hold_moments_as_sim_instants() {
+/// Every code line of the non-test files under `src/<dir>` for each of `dirs`: the file
+/// (relative to `src/`, with `/`), the line number and the code.
+fn code_in(dirs: &[&str]) -> Vec<(String, usize, String)> {
     let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
-    let mut found = Vec::new();
-    for dir in TYPED_MOMENTS {
+    let mut lines = Vec::new();
+    for dir in dirs {
         let mut files = Vec::new();
         rust_files(&src.join(dir), &mut files);
         files.sort();
@@ -146,14 +147,26 @@ fn the_trace_and_the_checks_hold_moments_as_sim_instants() {
                 continue;
             }
             let text = std::fs::read_to_string(file).expect("a source file");
-            let relative = file.strip_prefix(&src).expect("under src").display();
+            let relative = file
+                .strip_prefix(&src)
+                .expect("under src")
+                .to_string_lossy()
+                .replace('\\', "/");
             for (line, code) in code_lines(&text) {
-                if untyped_moment(&code) {
-                    found.push(format!("src/{relative}:{line}: {}", code.trim()));
-                }
+                lines.push((relative.clone(), line, code));
             }
         }
     }
+    lines
+}
+
+#[test]
+fn the_trace_and_the_checks_hold_moments_as_sim_instants() {
+    let found: Vec<String> = code_in(TYPED_MOMENTS)
+        .into_iter()
+        .filter(|(_, _, code)| untyped_moment(code))
+        .map(|(file, line, code)| format!("src/{file}:{line}: {}", code.trim()))
+        .collect();
     assert!(
         found.is_empty(),
         "moments as plain microseconds in the trace or the checks (hold a SimInstant; \
@@ -266,34 +279,16 @@ fn untyped_span(line: &str) -> Option<String> {
 
 #[test]
 fn the_core_holds_spans_and_moments_as_types() {
-    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
     let mut found = Vec::new();
-    for dir in TYPED_SPANS {
-        let mut files = Vec::new();
-        rust_files(&src.join(dir), &mut files);
-        files.sort();
-        for file in &files {
-            let name = file.file_name().unwrap().to_string_lossy();
-            if name.ends_with("tests.rs") || name == "testkit.rs" {
-                continue;
-            }
-            let text = std::fs::read_to_string(file).expect("a source file");
-            let relative = file
-                .strip_prefix(&src)
-                .expect("under src")
-                .to_string_lossy()
-                .replace('\\', "/");
-            for (line, code) in code_lines(&text) {
-                let Some(untyped) = untyped_span(&code) else {
-                    continue;
-                };
-                let allowed = UNTYPED_ALLOWED
-                    .iter()
-                    .any(|(f, n, _)| *f == relative && *n == untyped);
-                if !allowed {
-                    found.push(format!("src/{relative}:{line}: {}", code.trim()));
-                }
-            }
+    for (file, line, code) in code_in(TYPED_SPANS) {
+        let Some(untyped) = untyped_span(&code) else {
+            continue;
+        };
+        let allowed = UNTYPED_ALLOWED
+            .iter()
+            .any(|(f, n, _)| *f == file && *n == untyped);
+        if !allowed {
+            found.push(format!("src/{file}:{line}: {}", code.trim()));
         }
     }
     assert!(
