@@ -12,34 +12,40 @@ use trainsim::store::service::READ_TIMEOUT;
 const READ_TIMEOUT_US: u64 = READ_TIMEOUT.as_us();
 use trainsim::trace::EventKind;
 use trainsim::world::time::{elapsed_us, sleep_us};
+use trainsim::world::{AgentExit, NodeEnv};
+
+/// What node 0 noted, in order, while `program` ran on every node of `s` with the shared log.
+fn node0_notes<F, Fut>(s: &Scenario, program: F) -> Vec<String>
+where
+    F: Fn(NodeEnv, Log) -> Fut + Send + Sync + 'static,
+    Fut: std::future::Future<Output = AgentExit> + Send + 'static,
+{
+    let log: Log = Default::default();
+    let shared = log.clone();
+    run(s, programs(move |env| program(env, shared.clone())));
+    entries(&log, 0).into_iter().map(|(w, _)| w).collect()
+}
 
 #[test]
 fn set_get_and_add_over_the_network() {
-    let log: Log = Default::default();
-    let l = log.clone();
-    let s = scenario(1, StoreHost::Dedicated, vec![]);
-    run(
-        &s,
-        programs(move |env| {
-            let log = l.clone();
-            async move {
-                let c = client(&env, READ_TIMEOUT_US).await;
-                c.set("a", b"1".to_vec()).await.unwrap();
-                note(&log, &env, format!("get a = {:?}", c.get("a").await));
-                c.set("a", b"2".to_vec()).await.unwrap();
-                note(&log, &env, format!("get a again = {:?}", c.get("a").await));
-                note(&log, &env, format!("add c 2 = {:?}", c.add("c", 2).await));
-                note(&log, &env, format!("add c 3 = {:?}", c.add("c", 3).await));
-                let add = c.add("c", -10).await;
-                note(&log, &env, format!("add c -10 = {add:?}"));
-                note(&log, &env, format!("get c = {:?}", c.get("c").await));
-                c.set("t", b"x".to_vec()).await.unwrap();
-                note(&log, &env, format!("add t = {:?}", c.add("t", 1).await));
-                done()
-            }
-        }),
+    let seen = node0_notes(
+        &scenario(1, StoreHost::Dedicated, vec![]),
+        |env, log| async move {
+            let c = client(&env, READ_TIMEOUT_US).await;
+            c.set("a", b"1".to_vec()).await.unwrap();
+            note(&log, &env, format!("get a = {:?}", c.get("a").await));
+            c.set("a", b"2".to_vec()).await.unwrap();
+            note(&log, &env, format!("get a again = {:?}", c.get("a").await));
+            note(&log, &env, format!("add c 2 = {:?}", c.add("c", 2).await));
+            note(&log, &env, format!("add c 3 = {:?}", c.add("c", 3).await));
+            let add = c.add("c", -10).await;
+            note(&log, &env, format!("add c -10 = {add:?}"));
+            note(&log, &env, format!("get c = {:?}", c.get("c").await));
+            c.set("t", b"x".to_vec()).await.unwrap();
+            note(&log, &env, format!("add t = {:?}", c.add("t", 1).await));
+            done()
+        },
     );
-    let seen: Vec<String> = entries(&log, 0).into_iter().map(|(w, _)| w).collect();
     assert_eq!(
         seen,
         vec![
@@ -56,58 +62,51 @@ fn set_get_and_add_over_the_network() {
 
 #[test]
 fn check_multi_ops_and_delete_over_the_network() {
-    let log: Log = Default::default();
-    let l = log.clone();
-    let s = scenario(1, StoreHost::Dedicated, vec![]);
-    run(
-        &s,
-        programs(move |env| {
-            let log = l.clone();
-            async move {
-                let c = client(&env, READ_TIMEOUT_US).await;
-                c.set("a", b"2".to_vec()).await.unwrap();
-                let check = |names: &'static [&'static str]| c.check(keys(names));
-                note(
-                    &log,
-                    &env,
-                    format!("check before = {:?}", check(&["m1", "m2"]).await),
-                );
-                let pairs = vec![("m1".into(), b"x".to_vec()), ("m2".into(), b"y".to_vec())];
-                c.multi_set(pairs).await.unwrap();
-                note(
-                    &log,
-                    &env,
-                    format!("check after = {:?}", check(&["m1", "m2"]).await),
-                );
-                note(
-                    &log,
-                    &env,
-                    format!("check partial = {:?}", check(&["m1", "zz"]).await),
-                );
-                let got = c.multi_get(keys(&["m2", "m1", "a"])).await;
-                note(&log, &env, format!("multi_get = {got:?}"));
-                note(
-                    &log,
-                    &env,
-                    format!("delete m1 = {:?}", c.delete_key("m1").await),
-                );
-                let again = c.delete_key("m1").await;
-                note(&log, &env, format!("delete m1 again = {again:?}"));
-                note(
-                    &log,
-                    &env,
-                    format!("check deleted = {:?}", check(&["m1"]).await),
-                );
-                note(
-                    &log,
-                    &env,
-                    format!("check kept = {:?}", check(&["m2"]).await),
-                );
-                done()
-            }
-        }),
+    let seen = node0_notes(
+        &scenario(1, StoreHost::Dedicated, vec![]),
+        |env, log| async move {
+            let c = client(&env, READ_TIMEOUT_US).await;
+            c.set("a", b"2".to_vec()).await.unwrap();
+            let check = |names: &'static [&'static str]| c.check(keys(names));
+            note(
+                &log,
+                &env,
+                format!("check before = {:?}", check(&["m1", "m2"]).await),
+            );
+            let pairs = vec![("m1".into(), b"x".to_vec()), ("m2".into(), b"y".to_vec())];
+            c.multi_set(pairs).await.unwrap();
+            note(
+                &log,
+                &env,
+                format!("check after = {:?}", check(&["m1", "m2"]).await),
+            );
+            note(
+                &log,
+                &env,
+                format!("check partial = {:?}", check(&["m1", "zz"]).await),
+            );
+            let got = c.multi_get(keys(&["m2", "m1", "a"])).await;
+            note(&log, &env, format!("multi_get = {got:?}"));
+            note(
+                &log,
+                &env,
+                format!("delete m1 = {:?}", c.delete_key("m1").await),
+            );
+            let again = c.delete_key("m1").await;
+            note(&log, &env, format!("delete m1 again = {again:?}"));
+            note(
+                &log,
+                &env,
+                format!("check deleted = {:?}", check(&["m1"]).await),
+            );
+            note(
+                &log,
+                &env,
+                format!("check kept = {:?}", check(&["m2"]).await),
+            );
+            done()
+        },
     );
-    let seen: Vec<String> = entries(&log, 0).into_iter().map(|(w, _)| w).collect();
     assert_eq!(
         seen,
         vec![
@@ -125,54 +124,47 @@ fn check_multi_ops_and_delete_over_the_network() {
 
 #[test]
 fn compare_set_follows_tcpstore_over_the_network() {
-    let log: Log = Default::default();
-    let l = log.clone();
-    let s = scenario(1, StoreHost::Node(0), vec![]);
-    run(
-        &s,
-        programs(move |env| {
-            let log = l.clone();
-            async move {
-                let c = client(&env, READ_TIMEOUT_US).await;
-                // Absent key, non-empty expected: answers `expected`, sets nothing.
-                note(
-                    &log,
-                    &env,
-                    format!("{:?}", c.compare_set("k", b"x", b"y").await),
-                );
-                note(&log, &env, format!("{:?}", c.check(keys(&["k"])).await));
-                // Absent key, empty expected: sets.
-                note(
-                    &log,
-                    &env,
-                    format!("{:?}", c.compare_set("k", b"", b"a").await),
-                );
-                note(&log, &env, format!("{:?}", c.get("k").await));
-                // Present key, not equal: unchanged, answers the current value.
-                note(
-                    &log,
-                    &env,
-                    format!("{:?}", c.compare_set("k", b"zz", b"b").await),
-                );
-                note(&log, &env, format!("{:?}", c.get("k").await));
-                // Present key, empty expected is not a wildcard.
-                note(
-                    &log,
-                    &env,
-                    format!("{:?}", c.compare_set("k", b"", b"c").await),
-                );
-                // Present key, equal: sets.
-                note(
-                    &log,
-                    &env,
-                    format!("{:?}", c.compare_set("k", b"a", b"b").await),
-                );
-                note(&log, &env, format!("{:?}", c.get("k").await));
-                done()
-            }
-        }),
+    let seen = node0_notes(
+        &scenario(1, StoreHost::Node(0), vec![]),
+        |env, log| async move {
+            let c = client(&env, READ_TIMEOUT_US).await;
+            // Absent key, non-empty expected: answers `expected`, sets nothing.
+            note(
+                &log,
+                &env,
+                format!("{:?}", c.compare_set("k", b"x", b"y").await),
+            );
+            note(&log, &env, format!("{:?}", c.check(keys(&["k"])).await));
+            // Absent key, empty expected: sets.
+            note(
+                &log,
+                &env,
+                format!("{:?}", c.compare_set("k", b"", b"a").await),
+            );
+            note(&log, &env, format!("{:?}", c.get("k").await));
+            // Present key, not equal: unchanged, answers the current value.
+            note(
+                &log,
+                &env,
+                format!("{:?}", c.compare_set("k", b"zz", b"b").await),
+            );
+            note(&log, &env, format!("{:?}", c.get("k").await));
+            // Present key, empty expected is not a wildcard.
+            note(
+                &log,
+                &env,
+                format!("{:?}", c.compare_set("k", b"", b"c").await),
+            );
+            // Present key, equal: sets.
+            note(
+                &log,
+                &env,
+                format!("{:?}", c.compare_set("k", b"a", b"b").await),
+            );
+            note(&log, &env, format!("{:?}", c.get("k").await));
+            done()
+        },
     );
-    let seen: Vec<String> = entries(&log, 0).into_iter().map(|(w, _)| w).collect();
     let v = |s: &str| format!("Ok({:?})", s.as_bytes());
     assert_eq!(
         seen,
