@@ -113,10 +113,10 @@ fn judge(walk: &Walk, source: &DealSource, epoch: &EpochSteps) -> EpochJudged {
 /// What a group's ranks trained on in the epoch, from the checker's own deal.
 #[derive(Debug)]
 struct Tally {
-    world_size: u64,
     /// The batch the group's first recorded step of the epoch took.
     first_batch: u64,
-    /// The deal every step of the group's epoch was judged against.
+    /// The deal every step of the group's epoch was judged against (its world is the
+    /// group's).
     deal: Arc<Deal>,
     /// One bit per (rank, batch) trained, rank-major: which of the deal's batches the
     /// ranks took, so the distinct samples they covered are counted from the deal.
@@ -135,7 +135,6 @@ impl Tally {
         let world_size = deal.world_size();
         let pairs = world_size.saturating_mul(deal.batches());
         Tally {
-            world_size,
             first_batch,
             deal: Arc::clone(deal),
             trained: vec![0; pairs.div_ceil(64) as usize],
@@ -146,11 +145,21 @@ impl Tally {
         }
     }
 
+    fn world_size(&self) -> u64 {
+        self.deal.world_size()
+    }
+
+    /// Where (word, bit) the pair (`rank`, `batch`) of the deal's batches is kept.
+    fn pair_bit(&self, rank: u64, batch: u64) -> (usize, u64) {
+        let pair = rank * self.deal.batches() + batch;
+        ((pair / 64) as usize, 1u64 << (pair % 64))
+    }
+
     /// `rank` trained on the deal's batch `batch` (of `len` samples).
     fn add(&mut self, rank: u64, batch: u64, len: u64) {
-        if rank < self.world_size && batch < self.deal.batches() {
-            let pair = rank * self.deal.batches() + batch;
-            self.trained[(pair / 64) as usize] |= 1u64 << (pair % 64);
+        if rank < self.world_size() && batch < self.deal.batches() {
+            let (word, bit) = self.pair_bit(rank, batch);
+            self.trained[word] |= bit;
         }
         self.samples += len;
         if let Some(count) = self.per_rank.get_mut(rank as usize) {
@@ -162,17 +171,17 @@ impl Tally {
     /// on and nothing before it (a whole epoch, the usual case) that is the deal's own
     /// count, computed once for every run sharing the deal; else counted id by id.
     fn distinct(&self) -> u64 {
-        let batches = self.deal.batches();
+        let (world_size, batches) = (self.world_size(), self.deal.batches());
         let is_trained = |rank: u64, batch: u64| {
-            let pair = rank * batches + batch;
-            self.trained[(pair / 64) as usize] & (1u64 << (pair % 64)) != 0
+            let (word, bit) = self.pair_bit(rank, batch);
+            self.trained[word] & bit != 0
         };
-        let whole = (0..self.world_size)
+        let whole = (0..world_size)
             .all(|rank| (0..batches).all(|b| is_trained(rank, b) == (b >= self.first_batch)));
         if whole {
             return self.deal.distinct_from(self.first_batch);
         }
-        let pairs = (0..self.world_size).flat_map(|rank| (0..batches).map(move |b| (rank, b)));
+        let pairs = (0..world_size).flat_map(|rank| (0..batches).map(move |b| (rank, b)));
         let taken = pairs.filter(|&(rank, batch)| is_trained(rank, batch));
         distinct_ids(taken.map(|(rank, batch)| self.deal.batch(rank, batch)))
     }
@@ -292,7 +301,7 @@ impl Judging<'_, '_, '_, '_, '_> {
                     step.event,
                     event,
                     Part::Epoch,
-                    tally.world_size,
+                    tally.world_size(),
                     (kind, &wrong),
                 );
                 self.judged.found.push(found);
@@ -312,7 +321,7 @@ struct Dealt {
 fn judge_epoch(scenario: &Scenario, t: &Tally) -> Vec<(CoverageKind, String)> {
     let len = scenario.job.dataset.len;
     let sampler = &scenario.job.sampler;
-    let world_size = t.world_size;
+    let world_size = t.world_size();
     let mut wrong = Vec::new();
     let (num_samples, total_size) = samples_per_rank(len, world_size, sampler.drop_last);
     let expected_per_rank =
