@@ -114,34 +114,24 @@ impl Deal {
     /// (what a node whose ranks those are trained on in that step, if the job is right).
     pub fn digest(&self, first_rank: u64, ranks: u32, batch: u64) -> u64 {
         let key = (first_rank, ranks, batch);
-        if let Some(&digest) = lock(&self.derived.digests).get(&key) {
-            return digest;
-        }
-        let digest = samples_digest(
-            (first_rank..first_rank + u64::from(ranks)).map(|r| self.batch(r, batch)),
-        );
-        let mut digests = lock(&self.derived.digests);
-        if digests.len() < DIGESTS_KEPT_MAX {
-            digests.insert(key, digest);
-        }
-        digest
+        kept(&self.derived.digests, key, DIGESTS_KEPT_MAX, || {
+            samples_digest(
+                (first_rank..first_rank + u64::from(ranks)).map(|r| self.batch(r, batch)),
+            )
+        })
     }
 
     /// How many distinct ids every rank's batches from `first_batch` on hold together.
     pub fn distinct_from(&self, first_batch: u64) -> u64 {
-        if let Some(&distinct) = lock(&self.derived.distinct_from).get(&first_batch) {
-            return distinct;
-        }
-        let distinct = distinct_ids(
-            (0..self.world_size())
-                .flat_map(|rank| (first_batch..self.batches()).map(move |b| (rank, b)))
-                .map(|(rank, batch)| self.batch(rank, batch)),
-        );
-        let mut known = lock(&self.derived.distinct_from);
-        if (known.len() as u64) < self.batches() {
-            known.insert(first_batch, distinct);
-        }
-        distinct
+        // At most one entry per batch the epoch can start from.
+        let kept_max = usize::try_from(self.batches()).unwrap_or(usize::MAX);
+        kept(&self.derived.distinct_from, first_batch, kept_max, || {
+            distinct_ids(
+                (0..self.world_size())
+                    .flat_map(|rank| (first_batch..self.batches()).map(move |b| (rank, b)))
+                    .map(|(rank, batch)| self.batch(rank, batch)),
+            )
+        })
     }
 
     /// The ids of `rank`'s batch `batch`; none for a rank outside the world.
@@ -174,10 +164,28 @@ pub(super) fn distinct_ids<'a>(batches: impl Iterator<Item = &'a [u64]>) -> u64 
     distinct
 }
 
-/// A lock on a memo of pure results: a panic elsewhere cannot leave one half-written.
-fn lock<T>(memo: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    memo.lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner)
+/// The value of `key` in a memo of pure results: the kept one, or `compute`'s, kept while
+/// the memo holds fewer than `kept_max`. A panic elsewhere cannot leave the memo
+/// half-written, so a poisoned lock is taken as it is.
+fn kept<K: Ord, V: Copy>(
+    memo: &Mutex<BTreeMap<K, V>>,
+    key: K,
+    kept_max: usize,
+    compute: impl FnOnce() -> V,
+) -> V {
+    let lock = || {
+        memo.lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    };
+    if let Some(&value) = lock().get(&key) {
+        return value;
+    }
+    let value = compute();
+    let mut known = lock();
+    if known.len() < kept_max {
+        known.insert(key, value);
+    }
+    value
 }
 
 /// What a deal of torch's `DistributedSampler` depends on: the dataset's length, the
