@@ -11,6 +11,20 @@ use trainsim::cli;
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
+/// `mi_option_purge_delay`: its place in mimalloc v3's `mi_option_e`, as the pinned
+/// libmimalloc-sys 0.1.49 builds it (the crate names no constant for it).
+const MI_OPTION_PURGE_DELAY: libmimalloc_sys::mi_option_t = 15;
+
+/// Tells mimalloc never to hand freed pages back to the system. Epochs come and go every
+/// few milliseconds, each dealing a permutation of the dataset (800 kB at 100 000
+/// samples); with purging on, every one faulted its pages in again (the reference bench:
+/// 109 000 page faults, against 300 without). The process's peak memory is unchanged: it
+/// is bounded by what is alive at once, and freed pages are reused.
+fn keep_freed_pages() {
+    // SAFETY: sets one option's value before the process starts any other thread.
+    unsafe { libmimalloc_sys::mi_option_set(MI_OPTION_PURGE_DELAY, -1) };
+}
+
 /// Deterministic simulation of elastic distributed training's control plane.
 ///
 /// Start with `trainsim run scenarios/<file>.toml`; every run replays bit for bit from its
@@ -59,6 +73,7 @@ enum Command {
 }
 
 fn main() {
+    keep_freed_pages();
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
         Err(e) => {

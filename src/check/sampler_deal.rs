@@ -3,190 +3,16 @@
 //! `DataLoader` does, so `sampler.coverage` can judge recorded steps without trusting the
 //! job's epoch plans or its sample ledger.
 
+pub(super) use crate::dealt_epoch::DealtEpoch as Deal;
 use crate::job::epoch_plan::{complexities, dataset_key};
 use crate::memo::Memo;
-use crate::sampler::{DistributedSampler, LoadBalancingSampler, SamplerError};
+use crate::sampler::{DistributedSampler, LoadBalancingSampler, RankLists, SamplerError};
 use crate::scenario::model::{JobConfig, SamplerKind};
-use crate::trace::samples_digest;
 use std::collections::BTreeMap;
-use std::sync::{Arc, Mutex, OnceLock};
-
-/// Step digests a deal keeps (about 50 bytes each): every node's every batch of a fuzz
-/// case's epoch (8 nodes of 100 000 samples in batches of 32) fits, and the deals the
-/// process keeps (`DISTRIBUTED_DEAL_IDS_MAX`) add at most a few MiB.
-const DIGESTS_KEPT_MAX: usize = 8_192;
+use std::sync::{Arc, OnceLock};
 
 /// Deals one [`Dealer`] keeps at once (each holds one permutation of the dataset).
 pub(super) const DEALS_CACHED_MAX: usize = 4;
-
-/// One epoch dealt to a world of ranks, each rank's samples side by side so a batch is a
-/// slice: dealt once, read by every step of the epoch without copying.
-#[derive(Debug)]
-pub(super) struct Deal {
-    /// Every rank's samples, rank 0's first.
-    ids: Vec<u64>,
-    /// Where each rank's samples start in `ids`, and where the last one's end.
-    starts: Vec<usize>,
-    /// Samples per rank (torch's `num_samples`).
-    num_samples: u64,
-    batch_size: u64,
-    /// What the checks of every run sharing this deal computed from it.
-    derived: Derived,
-}
-
-/// Pure functions of a deal, kept with it: a campaign's runs share the deal, and each of
-/// their checks asks for the same steps' digests and the same epochs' coverage.
-#[derive(Debug, Default)]
-struct Derived {
-    /// By (first rank, ranks, batch): the digest of those ranks' batch.
-    digests: Mutex<BTreeMap<(u64, u32, u64), u64>>,
-    /// By first batch: distinct ids in every rank's batches from it to the last.
-    distinct_from: Mutex<BTreeMap<u64, u64>>,
-}
-
-impl Deal {
-    /// Lays out per-rank lists: rank `r`'s are `rank_ids(r)`, for `r` in `0..world_size`.
-    fn of<I: IntoIterator<Item = u64>>(
-        world_size: u64,
-        num_samples: u64,
-        batch_size: u64,
-        total: usize,
-        rank_ids: impl Fn(u64) -> I,
-    ) -> Self {
-        let mut ids = Vec::with_capacity(total);
-        let mut starts = Vec::with_capacity(world_size as usize + 1);
-        for rank in 0..world_size {
-            starts.push(ids.len());
-            ids.extend(rank_ids(rank));
-        }
-        starts.push(ids.len());
-        Deal {
-            ids,
-            starts,
-            num_samples,
-            batch_size,
-            derived: Derived::default(),
-        }
-    }
-
-    /// torch's `order[rank : total_size : world_size]` for every rank.
-    fn strided(order: &[u64], world_size: u64, num_samples: u64, batch_size: u64) -> Self {
-        let (ws, ns) = (world_size as usize, num_samples as usize);
-        if ws.checked_mul(ns) != Some(order.len()) {
-            // Not a whole padded order: each rank takes the places its stride finds.
-            let rank_ids = |rank| order.iter().copied().skip(rank as usize).step_by(ws);
-            return Deal::of(world_size, num_samples, batch_size, order.len(), rank_ids);
-        }
-        // A few rows of the order at a time, so that each rank's next few samples are
-        // written together and the rows read stay cached (a world of 512 ranks puts one
-        // rank's samples 4 KiB apart, all in one cache set).
-        const ROWS: usize = 8;
-        let mut ids = vec![0; order.len()];
-        for first_row in (0..ns).step_by(ROWS) {
-            let rows = ROWS.min(ns - first_row);
-            for (rank, out) in ids.chunks_exact_mut(ns).enumerate() {
-                let out = &mut out[first_row..first_row + rows];
-                for (row, id) in (first_row..).zip(out) {
-                    *id = order[row * ws + rank];
-                }
-            }
-        }
-        Deal {
-            ids,
-            starts: (0..=ws).map(|rank| rank * ns).collect(),
-            num_samples,
-            batch_size,
-            derived: Derived::default(),
-        }
-    }
-
-    /// Batches per rank: the last one may be short, as a `DataLoader` keeps it.
-    pub fn batches(&self) -> u64 {
-        self.num_samples.div_ceil(self.batch_size)
-    }
-
-    /// Ranks in the world dealt to.
-    pub fn world_size(&self) -> u64 {
-        self.starts.len().saturating_sub(1) as u64
-    }
-
-    /// The digest of batch `batch` of ranks `first_rank..first_rank + ranks`, in rank order
-    /// (what a node whose ranks those are trained on in that step, if the job is right).
-    pub fn digest(&self, first_rank: u64, ranks: u32, batch: u64) -> u64 {
-        let key = (first_rank, ranks, batch);
-        kept(&self.derived.digests, key, DIGESTS_KEPT_MAX, || {
-            samples_digest(
-                (first_rank..first_rank + u64::from(ranks)).map(|r| self.batch(r, batch)),
-            )
-        })
-    }
-
-    /// How many distinct ids every rank's batches from `first_batch` on hold together.
-    pub fn distinct_from(&self, first_batch: u64) -> u64 {
-        // At most one entry per batch the epoch can start from.
-        let kept_max = usize::try_from(self.batches()).unwrap_or(usize::MAX);
-        kept(&self.derived.distinct_from, first_batch, kept_max, || {
-            distinct_ids(
-                (0..self.world_size())
-                    .flat_map(|rank| (first_batch..self.batches()).map(move |b| (rank, b)))
-                    .map(|(rank, batch)| self.batch(rank, batch)),
-            )
-        })
-    }
-
-    /// The ids of `rank`'s batch `batch`; none for a rank outside the world.
-    pub fn batch(&self, rank: u64, batch: u64) -> &[u64] {
-        let Some(list) = usize::try_from(rank)
-            .ok()
-            .and_then(|r| Some(&self.ids[*self.starts.get(r)?..*self.starts.get(r + 1)?]))
-        else {
-            return &[];
-        };
-        let first = batch.saturating_mul(self.batch_size).min(self.num_samples);
-        let end = first.saturating_add(self.batch_size).min(self.num_samples);
-        let end = (end as usize).min(list.len());
-        &list[(first as usize).min(end)..end]
-    }
-}
-
-/// How many distinct ids `batches` hold together.
-pub(super) fn distinct_ids<'a>(batches: impl Iterator<Item = &'a [u64]>) -> u64 {
-    let mut seen: Vec<u64> = Vec::new();
-    let mut distinct = 0;
-    for &id in batches.flatten() {
-        let (word, bit) = ((id / 64) as usize, 1u64 << (id % 64));
-        if word >= seen.len() {
-            seen.resize(word + 1, 0);
-        }
-        distinct += u64::from(seen[word] & bit == 0);
-        seen[word] |= bit;
-    }
-    distinct
-}
-
-/// The value of `key` in a memo of pure results: the kept one, or `compute`'s, kept while
-/// the memo holds fewer than `kept_max`. A panic elsewhere cannot leave the memo
-/// half-written, so a poisoned lock is taken as it is.
-fn kept<K: Ord, V: Copy>(
-    memo: &Mutex<BTreeMap<K, V>>,
-    key: K,
-    kept_max: usize,
-    compute: impl FnOnce() -> V,
-) -> V {
-    let lock = || {
-        memo.lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-    };
-    if let Some(&value) = lock().get(&key) {
-        return value;
-    }
-    let value = compute();
-    let mut known = lock();
-    if known.len() < kept_max {
-        known.insert(key, value);
-    }
-    value
-}
 
 /// What a deal of torch's `DistributedSampler` depends on: the dataset's length, the
 /// sampler's settings, the epoch and the world, never the run seed.
@@ -257,12 +83,8 @@ impl<'a> DealSource<'a> {
                     )?;
                     sampler.set_epoch(epoch);
                     let order = sampler.padded_order()?;
-                    Ok(Deal::strided(
-                        &order,
-                        world_size,
-                        sampler.len(),
-                        s.batch_size,
-                    ))
+                    let lists = RankLists::strided(&order, world_size, 0, sampler.len());
+                    Ok(Deal::new(lists, sampler.len(), s.batch_size))
                 })
             }
             SamplerKind::LoadBalancing => {
@@ -283,11 +105,8 @@ impl<'a> DealSource<'a> {
                     s.random_level,
                 )?;
                 sampler.set_epoch(epoch);
-                let lists = sampler.indices_all_ranks()?;
-                let total = lists.iter().map(Vec::len).sum();
-                let rank_ids = |rank: u64| lists[rank as usize].iter().copied();
-                let deal = Deal::of(world_size, sampler.len(), s.batch_size, total, rank_ids);
-                Ok(Arc::new(deal))
+                let lists = RankLists::from_lists(&sampler.indices_all_ranks()?);
+                Ok(Arc::new(Deal::new(lists, sampler.len(), s.batch_size)))
             }
         }
     }
@@ -353,30 +172,17 @@ mod tests {
         assert!(deal.batch(0, 2).is_empty(), "no batch past the last");
     }
 
-    #[test]
-    fn a_deal_keeps_what_it_derives_equal_to_computing_it() {
-        // 10 samples padded to 12 over 4 ranks: ids 0 and 1 are dealt twice.
-        let order: Vec<u64> = (0..10).chain(0..2).collect();
-        let deal = Deal::strided(&order, 4, 3, 2);
-        for _ in 0..2 {
-            let direct = samples_digest([deal.batch(1, 1), deal.batch(2, 1)]);
-            assert_eq!(deal.digest(1, 2, 1), direct, "computed, then kept");
-            assert_eq!(
-                deal.distinct_from(0),
-                10,
-                "every sample once, padding aside"
-            );
-            let from_1: Vec<&[u64]> = (0..4).map(|r| deal.batch(r, 1)).collect();
-            assert_eq!(deal.distinct_from(1), distinct_ids(from_1.into_iter()));
-        }
-        assert_eq!(deal.world_size(), 4);
+    /// torch's strided deal of a padded `order`, cut into batches of `batch_size`.
+    fn strided(order: &[u64], world_size: u64, num_samples: u64, batch_size: u64) -> Deal {
+        let lists = RankLists::strided(order, world_size, 0, num_samples);
+        Deal::new(lists, num_samples, batch_size)
     }
 
     #[test]
     fn a_strided_deal_takes_every_world_size_th_place_from_the_rank() {
         for (world_size, num_samples) in [(1, 5), (4, 3), (5, 11), (512, 17), (3, 0)] {
             let order: Vec<u64> = (0..world_size * num_samples).map(|i| i * 7 + 1).collect();
-            let deal = Deal::strided(&order, world_size, num_samples, 4);
+            let deal = strided(&order, world_size, num_samples, 4);
             for rank in 0..world_size {
                 let got: Vec<u64> = (0..deal.batches())
                     .flat_map(|b| deal.batch(rank, b).to_vec())
@@ -391,7 +197,7 @@ mod tests {
             }
         }
         // An order short of `num_samples × world_size`: the last ranks get fewer.
-        let deal = Deal::strided(&(0..10).collect::<Vec<u64>>(), 4, 3, 2);
+        let deal = strided(&(0..10).collect::<Vec<u64>>(), 4, 3, 2);
         assert_eq!(deal.batch(1, 1), &[9]);
         assert!(deal.batch(2, 1).is_empty());
         assert_eq!(deal.batch(3, 0), &[3, 7]);

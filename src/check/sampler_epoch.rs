@@ -5,7 +5,8 @@
 //! the results come back in epoch order whichever thread judged them.
 
 use super::sampler::{step_fields, CoverageKind, Found, Part, StepRef, Walk};
-use super::sampler_deal::{distinct_ids, Deal, DealSource, Dealer};
+use super::sampler_deal::{Deal, DealSource, Dealer};
+use crate::dealt_epoch::PairTally;
 use crate::sampler::{samples_per_rank, SamplerError};
 use crate::scenario::model::Scenario;
 use crate::trace::TrainedOn;
@@ -110,80 +111,26 @@ fn judge(walk: &Walk, source: &DealSource, epoch: &EpochSteps) -> EpochJudged {
     judging.judged
 }
 
-/// What a group's ranks trained on in the epoch, from the checker's own deal.
+/// What a group's ranks trained on in the epoch, from the checker's own deal (its world is
+/// the group's).
 #[derive(Debug)]
 struct Tally {
-    /// The batch the group's first recorded step of the epoch took.
-    first_batch: u64,
-    /// The deal every step of the group's epoch was judged against (its world is the
-    /// group's).
-    deal: Arc<Deal>,
-    /// One bit per (rank, batch) trained, rank-major: which of the deal's batches the
-    /// ranks took, so the distinct samples they covered are counted from the deal.
-    trained: Vec<u64>,
-    samples: u64,
-    /// Samples per global rank, `None` until the rank trains.
-    per_rank: Vec<Option<u64>>,
+    /// The batches taken, from the batch the group's first recorded step of the epoch
+    /// took; dropped once the epoch is judged, as nothing after counts.
+    pairs: Option<PairTally>,
+    world_size: u64,
     /// Nodes (numbered as in [`super::sampler::Workers::node`]) that trained the epoch's
     /// last batch.
     nodes_done: BTreeSet<u32>,
-    judged: bool,
 }
 
 impl Tally {
     fn new(deal: &Arc<Deal>, first_batch: u64) -> Self {
-        let world_size = deal.world_size();
-        let pairs = world_size.saturating_mul(deal.batches());
         Tally {
-            first_batch,
-            deal: Arc::clone(deal),
-            trained: vec![0; pairs.div_ceil(64) as usize],
-            samples: 0,
-            per_rank: vec![None; world_size as usize],
+            pairs: Some(PairTally::new(deal, first_batch)),
+            world_size: deal.world_size(),
             nodes_done: BTreeSet::new(),
-            judged: false,
         }
-    }
-
-    fn world_size(&self) -> u64 {
-        self.deal.world_size()
-    }
-
-    /// Where (word, bit) the pair (`rank`, `batch`) of the deal's batches is kept.
-    fn pair_bit(&self, rank: u64, batch: u64) -> (usize, u64) {
-        let pair = rank * self.deal.batches() + batch;
-        ((pair / 64) as usize, 1u64 << (pair % 64))
-    }
-
-    /// `rank` trained on the deal's batch `batch` (of `len` samples).
-    fn add(&mut self, rank: u64, batch: u64, len: u64) {
-        if rank < self.world_size() && batch < self.deal.batches() {
-            let (word, bit) = self.pair_bit(rank, batch);
-            self.trained[word] |= bit;
-        }
-        self.samples += len;
-        if let Some(count) = self.per_rank.get_mut(rank as usize) {
-            *count = Some(count.unwrap_or(0) + len);
-        }
-    }
-
-    /// Distinct samples the ranks trained on. When they took every batch from the first
-    /// on and nothing before it (a whole epoch, the usual case) that is the deal's own
-    /// count, computed once for every run sharing the deal; else counted id by id.
-    fn distinct(&self) -> u64 {
-        let (world_size, batches) = (self.world_size(), self.deal.batches());
-        let is_trained = |rank: u64, batch: u64| {
-            let (word, bit) = self.pair_bit(rank, batch);
-            self.trained[word] & bit != 0
-        };
-        let whole = (0..world_size)
-            .all(|rank| (0..batches).all(|b| is_trained(rank, b) == (b >= self.first_batch)));
-        if whole {
-            return self.deal.distinct_from(self.first_batch);
-        }
-        let pairs = (0..world_size).flat_map(|rank| (0..batches).map(move |b| (rank, b)));
-        let taken = pairs.filter(|&(rank, batch)| is_trained(rank, batch));
-        distinct_ids(taken.map(|(rank, batch)| self.deal.batch(rank, batch)))
     }
 }
 
@@ -272,10 +219,10 @@ impl Judging<'_, '_, '_, '_, '_> {
             .tallies
             .entry((group.store_incarnation, workers.round))
             .or_insert_with(|| Tally::new(deal, t.batch));
-        let counting = !tally.judged;
-        if counting {
+        let counting = tally.pairs.is_some();
+        if let Some(pairs) = tally.pairs.as_mut() {
             for (rank, len) in lens {
-                tally.add(rank, t.batch, len);
+                pairs.add(rank, t.batch, len);
             }
         }
         let judged = Dealt {
@@ -291,17 +238,15 @@ impl Judging<'_, '_, '_, '_, '_> {
         let nodes_in_world = t.world_size.div_ceil(u64::from(t.ranks.max(1)));
         if tally.nodes_done.len() as u64 >= nodes_in_world {
             self.judged.applicable = true;
-            let verdict = judge_epoch(self.walk.scenario, tally);
-            tally.judged = true;
-            tally.trained = Vec::new();
-            tally.per_rank = Vec::new();
+            let pairs = tally.pairs.take().expect("counting");
+            let verdict = judge_epoch(self.walk.scenario, &pairs);
             let event = &self.walk.events[step.event];
             for (kind, wrong) in verdict {
                 let found = Found::at_step(
                     step.event,
                     event,
                     Part::Epoch,
-                    tally.world_size(),
+                    tally.world_size,
                     (kind, &wrong),
                 );
                 self.judged.found.push(found);
@@ -318,15 +263,15 @@ struct Dealt {
 }
 
 /// What is wrong with a finished epoch's tally: its kind and one sentence each.
-fn judge_epoch(scenario: &Scenario, t: &Tally) -> Vec<(CoverageKind, String)> {
+fn judge_epoch(scenario: &Scenario, t: &PairTally) -> Vec<(CoverageKind, String)> {
     let len = scenario.job.dataset.len;
     let sampler = &scenario.job.sampler;
-    let world_size = t.world_size();
+    let world_size = t.dealt().world_size();
     let mut wrong = Vec::new();
     let (num_samples, total_size) = samples_per_rank(len, world_size, sampler.drop_last);
     let expected_per_rank =
         num_samples.saturating_sub(t.first_batch.saturating_mul(sampler.batch_size));
-    let counts: Vec<u64> = t.per_rank.iter().flatten().copied().collect();
+    let counts: Vec<u64> = t.rank_counts().collect();
     let ranks = counts.len() as u64;
     let min = counts.iter().copied().min().unwrap_or(0);
     let max = counts.iter().copied().max().unwrap_or(0);

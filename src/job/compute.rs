@@ -3,22 +3,20 @@
 
 use super::epoch_plan::{self, EpochPlan};
 use super::{GroupPlan, WorkerStatus};
-use crate::scenario::model::Complexity;
 use crate::sim_time::SimDuration;
 use crate::world::env::GpuNow;
 use crate::world::gpu::{compute_time, gpu_of_local_rank};
 use crate::world::NodeEnv;
 
-/// Fills each local rank's batch and returns the node's compute time: its slowest GPU's.
-pub(super) fn compute_batches(
+/// The node's compute time for batch `batch`: its slowest GPU's.
+pub(super) fn compute_time_of(
     env: &NodeEnv,
     plan: &GroupPlan,
     epoch_plan: &EpochPlan,
     batch: u64,
     dataset_key: u64,
-    batches: &mut [Vec<u64>],
 ) -> Result<SimDuration, WorkerStatus> {
-    let gpus = usable_gpus(env, batches.len())?;
+    let gpus = usable_gpus(env, plan.local_world_size as usize)?;
     let on = ComputeOn {
         env,
         plan,
@@ -26,7 +24,7 @@ pub(super) fn compute_batches(
         gpus: &gpus,
         dataset_key,
     };
-    Ok(on.slowest(batch, batches, Fill::Always))
+    Ok(on.slowest(batch))
 }
 
 /// The node's GPUs now, or the failure of the first of `ranks` local ranks whose GPU is lost.
@@ -46,15 +44,6 @@ pub(super) fn usable_gpus(env: &NodeEnv, ranks: usize) -> Result<Vec<GpuNow>, Wo
     Ok(gpus)
 }
 
-/// Whether a step's compute time needs its batches' sample ids.
-#[derive(Clone, Copy, PartialEq)]
-pub(super) enum Fill {
-    /// Fill every batch: the step trains on it next.
-    Always,
-    /// Only where the time depends on which samples (a dataset of varying complexity).
-    WhenTimed,
-}
-
 /// What a node's compute time depends on besides the batch: its GPUs and its data.
 pub(super) struct ComputeOn<'a> {
     pub env: &'a NodeEnv,
@@ -66,22 +55,16 @@ pub(super) struct ComputeOn<'a> {
 
 impl ComputeOn<'_> {
     /// The slowest local rank's compute time for batch `batch`.
-    pub fn slowest(&self, batch: u64, batches: &mut [Vec<u64>], fill: Fill) -> SimDuration {
+    pub fn slowest(&self, batch: u64) -> SimDuration {
         let scenario = self.env.scenario();
         let job = &scenario.job;
         let gpus_per_node = scenario.cluster.gpus_per_node;
         let mut slowest = SimDuration::ZERO;
-        for (local_rank, out) in (0u32..).zip(batches.iter_mut()) {
+        for local_rank in 0..self.plan.local_world_size {
             let rank = self.plan.base_global_rank + u64::from(local_rank);
-            let complexity = match (fill, &job.dataset.complexity) {
-                (Fill::WhenTimed, Complexity::Constant { value }) => {
-                    value * self.epoch_plan.batch_len(rank, batch)
-                }
-                (_, complexity) => {
-                    self.epoch_plan.batch_into(rank, batch, out);
-                    epoch_plan::complexity_sum(self.dataset_key, complexity, out)
-                }
-            };
+            let samples = self.epoch_plan.batch(rank, batch);
+            let complexity =
+                epoch_plan::complexity_sum(self.dataset_key, &job.dataset.complexity, samples);
             let gpu = self.gpus[gpu_of_local_rank(local_rank, gpus_per_node) as usize];
             let time = compute_time(
                 job.step_time,

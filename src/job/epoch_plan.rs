@@ -6,8 +6,9 @@
 //! Pure: no clock, no I/O. Complexities are a function of (dataset key, index), so nothing
 //! dataset-sized is kept unless the load-balancing sampler needs the whole list.
 
+use crate::dealt_epoch::DealtEpoch;
 use crate::memo::Memo;
-use crate::sampler::{DistributedSampler, LoadBalancingSampler, SamplerError};
+use crate::sampler::{DistributedSampler, LoadBalancingSampler, RankLists, SamplerError};
 use crate::scenario::limits::COMPLEXITY_MAX;
 use crate::scenario::model::{Complexity, JobConfig, SamplerKind};
 use std::sync::Arc;
@@ -69,35 +70,37 @@ pub fn complexities(key: u64, dist: &Complexity, len: u64) -> Vec<i64> {
     (0..len).map(|i| complexity(key, dist, i) as i64).collect()
 }
 
-/// One epoch's samples for every rank of a world.
-#[derive(Debug, Clone, PartialEq)]
+/// One epoch's samples for every rank of a world, as the job reads them: a batch or a rank
+/// past the epoch's is a bug of the job's and stops the run.
+#[derive(Debug)]
 pub struct EpochPlan {
     /// Each rank's samples of the epoch, in the order it takes them. torch deals rank `r`
     /// `indices[r : total_size : world]` of the padded order; dealing them out once per
     /// plan makes every batch a contiguous slice, where reading them with that stride cost
     /// a cache miss per sample, every step, on every node.
-    per_rank: Vec<Vec<u64>>,
-    /// Samples per rank (torch's `num_samples`).
-    pub num_samples: u64,
-    pub batch_size: u64,
+    dealt: Arc<DealtEpoch>,
 }
 
 impl EpochPlan {
     /// Batches per rank in the epoch: a `DataLoader` keeps the short last batch.
     pub fn batches(&self) -> u64 {
-        self.num_samples.div_ceil(self.batch_size)
+        self.dealt.batches()
     }
 
     /// How many leading batches of the epoch are full (`batch_size` samples) for every rank.
     pub fn full_batches(&self) -> u64 {
-        let shortest = self.per_rank.iter().map(Vec::len).min().unwrap_or(0) as u64;
-        shortest.min(self.num_samples) / self.batch_size.max(1)
+        self.dealt.full_batches()
     }
 
-    /// The sample indices of `rank`'s batch `batch`, into `out` (cleared first).
-    pub fn batch_into(&self, rank: u64, batch: u64, out: &mut Vec<u64>) {
-        out.clear();
-        out.extend_from_slice(self.batch(rank, batch));
+    /// The epoch as dealt, for the sample ledger's tally.
+    pub fn dealt(&self) -> &Arc<DealtEpoch> {
+        &self.dealt
+    }
+
+    /// The sample indices of `rank`'s batch `batch`.
+    pub fn batch(&self, rank: u64, batch: u64) -> &[u64] {
+        self.assert_inside(rank, batch);
+        self.dealt.batch(rank, batch)
     }
 
     /// How many samples `rank`'s batch `batch` holds.
@@ -105,17 +108,22 @@ impl EpochPlan {
         self.batch(rank, batch).len() as u64
     }
 
-    fn batch(&self, rank: u64, batch: u64) -> &[u64] {
+    /// The digest of batch `batch` of ranks `first_rank..first_rank + ranks` (what a node
+    /// whose ranks those are trains on in a step), computed once for every run sharing the
+    /// plan.
+    pub fn digest(&self, first_rank: u64, ranks: u32, batch: u64) -> u64 {
+        self.assert_inside(first_rank + u64::from(ranks.max(1)) - 1, batch);
+        self.dealt.digest(first_rank, ranks, batch)
+    }
+
+    fn assert_inside(&self, rank: u64, batch: u64) {
         assert!(
             batch < self.batches(),
             "batch {batch} of an epoch of {} batches",
             self.batches()
         );
-        let first = batch * self.batch_size;
-        let end = (first + self.batch_size).min(self.num_samples);
-        let list = &self.per_rank[rank as usize];
-        let end = (end as usize).min(list.len());
-        &list[(first as usize).min(end)..end]
+        let world_size = self.dealt.world_size();
+        assert!(rank < world_size, "rank {rank} of a world of {world_size}");
     }
 }
 
@@ -146,10 +154,8 @@ pub fn epoch_plan(
             let num_samples = sampler.len();
             let order = sampler.padded_order()?;
             let extra_offset = u64::from(key.off_by_one);
-            (
-                deal(&order, key.world_size, extra_offset, num_samples),
-                num_samples,
-            )
+            let per_rank = RankLists::strided(&order, key.world_size, extra_offset, num_samples);
+            (per_rank, num_samples)
         }
         SamplerKind::LoadBalancing => {
             let mut sampler = LoadBalancingSampler::new(
@@ -163,13 +169,15 @@ pub fn epoch_plan(
             )?;
             sampler.set_epoch(key.epoch);
             let num_samples = sampler.len();
-            (sampler.indices_all_ranks()?, num_samples)
+            (
+                RankLists::from_lists(&sampler.indices_all_ranks()?),
+                num_samples,
+            )
         }
     };
+    let dealt = DealtEpoch::new(per_rank, num_samples, s.batch_size);
     Ok(EpochPlan {
-        per_rank,
-        num_samples,
-        batch_size: s.batch_size,
+        dealt: Arc::new(dealt),
     })
 }
 
@@ -219,26 +227,6 @@ pub fn shared_epoch_plan(
     }
 }
 
-/// torch's deal of the padded `order` over `world` ranks: rank `r` takes the entries at
-/// `r + extra_offset + k × world` for `k < num_samples` that exist (`extra_offset` is the
-/// off-by-one mutant's shift), read in one pass over the order.
-fn deal(order: &[u64], world: u64, extra_offset: u64, num_samples: u64) -> Vec<Vec<u64>> {
-    let mut per_rank: Vec<Vec<u64>> = (0..world)
-        .map(|_| Vec::with_capacity(num_samples as usize))
-        .collect();
-    for row in order
-        .get(extra_offset as usize..)
-        .unwrap_or_default()
-        .chunks(world as usize)
-        .take(num_samples as usize)
-    {
-        for (rank, &index) in row.iter().enumerate() {
-            per_rank[rank].push(index);
-        }
-    }
-    per_rank
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -254,9 +242,7 @@ mod tests {
             world_size: 5,
             off_by_one: false,
         };
-        epoch_plan(&j, key, Vec::new)
-            .unwrap()
-            .batch_into(0, 6, &mut Vec::new());
+        epoch_plan(&j, key, Vec::new).unwrap().batch(0, 6);
     }
 
     fn job(kind: SamplerKind, len: u64, batch_size: u64, drop_last: bool) -> JobConfig {
@@ -291,12 +277,10 @@ mod tests {
 
     fn all_batches(plan: &EpochPlan, world: u64) -> Vec<Vec<u64>> {
         let mut out = Vec::new();
-        let mut buf = Vec::new();
         for rank in 0..world {
             let mut rank_all = Vec::new();
             for b in 0..plan.batches() {
-                plan.batch_into(rank, b, &mut buf);
-                rank_all.extend_from_slice(&buf);
+                rank_all.extend_from_slice(plan.batch(rank, b));
             }
             out.push(rank_all);
         }
@@ -312,7 +296,7 @@ mod tests {
             off_by_one: false,
         };
         let plan = epoch_plan(&j, key, Vec::new).unwrap();
-        assert_eq!(plan.num_samples, 21);
+        assert_eq!((0..6).map(|b| plan.batch_len(0, b)).sum::<u64>(), 21);
         assert_eq!(plan.batches(), 6);
         for (rank, got) in all_batches(&plan, 5).into_iter().enumerate() {
             let mut s = DistributedSampler::new(103, 5, rank as u64, true, 3, false).unwrap();

@@ -24,10 +24,10 @@ mod segment;
 
 use crate::mutant::Mutants;
 use crate::sim_time::{SimDuration, SimInstant};
-use crate::trace::{samples_digest, EventKind, StepRun, TrainedOn};
+use crate::trace::{EventKind, StepRun, TrainedOn};
 use crate::world::collectives::{CollectiveError, RankBlock};
 use crate::world::{time, Checkpoint, NodeEnv};
-use compute::compute_batches;
+use compute::compute_time_of;
 use epoch_plan::{EpochPlan, PlanKey};
 use ledger::SampleLedger;
 use std::collections::BTreeMap;
@@ -257,7 +257,6 @@ async fn train_steps(
     let mut epoch_plan = start_epoch(env, plan, key_of(at.epoch), &mut at)?;
     let dataset_key = dataset_key(env);
     let ledger = env.shared::<Mutex<SampleLedger>>("job/ledger");
-    let mut batches: Vec<Vec<u64>> = vec![Vec::new(); plan.local_world_size as usize];
     let mut reader =
         reader_feed::ReaderFeed::start(env, plan.round, &mutants.reader).map_err(script_error)?;
     // Set when a closed-form run was cut in the middle of a step: when the next step began.
@@ -276,7 +275,7 @@ async fn train_steps(
                 settled: 0,
                 next_step_started: Some(started),
             },
-            None => segment::run(&steps, &at, &mut batches).await?,
+            None => segment::run(&steps, &at).await?,
         };
         if run.settled > 0 {
             at.step += run.settled;
@@ -286,7 +285,7 @@ async fn train_steps(
         } else {
             wait_for_reader(env, &mut reader).await?;
             let started = run.next_step_started.unwrap_or_else(time::now);
-            one_step(&steps, &at, &mut batches, started).await?;
+            one_step(&steps, &at, started).await?;
             at.step += 1;
             at.batch += 1;
         }
@@ -339,11 +338,10 @@ async fn save_checkpoint(env: &NodeEnv, plan: &GroupPlan, save_time: SimDuration
 async fn one_step(
     s: &segment::Steps<'_>,
     at: &Position,
-    batches: &mut [Vec<u64>],
     started: SimInstant,
 ) -> Result<(), WorkerStatus> {
     let (env, plan) = (s.env, s.plan);
-    let compute = compute_batches(env, plan, s.epoch_plan, at.batch, s.dataset_key, batches)?;
+    let compute = compute_time_of(env, plan, s.epoch_plan, at.batch, s.dataset_key)?;
     let arrival = started.after(closed_form::slept(compute));
     if arrival > time::now() {
         time::sleep_until(arrival).await;
@@ -367,14 +365,14 @@ async fn one_step(
     }
     let step = at.step + 1;
     s.reached.fetch_max(step, Ordering::Relaxed);
-    let samples = consume(s.ledger, plan, at.epoch, batches);
+    let samples = consume(s.ledger, plan, at.epoch, s.epoch_plan, at.batch);
     env.record(EventKind::Step {
         pid: env.pid,
         round: plan.round,
         step,
         epoch: at.epoch,
         samples,
-        trained: trained_on(plan, at.batch, batches),
+        trained: trained_on(plan, at.batch, s.epoch_plan),
         run: StepRun::default(),
     });
     Ok(())
@@ -432,11 +430,10 @@ fn start_epoch(
         at.batch,
         epoch_plan.batches()
     );
-    let len = env.scenario().job.dataset.len;
     env.shared::<Mutex<SampleLedger>>("job/ledger")
         .lock()
         .expect("ledger")
-        .begin(plan.group_key(), at.epoch, plan.world_size, at.batch, len);
+        .begin(plan.group_key(), at.epoch, epoch_plan.dealt(), at.batch);
     if plan.group_rank == 0 {
         env.record(EventKind::EpochStarted {
             pid: env.pid,
@@ -495,29 +492,31 @@ fn ring_cost(env: &NodeEnv, plan: &GroupPlan) -> SimDuration {
 
 /// What the step's record says this node's ranks trained on: where in the epoch, which
 /// ranks, and a digest of the batches they were given.
-fn trained_on(plan: &GroupPlan, batch: u64, batches: &[Vec<u64>]) -> TrainedOn {
+fn trained_on(plan: &GroupPlan, batch: u64, epoch_plan: &EpochPlan) -> TrainedOn {
+    let ranks = plan.local_world_size;
     TrainedOn {
         batch,
         world_size: plan.world_size,
         first_rank: plan.base_global_rank,
-        ranks: batches.len() as u32,
-        samples_digest: samples_digest(batches.iter().map(Vec::as_slice)),
+        ranks,
+        samples_digest: epoch_plan.digest(plan.base_global_rank, ranks, batch),
     }
 }
 
-/// Adds the step's batches to the ledger; returns how many samples they held.
+/// Adds the node's batch `batch` to the ledger; returns how many samples its ranks took.
 fn consume(
     ledger: &Mutex<SampleLedger>,
     plan: &GroupPlan,
     epoch: u64,
-    batches: &[Vec<u64>],
+    epoch_plan: &EpochPlan,
+    batch: u64,
 ) -> u64 {
-    ledger.lock().expect("ledger").consume_step(
-        plan.group_key(),
-        epoch,
-        plan.base_global_rank,
-        batches,
-    )
+    let ranks = plan.base_global_rank..plan.base_global_rank + u64::from(plan.local_world_size);
+    let lens = ranks.map(|rank| (rank, epoch_plan.batch_len(rank, batch)));
+    ledger
+        .lock()
+        .expect("ledger")
+        .consume_step(plan.group_key(), epoch, lens, batch)
 }
 
 /// This node finished `epoch`; the last node of the group records what the group covered.

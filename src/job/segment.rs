@@ -7,7 +7,7 @@
 //! breaks); an aborted run settles the steps already done when it is dropped.
 
 use super::closed_form::{self, StepTiming};
-use super::compute::{usable_gpus, ComputeOn, Fill};
+use super::compute::{usable_gpus, ComputeOn};
 use super::epoch_plan::EpochPlan;
 use super::ledger::SampleLedger;
 use super::{consume, trained_on, GroupPlan, Position, WorkerStatus};
@@ -56,16 +56,12 @@ const RUN_STEPS_MIN: u64 = 2;
 
 /// Tries a closed-form run from `at`. `Run::default()` means "take one step as usual":
 /// every member decides that alike, from what they all see at the same moment.
-pub(super) async fn run(
-    s: &Steps<'_>,
-    at: &Position,
-    batches: &mut [Vec<u64>],
-) -> Result<Run, WorkerStatus> {
+pub(super) async fn run(s: &Steps<'_>, at: &Position) -> Result<Run, WorkerStatus> {
     let Some(steps_max) = steps_max(s, at) else {
         return Ok(Run::default());
     };
     let came = time::now();
-    let mine = own_compute(s, at, steps_max, batches);
+    let mine = own_compute(s, at, steps_max);
     let first_compute = mine.as_ref().and_then(|m| m.first().copied());
     let first_arrival = came.after(closed_form::slept(first_compute.unwrap_or_default()));
     let timeout = s.env.scenario().job.collective_timeout;
@@ -103,7 +99,6 @@ pub(super) async fn run(
         timings: &timings,
         settled: 0,
         completable: timings.len(),
-        batches,
     };
     settler.sleep_through_run().await
 }
@@ -134,13 +129,8 @@ fn steps_max(s: &Steps<'_>, at: &Position) -> Option<u64> {
 
 /// This node's compute time for each step of the run, or `None` when a step cannot be
 /// computed (a lost GPU): the node then declines and fails its step as usual.
-fn own_compute(
-    s: &Steps<'_>,
-    at: &Position,
-    steps: u64,
-    batches: &mut [Vec<u64>],
-) -> Option<Vec<SimDuration>> {
-    let gpus = usable_gpus(s.env, batches.len()).ok()?;
+fn own_compute(s: &Steps<'_>, at: &Position, steps: u64) -> Option<Vec<SimDuration>> {
+    let gpus = usable_gpus(s.env, s.plan.local_world_size as usize).ok()?;
     let on = ComputeOn {
         env: s.env,
         plan: s.plan,
@@ -148,9 +138,8 @@ fn own_compute(
         gpus: &gpus,
         dataset_key: s.dataset_key,
     };
-    // The settled steps fill the batches they train on; only a time that depends on which
-    // samples a batch holds needs them now. With a constant complexity every full batch
-    // takes the same time on the same GPUs, so it is computed once.
+    // With a constant complexity every full batch takes the same time on the same GPUs,
+    // so it is computed once.
     let constant = matches!(
         s.env.scenario().job.dataset.complexity,
         Complexity::Constant { .. }
@@ -163,9 +152,9 @@ fn own_compute(
     let mut full_batch_time = None;
     let mut time_of = |batch: u64| {
         if batch < full_batches {
-            *full_batch_time.get_or_insert_with(|| on.slowest(batch, batches, Fill::WhenTimed))
+            *full_batch_time.get_or_insert_with(|| on.slowest(batch))
         } else {
-            on.slowest(batch, batches, Fill::WhenTimed)
+            on.slowest(batch)
         }
     };
     Some((0..steps).map(|j| time_of(at.batch + j)).collect())
@@ -193,7 +182,6 @@ struct Settler<'a, 'b> {
     settled: usize,
     /// Steps that can complete: all of them, until a departure cuts the run.
     completable: usize,
-    batches: &'a mut [Vec<u64>],
 }
 
 impl Settler<'_, '_> {
@@ -252,14 +240,10 @@ impl Settler<'_, '_> {
             let s = self.s;
             let plan = s.plan;
             let batch = self.first_batch + step as u64;
-            for (local_rank, out) in (0u64..).zip(self.batches.iter_mut()) {
-                s.epoch_plan
-                    .batch_into(plan.base_global_rank + local_rank, batch, out);
-            }
             let global_step = self.at_step + step as u64 + 1;
             s.reached.fetch_max(global_step, Ordering::Relaxed);
-            let samples = consume(s.ledger, plan, self.epoch, self.batches);
-            let trained = trained_on(plan, batch, self.batches);
+            let samples = consume(s.ledger, plan, self.epoch, s.epoch_plan, batch);
+            let trained = trained_on(plan, batch, s.epoch_plan);
             // Recorded on the trace's whole-microsecond clock, as a step taken alone is.
             let done = self.done_at(step).cut_to_whole_us();
             let extended = piece

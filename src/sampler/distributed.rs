@@ -78,15 +78,17 @@ impl DistributedSampler {
     /// The epoch order before it is dealt out: `total_size` indices.
     pub fn padded_order(&self) -> Result<Vec<u64>, SamplerError> {
         let (_, total_size) = samples_per_rank(self.dataset_len, self.num_replicas, self.drop_last);
+        let padding = (total_size as usize).saturating_sub(self.dataset_len as usize);
         let mut order = if self.shuffle {
-            TorchGenerator::new(epoch_seed(self.seed, self.epoch)).randperm(self.dataset_len)?
+            TorchGenerator::new(epoch_seed(self.seed, self.epoch))
+                .randperm_with_room(self.dataset_len, padding)?
         } else {
             let len = usize::try_from(self.dataset_len).map_err(|_| SamplerError::TooLarge {
                 n: self.dataset_len,
             })?;
             let mut order = Vec::new();
             order
-                .try_reserve_exact(len)
+                .try_reserve_exact(len.saturating_add(padding))
                 .map_err(|_| SamplerError::TooLarge {
                     n: self.dataset_len,
                 })?;

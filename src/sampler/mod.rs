@@ -3,6 +3,7 @@
 
 pub mod distributed;
 pub mod load_balancing;
+pub mod rank_lists;
 pub mod summary;
 pub mod torch_rng;
 
@@ -10,6 +11,7 @@ pub use distributed::DistributedSampler;
 pub use load_balancing::{
     LoadBalancingBatchSampler, LoadBalancingSampler, SamplerFix, BATCH_SAMPLER_NEGATIVE_SLICE,
 };
+pub use rank_lists::RankLists;
 pub use torch_rng::TorchGenerator;
 
 /// Why a sampler or a draw cannot be made; each mirrors an error the reference raises, or a

@@ -114,9 +114,15 @@ impl TorchGenerator {
 
     /// `torch.randperm(n, generator=self)` as `u64` values.
     pub fn randperm(&mut self, n: u64) -> Result<Vec<u64>, SamplerError> {
+        self.randperm_with_room(n, 0)
+    }
+
+    /// [`Self::randperm`] in a vector with room for `spare` more values, so a caller that
+    /// pads the permutation (as `DistributedSampler` does) never moves it.
+    pub fn randperm_with_room(&mut self, n: u64, spare: usize) -> Result<Vec<u64>, SamplerError> {
         let len = usize::try_from(n).map_err(|_| SamplerError::TooLarge { n })?;
         let mut perm = Vec::new();
-        perm.try_reserve_exact(len)
+        perm.try_reserve_exact(len.saturating_add(spare))
             .map_err(|_| SamplerError::TooLarge { n })?;
         advise_huge_pages(&mut perm);
         perm.extend(0..n);
