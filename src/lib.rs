@@ -31,7 +31,6 @@ pub mod bench;
 pub mod check;
 pub mod cli;
 pub mod conform;
-pub mod dealt_epoch;
 pub mod files;
 pub mod fixes;
 pub mod fuzz;

@@ -3,9 +3,9 @@
 //! `DataLoader` does, so `sampler.coverage` can judge recorded steps without trusting the
 //! job's epoch plans or its sample ledger.
 
-pub(super) use crate::dealt_epoch::DealtEpoch as Deal;
 use crate::job::epoch_plan::{complexities, dataset_key};
 use crate::memo::Memo;
+pub(super) use crate::sampler::dealt_epoch::DealtEpoch as Deal;
 use crate::sampler::{DistributedSampler, LoadBalancingSampler, RankLists, SamplerError};
 use crate::scenario::model::{JobConfig, SamplerKind};
 use std::collections::BTreeMap;
@@ -82,8 +82,7 @@ impl<'a> DealSource<'a> {
                         s.drop_last,
                     )?;
                     sampler.set_epoch(epoch);
-                    let order = sampler.padded_order()?;
-                    let lists = RankLists::strided(&order, world_size, 0, sampler.len());
+                    let lists = sampler.deal_all_ranks(0)?;
                     Ok(Deal::new(lists, sampler.len(), s.batch_size))
                 })
             }

@@ -6,7 +6,7 @@
 
 use super::sampler::{step_fields, CoverageKind, Found, Part, StepRef, Walk};
 use super::sampler_deal::{Deal, DealSource, Dealer};
-use crate::dealt_epoch::PairTally;
+use crate::sampler::dealt_epoch::PairTally;
 use crate::sampler::{samples_per_rank, SamplerError};
 use crate::scenario::model::Scenario;
 use crate::trace::TrainedOn;

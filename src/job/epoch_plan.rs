@@ -6,8 +6,8 @@
 //! Pure: no clock, no I/O. Complexities are a function of (dataset key, index), so nothing
 //! dataset-sized is kept unless the load-balancing sampler needs the whole list.
 
-use crate::dealt_epoch::DealtEpoch;
 use crate::memo::Memo;
+use crate::sampler::dealt_epoch::DealtEpoch;
 use crate::sampler::{DistributedSampler, LoadBalancingSampler, RankLists, SamplerError};
 use crate::scenario::limits::COMPLEXITY_MAX;
 use crate::scenario::model::{Complexity, JobConfig, SamplerKind};
@@ -152,10 +152,8 @@ pub fn epoch_plan(
                 DistributedSampler::new(len, key.world_size, 0, s.shuffle, s.seed, s.drop_last)?;
             sampler.set_epoch(key.epoch);
             let num_samples = sampler.len();
-            let order = sampler.padded_order()?;
             let extra_offset = u64::from(key.off_by_one);
-            let per_rank = RankLists::strided(&order, key.world_size, extra_offset, num_samples);
-            (per_rank, num_samples)
+            (sampler.deal_all_ranks(extra_offset)?, num_samples)
         }
         SamplerKind::LoadBalancing => {
             let mut sampler = LoadBalancingSampler::new(

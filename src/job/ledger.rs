@@ -8,7 +8,7 @@
 //! Pure: the world only stores it. Bounded: a bit per (rank, batch) of the epoch's plan
 //! per open epoch, at most `OPEN_EPOCHS_MAX` open at once (the oldest is dropped first).
 
-use crate::dealt_epoch::{DealtEpoch, PairTally};
+use crate::sampler::dealt_epoch::{DealtEpoch, PairTally};
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 

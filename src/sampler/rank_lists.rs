@@ -34,14 +34,19 @@ impl RankLists {
     /// torch's deal of a padded epoch `order` over `world_size` ranks: rank `r` takes the
     /// entries at `r + offset + k × world_size` for `k < per_rank` that exist (`offset` is 0
     /// but for a mutant that shifts the stride).
-    pub fn strided(order: &[u64], world_size: u64, offset: u64, per_rank: u64) -> Self {
+    pub fn strided<T: Copy + Into<u64>>(
+        order: &[T],
+        world_size: u64,
+        offset: u64,
+        per_rank: u64,
+    ) -> Self {
         let (ws, ns) = (world_size as usize, per_rank as usize);
         if offset != 0 || ws.checked_mul(ns) != Some(order.len()) {
             // Not a whole padded order: each rank takes the places its stride finds.
             let rest = order.get(offset as usize..).unwrap_or_default();
             let rank_ids = |rank| {
-                let places = rest.iter().copied().skip(rank as usize).step_by(ws.max(1));
-                places.take(ns)
+                let places = rest.iter().skip(rank as usize).step_by(ws.max(1));
+                places.take(ns).map(|&id| id.into())
             };
             return RankLists::of(world_size, order.len(), rank_ids);
         }
@@ -55,7 +60,7 @@ impl RankLists {
             for (rank, out) in ids.chunks_exact_mut(ns).enumerate() {
                 let out = &mut out[first_row..first_row + rows];
                 for (row, id) in (first_row..).zip(out) {
-                    *id = order[row * ws + rank];
+                    *id = order[row * ws + rank].into();
                 }
             }
         }

@@ -131,10 +131,21 @@ impl TorchGenerator {
     }
 
     /// `torch.randperm(n, generator=self)` with `u32` values: half the memory of
-    /// [`Self::randperm`] (which matters past two hundred million), same draws.
+    /// [`Self::randperm`] (which matters past two hundred million, and lets a 100 000-sample
+    /// permutation fit a core's cache), same draws.
     pub fn randperm_u32(&mut self, n: u32) -> Result<Vec<u32>, SamplerError> {
+        self.randperm_u32_with_room(n, 0)
+    }
+
+    /// [`Self::randperm_u32`] with room for `spare` more values, as
+    /// [`Self::randperm_with_room`].
+    pub fn randperm_u32_with_room(
+        &mut self,
+        n: u32,
+        spare: usize,
+    ) -> Result<Vec<u32>, SamplerError> {
         let mut perm = Vec::new();
-        perm.try_reserve_exact(n as usize)
+        perm.try_reserve_exact((n as usize).saturating_add(spare))
             .map_err(|_| SamplerError::TooLarge { n: n as u64 })?;
         advise_huge_pages(&mut perm);
         perm.extend(0..n);

@@ -7,7 +7,7 @@
 //! the same one (`crate::memo`), so what it derives (a batch's digest, an epoch's distinct
 //! samples) is computed once for all of them.
 
-use crate::sampler::RankLists;
+use super::RankLists;
 use crate::trace::samples_digest;
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
