@@ -91,11 +91,13 @@ impl DealtEpoch {
         // At most one entry per batch the epoch can start from.
         let kept_max = usize::try_from(self.batches()).unwrap_or(usize::MAX);
         kept(&self.derived.distinct_from, first_batch, kept_max, || {
-            distinct_ids(
-                (0..self.world_size())
-                    .flat_map(|rank| (first_batch..self.batches()).map(move |b| (rank, b)))
-                    .map(|(rank, batch)| self.batch(rank, batch)),
-            )
+            // A rank's batches from `first_batch` to the last are one slice of its list.
+            let first = first_batch.saturating_mul(self.batch_size);
+            distinct_ids((0..self.world_size()).map(|rank| {
+                let list = self.lists.rank(rank);
+                let end = (self.num_samples as usize).min(list.len());
+                &list[(first as usize).min(end)..end]
+            }))
         })
     }
 }
@@ -179,19 +181,20 @@ impl PairTally {
     }
 }
 
-/// How many distinct ids `batches` hold together.
+/// How many distinct ids `batches` hold together: each id's bit is set, then the bits are
+/// counted once, so that no step waits on a running count.
 pub fn distinct_ids<'a>(batches: impl Iterator<Item = &'a [u64]>) -> u64 {
     let mut seen: Vec<u64> = Vec::new();
-    let mut distinct = 0;
-    for &id in batches.flatten() {
-        let (word, bit) = ((id / 64) as usize, 1u64 << (id % 64));
-        if word >= seen.len() {
-            seen.resize(word + 1, 0);
+    for batch in batches {
+        let words_needed = batch.iter().max().map_or(0, |&max| (max / 64) as usize + 1);
+        if words_needed > seen.len() {
+            seen.resize(words_needed, 0);
         }
-        distinct += u64::from(seen[word] & bit == 0);
-        seen[word] |= bit;
+        for &id in batch {
+            seen[(id / 64) as usize] |= 1u64 << (id % 64);
+        }
     }
-    distinct
+    seen.iter().map(|word| u64::from(word.count_ones())).sum()
 }
 
 /// The value of `key` in a memo of pure results: the kept one, or `compute`'s, kept while
@@ -244,6 +247,13 @@ mod tests {
             assert_eq!(deal.distinct_from(1), distinct_ids(from_1.into_iter()));
         }
         assert_eq!(deal.world_size(), 4);
+    }
+
+    #[test]
+    fn distinct_ids_count_each_id_once_across_batches() {
+        let batches: [&[u64]; 4] = [&[0, 63, 64], &[64, 200, 0], &[], &[129]];
+        assert_eq!(distinct_ids(batches.into_iter()), 5);
+        assert_eq!(distinct_ids(std::iter::empty()), 0);
     }
 
     #[test]
