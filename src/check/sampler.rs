@@ -11,8 +11,8 @@
 //! so the verdict and every message are the same whichever thread judged which epoch.
 //!
 //! Bounded: one entry of a few words per recorded step; per epoch being judged (one per
-//! thread), its deals (one per world size, at most `DEALS_CACHED_MAX`) and one bitset of
-//! `dataset.len` bits per group that trained it, all freed when the epoch is judged.
+//! thread), its deals (one per world size, at most `DEALS_CACHED_MAX`) and one bit per
+//! (rank, batch) of the deal per group that trained it, all freed when the epoch is judged.
 
 use super::kind::kind_enum;
 use super::sampler_epoch::{judge_epochs, EpochJudged, EpochSteps, SECOND_THREAD_FROM_IDS};
