@@ -80,58 +80,53 @@ impl DistributedSampler {
     /// `u32` values when the dataset's indices fit: the same permutation in half the
     /// memory, which a 100 000-sample epoch's shuffle and deal then keep in a core's cache.
     pub fn deal_all_ranks(&self, offset: u64) -> Result<RankLists, SamplerError> {
-        let (per_rank, total_size) =
-            samples_per_rank(self.dataset_len, self.num_replicas, self.drop_last);
-        let Ok(len) = u32::try_from(self.dataset_len) else {
-            let order = self.padded_order()?;
-            return Ok(RankLists::strided(
-                &order,
-                self.num_replicas,
-                offset,
-                per_rank,
-            ));
-        };
-        let padding = (total_size as usize).saturating_sub(len as usize);
-        let mut order = if self.shuffle {
-            TorchGenerator::new(epoch_seed(self.seed, self.epoch))
-                .randperm_u32_with_room(len, padding)?
-        } else {
-            let mut order = Vec::new();
-            order
-                .try_reserve_exact((len as usize).saturating_add(padding))
-                .map_err(|_| SamplerError::TooLarge {
-                    n: self.dataset_len,
-                })?;
-            order.extend(0..len);
-            order
-        };
-        pad_or_truncate(&mut order, total_size as usize);
-        Ok(RankLists::strided(
-            &order,
-            self.num_replicas,
-            offset,
-            per_rank,
-        ))
+        let (per_rank, _) = samples_per_rank(self.dataset_len, self.num_replicas, self.drop_last);
+        let ranks = self.num_replicas;
+        match u32::try_from(self.dataset_len) {
+            Ok(len) => {
+                let draw = |mut g: TorchGenerator, room| g.randperm_u32_with_room(len, room);
+                let order = self.padded_in(len as usize, draw, 0..len)?;
+                Ok(RankLists::strided(&order, ranks, offset, per_rank))
+            }
+            Err(_) => {
+                let order = self.padded_order()?;
+                Ok(RankLists::strided(&order, ranks, offset, per_rank))
+            }
+        }
     }
 
     /// The epoch order before it is dealt out: `total_size` indices.
     pub fn padded_order(&self) -> Result<Vec<u64>, SamplerError> {
+        let n = self.dataset_len;
+        let len = usize::try_from(n).map_err(|_| SamplerError::TooLarge { n })?;
+        let draw = |mut g: TorchGenerator, room| g.randperm_with_room(n, room);
+        self.padded_in(len, draw, 0..n)
+    }
+
+    /// The epoch order of `len` indices brought to `total_size`, its values of type `T`:
+    /// shuffled by `draw` (given the room to leave for the padding), or `unshuffled`.
+    fn padded_in<T: Copy>(
+        &self,
+        len: usize,
+        draw: impl FnOnce(TorchGenerator, usize) -> Result<Vec<T>, SamplerError>,
+        unshuffled: impl Iterator<Item = T>,
+    ) -> Result<Vec<T>, SamplerError> {
         let (_, total_size) = samples_per_rank(self.dataset_len, self.num_replicas, self.drop_last);
-        let padding = (total_size as usize).saturating_sub(self.dataset_len as usize);
+        let padding = (total_size as usize).saturating_sub(len);
         let mut order = if self.shuffle {
-            TorchGenerator::new(epoch_seed(self.seed, self.epoch))
-                .randperm_with_room(self.dataset_len, padding)?
+            draw(
+                TorchGenerator::new(epoch_seed(self.seed, self.epoch)),
+                padding,
+            )?
         } else {
-            let len = usize::try_from(self.dataset_len).map_err(|_| SamplerError::TooLarge {
-                n: self.dataset_len,
-            })?;
             let mut order = Vec::new();
+            let too_large = |_| SamplerError::TooLarge {
+                n: self.dataset_len,
+            };
             order
                 .try_reserve_exact(len.saturating_add(padding))
-                .map_err(|_| SamplerError::TooLarge {
-                    n: self.dataset_len,
-                })?;
-            order.extend(0..self.dataset_len);
+                .map_err(too_large)?;
+            order.extend(unshuffled);
             order
         };
         pad_or_truncate(&mut order, total_size as usize);
