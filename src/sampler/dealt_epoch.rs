@@ -68,10 +68,15 @@ impl DealtEpoch {
     /// The ids of `rank`'s batch `batch`; none for a rank outside the world or a batch past
     /// the last.
     pub fn batch(&self, rank: u64, batch: u64) -> &[u64] {
+        let first = batch.saturating_mul(self.batch_size);
+        self.samples(rank, first, first.saturating_add(self.batch_size))
+    }
+
+    /// `rank`'s samples from place `first` to before `end`, both cut to the rank's
+    /// `num_samples` and to its list (a mutant's shifted stride leaves the last ranks short).
+    fn samples(&self, rank: u64, first: u64, end: u64) -> &[u64] {
         let list = self.lists.rank(rank);
-        let first = batch.saturating_mul(self.batch_size).min(self.num_samples);
-        let end = first.saturating_add(self.batch_size).min(self.num_samples);
-        let end = (end as usize).min(list.len());
+        let end = (end.min(self.num_samples) as usize).min(list.len());
         &list[(first as usize).min(end)..end]
     }
 
@@ -93,11 +98,9 @@ impl DealtEpoch {
         kept(&self.derived.distinct_from, first_batch, kept_max, || {
             // A rank's batches from `first_batch` to the last are one slice of its list.
             let first = first_batch.saturating_mul(self.batch_size);
-            distinct_ids((0..self.world_size()).map(|rank| {
-                let list = self.lists.rank(rank);
-                let end = (self.num_samples as usize).min(list.len());
-                &list[(first as usize).min(end)..end]
-            }))
+            distinct_ids(
+                (0..self.world_size()).map(|rank| self.samples(rank, first, self.num_samples)),
+            )
         })
     }
 }
