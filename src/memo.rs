@@ -1,14 +1,18 @@
 //! Process-wide memos of costly pure results (an epoch of a dataset dealt to a world of
-//! ranks), shared by every run on every thread of the process.
+//! ranks), shared by every run on every thread of the process, and the thread that fills
+//! them ahead of need (`prefetch`).
 //!
 //! A fuzz campaign runs thousands of short runs over one dataset; each used to deal the same
 //! few epochs again, and its checks dealt them once more. Only pure functions of the key may
 //! be memoized: a hit gives exactly what computing would, so no run depends on which runs
-//! came before it or on which thread it ran. Each memo is bounded by a total weight (the
-//! caller's measure of an entry's size); the least recently used entries go first.
+//! came before it, on which thread it ran, or on what was computed ahead for it. Each memo
+//! is bounded by a total weight (the caller's measure of an entry's size); the least
+//! recently used entries go first.
+
+pub mod prefetch;
 
 use std::collections::BTreeMap;
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Condvar, Mutex, PoisonError};
 
 /// A bounded memo from `K` to shared `V`s.
 pub struct Memo<K, V> {
@@ -24,12 +28,55 @@ struct Entries<K, V> {
     by_use: BTreeMap<u64, K>,
     weight: usize,
     clock: u64,
+    /// Keys some thread is computing now: another thread that wants one waits for it
+    /// rather than computing it again (a prefetch and the run that needs it, two fuzz
+    /// runs that start the same epoch).
+    computing: BTreeMap<K, Arc<InFlight>>,
 }
 
 struct Entry<V> {
     value: Arc<V>,
     weight: usize,
     used_at: u64,
+}
+
+/// One computation under way; it is finished however it ends (a value, an error, a panic).
+#[derive(Default)]
+struct InFlight {
+    finished: Mutex<bool>,
+    changed: Condvar,
+}
+
+impl InFlight {
+    fn wait(&self) {
+        let mut finished = self.finished.lock().unwrap_or_else(PoisonError::into_inner);
+        while !*finished {
+            finished = self
+                .changed
+                .wait(finished)
+                .unwrap_or_else(PoisonError::into_inner);
+        }
+    }
+
+    fn finish(&self) {
+        *self.finished.lock().unwrap_or_else(PoisonError::into_inner) = true;
+        self.changed.notify_all();
+    }
+}
+
+/// Ends this thread's computation of `key` when dropped, even by a panic: the key leaves
+/// `computing` and its waiters wake (to find the value kept, or to compute it themselves).
+struct Computing<'m, K: Ord + Clone, V> {
+    memo: &'m Memo<K, V>,
+    key: &'m K,
+}
+
+impl<K: Ord + Clone, V> Drop for Computing<'_, K, V> {
+    fn drop(&mut self) {
+        if let Some(in_flight) = self.memo.lock().computing.remove(self.key) {
+            in_flight.finish();
+        }
+    }
 }
 
 impl<K: Ord + Clone, V> Memo<K, V> {
@@ -42,28 +89,55 @@ impl<K: Ord + Clone, V> Memo<K, V> {
                 by_use: BTreeMap::new(),
                 weight: 0,
                 clock: 0,
+                computing: BTreeMap::new(),
             }),
         }
     }
 
     /// The value of `key`: the kept one, or `compute`'s, kept when it succeeds and its
-    /// `weight` fits. `compute` runs without the lock held, so two threads missing the same
-    /// key at once both compute it (equal values: the function is pure).
+    /// `weight` fits. While another thread computes the same key this one waits for it;
+    /// if that one kept nothing (an error, a panic, too heavy) this one computes too.
     pub fn get_or_compute<E>(
         &self,
         key: &K,
         weight: usize,
         compute: impl FnOnce() -> Result<V, E>,
     ) -> Result<Arc<V>, E> {
-        if let Some(value) = self.lock().hit(key) {
-            return Ok(value);
-        }
+        let other = {
+            let mut entries = self.lock();
+            if let Some(value) = entries.hit(key) {
+                return Ok(value);
+            }
+            let other = entries.computing.get(key).map(Arc::clone);
+            if other.is_none() {
+                entries
+                    .computing
+                    .insert(key.clone(), Arc::new(InFlight::default()));
+            }
+            other
+        };
+        let _computing = match other {
+            Some(other) => {
+                other.wait();
+                if let Some(value) = self.lock().hit(key) {
+                    return Ok(value);
+                }
+                None
+            }
+            None => Some(Computing { memo: self, key }),
+        };
         let value = Arc::new(compute()?);
         if weight <= self.weight_max / 4 {
             self.lock()
                 .keep(key, Arc::clone(&value), weight, self.weight_max);
         }
         Ok(value)
+    }
+
+    /// Whether `key` is kept or being computed (a prefetch of it would do nothing).
+    pub fn has(&self, key: &K) -> bool {
+        let entries = self.lock();
+        entries.by_key.contains_key(key) || entries.computing.contains_key(key)
     }
 
     /// How much weight is kept now.
@@ -121,6 +195,7 @@ impl<K: Ord + Clone, V> Entries<K, V> {
 #[cfg(test)]
 mod tests {
     use super::Memo;
+    use std::sync::mpsc;
 
     fn ok(v: u64) -> impl FnOnce() -> Result<u64, ()> {
         move || Ok(v)
@@ -148,6 +223,60 @@ mod tests {
         assert_eq!(*memo.get_or_compute(&0, 25, ok(99)).unwrap(), 0, "kept");
         assert_eq!(*memo.get_or_compute(&1, 25, ok(11)).unwrap(), 11, "evicted");
         assert!(memo.weight() <= 100);
+    }
+
+    /// Starts computing `key` in `memo` on another thread, holding it in flight until `go`
+    /// is sent; returns once the computation has begun.
+    fn held_in_flight(
+        memo: &'static Memo<u64, u64>,
+        key: u64,
+        result: Result<u64, &'static str>,
+    ) -> (mpsc::Sender<()>, std::thread::JoinHandle<()>) {
+        let (started_tx, started_rx) = mpsc::channel();
+        let (go_tx, go_rx) = mpsc::channel::<()>();
+        let holder = std::thread::spawn(move || {
+            let _ = memo.get_or_compute(&key, 1, || {
+                started_tx.send(()).unwrap();
+                go_rx.recv().unwrap();
+                if result == Err("panic") {
+                    panic!("the first computation breaks");
+                }
+                result
+            });
+        });
+        started_rx.recv().unwrap();
+        (go_tx, holder)
+    }
+
+    #[test]
+    fn a_key_being_computed_is_waited_for_not_computed_again() {
+        static MEMO: Memo<u64, u64> = Memo::new(100);
+        let (go, holder) = held_in_flight(&MEMO, 1, Ok(7));
+        assert!(MEMO.has(&1), "in flight");
+        let waiter = std::thread::spawn(|| {
+            *MEMO
+                .get_or_compute(&1, 1, || -> Result<u64, &str> { panic!("computed twice") })
+                .unwrap()
+        });
+        go.send(()).unwrap();
+        holder.join().unwrap();
+        assert_eq!(waiter.join().unwrap(), 7, "the first computation's value");
+    }
+
+    #[test]
+    fn a_waiter_computes_when_the_first_computation_fails_or_panics() {
+        static MEMO: Memo<u64, u64> = Memo::new(100);
+        for (key, first) in [(1, Err("no")), (2, Err("panic"))] {
+            let (go, holder) = held_in_flight(&MEMO, key, first);
+            let waiter = std::thread::spawn(move || *MEMO.get_or_compute(&key, 1, ok(5)).unwrap());
+            go.send(()).unwrap();
+            assert_eq!(holder.join().is_err(), first == Err("panic"));
+            assert_eq!(waiter.join().unwrap(), 5, "computed by the waiter");
+            assert!(
+                !MEMO.lock().computing.contains_key(&key),
+                "no longer in flight"
+            );
+        }
     }
 
     #[test]

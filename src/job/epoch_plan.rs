@@ -145,35 +145,21 @@ pub fn epoch_plan(
     complexities: impl FnOnce() -> Vec<i64>,
 ) -> Result<EpochPlan, SamplerError> {
     let s = &job.sampler;
-    let len = job.dataset.len;
-    let (per_rank, num_samples) = match s.kind {
-        SamplerKind::Distributed => {
-            let mut sampler =
-                DistributedSampler::new(len, key.world_size, 0, s.shuffle, s.seed, s.drop_last)?;
-            sampler.set_epoch(key.epoch);
-            let num_samples = sampler.len();
-            let extra_offset = u64::from(key.off_by_one);
-            (sampler.deal_all_ranks(extra_offset)?, num_samples)
-        }
-        SamplerKind::LoadBalancing => {
-            let mut sampler = LoadBalancingSampler::new(
-                complexities(),
-                key.world_size,
-                0,
-                s.shuffle,
-                s.seed,
-                s.drop_last,
-                s.random_level,
-            )?;
-            sampler.set_epoch(key.epoch);
-            let num_samples = sampler.len();
-            (
-                RankLists::from_lists(&sampler.indices_all_ranks()?),
-                num_samples,
-            )
-        }
-    };
-    let dealt = DealtEpoch::new(per_rank, num_samples, s.batch_size);
+    if s.kind == SamplerKind::Distributed {
+        return distributed_plan(&distributed_key(job, key));
+    }
+    let mut sampler = LoadBalancingSampler::new(
+        complexities(),
+        key.world_size,
+        0,
+        s.shuffle,
+        s.seed,
+        s.drop_last,
+        s.random_level,
+    )?;
+    sampler.set_epoch(key.epoch);
+    let lists = RankLists::from_lists(&sampler.indices_all_ranks()?);
+    let dealt = DealtEpoch::new(lists, sampler.len(), s.batch_size);
     Ok(EpochPlan {
         dealt: Arc::new(dealt),
     })
@@ -197,6 +183,42 @@ const DISTRIBUTED_PLAN_IDS_MAX: usize = 4 << 20;
 
 static DISTRIBUTED_PLANS: Memo<DistributedPlanKey, EpochPlan> = Memo::new(DISTRIBUTED_PLAN_IDS_MAX);
 
+fn distributed_key(job: &JobConfig, plan: PlanKey) -> DistributedPlanKey {
+    let s = &job.sampler;
+    DistributedPlanKey {
+        len: job.dataset.len,
+        shuffle: s.shuffle,
+        seed: s.seed,
+        drop_last: s.drop_last,
+        batch_size: s.batch_size,
+        plan,
+    }
+}
+
+/// The plan of a `DistributedSampler`, from all it depends on.
+fn distributed_plan(key: &DistributedPlanKey) -> Result<EpochPlan, SamplerError> {
+    let plan = key.plan;
+    let mut sampler = DistributedSampler::new(
+        key.len,
+        plan.world_size,
+        0,
+        key.shuffle,
+        key.seed,
+        key.drop_last,
+    )?;
+    sampler.set_epoch(plan.epoch);
+    let num_samples = sampler.len();
+    let lists = sampler.deal_all_ranks(u64::from(plan.off_by_one))?;
+    Ok(EpochPlan {
+        dealt: Arc::new(DealtEpoch::new(lists, num_samples, key.batch_size)),
+    })
+}
+
+/// The weight a plan of `key` is kept at: its sample ids.
+fn plan_ids(key: &DistributedPlanKey) -> usize {
+    usize::try_from(key.len.saturating_add(key.plan.world_size)).unwrap_or(usize::MAX)
+}
+
 /// [`epoch_plan`], shared: a `DistributedSampler` plan is a pure function of the dataset's
 /// length, the sampler's settings and `key`, so every run in the process that asks for the
 /// same one gets the one already dealt.
@@ -205,24 +227,42 @@ pub fn shared_epoch_plan(
     key: PlanKey,
     complexities: impl FnOnce() -> Vec<i64>,
 ) -> Result<Arc<EpochPlan>, SamplerError> {
-    let s = &job.sampler;
-    match s.kind {
+    match job.sampler.kind {
         SamplerKind::Distributed => {
-            let memo_key = DistributedPlanKey {
-                len: job.dataset.len,
-                shuffle: s.shuffle,
-                seed: s.seed,
-                drop_last: s.drop_last,
-                batch_size: s.batch_size,
-                plan: key,
-            };
-            let ids = usize::try_from(job.dataset.len.saturating_add(key.world_size));
-            DISTRIBUTED_PLANS.get_or_compute(&memo_key, ids.unwrap_or(usize::MAX), || {
-                epoch_plan(job, key, complexities)
+            let memo_key = distributed_key(job, key);
+            DISTRIBUTED_PLANS.get_or_compute(&memo_key, plan_ids(&memo_key), || {
+                distributed_plan(&memo_key)
             })
         }
         SamplerKind::LoadBalancing => epoch_plan(job, key, complexities).map(Arc::new),
     }
+}
+
+/// Has the process's prefetch thread deal the `DistributedSampler` plan of `key` ahead of
+/// need, with what the node of ranks `first_rank..first_rank + ranks` will read from it:
+/// each batch's digest, and the whole epoch's distinct samples. The plan, the digests and
+/// the count are pure, so the run computes exactly what it would without this, only
+/// sooner. A load-balancing plan is not shared, so not prefetched.
+pub fn prefetch(job: &JobConfig, key: PlanKey, first_rank: u64, ranks: u32) {
+    if job.sampler.kind != SamplerKind::Distributed {
+        return;
+    }
+    let memo_key = distributed_key(job, key);
+    crate::memo::prefetch::submit(move || {
+        let Ok(plan) = DISTRIBUTED_PLANS.get_or_compute(&memo_key, plan_ids(&memo_key), || {
+            distributed_plan(&memo_key)
+        }) else {
+            return;
+        };
+        let last_rank = first_rank.saturating_add(u64::from(ranks));
+        if ranks == 0 || last_rank > plan.dealt.world_size() {
+            return;
+        }
+        for batch in 0..plan.batches() {
+            plan.dealt.digest(first_rank, ranks, batch);
+        }
+        plan.dealt.distinct_from(0);
+    });
 }
 
 #[cfg(test)]

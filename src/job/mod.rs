@@ -254,7 +254,7 @@ async fn train_steps(
             .job
             .contains(&crate::mutant::Mutant::SamplerOffByOne),
     };
-    let mut epoch_plan = start_epoch(env, plan, key_of(at.epoch), &mut at)?;
+    let mut epoch_plan = start_epoch(env, plan, [key_of(at.epoch), key_of(at.epoch + 1)], &mut at)?;
     let dataset_key = dataset_key(env);
     let ledger = env.shared::<Mutex<SampleLedger>>("job/ledger");
     let mut reader =
@@ -294,7 +294,8 @@ async fn train_steps(
             at.epoch += 1;
             at.batch = 0;
             if at.step < job.steps {
-                epoch_plan = start_epoch(env, plan, key_of(at.epoch), &mut at)?;
+                let keys = [key_of(at.epoch), key_of(at.epoch + 1)];
+                epoch_plan = start_epoch(env, plan, keys, &mut at)?;
             }
         }
         if plan.group_rank == 0 && at.step.is_multiple_of(job.checkpoint_every) {
@@ -406,11 +407,13 @@ fn script_error(reason: String) -> WorkerStatus {
 }
 
 /// Data epoch `at.epoch` begins: builds (or shares) the plan of the order the samplers deal
-/// (`key.epoch`, what `set_epoch` last set) and opens the data epoch in the ledger.
+/// (`key.epoch`, what `set_epoch` last set) and opens the data epoch in the ledger. The next
+/// epoch's plan (`next`) is dealt ahead on the prefetch thread while this one trains, when
+/// the job's steps reach it (a plan never reached would keep a core busy for nothing).
 fn start_epoch(
     env: &NodeEnv,
     plan: &GroupPlan,
-    key: PlanKey,
+    [key, next]: [PlanKey; 2],
     at: &mut Position,
 ) -> Result<Arc<EpochPlan>, WorkerStatus> {
     let epoch_plan = plan_for(env, key).map_err(|e| script_error(format!("sampler: {e}")))?;
@@ -434,6 +437,10 @@ fn start_epoch(
         .lock()
         .expect("ledger")
         .begin(plan.group_key(), at.epoch, epoch_plan.dealt(), at.batch);
+    let job = &env.scenario().job;
+    if at.step + (epoch_plan.batches() - at.batch) < job.steps {
+        epoch_plan::prefetch(job, next, plan.base_global_rank, plan.local_world_size);
+    }
     if plan.group_rank == 0 {
         env.record(EventKind::EpochStarted {
             pid: env.pid,

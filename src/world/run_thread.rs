@@ -36,6 +36,8 @@ where
     T: Send + 'static,
     F: FnOnce() -> T + Send + 'static,
 {
+    // Runs hand work ahead to the prefetch thread; it must start outside any simulation.
+    crate::memo::prefetch::start_thread();
     let (result_tx, result_rx) = mpsc::sync_channel(1);
     let job: Job = Box::new(move || {
         let result = panic::catch_unwind(AssertUnwindSafe(work));
