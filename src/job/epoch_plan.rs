@@ -11,7 +11,8 @@ use crate::sampler::dealt_epoch::DealtEpoch;
 use crate::sampler::{DistributedSampler, LoadBalancingSampler, RankLists, SamplerError};
 use crate::scenario::limits::COMPLEXITY_MAX;
 use crate::scenario::model::{Complexity, JobConfig, SamplerKind};
-use std::sync::Arc;
+use std::collections::BTreeSet;
+use std::sync::{Arc, Mutex, PoisonError};
 
 /// The key the dataset's complexities are drawn under in the run with `run_seed`: the same
 /// for every process of the run, and for a checker that deals an epoch again.
@@ -239,31 +240,38 @@ pub fn shared_epoch_plan(
 }
 
 /// Has the process's prefetch thread deal the `DistributedSampler` plan of `key` ahead of
-/// need, with what the node of ranks `first_rank..first_rank + ranks` will read from it:
-/// each batch's digest, and the whole epoch's distinct samples. The plan, the digests and
-/// the count are pure, so the run computes exactly what it would without this, only
-/// sooner. A load-balancing plan is not shared, so not prefetched.
-pub fn prefetch(job: &JobConfig, key: PlanKey, first_rank: u64, ranks: u32) {
+/// need, and count the whole epoch's distinct samples. Both are pure, so the run computes
+/// exactly what it would without this, only sooner. The batches' digests stay with the run:
+/// computed here too, they kept this thread behind the plans the run was about to need.
+/// Nothing is asked when the plan is kept, being dealt or asked for already. A
+/// load-balancing plan is not shared, so not prefetched.
+pub fn prefetch(job: &JobConfig, key: PlanKey) {
     if job.sampler.kind != SamplerKind::Distributed {
         return;
     }
     let memo_key = distributed_key(job, key);
-    crate::memo::prefetch::submit(move || {
-        let Ok(plan) = DISTRIBUTED_PLANS.get_or_compute(&memo_key, plan_ids(&memo_key), || {
+    let queued = || QUEUED_PLANS.lock().unwrap_or_else(PoisonError::into_inner);
+    // Every node of a group asks at its epoch's start: the first one's request is the one.
+    if DISTRIBUTED_PLANS.has(&memo_key) || !queued().insert(memo_key) {
+        return;
+    }
+    let sent = crate::memo::prefetch::submit(move || {
+        let plan = DISTRIBUTED_PLANS.get_or_compute(&memo_key, plan_ids(&memo_key), || {
             distributed_plan(&memo_key)
-        }) else {
+        });
+        queued().remove(&memo_key);
+        let Ok(plan) = plan else {
             return;
         };
-        let last_rank = first_rank.saturating_add(u64::from(ranks));
-        if ranks == 0 || last_rank > plan.dealt.world_size() {
-            return;
-        }
-        for batch in 0..plan.batches() {
-            plan.dealt.digest(first_rank, ranks, batch);
-        }
         plan.dealt.distinct_from(0);
     });
+    if !sent {
+        queued().remove(&memo_key);
+    }
 }
+
+/// The plans asked of the prefetch thread and not yet begun (at most its queue's length).
+static QUEUED_PLANS: Mutex<BTreeSet<DistributedPlanKey>> = Mutex::new(BTreeSet::new());
 
 #[cfg(test)]
 mod tests {

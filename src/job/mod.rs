@@ -254,7 +254,8 @@ async fn train_steps(
             .job
             .contains(&crate::mutant::Mutant::SamplerOffByOne),
     };
-    let mut epoch_plan = start_epoch(env, plan, [key_of(at.epoch), key_of(at.epoch + 1)], &mut at)?;
+    let keys = [0, 1, 2].map(|ahead| key_of(at.epoch + ahead));
+    let mut epoch_plan = start_epoch(env, plan, keys, &mut at)?;
     let dataset_key = dataset_key(env);
     let ledger = env.shared::<Mutex<SampleLedger>>("job/ledger");
     let mut reader =
@@ -294,7 +295,7 @@ async fn train_steps(
             at.epoch += 1;
             at.batch = 0;
             if at.step < job.steps {
-                let keys = [key_of(at.epoch), key_of(at.epoch + 1)];
+                let keys = [0, 1, 2].map(|ahead| key_of(at.epoch + ahead));
                 epoch_plan = start_epoch(env, plan, keys, &mut at)?;
             }
         }
@@ -407,13 +408,14 @@ fn script_error(reason: String) -> WorkerStatus {
 }
 
 /// Data epoch `at.epoch` begins: builds (or shares) the plan of the order the samplers deal
-/// (`key.epoch`, what `set_epoch` last set) and opens the data epoch in the ledger. The next
-/// epoch's plan (`next`) is dealt ahead on the prefetch thread while this one trains, when
-/// the job's steps reach it (a plan never reached would keep a core busy for nothing).
+/// (`key.epoch`, what `set_epoch` last set) and opens the data epoch in the ledger. The
+/// plans of the next two epochs (`ahead`) are dealt ahead on the prefetch thread while this
+/// one trains, when the job's steps reach them (a plan never reached would keep a core busy
+/// for nothing); two, so that a late prefetch leaves the next one still ahead.
 fn start_epoch(
     env: &NodeEnv,
     plan: &GroupPlan,
-    [key, next]: [PlanKey; 2],
+    [key, ahead @ ..]: [PlanKey; 3],
     at: &mut Position,
 ) -> Result<Arc<EpochPlan>, WorkerStatus> {
     let epoch_plan = plan_for(env, key).map_err(|e| script_error(format!("sampler: {e}")))?;
@@ -438,8 +440,13 @@ fn start_epoch(
         .expect("ledger")
         .begin(plan.group_key(), at.epoch, epoch_plan.dealt(), at.batch);
     let job = &env.scenario().job;
-    if at.step + (epoch_plan.batches() - at.batch) < job.steps {
-        epoch_plan::prefetch(job, next, plan.base_global_rank, plan.local_world_size);
+    let mut first_step_of_next = at.step + (epoch_plan.batches() - at.batch);
+    for key in ahead {
+        if first_step_of_next >= job.steps {
+            break;
+        }
+        epoch_plan::prefetch(job, key);
+        first_step_of_next += epoch_plan.batches();
     }
     if plan.group_rank == 0 {
         env.record(EventKind::EpochStarted {
