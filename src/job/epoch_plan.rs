@@ -270,6 +270,26 @@ pub fn prefetch(job: &JobConfig, key: PlanKey) {
     }
 }
 
+/// [`prefetch`] of the plans of the data epochs after this one (`ahead`, in order, each
+/// `epoch_batches` steps long as the group's world stays), the first beginning at step
+/// `next_epoch_step`, as far as the job's steps reach them (a plan never reached would keep
+/// a core busy for nothing).
+pub fn prefetch_ahead(
+    job: &JobConfig,
+    ahead: &[PlanKey],
+    next_epoch_step: u64,
+    epoch_batches: u64,
+) {
+    let mut first_step = next_epoch_step;
+    for &key in ahead {
+        if first_step >= job.steps {
+            return;
+        }
+        prefetch(job, key);
+        first_step = first_step.saturating_add(epoch_batches);
+    }
+}
+
 /// The plans asked of the prefetch thread and not yet begun (at most its queue's length).
 static QUEUED_PLANS: Mutex<BTreeSet<DistributedPlanKey>> = Mutex::new(BTreeSet::new());
 

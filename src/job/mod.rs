@@ -439,15 +439,8 @@ fn start_epoch(
         .lock()
         .expect("ledger")
         .begin(plan.group_key(), at.epoch, epoch_plan.dealt(), at.batch);
-    let job = &env.scenario().job;
-    let mut first_step_of_next = at.step + (epoch_plan.batches() - at.batch);
-    for key in ahead {
-        if first_step_of_next >= job.steps {
-            break;
-        }
-        epoch_plan::prefetch(job, key);
-        first_step_of_next += epoch_plan.batches();
-    }
+    let (job, batches) = (&env.scenario().job, epoch_plan.batches());
+    epoch_plan::prefetch_ahead(job, &ahead, at.step + (batches - at.batch), batches);
     if plan.group_rank == 0 {
         env.record(EventKind::EpochStarted {
             pid: env.pid,
