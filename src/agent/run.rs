@@ -18,6 +18,7 @@ use crate::rendezvous::settings::RendezvousSettings;
 use crate::sim_time::{span_between_readings, SimDuration, SimInstant};
 use crate::store::service::{StoreClient, READ_TIMEOUT};
 use crate::trace::{AgentState, EventKind, ExitReason};
+use crate::world::quiet::Settle;
 use crate::world::wake::Wake;
 use crate::world::{spawn, time, AgentExit, NodeEnv};
 use futures::future::{select, Either};
@@ -195,7 +196,7 @@ async fn invoke_run(
         let status = monitor(env, &workers);
         if status != WorkerStatus::Healthy {
             // About to act: whoever sleeps through a quiet window wakes first.
-            env.set_quiet(false, settle);
+            env.set_busy();
         }
         let (decision, why) = match status {
             WorkerStatus::Succeeded => {
@@ -215,10 +216,10 @@ async fn invoke_run(
             }
         };
         quiet = decision == Decision::Continue;
-        env.set_quiet(quiet, settle);
         match decision {
-            Decision::Continue => {}
+            Decision::Continue => env.set_quiet(settle),
             Decision::GiveUp => {
+                env.set_busy();
                 workers.stop(env, "no restarts remain").await;
                 group.enter(env, WorkerGroupState::Failed);
                 return Ok(AgentExit {
@@ -227,6 +228,7 @@ async fn invoke_run(
                 });
             }
             Decision::Restart { counted, reason } => {
+                env.set_busy();
                 record_restart(env, counted, policy.restart_count(), reason.name());
                 workers.stop(env, reason.stop_reason()).await;
                 group.enter(env, WorkerGroupState::Stopped);
@@ -342,7 +344,7 @@ fn first_tick_after(start: SimInstant, interval: SimDuration) -> SimDuration {
 
 /// How long after a disturbance this agent's routine is simulated message by message
 /// before a quiet window may skip it (the same settle as a join's wait).
-fn quiet_settle(env: &NodeEnv) -> SimDuration {
+fn quiet_settle(env: &NodeEnv) -> Settle {
     let monitor_interval = env.scenario().agent.monitor_interval;
     crate::rendezvous::quiet_wait::settle(&settings_of(env), monitor_interval)
 }

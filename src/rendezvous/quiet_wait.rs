@@ -14,23 +14,33 @@ use super::settings::RendezvousSettings;
 use super::skipped_beats::writer_id;
 use super::state::{NodeDesc, RendezvousState};
 use crate::sim_time::{span_between_readings, SimDuration, SimInstant};
+use crate::world::quiet::Settle;
 use crate::world::wake::Wake;
 use crate::world::{time, NodeEnv};
 use futures::future::{select, Either};
 use std::sync::Arc;
 
-/// How long after a disturbance (a fault, a process starting, an agent acting) a routine
-/// is simulated message by message before a quiet window may skip it: long enough for a
-/// peer that died then to miss its keep-alives, expire, and be dropped by a poll (expiry,
-/// one keep-alive interval, the state cache's second, a monitor tick) and twice that, so
-/// the polls that follow see the state settle.
-pub fn settle(settings: &RendezvousSettings, monitor_interval: SimDuration) -> SimDuration {
-    let one_pass = settings
+/// How long after a disturbance a routine is simulated message by message before a quiet
+/// window may skip it, twice over so that the polls that follow see the state settle:
+/// - after a loss (a fault, a process ending), long enough for a peer that died then to
+///   miss its keep-alives, expire, and be dropped by a poll (expiry, one keep-alive
+///   interval, the state cache's second, a monitor tick);
+/// - after a change (a process starting or acting), long enough for every routine to read
+///   the new state: a joiner's next poll (its second) or a monitor's next read after its
+///   cache's second, at its next tick.
+pub fn settle(settings: &RendezvousSettings, monitor_interval: SimDuration) -> Settle {
+    let read_by_all = super::handler::CACHE
+        .saturating_add(super::handler::SYNC_DELAY)
+        .saturating_add(monitor_interval);
+    let expire_and_read = settings
         .heartbeat_expiry()
         .saturating_add(settings.keep_alive_interval)
         .saturating_add(super::handler::CACHE)
         .saturating_add(monitor_interval);
-    one_pass.saturating_mul(2)
+    Settle {
+        after_loss: expire_and_read.saturating_mul(2),
+        after_change: read_by_all.saturating_mul(2),
+    }
 }
 
 /// Whether a join's `action` only repeats its wait: a poll or a keep-alive, with no last
@@ -60,7 +70,7 @@ pub async fn wait(
     deadline_mono_us: i64,
 ) -> WaitOutcome {
     let settle = settle(settings, env.scenario().agent.monitor_interval);
-    env.set_quiet(true, settle);
+    env.set_quiet(settle);
     let interval = settings.keep_alive_interval;
     let start = time::now_whole_us();
     let first_due = if action == Action::KeepAlive {
@@ -78,7 +88,7 @@ pub async fn wait(
     let timeout = std::pin::pin!(time::sleep(until_deadline));
     if let Either::Right(((), _)) = select(wake.notified(), timeout).await {
         // Its own timeout ends the window: this node is about to act.
-        env.set_quiet(false, settle);
+        env.set_busy();
         return WaitOutcome::Slept;
     }
     // Resume on the first poll of the one-second grid from the start that lies after now.

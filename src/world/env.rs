@@ -1,6 +1,7 @@
 //! What an agent process sees of the world: its identity, its clocks, the store's address,
 //! signals (graceful stop, crashed workers), the collective fabric and checkpoint storage.
 
+use super::quiet::Disturbance;
 use super::state::{Checkpoint, Process, World, MONO_BASE_US_PER_NODE, UTC_EPOCH_US};
 use super::{rng, spawn, time};
 use crate::scenario::model::{
@@ -65,6 +66,26 @@ fn relaunch_delay(world: &World, index: u32, exit: AgentState) -> Option<SimDura
     Some(delay.min(RELAUNCH_DELAY_CAP))
 }
 
+/// Notes the end of process `pid` on node `index`; returns the store it hosted, if any.
+fn process_ended(
+    world: &World,
+    index: u32,
+    pid: u32,
+    state: AgentState,
+) -> Option<super::TaskHandle<()>> {
+    let mut st = world.state.lock().expect("world lock");
+    if state == AgentState::Succeeded {
+        st.any_succeeded = true;
+    }
+    // Its heartbeat stops: the moments until the others see it expire are simulated.
+    st.quiet.disturb(time::now_whole_us(), Disturbance::Loss);
+    let slot = &mut st.nodes[index as usize];
+    let process = slot.exit(index, pid);
+    // An agent stopped by a `stop` (SIGTERM) was ended from outside, as a killed one.
+    slot.down = process.as_ref().is_some_and(|p| p.stop_requested);
+    process.and_then(|p| p.store_task)
+}
+
 /// One agent process on node `index`, from its launch to its exit; `None` when the node
 /// runs none (a spare before its start).
 async fn run_process(world: &Arc<World>, index: u32) -> Option<AgentState> {
@@ -85,7 +106,7 @@ async fn run_process(world: &Arc<World>, index: u32) -> Option<AgentState> {
             quiet: false,
         });
         // A new process acts at once: whoever slept through a quiet window wakes.
-        st.quiet.disturb(time::now_whole_us());
+        st.quiet.disturb(time::now_whole_us(), Disturbance::Change);
         pid
     };
     let env = NodeEnv {
@@ -112,18 +133,7 @@ async fn run_process(world: &Arc<World>, index: u32) -> Option<AgentState> {
         }
     }
     let exit = (world.programs.agent)(env.clone()).await;
-    let store_task = {
-        let mut st = world.state.lock().expect("world lock");
-        if exit.state == crate::trace::AgentState::Succeeded {
-            st.any_succeeded = true;
-        }
-        let slot = &mut st.nodes[index as usize];
-        let process = slot.exit(index, pid);
-        // An agent stopped by a `stop` (SIGTERM) was ended from outside, as a killed one.
-        slot.down = process.as_ref().is_some_and(|p| p.stop_requested);
-        process.and_then(|p| p.store_task)
-    };
-    if let Some(task) = store_task {
+    if let Some(task) = process_ended(world, index, pid, exit.state) {
         task.abort();
         env.record(EventKind::StoreDied {
             reason: "its host agent process exited".into(),

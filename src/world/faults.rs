@@ -27,7 +27,7 @@ pub(super) async fn apply_all(world: Arc<World>) {
             .lock()
             .expect("world lock")
             .quiet
-            .disturb(time::now_whole_us());
+            .disturb(time::now_whole_us(), super::quiet::Disturbance::Loss);
         match aimed(&world, &fault) {
             Ok(fault) => {
                 let detail = apply(&world, &fault);

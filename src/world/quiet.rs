@@ -4,12 +4,15 @@
 //! message.
 //!
 //! A window is open while every live process has declared itself quiet, no process is
-//! launching, the network is calm (no cut link, no loss, the scenario's latency), and the
-//! last disturbance lies at least the settle time back. A disturbance is anything that may make a
-//! process act: a fault being applied, a process starting, a process declaring itself busy.
-//! Each closes the window and wakes everyone who slept through it. The settle time (the
-//! longest any process declared: enough for a dead peer's heartbeat to expire and be seen)
-//! keeps the moments after a fault message by message, as torch plays them.
+//! launching, the network is calm (no cut link, no loss, the scenario's latency), and every
+//! disturbance lies at least its settle time back. A disturbance is anything that may make a
+//! process act; each closes the window and wakes everyone who slept through it. Its settle
+//! time (the longest any process declared for its kind, [`Settle`]) keeps the moments after
+//! it message by message, as torch plays them:
+//! - a *loss* (a fault being applied, a process ending) may stop a heartbeat: long enough
+//!   for that heartbeat to expire and be seen by a poll;
+//! - a *change* (a process starting, or about to act: join, write, restart its workers)
+//!   stops none: long enough for every routine to read the new state and act on it.
 //!
 //! What a sleeper's skipped periodic writes would have left behind (a keep-alive's heartbeat
 //! stamp) is kept here as [`VirtualBeats`]: the reader of the state applies them in time
@@ -77,15 +80,34 @@ impl VirtualBeats {
     }
 }
 
+/// How long after a disturbance of each kind a process's routine must be simulated before
+/// a window may skip it.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Settle {
+    pub after_loss: SimDuration,
+    pub after_change: SimDuration,
+}
+
+/// What a disturbance may have done (see the module's note).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Disturbance {
+    /// A heartbeat may stop: a fault, or a process ending.
+    Loss,
+    /// A process starts, or is about to act.
+    Change,
+}
+
 /// The run's quiet-window bookkeeping (lives in the world's state).
 #[derive(Default)]
 pub struct QuietBoard {
     /// Whether this run may fast-forward at all (off for the exact path and for scenarios
     /// whose clocks or links could race with a skipped message).
     pub allowed: bool,
-    /// How long after a disturbance no window opens.
-    settle: SimDuration,
-    last_disturbance: SimInstant,
+    /// How long after a disturbance of each kind no window opens.
+    settle: Settle,
+    /// The last disturbance of each kind (none yet: a run starts with no heartbeat lost).
+    last_loss: Option<SimInstant>,
+    last_change: Option<SimInstant>,
     /// When the open window opened.
     open_since: Option<SimInstant>,
     /// Who sleeps through the open window, to wake when it closes.
@@ -108,14 +130,18 @@ impl QuietBoard {
     }
 
     /// A process needs `settle` after each disturbance before its routine may be skipped.
-    pub fn settle_at_least(&mut self, settle: SimDuration) {
-        self.settle = self.settle.max(settle);
+    pub fn settle_at_least(&mut self, settle: Settle) {
+        self.settle.after_loss = self.settle.after_loss.max(settle.after_loss);
+        self.settle.after_change = self.settle.after_change.max(settle.after_change);
     }
 
     /// Something may make a process act: the window (if open) closes now, its sleepers wake,
-    /// and none opens for the settle time.
-    pub fn disturb(&mut self, now: SimInstant) {
-        self.last_disturbance = now;
+    /// and none opens for the settle time of `what`.
+    pub fn disturb(&mut self, now: SimInstant, what: Disturbance) {
+        match what {
+            Disturbance::Loss => self.last_loss = Some(now),
+            Disturbance::Change => self.last_change = Some(now),
+        }
         let Some(since) = self.open_since.take() else {
             return;
         };
@@ -141,7 +167,11 @@ impl QuietBoard {
         if self.open_since.is_some() {
             return true;
         }
-        if !self.allowed || !calm || now < self.last_disturbance.after(self.settle) {
+        let settled =
+            |last: Option<SimInstant>, settle| last.is_none_or(|at| now >= at.after(settle));
+        let settled = settled(self.last_loss, self.settle.after_loss)
+            && settled(self.last_change, self.settle.after_change);
+        if !self.allowed || !calm || !settled {
             return false;
         }
         self.open_since = Some(now);
@@ -183,22 +213,27 @@ impl QuietBoard {
 }
 
 impl NodeEnv {
-    /// This process's agent only repeats its steady routine (`true`), or is about to act
-    /// (`false`: a window open now closes, and everyone sleeping through it wakes first).
-    /// `settle`: how long after any disturbance its routine must be simulated.
-    pub fn set_quiet(&self, quiet: bool, settle: SimDuration) {
+    /// This process's agent only repeats its steady routine; `settle`: how long after each
+    /// kind of disturbance its routine must be simulated.
+    pub fn set_quiet(&self, settle: Settle) {
+        let mut st = self.world().state.lock().expect("world lock");
+        if let Some(p) = self.process_mut(&mut st) {
+            p.quiet = true;
+            st.quiet.settle_at_least(settle);
+        }
+    }
+
+    /// This process's agent is about to act: a window open now closes, and everyone
+    /// sleeping through it wakes first. Acting is a change: a process that leaves is a loss
+    /// when it ends (`env::run_process`).
+    pub fn set_busy(&self) {
         let mut st = self.world().state.lock().expect("world lock");
         let Some(p) = self.process_mut(&mut st) else {
             return;
         };
-        if p.quiet == quiet {
-            return;
-        }
-        p.quiet = quiet;
-        if quiet {
-            st.quiet.settle_at_least(settle);
-        } else {
-            st.quiet.disturb(time::now_whole_us());
+        if p.quiet {
+            p.quiet = false;
+            st.quiet.disturb(time::now_whole_us(), Disturbance::Change);
         }
     }
 
@@ -311,7 +346,11 @@ mod tests {
     #[test]
     fn a_disturbance_closes_the_window_and_holds_the_next_for_the_settle_time() {
         let mut board = QuietBoard::new(true);
-        board.settle_at_least(SimDuration::from_us(20));
+        board.settle_at_least(Settle {
+            after_loss: SimDuration::from_us(20),
+            after_change: SimDuration::from_us(5),
+        });
+        board.disturb(at(0), Disturbance::Loss);
         assert!(
             !board.window_open(at(10), true),
             "within the settle time of time 0"
@@ -321,7 +360,7 @@ mod tests {
         board.sleep_through(Arc::clone(&wake));
         board.skip_beats(7, beats(22, None));
         assert_eq!(board.newest_beat_wall_us(at(30)), Some(1027));
-        board.disturb(at(33));
+        board.disturb(at(33), Disturbance::Loss);
         assert_eq!(board.newest_beat_wall_us(at(100)), Some(1032));
         assert_eq!(board.last_beat_wall_us(7, at(100)), Some(1032));
         assert!(!board.window_open(at(40), true));
@@ -331,6 +370,26 @@ mod tests {
         );
         assert!(board.window_open(at(60), true));
         assert_eq!(board.windows_opened, 2);
+    }
+
+    #[test]
+    fn a_change_holds_the_next_window_for_its_own_settle_time_and_a_loss_still_for_its() {
+        let mut board = QuietBoard::new(true);
+        board.settle_at_least(Settle {
+            after_loss: SimDuration::from_us(40),
+            after_change: SimDuration::from_us(5),
+        });
+        assert!(board.window_open(at(0), true), "no disturbance yet");
+        board.disturb(at(10), Disturbance::Change);
+        assert!(!board.window_open(at(14), true));
+        assert!(board.window_open(at(15), true), "a change settles sooner");
+        board.disturb(at(20), Disturbance::Loss);
+        board.disturb(at(50), Disturbance::Change);
+        assert!(
+            !board.window_open(at(59), true),
+            "a later change does not cut a loss's settle short"
+        );
+        assert!(board.window_open(at(60), true));
     }
 
     #[test]

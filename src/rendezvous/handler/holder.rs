@@ -98,7 +98,7 @@ impl Holder {
             };
             let decided = decide(op, &ctx, now_utc_us, now_mono_us, deadline_mono_us);
             let Ok(action) = decided else {
-                self.env.set_quiet(false, SimDuration::ZERO);
+                self.env.set_busy();
                 return decided
                     .map(|_| ())
                     .map_err(|e| RendezvousError::GracefulExit(e.run_id));
@@ -163,7 +163,7 @@ impl Holder {
     /// any other step of the join announces that this process acts.
     async fn wait_slept_through_window(&self, action: Action, deadline_mono_us: i64) -> bool {
         if !quiet_wait::is_routine(action, &self.state) {
-            self.env.set_quiet(false, SimDuration::ZERO);
+            self.env.set_busy();
             return false;
         }
         let (env, node, settings) = (&self.env, &self.node, &self.settings);
