@@ -1,38 +1,20 @@
 //! The checker's own deal of an epoch: which sample ids each rank's batch holds, straight
 //! from the parity-pinned samplers (`crate::sampler`) and cut into batches as a
 //! `DataLoader` does, so `sampler.coverage` can judge recorded steps without trusting the
-//! job's epoch plans or its sample ledger.
+//! job's epoch plans or its sample ledger: the checker names the deal it needs from the
+//! scenario and the trace, and the sampler deals it (or hands over the one it dealt for
+//! the same key, to this check or to a run).
 
 use crate::job::epoch_plan::{complexities, dataset_key};
-use crate::memo::Memo;
 pub(super) use crate::sampler::dealt_epoch::DealtEpoch as Deal;
-use crate::sampler::{DistributedSampler, LoadBalancingSampler, RankLists, SamplerError};
+use crate::sampler::shared_deal::{shared_deal, DealKey};
+use crate::sampler::{LoadBalancingSampler, RankLists, SamplerError};
 use crate::scenario::model::{JobConfig, SamplerKind};
 use std::collections::BTreeMap;
 use std::sync::{Arc, OnceLock};
 
 /// Deals one [`Dealer`] keeps at once (each holds one permutation of the dataset).
 pub(super) const DEALS_CACHED_MAX: usize = 4;
-
-/// What a deal of torch's `DistributedSampler` depends on: the dataset's length, the
-/// sampler's settings, the epoch and the world, never the run seed.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
-struct DistributedDealKey {
-    len: u64,
-    shuffle: bool,
-    seed: i64,
-    drop_last: bool,
-    batch_size: u64,
-    epoch: u64,
-    world_size: u64,
-}
-
-/// Sample ids the process keeps in the checker's `DistributedSampler` deals (8 bytes each:
-/// 32 MiB), so the checks of a campaign's runs deal each epoch of their dataset once. The
-/// checker keeps its own, apart from the job's plans, so that it never trusts them.
-const DISTRIBUTED_DEAL_IDS_MAX: usize = 4 << 20;
-
-static DISTRIBUTED_DEALS: Memo<DistributedDealKey, Deal> = Memo::new(DISTRIBUTED_DEAL_IDS_MAX);
 
 /// What every [`Dealer`] of one check deals from: the job's sampler settings and, for the
 /// load-balancing sampler, the dataset's complexities, drawn once however many dealers
@@ -53,7 +35,9 @@ impl<'a> DealSource<'a> {
     }
 
     /// `epoch` dealt to `world_size` ranks, as `set_epoch(epoch)` on every rank's sampler.
-    /// A `DistributedSampler` deal is shared by every check in the process that asks for it.
+    /// A `DistributedSampler` deal is the sampler's, shared by every run and check in the
+    /// process that asks for it (`sampler::shared_deal`): the key is the checker's own,
+    /// made from the scenario and the trace.
     fn deal(&self, epoch: u64, world_size: u64) -> Result<Arc<Deal>, SamplerError> {
         let s = &self.job.sampler;
         let len = self.job.dataset.len;
@@ -61,31 +45,16 @@ impl<'a> DealSource<'a> {
             return Err(SamplerError::ZeroBatchSize);
         }
         match s.kind {
-            SamplerKind::Distributed => {
-                let key = DistributedDealKey {
-                    len,
-                    shuffle: s.shuffle,
-                    seed: s.seed,
-                    drop_last: s.drop_last,
-                    batch_size: s.batch_size,
-                    epoch,
-                    world_size,
-                };
-                let ids = usize::try_from(len.saturating_add(world_size)).unwrap_or(usize::MAX);
-                DISTRIBUTED_DEALS.get_or_compute(&key, ids, || {
-                    let mut sampler = DistributedSampler::new(
-                        len,
-                        world_size,
-                        0,
-                        s.shuffle,
-                        s.seed,
-                        s.drop_last,
-                    )?;
-                    sampler.set_epoch(epoch);
-                    let lists = sampler.deal_all_ranks(0)?;
-                    Ok(Deal::new(lists, sampler.len(), s.batch_size))
-                })
-            }
+            SamplerKind::Distributed => shared_deal(&DealKey {
+                len,
+                shuffle: s.shuffle,
+                seed: s.seed,
+                drop_last: s.drop_last,
+                batch_size: s.batch_size,
+                epoch,
+                world_size,
+                offset: 0,
+            }),
             SamplerKind::LoadBalancing => {
                 let all = self.complexities.get_or_init(|| {
                     complexities(
@@ -146,6 +115,7 @@ impl<'s, 'a> Dealer<'s, 'a> {
 mod tests {
     use super::*;
     use crate::check::testkit::scenario;
+    use crate::sampler::DistributedSampler;
 
     #[test]
     fn a_deal_gives_each_rank_its_sampler_indices_in_batches() {

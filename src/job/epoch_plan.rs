@@ -6,9 +6,9 @@
 //! Pure: no clock, no I/O. Complexities are a function of (dataset key, index), so nothing
 //! dataset-sized is kept unless the load-balancing sampler needs the whole list.
 
-use crate::memo::Memo;
 use crate::sampler::dealt_epoch::DealtEpoch;
-use crate::sampler::{DistributedSampler, LoadBalancingSampler, RankLists, SamplerError};
+use crate::sampler::shared_deal::{is_dealt_or_dealing, shared_deal, DealKey};
+use crate::sampler::{LoadBalancingSampler, RankLists, SamplerError};
 use crate::scenario::limits::COMPLEXITY_MAX;
 use crate::scenario::model::{Complexity, JobConfig, SamplerKind};
 use std::collections::BTreeSet;
@@ -147,7 +147,7 @@ pub fn epoch_plan(
 ) -> Result<EpochPlan, SamplerError> {
     let s = &job.sampler;
     if s.kind == SamplerKind::Distributed {
-        return distributed_plan(&distributed_key(job, key));
+        return distributed_plan(&deal_key(job, key));
     }
     let mut sampler = LoadBalancingSampler::new(
         complexities(),
@@ -166,58 +166,27 @@ pub fn epoch_plan(
     })
 }
 
-/// What a plan of torch's `DistributedSampler` depends on: the dataset's length and the
-/// sampler's settings, never the run seed (the complexities play no part in its deal).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
-struct DistributedPlanKey {
-    len: u64,
-    shuffle: bool,
-    seed: i64,
-    drop_last: bool,
-    batch_size: u64,
-    plan: PlanKey,
-}
-
-/// Sample ids the process keeps in dealt `DistributedSampler` plans (8 bytes each: 32 MiB),
-/// so the runs of a campaign or a seed batch deal each epoch of their dataset once.
-const DISTRIBUTED_PLAN_IDS_MAX: usize = 4 << 20;
-
-static DISTRIBUTED_PLANS: Memo<DistributedPlanKey, EpochPlan> = Memo::new(DISTRIBUTED_PLAN_IDS_MAX);
-
-fn distributed_key(job: &JobConfig, plan: PlanKey) -> DistributedPlanKey {
+/// The deal a `DistributedSampler` plan of `plan` is: the dataset's length, the sampler's
+/// settings and `plan`, never the run seed (the complexities play no part in its deal).
+fn deal_key(job: &JobConfig, plan: PlanKey) -> DealKey {
     let s = &job.sampler;
-    DistributedPlanKey {
+    DealKey {
         len: job.dataset.len,
         shuffle: s.shuffle,
         seed: s.seed,
         drop_last: s.drop_last,
         batch_size: s.batch_size,
-        plan,
+        epoch: plan.epoch,
+        world_size: plan.world_size,
+        offset: u64::from(plan.off_by_one),
     }
 }
 
-/// The plan of a `DistributedSampler`, from all it depends on.
-fn distributed_plan(key: &DistributedPlanKey) -> Result<EpochPlan, SamplerError> {
-    let plan = key.plan;
-    let mut sampler = DistributedSampler::new(
-        key.len,
-        plan.world_size,
-        0,
-        key.shuffle,
-        key.seed,
-        key.drop_last,
-    )?;
-    sampler.set_epoch(plan.epoch);
-    let num_samples = sampler.len();
-    let lists = sampler.deal_all_ranks(u64::from(plan.off_by_one))?;
+/// The plan of a `DistributedSampler`: the sampler's shared deal (`sampler::shared_deal`).
+fn distributed_plan(key: &DealKey) -> Result<EpochPlan, SamplerError> {
     Ok(EpochPlan {
-        dealt: Arc::new(DealtEpoch::new(lists, num_samples, key.batch_size)),
+        dealt: shared_deal(key)?,
     })
-}
-
-/// The weight a plan of `key` is kept at: its sample ids.
-fn plan_ids(key: &DistributedPlanKey) -> usize {
-    usize::try_from(key.len.saturating_add(key.plan.world_size)).unwrap_or(usize::MAX)
 }
 
 /// [`epoch_plan`], shared: a `DistributedSampler` plan is a pure function of the dataset's
@@ -228,15 +197,7 @@ pub fn shared_epoch_plan(
     key: PlanKey,
     complexities: impl FnOnce() -> Vec<i64>,
 ) -> Result<Arc<EpochPlan>, SamplerError> {
-    match job.sampler.kind {
-        SamplerKind::Distributed => {
-            let memo_key = distributed_key(job, key);
-            DISTRIBUTED_PLANS.get_or_compute(&memo_key, plan_ids(&memo_key), || {
-                distributed_plan(&memo_key)
-            })
-        }
-        SamplerKind::LoadBalancing => epoch_plan(job, key, complexities).map(Arc::new),
-    }
+    epoch_plan(job, key, complexities).map(Arc::new)
 }
 
 /// Has the process's prefetch thread deal the `DistributedSampler` plan of `key` ahead of
@@ -249,24 +210,21 @@ pub fn prefetch(job: &JobConfig, key: PlanKey) {
     if job.sampler.kind != SamplerKind::Distributed {
         return;
     }
-    let memo_key = distributed_key(job, key);
+    let deal = deal_key(job, key);
     let queued = || QUEUED_PLANS.lock().unwrap_or_else(PoisonError::into_inner);
     // Every node of a group asks at its epoch's start: the first one's request is the one.
-    if DISTRIBUTED_PLANS.has(&memo_key) || !queued().insert(memo_key) {
+    if is_dealt_or_dealing(&deal) || !queued().insert(deal) {
         return;
     }
     let sent = crate::memo::prefetch::submit(move || {
-        let plan = DISTRIBUTED_PLANS.get_or_compute(&memo_key, plan_ids(&memo_key), || {
-            distributed_plan(&memo_key)
-        });
-        queued().remove(&memo_key);
-        let Ok(plan) = plan else {
-            return;
-        };
-        plan.dealt.distinct_from(0);
+        let dealt = shared_deal(&deal);
+        queued().remove(&deal);
+        if let Ok(dealt) = dealt {
+            dealt.distinct_from(0);
+        }
     });
     if !sent {
-        queued().remove(&memo_key);
+        queued().remove(&deal);
     }
 }
 
@@ -291,11 +249,12 @@ pub fn prefetch_ahead(
 }
 
 /// The plans asked of the prefetch thread and not yet begun (at most its queue's length).
-static QUEUED_PLANS: Mutex<BTreeSet<DistributedPlanKey>> = Mutex::new(BTreeSet::new());
+static QUEUED_PLANS: Mutex<BTreeSet<DealKey>> = Mutex::new(BTreeSet::new());
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::sampler::DistributedSampler;
     use crate::scenario::model::{Dataset, SamplerConfig};
     use crate::sim_time::SimDuration;
 

@@ -1,7 +1,7 @@
 //! One epoch dealt to a world of ranks and cut into batches as a `DataLoader` does, with
 //! what is derived from it kept beside it; and a group's tally of which of its batches
-//! were trained. The job's epoch plans and the checker's own deals are both one of these,
-//! each dealt apart from the other (the checker never reads the job's).
+//! were trained. The job's epoch plans and the checker's deals are both one of these, dealt
+//! by the sampler for the key each names (`shared_deal`).
 //!
 //! Pure: no clock, no I/O. A dealt epoch is shared by every run of the process that deals
 //! the same one (`crate::memo`), so what it derives (a batch's digest, an epoch's distinct

@@ -1,11 +1,13 @@
 //! Samplers bit-exact to torch and Bagua: torch's CPU RNG, `DistributedSampler`, and Bagua's
 //! load-balancing samplers, what padding or `drop_last` does to an epoch (`summary`), and
-//! an epoch dealt to every rank and cut into batches (`rank_lists`, `dealt_epoch`).
+//! an epoch dealt to every rank and cut into batches (`rank_lists`, `dealt_epoch`), dealt
+//! once per process (`shared_deal`).
 
 pub mod dealt_epoch;
 pub mod distributed;
 pub mod load_balancing;
 pub mod rank_lists;
+pub mod shared_deal;
 pub mod summary;
 pub mod torch_rng;
 
