@@ -50,12 +50,21 @@ pub(super) fn judge_epochs(
     let source = DealSource::new(&walk.scenario.job, run_seed);
     let ids = (epochs.len() as u64).saturating_mul(walk.scenario.job.dataset.len);
     if epochs.len() < 2 || ids < second_thread_from_ids {
-        return epochs.iter().map(|e| judge(walk, &source, e)).collect();
+        // The newest first, as on two threads.
+        let mut judged: Vec<EpochJudged> = epochs
+            .iter()
+            .rev()
+            .map(|e| judge(walk, &source, e))
+            .collect();
+        judged.reverse();
+        return judged;
     }
     judge_on_two_threads(walk, &source, epochs)
 }
 
-/// Both threads take the next epoch not yet taken until none is left.
+/// Both threads take the next epoch not yet taken until none is left, the newest first:
+/// the process still keeps the deals its run made last (`sampler::shared_deal`), and
+/// dealing the oldest first would push those out before they are read.
 fn judge_on_two_threads(
     walk: &Walk,
     source: &DealSource,
@@ -65,10 +74,11 @@ fn judge_on_two_threads(
     let take_turns = || {
         let mut judged = Vec::new();
         loop {
-            let i = next.fetch_add(1, Ordering::Relaxed);
-            let Some(epoch) = epochs.get(i) else {
+            let taken = next.fetch_add(1, Ordering::Relaxed);
+            let Some(i) = epochs.len().checked_sub(taken + 1) else {
                 return judged;
             };
+            let epoch = &epochs[i];
             judged.push((i, judge(walk, source, epoch)));
         }
     };
