@@ -217,9 +217,9 @@ pub fn prefetch(job: &JobConfig, key: PlanKey) {
         return;
     }
     let sent = crate::memo::prefetch::submit(move || {
-        let dealt = shared_deal(&deal);
+        // Begun: from here the memo knows the deal is under way (a panic in it ends that).
         queued().remove(&deal);
-        if let Ok(dealt) = dealt {
+        if let Ok(dealt) = shared_deal(&deal) {
             dealt.distinct_from(0);
         }
     });
