@@ -270,6 +270,39 @@ mod tests {
         epoch_plan(&j, key, Vec::new).unwrap().batch(0, 6);
     }
 
+    /// Plans are dealt ahead only as far as the job's steps reach (`job` has 10 steps), and
+    /// a plan dealt ahead is the one the run then gets.
+    #[test]
+    fn plans_are_dealt_ahead_only_as_far_as_the_steps_reach() {
+        crate::memo::prefetch::start_thread();
+        // A dataset length no other test uses, so its deals are this test's own.
+        let j = job(SamplerKind::Distributed, 1_009, 4, false);
+        let key = |epoch| PlanKey {
+            epoch,
+            world_size: 5,
+            off_by_one: false,
+        };
+        // Epochs of 51 batches from step 8 of 10: the next is reached, the one after not;
+        // from step 10 none is.
+        prefetch_ahead(&j, &[key(1), key(2)], 8, 51);
+        prefetch_ahead(&j, &[key(3)], 10, 51);
+        // The prefetch thread works in order: once a later request is done, so is every one
+        // before it (a dropped request fails here rather than being waited for).
+        let (done_tx, done_rx) = std::sync::mpsc::channel();
+        let marker = move || done_tx.send(()).unwrap();
+        assert!(crate::memo::prefetch::submit(marker));
+        done_rx.recv().unwrap();
+        assert!(is_dealt_or_dealing(&deal_key(&j, key(1))), "dealt ahead");
+        assert!(!is_dealt_or_dealing(&deal_key(&j, key(2))), "never reached");
+        assert!(
+            !is_dealt_or_dealing(&deal_key(&j, key(3))),
+            "from past the last step"
+        );
+        let ahead = shared_epoch_plan(&j, key(1), Vec::new).unwrap();
+        let fresh = epoch_plan(&j, key(1), Vec::new).unwrap();
+        assert_eq!(all_batches(&ahead, 5), all_batches(&fresh, 5));
+    }
+
     fn job(kind: SamplerKind, len: u64, batch_size: u64, drop_last: bool) -> JobConfig {
         JobConfig {
             steps: 10,
