@@ -45,16 +45,9 @@ impl<'a> DealSource<'a> {
             return Err(SamplerError::ZeroBatchSize);
         }
         match s.kind {
-            SamplerKind::Distributed => shared_deal(&DealKey {
-                len,
-                shuffle: s.shuffle,
-                seed: s.seed,
-                drop_last: s.drop_last,
-                batch_size: s.batch_size,
-                epoch,
-                world_size,
-                offset: 0,
-            }),
+            SamplerKind::Distributed => {
+                shared_deal(&DealKey::of_job(self.job, epoch, world_size, 0))
+            }
             SamplerKind::LoadBalancing => {
                 let all = self.complexities.get_or_init(|| {
                     complexities(

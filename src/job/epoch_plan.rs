@@ -138,8 +138,9 @@ pub struct PlanKey {
 }
 
 /// Builds the plan of `key.epoch` for a world of `key.world_size` ranks, calling
-/// `set_epoch(epoch)` on the sampler as training scripts do. `complexities` is needed only by
-/// the load-balancing sampler.
+/// `set_epoch(epoch)` on the sampler as training scripts do. A `DistributedSampler` plan is
+/// the sampler's shared deal, so every run in the process that asks for the same one gets
+/// the one already dealt. `complexities` is needed only by the load-balancing sampler.
 pub fn epoch_plan(
     job: &JobConfig,
     key: PlanKey,
@@ -147,7 +148,9 @@ pub fn epoch_plan(
 ) -> Result<EpochPlan, SamplerError> {
     let s = &job.sampler;
     if s.kind == SamplerKind::Distributed {
-        return distributed_plan(&deal_key(job, key));
+        return Ok(EpochPlan {
+            dealt: shared_deal(&deal_key(job, key))?,
+        });
     }
     let mut sampler = LoadBalancingSampler::new(
         complexities(),
@@ -166,38 +169,9 @@ pub fn epoch_plan(
     })
 }
 
-/// The deal a `DistributedSampler` plan of `plan` is: the dataset's length, the sampler's
-/// settings and `plan`, never the run seed (the complexities play no part in its deal).
+/// The deal a `DistributedSampler` plan of `plan` is (the sampler's shared one).
 fn deal_key(job: &JobConfig, plan: PlanKey) -> DealKey {
-    let s = &job.sampler;
-    DealKey {
-        len: job.dataset.len,
-        shuffle: s.shuffle,
-        seed: s.seed,
-        drop_last: s.drop_last,
-        batch_size: s.batch_size,
-        epoch: plan.epoch,
-        world_size: plan.world_size,
-        offset: u64::from(plan.off_by_one),
-    }
-}
-
-/// The plan of a `DistributedSampler`: the sampler's shared deal (`sampler::shared_deal`).
-fn distributed_plan(key: &DealKey) -> Result<EpochPlan, SamplerError> {
-    Ok(EpochPlan {
-        dealt: shared_deal(key)?,
-    })
-}
-
-/// [`epoch_plan`], shared: a `DistributedSampler` plan is a pure function of the dataset's
-/// length, the sampler's settings and `key`, so every run in the process that asks for the
-/// same one gets the one already dealt.
-pub fn shared_epoch_plan(
-    job: &JobConfig,
-    key: PlanKey,
-    complexities: impl FnOnce() -> Vec<i64>,
-) -> Result<Arc<EpochPlan>, SamplerError> {
-    epoch_plan(job, key, complexities).map(Arc::new)
+    DealKey::of_job(job, plan.epoch, plan.world_size, u64::from(plan.off_by_one))
 }
 
 /// Has the process's prefetch thread deal the `DistributedSampler` plan of `key` ahead of
@@ -298,7 +272,7 @@ mod tests {
             !is_dealt_or_dealing(&deal_key(&j, key(3))),
             "from past the last step"
         );
-        let ahead = shared_epoch_plan(&j, key(1), Vec::new).unwrap();
+        let ahead = epoch_plan(&j, key(1), Vec::new).unwrap();
         let fresh = epoch_plan(&j, key(1), Vec::new).unwrap();
         assert_eq!(all_batches(&ahead, 5), all_batches(&fresh, 5));
     }

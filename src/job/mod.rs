@@ -151,7 +151,7 @@ fn plan_for(env: &NodeEnv, key: PlanKey) -> Result<Arc<EpochPlan>, String> {
         });
         all.as_ref().clone()
     };
-    let plan = epoch_plan::shared_epoch_plan(job, key, complexities).map_err(|e| e.to_string())?;
+    let plan = Arc::new(epoch_plan::epoch_plan(job, key, complexities).map_err(|e| e.to_string())?);
     let mut plans = cache.plans.lock().expect("plans");
     while plans.len() >= PLANS_CACHED_MAX {
         let oldest = *plans.keys().next().expect("non-empty");

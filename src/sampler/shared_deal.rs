@@ -10,6 +10,7 @@
 use super::dealt_epoch::DealtEpoch;
 use super::{DistributedSampler, SamplerError};
 use crate::memo::Memo;
+use crate::scenario::model::JobConfig;
 use std::sync::Arc;
 
 /// Everything a `DistributedSampler` deal depends on.
@@ -28,6 +29,24 @@ pub struct DealKey {
     pub world_size: u64,
     /// Where each rank's stride starts past its rank: 0 but for a planted bug.
     pub offset: u64,
+}
+
+impl DealKey {
+    /// The deal of epoch `epoch` to `world_size` ranks of `job`'s dataset and sampler
+    /// settings, each rank's stride starting `offset` past its rank; never the run seed.
+    pub fn of_job(job: &JobConfig, epoch: u64, world_size: u64, offset: u64) -> Self {
+        let s = &job.sampler;
+        DealKey {
+            len: job.dataset.len,
+            shuffle: s.shuffle,
+            seed: s.seed,
+            drop_last: s.drop_last,
+            batch_size: s.batch_size,
+            epoch,
+            world_size,
+            offset,
+        }
+    }
 }
 
 /// Sample ids the process keeps in dealt epochs (8 bytes each: 64 MiB): a campaign's runs
