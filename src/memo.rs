@@ -134,6 +134,11 @@ impl<K: Ord + Clone, V> Memo<K, V> {
         Ok(value)
     }
 
+    /// The kept value of `key`, if any (counted as a use); never computed, nor waited for.
+    pub fn get(&self, key: &K) -> Option<Arc<V>> {
+        self.lock().hit(key)
+    }
+
     /// Whether `key` is kept or being computed (a prefetch of it would do nothing).
     pub fn has(&self, key: &K) -> bool {
         let entries = self.lock();

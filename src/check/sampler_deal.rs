@@ -6,8 +6,9 @@
 //! the same key, to this check or to a run).
 
 use crate::job::epoch_plan::{complexities, dataset_key};
-pub(super) use crate::sampler::dealt_epoch::DealtEpoch as Deal;
-use crate::sampler::shared_deal::{shared_deal, DealKey};
+use crate::sampler::dealt_epoch::DealtEpoch;
+pub(super) use crate::sampler::shared_deal::KeptEpoch as Deal;
+use crate::sampler::shared_deal::{kept_epoch, DealKey};
 use crate::sampler::{LoadBalancingSampler, RankLists, SamplerError};
 use crate::scenario::model::{JobConfig, SamplerKind};
 use std::collections::BTreeMap;
@@ -37,7 +38,8 @@ impl<'a> DealSource<'a> {
     /// `epoch` dealt to `world_size` ranks, as `set_epoch(epoch)` on every rank's sampler.
     /// A `DistributedSampler` deal is the sampler's, shared by every run and check in the
     /// process that asks for it (`sampler::shared_deal`): the key is the checker's own,
-    /// made from the scenario and the trace.
+    /// made from the scenario and the trace. It comes as the process keeps it, its ids
+    /// dealt again only if a digest or count that no run computed needs them.
     fn deal(&self, epoch: u64, world_size: u64) -> Result<Arc<Deal>, SamplerError> {
         let s = &self.job.sampler;
         let len = self.job.dataset.len;
@@ -46,7 +48,7 @@ impl<'a> DealSource<'a> {
         }
         match s.kind {
             SamplerKind::Distributed => {
-                shared_deal(&DealKey::of_job(self.job, epoch, world_size, 0))
+                kept_epoch(&DealKey::of_job(self.job, epoch, world_size, 0)).map(Arc::new)
             }
             SamplerKind::LoadBalancing => {
                 let all = self.complexities.get_or_init(|| {
@@ -67,7 +69,8 @@ impl<'a> DealSource<'a> {
                 )?;
                 sampler.set_epoch(epoch);
                 let lists = RankLists::from_lists(&sampler.indices_all_ranks()?);
-                Ok(Arc::new(Deal::new(lists, sampler.len(), s.batch_size)))
+                let dealt = DealtEpoch::new(lists, sampler.len(), s.batch_size);
+                Ok(Arc::new(Deal::of_dealt(Arc::new(dealt))))
             }
         }
     }
@@ -123,21 +126,29 @@ mod tests {
         for rank in 0..4 {
             let mut got = Vec::new();
             for batch in 0..deal.batches() {
-                got.extend_from_slice(deal.batch(rank, batch));
+                got.extend_from_slice(deal.dealt().batch(rank, batch));
             }
             let mut sampler = DistributedSampler::new(10, 4, rank, true, s.job.sampler.seed, false)
                 .expect("a valid rank");
             sampler.set_epoch(3);
             assert_eq!(got, sampler.indices().unwrap(), "rank {rank}");
         }
-        assert!(deal.batch(4, 0).is_empty(), "no rank 4 in a world of 4");
-        assert!(deal.batch(0, 2).is_empty(), "no batch past the last");
+        assert!(
+            deal.dealt().batch(4, 0).is_empty(),
+            "no rank 4 in a world of 4"
+        );
+        assert_eq!(deal.batch_len(4, 0), 0);
+        assert!(
+            deal.dealt().batch(0, 2).is_empty(),
+            "no batch past the last"
+        );
+        assert_eq!(deal.batch_len(0, 2), 0);
     }
 
     /// torch's strided deal of a padded `order`, cut into batches of `batch_size`.
-    fn strided(order: &[u64], world_size: u64, num_samples: u64, batch_size: u64) -> Deal {
+    fn strided(order: &[u64], world_size: u64, num_samples: u64, batch_size: u64) -> DealtEpoch {
         let lists = RankLists::strided(order, world_size, 0, num_samples);
-        Deal::new(lists, num_samples, batch_size)
+        DealtEpoch::new(lists, num_samples, batch_size)
     }
 
     #[test]
@@ -182,7 +193,7 @@ mod tests {
         sampler.set_epoch(2);
         for (rank, want) in (0..).zip(sampler.indices_all_ranks().unwrap()) {
             let got: Vec<u64> = (0..deal.batches())
-                .flat_map(|b| deal.batch(rank, b).to_vec())
+                .flat_map(|b| deal.dealt().batch(rank, b).to_vec())
                 .collect();
             assert_eq!(got, want, "rank {rank}");
         }

@@ -222,7 +222,7 @@ impl Judging<'_, '_, '_, '_, '_> {
         }
         // The walk kept only steps whose ranks lie inside their world.
         let ranks = t.first_rank..t.first_rank + u64::from(t.ranks);
-        let lens = ranks.map(|rank| (rank, deal.batch(rank, t.batch).len() as u64));
+        let lens = ranks.map(|rank| (rank, deal.batch_len(rank, t.batch)));
         let count: u64 = lens.clone().map(|(_, len)| len).sum();
         let digest = deal.digest(t.first_rank, t.ranks, t.batch);
         let tally = self
@@ -276,7 +276,7 @@ struct Dealt {
 fn judge_epoch(scenario: &Scenario, t: &PairTally) -> Vec<(CoverageKind, String)> {
     let len = scenario.job.dataset.len;
     let sampler = &scenario.job.sampler;
-    let world_size = t.dealt().world_size();
+    let world_size = t.epoch().world_size();
     let mut wrong = Vec::new();
     let (num_samples, total_size) = samples_per_rank(len, world_size, sampler.drop_last);
     let expected_per_rank =

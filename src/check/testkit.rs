@@ -173,7 +173,7 @@ pub fn dealt_step(
     let mut dealer = super::sampler_deal::Dealer::new(&source);
     let deal = dealer.deal(epoch, on.world_size).expect("a dealable epoch");
     let batches: Vec<Vec<u64>> = (on.first_rank..on.first_rank + u64::from(on.ranks))
-        .map(|rank| deal.batch(rank, batch).to_vec())
+        .map(|rank| deal.dealt().batch(rank, batch).to_vec())
         .collect();
     EventKind::Step {
         pid,

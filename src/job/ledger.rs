@@ -9,6 +9,7 @@
 //! per open epoch, at most `OPEN_EPOCHS_MAX` open at once (the oldest is dropped first).
 
 use crate::sampler::dealt_epoch::{DealtEpoch, PairTally};
+use crate::sampler::shared_deal::KeptEpoch;
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
@@ -58,7 +59,10 @@ impl SampleLedger {
             self.open.remove(&oldest);
         }
         let tally = Tally {
-            pairs: PairTally::new(plan, first_batch),
+            pairs: PairTally::new(
+                &Arc::new(KeptEpoch::of_dealt(Arc::clone(plan))),
+                first_batch,
+            ),
             nodes_done: BTreeSet::new(),
         };
         self.open.insert((round, epoch), tally);
@@ -112,7 +116,7 @@ impl SampleLedger {
         Some(EpochCoverage {
             round,
             epoch,
-            world_size: t.dealt().world_size(),
+            world_size: t.epoch().world_size(),
             first_batch: t.first_batch,
             samples: t.samples,
             distinct: t.distinct(),

@@ -1,57 +1,63 @@
 //! One epoch dealt to a world of ranks and cut into batches as a `DataLoader` does, with
-//! what is derived from it kept beside it; and a group's tally of which of its batches
-//! were trained. The job's epoch plans and the checker's deals are both one of these, dealt
-//! by the sampler for the key each names (`shared_deal`).
+//! what is derived from it kept beside it (`epoch_facts`); and a group's tally of which of
+//! its batches were trained. The job's epoch plans and the checker's deals are both one of
+//! these, dealt by the sampler for the key each names (`shared_deal`).
 //!
 //! Pure: no clock, no I/O. A dealt epoch is shared by every run of the process that deals
 //! the same one (`crate::memo`), so what it derives (a batch's digest, an epoch's distinct
 //! samples) is computed once for all of them.
 
+use super::epoch_facts::EpochFacts;
+use super::shared_deal::KeptEpoch;
 use super::RankLists;
+use crate::trace::digest::samples_digests_x4;
 use crate::trace::samples_digest;
-use std::collections::BTreeMap;
-use std::sync::{Arc, Mutex};
-
-/// Batch digests a dealt epoch keeps (about 50 bytes each): every node's every batch of a
-/// fuzz case's epoch (8 nodes of 100 000 samples in batches of 32) fits, and the epochs a
-/// process keeps add at most a few MiB.
-const DIGESTS_KEPT_MAX: usize = 8_192;
+use std::sync::Arc;
 
 /// One epoch dealt to a world of ranks, each rank's samples side by side so a batch is a
 /// slice: dealt once, read by every step of the epoch without copying.
 #[derive(Debug)]
 pub struct DealtEpoch {
     lists: RankLists,
-    /// Samples per rank (torch's `num_samples`).
-    num_samples: u64,
-    batch_size: u64,
-    /// What the runs sharing this epoch computed from it.
-    derived: Derived,
-}
-
-/// Pure functions of a dealt epoch, kept with it.
-#[derive(Debug, Default)]
-struct Derived {
-    /// By (first rank, ranks, batch): the digest of those ranks' batch.
-    digests: Mutex<BTreeMap<(u64, u32, u64), u64>>,
-    /// By first batch: distinct ids in every rank's batches from it to the last.
-    distinct_from: Mutex<BTreeMap<u64, u64>>,
+    /// Its shape, and what the runs sharing this epoch computed from it; kept by the
+    /// process after the ids are let go (`shared_deal`).
+    facts: Arc<EpochFacts>,
 }
 
 impl DealtEpoch {
     /// `lists` cut into batches of `batch_size`, `num_samples` per rank.
     pub fn new(lists: RankLists, num_samples: u64, batch_size: u64) -> Self {
-        DealtEpoch {
-            lists,
-            num_samples,
-            batch_size,
-            derived: Derived::default(),
-        }
+        let facts = Arc::new(EpochFacts::of(&lists, num_samples, batch_size));
+        DealtEpoch { lists, facts }
+    }
+
+    /// `lists`, cut as [`DealtEpoch::new`] cuts them, with the facts kept from an earlier
+    /// deal of the same epoch.
+    ///
+    /// # Panics
+    /// If the facts describe another shape: a deal is a pure function of its key, so the
+    /// same key dealt again has the same shape.
+    pub fn with_facts(
+        lists: RankLists,
+        num_samples: u64,
+        batch_size: u64,
+        facts: Arc<EpochFacts>,
+    ) -> Self {
+        assert!(
+            facts.describe(&lists, num_samples, batch_size),
+            "the kept facts of an epoch describe another shape than its deal"
+        );
+        DealtEpoch { lists, facts }
+    }
+
+    /// Its shape and what was computed from it.
+    pub fn facts(&self) -> &Arc<EpochFacts> {
+        &self.facts
     }
 
     /// Batches per rank: the last one may be short, as a `DataLoader` keeps it.
     pub fn batches(&self) -> u64 {
-        self.num_samples.div_ceil(self.batch_size.max(1))
+        self.facts.batches()
     }
 
     /// Ranks in the world dealt to.
@@ -61,46 +67,51 @@ impl DealtEpoch {
 
     /// How many leading batches of the epoch are full (`batch_size` samples) for every rank.
     pub fn full_batches(&self) -> u64 {
-        let shortest = self.lists.shortest() as u64;
-        shortest.min(self.num_samples) / self.batch_size.max(1)
+        self.facts.full_batches()
     }
 
     /// The ids of `rank`'s batch `batch`; none for a rank outside the world or a batch past
     /// the last.
     pub fn batch(&self, rank: u64, batch: u64) -> &[u64] {
-        let first = batch.saturating_mul(self.batch_size);
-        self.samples(rank, first, first.saturating_add(self.batch_size))
+        &self.lists.rank(rank)[self.facts.batch_places(rank, batch)]
     }
 
     /// `rank`'s samples from place `first` to before `end`, both cut to the rank's
     /// `num_samples` and to its list (a mutant's shifted stride leaves the last ranks short).
     fn samples(&self, rank: u64, first: u64, end: u64) -> &[u64] {
-        let list = self.lists.rank(rank);
-        let end = (end.min(self.num_samples) as usize).min(list.len());
-        &list[(first as usize).min(end)..end]
+        &self.lists.rank(rank)[self.facts.places(rank, first, end)]
     }
 
     /// The digest of batch `batch` of ranks `first_rank..first_rank + ranks`, in rank order
     /// (what a node whose ranks those are trains on in that step).
     pub fn digest(&self, first_rank: u64, ranks: u32, batch: u64) -> u64 {
-        let key = (first_rank, ranks, batch);
-        kept(&self.derived.digests, key, DIGESTS_KEPT_MAX, || {
-            samples_digest(
-                (first_rank..first_rank + u64::from(ranks)).map(|r| self.batch(r, batch)),
-            )
+        self.facts.digest(first_rank, ranks, batch, || {
+            let span = u64::from(ranks);
+            let last_end = first_rank.saturating_add(span.saturating_mul(4));
+            if span == 0 || last_end > self.world_size() {
+                let ranks = first_rank..first_rank.saturating_add(span);
+                return samples_digest(ranks.map(|r| self.batch(r, batch)));
+            }
+            // The three nodes after this one, if they hold as many ranks, train on the same
+            // batch: their digests come along at little cost (four chains of multiplies
+            // at once), and are kept for them.
+            let first_of = |node: usize| first_rank + node as u64 * span;
+            let digests =
+                samples_digests_x4(span, |node, rank| self.batch(first_of(node) + rank, batch));
+            for (node, &digest) in digests.iter().enumerate().skip(1) {
+                self.facts.digest(first_of(node), ranks, batch, || digest);
+            }
+            digests[0]
         })
     }
 
     /// How many distinct ids every rank's batches from `first_batch` on hold together.
     pub fn distinct_from(&self, first_batch: u64) -> u64 {
-        // At most one entry per batch the epoch can start from.
-        let kept_max = usize::try_from(self.batches()).unwrap_or(usize::MAX);
-        kept(&self.derived.distinct_from, first_batch, kept_max, || {
+        self.facts.distinct_from(first_batch, || {
             // A rank's batches from `first_batch` to the last are one slice of its list.
-            let first = first_batch.saturating_mul(self.batch_size);
-            distinct_ids(
-                (0..self.world_size()).map(|rank| self.samples(rank, first, self.num_samples)),
-            )
+            let first = first_batch.saturating_mul(self.facts.batch_size());
+            let num_samples = self.facts.num_samples();
+            distinct_ids((0..self.world_size()).map(|rank| self.samples(rank, first, num_samples)))
         })
     }
 }
@@ -112,7 +123,7 @@ impl DealtEpoch {
 pub struct PairTally {
     /// The batch the group started the epoch at (non-zero when resumed mid-epoch).
     pub first_batch: u64,
-    dealt: Arc<DealtEpoch>,
+    epoch: Arc<KeptEpoch>,
     /// One bit per (rank, batch) trained, rank-major.
     trained: Vec<u64>,
     /// Samples taken, repeats counted.
@@ -122,13 +133,13 @@ pub struct PairTally {
 }
 
 impl PairTally {
-    /// Nothing trained yet of `dealt`, from `first_batch` on.
-    pub fn new(dealt: &Arc<DealtEpoch>, first_batch: u64) -> Self {
-        let world_size = dealt.world_size();
-        let pairs = world_size.saturating_mul(dealt.batches());
+    /// Nothing trained yet of `epoch`, from `first_batch` on.
+    pub fn new(epoch: &Arc<KeptEpoch>, first_batch: u64) -> Self {
+        let world_size = epoch.world_size();
+        let pairs = world_size.saturating_mul(epoch.batches());
         PairTally {
             first_batch,
-            dealt: Arc::clone(dealt),
+            epoch: Arc::clone(epoch),
             trained: vec![0; pairs.div_ceil(64) as usize],
             samples: 0,
             per_rank: vec![None; world_size as usize],
@@ -136,20 +147,20 @@ impl PairTally {
     }
 
     /// The epoch tallied.
-    pub fn dealt(&self) -> &Arc<DealtEpoch> {
-        &self.dealt
+    pub fn epoch(&self) -> &Arc<KeptEpoch> {
+        &self.epoch
     }
 
     /// Where (word, bit) the pair (`rank`, `batch`) is kept.
     fn pair_bit(&self, rank: u64, batch: u64) -> (usize, u64) {
-        let pair = rank * self.dealt.batches() + batch;
+        let pair = rank * self.epoch.batches() + batch;
         ((pair / 64) as usize, 1u64 << (pair % 64))
     }
 
     /// `rank` trained on batch `batch`, of `len` samples. A rank outside the world counts
     /// its samples only.
     pub fn add(&mut self, rank: u64, batch: u64, len: u64) {
-        if rank < self.dealt.world_size() && batch < self.dealt.batches() {
+        if rank < self.epoch.world_size() && batch < self.epoch.batches() {
             let (word, bit) = self.pair_bit(rank, batch);
             self.trained[word] |= bit;
         }
@@ -166,9 +177,10 @@ impl PairTally {
 
     /// Distinct samples the ranks trained on. When they took every batch from the first
     /// on and nothing before it (a whole epoch, the usual case) that is the epoch's own
-    /// count, computed once for every run sharing it; else counted id by id.
+    /// count, computed once for every run sharing it; else counted id by id (from the
+    /// epoch dealt again if the process let its ids go).
     pub fn distinct(&self) -> u64 {
-        let (world_size, batches) = (self.dealt.world_size(), self.dealt.batches());
+        let (world_size, batches) = (self.epoch.world_size(), self.epoch.batches());
         let is_trained = |rank: u64, batch: u64| {
             let (word, bit) = self.pair_bit(rank, batch);
             self.trained[word] & bit != 0
@@ -176,11 +188,12 @@ impl PairTally {
         let whole = (0..world_size)
             .all(|rank| (0..batches).all(|b| is_trained(rank, b) == (b >= self.first_batch)));
         if whole {
-            return self.dealt.distinct_from(self.first_batch);
+            return self.epoch.distinct_from(self.first_batch);
         }
+        let dealt = self.epoch.dealt();
         let pairs = (0..world_size).flat_map(|rank| (0..batches).map(move |b| (rank, b)));
         let taken = pairs.filter(|&(rank, batch)| is_trained(rank, batch));
-        distinct_ids(taken.map(|(rank, batch)| self.dealt.batch(rank, batch)))
+        distinct_ids(taken.map(|(rank, batch)| dealt.batch(rank, batch)))
     }
 }
 
@@ -198,30 +211,6 @@ pub fn distinct_ids<'a>(batches: impl Iterator<Item = &'a [u64]>) -> u64 {
         }
     }
     seen.iter().map(|word| u64::from(word.count_ones())).sum()
-}
-
-/// The value of `key` in a memo of pure results: the kept one, or `compute`'s, kept while
-/// the memo holds fewer than `kept_max`. A panic elsewhere cannot leave the memo
-/// half-written, so a poisoned lock is taken as it is.
-fn kept<K: Ord, V: Copy>(
-    memo: &Mutex<BTreeMap<K, V>>,
-    key: K,
-    kept_max: usize,
-    compute: impl FnOnce() -> V,
-) -> V {
-    let lock = || {
-        memo.lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-    };
-    if let Some(&value) = lock().get(&key) {
-        return value;
-    }
-    let value = compute();
-    let mut known = lock();
-    if known.len() < kept_max {
-        known.insert(key, value);
-    }
-    value
 }
 
 #[cfg(test)]
@@ -264,8 +253,9 @@ mod tests {
         // 10 samples padded to 12 over 4 ranks, batches of 2: ids 0 and 1 dealt twice.
         let order: Vec<u64> = (0..10).chain(0..2).collect();
         let dealt = Arc::new(strided(&order, 4, 3, 2));
-        let mut whole = PairTally::new(&dealt, 0);
-        let mut part = PairTally::new(&dealt, 1);
+        let epoch = Arc::new(KeptEpoch::of_dealt(Arc::clone(&dealt)));
+        let mut whole = PairTally::new(&epoch, 0);
+        let mut part = PairTally::new(&epoch, 1);
         for rank in 0..4 {
             for batch in 0..dealt.batches() {
                 let len = dealt.batch(rank, batch).len() as u64;

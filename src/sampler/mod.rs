@@ -5,6 +5,7 @@
 
 pub mod dealt_epoch;
 pub mod distributed;
+pub mod epoch_facts;
 pub mod load_balancing;
 pub mod rank_lists;
 pub mod shared_deal;

@@ -6,12 +6,19 @@
 //! key of its own making: the job from its state (its world, the epoch its script set, a
 //! planted bug's stride), the checker from the scenario and the trace. Neither can hand the
 //! other a deal: the deal is this module's, computed from the key alone.
+//!
+//! The process keeps two things per epoch, each bounded: the deal (every rank's ids, the
+//! heavy part) of the most recent few dozen, and the facts (`EpochFacts`: the shape, and
+//! the digests and counts computed from the ids) of many more. A check of a long run finds
+//! the facts of nearly every epoch its run dealt, and deals an epoch again only for what
+//! no run computed.
 
 use super::dealt_epoch::DealtEpoch;
+use super::epoch_facts::EpochFacts;
 use super::{DistributedSampler, SamplerError};
 use crate::memo::Memo;
 use crate::scenario::model::JobConfig;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 /// Everything a `DistributedSampler` deal depends on.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -55,10 +62,97 @@ const DEAL_IDS_MAX: usize = 8 << 20;
 
 static DEALS: Memo<DealKey, DealtEpoch> = Memo::new(DEAL_IDS_MAX);
 
+/// Slots ([`EpochFacts::weight`]) the process keeps in epochs' facts: about 50 bytes each
+/// when filled, so at most about 150 MiB, and a few MiB in practice (the 534 epochs of a
+/// 64 × 8 run of 100 000 samples weigh 2.2 million slots, of which digests fill a tenth).
+const FACT_SLOTS_MAX: usize = 3 << 20;
+
+static FACTS: Memo<DealKey, EpochFacts> = Memo::new(FACT_SLOTS_MAX);
+
 /// The epoch `key` names, dealt to every rank: the kept one, the one another thread is
 /// dealing (waited for), or dealt now.
 pub fn shared_deal(key: &DealKey) -> Result<Arc<DealtEpoch>, SamplerError> {
     DEALS.get_or_compute(key, deal_ids(key), || deal(key))
+}
+
+/// The epoch `key` names as the process keeps it: its facts, with its ids dealt only when
+/// something not yet computed needs them.
+pub fn kept_epoch(key: &DealKey) -> Result<KeptEpoch, SamplerError> {
+    match FACTS.get(key) {
+        Some(facts) => Ok(KeptEpoch {
+            facts,
+            key: Some(*key),
+            dealt: OnceLock::new(),
+        }),
+        None => Ok(KeptEpoch::of_dealt(shared_deal(key)?)),
+    }
+}
+
+/// An epoch the sampler dealt: its facts, and its ids (dealt again from its key if the
+/// process let them go, when a digest or count no run computed needs them).
+#[derive(Debug)]
+pub struct KeptEpoch {
+    facts: Arc<EpochFacts>,
+    /// What deals it again; `None` when its deal is at hand.
+    key: Option<DealKey>,
+    dealt: OnceLock<Arc<DealtEpoch>>,
+}
+
+impl KeptEpoch {
+    /// An epoch already dealt.
+    pub fn of_dealt(dealt: Arc<DealtEpoch>) -> Self {
+        KeptEpoch {
+            facts: Arc::clone(dealt.facts()),
+            key: None,
+            dealt: OnceLock::from(dealt),
+        }
+    }
+
+    /// The epoch's ids, dealt again if they are not at hand.
+    ///
+    /// # Panics
+    /// If dealing its key fails: its facts were kept from a deal of that very key, and a
+    /// deal is a pure function of its key.
+    pub fn dealt(&self) -> &Arc<DealtEpoch> {
+        self.dealt.get_or_init(|| {
+            let key = self.key.expect("an epoch without its deal has its key");
+            shared_deal(&key).unwrap_or_else(|e| {
+                panic!("the epoch {key:?} was dealt before and now fails to deal: {e}")
+            })
+        })
+    }
+
+    /// Batches per rank.
+    pub fn batches(&self) -> u64 {
+        self.facts.batches()
+    }
+
+    /// Ranks in the world dealt to.
+    pub fn world_size(&self) -> u64 {
+        self.facts.world_size()
+    }
+
+    /// How many ids `rank`'s batch `batch` holds.
+    pub fn batch_len(&self, rank: u64, batch: u64) -> u64 {
+        self.facts.batch_len(rank, batch)
+    }
+
+    /// The digest of batch `batch` of ranks `first_rank..first_rank + ranks`: kept, or
+    /// computed from the ids.
+    pub fn digest(&self, first_rank: u64, ranks: u32, batch: u64) -> u64 {
+        match self.facts.kept_digest(first_rank, ranks, batch) {
+            Some(digest) => digest,
+            None => self.dealt().digest(first_rank, ranks, batch),
+        }
+    }
+
+    /// Distinct ids of every rank's batches from `first_batch` on: kept, or counted.
+    pub fn distinct_from(&self, first_batch: u64) -> u64 {
+        match self.facts.kept_distinct_from(first_batch) {
+            Some(distinct) => distinct,
+            None => self.dealt().distinct_from(first_batch),
+        }
+    }
 }
 
 /// Whether the epoch `key` names is kept or being dealt.
@@ -77,7 +171,20 @@ fn deal(key: &DealKey) -> Result<DealtEpoch, SamplerError> {
     )?;
     sampler.set_epoch(key.epoch);
     let lists = sampler.deal_all_ranks(key.offset)?;
-    Ok(DealtEpoch::new(lists, sampler.len(), key.batch_size))
+    eprintln!("DEALCOUNT {:?}", std::thread::current().name());
+    let (num_samples, batch_size) = (sampler.len(), key.batch_size);
+    // Dealt again after its ids were let go, an epoch keeps what was computed from them.
+    let batches = num_samples.div_ceil(batch_size.max(1));
+    let weight = EpochFacts::weight(key.world_size, batches);
+    let facts = FACTS.get_or_compute(key, weight, || {
+        Ok::<_, SamplerError>(EpochFacts::of(&lists, num_samples, batch_size))
+    })?;
+    Ok(DealtEpoch::with_facts(
+        lists,
+        num_samples,
+        batch_size,
+        facts,
+    ))
 }
 
 /// The weight a deal is kept at: its sample ids.
@@ -121,5 +228,46 @@ mod tests {
             dealt.batch(0, 0),
             "another stride is another deal"
         );
+    }
+
+    #[test]
+    fn a_kept_epoch_answers_from_its_facts_and_deals_only_for_what_they_lack() {
+        // Seed 4 and epoch 9: a key no other test of the process deals.
+        let key = DealKey {
+            seed: 4,
+            ..key(9, 0)
+        };
+        let dealt = deal(&key).unwrap();
+        let facts = Arc::clone(dealt.facts());
+        // A digest the facts hold is read back as kept, ids or not.
+        facts.digest(0, 2, 0, || 77);
+        let husk = KeptEpoch {
+            facts,
+            key: Some(key),
+            dealt: OnceLock::new(),
+        };
+        assert_eq!(husk.digest(0, 2, 0), 77, "read from the facts");
+        assert!(husk.dealt.get().is_none(), "nothing dealt for it");
+        assert_eq!((husk.batches(), husk.world_size()), (2, 4));
+        assert_eq!(husk.batch_len(3, 1), dealt.batch(3, 1).len() as u64);
+        // One they lack is computed from the epoch dealt again.
+        assert_eq!(husk.digest(1, 1, 1), dealt.digest(1, 1, 1));
+        assert!(husk.dealt.get().is_some(), "dealt again for it");
+        assert_eq!(husk.distinct_from(0), dealt.distinct_from(0));
+        assert_eq!(husk.dealt().batch(2, 0), dealt.batch(2, 0));
+    }
+
+    #[test]
+    fn an_epoch_dealt_again_keeps_the_facts_of_its_first_deal() {
+        let key = DealKey {
+            seed: 5,
+            ..key(9, 0)
+        };
+        let first = shared_deal(&key).unwrap();
+        first.digest(0, 1, 0);
+        let again = deal(&key).unwrap();
+        assert!(Arc::ptr_eq(first.facts(), again.facts()));
+        let kept = kept_epoch(&key).unwrap();
+        assert_eq!(kept.facts.kept_digest(0, 1, 0), Some(first.digest(0, 1, 0)));
     }
 }

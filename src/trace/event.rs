@@ -133,12 +133,12 @@ pub struct TrainedOn {
     pub world_size: u64,
     pub first_rank: u64,
     pub ranks: u32,
-    /// [`samples_digest`] of the node's batches, local rank 0 first.
+    /// [`samples_digest`](super::samples_digest) of the node's batches, local rank 0 first.
     pub samples_digest: u64,
 }
 
 /// The steps of a run after its first, as one `Step` event records them: each step's
-/// [`samples_digest`] in order, and the time between consecutive steps' ends (a run is
+/// [`samples_digest`](super::samples_digest) in order, and the time between consecutive steps' ends (a run is
 /// recorded in pieces of evenly spaced steps). Empty for a single step.
 #[derive(Debug, Clone, PartialEq, Eq, Default, Serialize)]
 pub struct StepRun {
@@ -166,36 +166,6 @@ pub struct StepView {
     pub at: SimInstant,
     pub step: u64,
     pub trained: TrainedOn,
-}
-
-/// A digest of the batches a node's ranks trained on in one step, in local rank order:
-/// order-sensitive, and a batch's length is folded in so that ids cannot slide from one rank
-/// to the next unnoticed. Not cryptographic: it tells a job's slip from the sampler's deal.
-/// Each id costs one multiply (the job digests every sample it trains on, and the checker
-/// digests its own deal again), and one full mix at the end spreads every bit.
-pub fn samples_digest<'a>(batches: impl IntoIterator<Item = &'a [u64]>) -> u64 {
-    let mut digest = 0x243f_6a88_85a3_08d3u64;
-    for batch in batches {
-        digest = fold(digest, batch.len() as u64);
-        for &id in batch {
-            digest = fold(digest, id);
-        }
-    }
-    mix(digest)
-}
-
-/// One word into the running digest: a rotate, an xor and an odd multiply (FxHash's step),
-/// so a word's position changes what it contributes.
-fn fold(digest: u64, word: u64) -> u64 {
-    (digest.rotate_left(5) ^ word).wrapping_mul(0x517c_c1b7_2722_0a95)
-}
-
-/// splitmix64's finalizer: every input bit reaches every output bit.
-fn mix(mut z: u64) -> u64 {
-    z = z.wrapping_add(0x9e37_79b9_7f4a_7c15);
-    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-    z ^ (z >> 31)
 }
 
 /// What happened.
@@ -542,42 +512,5 @@ mod tests {
         );
         assert_eq!(fault.type_name(), "fault_applied");
         assert_eq!(EventKind::StoreStarted.type_name(), "store_started");
-    }
-
-    #[test]
-    fn the_digest_tells_order_rank_boundaries_and_ids_apart() {
-        let d = |batches: &[&[u64]]| samples_digest(batches.iter().copied());
-        let base = d(&[&[1, 2], &[3]]);
-        assert_eq!(base, d(&[&[1, 2], &[3]]));
-        assert_ne!(base, d(&[&[2, 1], &[3]]), "order");
-        assert_ne!(base, d(&[&[1], &[2, 3]]), "rank boundary");
-        assert_ne!(base, d(&[&[1, 2], &[4]]), "ids");
-        assert_ne!(d(&[&[], &[]]), d(&[&[]]), "empty batches still count");
-    }
-
-    #[test]
-    fn the_digest_tells_every_swap_and_every_changed_id_of_a_step_apart() {
-        let ranks: Vec<Vec<u64>> = (0..8u64)
-            .map(|r| (0..32).map(|k| r * 1_000 + k * 7).collect())
-            .collect();
-        let digest = |ranks: &[Vec<u64>]| samples_digest(ranks.iter().map(Vec::as_slice));
-        let base = digest(&ranks);
-        let mut seen = std::collections::BTreeSet::from([base]);
-        for r in 0..ranks.len() {
-            for k in 0..ranks[r].len() {
-                let mut changed = ranks.clone();
-                changed[r][k] += 1;
-                assert!(seen.insert(digest(&changed)), "id {k} of rank {r} changed");
-                if k + 1 < ranks[r].len() {
-                    let mut swapped = ranks.clone();
-                    swapped[r].swap(k, k + 1);
-                    assert!(
-                        seen.insert(digest(&swapped)),
-                        "ids {k}, {} of rank {r}",
-                        k + 1
-                    );
-                }
-            }
-        }
     }
 }

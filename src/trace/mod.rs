@@ -2,13 +2,15 @@
 //! Chrome/Perfetto export.
 
 pub mod buffer_events;
+pub mod digest;
 pub mod event;
 pub mod node;
 pub mod perfetto;
 
+pub use digest::samples_digest;
 pub use event::{
-    samples_digest, AgentState, Event, EventKind, ExitReason, RendezvousErrorKind, StepRun,
-    StepView, TrainedOn, WorkerGroupState,
+    AgentState, Event, EventKind, ExitReason, RendezvousErrorKind, StepRun, StepView, TrainedOn,
+    WorkerGroupState,
 };
 pub use node::TraceNode;
 

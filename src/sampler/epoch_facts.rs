@@ -1,0 +1,209 @@
+//! What a dealt epoch's shape and ids give without the ids themselves: each rank's share,
+//! the batches, and the batch digests and distinct counts computed from the ids while they
+//! were at hand. Small beside the ids (a few kB against 800 kB for 100 000 samples), so the
+//! process keeps the facts of many more epochs than it keeps deals (`shared_deal`), and a
+//! check of a long run judges its steps from them without dealing its epochs again.
+//!
+//! Pure: no clock, no I/O. Only values computed from the ids are kept, so a fact read back
+//! is exactly what computing it again would give.
+
+use super::RankLists;
+use std::collections::BTreeMap;
+use std::sync::Mutex;
+
+/// Batch digests one epoch's facts keep (about 50 bytes each): every node's every batch of
+/// a fuzz case's epoch (8 nodes of 100 000 samples in batches of 32) fits.
+pub const DIGESTS_KEPT_MAX: usize = 8_192;
+
+/// One dealt epoch's shape, and what was computed from its ids.
+#[derive(Debug)]
+pub struct EpochFacts {
+    /// Samples per rank (torch's `num_samples`).
+    num_samples: u64,
+    batch_size: u64,
+    /// How many ids each rank's list holds (all `num_samples` but for a mutant's shifted
+    /// stride, which leaves the last ranks short).
+    rank_lens: Vec<u64>,
+    /// By (first rank, ranks, batch): the digest of those ranks' batch.
+    digests: Mutex<BTreeMap<(u64, u32, u64), u64>>,
+    /// By first batch: distinct ids in every rank's batches from it to the last.
+    distinct_from: Mutex<BTreeMap<u64, u64>>,
+}
+
+impl EpochFacts {
+    /// The shape of `lists` cut into batches of `batch_size`, `num_samples` per rank; nothing
+    /// computed yet.
+    pub fn of(lists: &RankLists, num_samples: u64, batch_size: u64) -> Self {
+        let rank_lens = (0..lists.world_size())
+            .map(|rank| lists.rank(rank).len() as u64)
+            .collect();
+        EpochFacts {
+            num_samples,
+            batch_size,
+            rank_lens,
+            digests: Mutex::default(),
+            distinct_from: Mutex::default(),
+        }
+    }
+
+    /// How much the facts of an epoch of `world_size` ranks and `batches` batches weigh in
+    /// a memo, at most: a slot per rank's share, per batch's distinct count and per digest
+    /// they may keep.
+    pub fn weight(world_size: u64, batches: u64) -> usize {
+        let digests = world_size
+            .saturating_mul(batches)
+            .min(DIGESTS_KEPT_MAX as u64);
+        let slots = world_size.saturating_add(batches).saturating_add(digests);
+        usize::try_from(slots).unwrap_or(usize::MAX)
+    }
+
+    /// Whether `lists` has the shape these facts describe.
+    pub fn describe(&self, lists: &RankLists, num_samples: u64, batch_size: u64) -> bool {
+        (self.num_samples, self.batch_size) == (num_samples, batch_size)
+            && self.world_size() == lists.world_size()
+            && (0..lists.world_size())
+                .all(|rank| lists.rank(rank).len() as u64 == self.rank_lens[rank as usize])
+    }
+
+    /// Samples per rank (torch's `num_samples`).
+    pub fn num_samples(&self) -> u64 {
+        self.num_samples
+    }
+
+    /// Samples per batch.
+    pub fn batch_size(&self) -> u64 {
+        self.batch_size
+    }
+
+    /// Batches per rank: the last one may be short, as a `DataLoader` keeps it.
+    pub fn batches(&self) -> u64 {
+        self.num_samples.div_ceil(self.batch_size.max(1))
+    }
+
+    /// Ranks in the world dealt to.
+    pub fn world_size(&self) -> u64 {
+        self.rank_lens.len() as u64
+    }
+
+    /// How many leading batches of the epoch are full (`batch_size` samples) for every rank.
+    pub fn full_batches(&self) -> u64 {
+        let shortest = self.rank_lens.iter().copied().min().unwrap_or(0);
+        shortest.min(self.num_samples) / self.batch_size.max(1)
+    }
+
+    /// Where `rank`'s samples from place `first` to before `end` lie in its list: both cut
+    /// to the rank's `num_samples` and to its list. Empty for a rank outside the world.
+    pub fn places(&self, rank: u64, first: u64, end: u64) -> std::ops::Range<usize> {
+        let len = self.rank_lens.get(rank as usize).copied().unwrap_or(0);
+        let end = end.min(self.num_samples).min(len) as usize;
+        (first as usize).min(end)..end
+    }
+
+    /// Where `rank`'s batch `batch` lies in its list.
+    pub fn batch_places(&self, rank: u64, batch: u64) -> std::ops::Range<usize> {
+        let first = batch.saturating_mul(self.batch_size);
+        self.places(rank, first, first.saturating_add(self.batch_size))
+    }
+
+    /// How many ids `rank`'s batch `batch` holds.
+    pub fn batch_len(&self, rank: u64, batch: u64) -> u64 {
+        self.batch_places(rank, batch).len() as u64
+    }
+
+    /// The digest of batch `batch` of ranks `first_rank..first_rank + ranks`, if kept.
+    pub fn kept_digest(&self, first_rank: u64, ranks: u32, batch: u64) -> Option<u64> {
+        lock(&self.digests)
+            .get(&(first_rank, ranks, batch))
+            .copied()
+    }
+
+    /// The distinct ids of every rank's batches from `first_batch` on, if kept.
+    pub fn kept_distinct_from(&self, first_batch: u64) -> Option<u64> {
+        lock(&self.distinct_from).get(&first_batch).copied()
+    }
+
+    /// The digest of batch `batch` of ranks `first_rank..first_rank + ranks`: kept, or
+    /// `compute`'s (kept while there is room).
+    pub fn digest(
+        &self,
+        first_rank: u64,
+        ranks: u32,
+        batch: u64,
+        compute: impl FnOnce() -> u64,
+    ) -> u64 {
+        let key = (first_rank, ranks, batch);
+        kept(&self.digests, key, DIGESTS_KEPT_MAX, compute)
+    }
+
+    /// The distinct ids of every rank's batches from `first_batch` on: kept, or `compute`'s.
+    pub fn distinct_from(&self, first_batch: u64, compute: impl FnOnce() -> u64) -> u64 {
+        // At most one entry per batch the epoch can start from.
+        let kept_max = usize::try_from(self.batches()).unwrap_or(usize::MAX);
+        kept(&self.distinct_from, first_batch, kept_max, compute)
+    }
+}
+
+/// A panic elsewhere cannot leave a map of facts half-written, so a poisoned lock is taken
+/// as it is.
+fn lock<T>(memo: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    memo.lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+/// The value of `key`: the kept one, or `compute`'s, kept while the map holds fewer than
+/// `kept_max`.
+fn kept<K: Ord, V: Copy>(
+    memo: &Mutex<BTreeMap<K, V>>,
+    key: K,
+    kept_max: usize,
+    compute: impl FnOnce() -> V,
+) -> V {
+    if let Some(&value) = lock(memo).get(&key) {
+        return value;
+    }
+    let value = compute();
+    let mut known = lock(memo);
+    if known.len() < kept_max {
+        known.insert(key, value);
+    }
+    value
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn facts_give_each_batchs_place_and_keep_what_was_computed() {
+        // A shifted stride: 10 ids over 4 ranks of 3, starting one place late.
+        let order: Vec<u64> = (0..10).collect();
+        let lists = RankLists::strided(&order, 4, 1, 3);
+        let facts = EpochFacts::of(&lists, 3, 2);
+        assert!(facts.describe(&lists, 3, 2));
+        assert!(!facts.describe(&lists, 3, 1));
+        assert_eq!((facts.batches(), facts.world_size()), (2, 4));
+        for rank in 0..4 {
+            for batch in 0..3 {
+                let first = (batch * 2) as usize;
+                let list = lists.rank(rank);
+                let want = list.len().min(3).min(first + 2).saturating_sub(first);
+                assert_eq!(facts.batch_len(rank, batch), want as u64, "{rank} {batch}");
+            }
+        }
+        assert_eq!(facts.batch_len(9, 0), 0, "no rank 9");
+        assert_eq!(facts.full_batches(), 1, "the last ranks hold two ids");
+        assert_eq!(facts.kept_digest(0, 2, 1), None);
+        assert_eq!(facts.digest(0, 2, 1, || 42), 42);
+        assert_eq!(facts.digest(0, 2, 1, || panic!("computed twice")), 42);
+        assert_eq!(facts.kept_digest(0, 2, 1), Some(42));
+        assert_eq!(facts.distinct_from(1, || 5), 5);
+        assert_eq!(facts.kept_distinct_from(1), Some(5));
+    }
+
+    #[test]
+    fn the_weight_counts_every_slot_the_facts_may_fill() {
+        assert_eq!(EpochFacts::weight(512, 7), 512 + 7 + 512 * 7);
+        assert_eq!(EpochFacts::weight(8, 3_125), 8 + 3_125 + DIGESTS_KEPT_MAX);
+        assert_eq!(EpochFacts::weight(u64::MAX, 2), usize::MAX);
+    }
+}
