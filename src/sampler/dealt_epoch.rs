@@ -99,7 +99,7 @@ impl DealtEpoch {
             let digests =
                 samples_digests_x4(span, |node, rank| self.batch(first_of(node) + rank, batch));
             for (node, &digest) in digests.iter().enumerate().skip(1) {
-                self.facts.digest(first_of(node), ranks, batch, || digest);
+                self.facts.keep_digest(first_of(node), ranks, batch, digest);
             }
             digests[0]
         })

@@ -25,7 +25,7 @@ pub struct EpochFacts {
     /// stride, which leaves the last ranks short).
     rank_lens: Vec<u64>,
     /// By (first rank, ranks, batch): the digest of those ranks' batch.
-    digests: Mutex<BTreeMap<(u64, u32, u64), u64>>,
+    digests: Mutex<Digests>,
     /// By first batch: distinct ids in every rank's batches from it to the last.
     distinct_from: Mutex<BTreeMap<u64, u64>>,
 }
@@ -112,9 +112,7 @@ impl EpochFacts {
 
     /// The digest of batch `batch` of ranks `first_rank..first_rank + ranks`, if kept.
     pub fn kept_digest(&self, first_rank: u64, ranks: u32, batch: u64) -> Option<u64> {
-        lock(&self.digests)
-            .get(&(first_rank, ranks, batch))
-            .copied()
+        lock(&self.digests).get((first_rank, ranks, batch), self.batches())
     }
 
     /// The distinct ids of every rank's batches from `first_batch` on, if kept.
@@ -132,7 +130,19 @@ impl EpochFacts {
         compute: impl FnOnce() -> u64,
     ) -> u64 {
         let key = (first_rank, ranks, batch);
-        kept(&self.digests, key, DIGESTS_KEPT_MAX, compute)
+        if let Some(digest) = lock(&self.digests).get(key, self.batches()) {
+            return digest;
+        }
+        let digest = compute();
+        self.keep_digest(first_rank, ranks, batch, digest);
+        digest
+    }
+
+    /// Keeps `digest` as that of batch `batch` of ranks `first_rank..first_rank + ranks`,
+    /// while there is room. The caller computed it from this epoch's ids.
+    pub fn keep_digest(&self, first_rank: u64, ranks: u32, batch: u64, digest: u64) {
+        let shape = (self.batches(), self.world_size());
+        lock(&self.digests).keep((first_rank, ranks, batch), shape, digest);
     }
 
     /// The distinct ids of every rank's batches from `first_batch` on: kept, or `compute`'s.
@@ -167,6 +177,66 @@ fn kept<K: Ord, V: Copy>(
         known.insert(key, value);
     }
     value
+}
+
+/// Kept batch digests, by (first rank, ranks, batch). A world of nodes alike lays them out
+/// alike (node k's ranks start at k × ranks), so their digests go in a flat table by
+/// (node, batch), laid out by the first digest kept; any other goes in a map. A step reads
+/// its digest, and the next nodes' are kept with it, without a map's search or allocation.
+#[derive(Debug, Default)]
+struct Digests {
+    /// Ranks per node of the table's layout; 0 until a digest is kept.
+    ranks: u32,
+    /// Node-major, a slot per batch.
+    table: Vec<Option<u64>>,
+    /// Digests of ranks the table's layout does not hold.
+    other: BTreeMap<(u64, u32, u64), u64>,
+}
+
+impl Digests {
+    /// Where the table keeps `(first_rank, ranks, batch)`, if it does.
+    fn slot(&self, (first_rank, ranks, batch): (u64, u32, u64), batches: u64) -> Option<usize> {
+        let span = u64::from(ranks);
+        if ranks == 0 || ranks != self.ranks || first_rank % span != 0 || batch >= batches {
+            return None;
+        }
+        let slot = (first_rank / span)
+            .checked_mul(batches)?
+            .checked_add(batch)?;
+        usize::try_from(slot)
+            .ok()
+            .filter(|&slot| slot < self.table.len())
+    }
+
+    fn get(&self, key: (u64, u32, u64), batches: u64) -> Option<u64> {
+        match self.slot(key, batches) {
+            Some(slot) => self.table[slot],
+            None => self.other.get(&key).copied(),
+        }
+    }
+
+    /// Keeps a digest while the table and the map hold fewer than [`DIGESTS_KEPT_MAX`]
+    /// between them; the first one kept lays the table out for nodes of its ranks.
+    fn keep(&mut self, key: (u64, u32, u64), (batches, world_size): (u64, u64), digest: u64) {
+        let ranks = key.1;
+        if self.ranks == 0 && ranks > 0 {
+            let nodes = world_size / u64::from(ranks);
+            let slots = nodes.saturating_mul(batches);
+            if let Ok(slots) = usize::try_from(slots) {
+                if slots <= DIGESTS_KEPT_MAX {
+                    self.ranks = ranks;
+                    self.table = vec![None; slots];
+                }
+            }
+        }
+        match self.slot(key, batches) {
+            Some(slot) => self.table[slot] = Some(digest),
+            None if self.table.len() + self.other.len() < DIGESTS_KEPT_MAX => {
+                self.other.insert(key, digest);
+            }
+            None => {}
+        }
+    }
 }
 
 #[cfg(test)]
@@ -205,5 +275,36 @@ mod tests {
         assert_eq!(EpochFacts::weight(512, 7), 512 + 7 + 512 * 7);
         assert_eq!(EpochFacts::weight(8, 3_125), 8 + 3_125 + DIGESTS_KEPT_MAX);
         assert_eq!(EpochFacts::weight(u64::MAX, 2), usize::MAX);
+    }
+
+    #[test]
+    fn digests_of_nodes_alike_and_of_others_are_kept_apart_and_bounded() {
+        let mut kept = Digests::default();
+        // A world of 8 ranks, 4 nodes of 2, 3 batches: the first digest lays the table out.
+        let shape = (3, 8);
+        kept.keep((2, 2, 1), shape, 11);
+        assert_eq!((kept.ranks, kept.table.len()), (2, 12));
+        kept.keep((6, 2, 2), shape, 12);
+        kept.keep((1, 2, 0), shape, 13); // not on the layout: first rank 1
+        kept.keep((0, 4, 0), shape, 14); // another shape of node
+        kept.keep((0, 2, 3), shape, 15); // past the last batch
+        assert_eq!(kept.other.len(), 3);
+        for (key, digest) in [
+            ((2, 2, 1), 11),
+            ((6, 2, 2), 12),
+            ((1, 2, 0), 13),
+            ((0, 4, 0), 14),
+        ] {
+            assert_eq!(kept.get(key, 3), Some(digest), "{key:?}");
+        }
+        assert_eq!(kept.get((0, 2, 0), 3), None);
+        assert_eq!(kept.get((0, 2, 3), 3), Some(15));
+        // Past the bound nothing more is kept off the table; the table's slots still are.
+        for first in 0..DIGESTS_KEPT_MAX as u64 {
+            kept.keep((first * 2 + 1, 2, 0), shape, first);
+        }
+        assert_eq!(kept.table.len() + kept.other.len(), DIGESTS_KEPT_MAX);
+        kept.keep((4, 2, 0), shape, 16);
+        assert_eq!(kept.get((4, 2, 0), 3), Some(16));
     }
 }
