@@ -171,7 +171,6 @@ fn deal(key: &DealKey) -> Result<DealtEpoch, SamplerError> {
     )?;
     sampler.set_epoch(key.epoch);
     let lists = sampler.deal_all_ranks(key.offset)?;
-    eprintln!("DEALCOUNT {:?}", std::thread::current().name());
     let (num_samples, batch_size) = (sampler.len(), key.batch_size);
     // Dealt again after its ids were let go, an epoch keeps what was computed from them.
     let batches = num_samples.div_ceil(batch_size.max(1));
