@@ -88,13 +88,15 @@ impl DealtEpoch {
         self.facts.digest(first_rank, ranks, batch, || {
             let span = u64::from(ranks);
             let last_end = first_rank.saturating_add(span.saturating_mul(4));
-            if span == 0 || last_end > self.world_size() {
+            let others_kept = || self.facts.would_keep_digests(first_rank, ranks, batch, 4);
+            if span == 0 || last_end > self.world_size() || !others_kept() {
                 let ranks = first_rank..first_rank.saturating_add(span);
                 return samples_digest(ranks.map(|r| self.batch(r, batch)));
             }
             // The three nodes after this one, if they hold as many ranks, train on the same
             // batch: their digests come along at little cost (four chains of multiplies
-            // at once), and are kept for them.
+            // at once), and are kept for them (only when they would be kept: past the
+            // bound they would be computed for nothing).
             let first_of = |node: usize| first_rank + node as u64 * span;
             let digests =
                 samples_digests_x4(span, |node, rank| self.batch(first_of(node) + rank, batch));

@@ -138,6 +138,22 @@ impl EpochFacts {
         digest
     }
 
+    /// Whether the digests of batch `batch` of `nodes` nodes of `ranks` ranks each, the
+    /// first one's ranks starting at `first_rank`, would all be kept now: their slots are on
+    /// the table (the last one's is, then), or the digests kept leave room for them.
+    pub fn would_keep_digests(&self, first_rank: u64, ranks: u32, batch: u64, nodes: u64) -> bool {
+        let digests = lock(&self.digests);
+        let last_first_rank = nodes
+            .saturating_sub(1)
+            .saturating_mul(u64::from(ranks))
+            .saturating_add(first_rank);
+        let kept = digests.table.len() + digests.other.len();
+        digests
+            .slot((last_first_rank, ranks, batch), self.batches())
+            .is_some()
+            || (kept as u64).saturating_add(nodes) <= DIGESTS_KEPT_MAX as u64
+    }
+
     /// Keeps `digest` as that of batch `batch` of ranks `first_rank..first_rank + ranks`,
     /// while there is room. The caller computed it from this epoch's ids.
     pub fn keep_digest(&self, first_rank: u64, ranks: u32, batch: u64, digest: u64) {
@@ -306,5 +322,34 @@ mod tests {
         assert_eq!(kept.table.len() + kept.other.len(), DIGESTS_KEPT_MAX);
         kept.keep((4, 2, 0), shape, 16);
         assert_eq!(kept.get((4, 2, 0), 3), Some(16));
+    }
+
+    #[test]
+    fn digests_are_kept_only_while_there_is_room() {
+        // 4 ranks of 1 node each and DIGESTS_KEPT_MAX + 4 batches: too many for a table.
+        let lists = RankLists::strided(&vec![0u64; 4 * (DIGESTS_KEPT_MAX + 4)], 4, 0, 4 * 4);
+        let facts = EpochFacts::of(&lists, DIGESTS_KEPT_MAX as u64 + 4, 1);
+        assert!(facts.would_keep_digests(0, 1, 0, 4));
+        for batch in 0..(DIGESTS_KEPT_MAX as u64 - 2) {
+            facts.keep_digest(0, 1, batch, batch);
+        }
+        assert!(
+            lock(&facts.digests).table.is_empty(),
+            "no table for so many"
+        );
+        assert!(facts.would_keep_digests(0, 1, 0, 2));
+        assert!(
+            !facts.would_keep_digests(0, 1, 0, 4),
+            "room for two more only"
+        );
+        // On a table, a node's slot is always there.
+        let lists = RankLists::strided(&(0..16).collect::<Vec<u64>>(), 8, 0, 2);
+        let facts = EpochFacts::of(&lists, 2, 1);
+        facts.keep_digest(0, 2, 0, 1);
+        assert!(facts.would_keep_digests(2, 2, 1, 3));
+        assert!(
+            facts.would_keep_digests(2, 2, 1, 4),
+            "a node past the table's goes in the map while it has room"
+        );
     }
 }
