@@ -7,7 +7,7 @@
 //! the same one (`crate::memo`), so what it derives (a batch's digest, an epoch's distinct
 //! samples) is computed once for all of them.
 
-use super::epoch_facts::EpochFacts;
+use super::epoch_facts::{Digested, EpochFacts};
 use super::shared_deal::KeptEpoch;
 use super::RankLists;
 use crate::trace::digest::samples_digests_x4;
@@ -19,6 +19,11 @@ use std::sync::Arc;
 #[derive(Debug)]
 pub struct DealtEpoch {
     lists: RankLists,
+    /// Samples per rank (torch's `num_samples`), the batch size and batches per rank,
+    /// beside the facts' own: every step reads them, and they are one load here.
+    num_samples: u64,
+    batch_size: u64,
+    batches: u64,
     /// Its shape, and what the runs sharing this epoch computed from it; kept by the
     /// process after the ids are let go (`shared_deal`).
     facts: Arc<EpochFacts>,
@@ -28,7 +33,7 @@ impl DealtEpoch {
     /// `lists` cut into batches of `batch_size`, `num_samples` per rank.
     pub fn new(lists: RankLists, num_samples: u64, batch_size: u64) -> Self {
         let facts = Arc::new(EpochFacts::of(&lists, num_samples, batch_size));
-        DealtEpoch { lists, facts }
+        Self::with_facts(lists, num_samples, batch_size, facts)
     }
 
     /// `lists`, cut as [`DealtEpoch::new`] cuts them, with the facts kept from an earlier
@@ -47,7 +52,13 @@ impl DealtEpoch {
             facts.describe(&lists, num_samples, batch_size),
             "the kept facts of an epoch describe another shape than its deal"
         );
-        DealtEpoch { lists, facts }
+        DealtEpoch {
+            lists,
+            num_samples,
+            batch_size,
+            batches: facts.batches(),
+            facts,
+        }
     }
 
     /// Its shape and what was computed from it.
@@ -57,7 +68,7 @@ impl DealtEpoch {
 
     /// Batches per rank: the last one may be short, as a `DataLoader` keeps it.
     pub fn batches(&self) -> u64 {
-        self.facts.batches()
+        self.batches
     }
 
     /// Ranks in the world dealt to.
@@ -73,46 +84,49 @@ impl DealtEpoch {
     /// The ids of `rank`'s batch `batch`; none for a rank outside the world or a batch past
     /// the last.
     pub fn batch(&self, rank: u64, batch: u64) -> &[u64] {
-        &self.lists.rank(rank)[self.facts.batch_places(rank, batch)]
+        let first = batch.saturating_mul(self.batch_size);
+        self.samples(rank, first, first.saturating_add(self.batch_size))
     }
 
     /// `rank`'s samples from place `first` to before `end`, both cut to the rank's
     /// `num_samples` and to its list (a mutant's shifted stride leaves the last ranks short).
     fn samples(&self, rank: u64, first: u64, end: u64) -> &[u64] {
-        &self.lists.rank(rank)[self.facts.places(rank, first, end)]
+        let list = self.lists.rank(rank);
+        let end = (end.min(self.num_samples) as usize).min(list.len());
+        &list[(first as usize).min(end)..end]
     }
 
     /// The digest of batch `batch` of ranks `first_rank..first_rank + ranks`, in rank order
     /// (what a node whose ranks those are trains on in that step).
     pub fn digest(&self, first_rank: u64, ranks: u32, batch: u64) -> u64 {
-        self.facts.digest(first_rank, ranks, batch, || {
-            let span = u64::from(ranks);
-            let last_end = first_rank.saturating_add(span.saturating_mul(4));
-            let others_kept = || self.facts.would_keep_digests(first_rank, ranks, batch, 4);
-            if span == 0 || last_end > self.world_size() || !others_kept() {
-                let ranks = first_rank..first_rank.saturating_add(span);
-                return samples_digest(ranks.map(|r| self.batch(r, batch)));
-            }
-            // The three nodes after this one, if they hold as many ranks, train on the same
-            // batch: their digests come along at little cost (four chains of multiplies
-            // at once), and are kept for them (only when they would be kept: past the
-            // bound they would be computed for nothing).
-            let first_of = |node: usize| first_rank + node as u64 * span;
-            let digests =
-                samples_digests_x4(span, |node, rank| self.batch(first_of(node) + rank, batch));
-            for (node, &digest) in digests.iter().enumerate().skip(1) {
-                self.facts.keep_digest(first_of(node), ranks, batch, digest);
-            }
-            digests[0]
-        })
+        self.facts
+            .digest(first_rank, ranks, batch, |room_for_four| {
+                self.compute_digest(first_rank, ranks, batch, room_for_four)
+            })
+    }
+
+    /// Computes the digest of batch `batch` of ranks `first_rank..first_rank + ranks`, and
+    /// with it the three next nodes' of as many ranks when `four` (they would be kept) and
+    /// the world holds them: four chains of multiplies at once cost about what one does.
+    pub fn compute_digest(&self, first_rank: u64, ranks: u32, batch: u64, four: bool) -> Digested {
+        let span = u64::from(ranks);
+        let last_end = first_rank.saturating_add(span.saturating_mul(4));
+        if !four || span == 0 || last_end > self.world_size() {
+            let ranks = first_rank..first_rank.saturating_add(span);
+            return Digested::One(samples_digest(ranks.map(|r| self.batch(r, batch))));
+        }
+        let first_of = |node: usize| first_rank + node as u64 * span;
+        Digested::Four(samples_digests_x4(span, |node, rank| {
+            self.batch(first_of(node) + rank, batch)
+        }))
     }
 
     /// How many distinct ids every rank's batches from `first_batch` on hold together.
     pub fn distinct_from(&self, first_batch: u64) -> u64 {
         self.facts.distinct_from(first_batch, || {
             // A rank's batches from `first_batch` to the last are one slice of its list.
-            let first = first_batch.saturating_mul(self.facts.batch_size());
-            let num_samples = self.facts.num_samples();
+            let first = first_batch.saturating_mul(self.batch_size);
+            let num_samples = self.num_samples;
             distinct_ids((0..self.world_size()).map(|rank| self.samples(rank, first, num_samples)))
         })
     }
@@ -126,6 +140,9 @@ pub struct PairTally {
     /// The batch the group started the epoch at (non-zero when resumed mid-epoch).
     pub first_batch: u64,
     epoch: Arc<KeptEpoch>,
+    /// The epoch's world size and batches per rank, read on every step.
+    world_size: u64,
+    batches: u64,
     /// One bit per (rank, batch) trained, rank-major.
     trained: Vec<u64>,
     /// Samples taken, repeats counted.
@@ -142,6 +159,8 @@ impl PairTally {
         PairTally {
             first_batch,
             epoch: Arc::clone(epoch),
+            world_size,
+            batches: epoch.batches(),
             trained: vec![0; pairs.div_ceil(64) as usize],
             samples: 0,
             per_rank: vec![None; world_size as usize],
@@ -155,14 +174,14 @@ impl PairTally {
 
     /// Where (word, bit) the pair (`rank`, `batch`) is kept.
     fn pair_bit(&self, rank: u64, batch: u64) -> (usize, u64) {
-        let pair = rank * self.epoch.batches() + batch;
+        let pair = rank * self.batches + batch;
         ((pair / 64) as usize, 1u64 << (pair % 64))
     }
 
     /// `rank` trained on batch `batch`, of `len` samples. A rank outside the world counts
     /// its samples only.
     pub fn add(&mut self, rank: u64, batch: u64, len: u64) {
-        if rank < self.epoch.world_size() && batch < self.epoch.batches() {
+        if rank < self.world_size && batch < self.batches {
             let (word, bit) = self.pair_bit(rank, batch);
             self.trained[word] |= bit;
         }
@@ -182,7 +201,7 @@ impl PairTally {
     /// count, computed once for every run sharing it; else counted id by id (from the
     /// epoch dealt again if the process let its ids go).
     pub fn distinct(&self) -> u64 {
-        let (world_size, batches) = (self.epoch.world_size(), self.epoch.batches());
+        let (world_size, batches) = (self.world_size, self.batches);
         let is_trained = |rank: u64, batch: u64| {
             let (word, bit) = self.pair_bit(rank, batch);
             self.trained[word] & bit != 0

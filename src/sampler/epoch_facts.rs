@@ -121,44 +121,41 @@ impl EpochFacts {
     }
 
     /// The digest of batch `batch` of ranks `first_rank..first_rank + ranks`: kept, or
-    /// `compute`'s (kept while there is room).
+    /// `compute`'s, kept while there is room. `compute` is told whether the digests of the
+    /// three nodes after this one (alike, on the same batch) would be kept too, and may
+    /// hand them over with its own. One look-up, and one more lock only to keep what was
+    /// computed: runs on two threads share an epoch's facts, and a lock taken by both
+    /// bounces between their cores.
     pub fn digest(
         &self,
         first_rank: u64,
         ranks: u32,
         batch: u64,
-        compute: impl FnOnce() -> u64,
+        compute: impl FnOnce(bool) -> Digested,
     ) -> u64 {
         let key = (first_rank, ranks, batch);
-        if let Some(digest) = lock(&self.digests).get(key, self.batches()) {
-            return digest;
+        let batches = self.batches();
+        let (room_for_one, room_for_four) = {
+            let digests = lock(&self.digests);
+            if let Some(digest) = digests.get(key, batches) {
+                return digest;
+            }
+            (
+                digests.has_room(key, 1, batches),
+                digests.has_room(key, 4, batches),
+            )
+        };
+        let digested = compute(room_for_four);
+        let mine = digested.first();
+        if room_for_one {
+            let shape = (batches, self.world_size());
+            let mut digests = lock(&self.digests);
+            for (node, digest) in digested.each() {
+                let first_rank = first_rank + node * u64::from(ranks);
+                digests.keep((first_rank, ranks, batch), shape, digest);
+            }
         }
-        let digest = compute();
-        self.keep_digest(first_rank, ranks, batch, digest);
-        digest
-    }
-
-    /// Whether the digests of batch `batch` of `nodes` nodes of `ranks` ranks each, the
-    /// first one's ranks starting at `first_rank`, would all be kept now: their slots are on
-    /// the table (the last one's is, then), or the digests kept leave room for them.
-    pub fn would_keep_digests(&self, first_rank: u64, ranks: u32, batch: u64, nodes: u64) -> bool {
-        let digests = lock(&self.digests);
-        let last_first_rank = nodes
-            .saturating_sub(1)
-            .saturating_mul(u64::from(ranks))
-            .saturating_add(first_rank);
-        let kept = digests.table.len() + digests.other.len();
-        digests
-            .slot((last_first_rank, ranks, batch), self.batches())
-            .is_some()
-            || (kept as u64).saturating_add(nodes) <= DIGESTS_KEPT_MAX as u64
-    }
-
-    /// Keeps `digest` as that of batch `batch` of ranks `first_rank..first_rank + ranks`,
-    /// while there is room. The caller computed it from this epoch's ids.
-    pub fn keep_digest(&self, first_rank: u64, ranks: u32, batch: u64, digest: u64) {
-        let shape = (self.batches(), self.world_size());
-        lock(&self.digests).keep((first_rank, ranks, batch), shape, digest);
+        mine
     }
 
     /// The distinct ids of every rank's batches from `first_batch` on: kept, or `compute`'s.
@@ -195,6 +192,31 @@ fn kept<K: Ord, V: Copy>(
     value
 }
 
+/// What a digest's computation gives: the digest asked for, or it and the next three
+/// nodes' of the same batch, in node order.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Digested {
+    One(u64),
+    Four([u64; 4]),
+}
+
+impl Digested {
+    fn first(self) -> u64 {
+        match self {
+            Digested::One(digest) | Digested::Four([digest, ..]) => digest,
+        }
+    }
+
+    /// Each digest with its node's place after the first.
+    fn each(self) -> impl Iterator<Item = (u64, u64)> {
+        let digests = match self {
+            Digested::One(digest) => vec![digest],
+            Digested::Four(four) => four.to_vec(),
+        };
+        (0..).zip(digests)
+    }
+}
+
 /// Kept batch digests, by (first rank, ranks, batch). A world of nodes alike lays them out
 /// alike (node k's ranks start at k × ranks), so their digests go in a flat table by
 /// (node, batch), laid out by the first digest kept; any other goes in a map. A step reads
@@ -222,6 +244,26 @@ impl Digests {
         usize::try_from(slot)
             .ok()
             .filter(|&slot| slot < self.table.len())
+    }
+
+    /// Whether the digests of `nodes` nodes alike, the first one's key `key`, would all be
+    /// kept now: their slots are on the table (the last one's is, then), or the digests
+    /// kept leave room for them. Before the first digest the table is not laid out, and
+    /// there is room.
+    fn has_room(
+        &self,
+        (first_rank, ranks, batch): (u64, u32, u64),
+        nodes: u64,
+        batches: u64,
+    ) -> bool {
+        let last_first_rank = nodes
+            .saturating_sub(1)
+            .saturating_mul(u64::from(ranks))
+            .saturating_add(first_rank);
+        let kept = (self.table.len() + self.other.len()) as u64;
+        self.slot((last_first_rank, ranks, batch), batches)
+            .is_some()
+            || kept.saturating_add(nodes) <= DIGESTS_KEPT_MAX as u64
     }
 
     fn get(&self, key: (u64, u32, u64), batches: u64) -> Option<u64> {
@@ -279,8 +321,8 @@ mod tests {
         assert_eq!(facts.batch_len(9, 0), 0, "no rank 9");
         assert_eq!(facts.full_batches(), 1, "the last ranks hold two ids");
         assert_eq!(facts.kept_digest(0, 2, 1), None);
-        assert_eq!(facts.digest(0, 2, 1, || 42), 42);
-        assert_eq!(facts.digest(0, 2, 1, || panic!("computed twice")), 42);
+        assert_eq!(facts.digest(0, 2, 1, |_| Digested::One(42)), 42);
+        assert_eq!(facts.digest(0, 2, 1, |_| panic!("computed twice")), 42);
         assert_eq!(facts.kept_digest(0, 2, 1), Some(42));
         assert_eq!(facts.distinct_from(1, || 5), 5);
         assert_eq!(facts.kept_distinct_from(1), Some(5));
@@ -329,27 +371,51 @@ mod tests {
         // 4 ranks of 1 node each and DIGESTS_KEPT_MAX + 4 batches: too many for a table.
         let lists = RankLists::strided(&vec![0u64; 4 * (DIGESTS_KEPT_MAX + 4)], 4, 0, 4 * 4);
         let facts = EpochFacts::of(&lists, DIGESTS_KEPT_MAX as u64 + 4, 1);
-        assert!(facts.would_keep_digests(0, 1, 0, 4));
-        for batch in 0..(DIGESTS_KEPT_MAX as u64 - 2) {
-            facts.keep_digest(0, 1, batch, batch);
+        let four = |_| Digested::Four([1, 2, 3, 4]);
+        assert_eq!(facts.digest(0, 1, 0, four), 1);
+        assert_eq!(
+            facts.kept_digest(3, 1, 0),
+            Some(4),
+            "the next nodes' are kept along"
+        );
+        for batch in 1..(DIGESTS_KEPT_MAX as u64 - 5) {
+            facts.digest(0, 1, batch, |_| Digested::One(batch));
         }
         assert!(
             lock(&facts.digests).table.is_empty(),
             "no table for so many"
         );
-        assert!(facts.would_keep_digests(0, 1, 0, 2));
-        assert!(
-            !facts.would_keep_digests(0, 1, 0, 4),
-            "room for two more only"
+        // Room for two more: the next nodes' would not all be kept, so they are not asked.
+        let mut told = None;
+        facts.digest(1, 1, 1, |four| {
+            told = Some(four);
+            Digested::One(7)
+        });
+        assert_eq!(told, Some(false));
+        assert_eq!(facts.kept_digest(1, 1, 1), Some(7));
+        facts.digest(2, 1, 1, |_| Digested::One(8));
+        facts.digest(3, 1, 1, |_| Digested::One(9));
+        assert_eq!(facts.kept_digest(3, 1, 1), None, "past the bound");
+        assert_eq!(
+            facts.digest(3, 1, 1, |_| Digested::One(9)),
+            9,
+            "computed, not kept"
         );
         // On a table, a node's slot is always there.
         let lists = RankLists::strided(&(0..16).collect::<Vec<u64>>(), 8, 0, 2);
         let facts = EpochFacts::of(&lists, 2, 1);
-        facts.keep_digest(0, 2, 0, 1);
-        assert!(facts.would_keep_digests(2, 2, 1, 3));
-        assert!(
-            facts.would_keep_digests(2, 2, 1, 4),
-            "a node past the table's goes in the map while it has room"
+        facts.digest(0, 2, 0, |_| Digested::One(1));
+        assert!(lock(&facts.digests).has_room((0, 2, 1), 4, 2));
+        assert_eq!(
+            facts.digest(0, 2, 1, |four| Digested::Four([five(four), 6, 7, 8])),
+            5
         );
+        assert_eq!(facts.kept_digest(6, 2, 1), Some(8));
+    }
+
+    /// 5 when told there is room for four digests.
+    fn five(four: bool) -> u64 {
+        assert!(four);
+        5
     }
 }

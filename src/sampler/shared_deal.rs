@@ -79,11 +79,7 @@ pub fn shared_deal(key: &DealKey) -> Result<Arc<DealtEpoch>, SamplerError> {
 /// something not yet computed needs them.
 pub fn kept_epoch(key: &DealKey) -> Result<KeptEpoch, SamplerError> {
     match FACTS.get(key) {
-        Some(facts) => Ok(KeptEpoch {
-            facts,
-            key: Some(*key),
-            dealt: OnceLock::new(),
-        }),
+        Some(facts) => Ok(KeptEpoch::of_facts(facts, Some(*key), OnceLock::new())),
         None => Ok(KeptEpoch::of_dealt(shared_deal(key)?)),
     }
 }
@@ -93,6 +89,9 @@ pub fn kept_epoch(key: &DealKey) -> Result<KeptEpoch, SamplerError> {
 #[derive(Debug)]
 pub struct KeptEpoch {
     facts: Arc<EpochFacts>,
+    /// The facts' world size and batches per rank, read on every step judged.
+    world_size: u64,
+    batches: u64,
     /// What deals it again; `None` when its deal is at hand.
     key: Option<DealKey>,
     dealt: OnceLock<Arc<DealtEpoch>>,
@@ -101,10 +100,20 @@ pub struct KeptEpoch {
 impl KeptEpoch {
     /// An epoch already dealt.
     pub fn of_dealt(dealt: Arc<DealtEpoch>) -> Self {
+        Self::of_facts(Arc::clone(dealt.facts()), None, OnceLock::from(dealt))
+    }
+
+    fn of_facts(
+        facts: Arc<EpochFacts>,
+        key: Option<DealKey>,
+        dealt: OnceLock<Arc<DealtEpoch>>,
+    ) -> Self {
         KeptEpoch {
-            facts: Arc::clone(dealt.facts()),
-            key: None,
-            dealt: OnceLock::from(dealt),
+            world_size: facts.world_size(),
+            batches: facts.batches(),
+            facts,
+            key,
+            dealt,
         }
     }
 
@@ -124,12 +133,12 @@ impl KeptEpoch {
 
     /// Batches per rank.
     pub fn batches(&self) -> u64 {
-        self.facts.batches()
+        self.batches
     }
 
     /// Ranks in the world dealt to.
     pub fn world_size(&self) -> u64 {
-        self.facts.world_size()
+        self.world_size
     }
 
     /// How many ids `rank`'s batch `batch` holds.
@@ -140,10 +149,11 @@ impl KeptEpoch {
     /// The digest of batch `batch` of ranks `first_rank..first_rank + ranks`: kept, or
     /// computed from the ids.
     pub fn digest(&self, first_rank: u64, ranks: u32, batch: u64) -> u64 {
-        match self.facts.kept_digest(first_rank, ranks, batch) {
-            Some(digest) => digest,
-            None => self.dealt().digest(first_rank, ranks, batch),
-        }
+        self.facts
+            .digest(first_rank, ranks, batch, |room_for_four| {
+                self.dealt()
+                    .compute_digest(first_rank, ranks, batch, room_for_four)
+            })
     }
 
     /// Distinct ids of every rank's batches from `first_batch` on: kept, or counted.
@@ -239,12 +249,8 @@ mod tests {
         let dealt = deal(&key).unwrap();
         let facts = Arc::clone(dealt.facts());
         // A digest the facts hold is read back as kept, ids or not.
-        facts.digest(0, 2, 0, || 77);
-        let husk = KeptEpoch {
-            facts,
-            key: Some(key),
-            dealt: OnceLock::new(),
-        };
+        facts.digest(0, 2, 0, |_| crate::sampler::epoch_facts::Digested::One(77));
+        let husk = KeptEpoch::of_facts(facts, Some(key), OnceLock::new());
         assert_eq!(husk.digest(0, 2, 0), 77, "read from the facts");
         assert!(husk.dealt.get().is_none(), "nothing dealt for it");
         assert_eq!((husk.batches(), husk.world_size()), (2, 4));
