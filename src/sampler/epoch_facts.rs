@@ -1,8 +1,9 @@
 //! What a dealt epoch's shape and ids give without the ids themselves: each rank's share,
 //! the batches, and the batch digests and distinct counts computed from the ids while they
-//! were at hand. Small beside the ids (a few kB against 800 kB for 100 000 samples), so the
-//! process keeps the facts of many more epochs than it keeps deals (`shared_deal`), and a
-//! check of a long run judges its steps from them without dealing its epochs again.
+//! were at hand. Small beside the ids (about 11 kB against 800 kB for 100 000 samples at
+//! 512 ranks), so the process keeps the facts of many more epochs than it keeps deals
+//! (`shared_deal`), and a check of a long run judges its steps from them without dealing
+//! its epochs again.
 //!
 //! Pure: no clock, no I/O. Only values computed from the ids are kept, so a fact read back
 //! is exactly what computing it again would give.
