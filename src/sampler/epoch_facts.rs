@@ -210,11 +210,11 @@ impl Digested {
 
     /// Each digest with its node's place after the first.
     fn each(self) -> impl Iterator<Item = (u64, u64)> {
-        let digests = match self {
-            Digested::One(digest) => vec![digest],
-            Digested::Four(four) => four.to_vec(),
+        let (digests, count) = match self {
+            Digested::One(digest) => ([digest, 0, 0, 0], 1),
+            Digested::Four(four) => (four, 4),
         };
-        (0..).zip(digests)
+        (0..).zip(digests.into_iter().take(count))
     }
 }
 
