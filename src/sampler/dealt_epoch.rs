@@ -7,7 +7,7 @@
 //! the same one (`crate::memo`), so what it derives (a batch's digest, an epoch's distinct
 //! samples) is computed once for all of them.
 
-use super::epoch_facts::{Digested, EpochFacts};
+use super::epoch_facts::{places, Digested, EpochFacts};
 use super::shared_deal::KeptEpoch;
 use super::RankLists;
 use crate::trace::digest::samples_digests_x4;
@@ -92,8 +92,7 @@ impl DealtEpoch {
     /// `num_samples` and to its list (a mutant's shifted stride leaves the last ranks short).
     fn samples(&self, rank: u64, first: u64, end: u64) -> &[u64] {
         let list = self.lists.rank(rank);
-        let end = (end.min(self.num_samples) as usize).min(list.len());
-        &list[(first as usize).min(end)..end]
+        &list[places(list.len() as u64, self.num_samples, first, end)]
     }
 
     /// The digest of batch `batch` of ranks `first_rank..first_rank + ranks`, in rank order

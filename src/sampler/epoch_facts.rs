@@ -66,16 +66,6 @@ impl EpochFacts {
                 .all(|rank| lists.rank(rank).len() as u64 == self.rank_lens[rank as usize])
     }
 
-    /// Samples per rank (torch's `num_samples`).
-    pub fn num_samples(&self) -> u64 {
-        self.num_samples
-    }
-
-    /// Samples per batch.
-    pub fn batch_size(&self) -> u64 {
-        self.batch_size
-    }
-
     /// Batches per rank: the last one may be short, as a `DataLoader` keeps it.
     pub fn batches(&self) -> u64 {
         self.num_samples.div_ceil(self.batch_size.max(1))
@@ -92,23 +82,12 @@ impl EpochFacts {
         shortest.min(self.num_samples) / self.batch_size.max(1)
     }
 
-    /// Where `rank`'s samples from place `first` to before `end` lie in its list: both cut
-    /// to the rank's `num_samples` and to its list. Empty for a rank outside the world.
-    pub fn places(&self, rank: u64, first: u64, end: u64) -> std::ops::Range<usize> {
-        let len = self.rank_lens.get(rank as usize).copied().unwrap_or(0);
-        let end = end.min(self.num_samples).min(len) as usize;
-        (first as usize).min(end)..end
-    }
-
-    /// Where `rank`'s batch `batch` lies in its list.
-    pub fn batch_places(&self, rank: u64, batch: u64) -> std::ops::Range<usize> {
-        let first = batch.saturating_mul(self.batch_size);
-        self.places(rank, first, first.saturating_add(self.batch_size))
-    }
-
-    /// How many ids `rank`'s batch `batch` holds.
+    /// How many ids `rank`'s batch `batch` holds; none for a rank outside the world.
     pub fn batch_len(&self, rank: u64, batch: u64) -> u64 {
-        self.batch_places(rank, batch).len() as u64
+        let list_len = self.rank_lens.get(rank as usize).copied().unwrap_or(0);
+        let first = batch.saturating_mul(self.batch_size);
+        let end = first.saturating_add(self.batch_size);
+        places(list_len, self.num_samples, first, end).len() as u64
     }
 
     /// The digest of batch `batch` of ranks `first_rank..first_rank + ranks`, if kept.
@@ -165,6 +144,19 @@ impl EpochFacts {
         let kept_max = usize::try_from(self.batches()).unwrap_or(usize::MAX);
         kept(&self.distinct_from, first_batch, kept_max, compute)
     }
+}
+
+/// Where a rank's samples from place `first` to before `end` lie in its list of `list_len`:
+/// both cut to the rank's `num_samples` and to its list (a mutant's shifted stride leaves
+/// the last ranks short).
+pub(super) fn places(
+    list_len: u64,
+    num_samples: u64,
+    first: u64,
+    end: u64,
+) -> std::ops::Range<usize> {
+    let end = end.min(num_samples).min(list_len) as usize;
+    (first as usize).min(end)..end
 }
 
 /// A panic elsewhere cannot leave a map of facts half-written, so a poisoned lock is taken
