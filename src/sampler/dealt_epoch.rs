@@ -122,12 +122,16 @@ impl DealtEpoch {
 
     /// How many distinct ids every rank's batches from `first_batch` on hold together.
     pub fn distinct_from(&self, first_batch: u64) -> u64 {
-        self.facts.distinct_from(first_batch, || {
-            // A rank's batches from `first_batch` to the last are one slice of its list.
-            let first = first_batch.saturating_mul(self.batch_size);
-            let num_samples = self.num_samples;
-            distinct_ids((0..self.world_size()).map(|rank| self.samples(rank, first, num_samples)))
-        })
+        self.facts
+            .distinct_from(first_batch, || self.count_distinct_from(first_batch))
+    }
+
+    /// Counts the distinct ids of every rank's batches from `first_batch` on.
+    pub fn count_distinct_from(&self, first_batch: u64) -> u64 {
+        // A rank's batches from `first_batch` to the last are one slice of its list.
+        let first = first_batch.saturating_mul(self.batch_size);
+        let num_samples = self.num_samples;
+        distinct_ids((0..self.world_size()).map(|rank| self.samples(rank, first, num_samples)))
     }
 }
 

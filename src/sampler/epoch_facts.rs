@@ -91,11 +91,13 @@ impl EpochFacts {
     }
 
     /// The digest of batch `batch` of ranks `first_rank..first_rank + ranks`, if kept.
+    #[cfg(test)]
     pub fn kept_digest(&self, first_rank: u64, ranks: u32, batch: u64) -> Option<u64> {
         lock(&self.digests).get((first_rank, ranks, batch), self.batches())
     }
 
     /// The distinct ids of every rank's batches from `first_batch` on, if kept.
+    #[cfg(test)]
     pub fn kept_distinct_from(&self, first_batch: u64) -> Option<u64> {
         lock(&self.distinct_from).get(&first_batch).copied()
     }

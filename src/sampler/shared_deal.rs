@@ -158,10 +158,9 @@ impl KeptEpoch {
 
     /// Distinct ids of every rank's batches from `first_batch` on: kept, or counted.
     pub fn distinct_from(&self, first_batch: u64) -> u64 {
-        match self.facts.kept_distinct_from(first_batch) {
-            Some(distinct) => distinct,
-            None => self.dealt().distinct_from(first_batch),
-        }
+        self.facts.distinct_from(first_batch, || {
+            self.dealt().count_distinct_from(first_batch)
+        })
     }
 }
 
