@@ -1,10 +1,10 @@
 //! The state changes torch's `_DistributedRendezvousOpExecutor` makes for each action, and the
 //! participant-removal epilogue it shares with sanitize.
 
+use super::edits::Edits;
 use super::ops::Action;
 use super::settings::{RendezvousFix, RendezvousSettings};
 use super::state::{NodeDesc, RendezvousState};
-use crate::sim_time::deadline_after;
 
 /// Applies `action`, taken by `node` at wall-clock `now_utc_us`, to `state`.
 ///
@@ -40,37 +40,29 @@ fn apply_unchecked(
     if enters_state && settings.has_fix(RendezvousFix::RestartedNodeReplacesEntry) {
         drop_stale_entries_of(state, node, settings);
     }
-    match action {
-        Action::KeepAlive => keep_alive(state, node, now_utc_us),
-        Action::AddToParticipants => add_to_participants(state, node, settings, now_utc_us),
-        Action::AddToWaitList => {
-            // Moving from the redundancy list to the wait list, never in both.
-            state.redundancy_list.remove(node);
-            state.wait_list.insert(node.clone());
-            keep_alive(state, node, now_utc_us);
-        }
-        Action::AddToRedundancyList => {
-            state.redundancy_list.insert(node.clone());
-            keep_alive(state, node, now_utc_us);
-        }
-        Action::RemoveFromParticipants => {
-            // torch drops the heartbeat too but leaves any wait-list entry in place.
-            state.participants.remove(node);
-            state.last_heartbeats.remove(node);
-            remove_participant_epilogue(state, settings);
-        }
-        Action::RemoveFromWaitList => {
-            state.wait_list.remove(node);
-            state.last_heartbeats.remove(node);
-        }
-        Action::RemoveFromRedundancyList => {
-            state.redundancy_list.remove(node);
-            state.last_heartbeats.remove(node);
-        }
-        Action::MarkRendezvousComplete => mark_complete(state, settings),
-        Action::MarkRendezvousClosed => state.closed = true,
-        Action::Sync | Action::ErrorClosed | Action::ErrorTimeout | Action::Finish => {}
+    if let Some(edits) = Edits::plan(action, state, node, settings, now_utc_us) {
+        edits.apply(state, node, settings);
+        return;
     }
+    assert_eq!(
+        action,
+        Action::RemoveFromParticipants,
+        "{action} has no plan"
+    );
+    // torch drops the heartbeat too but leaves any wait-list entry in place.
+    state.participants.remove(node);
+    state.last_heartbeats.remove(node);
+    remove_participant_epilogue(state, settings);
+}
+
+/// Whether `action` for `node` changes only what its plan of edits says, from the state it
+/// is planned in: its written length can then be counted from that state without a copy.
+pub fn is_planned_alone(action: Action, settings: &RendezvousSettings) -> bool {
+    let enters_state = matches!(
+        action,
+        Action::AddToParticipants | Action::AddToWaitList | Action::AddToRedundancyList
+    );
+    !(enters_state && settings.has_fix(RendezvousFix::RestartedNodeReplacesEntry))
 }
 
 /// Panics unless the decision table could have chosen `action` for `node` in `state`: the
@@ -82,11 +74,33 @@ pub fn assert_applicable(
     node: &NodeDesc,
     settings: &RendezvousSettings,
 ) {
+    let ok = is_applicable(action, state, node, settings);
     let participant = state.is_participant(node);
     let waiting = state.wait_list.contains(node);
     let redundant = state.redundancy_list.contains(node);
     let (round, closed, complete) = (state.round, state.closed, state.complete);
-    let ok = match action {
+    assert!(
+        ok,
+        "{action} for {node} is not an action the decision table takes in round {round}: \
+         closed {closed}, complete {complete}, participant {participant}, waiting {waiting}, \
+         redundant {redundant} (heartbeat {:?}, {} participants)",
+        state.last_heartbeats.get(node),
+        state.participants.len()
+    );
+}
+
+/// Whether the decision table could have chosen `action` for `node` in `state`.
+pub fn is_applicable(
+    action: Action,
+    state: &RendezvousState,
+    node: &NodeDesc,
+    settings: &RendezvousSettings,
+) -> bool {
+    let participant = state.is_participant(node);
+    let waiting = state.wait_list.contains(node);
+    let redundant = state.redundancy_list.contains(node);
+    let (closed, complete) = (state.closed, state.complete);
+    match action {
         Action::KeepAlive => state.last_heartbeats.contains_key(node),
         Action::AddToParticipants => {
             let late_joiner =
@@ -106,15 +120,7 @@ pub fn assert_applicable(
         }
         Action::MarkRendezvousClosed => !closed,
         Action::Sync | Action::ErrorClosed | Action::ErrorTimeout | Action::Finish => true,
-    };
-    assert!(
-        ok,
-        "{action} for {node} is not an action the decision table takes in round {round}: \
-         closed {closed}, complete {complete}, participant {participant}, waiting {waiting}, \
-         redundant {redundant} (heartbeat {:?}, {} participants)",
-        state.last_heartbeats.get(node),
-        state.participants.len()
-    );
+    }
 }
 
 /// The counters an action may only move forward.
@@ -151,11 +157,35 @@ impl Before {
     }
 }
 
-/// What each action promises about `node` afterwards. O(log nodes).
+/// Panics unless `state` keeps what `action` promises about `node`.
 fn assert_applied(action: Action, state: &RendezvousState, node: &NodeDesc, now_utc_us: i64) {
+    let ok = keeps_promise(action, state, node, now_utc_us);
+    let heartbeat = state.last_heartbeats.get(node).copied();
+    assert!(
+        ok,
+        "{action} for {node} at {now_utc_us} left heartbeat {heartbeat:?}, participant {}, \
+         waiting {}, redundant {}, complete {}, closed {}, deadline {:?}",
+        state.is_participant(node),
+        state.wait_list.contains(node),
+        state.redundancy_list.contains(node),
+        state.complete,
+        state.closed,
+        state.deadline_utc_us
+    );
+}
+
+/// What each action, taken by `node` at `now_utc_us`, promises about `node` afterwards: every
+/// state `apply` leaves keeps it, so a state that does not was not left by this action.
+/// O(log nodes).
+pub fn keeps_promise(
+    action: Action,
+    state: &RendezvousState,
+    node: &NodeDesc,
+    now_utc_us: i64,
+) -> bool {
     let heartbeat = state.last_heartbeats.get(node).copied();
     let (fresh, gone) = (heartbeat == Some(now_utc_us), heartbeat.is_none());
-    let ok = match action {
+    match action {
         Action::KeepAlive => fresh,
         Action::AddToParticipants => {
             fresh && state.is_participant(node) && !state.wait_list.contains(node)
@@ -170,18 +200,7 @@ fn assert_applied(action: Action, state: &RendezvousState, node: &NodeDesc, now_
         Action::MarkRendezvousComplete => state.complete && state.deadline_utc_us.is_none(),
         Action::MarkRendezvousClosed => state.closed,
         Action::Sync | Action::ErrorClosed | Action::ErrorTimeout | Action::Finish => true,
-    };
-    assert!(
-        ok,
-        "{action} for {node} at {now_utc_us} left heartbeat {heartbeat:?}, participant {}, \
-         waiting {}, redundant {}, complete {}, closed {}, deadline {:?}",
-        state.is_participant(node),
-        state.wait_list.contains(node),
-        state.redundancy_list.contains(node),
-        state.complete,
-        state.closed,
-        state.deadline_utc_us
-    );
+    }
 }
 
 /// The `restarted-node-replaces-entry` fix: a process on `node`'s host (same address and
@@ -207,46 +226,9 @@ fn drop_stale_entries_of(
     super::sanitize::drop_nodes(state, settings, &stale);
 }
 
-/// torch's `_keep_alive`: the node's heartbeat becomes "now" on the wall clock.
-fn keep_alive(state: &mut RendezvousState, node: &NodeDesc, now_utc_us: i64) {
-    state.last_heartbeats.insert(node.clone(), now_utc_us);
-}
-
-/// torch's `_add_to_participants`: leave the wait list, join with rank 0, heartbeat; reaching
-/// exactly `min_nodes` opens the last call, reaching exactly `max_nodes` completes the round
-/// (which clears the deadline just set when min == max).
-fn add_to_participants(
-    state: &mut RendezvousState,
-    node: &NodeDesc,
-    settings: &RendezvousSettings,
-    now_utc_us: i64,
-) {
-    state.wait_list.remove(node);
-    // Ranks are only meaningful once the round completes.
-    state.participants.insert(node.clone(), 0);
-    keep_alive(state, node, now_utc_us);
-    let count = state.participants.len();
-    if count == settings.min_nodes as usize {
-        state.deadline_utc_us = Some(deadline_after(now_utc_us, settings.last_call_timeout));
-    }
-    if count == settings.max_nodes as usize {
-        mark_complete(state, settings);
-    }
-    // Reaching max_nodes completes the round; reaching only min_nodes opens the last call.
-    let completed = state.complete && state.deadline_utc_us.is_none();
-    assert!(
-        count != settings.max_nodes as usize || completed,
-        "{node} made {count} = max_nodes participants in round {}, but the round is not \
-         complete without a deadline (complete {}, deadline {:?})",
-        state.round,
-        state.complete,
-        state.deadline_utc_us
-    );
-}
-
 /// torch's `_mark_rendezvous_complete`: complete, no deadline, ranks 0.. in node order. With
 /// the fix `world-at-completion` the assignment is also recorded as the round's world.
-fn mark_complete(state: &mut RendezvousState, settings: &RendezvousSettings) {
+pub(super) fn mark_complete(state: &mut RendezvousState, settings: &RendezvousSettings) {
     state.complete = true;
     state.deadline_utc_us = None;
     let natural = settings.has_fix(RendezvousFix::NaturalNodeOrder);
@@ -347,6 +329,7 @@ pub fn remove_participant_epilogue(state: &mut RendezvousState, settings: &Rende
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::sim_time::deadline_after;
 
     fn n(addr: &str) -> NodeDesc {
         NodeDesc::new(addr, 1, 0)

@@ -39,12 +39,12 @@ fn count(write: impl FnOnce(&mut ByteCount)) -> i64 {
 }
 
 /// `{"addr":…,"pid":…,"local_id":…}`.
-fn node_bytes(node: &NodeDesc) -> i64 {
+pub(super) fn node_bytes(node: &NodeDesc) -> i64 {
     count(|c| push_node(c, node))
 }
 
 /// `[node,value]`, an entry of a map's list.
-fn pair_bytes(node: &NodeDesc, value: impl itoa::Integer) -> i64 {
+pub(super) fn pair_bytes(node: &NodeDesc, value: impl itoa::Integer) -> i64 {
     3 + node_bytes(node) + count(|c| push_int(c, value))
 }
 

@@ -25,6 +25,7 @@ use rand::Rng;
 use std::sync::Arc;
 
 mod holder;
+mod planned_write;
 use holder::{Holder, NULL_SENTINEL};
 pub use holder::{CACHE, SYNC_DELAY};
 
@@ -122,12 +123,12 @@ impl RendezvousHandler {
             decoded,
             env,
             node,
-            settings,
+            settings: Arc::new(settings),
             store: store.clone(),
             key,
-            state: Arc::default(),
+            synced: Arc::default(),
             token: None,
-            dirty: false,
+            unwritten: None,
             last_sync_mono_us: None,
             pending_event: None,
             joined: None,
@@ -148,7 +149,7 @@ impl RendezvousHandler {
         let mut h = self.holder.lock().await;
         h.env
             .record(EventKind::RendezvousJoining { pid: h.env.pid });
-        if h.state.round == 0 {
+        if h.state().round == 0 {
             // Drawn in whole microseconds, as the seeded runs always drew it.
             let delay_us = h
                 .env
@@ -159,22 +160,22 @@ impl RendezvousHandler {
         let deadline = deadline_after(h.env.now_mono_us(), h.settings.join_timeout);
         h.run(OpKind::Exit, deadline, false).await?;
         assert!(
-            !h.state.is_participant(&h.node),
+            !h.state().is_participant(&h.node),
             "the exit op finished with {} still a participant of round {}",
             h.node,
-            h.state.round
+            h.state().round
         );
         h.run(OpKind::Join, deadline, true).await?;
         assert!(
-            h.state.join_finished(&h.node),
+            h.state().join_finished(&h.node),
             "the join op finished with {} not a participant of a complete round {} \
              (complete {}, participant {})",
             h.node,
-            h.state.round,
-            h.state.complete,
-            h.state.is_participant(&h.node)
+            h.state().round,
+            h.state().complete,
+            h.state().is_participant(&h.node)
         );
-        let (round, rank, world_size, participants) = h.state.world_of(&h.node, &h.settings);
+        let (round, rank, world_size, participants) = h.state().world_of(&h.node, &h.settings);
         let participants = (h
             .env
             .shared::<SharedList<NodeIndex>>("rendezvous/world_nodes"))
@@ -182,12 +183,12 @@ impl RendezvousHandler {
         if h.settings.has_fix(RendezvousFix::DeadParticipantRejoin) {
             // The members this node was told of: those of the completed world with
             // `world-at-completion`, so one sanitize dropped before this read still counts.
-            let members = h.state.world().keys().cloned().collect();
+            let members = h.state().world().keys().cloned().collect();
             let members = (h
                 .env
                 .shared::<SharedList<NodeDesc>>("rendezvous/joined_members"))
             .intern(members);
-            h.joined = Some((h.state.round, members));
+            h.joined = Some((h.state().round, members));
         }
         let env = h.env.clone();
         drop(h);
@@ -278,7 +279,7 @@ impl RendezvousHandler {
     pub async fn num_nodes_waiting(&self) -> Result<usize, RendezvousError> {
         let mut h = self.holder.lock().await;
         h.sync().await?;
-        Ok(h.state.num_nodes_waiting() + h.dead_round_members())
+        Ok(h.state().num_nodes_waiting() + h.dead_round_members())
     }
 
     /// The monotonic time until which the cached state is served without a read: a
@@ -296,14 +297,14 @@ impl RendezvousHandler {
     pub async fn waiting_nodes(&self) -> Result<Vec<NodeIndex>, RendezvousError> {
         let mut h = self.holder.lock().await;
         h.sync().await?;
-        nodes_at(h.state.wait_list.iter().map(|n| &*n.addr))
+        nodes_at(h.state().wait_list.iter().map(|n| &*n.addr))
     }
 
     /// torch's `is_closed()`.
     pub async fn is_closed(&self) -> Result<bool, RendezvousError> {
         let mut h = self.holder.lock().await;
         h.sync().await?;
-        Ok(h.state.closed)
+        Ok(h.state().closed)
     }
 
     /// torch's `set_closed()`: runs the close op with the close timeout.

@@ -8,6 +8,7 @@
 pub mod apply;
 pub mod backoff;
 pub mod decoded_states;
+pub mod edits;
 mod encoded_len;
 pub mod error;
 pub mod handler;

@@ -5,7 +5,7 @@ pub mod cost;
 pub mod service;
 pub mod value;
 
-pub use value::{Encode, Value};
+pub use value::{Deferred, Encode, Value};
 
 use std::collections::BTreeMap;
 use std::sync::Arc;

@@ -7,7 +7,7 @@
 //! when the write lands (the store must check its size bound then). Every byte anyone looks
 //! at is the byte torch would have sent; only bytes nobody looks at are skipped.
 
-use std::any::Any;
+use std::any::{Any, TypeId};
 use std::fmt;
 use std::sync::{Arc, OnceLock};
 
@@ -65,13 +65,69 @@ impl<T: Encode> Source for T {
     }
 }
 
+/// A structure whose making is put off until something needs it: the holder of a write
+/// that will most likely lose hands over how to make its state, not the state.
+pub trait Deferred: Send + Sync + 'static {
+    type Output: Encode;
+    fn make(&self) -> Arc<Self::Output>;
+}
+
+/// The type-erased maker of a deferred value's source.
+trait Maker: Send + Sync {
+    fn make_source(&self) -> Arc<dyn Source>;
+    fn output_type(&self) -> TypeId;
+}
+
+impl<D: Deferred> Maker for D {
+    fn make_source(&self) -> Arc<dyn Source> {
+        self.make()
+    }
+
+    fn output_type(&self) -> TypeId {
+        TypeId::of::<D::Output>()
+    }
+}
+
+/// Where a value's bytes come from.
+enum Origin {
+    /// The bytes themselves.
+    Bytes,
+    /// A structure, encoded when first read.
+    Made(Arc<dyn Source>),
+    /// A structure made when first needed, then encoded when first read.
+    Deferred {
+        maker: Arc<dyn Maker>,
+        made: OnceLock<Arc<dyn Source>>,
+    },
+}
+
+impl Origin {
+    /// The structure, making a deferred one now.
+    fn source(&self) -> Option<&Arc<dyn Source>> {
+        match self {
+            Origin::Bytes => None,
+            Origin::Made(source) => Some(source),
+            Origin::Deferred { maker, made } => Some(made.get_or_init(|| maker.make_source())),
+        }
+    }
+
+    /// The structure's type, without making a deferred one.
+    fn source_type(&self) -> Option<TypeId> {
+        match self {
+            Origin::Bytes => None,
+            Origin::Made(source) => Some(Any::type_id(source.as_any())),
+            Origin::Deferred { maker, .. } => Some(maker.output_type()),
+        }
+    }
+}
+
 struct Inner {
     bytes: OnceLock<Box<[u8]>>,
     /// How many bytes a lazy value has, counted without writing them, until `bytes` is set.
     len: OnceLock<usize>,
     /// A hash of the bytes, made the first time the value is compared with another.
     fingerprint: OnceLock<u64>,
-    source: Option<Arc<dyn Source>>,
+    origin: Origin,
 }
 
 /// A stored value. Clones share it: handing one value to every reader, keeping it as a
@@ -86,7 +142,23 @@ impl Value {
             bytes: OnceLock::new(),
             len: OnceLock::new(),
             fingerprint: OnceLock::new(),
-            source: Some(source),
+            origin: Origin::Made(source),
+        }))
+    }
+
+    /// A value whose structure `deferred` makes when something first needs it (its bytes,
+    /// the structure itself, a comparison), and which has `len` bytes: the maker must know
+    /// its length without making it, and a wrong one would be a wrong simulation, not a
+    /// detectable error, so `bytes()` checks it once the bytes exist.
+    pub fn deferred<D: Deferred>(len: usize, deferred: Arc<D>) -> Self {
+        Value(Arc::new(Inner {
+            bytes: OnceLock::new(),
+            len: OnceLock::from(len),
+            fingerprint: OnceLock::new(),
+            origin: Origin::Deferred {
+                maker: deferred,
+                made: OnceLock::new(),
+            },
         }))
     }
 
@@ -105,22 +177,38 @@ impl Value {
             bytes: OnceLock::new(),
             len,
             fingerprint: OnceLock::new(),
-            source: Some(source),
+            origin: Origin::Made(source),
         }))
     }
 
     /// The bytes (encoding them now if nobody has yet).
     pub fn bytes(&self) -> &[u8] {
-        self.0.bytes.get_or_init(|| match &self.0.source {
-            Some(source) => source.encode().into_boxed_slice(),
-            None => Box::default(),
+        self.0.bytes.get_or_init(|| {
+            let Some(source) = self.0.origin.source() else {
+                return Box::default();
+            };
+            let bytes = source.encode().into_boxed_slice();
+            if let Some(&counted) = self.0.len.get() {
+                assert_eq!(
+                    counted,
+                    bytes.len(),
+                    "a value counted to {counted} bytes encodes to {}",
+                    bytes.len()
+                );
+            }
+            bytes
         })
     }
 
-    /// The structure a lazy value was made from, when it is a `T`.
+    /// The structure a lazy value was made from, when it is a `T` (making a deferred one).
     pub fn source<T: Encode>(&self) -> Option<Arc<T>> {
-        let source = Arc::clone(self.0.source.as_ref()?);
+        let source = Arc::clone(self.0.origin.source()?);
         source.into_any().downcast::<T>().ok()
+    }
+
+    /// Whether the value was made from a `T`, or will be: this makes nothing.
+    pub fn is_made_from<T: Encode>(&self) -> bool {
+        self.0.origin.source_type() == Some(TypeId::of::<T>())
     }
 
     /// Whether the two are one value (not merely equal bytes).
@@ -144,10 +232,15 @@ impl Value {
         if let Some(bytes) = self.0.bytes.get() {
             return bytes.len();
         }
-        *self.0.len.get_or_init(|| match &self.0.source {
+        *self.0.len.get_or_init(|| match self.0.origin.source() {
             Some(source) => source.encoded_len(),
             None => 0,
         })
+    }
+
+    /// The length when it is known without counting: the bytes exist, or it was counted.
+    fn known_len(&self) -> Option<usize> {
+        (self.0.bytes.get().map(|bytes| bytes.len())).or_else(|| self.0.len.get().copied())
     }
 
     pub fn is_empty(&self) -> bool {
@@ -164,8 +257,9 @@ impl std::ops::Deref for Value {
 }
 
 /// Byte equality, as TCPStore compares. One value is equal to itself without a byte
-/// compare; two made from structures of one type are equal when the structures are (their
-/// encoding is one-to-one), which needs no bytes; values of different lengths or
+/// compare; two of known, different lengths are not; two made from structures of one type
+/// are equal when the structures are (their encoding is one-to-one), which needs no bytes;
+/// values of different lengths or
 /// fingerprints differ without a byte compare: a stale token and the state that replaced it
 /// often have the same length (a keep-alive changes a timestamp), and comparing them byte
 /// by byte cost a join storm O(nodes) per attempt.
@@ -174,8 +268,15 @@ impl PartialEq for Value {
         if Value::same(self, other) {
             return true;
         }
-        if let (Some(a), Some(b)) = (&self.0.source, &other.0.source) {
-            if let Some(same) = a.same_bytes_as(b.as_ref()) {
+        if let (Some(mine), Some(theirs)) = (self.known_len(), other.known_len()) {
+            if mine != theirs {
+                return false;
+            }
+        }
+        let mine = self.0.origin.source_type();
+        if mine.is_some() && mine == other.0.origin.source_type() {
+            let (a, b) = (self.0.origin.source(), other.0.origin.source());
+            if let Some(same) = a.zip(b).and_then(|(a, b)| a.same_bytes_as(b.as_ref())) {
                 return same;
             }
         }
@@ -193,7 +294,7 @@ impl From<Vec<u8>> for Value {
             bytes: OnceLock::from(bytes.into_boxed_slice()),
             len: OnceLock::new(),
             fingerprint: OnceLock::new(),
-            source: None,
+            origin: Origin::Bytes,
         }))
     }
 }

@@ -3,8 +3,8 @@
 //! sync-decide-apply loop, the compare-and-set on the encoded state with its 1 s cache,
 //! the backoff after a lost write, and sanitizing what it reads.
 
+use super::planned_write::PlannedWrite;
 use super::RendezvousError;
-use crate::rendezvous::apply::apply;
 use crate::rendezvous::decoded_states::{DecodedStates, SharedState};
 use crate::rendezvous::ops::{decide, Action, OpContext, OpKind};
 use crate::rendezvous::quiet_wait;
@@ -28,19 +28,24 @@ pub const CACHE: SimDuration = SimDuration::from_secs(1);
 /// `SYNC` waits this long before polling again (torch's `_delay(seconds=1)`).
 pub const SYNC_DELAY: SimDuration = SimDuration::from_secs(1);
 
+/// What a sync finds: the value now stored, and the value written with its write, if any.
+type Synced = (Value, Option<(Value, Arc<PlannedWrite>)>);
+
 /// The state holder and its store client: torch's `_BackendRendezvousStateHolder`.
 pub(super) struct Holder {
     pub(super) env: NodeEnv,
     pub(super) node: NodeDesc,
-    pub(super) settings: RendezvousSettings,
+    pub(super) settings: Arc<RendezvousSettings>,
     pub(super) store: StoreClient,
     pub(super) key: String,
     /// The synced state, shared with every node that read the same bytes; copied on write.
-    pub(super) state: Arc<RendezvousState>,
+    /// Read it through `state()`, which counts a write not yet made.
+    pub(super) synced: Arc<RendezvousState>,
     /// The run's decoded states, shared by every node of the run.
     pub(super) decoded: Arc<DecodedStates>,
     pub(super) token: Option<Value>,
-    pub(super) dirty: bool,
+    /// The write the next sync makes: the state is dirty while there is one.
+    pub(super) unwritten: Option<Arc<PlannedWrite>>,
     pub(super) last_sync_mono_us: Option<i64>,
     /// Events to record once the next write lands: a close or a heartbeat.
     pub(super) pending_event: Option<EventKind>,
@@ -55,26 +60,22 @@ pub(super) struct Holder {
 }
 
 /// torch's `has_set`: whether the bytes now stored are the bytes written. The server
-/// answers a write that landed with the very value sent; otherwise a canonical encoding is
-/// injective, so equal bytes are equal states, and comparing the states spares encoding a
-/// write that lost. Bytes of different lengths differ, and both lengths are known without
-/// encoding (the store counted them), so most lost writes need no comparison of states.
-fn landed(stored: &Value, ours: &Value, synced: &SharedState) -> bool {
+/// answers a write that landed with the very value sent; otherwise the bytes are equal only
+/// when another write made the same state (`PlannedWrite::is_written_as`).
+fn landed(stored: &Value, ours: &Value, write: &PlannedWrite, synced: &SharedState) -> bool {
     if Value::same(stored, ours) {
         return true;
     }
-    match ours.source::<RendezvousState>() {
-        Some(state) if !is_null_sentinel(stored) => {
-            stored.len() == ours.len() && *synced.state == *state
-        }
-        _ => stored == ours,
+    if is_null_sentinel(stored) {
+        return stored == ours;
     }
+    write.is_written_as(ours, stored, &synced.state)
 }
 
 /// Whether a stored value is torch's null sentinel. A written state never is, and reading
 /// its bytes to find that out would encode it: every sync did, for every state it read.
 fn is_null_sentinel(value: &Value) -> bool {
-    value.source::<RendezvousState>().is_none() && value.bytes() == NULL_SENTINEL
+    !value.is_made_from::<RendezvousState>() && value.bytes() == NULL_SENTINEL
 }
 
 impl Holder {
@@ -93,7 +94,7 @@ impl Holder {
             let now_mono_us = self.env.now_mono_us();
             let ctx = OpContext {
                 node: &self.node,
-                state: &self.state,
+                state: self.state(),
                 settings: &self.settings,
             };
             let decided = decide(op, &ctx, now_utc_us, now_mono_us, deadline_mono_us);
@@ -130,45 +131,50 @@ impl Holder {
         }
     }
 
-    /// Applies a state-changing `action` to this node's copy of the state, to be written by
+    /// This node's copy of the state: the state last synced, with the change of a write
+    /// not yet made (built now if it was not).
+    pub(super) fn state(&self) -> &Arc<RendezvousState> {
+        match &self.unwritten {
+            Some(write) => write.state(),
+            None => &self.synced,
+        }
+    }
+
+    /// Plans a state-changing `action` on this node's copy of the state, to be written by
     /// the next sync, with the event to record once that write lands.
     fn apply_for_write(&mut self, action: Action, now_utc_us: i64) {
-        assert!(action.mutates_state(), "{action} reached the write path");
-        let (round, complete) = (self.state.round, self.state.complete);
-        apply(
+        let base = Arc::clone(self.state());
+        let write = PlannedWrite::new(
+            base,
             action,
-            Arc::make_mut(&mut self.state),
-            &self.node,
-            &self.settings,
+            self.node.clone(),
+            Arc::clone(&self.settings),
             now_utc_us,
         );
-        if (self.state.round, self.state.complete) != (round, complete) {
-            // A round completed or reopened: check the whole state, O(nodes).
-            self.state.assert_well_formed(&self.settings);
-        }
         self.pending_event = match action {
             Action::MarkRendezvousClosed => Some(EventKind::RendezvousClosed {
                 pid: self.env.pid,
-                round: self.state.round,
+                // Closing leaves the round as it is.
+                round: write.base().round,
                 // Filled in when the write lands (the client is bound by then).
                 store_incarnation: 0,
             }),
             Action::KeepAlive => Some(EventKind::Heartbeat { pid: self.env.pid }),
             _ => None,
         };
-        self.dirty = true;
+        self.unwritten = Some(write);
     }
 
     /// A join's wait: a routine step sleeps through a quiet window when one is open (true);
     /// any other step of the join announces that this process acts.
     async fn wait_slept_through_window(&self, action: Action, deadline_mono_us: i64) -> bool {
-        if !quiet_wait::is_routine(action, &self.state) {
+        if !quiet_wait::is_routine(action, self.state()) {
             self.env.set_busy();
             return false;
         }
         let (env, node, settings) = (&self.env, &self.node, &self.settings);
         let outcome =
-            quiet_wait::wait(env, node, settings, &self.state, action, deadline_mono_us).await;
+            quiet_wait::wait(env, node, settings, self.state(), action, deadline_mono_us).await;
         outcome == quiet_wait::WaitOutcome::Slept
     }
 
@@ -202,7 +208,7 @@ impl Holder {
             self.token = None;
             SharedState::new(Arc::default())
         };
-        let has_set = written.map(|ours| landed(&bits, &ours, &synced));
+        let has_set = written.map(|(ours, write)| landed(&bits, &ours, &write, &synced));
         if has_set == Some(true) {
             if let Some(mut event) = self.pending_event.take() {
                 if let EventKind::RendezvousClosed {
@@ -216,24 +222,24 @@ impl Holder {
         } else if has_set == Some(false) {
             self.pending_event = None;
         }
-        self.dirty = false;
+        self.unwritten = None;
         self.last_sync_mono_us = Some(self.env.now_mono_us());
         let now_utc_us = self.env.now_utc_us();
-        self.state = synced.state.clone();
-        skipped_beats::apply(&self.env, &mut self.state, &synced);
+        self.synced = synced.state.clone();
+        skipped_beats::apply(&self.env, &mut self.synced, &synced);
         if self.settings.has_fix(RendezvousFix::MonotonicHeartbeats) {
             let now_mono_us = self.env.now_mono_us();
-            self.receipts.observe(&self.state, now_mono_us);
+            self.receipts.observe(&self.synced, now_mono_us);
             let dead = self.receipts.expired(&self.settings, now_mono_us);
             if !dead.is_empty() {
-                drop_nodes(Arc::make_mut(&mut self.state), &self.settings, &dead);
-                self.state.assert_well_formed(&self.settings);
+                drop_nodes(Arc::make_mut(&mut self.synced), &self.settings, &dead);
+                self.synced.assert_well_formed(&self.settings);
             }
         } else if synced.may_expire(&self.settings, now_utc_us) {
-            let dead = sanitize(Arc::make_mut(&mut self.state), &self.settings, now_utc_us);
+            let dead = sanitize(Arc::make_mut(&mut self.synced), &self.settings, now_utc_us);
             if !dead.is_empty() {
                 // A node died: rare, so the whole state is checked, O(nodes).
-                self.state.assert_well_formed(&self.settings);
+                self.synced.assert_well_formed(&self.settings);
             }
         }
         Ok(has_set)
@@ -242,15 +248,13 @@ impl Holder {
     /// The exchange with the store: a compare-and-set of this node's state when dirty, else
     /// a read, unless the last sync is under a second old. Returns the value now stored, and
     /// the value written, if any. The write is lazy: its bytes are made only if it lands.
-    async fn write_or_read(&mut self) -> Result<Option<(Value, Option<Value>)>, RendezvousError> {
+    async fn write_or_read(&mut self) -> Result<Option<Synced>, RendezvousError> {
         let costs = StoreCosts::scaled(self.env.scenario().cluster.store_cost_scale);
-        if self.dirty {
-            // The state was copied from the token's (the state last read) and changed a
-            // little: its length is counted from the token's by what changed.
-            let ours = match &self.token {
-                Some(token) => Value::lazy_from(Arc::clone(&self.state), token),
-                None => Value::lazy(Arc::clone(&self.state)),
-            };
+        if let Some(write) = &self.unwritten {
+            // The state is the token's (the state last read) changed a little: its length
+            // is counted from the token's by what changed.
+            let write = Arc::clone(write);
+            let ours = write.value(self.token.as_ref());
             let expected = self
                 .token
                 .clone()
@@ -263,7 +267,7 @@ impl Holder {
                 .compare_set(&self.key, expected, ours.clone())
                 .await?;
             time::spend_cpu_ns(costs.state_decode_ns(stored.len())).await;
-            return Ok(Some((stored, Some(ours))));
+            return Ok(Some((stored, Some((ours, write)))));
         }
         if let Some(last) = self.last_sync_or_skipped_keep_alive_mono_us() {
             if last >= reading_before(self.env.now_mono_us(), CACHE).max(0) {
@@ -294,9 +298,9 @@ impl Holder {
             return 0;
         }
         match &self.joined {
-            Some((round, members)) if *round == self.state.round => members
+            Some((round, members)) if *round == self.state().round => members
                 .iter()
-                .filter(|m| !self.state.participants.contains_key(*m))
+                .filter(|m| !self.state().participants.contains_key(*m))
                 .count(),
             _ => 0,
         }
