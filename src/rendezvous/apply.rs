@@ -1,7 +1,7 @@
 //! The state changes torch's `_DistributedRendezvousOpExecutor` makes for each action, and the
 //! participant-removal epilogue it shares with sanitize.
 
-use super::edits::Edits;
+use super::edits::{Edits, Membership};
 use super::ops::Action;
 use super::settings::{RendezvousFix, RendezvousSettings};
 use super::state::{NodeDesc, RendezvousState};
@@ -40,7 +40,8 @@ fn apply_unchecked(
     if enters_state && settings.has_fix(RendezvousFix::RestartedNodeReplacesEntry) {
         drop_stale_entries_of(state, node, settings);
     }
-    if let Some(edits) = Edits::plan(action, state, node, settings, now_utc_us) {
+    let membership = Membership::of(state, node);
+    if let Some(edits) = Edits::plan(action, state, &membership, settings, now_utc_us) {
         edits.apply(state, node, settings);
         return;
     }
@@ -74,34 +75,48 @@ pub fn assert_applicable(
     node: &NodeDesc,
     settings: &RendezvousSettings,
 ) {
-    let ok = is_applicable(action, state, node, settings);
-    let participant = state.is_participant(node);
-    let waiting = state.wait_list.contains(node);
-    let redundant = state.redundancy_list.contains(node);
+    assert_applicable_to(action, state, &Membership::of(state, node), node, settings);
+}
+
+/// [`assert_applicable`] with `node`'s entries (`membership`) already looked up.
+pub fn assert_applicable_to(
+    action: Action,
+    state: &RendezvousState,
+    membership: &Membership,
+    node: &NodeDesc,
+    settings: &RendezvousSettings,
+) {
+    let ok = is_applicable(action, state, membership, settings);
+    let Membership {
+        waiting,
+        redundant,
+        heartbeat_us,
+        ..
+    } = *membership;
+    let participant = membership.is_participant();
     let (round, closed, complete) = (state.round, state.closed, state.complete);
     assert!(
         ok,
         "{action} for {node} is not an action the decision table takes in round {round}: \
          closed {closed}, complete {complete}, participant {participant}, waiting {waiting}, \
-         redundant {redundant} (heartbeat {:?}, {} participants)",
-        state.last_heartbeats.get(node),
+         redundant {redundant} (heartbeat {heartbeat_us:?}, {} participants)",
         state.participants.len()
     );
 }
 
-/// Whether the decision table could have chosen `action` for `node` in `state`.
+/// Whether the decision table could have chosen `action` in `state` for the node whose
+/// entries are `membership`.
 pub fn is_applicable(
     action: Action,
     state: &RendezvousState,
-    node: &NodeDesc,
+    membership: &Membership,
     settings: &RendezvousSettings,
 ) -> bool {
-    let participant = state.is_participant(node);
-    let waiting = state.wait_list.contains(node);
-    let redundant = state.redundancy_list.contains(node);
+    let participant = membership.is_participant();
+    let (waiting, redundant) = (membership.waiting, membership.redundant);
     let (closed, complete) = (state.closed, state.complete);
     match action {
-        Action::KeepAlive => state.last_heartbeats.contains_key(node),
+        Action::KeepAlive => membership.heartbeat_us.is_some(),
         Action::AddToParticipants => {
             let late_joiner =
                 settings.has_mutant(crate::mutant::Mutant::LateJoinerJoinsCompleteRound);

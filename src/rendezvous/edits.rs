@@ -14,12 +14,40 @@ use super::settings::RendezvousSettings;
 use super::state::{NodeDesc, RendezvousState};
 use crate::sim_time::deadline_after;
 
-/// One change to the state, of the acting node's entries unless it says otherwise.
+/// The acting node's entries in a state, looked up once for the decision's check, the plan
+/// and the count.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Membership {
+    /// Its rank among the participants, if it is one.
+    pub rank: Option<u32>,
+    pub waiting: bool,
+    pub redundant: bool,
+    /// Its last heartbeat, if it has one.
+    pub heartbeat_us: Option<i64>,
+}
+
+impl Membership {
+    pub fn of(state: &RendezvousState, node: &NodeDesc) -> Self {
+        Membership {
+            rank: state.participants.get(node).copied(),
+            waiting: state.wait_list.contains(node),
+            redundant: state.redundancy_list.contains(node),
+            heartbeat_us: state.last_heartbeats.get(node).copied(),
+        }
+    }
+
+    pub fn is_participant(&self) -> bool {
+        self.rank.is_some()
+    }
+}
+
+/// One change to the state, of the acting node's entries unless it says otherwise; each
+/// carries the entry it replaces, so counting it looks nothing up.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Edit {
     /// The node becomes a participant with rank 0 (ranks mean something only once the round
-    /// completes), or its rank becomes 0.
-    JoinParticipants,
+    /// completes), or its rank (`old_rank`) becomes 0.
+    JoinParticipants { old_rank: Option<u32> },
     /// The node leaves the wait list, on which it is.
     LeaveWaitList,
     /// The node joins the wait list, on which it is not.
@@ -28,10 +56,11 @@ pub enum Edit {
     LeaveRedundancyList,
     /// The node joins the redundancy list, on which it is not.
     JoinRedundancyList,
-    /// The node's heartbeat becomes this wall-clock time, added when it had none.
-    Heartbeat(i64),
-    /// The node's heartbeat, which it has, goes.
-    DropHeartbeat,
+    /// The node's heartbeat (`old_us`) becomes `now_us` on the wall clock, added when it had
+    /// none.
+    Heartbeat { now_us: i64, old_us: Option<i64> },
+    /// The node's heartbeat, `old_us`, goes.
+    DropHeartbeat { old_us: i64 },
     /// The round's last-call deadline becomes this.
     Deadline(Option<i64>),
     /// The rendezvous closes for good.
@@ -69,6 +98,12 @@ impl Edits {
         self.len += 1;
     }
 
+    fn extend(&mut self, edit: Option<Edit>) {
+        if let Some(edit) = edit {
+            self.push(edit);
+        }
+    }
+
     fn push_if(&mut self, condition: bool, edit: Edit) {
         if condition {
             self.push(edit);
@@ -79,30 +114,37 @@ impl Edits {
         self.items[..self.len].iter().copied()
     }
 
-    /// What `action`, taken by `node` at `now_utc_us` in `state`, changes, when it changes only
-    /// `node`'s entries and the scalars; `None` for the actions `apply` makes by other means
-    /// (a participant's removal and its epilogue, the `restarted-node-replaces-entry` fix's
-    /// clean-up). Each edit names a change that does happen: what is already so is left out.
+    /// What `action`, taken at `now_utc_us` in `state` by the node whose entries are `node`,
+    /// changes, when it changes only that node's entries and the scalars; `None` for the
+    /// actions `apply` makes by other means (a participant's removal and its epilogue).
+    /// Each edit names a change that does happen: what is already so is left out.
     pub fn plan(
         action: Action,
         state: &RendezvousState,
-        node: &NodeDesc,
+        node: &Membership,
         settings: &RendezvousSettings,
         now_utc_us: i64,
     ) -> Option<Edits> {
         let mut edits = Edits::new();
-        let waiting = state.wait_list.contains(node);
-        let redundant = state.redundancy_list.contains(node);
-        let beating = state.last_heartbeats.contains_key(node);
+        let (waiting, redundant) = (node.waiting, node.redundant);
+        let heartbeat = Edit::Heartbeat {
+            now_us: now_utc_us,
+            old_us: node.heartbeat_us,
+        };
+        let drop_heartbeat = node
+            .heartbeat_us
+            .map(|old_us| Edit::DropHeartbeat { old_us });
         match action {
-            Action::KeepAlive => edits.push(Edit::Heartbeat(now_utc_us)),
+            Action::KeepAlive => edits.push(heartbeat),
             Action::AddToParticipants => {
                 edits.push_if(waiting, Edit::LeaveWaitList);
-                edits.push(Edit::JoinParticipants);
-                edits.push(Edit::Heartbeat(now_utc_us));
+                edits.push(Edit::JoinParticipants {
+                    old_rank: node.rank,
+                });
+                edits.push(heartbeat);
                 // Reaching exactly min_nodes opens the last call; reaching exactly max_nodes
                 // completes the round (which clears a deadline just set when min == max).
-                let count = state.participants.len() + usize::from(!state.is_participant(node));
+                let count = state.participants.len() + usize::from(!node.is_participant());
                 let last_call = deadline_after(now_utc_us, settings.last_call_timeout);
                 edits.push_if(
                     count == settings.min_nodes as usize,
@@ -114,19 +156,19 @@ impl Edits {
                 // Moving from the redundancy list to the wait list, never in both.
                 edits.push_if(redundant, Edit::LeaveRedundancyList);
                 edits.push_if(!waiting, Edit::JoinWaitList);
-                edits.push(Edit::Heartbeat(now_utc_us));
+                edits.push(heartbeat);
             }
             Action::AddToRedundancyList => {
                 edits.push_if(!redundant, Edit::JoinRedundancyList);
-                edits.push(Edit::Heartbeat(now_utc_us));
+                edits.push(heartbeat);
             }
             Action::RemoveFromWaitList => {
                 edits.push_if(waiting, Edit::LeaveWaitList);
-                edits.push_if(beating, Edit::DropHeartbeat);
+                edits.extend(drop_heartbeat);
             }
             Action::RemoveFromRedundancyList => {
                 edits.push_if(redundant, Edit::LeaveRedundancyList);
-                edits.push_if(beating, Edit::DropHeartbeat);
+                edits.extend(drop_heartbeat);
             }
             Action::MarkRendezvousComplete => edits.push(Edit::Complete),
             Action::MarkRendezvousClosed => edits.push_if(!state.closed, Edit::Close),
@@ -145,7 +187,7 @@ impl Edits {
     ) {
         for edit in self.iter() {
             match edit {
-                Edit::JoinParticipants => {
+                Edit::JoinParticipants { .. } => {
                     state.participants.insert(node.clone(), 0);
                 }
                 Edit::LeaveWaitList => {
@@ -160,10 +202,10 @@ impl Edits {
                 Edit::JoinRedundancyList => {
                     state.redundancy_list.insert(node.clone());
                 }
-                Edit::Heartbeat(now_utc_us) => {
-                    state.last_heartbeats.insert(node.clone(), now_utc_us);
+                Edit::Heartbeat { now_us, .. } => {
+                    state.last_heartbeats.insert(node.clone(), now_us);
                 }
-                Edit::DropHeartbeat => {
+                Edit::DropHeartbeat { .. } => {
                     state.last_heartbeats.remove(node);
                 }
                 Edit::Deadline(deadline_utc_us) => state.deadline_utc_us = deadline_utc_us,
@@ -175,13 +217,14 @@ impl Edits {
 
     /// How many more bytes the state encodes to once the edits are made on `state` (the
     /// state they were planned in); `None` when they complete the round. Each edit touches
-    /// its own entry of its own list, so the edits count one by one against `state`.
+    /// its own entry of its own list, so the edits count one by one against `state`, and
+    /// each carries the entry it replaces: only the lists' lengths are read.
     pub fn encoded_len_delta(&self, state: &RendezvousState, node: &NodeDesc) -> Option<i64> {
         let mut delta = 0;
         for edit in self.iter() {
             delta += match edit {
-                Edit::JoinParticipants => match state.participants.get(node) {
-                    Some(&rank) => pair_bytes(node, 0u32) - pair_bytes(node, rank),
+                Edit::JoinParticipants { old_rank } => match old_rank {
+                    Some(rank) => pair_bytes(node, 0u32) - pair_bytes(node, rank),
                     None => pair_bytes(node, 0u32) + comma_added(state.participants.len()),
                 },
                 Edit::LeaveWaitList => -node_bytes(node) - comma_added(state.wait_list.len() - 1),
@@ -192,13 +235,12 @@ impl Edits {
                 Edit::JoinRedundancyList => {
                     node_bytes(node) + comma_added(state.redundancy_list.len())
                 }
-                Edit::Heartbeat(now_utc_us) => match state.last_heartbeats.get(node) {
-                    Some(&old) => pair_bytes(node, now_utc_us) - pair_bytes(node, old),
-                    None => pair_bytes(node, now_utc_us) + comma_added(state.last_heartbeats.len()),
+                Edit::Heartbeat { now_us, old_us } => match old_us {
+                    Some(old_us) => pair_bytes(node, now_us) - pair_bytes(node, old_us),
+                    None => pair_bytes(node, now_us) + comma_added(state.last_heartbeats.len()),
                 },
-                Edit::DropHeartbeat => {
-                    let old = state.last_heartbeats[node];
-                    -pair_bytes(node, old) - comma_added(state.last_heartbeats.len() - 1)
+                Edit::DropHeartbeat { old_us } => {
+                    -pair_bytes(node, old_us) - comma_added(state.last_heartbeats.len() - 1)
                 }
                 Edit::Deadline(deadline_utc_us) => {
                     deadline_bytes(deadline_utc_us) - deadline_bytes(state.deadline_utc_us)
@@ -286,10 +328,11 @@ mod tests {
             let state = state_of(&members, round, flags, deadline);
             let settings = RendezvousSettings::new("r", min_nodes, min_nodes + extra);
             let who = node(who);
-            prop_assume!(is_applicable(action, &state, &who, &settings));
+            let membership = Membership::of(&state, &who);
+            prop_assume!(is_applicable(action, &state, &membership, &settings));
             let mut applied = state.clone();
             apply(action, &mut applied, &who, &settings, now_utc_us);
-            let Some(edits) = Edits::plan(action, &state, &who, &settings, now_utc_us) else {
+            let Some(edits) = Edits::plan(action, &state, &membership, &settings, now_utc_us) else {
                 prop_assert_eq!(action, Action::RemoveFromParticipants);
                 return Ok(());
             };
@@ -310,15 +353,19 @@ mod tests {
         let settings = RendezvousSettings::new("r", 2, 2);
         let mut state = state_of(&[9], 0, 0, None);
         state.wait_list.insert(node(1));
-        let edits = Edits::plan(Action::AddToParticipants, &state, &node(1), &settings, 7)
+        let membership = Membership::of(&state, &node(1));
+        let edits = Edits::plan(Action::AddToParticipants, &state, &membership, &settings, 7)
             .expect("a join has edits");
         let last_call = deadline_after(7, settings.last_call_timeout);
         assert_eq!(
             edits.iter().collect::<Vec<_>>(),
             [
                 Edit::LeaveWaitList,
-                Edit::JoinParticipants,
-                Edit::Heartbeat(7),
+                Edit::JoinParticipants { old_rank: None },
+                Edit::Heartbeat {
+                    now_us: 7,
+                    old_us: None
+                },
                 Edit::Deadline(Some(last_call)),
                 Edit::Complete
             ]

@@ -8,8 +8,8 @@
 //! promises about this node (`apply::keeps_promise`), and only a state that passes both is
 //! compared with the built one. Whatever is built is what `apply` makes, checked as ever.
 
-use crate::rendezvous::apply::{apply, assert_applicable, is_planned_alone, keeps_promise};
-use crate::rendezvous::edits::Edits;
+use crate::rendezvous::apply::{apply, assert_applicable_to, is_planned_alone, keeps_promise};
+use crate::rendezvous::edits::{Edits, Membership};
 use crate::rendezvous::ops::Action;
 use crate::rendezvous::settings::RendezvousSettings;
 use crate::rendezvous::state::{NodeDesc, RendezvousState};
@@ -23,6 +23,8 @@ pub(super) struct PlannedWrite {
     node: NodeDesc,
     settings: Arc<RendezvousSettings>,
     now_utc_us: i64,
+    /// What the action changes, when the edits say it all (they count its length).
+    edits: Option<Edits>,
     built: OnceLock<Arc<RendezvousState>>,
 }
 
@@ -37,13 +39,18 @@ impl PlannedWrite {
         now_utc_us: i64,
     ) -> Arc<Self> {
         assert!(action.mutates_state(), "{action} reached the write path");
-        assert_applicable(action, &base, &node, &settings);
+        let membership = Membership::of(&base, &node);
+        assert_applicable_to(action, &base, &membership, &node, &settings);
+        let edits = is_planned_alone(action, &settings)
+            .then(|| Edits::plan(action, &base, &membership, &settings, now_utc_us))
+            .flatten();
         Arc::new(PlannedWrite {
             base,
             action,
             node,
             settings,
             now_utc_us,
+            edits,
             built: OnceLock::new(),
         })
     }
@@ -77,18 +84,8 @@ impl PlannedWrite {
     /// before any state was written). Its length is counted from the token's by what
     /// differs: the edits when the action has them, else the built state's difference.
     pub(super) fn value(self: &Arc<Self>, token: Option<&Value>) -> Value {
-        let planned = is_planned_alone(self.action, &self.settings)
-            .then(|| {
-                Edits::plan(
-                    self.action,
-                    &self.base,
-                    &self.node,
-                    &self.settings,
-                    self.now_utc_us,
-                )
-            })
-            .flatten();
-        let Some(delta) = planned.and_then(|edits| edits.encoded_len_delta(&self.base, &self.node))
+        let counted = self.edits.as_ref();
+        let Some(delta) = counted.and_then(|edits| edits.encoded_len_delta(&self.base, &self.node))
         else {
             let state = Arc::clone(self.state());
             return match token {
