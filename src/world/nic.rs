@@ -25,17 +25,7 @@ struct Link {
 pub(super) struct Nics {
     default_bits_per_sec: u64,
     bits_per_sec: BTreeMap<IpAddr, u64>,
-    /// By [`host_key`]: every message looks up two links among thousands of hosts, and
-    /// comparing numbers is cheaper than comparing addresses.
-    links: BTreeMap<u128, Link>,
-}
-
-/// A host's address as one number: an IPv4 address as its IPv6-mapped form.
-fn host_key(host: IpAddr) -> u128 {
-    match host {
-        IpAddr::V4(v4) => u128::from(v4.to_ipv6_mapped()),
-        IpAddr::V6(v6) => u128::from(v6),
-    }
+    links: BTreeMap<IpAddr, Link>,
 }
 
 impl Nics {
@@ -73,7 +63,7 @@ impl Nics {
             return ready_ns;
         }
         let send_ns = self.transfer_ns(from, bytes);
-        let sender = self.links.entry(host_key(from)).or_default();
+        let sender = self.links.entry(from).or_default();
         sender.send_free_ns = ready_ns.max(sender.send_free_ns).saturating_add(send_ns);
         sender.send_free_ns
     }
@@ -92,7 +82,7 @@ impl Nics {
             return arrived_ns;
         }
         let receive_ns = self.transfer_ns(to, bytes);
-        let receiver = self.links.entry(host_key(to)).or_default();
+        let receiver = self.links.entry(to).or_default();
         receiver.receive_free_ns =
             arrived_ns.max(receiver.receive_free_ns.saturating_add(receive_ns));
         receiver.receive_free_ns
