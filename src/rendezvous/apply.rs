@@ -90,7 +90,7 @@ pub fn assert_applicable_to(
     let Membership {
         waiting,
         redundant,
-        heartbeat_us,
+        heartbeat_utc_us,
         ..
     } = *membership;
     let participant = membership.is_participant();
@@ -99,7 +99,7 @@ pub fn assert_applicable_to(
         ok,
         "{action} for {node} is not an action the decision table takes in round {round}: \
          closed {closed}, complete {complete}, participant {participant}, waiting {waiting}, \
-         redundant {redundant} (heartbeat {heartbeat_us:?}, {} participants)",
+         redundant {redundant} (heartbeat {heartbeat_utc_us:?}, {} participants)",
         state.participants.len()
     );
 }
@@ -116,7 +116,7 @@ pub fn is_applicable(
     let (waiting, redundant) = (membership.waiting, membership.redundant);
     let (closed, complete) = (state.closed, state.complete);
     match action {
-        Action::KeepAlive => membership.heartbeat_us.is_some(),
+        Action::KeepAlive => membership.heartbeat_utc_us.is_some(),
         Action::AddToParticipants => {
             let late_joiner =
                 settings.has_mutant(crate::mutant::Mutant::LateJoinerJoinsCompleteRound);
@@ -527,8 +527,8 @@ mod tests {
             apply(Action::AddToParticipants, &mut st, &n("c"), &settings, 0);
             assert!(st.complete);
             // c's heartbeat expires: sanitize drops it from the complete round.
-            let now_us = 1 + crate::sim_time::clock_span(settings.heartbeat_expiry());
-            assert_eq!(sanitize(&mut st, &settings, now_us), vec![n("c")]);
+            let now_utc_us = 1 + crate::sim_time::clock_span(settings.heartbeat_expiry());
+            assert_eq!(sanitize(&mut st, &settings, now_utc_us), vec![n("c")]);
             assert_eq!(st.participants.len(), 2);
             let world: Vec<(NodeDesc, u32)> =
                 st.world().iter().map(|(n, r)| (n.clone(), *r)).collect();

@@ -23,7 +23,7 @@ pub struct Membership {
     pub waiting: bool,
     pub redundant: bool,
     /// Its last heartbeat, if it has one.
-    pub heartbeat_us: Option<i64>,
+    pub heartbeat_utc_us: Option<i64>,
 }
 
 impl Membership {
@@ -32,7 +32,7 @@ impl Membership {
             rank: state.participants.get(node).copied(),
             waiting: state.wait_list.contains(node),
             redundant: state.redundancy_list.contains(node),
-            heartbeat_us: state.last_heartbeats.get(node).copied(),
+            heartbeat_utc_us: state.last_heartbeats.get(node).copied(),
         }
     }
 
@@ -56,11 +56,14 @@ pub enum Edit {
     LeaveRedundancyList,
     /// The node joins the redundancy list, on which it is not.
     JoinRedundancyList,
-    /// The node's heartbeat (`old_us`) becomes `now_us` on the wall clock, added when it had
-    /// none.
-    Heartbeat { now_us: i64, old_us: Option<i64> },
-    /// The node's heartbeat, `old_us`, goes.
-    DropHeartbeat { old_us: i64 },
+    /// The node's heartbeat (`old_utc_us`) becomes `now_utc_us` on the wall clock, added
+    /// when it had none.
+    Heartbeat {
+        now_utc_us: i64,
+        old_utc_us: Option<i64>,
+    },
+    /// The node's heartbeat, `old_utc_us`, goes.
+    DropHeartbeat { old_utc_us: i64 },
     /// The round's last-call deadline becomes this.
     Deadline(Option<i64>),
     /// The rendezvous closes for good.
@@ -128,12 +131,12 @@ impl Edits {
         let mut edits = Edits::new();
         let (waiting, redundant) = (node.waiting, node.redundant);
         let heartbeat = Edit::Heartbeat {
-            now_us: now_utc_us,
-            old_us: node.heartbeat_us,
+            now_utc_us,
+            old_utc_us: node.heartbeat_utc_us,
         };
         let drop_heartbeat = node
-            .heartbeat_us
-            .map(|old_us| Edit::DropHeartbeat { old_us });
+            .heartbeat_utc_us
+            .map(|old_utc_us| Edit::DropHeartbeat { old_utc_us });
         match action {
             Action::KeepAlive => edits.push(heartbeat),
             Action::AddToParticipants => {
@@ -202,8 +205,8 @@ impl Edits {
                 Edit::JoinRedundancyList => {
                     state.redundancy_list.insert(node.clone());
                 }
-                Edit::Heartbeat { now_us, .. } => {
-                    state.last_heartbeats.insert(node.clone(), now_us);
+                Edit::Heartbeat { now_utc_us, .. } => {
+                    state.last_heartbeats.insert(node.clone(), now_utc_us);
                 }
                 Edit::DropHeartbeat { .. } => {
                     state.last_heartbeats.remove(node);
@@ -235,12 +238,15 @@ impl Edits {
                 Edit::JoinRedundancyList => {
                     node_bytes(node) + comma_added(state.redundancy_list.len())
                 }
-                Edit::Heartbeat { now_us, old_us } => match old_us {
-                    Some(old_us) => pair_bytes(node, now_us) - pair_bytes(node, old_us),
-                    None => pair_bytes(node, now_us) + comma_added(state.last_heartbeats.len()),
+                Edit::Heartbeat {
+                    now_utc_us,
+                    old_utc_us,
+                } => match old_utc_us {
+                    Some(old_utc_us) => pair_bytes(node, now_utc_us) - pair_bytes(node, old_utc_us),
+                    None => pair_bytes(node, now_utc_us) + comma_added(state.last_heartbeats.len()),
                 },
-                Edit::DropHeartbeat { old_us } => {
-                    -pair_bytes(node, old_us) - comma_added(state.last_heartbeats.len() - 1)
+                Edit::DropHeartbeat { old_utc_us } => {
+                    -pair_bytes(node, old_utc_us) - comma_added(state.last_heartbeats.len() - 1)
                 }
                 Edit::Deadline(deadline_utc_us) => {
                     deadline_bytes(deadline_utc_us) - deadline_bytes(state.deadline_utc_us)
@@ -363,8 +369,8 @@ mod tests {
                 Edit::LeaveWaitList,
                 Edit::JoinParticipants { old_rank: None },
                 Edit::Heartbeat {
-                    now_us: 7,
-                    old_us: None
+                    now_utc_us: 7,
+                    old_utc_us: None
                 },
                 Edit::Deadline(Some(last_call)),
                 Edit::Complete
