@@ -28,8 +28,9 @@ pub const CACHE: SimDuration = SimDuration::from_secs(1);
 /// `SYNC` waits this long before polling again (torch's `_delay(seconds=1)`).
 pub const SYNC_DELAY: SimDuration = SimDuration::from_secs(1);
 
-/// What a sync finds: the value now stored, and the value written with its write, if any.
-type Synced = (Value, Option<(Value, Arc<PlannedWrite>)>);
+/// What a sync's exchange with the store finds: the value now stored, and the value
+/// written with its write, if any.
+type Exchanged = (Value, Option<(Value, Arc<PlannedWrite>)>);
 
 /// The state holder and its store client: torch's `_BackendRendezvousStateHolder`.
 pub(super) struct Holder {
@@ -248,7 +249,7 @@ impl Holder {
     /// The exchange with the store: a compare-and-set of this node's state when dirty, else
     /// a read, unless the last sync is under a second old. Returns the value now stored, and
     /// the value written, if any. The write is lazy: its bytes are made only if it lands.
-    async fn write_or_read(&mut self) -> Result<Option<Synced>, RendezvousError> {
+    async fn write_or_read(&mut self) -> Result<Option<Exchanged>, RendezvousError> {
         let costs = StoreCosts::scaled(self.env.scenario().cluster.store_cost_scale);
         if let Some(write) = &self.unwritten {
             // The state is the token's (the state last read) changed a little: its length
