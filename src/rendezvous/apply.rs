@@ -33,11 +33,7 @@ fn apply_unchecked(
     settings: &RendezvousSettings,
     now_utc_us: i64,
 ) {
-    let enters_state = matches!(
-        action,
-        Action::AddToParticipants | Action::AddToWaitList | Action::AddToRedundancyList
-    );
-    if enters_state && settings.has_fix(RendezvousFix::RestartedNodeReplacesEntry) {
+    if drops_stale_entries(action, settings) {
         drop_stale_entries_of(state, node, settings);
     }
     let membership = Membership::of(state, node);
@@ -59,11 +55,18 @@ fn apply_unchecked(
 /// Whether `action` for `node` changes only what its plan of edits says, from the state it
 /// is planned in: its written length can then be counted from that state without a copy.
 pub fn is_planned_alone(action: Action, settings: &RendezvousSettings) -> bool {
+    !drops_stale_entries(action, settings)
+}
+
+/// Whether `action` first drops the entries of an earlier incarnation of its node: an
+/// action that enters the node into the state, under the `restarted-node-replaces-entry`
+/// fix.
+fn drops_stale_entries(action: Action, settings: &RendezvousSettings) -> bool {
     let enters_state = matches!(
         action,
         Action::AddToParticipants | Action::AddToWaitList | Action::AddToRedundancyList
     );
-    !(enters_state && settings.has_fix(RendezvousFix::RestartedNodeReplacesEntry))
+    enters_state && settings.has_fix(RendezvousFix::RestartedNodeReplacesEntry)
 }
 
 /// Panics unless the decision table could have chosen `action` for `node` in `state`: the
