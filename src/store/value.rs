@@ -3,9 +3,10 @@
 //!
 //! In a join storm of N nodes torch sends O(N²) compare-and-sets of an O(N)-byte state, and
 //! all but N of them lose. A losing write's bytes are never stored, compared or read, so
-//! the simulator need not produce them: a write carries its state and the store encodes it
-//! when the write lands (the store must check its size bound then). Every byte anyone looks
-//! at is the byte torch would have sent; only bytes nobody looks at are skipped.
+//! the simulator need not produce them: a write carries its state, or only how to make it
+//! and its length (`Value::deferred`), and the state is made and encoded when something
+//! needs it. Every byte anyone looks at is the byte torch would have sent; only bytes
+//! nobody looks at are skipped.
 
 use std::any::{Any, TypeId};
 use std::fmt;
@@ -229,18 +230,21 @@ impl Value {
     /// How many bytes the value has: the store checks its bound and counts what it sends
     /// by this, which encodes nothing.
     pub fn len(&self) -> usize {
-        if let Some(bytes) = self.0.bytes.get() {
-            return bytes.len();
-        }
-        *self.0.len.get_or_init(|| match self.0.origin.source() {
-            Some(source) => source.encoded_len(),
-            None => 0,
+        self.known_len().unwrap_or_else(|| {
+            *self.0.len.get_or_init(|| match self.0.origin.source() {
+                Some(source) => source.encoded_len(),
+                None => 0,
+            })
         })
     }
 
     /// The length when it is known without counting: the bytes exist, or it was counted.
     fn known_len(&self) -> Option<usize> {
-        (self.0.bytes.get().map(|bytes| bytes.len())).or_else(|| self.0.len.get().copied())
+        self.0
+            .bytes
+            .get()
+            .map(|bytes| bytes.len())
+            .or_else(|| self.0.len.get().copied())
     }
 
     pub fn is_empty(&self) -> bool {
@@ -259,10 +263,9 @@ impl std::ops::Deref for Value {
 /// Byte equality, as TCPStore compares. One value is equal to itself without a byte
 /// compare; two of known, different lengths are not; two made from structures of one type
 /// are equal when the structures are (their encoding is one-to-one), which needs no bytes;
-/// values of different lengths or
-/// fingerprints differ without a byte compare: a stale token and the state that replaced it
-/// often have the same length (a keep-alive changes a timestamp), and comparing them byte
-/// by byte cost a join storm O(nodes) per attempt.
+/// other values of different lengths or fingerprints differ without a byte compare: a stale
+/// token and the state that replaced it often have the same length (a keep-alive changes a
+/// timestamp), and comparing them byte by byte cost a join storm O(nodes) per attempt.
 impl PartialEq for Value {
     fn eq(&self, other: &Value) -> bool {
         if Value::same(self, other) {
@@ -403,5 +406,38 @@ mod tests {
         // The default length encodes once (a type may count instead) and is remembered.
         assert_eq!((a.len(), a.len()), (3, 3));
         assert_eq!(encodes(&a), 1);
+    }
+
+    /// Makes a `Counted` and counts how often it was asked to.
+    struct MakesCounted(&'static str, AtomicUsize);
+
+    impl Deferred for MakesCounted {
+        type Output = Counted;
+
+        fn make(&self) -> Arc<Counted> {
+            self.1.fetch_add(1, Ordering::Relaxed);
+            Arc::new(Counted(self.0, AtomicUsize::new(0)))
+        }
+    }
+
+    #[test]
+    fn a_deferred_value_is_made_once_and_only_when_needed() {
+        let maker = Arc::new(MakesCounted("abc", AtomicUsize::new(0)));
+        let value = Value::deferred(3, Arc::clone(&maker));
+        let made = || maker.1.load(Ordering::Relaxed);
+        assert_eq!(value.len(), 3);
+        assert!(value.is_made_from::<Counted>() && !value.is_made_from::<Text>());
+        assert_ne!(value, Value::from(&b"abcd"[..]), "lengths differ");
+        assert_eq!(made(), 0);
+        assert_eq!(value.bytes(), b"abc");
+        assert!(value.source::<Counted>().is_some());
+        assert_eq!(made(), 1);
+    }
+
+    #[test]
+    #[should_panic(expected = "a value counted to 2 bytes encodes to 3")]
+    fn a_deferred_value_of_a_wrong_length_fails_when_encoded() {
+        let value = Value::deferred(2, Arc::new(MakesCounted("abc", AtomicUsize::new(0))));
+        let _ = value.bytes();
     }
 }
