@@ -46,6 +46,10 @@ pub(super) struct RunModel {
     paused_nodes: BTreeSet<TraceNode>,
     /// Processes inside a `next_rendezvous()` call.
     waiting: BTreeSet<u32>,
+    /// How many of `waiting` are healthy, kept as events change either: the liveness check
+    /// asks after every event, and counting the waiting afresh each time cost a 4 096-node
+    /// storm's replay 4 096 × its events look-ups.
+    healthy_waiting: usize,
     /// Who belongs to a live group.
     membership: Membership,
     /// Per store incarnation, each completed round and when it first completed.
@@ -79,10 +83,46 @@ impl RunModel {
 
     /// Live, unpaused agents waiting in `next_rendezvous()`.
     pub fn healthy_waiting(&self) -> usize {
+        self.healthy_waiting
+    }
+
+    /// [`RunModel::healthy_waiting`] counted afresh.
+    #[cfg(test)]
+    fn count_healthy_waiting(&self) -> usize {
         self.waiting
             .iter()
             .filter(|&&pid| self.is_healthy(pid))
             .count()
+    }
+
+    /// Of `pids`, how many wait and are healthy.
+    fn healthy_waiting_among(&self, pids: &[u32]) -> usize {
+        pids.iter()
+            .filter(|&&pid| self.waiting.contains(&pid) && self.is_healthy(pid))
+            .count()
+    }
+
+    /// The processes whose being healthy and waiting `event` may change: the one it names,
+    /// or for a fault on a node, those waiting on it.
+    fn touched_by(&self, event: &Event) -> Vec<u32> {
+        match (&event.kind, event.node) {
+            (EventKind::FaultApplied { .. }, Some(node)) => self
+                .waiting
+                .iter()
+                .copied()
+                .filter(|pid| self.live.get(pid) == Some(&node))
+                .collect(),
+            (
+                EventKind::AgentStarted { pid }
+                | EventKind::AgentKilled { pid }
+                | EventKind::AgentExited { pid, .. }
+                | EventKind::RendezvousJoining { pid }
+                | EventKind::RendezvousCompleted { pid, .. }
+                | EventKind::RendezvousFailed { pid, .. },
+                _,
+            ) => vec![*pid],
+            _ => Vec::new(),
+        }
     }
 
     /// When `round` first completed, if it did.
@@ -92,8 +132,17 @@ impl RunModel {
         rounds.get(&round.round).copied()
     }
 
-    /// Applies one event.
+    /// Applies one event, and to the healthy waiting count what it changed.
     fn apply(&mut self, event: &Event) {
+        let touched = self.touched_by(event);
+        let before = self.healthy_waiting_among(&touched);
+        self.apply_to_sets(event);
+        let after = self.healthy_waiting_among(&touched);
+        self.healthy_waiting = self.healthy_waiting + after - before;
+    }
+
+    /// Applies one event to the processes, nodes, waits and rounds.
+    fn apply_to_sets(&mut self, event: &Event) {
         match &event.kind {
             EventKind::AgentStarted { pid } => {
                 let first_start = self.started.insert(*pid);
@@ -193,5 +242,54 @@ mod tests {
             round: 0,
         };
         assert_eq!(model.completed_at(round), Some(SimInstant::from_us(2 * S)));
+    }
+
+    /// After every event, the kept count of healthy waiting agents is the one counted afresh.
+    struct CountCheck;
+
+    impl Observer<'_> for CountCheck {
+        fn after(&mut self, model: &RunModel, event: &Event) {
+            assert_eq!(
+                model.healthy_waiting(),
+                model.count_healthy_waiting(),
+                "after {event:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn the_healthy_waiting_count_follows_joins_pauses_kills_and_exits() {
+        let mut events = round_zero(3);
+        events.push(e(40, "node-1", joining(101)));
+        events.push(e(41, "node-1", fault("pause")));
+        events.push(e(42, "node-0", joining(100)));
+        events.push(e(43, "node-1", fault("resume")));
+        events.push(e(44, "node-1", fault("pause")));
+        events.push(e(45, "node-2", joining(102)));
+        events.push(e(46, "node-2", fault("kill")));
+        events.push(e(46, "node-2", killed(102)));
+        // A kill ends the node's pause; its process counts until its own death is recorded.
+        events.push(e(47, "node-1", fault("kill")));
+        let model = replay(&trace(events.clone()), &mut [&mut CountCheck]);
+        assert_eq!(model.healthy_waiting(), 2, "pids 100 and 101 wait, healthy");
+        events.push(e(47, "node-1", killed(101)));
+        let model = replay(&trace(events), &mut [&mut CountCheck]);
+        assert_eq!(model.healthy_waiting(), 1, "only pid 100 waits, healthy");
+    }
+
+    #[test]
+    fn the_healthy_waiting_count_holds_over_runs_with_faults() {
+        for file in [
+            "scenarios/pause_resume.toml",
+            "scenarios/killed_during_last_call.toml",
+            "scenarios/store_host_paused_past_timeout.toml",
+            "scenarios/worker_crash_restart.toml",
+            "scenarios/late_joiner_next_round.toml",
+        ] {
+            let text = std::fs::read_to_string(file).unwrap();
+            let scenario = crate::scenario::parse(&text, file).unwrap();
+            let run = crate::runner::Run::of(&scenario, file).simulate().unwrap();
+            replay(&run.trace, &mut [&mut CountCheck]);
+        }
     }
 }
