@@ -13,9 +13,11 @@ use std::net::IpAddr;
 /// Bytes of framing a TCP segment adds: Ethernet, IP and TCP headers.
 const FRAMING_BYTES: u64 = 66;
 
-/// When one host's link is next free to send and to receive.
+/// One host's link: its own speed, if it has one, and when it is next free to send and to
+/// receive. Kept together so that a message looks its host up once.
 #[derive(Debug, Clone, Copy, Default)]
 struct Link {
+    bits_per_sec: Option<u64>,
     send_free_ns: u64,
     receive_free_ns: u64,
 }
@@ -24,7 +26,6 @@ struct Link {
 #[derive(Debug, Clone)]
 pub(super) struct Nics {
     default_bits_per_sec: u64,
-    bits_per_sec: BTreeMap<IpAddr, u64>,
     links: BTreeMap<IpAddr, Link>,
 }
 
@@ -33,22 +34,18 @@ impl Nics {
     pub(super) fn new(default_bits_per_sec: u64) -> Self {
         Nics {
             default_bits_per_sec: default_bits_per_sec.max(1),
-            bits_per_sec: BTreeMap::new(),
             links: BTreeMap::new(),
         }
     }
 
     /// Gives one host a link of its own speed (the store's host, for one).
     pub(super) fn set_bandwidth(&mut self, host: IpAddr, bits_per_sec: u64) {
-        self.bits_per_sec.insert(host, bits_per_sec.max(1));
+        self.links.entry(host).or_default().bits_per_sec = Some(bits_per_sec.max(1));
     }
 
-    fn transfer_ns(&self, host: IpAddr, bytes: u64) -> u64 {
-        let bits_per_sec = self
-            .bits_per_sec
-            .get(&host)
-            .copied()
-            .unwrap_or(self.default_bits_per_sec);
+    /// The time `bytes` take on a link of `bits_per_sec` (the host's own, else the default).
+    fn transfer_ns(default_bits_per_sec: u64, bits_per_sec: Option<u64>, bytes: u64) -> u64 {
+        let bits_per_sec = bits_per_sec.unwrap_or(default_bits_per_sec);
         let bits = u128::from(bytes + FRAMING_BYTES) * 8;
         // Rounded up, so a message always takes some time; far below u64's range for any
         // message under the store's value bound.
@@ -62,8 +59,8 @@ impl Nics {
         if from == to {
             return ready_ns;
         }
-        let send_ns = self.transfer_ns(from, bytes);
         let sender = self.links.entry(from).or_default();
+        let send_ns = Self::transfer_ns(self.default_bits_per_sec, sender.bits_per_sec, bytes);
         sender.send_free_ns = ready_ns.max(sender.send_free_ns).saturating_add(send_ns);
         sender.send_free_ns
     }
@@ -81,8 +78,8 @@ impl Nics {
         if from == to {
             return arrived_ns;
         }
-        let receive_ns = self.transfer_ns(to, bytes);
         let receiver = self.links.entry(to).or_default();
+        let receive_ns = Self::transfer_ns(self.default_bits_per_sec, receiver.bits_per_sec, bytes);
         receiver.receive_free_ns =
             arrived_ns.max(receiver.receive_free_ns.saturating_add(receive_ns));
         receiver.receive_free_ns
