@@ -69,11 +69,7 @@ impl OpCase {
         if expected != GRACEFUL_EXIT && Action::from_torch_name(expected).is_none() {
             return Err(format!("unknown expected action {expected:?}"));
         }
-        let ctx = OpContext {
-            node: &self.node,
-            state: &self.state,
-            settings: &self.settings,
-        };
+        let ctx = OpContext::new(&self.node, &self.state, &self.settings);
         let decided = decide(
             op,
             &ctx,

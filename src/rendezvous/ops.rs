@@ -1,6 +1,7 @@
 //! The rendezvous op decisions (torch's `_RendezvousJoinOp`, `_RendezvousExitOp`,
 //! `_RendezvousCloseOp`, `_RendezvousKeepAliveOp`): given the state, which action comes next.
 
+use super::edits::Membership;
 use super::settings::RendezvousSettings;
 use super::state::{NodeDesc, RendezvousState};
 use crate::sim_time::{deadline_after, reading_before, SimDuration};
@@ -126,14 +127,33 @@ pub struct OpContext<'a> {
     pub state: &'a RendezvousState,
     /// The shared settings.
     pub settings: &'a RendezvousSettings,
+    /// The node's entries in the state, looked up once: the decision reads them, and a
+    /// write it decides plans its edits from them.
+    pub member: Membership,
+}
+
+impl<'a> OpContext<'a> {
+    /// The context of `node` acting on `state`.
+    pub fn new(
+        node: &'a NodeDesc,
+        state: &'a RendezvousState,
+        settings: &'a RendezvousSettings,
+    ) -> Self {
+        OpContext {
+            node,
+            state,
+            settings,
+            member: Membership::of(state, node),
+        }
+    }
 }
 
 /// torch's `_should_keep_alive`: a node with a heartbeat sends another once the old one is at
 /// least one interval old (`<=`, so exactly one interval old is due). No heartbeat, no renewal.
 pub fn should_keep_alive(ctx: &OpContext<'_>, now_utc_us: i64) -> bool {
     let due_us = reading_before(now_utc_us, ctx.settings.keep_alive_interval);
-    match ctx.state.last_heartbeats.get(ctx.node) {
-        Some(&last_us) => last_us <= due_us,
+    match ctx.member.heartbeat_utc_us {
+        Some(last_us) => last_us <= due_us,
         None => false,
     }
 }
@@ -161,7 +181,7 @@ pub fn decide(
     let timed_out = now_mono_us > deadline_mono_us;
     let action = match op {
         OpKind::Join => decide_join(ctx, now_utc_us, now_mono_us, deadline_mono_us)?,
-        OpKind::Exit => match (ctx.state.is_participant(ctx.node), timed_out) {
+        OpKind::Exit => match (ctx.member.is_participant(), timed_out) {
             (false, _) => Action::Finish,
             (true, true) => Action::ErrorTimeout,
             (true, false) => Action::RemoveFromParticipants,
@@ -229,9 +249,9 @@ fn decide_join(
     now_mono_us: i64,
     deadline_mono_us: i64,
 ) -> Result<Action, GracefulExit> {
-    let (state, node, settings) = (ctx.state, ctx.node, ctx.settings);
+    let (state, settings) = (ctx.state, ctx.settings);
     let max_nodes = settings.max_nodes as usize;
-    let redundant = state.redundancy_list.contains(node);
+    let redundant = ctx.member.redundant;
     // A closed rendezvous admits no one; a parked (redundant) node exits quietly instead.
     if state.closed {
         return if redundant {
@@ -250,7 +270,7 @@ fn decide_join(
         }
         return Ok(Action::RemoveFromRedundancyList);
     }
-    let is_participant = state.is_participant(node);
+    let is_participant = ctx.member.is_participant();
     if state.complete && is_participant {
         return Ok(Action::Finish);
     }
@@ -272,12 +292,11 @@ fn decide_join(
 /// membership; past it, or with nothing to undo, the join fails (a stale heartbeat cleans
 /// up after it eventually).
 fn join_past_deadline(ctx: &OpContext<'_>, in_rollback: bool) -> Action {
-    let (state, node) = (ctx.state, ctx.node);
     if in_rollback {
-        if state.is_participant(node) {
+        if ctx.member.is_participant() {
             return Action::RemoveFromParticipants;
         }
-        if state.wait_list.contains(node) {
+        if ctx.member.waiting {
             return Action::RemoveFromWaitList;
         }
     }
@@ -288,13 +307,13 @@ fn join_past_deadline(ctx: &OpContext<'_>, in_rollback: bool) -> Action {
 /// if this one is not full, park on the redundancy list if it is. `None`: already where it
 /// belongs, so it waits.
 fn join_complete_round(ctx: &OpContext<'_>) -> Option<Action> {
-    let (state, node, settings) = (ctx.state, ctx.node, ctx.settings);
+    let (state, settings) = (ctx.state, ctx.settings);
     let has_room = state.participants.len() < settings.max_nodes as usize;
     // The planted bug for the fuzzer's canary: join the running round directly.
     if settings.has_mutant(crate::mutant::Mutant::LateJoinerJoinsCompleteRound) && has_room {
         return Some(Action::AddToParticipants);
     }
-    if state.wait_list.contains(node) {
+    if ctx.member.waiting {
         return None;
     }
     Some(if has_room {

@@ -32,11 +32,7 @@ fn run(
     s: &RendezvousSettings,
     slack_us: i64,
 ) -> Result<Action, GracefulExit> {
-    let ctx = OpContext {
-        node,
-        state: st,
-        settings: s,
-    };
+    let ctx = OpContext::new(node, st, s);
     decide(op, &ctx, NOW_UTC_US, MONO_US, MONO_US + slack_us)
 }
 
@@ -237,11 +233,8 @@ fn exit_close_keep_alive_tables() {
         run(OpKind::KeepAlive, &n("a"), &st, &s, -1),
         Ok(Action::ErrorTimeout)
     );
-    let ctx = OpContext {
-        node: &n("a"),
-        state: &st,
-        settings: &s,
-    };
+    let node = n("a");
+    let ctx = OpContext::new(&node, &st, &s);
     assert!(should_keep_alive(&ctx, NOW_UTC_US));
     assert!(!should_keep_alive(&ctx, NOW_UTC_US - 1));
 }
@@ -268,11 +261,7 @@ fn drive_join(
 ) -> Action {
     for _ in 0..100 {
         sanitize(st, s, *now_utc_us);
-        let ctx = OpContext {
-            node,
-            state: st,
-            settings: s,
-        };
+        let ctx = OpContext::new(node, st, s);
         let action = decide(OpKind::Join, &ctx, *now_utc_us, 0, i64::MAX / 2).unwrap();
         if !action.mutates_state() {
             return action;
@@ -349,7 +338,7 @@ proptest! {
             now += advance_us;
             let (round, closed) = (st.round, st.closed);
             sanitize(&mut st, &s, now);
-            let ctx = OpContext { node: &node, state: &st, settings: &s };
+            let ctx = OpContext::new(&node, &st, &s);
             if let Ok(action) = decide(op, &ctx, now, MONO_US, MONO_US + slack_us) {
                 apply(action, &mut st, &node, &s, now);
             }

@@ -6,6 +6,7 @@
 use super::planned_write::PlannedWrite;
 use super::RendezvousError;
 use crate::rendezvous::decoded_states::{DecodedStates, SharedState};
+use crate::rendezvous::edits::Membership;
 use crate::rendezvous::ops::{decide, Action, OpContext, OpKind};
 use crate::rendezvous::quiet_wait;
 use crate::rendezvous::sanitize::{drop_nodes, sanitize, HeartbeatReceipts};
@@ -93,12 +94,9 @@ impl Holder {
             }
             let now_utc_us = self.env.now_utc_us();
             let now_mono_us = self.env.now_mono_us();
-            let ctx = OpContext {
-                node: &self.node,
-                state: self.state(),
-                settings: &self.settings,
-            };
+            let ctx = OpContext::new(&self.node, self.state(), &self.settings);
             let decided = decide(op, &ctx, now_utc_us, now_mono_us, deadline_mono_us);
+            let member = ctx.member;
             let Ok(action) = decided else {
                 self.env.set_busy();
                 return decided
@@ -122,7 +120,7 @@ impl Holder {
                 }
                 Action::Sync => time::sleep(SYNC_DELAY).await,
                 _ => {
-                    self.apply_for_write(action, now_utc_us);
+                    self.apply_for_write(action, member, now_utc_us);
                     if action == Action::RemoveFromRedundancyList && update_deadline {
                         // A redundant node may now take part: it gets a fresh join timeout.
                         deadline_mono_us = deadline_after(now_mono_us, self.settings.join_timeout);
@@ -141,14 +139,15 @@ impl Holder {
         }
     }
 
-    /// Plans a state-changing `action` on this node's copy of the state, to be written by
-    /// the next sync, with the event to record once that write lands.
-    fn apply_for_write(&mut self, action: Action, now_utc_us: i64) {
+    /// Plans a state-changing `action` on this node's copy of the state (where its entries
+    /// are `member`), to be written by the next sync, with the event to record once that
+    /// write lands.
+    fn apply_for_write(&mut self, action: Action, member: Membership, now_utc_us: i64) {
         let base = Arc::clone(self.state());
         let write = PlannedWrite::new(
             base,
             action,
-            self.node.clone(),
+            (self.node.clone(), member),
             Arc::clone(&self.settings),
             now_utc_us,
         );

@@ -31,15 +31,22 @@ pub(super) struct PlannedWrite {
 impl PlannedWrite {
     /// A write of `action` on `base`, which the decision table must have chosen there: a
     /// wrong action fails here, when it is decided, as `apply` would fail on it.
+    /// `membership` is `node`'s in `base`, as the decision looked it up.
     pub(super) fn new(
         base: Arc<RendezvousState>,
         action: Action,
-        node: NodeDesc,
+        (node, membership): (NodeDesc, Membership),
         settings: Arc<RendezvousSettings>,
         now_utc_us: i64,
     ) -> Arc<Self> {
         assert!(action.mutates_state(), "{action} reached the write path");
-        let membership = Membership::of(&base, &node);
+        if cfg!(test) {
+            assert_eq!(
+                membership,
+                Membership::of(&base, &node),
+                "a stale membership"
+            );
+        }
         assert_applicable_to(action, &base, &membership, &node, &settings);
         let edits = is_planned_alone(action, &settings)
             .then(|| Edits::plan(action, &base, &membership, &settings, now_utc_us))
@@ -155,7 +162,8 @@ mod tests {
 
     fn write(base: &Arc<RendezvousState>, action: Action, who: u32, now: i64) -> Arc<PlannedWrite> {
         let settings = Arc::new(RendezvousSettings::new("r", 1, 64));
-        PlannedWrite::new(Arc::clone(base), action, node(who), settings, now)
+        let member = Membership::of(base, &node(who));
+        PlannedWrite::new(Arc::clone(base), action, (node(who), member), settings, now)
     }
 
     #[test]
