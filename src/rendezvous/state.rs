@@ -1,47 +1,13 @@
 //! The shared rendezvous state (torch's `_RendezvousState` and `_NodeDesc`), its byte encoding
 //! for the store, and read-only helpers the async shell needs.
 
-use std::fmt;
-use std::sync::Arc;
-
-use serde::{Deserialize, Serialize};
+use serde::Deserialize;
 
 use super::error::RendezvousError;
 use super::settings::{RendezvousFix, RendezvousSettings};
 use crate::scenario::node::NodeIndex;
 
-/// One rendezvous handler instance, as torch's `_NodeDesc` describes it.
-///
-/// Field order matters: the derived `Ord` compares (addr, pid, local_id) in that order, which
-/// is the order torch's `sorted(participants)` uses when it hands out ranks.
-#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
-pub struct NodeDesc {
-    /// The node's address (torch: the FQDN or the user-given local address). Shared, so
-    /// copying a state (every heartbeat does) copies no address text.
-    pub addr: Arc<str>,
-    /// The process id of the handler.
-    pub pid: u32,
-    /// A process-wide counter that tells handlers of one process apart.
-    pub local_id: u32,
-}
-
-impl NodeDesc {
-    /// A node descriptor from its three parts.
-    pub fn new(addr: impl Into<Arc<str>>, pid: u32, local_id: u32) -> Self {
-        Self {
-            addr: addr.into(),
-            pid,
-            local_id,
-        }
-    }
-}
-
-impl fmt::Display for NodeDesc {
-    /// `addr_pid_localid`, the way torch's `_NodeDesc.__repr__` prints it.
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}_{}_{}", self.addr, self.pid, self.local_id)
-    }
-}
+pub use super::node_desc::NodeDesc;
 
 /// The cluster nodes at `addrs`: where the state's addresses (text, as torch keeps them)
 /// become the job's nodes, read once. An address that names no node is a corrupt state.
@@ -129,7 +95,7 @@ struct Wire {
 /// [`Wire`] borrowing from a state: the same fields in the same order, so it serializes to
 /// the same bytes without copying a node.
 #[cfg(test)]
-#[derive(Serialize)]
+#[derive(serde::Serialize)]
 struct WireRef<'a> {
     round: u64,
     complete: bool,
