@@ -75,10 +75,10 @@ pub fn complexities(key: u64, dist: &Complexity, len: u64) -> Vec<i64> {
 /// past the epoch's is a bug of the job's and stops the run.
 #[derive(Debug)]
 pub struct EpochPlan {
-    /// Each rank's samples of the epoch, in the order it takes them. torch deals rank `r`
-    /// `indices[r : total_size : world]` of the padded order; dealing them out once per
-    /// plan makes every batch a contiguous slice, where reading them with that stride cost
-    /// a cache miss per sample, every step, on every node.
+    /// Each rank's samples of the epoch, in the order it takes them. A step reads its
+    /// node's batch digest and its batches' lengths from what the epoch keeps, and the ids
+    /// themselves only when its samples' complexities differ (then every rank's list is
+    /// laid out, once per epoch, so a batch is a slice).
     dealt: Arc<DealtEpoch>,
 }
 
@@ -104,9 +104,21 @@ impl EpochPlan {
         self.dealt.batch(rank, batch)
     }
 
-    /// How many samples `rank`'s batch `batch` holds.
+    /// How many samples `rank`'s batch `batch` holds (from the epoch's shape: the ids are
+    /// not read).
     pub fn batch_len(&self, rank: u64, batch: u64) -> u64 {
-        self.batch(rank, batch).len() as u64
+        self.assert_inside(rank, batch);
+        self.dealt.facts().batch_len(rank, batch)
+    }
+
+    /// The sum of the complexities of `rank`'s batch `batch` ([`complexity_sum`]): a
+    /// constant complexity needs only the batch's length, so the ids are read only for
+    /// complexities that differ from sample to sample.
+    pub fn batch_complexity(&self, key: u64, dist: &Complexity, rank: u64, batch: u64) -> u64 {
+        match dist {
+            Complexity::Constant { value } => value * self.batch_len(rank, batch),
+            _ => complexity_sum(key, dist, self.batch(rank, batch)),
+        }
     }
 
     /// The digest of batch `batch` of ranks `first_rank..first_rank + ranks` (what a node
@@ -175,11 +187,12 @@ fn deal_key(job: &JobConfig, plan: PlanKey) -> DealKey {
 }
 
 /// Has the process's prefetch thread deal the `DistributedSampler` plan of `key` ahead of
-/// need, and count the whole epoch's distinct samples. Both are pure, so the run computes
-/// exactly what it would without this, only sooner. The batches' digests stay with the run:
-/// computed here too, they kept this thread behind the plans the run was about to need.
-/// Nothing is asked when the plan is kept, being dealt or asked for already. A
-/// load-balancing plan is not shared, so not prefetched.
+/// need, count the whole epoch's distinct samples, and lay every rank's list out when the
+/// job reads its samples' ids (their complexities differ). All of it is pure, so the run
+/// computes exactly what it would without this, only sooner. The batches' digests stay
+/// with the run: computed here too, they kept this thread behind the plans the run was
+/// about to need. Nothing is asked when the plan is kept, being dealt or asked for
+/// already. A load-balancing plan is not shared, so not prefetched.
 pub fn prefetch(job: &JobConfig, key: PlanKey) {
     if job.sampler.kind != SamplerKind::Distributed {
         return;
@@ -190,11 +203,15 @@ pub fn prefetch(job: &JobConfig, key: PlanKey) {
     if is_dealt_or_dealing(&deal) || !queued().insert(deal) {
         return;
     }
+    let reads_ids = !matches!(job.dataset.complexity, Complexity::Constant { .. });
     let sent = crate::memo::prefetch::submit(move || {
         // Begun: from here the memo knows the deal is under way (a panic in it ends that).
         queued().remove(&deal);
         if let Ok(dealt) = shared_deal(&deal) {
             dealt.distinct_from(0);
+            if reads_ids {
+                dealt.rank_lists();
+            }
         }
     });
     if !sent {

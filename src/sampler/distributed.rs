@@ -1,5 +1,6 @@
 //! torch's `DistributedSampler`: the per-rank index lists of one epoch, bit for bit.
 
+use super::rank_lists::RankDeal;
 use super::{check_rank, epoch_seed, samples_per_rank, RankLists, SamplerError, TorchGenerator};
 
 /// `torch.utils.data.DistributedSampler` over a dataset of `dataset_len` items.
@@ -76,21 +77,28 @@ impl DistributedSampler {
     }
 
     /// Every rank's indices in the current epoch, laid out side by side; each rank's
-    /// stride starts `offset` places late (0 but for a mutant). The order is drawn with
-    /// `u32` values when the dataset's indices fit: the same permutation in half the
-    /// memory, which a 100 000-sample epoch's shuffle and deal then keep in a core's cache.
+    /// stride starts `offset` places late (0 but for a mutant).
     pub fn deal_all_ranks(&self, offset: u64) -> Result<RankLists, SamplerError> {
+        Ok(self.deal(offset)?.into_lists())
+    }
+
+    /// Every rank's indices in the current epoch, as [`Self::deal_all_ranks`] gives them:
+    /// torch's whole padded order itself when each rank takes its stride of it from its own
+    /// rank (`offset` 0), else the lists laid out. The order is drawn with `u32` values when
+    /// the dataset's indices fit: the same permutation in half the memory, which a
+    /// 100 000-sample epoch's shuffle then keeps in a core's cache.
+    pub fn deal(&self, offset: u64) -> Result<RankDeal, SamplerError> {
         let (per_rank, _) = samples_per_rank(self.dataset_len, self.num_replicas, self.drop_last);
         let ranks = self.num_replicas;
         match u32::try_from(self.dataset_len) {
             Ok(len) => {
                 let draw = |mut g: TorchGenerator, room| g.randperm_u32_with_room(len, room);
                 let order = self.padded_in(len as usize, draw, 0..len)?;
-                Ok(RankLists::strided(&order, ranks, offset, per_rank))
+                Ok(RankDeal::of_order(order, ranks, offset, per_rank))
             }
             Err(_) => {
                 let order = self.padded_order()?;
-                Ok(RankLists::strided(&order, ranks, offset, per_rank))
+                Ok(RankDeal::of_order(order, ranks, offset, per_rank))
             }
         }
     }

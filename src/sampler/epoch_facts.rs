@@ -8,7 +8,6 @@
 //! Pure: no clock, no I/O. Only values computed from the ids are kept, so a fact read back
 //! is exactly what computing it again would give.
 
-use super::RankLists;
 use std::collections::BTreeMap;
 use std::sync::Mutex;
 
@@ -32,12 +31,9 @@ pub struct EpochFacts {
 }
 
 impl EpochFacts {
-    /// The shape of `lists` cut into batches of `batch_size`, `num_samples` per rank; nothing
-    /// computed yet.
-    pub fn of(lists: &RankLists, num_samples: u64, batch_size: u64) -> Self {
-        let rank_lens = (0..lists.world_size())
-            .map(|rank| lists.rank(rank).len() as u64)
-            .collect();
+    /// The shape of an epoch whose ranks' lists hold `rank_lens` ids, in rank order, cut
+    /// into batches of `batch_size`, `num_samples` per rank; nothing computed yet.
+    pub fn of(rank_lens: Vec<u64>, num_samples: u64, batch_size: u64) -> Self {
         EpochFacts {
             num_samples,
             batch_size,
@@ -58,12 +54,11 @@ impl EpochFacts {
         usize::try_from(slots).unwrap_or(usize::MAX)
     }
 
-    /// Whether `lists` has the shape these facts describe.
-    pub fn describe(&self, lists: &RankLists, num_samples: u64, batch_size: u64) -> bool {
+    /// Whether an epoch whose ranks' lists hold `rank_lens` ids has the shape these facts
+    /// describe.
+    pub fn describe(&self, rank_lens: &[u64], num_samples: u64, batch_size: u64) -> bool {
         (self.num_samples, self.batch_size) == (num_samples, batch_size)
-            && self.world_size() == lists.world_size()
-            && (0..lists.world_size())
-                .all(|rank| lists.rank(rank).len() as u64 == self.rank_lens[rank as usize])
+            && self.rank_lens == rank_lens
     }
 
     /// Batches per rank: the last one may be short, as a `DataLoader` keeps it.
@@ -295,15 +290,19 @@ impl Digests {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::sampler::RankLists;
 
     #[test]
     fn facts_give_each_batchs_place_and_keep_what_was_computed() {
         // A shifted stride: 10 ids over 4 ranks of 3, starting one place late.
         let order: Vec<u64> = (0..10).collect();
         let lists = RankLists::strided(&order, 4, 1, 3);
-        let facts = EpochFacts::of(&lists, 3, 2);
-        assert!(facts.describe(&lists, 3, 2));
-        assert!(!facts.describe(&lists, 3, 1));
+        let lens: Vec<u64> = (0..4).map(|rank| lists.rank(rank).len() as u64).collect();
+        assert_eq!(lens, [3, 2, 2, 2]);
+        let facts = EpochFacts::of(lens.clone(), 3, 2);
+        assert!(facts.describe(&lens, 3, 2));
+        assert!(!facts.describe(&lens, 3, 1));
+        assert!(!facts.describe(&[3, 3, 2, 2], 3, 2));
         assert_eq!((facts.batches(), facts.world_size()), (2, 4));
         for rank in 0..4 {
             for batch in 0..3 {
@@ -364,8 +363,7 @@ mod tests {
     #[test]
     fn digests_are_kept_only_while_there_is_room() {
         // 4 ranks of 1 node each and DIGESTS_KEPT_MAX + 4 batches: too many for a table.
-        let lists = RankLists::strided(&vec![0u64; 4 * (DIGESTS_KEPT_MAX + 4)], 4, 0, 4 * 4);
-        let facts = EpochFacts::of(&lists, DIGESTS_KEPT_MAX as u64 + 4, 1);
+        let facts = EpochFacts::of(vec![16; 4], DIGESTS_KEPT_MAX as u64 + 4, 1);
         let four = |_| Digested::Four([1, 2, 3, 4]);
         assert_eq!(facts.digest(0, 1, 0, four), 1);
         assert_eq!(
@@ -397,8 +395,7 @@ mod tests {
             "computed, not kept"
         );
         // On a table, a node's slot is always there.
-        let lists = RankLists::strided(&(0..16).collect::<Vec<u64>>(), 8, 0, 2);
-        let facts = EpochFacts::of(&lists, 2, 1);
+        let facts = EpochFacts::of(vec![2; 8], 2, 1);
         facts.digest(0, 2, 0, |_| Digested::One(1));
         assert!(lock(&facts.digests).has_room((0, 2, 1), 4, 2));
         assert_eq!(
