@@ -127,6 +127,16 @@ impl DealtEpoch {
             })
     }
 
+    /// Keeps in the facts the digest of every batch of every node of a world of nodes of
+    /// `ranks` ranks (node k's from rank k × `ranks`), as a job of that layout asks for
+    /// them step by step; see [`EpochFacts::keep_every_node_digest`].
+    pub fn keep_every_node_digest(&self, ranks: u32) {
+        self.facts
+            .keep_every_node_digest(ranks, |first_rank, batch, four| {
+                self.compute_digest(first_rank, ranks, batch, four)
+            });
+    }
+
     /// Computes the digest of batch `batch` of ranks `first_rank..first_rank + ranks`, and
     /// with it the three next nodes' of as many ranks when `four` (they would be kept) and
     /// the world holds them: four chains of multiplies at once cost about what one does.
@@ -333,6 +343,18 @@ mod tests {
             for rank in 0..=world {
                 let len = laid_out.batch(rank, batch).len() as u64;
                 assert_eq!(in_place.facts().batch_len(rank, batch), len);
+            }
+        }
+        for ranks in 1..=world as u32 {
+            let alike = DealtEpoch::of_deal(sampler.deal(0).unwrap(), num_samples, batch_size);
+            alike.keep_every_node_digest(ranks);
+            for first in (0..world).step_by(ranks as usize) {
+                for batch in 0..laid_out.batches() {
+                    let kept = alike.facts().kept_digest(first, ranks, batch);
+                    let want = laid_out.digest(first, ranks, batch);
+                    let whole_node = first + u64::from(ranks) <= world;
+                    assert_eq!(kept, whole_node.then_some(want), "{first}+{ranks}, {batch}");
+                }
             }
         }
         for rank in 0..=world {

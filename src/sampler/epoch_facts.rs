@@ -135,6 +135,46 @@ impl EpochFacts {
         mine
     }
 
+    /// Keeps the digest of every batch of every node of a world of nodes of `ranks` ranks
+    /// (node k's from rank k × `ranks`), computed by `compute` as [`EpochFacts::digest`]
+    /// has it computed (first rank, batch, whether the next three nodes' are wanted too);
+    /// nothing when the flat table of the facts does not hold that layout (it is laid out
+    /// for another, or would pass [`DIGESTS_KEPT_MAX`]) or holds them all already.
+    pub fn keep_every_node_digest(
+        &self,
+        ranks: u32,
+        mut compute: impl FnMut(u64, u64, bool) -> Digested,
+    ) {
+        let (batches, world_size) = (self.batches(), self.world_size());
+        let nodes = world_size.checked_div(u64::from(ranks)).unwrap_or(0);
+        let slots = nodes.saturating_mul(batches);
+        {
+            let digests = lock(&self.digests);
+            let laid_out_for = |r| digests.ranks == r && digests.table.len() as u64 == slots;
+            let full = laid_out_for(ranks) && digests.table.iter().all(Option::is_some);
+            let other_layout = digests.ranks != 0 && !laid_out_for(ranks);
+            if nodes == 0 || slots > DIGESTS_KEPT_MAX as u64 || full || other_layout {
+                return;
+            }
+        }
+        let span = u64::from(ranks);
+        let mut computed = Vec::with_capacity(slots as usize);
+        for batch in 0..batches {
+            let mut node = 0;
+            while node < nodes {
+                let digested = compute(node * span, batch, node + 4 <= nodes);
+                for (after, digest) in digested.each() {
+                    computed.push(((node + after) * span, batch, digest));
+                }
+                node += digested.each().count() as u64;
+            }
+        }
+        let mut digests = lock(&self.digests);
+        for (first_rank, batch, digest) in computed {
+            digests.keep((first_rank, ranks, batch), (batches, world_size), digest);
+        }
+    }
+
     /// The distinct ids of every rank's batches from `first_batch` on: kept, or `compute`'s.
     pub fn distinct_from(&self, first_batch: u64, compute: impl FnOnce() -> u64) -> u64 {
         // At most one entry per batch the epoch can start from.
@@ -403,6 +443,43 @@ mod tests {
             5
         );
         assert_eq!(facts.kept_digest(6, 2, 1), Some(8));
+    }
+
+    #[test]
+    fn every_node_digest_is_kept_on_the_table_of_its_layout_only() {
+        // 10 ranks in nodes of 2 (5 nodes: four at once, then one), 3 batches.
+        let facts = EpochFacts::of(vec![6; 10], 6, 2);
+        let digest_of = |first_rank: u64, batch: u64| first_rank * 10 + batch;
+        let mut asked = Vec::new();
+        facts.keep_every_node_digest(2, |first_rank, batch, four| {
+            asked.push((first_rank, batch, four));
+            match four {
+                true => Digested::Four([0, 2, 4, 6].map(|r| digest_of(first_rank + r, batch))),
+                false => Digested::One(digest_of(first_rank, batch)),
+            }
+        });
+        assert_eq!(asked.len(), 6, "two computations a batch: {asked:?}");
+        for first_rank in (0..10).step_by(2) {
+            for batch in 0..3 {
+                let kept = facts.kept_digest(first_rank, 2, batch);
+                assert_eq!(kept, Some(digest_of(first_rank, batch)));
+            }
+        }
+        // Kept already, or laid out for nodes of another size: nothing is computed.
+        facts.keep_every_node_digest(2, |_, _, _| panic!("computed again"));
+        facts.keep_every_node_digest(5, |_, _, _| panic!("another layout"));
+        assert_eq!(facts.kept_digest(0, 5, 0), None);
+        // A world too large for the table keeps nothing.
+        let wide = EpochFacts::of(vec![2; DIGESTS_KEPT_MAX + 1], 2, 2);
+        wide.keep_every_node_digest(1, |_, _, _| panic!("past the bound"));
+        // A table laid out by a digest kept earlier, and not full, is filled whole.
+        let facts = EpochFacts::of(vec![2; 4], 2, 1);
+        facts.digest(2, 1, 1, |_| Digested::One(7));
+        facts.keep_every_node_digest(1, |first_rank, batch, _| {
+            Digested::One(digest_of(first_rank, batch))
+        });
+        assert_eq!(facts.kept_digest(2, 1, 1), Some(21));
+        assert_eq!(facts.kept_digest(3, 1, 1), Some(31));
     }
 
     /// 5 when told there is room for four digests.

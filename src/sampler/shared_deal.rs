@@ -73,7 +73,21 @@ static FACTS: Memo<DealKey, EpochFacts> = Memo::new(FACT_SLOTS_MAX);
 /// The epoch `key` names, dealt to every rank: the kept one, the one another thread is
 /// dealing (waited for), or dealt now.
 pub fn shared_deal(key: &DealKey) -> Result<Arc<DealtEpoch>, SamplerError> {
-    DEALS.get_or_compute(key, deal_ids(key), || deal(key))
+    shared_deal_then(key, |_| {})
+}
+
+/// [`shared_deal`], with `prepare` run on a deal made now before any other thread gets it:
+/// it fills the deal's facts ahead of need (digests, counts), so that a thread waiting for
+/// the deal finds them too. What it fills is pure, so who filled it changes nothing.
+pub fn shared_deal_then(
+    key: &DealKey,
+    prepare: impl FnOnce(&DealtEpoch),
+) -> Result<Arc<DealtEpoch>, SamplerError> {
+    DEALS.get_or_compute(key, deal_ids(key), || {
+        let dealt = deal(key)?;
+        prepare(&dealt);
+        Ok(dealt)
+    })
 }
 
 /// The epoch `key` names as the process keeps it: its facts, with its ids dealt only when
