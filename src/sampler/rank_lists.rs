@@ -136,8 +136,18 @@ impl RankDeal {
             order: T::keep(order),
             world_size,
             per_rank,
+            distinct: None,
             lists: OnceLock::new(),
         })
+    }
+
+    /// The deal, told how many distinct indices the whole order holds, as its maker knows
+    /// from how it drew it, so that they are not counted; a deal of laid-out lists counts.
+    pub fn knowing_distinct(mut self, distinct: u64) -> Self {
+        if let RankDeal::Strided(order) = &mut self {
+            order.distinct = Some(distinct);
+        }
+        self
     }
 
     /// Every rank's list, laid out now if it was not.
@@ -200,7 +210,9 @@ impl OrderId for u64 {
 /// A padded order as drawn.
 #[derive(Debug)]
 pub enum Order {
+    /// A dataset whose indices fit in 32 bits.
     Narrow(Vec<u32>),
+    /// A larger one.
     Wide(Vec<u64>),
 }
 
@@ -212,6 +224,8 @@ pub struct StridedOrder {
     order: Order,
     world_size: u64,
     per_rank: u64,
+    /// How many distinct indices the whole order holds, when its maker said.
+    distinct: Option<u64>,
     /// Every rank's list, laid out on first need of a slice.
     lists: OnceLock<RankLists>,
 }
@@ -227,6 +241,7 @@ impl StridedOrder {
         self.lists.get_or_init(|| self.lay_out())
     }
 
+    /// Every rank's list, copied out of the order (a transpose, into fresh memory).
     fn lay_out(&self) -> RankLists {
         let (world_size, per_rank) = (self.world_size, self.per_rank);
         match &self.order {
@@ -287,6 +302,9 @@ impl StridedOrder {
     /// How many distinct indices every rank's places `rows` hold together: rows of the
     /// order, one slice of it.
     pub fn distinct_in_rows(&self, rows: Range<u64>) -> u64 {
+        if let Some(distinct) = self.distinct.filter(|_| rows == (0..self.per_rank)) {
+            return distinct;
+        }
         let ids = (rows.start * self.world_size) as usize..(rows.end * self.world_size) as usize;
         match &self.order {
             Order::Narrow(order) => distinct_in(&order[ids]),
@@ -426,6 +444,25 @@ mod tests {
                 RankDeal::Strided(_) => panic!("{world} ranks from {offset}: not whole"),
             }
         }
+    }
+
+    #[test]
+    fn a_distinct_count_told_answers_for_the_whole_order_only() {
+        // Ids 0..6 padded to 8: told a count (a wrong one, to see it used), it gives it for
+        // every row and counts any fewer rows.
+        let order: Vec<u32> = (0..6).chain(0..2).collect();
+        let RankDeal::Strided(order) = RankDeal::of_order(order, 2, 0, 4).knowing_distinct(99)
+        else {
+            panic!("a whole order is kept");
+        };
+        assert_eq!(order.distinct_in_rows(0..4), 99);
+        assert_eq!(order.distinct_in_rows(1..4), 6);
+        assert_eq!(order.distinct_in_rows(3..4), 2);
+        let lists = RankDeal::of_order(vec![1u32, 2, 3], 2, 1, 1).knowing_distinct(99);
+        assert!(
+            matches!(lists, RankDeal::Lists(_)),
+            "a shifted stride is laid out"
+        );
     }
 
     #[test]
