@@ -1,7 +1,7 @@
 //! A node's compute time for a step: which of its GPUs are usable, and how long its slowest
 //! local rank computes a batch (its samples' complexity, its GPU's speed and slowdown).
 
-use super::epoch_plan::{self, EpochPlan};
+use super::epoch_plan::EpochPlan;
 use super::{GroupPlan, WorkerStatus};
 use crate::sim_time::SimDuration;
 use crate::world::env::GpuNow;
@@ -62,9 +62,12 @@ impl ComputeOn<'_> {
         let mut slowest = SimDuration::ZERO;
         for local_rank in 0..self.plan.local_world_size {
             let rank = self.plan.base_global_rank + u64::from(local_rank);
-            let samples = self.epoch_plan.batch(rank, batch);
-            let complexity =
-                epoch_plan::complexity_sum(self.dataset_key, &job.dataset.complexity, samples);
+            let complexity = self.epoch_plan.batch_complexity(
+                self.dataset_key,
+                &job.dataset.complexity,
+                rank,
+                batch,
+            );
             let gpu = self.gpus[gpu_of_local_rank(local_rank, gpus_per_node) as usize];
             let time = compute_time(
                 job.step_time,

@@ -7,7 +7,7 @@
 //! dataset-sized is kept unless the load-balancing sampler needs the whole list.
 
 use crate::sampler::dealt_epoch::DealtEpoch;
-use crate::sampler::shared_deal::{is_dealt_or_dealing, shared_deal, DealKey};
+use crate::sampler::shared_deal::{is_dealt_or_dealing, shared_deal, shared_deal_then, DealKey};
 use crate::sampler::{LoadBalancingSampler, RankLists, SamplerError};
 use crate::scenario::limits::COMPLEXITY_MAX;
 use crate::scenario::model::{Complexity, JobConfig, SamplerKind};
@@ -75,10 +75,10 @@ pub fn complexities(key: u64, dist: &Complexity, len: u64) -> Vec<i64> {
 /// past the epoch's is a bug of the job's and stops the run.
 #[derive(Debug)]
 pub struct EpochPlan {
-    /// Each rank's samples of the epoch, in the order it takes them. torch deals rank `r`
-    /// `indices[r : total_size : world]` of the padded order; dealing them out once per
-    /// plan makes every batch a contiguous slice, where reading them with that stride cost
-    /// a cache miss per sample, every step, on every node.
+    /// Each rank's samples of the epoch, in the order it takes them. A step reads its
+    /// node's batch digest and its batches' lengths from what the epoch keeps, and the ids
+    /// themselves only when its samples' complexities differ (then every rank's list is
+    /// laid out, once per epoch, so a batch is a slice).
     dealt: Arc<DealtEpoch>,
 }
 
@@ -104,9 +104,21 @@ impl EpochPlan {
         self.dealt.batch(rank, batch)
     }
 
-    /// How many samples `rank`'s batch `batch` holds.
+    /// How many samples `rank`'s batch `batch` holds (from the epoch's shape: the ids are
+    /// not read).
     pub fn batch_len(&self, rank: u64, batch: u64) -> u64 {
-        self.batch(rank, batch).len() as u64
+        self.assert_inside(rank, batch);
+        self.dealt.facts().batch_len(rank, batch)
+    }
+
+    /// The sum of the complexities of `rank`'s batch `batch` ([`complexity_sum`]): a
+    /// constant complexity needs only the batch's length, so the ids are read only for
+    /// complexities that differ from sample to sample.
+    pub fn batch_complexity(&self, key: u64, dist: &Complexity, rank: u64, batch: u64) -> u64 {
+        match dist {
+            Complexity::Constant { value } => value * self.batch_len(rank, batch),
+            _ => complexity_sum(key, dist, self.batch(rank, batch)),
+        }
     }
 
     /// The digest of batch `batch` of ranks `first_rank..first_rank + ranks` (what a node
@@ -175,12 +187,13 @@ fn deal_key(job: &JobConfig, plan: PlanKey) -> DealKey {
 }
 
 /// Has the process's prefetch thread deal the `DistributedSampler` plan of `key` ahead of
-/// need, and count the whole epoch's distinct samples. Both are pure, so the run computes
-/// exactly what it would without this, only sooner. The batches' digests stay with the run:
-/// computed here too, they kept this thread behind the plans the run was about to need.
-/// Nothing is asked when the plan is kept, being dealt or asked for already. A
-/// load-balancing plan is not shared, so not prefetched.
-pub fn prefetch(job: &JobConfig, key: PlanKey) {
+/// need, with what the run will read of it: the whole epoch's distinct samples, every batch
+/// digest of a world of nodes of `ranks_per_node` ranks (the group's layout), and every
+/// rank's list when the job reads its samples' ids (their complexities differ). All of it
+/// is pure, so the run computes exactly what it would without this, only sooner. Nothing
+/// is asked when the plan is kept, being dealt or asked for already. A load-balancing plan
+/// is not shared, so not prefetched.
+pub fn prefetch(job: &JobConfig, key: PlanKey, ranks_per_node: u32) {
     if job.sampler.kind != SamplerKind::Distributed {
         return;
     }
@@ -190,12 +203,17 @@ pub fn prefetch(job: &JobConfig, key: PlanKey) {
     if is_dealt_or_dealing(&deal) || !queued().insert(deal) {
         return;
     }
+    let reads_ids = !matches!(job.dataset.complexity, Complexity::Constant { .. });
     let sent = crate::memo::prefetch::submit(move || {
         // Begun: from here the memo knows the deal is under way (a panic in it ends that).
         queued().remove(&deal);
-        if let Ok(dealt) = shared_deal(&deal) {
+        let _ = shared_deal_then(&deal, |dealt| {
             dealt.distinct_from(0);
-        }
+            dealt.keep_every_node_digest(ranks_per_node);
+            if reads_ids {
+                dealt.rank_lists();
+            }
+        });
     });
     if !sent {
         queued().remove(&deal);
@@ -211,13 +229,14 @@ pub fn prefetch_ahead(
     ahead: &[PlanKey],
     next_epoch_step: u64,
     epoch_batches: u64,
+    ranks_per_node: u32,
 ) {
     let mut first_step = next_epoch_step;
     for &key in ahead {
         if first_step >= job.steps {
             return;
         }
-        prefetch(job, key);
+        prefetch(job, key, ranks_per_node);
         first_step = first_step.saturating_add(epoch_batches);
     }
 }
@@ -258,8 +277,8 @@ mod tests {
         };
         // Epochs of 51 batches from step 8 of 10: the next is reached, the one after not;
         // from step 10 none is.
-        prefetch_ahead(&j, &[key(1), key(2)], 8, 51);
-        prefetch_ahead(&j, &[key(3)], 10, 51);
+        prefetch_ahead(&j, &[key(1), key(2)], 8, 51, 1);
+        prefetch_ahead(&j, &[key(3)], 10, 51, 1);
         // The prefetch thread works in order: once a later request is done, so is every one
         // before it (a dropped request fails here rather than being waited for).
         let (done_tx, done_rx) = std::sync::mpsc::channel();
@@ -275,6 +294,12 @@ mod tests {
         let ahead = epoch_plan(&j, key(1), Vec::new).unwrap();
         let fresh = epoch_plan(&j, key(1), Vec::new).unwrap();
         assert_eq!(all_batches(&ahead, 5), all_batches(&fresh, 5));
+        // Dealt with every digest of nodes of one rank, as the slices give them.
+        for (rank, batch) in [(0, 0), (4, 3), (2, 50)] {
+            let kept = ahead.dealt().facts().kept_digest(rank, 1, batch);
+            let want = crate::trace::samples_digest([fresh.batch(rank, batch)]);
+            assert_eq!(kept, Some(want), "rank {rank}, batch {batch}");
+        }
     }
 
     fn job(kind: SamplerKind, len: u64, batch_size: u64, drop_last: bool) -> JobConfig {

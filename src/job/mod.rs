@@ -410,8 +410,9 @@ fn script_error(reason: String) -> WorkerStatus {
 /// Data epoch `at.epoch` begins: builds (or shares) the plan of the order the samplers deal
 /// (`key.epoch`, what `set_epoch` last set) and opens the data epoch in the ledger. The
 /// plans of the next two epochs (`ahead`) are dealt ahead on the prefetch thread while this
-/// one trains, when the job's steps reach them (a plan never reached would keep a core busy
-/// for nothing); two, so that a late prefetch leaves the next one still ahead.
+/// one trains, with the batch digests of nodes of this group's ranks per node, when the
+/// job's steps reach them (a plan never reached would keep a core busy for nothing); two,
+/// so that a late prefetch leaves the next one still ahead.
 fn start_epoch(
     env: &NodeEnv,
     plan: &GroupPlan,
@@ -440,7 +441,8 @@ fn start_epoch(
         .expect("ledger")
         .begin(plan.group_key(), at.epoch, epoch_plan.dealt(), at.batch);
     let (job, batches) = (&env.scenario().job, epoch_plan.batches());
-    epoch_plan::prefetch_ahead(job, &ahead, at.step + (batches - at.batch), batches);
+    let next_epoch_step = at.step + (batches - at.batch);
+    epoch_plan::prefetch_ahead(job, &ahead, next_epoch_step, batches, plan.local_world_size);
     if plan.group_rank == 0 {
         env.record(EventKind::EpochStarted {
             pid: env.pid,

@@ -1,5 +1,6 @@
 //! The process's prefetch thread: computes memo entries a run will soon ask for (the next
-//! epoch's deal) on a core the run does not use, so that the run finds them kept.
+//! epochs' deals, with the batch digests and counts the run will read of them) on a core
+//! the run does not use, so that the run finds them kept.
 //!
 //! Only pure results go through it, into the process-wide memos: whether a prefetch ran,
 //! ran late or was dropped changes how long a run takes, never what it computes. A run that

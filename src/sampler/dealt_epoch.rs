@@ -1,6 +1,7 @@
-//! One epoch dealt to a world of ranks and cut into batches as a `DataLoader` does, with
-//! what is derived from it kept beside it (`epoch_facts`); and a group's tally of which of
-//! its batches were trained. The job's epoch plans and the checker's deals are both one of
+//! One epoch dealt to a world of ranks and cut into batches as a `DataLoader` does, kept as
+//! it was dealt (`rank_lists`: torch's padded order itself where it can be), with what is
+//! derived from it kept beside it (`epoch_facts`); and a group's tally of which of its
+//! batches were trained. The job's epoch plans and the checker's deals are both one of
 //! these, dealt by the sampler for the key each names (`shared_deal`).
 //!
 //! Pure: no clock, no I/O. A dealt epoch is shared by every run of the process that deals
@@ -8,17 +9,20 @@
 //! samples) is computed once for all of them.
 
 use super::epoch_facts::{places, Digested, EpochFacts};
+use super::rank_lists::{RankDeal, StridedOrder};
 use super::shared_deal::KeptEpoch;
 use super::RankLists;
 use crate::trace::digest::samples_digests_x4;
 use crate::trace::samples_digest;
+use std::ops::Range;
 use std::sync::Arc;
 
 /// One epoch dealt to a world of ranks, each rank's samples side by side so a batch is a
-/// slice: dealt once, read by every step of the epoch without copying.
+/// slice (for torch's whole padded deal, laid out so only when a reader needs slices):
+/// dealt once, read by every step of the epoch without copying.
 #[derive(Debug)]
 pub struct DealtEpoch {
-    lists: RankLists,
+    ids: RankDeal,
     /// Samples per rank (torch's `num_samples`), the batch size and batches per rank,
     /// beside the facts' own: every step reads them, and they are one load here.
     num_samples: u64,
@@ -32,28 +36,33 @@ pub struct DealtEpoch {
 impl DealtEpoch {
     /// `lists` cut into batches of `batch_size`, `num_samples` per rank.
     pub fn new(lists: RankLists, num_samples: u64, batch_size: u64) -> Self {
-        let facts = Arc::new(EpochFacts::of(&lists, num_samples, batch_size));
-        Self::with_facts(lists, num_samples, batch_size, facts)
+        Self::of_deal(RankDeal::Lists(lists), num_samples, batch_size)
     }
 
-    /// `lists`, cut as [`DealtEpoch::new`] cuts them, with the facts kept from an earlier
+    /// `ids` cut into batches of `batch_size`, `num_samples` per rank.
+    pub fn of_deal(ids: RankDeal, num_samples: u64, batch_size: u64) -> Self {
+        let facts = Arc::new(EpochFacts::of(ids.rank_lens(), num_samples, batch_size));
+        Self::with_facts(ids, num_samples, batch_size, facts)
+    }
+
+    /// `ids`, cut as [`DealtEpoch::of_deal`] cuts them, with the facts kept from an earlier
     /// deal of the same epoch.
     ///
     /// # Panics
     /// If the facts describe another shape: a deal is a pure function of its key, so the
     /// same key dealt again has the same shape.
     pub fn with_facts(
-        lists: RankLists,
+        ids: RankDeal,
         num_samples: u64,
         batch_size: u64,
         facts: Arc<EpochFacts>,
     ) -> Self {
         assert!(
-            facts.describe(&lists, num_samples, batch_size),
+            facts.describe(&ids.rank_lens(), num_samples, batch_size),
             "the kept facts of an epoch describe another shape than its deal"
         );
         DealtEpoch {
-            lists,
+            ids,
             num_samples,
             batch_size,
             batches: facts.batches(),
@@ -73,12 +82,17 @@ impl DealtEpoch {
 
     /// Ranks in the world dealt to.
     pub fn world_size(&self) -> u64 {
-        self.lists.world_size()
+        self.ids.world_size()
     }
 
     /// How many leading batches of the epoch are full (`batch_size` samples) for every rank.
     pub fn full_batches(&self) -> u64 {
         self.facts.full_batches()
+    }
+
+    /// Every rank's samples, laid out now if they were not.
+    pub fn rank_lists(&self) -> &RankLists {
+        self.ids.lists()
     }
 
     /// The ids of `rank`'s batch `batch`; none for a rank outside the world or a batch past
@@ -91,8 +105,17 @@ impl DealtEpoch {
     /// `rank`'s samples from place `first` to before `end`, both cut to the rank's
     /// `num_samples` and to its list (a mutant's shifted stride leaves the last ranks short).
     fn samples(&self, rank: u64, first: u64, end: u64) -> &[u64] {
-        let list = self.lists.rank(rank);
+        let list = self.ids.lists().rank(rank);
         &list[places(list.len() as u64, self.num_samples, first, end)]
+    }
+
+    /// The places of a rank's list of torch's whole order (`order`) that its batch `batch`
+    /// holds, as [`DealtEpoch::batch`] cuts them.
+    fn rows(&self, order: &StridedOrder, batch: u64) -> Range<u64> {
+        let first = batch.saturating_mul(self.batch_size);
+        let end = first.saturating_add(self.batch_size);
+        let places = places(order.per_rank(), self.num_samples, first, end);
+        places.start as u64..places.end as u64
     }
 
     /// The digest of batch `batch` of ranks `first_rank..first_rank + ranks`, in rank order
@@ -104,13 +127,32 @@ impl DealtEpoch {
             })
     }
 
+    /// Keeps in the facts the digest of every batch of every node of a world of nodes of
+    /// `ranks` ranks (node k's from rank k × `ranks`), as a job of that layout asks for
+    /// them step by step; see [`EpochFacts::keep_every_node_digest`].
+    pub fn keep_every_node_digest(&self, ranks: u32) {
+        self.facts
+            .keep_every_node_digest(ranks, |first_rank, batch, four| {
+                self.compute_digest(first_rank, ranks, batch, four)
+            });
+    }
+
     /// Computes the digest of batch `batch` of ranks `first_rank..first_rank + ranks`, and
     /// with it the three next nodes' of as many ranks when `four` (they would be kept) and
     /// the world holds them: four chains of multiplies at once cost about what one does.
     pub fn compute_digest(&self, first_rank: u64, ranks: u32, batch: u64, four: bool) -> Digested {
         let span = u64::from(ranks);
         let last_end = first_rank.saturating_add(span.saturating_mul(4));
-        if !four || span == 0 || last_end > self.world_size() {
+        let four = four && span > 0 && last_end <= self.world_size();
+        if let RankDeal::Strided(order) = &self.ids {
+            // Read from the order where it lies: its lists may never be laid out.
+            let rows = self.rows(order, batch);
+            return match four {
+                true => Digested::Four(order.digests_x4(first_rank, span, rows)),
+                false => Digested::One(order.digest(first_rank, span, rows)),
+            };
+        }
+        if !four {
             let ranks = first_rank..first_rank.saturating_add(span);
             return Digested::One(samples_digest(ranks.map(|r| self.batch(r, batch))));
         }
@@ -128,9 +170,14 @@ impl DealtEpoch {
 
     /// Counts the distinct ids of every rank's batches from `first_batch` on.
     pub fn count_distinct_from(&self, first_batch: u64) -> u64 {
-        // A rank's batches from `first_batch` to the last are one slice of its list.
+        // A rank's batches from `first_batch` to the last are one slice of its list, and
+        // of torch's whole order the same places of every rank are one slice of rows.
         let first = first_batch.saturating_mul(self.batch_size);
         let num_samples = self.num_samples;
+        if let RankDeal::Strided(order) = &self.ids {
+            let places = places(order.per_rank(), num_samples, first, num_samples);
+            return order.distinct_in_rows(places.start as u64..places.end as u64);
+        }
         distinct_ids((0..self.world_size()).map(|rank| self.samples(rank, first, num_samples)))
     }
 }
@@ -240,6 +287,7 @@ pub fn distinct_ids<'a>(batches: impl Iterator<Item = &'a [u64]>) -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::sampler::DistributedSampler;
 
     fn strided(order: &[u64], world_size: u64, num_samples: u64, batch_size: u64) -> DealtEpoch {
         let lists = RankLists::strided(order, world_size, 0, num_samples);
@@ -263,6 +311,79 @@ mod tests {
             assert_eq!(deal.distinct_from(1), distinct_ids(from_1.into_iter()));
         }
         assert_eq!(deal.world_size(), 4);
+    }
+
+    /// Everything read from an epoch kept as torch's padded order, in place, against the
+    /// same epoch laid out as lists.
+    fn check_order_against_lists(sampler: &DistributedSampler, batch_size: u64) {
+        let num_samples = sampler.len();
+        let in_place = DealtEpoch::of_deal(sampler.deal(0).unwrap(), num_samples, batch_size);
+        assert!(matches!(in_place.ids, RankDeal::Strided(_)));
+        let lists = sampler.deal_all_ranks(0).unwrap();
+        let laid_out = DealtEpoch::new(lists, num_samples, batch_size);
+        let world = laid_out.world_size();
+        assert_eq!(in_place.world_size(), world);
+        assert_eq!(in_place.batches(), laid_out.batches());
+        assert_eq!(in_place.full_batches(), laid_out.full_batches());
+        for batch in 0..=laid_out.batches() {
+            for ranks in 0..=world as u32 + 1 {
+                for first in 0..=world {
+                    for four in [false, true] {
+                        let got = in_place.compute_digest(first, ranks, batch, four);
+                        let want = laid_out.compute_digest(first, ranks, batch, four);
+                        assert_eq!(got, want, "ranks {first}+{ranks}, batch {batch}, {four}");
+                    }
+                }
+            }
+            assert_eq!(
+                in_place.count_distinct_from(batch),
+                laid_out.count_distinct_from(batch),
+                "from batch {batch}"
+            );
+            for rank in 0..=world {
+                let len = laid_out.batch(rank, batch).len() as u64;
+                assert_eq!(in_place.facts().batch_len(rank, batch), len);
+            }
+        }
+        for ranks in 1..=world as u32 {
+            let alike = DealtEpoch::of_deal(sampler.deal(0).unwrap(), num_samples, batch_size);
+            alike.keep_every_node_digest(ranks);
+            for first in (0..world).step_by(ranks as usize) {
+                for batch in 0..laid_out.batches() {
+                    let kept = alike.facts().kept_digest(first, ranks, batch);
+                    let want = laid_out.digest(first, ranks, batch);
+                    let whole_node = first + u64::from(ranks) <= world;
+                    assert_eq!(kept, whole_node.then_some(want), "{first}+{ranks}, {batch}");
+                }
+            }
+        }
+        for rank in 0..=world {
+            assert_eq!(
+                in_place.rank_lists().rank(rank),
+                laid_out.rank_lists().rank(rank)
+            );
+        }
+    }
+
+    proptest::proptest! {
+        /// torch's deal kept as its padded order gives every digest, length and distinct
+        /// count the lists laid out give: datasets that the world does not divide (padding,
+        /// or `drop_last`), short last batches, nodes that reach past the world.
+        #[test]
+        fn a_deal_read_in_place_gives_what_its_lists_give(
+            len in 0u64..300,
+            world in 1u64..13,
+            batch_size in 1u64..12,
+            shuffle: bool,
+            drop_last: bool,
+            seed: i64,
+            epoch in 0u64..1_000,
+        ) {
+            let mut sampler = DistributedSampler::new(len, world, 0, shuffle, seed, drop_last)
+                .unwrap();
+            sampler.set_epoch(epoch);
+            check_order_against_lists(&sampler, batch_size);
+        }
     }
 
     #[test]

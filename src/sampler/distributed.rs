@@ -1,5 +1,6 @@
 //! torch's `DistributedSampler`: the per-rank index lists of one epoch, bit for bit.
 
+use super::rank_lists::RankDeal;
 use super::{check_rank, epoch_seed, samples_per_rank, RankLists, SamplerError, TorchGenerator};
 
 /// `torch.utils.data.DistributedSampler` over a dataset of `dataset_len` items.
@@ -76,23 +77,36 @@ impl DistributedSampler {
     }
 
     /// Every rank's indices in the current epoch, laid out side by side; each rank's
-    /// stride starts `offset` places late (0 but for a mutant). The order is drawn with
-    /// `u32` values when the dataset's indices fit: the same permutation in half the
-    /// memory, which a 100 000-sample epoch's shuffle and deal then keep in a core's cache.
+    /// stride starts `offset` places late (0 but for a mutant).
     pub fn deal_all_ranks(&self, offset: u64) -> Result<RankLists, SamplerError> {
-        let (per_rank, _) = samples_per_rank(self.dataset_len, self.num_replicas, self.drop_last);
+        Ok(self.deal(offset)?.into_lists())
+    }
+
+    /// Every rank's indices in the current epoch, as [`Self::deal_all_ranks`] gives them:
+    /// torch's whole padded order itself when each rank takes its stride of it from its own
+    /// rank (`offset` 0), else the lists laid out. The order is drawn with `u32` values when
+    /// the dataset's indices fit: the same permutation in half the memory, which a
+    /// 100 000-sample epoch's shuffle then keeps in a core's cache.
+    ///
+    /// The order is every index of the dataset once (shuffled or not), cut to `total_size`
+    /// or padded with its own prefix: it holds `min(dataset_len, total_size)` distinct
+    /// indices, which the deal is told rather than counting them.
+    pub fn deal(&self, offset: u64) -> Result<RankDeal, SamplerError> {
+        let (per_rank, total_size) =
+            samples_per_rank(self.dataset_len, self.num_replicas, self.drop_last);
         let ranks = self.num_replicas;
-        match u32::try_from(self.dataset_len) {
+        let deal = match u32::try_from(self.dataset_len) {
             Ok(len) => {
                 let draw = |mut g: TorchGenerator, room| g.randperm_u32_with_room(len, room);
                 let order = self.padded_in(len as usize, draw, 0..len)?;
-                Ok(RankLists::strided(&order, ranks, offset, per_rank))
+                RankDeal::of_order(order, ranks, offset, per_rank)
             }
             Err(_) => {
                 let order = self.padded_order()?;
-                Ok(RankLists::strided(&order, ranks, offset, per_rank))
+                RankDeal::of_order(order, ranks, offset, per_rank)
             }
-        }
+        };
+        Ok(deal.knowing_distinct(self.dataset_len.min(total_size)))
     }
 
     /// The epoch order before it is dealt out: `total_size` indices.
@@ -162,6 +176,7 @@ fn deal(order: &[u64], rank: u64, num_replicas: u64) -> Vec<u64> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::sampler::dealt_epoch::distinct_ids;
 
     #[test]
     fn dealing_all_ranks_gives_each_rank_its_own_indices() {
@@ -184,6 +199,43 @@ mod tests {
                     "rank {rank} of {world}"
                 );
             }
+        }
+    }
+
+    /// The distinct indices a deal is told its whole order holds, against counting them.
+    fn check_told_distinct(len: u64, world: u64, shuffle: bool, drop_last: bool, seed: i64) {
+        let mut sampler = DistributedSampler::new(len, world, 0, shuffle, seed, drop_last).unwrap();
+        sampler.set_epoch(seed as u64 % 7);
+        let RankDeal::Strided(order) = sampler.deal(0).unwrap() else {
+            panic!("torch's deal from each rank's own place is kept as its order");
+        };
+        let lists = sampler.deal_all_ranks(0).unwrap();
+        let counted = distinct_ids((0..world).map(|rank| lists.rank(rank)));
+        let told = order.distinct_in_rows(0..order.per_rank());
+        assert_eq!(told, counted, "{len} over {world}, drop_last {drop_last}");
+    }
+
+    #[test]
+    fn a_dataset_shorter_than_the_world_is_told_its_distinct_count_too() {
+        for (len, world) in [(0, 4), (1, 7), (3, 5), (5, 5), (6, 5), (2, 64)] {
+            for (shuffle, drop_last) in [(true, false), (true, true), (false, false)] {
+                check_told_distinct(len, world, shuffle, drop_last, 11);
+            }
+        }
+    }
+
+    proptest::proptest! {
+        /// Every shape a deal is made in (padded or cut, shuffled or not, datasets the world
+        /// does not divide): the distinct count it is told is the one its order holds.
+        #[test]
+        fn a_deal_is_told_the_distinct_count_its_order_holds(
+            len in 0u64..3_000,
+            world in 1u64..80,
+            shuffle: bool,
+            drop_last: bool,
+            seed: i64,
+        ) {
+            check_told_distinct(len, world, shuffle, drop_last, seed);
         }
     }
 

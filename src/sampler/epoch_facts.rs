@@ -8,7 +8,6 @@
 //! Pure: no clock, no I/O. Only values computed from the ids are kept, so a fact read back
 //! is exactly what computing it again would give.
 
-use super::RankLists;
 use std::collections::BTreeMap;
 use std::sync::Mutex;
 
@@ -32,12 +31,9 @@ pub struct EpochFacts {
 }
 
 impl EpochFacts {
-    /// The shape of `lists` cut into batches of `batch_size`, `num_samples` per rank; nothing
-    /// computed yet.
-    pub fn of(lists: &RankLists, num_samples: u64, batch_size: u64) -> Self {
-        let rank_lens = (0..lists.world_size())
-            .map(|rank| lists.rank(rank).len() as u64)
-            .collect();
+    /// The shape of an epoch whose ranks' lists hold `rank_lens` ids, in rank order, cut
+    /// into batches of `batch_size`, `num_samples` per rank; nothing computed yet.
+    pub fn of(rank_lens: Vec<u64>, num_samples: u64, batch_size: u64) -> Self {
         EpochFacts {
             num_samples,
             batch_size,
@@ -58,12 +54,11 @@ impl EpochFacts {
         usize::try_from(slots).unwrap_or(usize::MAX)
     }
 
-    /// Whether `lists` has the shape these facts describe.
-    pub fn describe(&self, lists: &RankLists, num_samples: u64, batch_size: u64) -> bool {
+    /// Whether an epoch whose ranks' lists hold `rank_lens` ids has the shape these facts
+    /// describe.
+    pub fn describe(&self, rank_lens: &[u64], num_samples: u64, batch_size: u64) -> bool {
         (self.num_samples, self.batch_size) == (num_samples, batch_size)
-            && self.world_size() == lists.world_size()
-            && (0..lists.world_size())
-                .all(|rank| lists.rank(rank).len() as u64 == self.rank_lens[rank as usize])
+            && self.rank_lens == rank_lens
     }
 
     /// Batches per rank: the last one may be short, as a `DataLoader` keeps it.
@@ -138,6 +133,46 @@ impl EpochFacts {
             }
         }
         mine
+    }
+
+    /// Keeps the digest of every batch of every node of a world of nodes of `ranks` ranks
+    /// (node k's from rank k × `ranks`), computed by `compute` as [`EpochFacts::digest`]
+    /// has it computed (first rank, batch, whether the next three nodes' are wanted too);
+    /// nothing when the flat table of the facts does not hold that layout (it is laid out
+    /// for another, or would pass [`DIGESTS_KEPT_MAX`]) or holds them all already.
+    pub fn keep_every_node_digest(
+        &self,
+        ranks: u32,
+        mut compute: impl FnMut(u64, u64, bool) -> Digested,
+    ) {
+        let (batches, world_size) = (self.batches(), self.world_size());
+        let nodes = world_size.checked_div(u64::from(ranks)).unwrap_or(0);
+        let slots = nodes.saturating_mul(batches);
+        {
+            let digests = lock(&self.digests);
+            let laid_out_for = |r| digests.ranks == r && digests.table.len() as u64 == slots;
+            let full = laid_out_for(ranks) && digests.table.iter().all(Option::is_some);
+            let other_layout = digests.ranks != 0 && !laid_out_for(ranks);
+            if nodes == 0 || slots > DIGESTS_KEPT_MAX as u64 || full || other_layout {
+                return;
+            }
+        }
+        let span = u64::from(ranks);
+        let mut computed = Vec::with_capacity(slots as usize);
+        for batch in 0..batches {
+            let mut node = 0;
+            while node < nodes {
+                let digested = compute(node * span, batch, node + 4 <= nodes);
+                for (after, digest) in digested.each() {
+                    computed.push(((node + after) * span, batch, digest));
+                }
+                node += digested.each().count() as u64;
+            }
+        }
+        let mut digests = lock(&self.digests);
+        for (first_rank, batch, digest) in computed {
+            digests.keep((first_rank, ranks, batch), (batches, world_size), digest);
+        }
     }
 
     /// The distinct ids of every rank's batches from `first_batch` on: kept, or `compute`'s.
@@ -295,15 +330,19 @@ impl Digests {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::sampler::RankLists;
 
     #[test]
     fn facts_give_each_batchs_place_and_keep_what_was_computed() {
         // A shifted stride: 10 ids over 4 ranks of 3, starting one place late.
         let order: Vec<u64> = (0..10).collect();
         let lists = RankLists::strided(&order, 4, 1, 3);
-        let facts = EpochFacts::of(&lists, 3, 2);
-        assert!(facts.describe(&lists, 3, 2));
-        assert!(!facts.describe(&lists, 3, 1));
+        let lens: Vec<u64> = (0..4).map(|rank| lists.rank(rank).len() as u64).collect();
+        assert_eq!(lens, [3, 2, 2, 2]);
+        let facts = EpochFacts::of(lens.clone(), 3, 2);
+        assert!(facts.describe(&lens, 3, 2));
+        assert!(!facts.describe(&lens, 3, 1));
+        assert!(!facts.describe(&[3, 3, 2, 2], 3, 2));
         assert_eq!((facts.batches(), facts.world_size()), (2, 4));
         for rank in 0..4 {
             for batch in 0..3 {
@@ -364,8 +403,7 @@ mod tests {
     #[test]
     fn digests_are_kept_only_while_there_is_room() {
         // 4 ranks of 1 node each and DIGESTS_KEPT_MAX + 4 batches: too many for a table.
-        let lists = RankLists::strided(&vec![0u64; 4 * (DIGESTS_KEPT_MAX + 4)], 4, 0, 4 * 4);
-        let facts = EpochFacts::of(&lists, DIGESTS_KEPT_MAX as u64 + 4, 1);
+        let facts = EpochFacts::of(vec![16; 4], DIGESTS_KEPT_MAX as u64 + 4, 1);
         let four = |_| Digested::Four([1, 2, 3, 4]);
         assert_eq!(facts.digest(0, 1, 0, four), 1);
         assert_eq!(
@@ -397,8 +435,7 @@ mod tests {
             "computed, not kept"
         );
         // On a table, a node's slot is always there.
-        let lists = RankLists::strided(&(0..16).collect::<Vec<u64>>(), 8, 0, 2);
-        let facts = EpochFacts::of(&lists, 2, 1);
+        let facts = EpochFacts::of(vec![2; 8], 2, 1);
         facts.digest(0, 2, 0, |_| Digested::One(1));
         assert!(lock(&facts.digests).has_room((0, 2, 1), 4, 2));
         assert_eq!(
@@ -406,6 +443,43 @@ mod tests {
             5
         );
         assert_eq!(facts.kept_digest(6, 2, 1), Some(8));
+    }
+
+    #[test]
+    fn every_node_digest_is_kept_on_the_table_of_its_layout_only() {
+        // 10 ranks in nodes of 2 (5 nodes: four at once, then one), 3 batches.
+        let facts = EpochFacts::of(vec![6; 10], 6, 2);
+        let digest_of = |first_rank: u64, batch: u64| first_rank * 10 + batch;
+        let mut asked = Vec::new();
+        facts.keep_every_node_digest(2, |first_rank, batch, four| {
+            asked.push((first_rank, batch, four));
+            match four {
+                true => Digested::Four([0, 2, 4, 6].map(|r| digest_of(first_rank + r, batch))),
+                false => Digested::One(digest_of(first_rank, batch)),
+            }
+        });
+        assert_eq!(asked.len(), 6, "two computations a batch: {asked:?}");
+        for first_rank in (0..10).step_by(2) {
+            for batch in 0..3 {
+                let kept = facts.kept_digest(first_rank, 2, batch);
+                assert_eq!(kept, Some(digest_of(first_rank, batch)));
+            }
+        }
+        // Kept already, or laid out for nodes of another size: nothing is computed.
+        facts.keep_every_node_digest(2, |_, _, _| panic!("computed again"));
+        facts.keep_every_node_digest(5, |_, _, _| panic!("another layout"));
+        assert_eq!(facts.kept_digest(0, 5, 0), None);
+        // A world too large for the table keeps nothing.
+        let wide = EpochFacts::of(vec![2; DIGESTS_KEPT_MAX + 1], 2, 2);
+        wide.keep_every_node_digest(1, |_, _, _| panic!("past the bound"));
+        // A table laid out by a digest kept earlier, and not full, is filled whole.
+        let facts = EpochFacts::of(vec![2; 4], 2, 1);
+        facts.digest(2, 1, 1, |_| Digested::One(7));
+        facts.keep_every_node_digest(1, |first_rank, batch, _| {
+            Digested::One(digest_of(first_rank, batch))
+        });
+        assert_eq!(facts.kept_digest(2, 1, 1), Some(21));
+        assert_eq!(facts.kept_digest(3, 1, 1), Some(31));
     }
 
     /// 5 when told there is room for four digests.

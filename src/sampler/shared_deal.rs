@@ -56,8 +56,9 @@ impl DealKey {
     }
 }
 
-/// Sample ids the process keeps in dealt epochs (8 bytes each: 64 MiB): a campaign's runs
-/// and their checks deal each epoch of their dataset once.
+/// Sample ids the process keeps in dealt epochs: a campaign's runs and their checks deal
+/// each epoch of their dataset once. An id costs 8 bytes laid out in its rank's list, 4 in
+/// a `u32` order, 12 in an order whose lists were laid out too: at most 96 MiB.
 const DEAL_IDS_MAX: usize = 8 << 20;
 
 static DEALS: Memo<DealKey, DealtEpoch> = Memo::new(DEAL_IDS_MAX);
@@ -72,7 +73,21 @@ static FACTS: Memo<DealKey, EpochFacts> = Memo::new(FACT_SLOTS_MAX);
 /// The epoch `key` names, dealt to every rank: the kept one, the one another thread is
 /// dealing (waited for), or dealt now.
 pub fn shared_deal(key: &DealKey) -> Result<Arc<DealtEpoch>, SamplerError> {
-    DEALS.get_or_compute(key, deal_ids(key), || deal(key))
+    shared_deal_then(key, |_| {})
+}
+
+/// [`shared_deal`], with `prepare` run on a deal made now before any other thread gets it:
+/// it fills the deal's facts ahead of need (digests, counts), so that a thread waiting for
+/// the deal finds them too. What it fills is pure, so who filled it changes nothing.
+pub fn shared_deal_then(
+    key: &DealKey,
+    prepare: impl FnOnce(&DealtEpoch),
+) -> Result<Arc<DealtEpoch>, SamplerError> {
+    DEALS.get_or_compute(key, deal_ids(key), || {
+        let dealt = deal(key)?;
+        prepare(&dealt);
+        Ok(dealt)
+    })
 }
 
 /// The epoch `key` names as the process keeps it: its facts, with its ids dealt only when
@@ -179,20 +194,15 @@ fn deal(key: &DealKey) -> Result<DealtEpoch, SamplerError> {
         key.drop_last,
     )?;
     sampler.set_epoch(key.epoch);
-    let lists = sampler.deal_all_ranks(key.offset)?;
+    let ids = sampler.deal(key.offset)?;
     let (num_samples, batch_size) = (sampler.len(), key.batch_size);
     // Dealt again after its ids were let go, an epoch keeps what was computed from them.
     let batches = num_samples.div_ceil(batch_size.max(1));
     let weight = EpochFacts::weight(key.world_size, batches);
     let facts = FACTS.get_or_compute(key, weight, || {
-        Ok::<_, SamplerError>(EpochFacts::of(&lists, num_samples, batch_size))
+        Ok::<_, SamplerError>(EpochFacts::of(ids.rank_lens(), num_samples, batch_size))
     })?;
-    Ok(DealtEpoch::with_facts(
-        lists,
-        num_samples,
-        batch_size,
-        facts,
-    ))
+    Ok(DealtEpoch::with_facts(ids, num_samples, batch_size, facts))
 }
 
 /// The weight a deal is kept at: its sample ids.

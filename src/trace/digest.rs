@@ -1,5 +1,6 @@
 //! The digest of the samples a node's ranks trained on in one step, as the trace records it
-//! (`TrainedOn::samples_digest`), computed one node at a time or four at once.
+//! (`TrainedOn::samples_digest`), computed one node at a time or four at once, from batches
+//! given as slices or read where a deal keeps them.
 
 /// A digest of the batches a node's ranks trained on in one step, in local rank order:
 /// order-sensitive, and a batch's length is folded in so that ids cannot slide from one rank
@@ -7,11 +8,52 @@
 /// Each id costs one multiply (the job digests every sample it trains on, and the checker
 /// digests its own deal again), and one full mix at the end spreads every bit.
 pub fn samples_digest<'a>(batches: impl IntoIterator<Item = &'a [u64]>) -> u64 {
-    let mut digest = 0x243f_6a88_85a3_08d3u64;
+    let mut digest = SEED;
     for batch in batches {
         digest = fold_batch(digest, batch);
     }
     mix(digest)
+}
+
+/// Where every digest's chain starts.
+const SEED: u64 = 0x243f_6a88_85a3_08d3;
+
+/// The [`samples_digest`] of `ranks` batches read where they lie: rank `rank`'s batch holds
+/// `len(rank)` ids, its `i`-th being `id(rank, i)`. The same value as the batches given as
+/// slices, for a deal that does not keep them as slices (torch's padded order, read by
+/// stride).
+pub fn samples_digest_by(
+    ranks: u64,
+    len: impl Fn(u64) -> u64,
+    id: impl Fn(u64, u64) -> u64,
+) -> u64 {
+    let mut digest = SEED;
+    for rank in 0..ranks {
+        let ids = len(rank);
+        digest = fold(digest, ids);
+        for i in 0..ids {
+            digest = fold(digest, id(rank, i));
+        }
+    }
+    mix(digest)
+}
+
+/// [`samples_digests_x4`] of four nodes of `ranks` ranks whose batches all hold `len` ids,
+/// read where they lie: node `node`'s rank `rank`'s `i`-th id is `id(node, rank, i)`.
+pub fn even_digests_x4(ranks: u64, len: u64, id: impl Fn(usize, u64, u64) -> u64) -> [u64; 4] {
+    let mut digests = [SEED; 4];
+    for rank in 0..ranks {
+        // Four locals rather than an array, so each chain stays in a register.
+        let [mut d0, mut d1, mut d2, mut d3] = digests.map(|d| fold(d, len));
+        for i in 0..len {
+            d0 = fold(d0, id(0, rank, i));
+            d1 = fold(d1, id(1, rank, i));
+            d2 = fold(d2, id(2, rank, i));
+            d3 = fold(d3, id(3, rank, i));
+        }
+        digests = [d0, d1, d2, d3];
+    }
+    digests.map(mix)
 }
 
 /// One word into the running digest: a rotate, an xor and an odd multiply (FxHash's step),
@@ -33,7 +75,7 @@ fn mix(mut z: u64) -> u64 {
 /// long as one. `batch(node, rank)` gives node `node`'s rank `rank`'s batch; every node has
 /// `ranks` ranks. The values are exactly those of four calls to [`samples_digest`].
 pub fn samples_digests_x4<'a>(ranks: u64, batch: impl Fn(usize, u64) -> &'a [u64]) -> [u64; 4] {
-    let mut digests = [0x243f_6a88_85a3_08d3u64; 4];
+    let mut digests = [SEED; 4];
     for rank in 0..ranks {
         let batches = [0, 1, 2, 3].map(|node| batch(node, rank));
         let len = batches[0].len();
@@ -134,5 +176,31 @@ mod tests {
         }
         let empty: [u64; 4] = samples_digests_x4(0, |_, _| &[]);
         assert_eq!(empty, [samples_digest(std::iter::empty()); 4]);
+    }
+
+    #[test]
+    fn digests_read_in_place_are_the_digests_of_the_slices() {
+        // Four nodes of three ranks, batches of five ids; and ranks of uneven lengths.
+        let id = |node: usize, rank: u64, i: u64| node as u64 * 977 + rank * 31 + i * 7;
+        let batches: Vec<Vec<Vec<u64>>> = (0..4)
+            .map(|node| {
+                (0..3)
+                    .map(|rank| (0..5).map(|i| id(node, rank, i)).collect())
+                    .collect()
+            })
+            .collect();
+        let in_place = even_digests_x4(3, 5, id);
+        for (node, ranks) in batches.iter().enumerate() {
+            let slices = samples_digest(ranks.iter().map(Vec::as_slice));
+            assert_eq!(in_place[node], slices, "node {node}");
+            assert_eq!(
+                samples_digest_by(3, |_| 5, |rank, i| id(node, rank, i)),
+                slices
+            );
+        }
+        let uneven: Vec<Vec<u64>> = vec![vec![4, 1], vec![], vec![9, 9, 2]];
+        let len = |rank: u64| uneven[rank as usize].len() as u64;
+        let by = samples_digest_by(3, len, |rank, i| uneven[rank as usize][i as usize]);
+        assert_eq!(by, samples_digest(uneven.iter().map(Vec::as_slice)));
     }
 }
