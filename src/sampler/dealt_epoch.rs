@@ -269,15 +269,18 @@ impl PairTally {
 }
 
 /// How many distinct ids `batches` hold together: each id's bit is set, then the bits are
-/// counted once, so that no step waits on a running count.
-pub fn distinct_ids<'a>(batches: impl Iterator<Item = &'a [u64]>) -> u64 {
+/// counted once, so that no step waits on a running count. Ids are `u64` in laid-out
+/// lists and `u32` in a narrow padded order (`rank_lists`).
+pub fn distinct_ids<'a, T: Copy + Into<u64> + 'a>(batches: impl Iterator<Item = &'a [T]>) -> u64 {
     let mut seen: Vec<u64> = Vec::new();
     for batch in batches {
-        let words_needed = batch.iter().max().map_or(0, |&max| (max / 64) as usize + 1);
+        let max = batch.iter().map(|&id| id.into()).max();
+        let words_needed = max.map_or(0, |max| (max / 64) as usize + 1);
         if words_needed > seen.len() {
             seen.resize(words_needed, 0);
         }
         for &id in batch {
+            let id: u64 = id.into();
             seen[(id / 64) as usize] |= 1u64 << (id % 64);
         }
     }
@@ -390,7 +393,7 @@ mod tests {
     fn distinct_ids_count_each_id_once_across_batches() {
         let batches: [&[u64]; 4] = [&[0, 63, 64], &[64, 200, 0], &[], &[129]];
         assert_eq!(distinct_ids(batches.into_iter()), 5);
-        assert_eq!(distinct_ids(std::iter::empty()), 0);
+        assert_eq!(distinct_ids(std::iter::empty::<&[u64]>()), 0);
     }
 
     #[test]

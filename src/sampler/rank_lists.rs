@@ -9,6 +9,7 @@
 //! the whole order into fresh memory (800 kB for 100 000 samples), which what a job's step
 //! needs (its batch digests and lengths, the epoch's distinct count) can do without.
 
+use super::dealt_epoch::distinct_ids;
 use std::ops::Range;
 use std::sync::OnceLock;
 
@@ -162,10 +163,7 @@ impl RankDeal {
     pub fn into_lists(self) -> RankLists {
         match self {
             RankDeal::Lists(lists) => lists,
-            RankDeal::Strided(order) => match order.lists.get() {
-                Some(_) => order.lists.into_inner().unwrap_or_default(),
-                None => order.lay_out(),
-            },
+            RankDeal::Strided(mut order) => order.lists.take().unwrap_or_else(|| order.lay_out()),
         }
     }
 
@@ -307,23 +305,10 @@ impl StridedOrder {
         }
         let ids = (rows.start * self.world_size) as usize..(rows.end * self.world_size) as usize;
         match &self.order {
-            Order::Narrow(order) => distinct_in(&order[ids]),
-            Order::Wide(order) => distinct_in(&order[ids]),
+            Order::Narrow(order) => distinct_ids(std::iter::once(&order[ids])),
+            Order::Wide(order) => distinct_ids(std::iter::once(&order[ids])),
         }
     }
-}
-
-/// How many distinct values `ids` holds: each one's bit is set, then the bits are counted.
-fn distinct_in<T: Copy + Into<u64>>(ids: &[T]) -> u64 {
-    let Some(max) = ids.iter().map(|&id| id.into()).max() else {
-        return 0;
-    };
-    let mut seen = vec![0u64; (max / 64) as usize + 1];
-    for &id in ids {
-        let id: u64 = id.into();
-        seen[(id / 64) as usize] |= 1u64 << (id % 64);
-    }
-    seen.iter().map(|word| u64::from(word.count_ones())).sum()
 }
 
 #[cfg(test)]
