@@ -113,9 +113,42 @@ impl Recorder {
     pub fn finish(&self) -> Trace {
         let mut recording =
             std::mem::take(&mut *self.inner.lock().expect("recorder lock is never poisoned"));
-        // Stable: events of one moment keep the order they were recorded in.
-        recording.trace.events.sort_by_key(|e| e.at);
+        sort_by_time(&mut recording.trace.events);
         recording.trace
+    }
+}
+
+/// Puts events in time order; events of one moment keep the order they were recorded in.
+///
+/// A stable sort would copy the events into a scratch buffer as large as half the trace,
+/// fresh memory the system must fault in on every run. The (moment, recorded position)
+/// keys are sorted instead, a tenth of the size, and the events moved along the
+/// permutation's cycles in place.
+fn sort_by_time(events: &mut [Event]) {
+    if events.is_sorted_by_key(|e| e.at) {
+        return;
+    }
+    const PLACED: u32 = u32::MAX;
+    let position = |i: usize| u32::try_from(i).expect("EVENTS_MAX fits in u32");
+    let mut order: Vec<(SimInstant, u32)> = events
+        .iter()
+        .enumerate()
+        .map(|(i, e)| (e.at, position(i)))
+        .collect();
+    order.sort_unstable();
+    // `order[j].1` names the position whose event belongs at `j`. Each cycle carries its
+    // first event forward, swapping each place's own event into it.
+    for start in 0..order.len() {
+        let mut at = start;
+        while order[at].1 != PLACED {
+            let from = order[at].1 as usize;
+            order[at].1 = PLACED;
+            if from == start {
+                break;
+            }
+            events.swap(at, from);
+            at = from;
+        }
     }
 }
 
@@ -144,5 +177,27 @@ mod tests {
         assert!(!fits(EVENTS_MAX, 0, 0), "past the events");
         assert!(!fits(1, STEPS_MAX - 10, 11), "past the steps");
         assert!(!fits(1, u64::MAX, 1), "no overflow");
+    }
+
+    fn event(at_us: u64, id: u64) -> Event {
+        Event {
+            at: SimInstant::from_us(at_us),
+            node: None,
+            kind: EventKind::Checkpoint { pid: 0, step: id },
+        }
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn sorting_by_time_in_place_is_the_stable_sort(
+            moments in proptest::collection::vec(0u64..12, 0..200),
+        ) {
+            let mut events: Vec<Event> =
+                moments.iter().enumerate().map(|(i, &at)| event(at, i as u64)).collect();
+            let mut stable = events.clone();
+            stable.sort_by_key(|e| e.at);
+            sort_by_time(&mut events);
+            proptest::prop_assert_eq!(events, stable);
+        }
     }
 }
