@@ -48,6 +48,9 @@ struct Gather {
     start: SimInstant,
     /// Each member's ranks and compute times, by node.
     contributions: BTreeMap<u32, (RankBlock, Vec<SimDuration>)>,
+    /// The contributions' rank counts, summed: they can cover a world only once this
+    /// reaches its size, so the full check runs at the last member rather than at each.
+    ranks_held: u64,
     waiters: Vec<oneshot::Sender<Gathered>>,
     /// Set once the gather can no longer succeed; later members get `Declined` at once.
     declined: bool,
@@ -85,6 +88,7 @@ impl Segments {
         let gather = self.gathers.entry(key).or_insert_with(|| Gather {
             start: c.now,
             contributions: BTreeMap::new(),
+            ranks_held: 0,
             waiters: Vec::new(),
             declined: false,
         });
@@ -94,6 +98,7 @@ impl Segments {
         match c.times {
             Some(times) if in_step && !gather.declined => {
                 let earlier = gather.contributions.insert(c.member, (c.ranks, times));
+                gather.ranks_held = gather.ranks_held.saturating_add(c.ranks.count);
                 assert!(
                     earlier.is_none(),
                     "node {} contributed twice to the gather of group {:#x} from step {}",
@@ -106,7 +111,9 @@ impl Segments {
         }
         let result = if gather.declined {
             Gathered::Declined
-        } else if covers_world(gather.contributions.values().map(|(ranks, _)| *ranks)) {
+        } else if gather.ranks_held >= c.ranks.world_size
+            && covers_world(gather.contributions.values().map(|(ranks, _)| *ranks))
+        {
             let times = gather
                 .contributions
                 .values()
