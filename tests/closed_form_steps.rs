@@ -44,6 +44,30 @@ fn steps(trace: &Trace) -> Vec<(Option<TraceNode>, u64, u64, u64, u64, u64)> {
     steps
 }
 
+/// Every epoch's start and coverage: (node, moment in µs, the event). Runs in closed form
+/// cross epochs' ends, which they record as the step loop does at that moment. A start is
+/// group rank 0's (its process id left out); a coverage is recorded by whichever node of
+/// the group finished the epoch last, which within one moment is the simulator's order.
+fn epochs(trace: &Trace) -> Vec<(Option<TraceNode>, u64, String)> {
+    let mut epochs: Vec<_> = trace
+        .events
+        .iter()
+        .filter_map(|e| match &e.kind {
+            EventKind::EpochStarted { .. } => {
+                let mut kind = e.kind.clone();
+                if let EventKind::EpochStarted { pid, .. } = &mut kind {
+                    *pid = 0;
+                }
+                Some((e.node, e.at.as_us(), format!("{kind:?}")))
+            }
+            EventKind::EpochCovered { .. } => Some((None, e.at.as_us(), format!("{:?}", e.kind))),
+            _ => None,
+        })
+        .collect();
+    epochs.sort_by(|a, b| (&a.2, a.0, a.1).cmp(&(&b.2, b.0, b.1)));
+    epochs
+}
+
 /// The samples each node's ranks trained on, over every step.
 fn samples(trace: &Trace) -> std::collections::BTreeMap<Option<TraceNode>, u64> {
     let mut samples = std::collections::BTreeMap::new();
@@ -89,6 +113,13 @@ fn steady_runs_record_the_same_steps_at_the_same_moments() {
             assert!(c.5.abs_diff(o.5) < 1_000, "{file}: {c:?} against {o:?}");
         }
         assert_eq!(samples(&closed), samples(&one), "{file}");
+        let (closed_epochs, one_epochs) = (epochs(&closed), epochs(&one));
+        assert_eq!(closed_epochs.len(), one_epochs.len(), "{file}");
+        assert!(closed_epochs.len() > 2, "{file}: the run crosses epochs");
+        for (c, o) in closed_epochs.iter().zip(&one_epochs) {
+            assert_eq!((&c.0, &c.2), (&o.0, &o.2), "{file}");
+            assert!(c.1.abs_diff(o.1) < 1_000, "{file}: {c:?} against {o:?}");
+        }
         // A run of evenly spaced steps is one event.
         assert!(
             closed.events.len() < one.events.len(),

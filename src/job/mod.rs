@@ -17,6 +17,7 @@ pub mod closed_form;
 pub mod collective;
 mod compute;
 pub mod epoch_plan;
+mod epochs;
 pub mod eval;
 pub mod ledger;
 pub mod reader_feed;
@@ -29,13 +30,10 @@ use crate::world::collectives::{CollectiveError, RankBlock};
 use crate::world::{time, Checkpoint, NodeEnv};
 use compute::compute_time_of;
 use epoch_plan::{EpochPlan, PlanKey};
+use epochs::{dataset_key, finish_epoch, start_epoch};
 use ledger::SampleLedger;
-use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
-
-/// Epoch plans kept at once (a plan holds one permutation of the dataset).
-const PLANS_CACHED_MAX: usize = 4;
 
 /// What the workers of one node are doing, as the agent's monitor sees it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -121,46 +119,6 @@ impl GroupPlan {
     }
 }
 
-/// Caches shared by every process of a run: epoch plans and the dataset's complexities.
-#[derive(Default)]
-struct DataCache {
-    plans: Mutex<BTreeMap<PlanKey, Arc<EpochPlan>>>,
-    complexities: Mutex<Option<Arc<Vec<i64>>>>,
-}
-
-/// The key complexities are drawn under: the same for every process of a run.
-fn dataset_key(env: &NodeEnv) -> u64 {
-    epoch_plan::dataset_key(env.run_seed())
-}
-
-/// The plan of one epoch for this group, computed once per run and shared.
-fn plan_for(env: &NodeEnv, key: PlanKey) -> Result<Arc<EpochPlan>, String> {
-    let cache = env.shared::<DataCache>("job/data");
-    if let Some(plan) = cache.plans.lock().expect("plans").get(&key) {
-        return Ok(Arc::clone(plan));
-    }
-    let job = &env.scenario().job;
-    let complexities = || {
-        let mut slot = cache.complexities.lock().expect("complexities");
-        let all = slot.get_or_insert_with(|| {
-            Arc::new(epoch_plan::complexities(
-                dataset_key(env),
-                &job.dataset.complexity,
-                job.dataset.len,
-            ))
-        });
-        all.as_ref().clone()
-    };
-    let plan = Arc::new(epoch_plan::epoch_plan(job, key, complexities).map_err(|e| e.to_string())?);
-    let mut plans = cache.plans.lock().expect("plans");
-    while plans.len() >= PLANS_CACHED_MAX {
-        let oldest = *plans.keys().next().expect("non-empty");
-        plans.remove(&oldest);
-    }
-    plans.insert(key, Arc::clone(&plan));
-    Ok(plan)
-}
-
 /// Where the group is in the data.
 struct Position {
     step: u64,
@@ -179,6 +137,17 @@ impl Position {
             epoch: ck.epoch,
             batch: if same_world { ck.batch_in_epoch } else { 0 },
         }
+    }
+
+    /// Moves to where a run of `settled` steps ended, which may be in the epoch after the
+    /// one it began in (the run opened it at the moment the last one's last step ended);
+    /// returns that epoch's plan.
+    fn end_run(&mut self, settled: u64, ended: segment::Ended, job_steps: u64) -> Arc<EpochPlan> {
+        self.step += settled;
+        self.epoch = ended.epoch;
+        self.batch = ended.batch;
+        self.assert_run_ended_in_bounds(settled, job_steps, ended.epoch_plan.batches());
+        ended.epoch_plan
     }
 
     /// A run of `settled` steps that just ended here stopped at the job's end, the epoch's
@@ -267,21 +236,17 @@ async fn train_steps(
             env,
             plan,
             epoch_plan: &epoch_plan,
+            key_of: &key_of,
             dataset_key,
             ledger: &ledger,
             reached,
         };
         let run = match step_started.take() {
-            Some(started) => segment::Run {
-                settled: 0,
-                next_step_started: Some(started),
-            },
+            Some(started) => segment::Run::declined(started),
             None => segment::run(&steps, &at).await?,
         };
-        if run.settled > 0 {
-            at.step += run.settled;
-            at.batch += run.settled;
-            at.assert_run_ended_in_bounds(run.settled, job.steps, epoch_plan.batches());
+        if let Some(ended) = run.ended {
+            epoch_plan = at.end_run(run.settled, ended, job.steps);
             step_started = run.next_step_started;
         } else {
             wait_for_reader(env, &mut reader).await?;
@@ -291,7 +256,7 @@ async fn train_steps(
             at.batch += 1;
         }
         if at.batch >= epoch_plan.batches() {
-            finish_epoch(env, plan, &ledger, at.epoch);
+            finish_epoch(env, plan, &ledger, at.epoch, time::now_whole_us());
             at.epoch += 1;
             at.batch = 0;
             if at.step < job.steps {
@@ -407,56 +372,6 @@ fn script_error(reason: String) -> WorkerStatus {
     }
 }
 
-/// Data epoch `at.epoch` begins: builds (or shares) the plan of the order the samplers deal
-/// (`key.epoch`, what `set_epoch` last set) and opens the data epoch in the ledger. The
-/// plans of the next two epochs (`ahead`) are dealt ahead on the prefetch thread while this
-/// one trains, with the batch digests of nodes of this group's ranks per node, when the
-/// job's steps reach them (a plan never reached would keep a core busy for nothing); two,
-/// so that a late prefetch leaves the next one still ahead.
-fn start_epoch(
-    env: &NodeEnv,
-    plan: &GroupPlan,
-    [key, ahead @ ..]: [PlanKey; 3],
-    at: &mut Position,
-) -> Result<Arc<EpochPlan>, WorkerStatus> {
-    let epoch_plan = plan_for(env, key).map_err(|e| script_error(format!("sampler: {e}")))?;
-    if epoch_plan.batches() == 0 {
-        return Err(script_error(format!(
-            "the sampler gives each of {} ranks no sample: the training loop cannot step",
-            plan.world_size
-        )));
-    }
-    if at.batch >= epoch_plan.batches() {
-        at.batch = 0;
-    }
-    assert!(
-        at.batch < epoch_plan.batches(),
-        "epoch {} starts at batch {} of {}",
-        at.epoch,
-        at.batch,
-        epoch_plan.batches()
-    );
-    env.shared::<Mutex<SampleLedger>>("job/ledger")
-        .lock()
-        .expect("ledger")
-        .begin(plan.group_key(), at.epoch, epoch_plan.dealt(), at.batch);
-    let (job, batches) = (&env.scenario().job, epoch_plan.batches());
-    let next_epoch_step = at.step + (batches - at.batch);
-    epoch_plan::prefetch_ahead(job, &ahead, next_epoch_step, batches, plan.local_world_size);
-    if plan.group_rank == 0 {
-        env.record(EventKind::EpochStarted {
-            pid: env.pid,
-            round: plan.round,
-            store_incarnation: plan.store_incarnation,
-            epoch: at.epoch,
-            world_size: plan.world_size,
-            first_batch: at.batch,
-            batches: epoch_plan.batches(),
-        });
-    }
-    Ok(epoch_plan)
-}
-
 /// The worker failure the all-reduce of `step`, entered at `arrival`, ends in, at the
 /// moment the backend raises it (see [`collective::failure`]).
 async fn collective_failure(
@@ -526,30 +441,6 @@ fn consume(
         .lock()
         .expect("ledger")
         .consume_step(plan.group_key(), epoch, lens, batch)
-}
-
-/// This node finished `epoch`; the last node of the group records what the group covered.
-fn finish_epoch(env: &NodeEnv, plan: &GroupPlan, ledger: &Mutex<SampleLedger>, epoch: u64) {
-    let done = ledger.lock().expect("ledger").node_done(
-        plan.group_key(),
-        epoch,
-        env.index,
-        plan.nodes_in_world() as usize,
-    );
-    if let Some(c) = done {
-        env.record(EventKind::EpochCovered {
-            round: plan.round,
-            store_incarnation: plan.store_incarnation,
-            epoch: c.epoch,
-            world_size: c.world_size,
-            first_batch: c.first_batch,
-            samples: c.samples,
-            distinct: c.distinct,
-            ranks: c.ranks,
-            rank_samples_min: c.rank_samples_min,
-            rank_samples_max: c.rank_samples_max,
-        });
-    }
 }
 
 #[cfg(test)]
