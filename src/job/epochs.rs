@@ -97,11 +97,11 @@ pub(super) fn start_epoch(
 }
 
 /// Opens data epoch `at.epoch` at batch `at.batch` of `epoch_plan`, at `moment`: its tally
-/// in the ledger, and group rank 0's `EpochStarted`. The plans of the next two epochs
-/// (`ahead`) are dealt ahead on the prefetch thread while this one trains, with the batch
-/// digests of nodes of this group's ranks per node, when the job's steps reach them (a plan
-/// never reached would keep a core busy for nothing); two, so that a late prefetch leaves
-/// the next one still ahead.
+/// in the ledger, and group rank 0's `EpochStarted`. Group rank 0 has the plans of the
+/// next two epochs (`ahead`) dealt ahead on the prefetch thread while this one trains,
+/// with the batch digests of nodes of this group's ranks per node, when the job's steps
+/// reach them (a plan never reached would keep a core busy for nothing); two, so that a
+/// late prefetch leaves the next one still ahead.
 pub(super) fn open_epoch(
     env: &NodeEnv,
     plan: &GroupPlan,
@@ -122,9 +122,10 @@ pub(super) fn open_epoch(
         .expect("ledger")
         .begin(plan.group_key(), at.epoch, epoch_plan.dealt(), at.batch);
     let (job, batches) = (&env.scenario().job, epoch_plan.batches());
-    let next_epoch_step = at.step + (batches - at.batch);
-    epoch_plan::prefetch_ahead(job, ahead, next_epoch_step, batches, plan.local_world_size);
     if plan.group_rank == 0 {
+        // The group's members open each epoch together; one asks for the plans ahead.
+        let next_epoch_step = at.step + (batches - at.batch);
+        epoch_plan::prefetch_ahead(job, ahead, next_epoch_step, batches, plan.local_world_size);
         env.record_at(
             moment,
             EventKind::EpochStarted {

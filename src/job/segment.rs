@@ -72,8 +72,8 @@ pub(super) struct Ended {
 /// The fewest steps worth a run: a single step costs less one at a time.
 const RUN_STEPS_MIN: u64 = 2;
 
-/// Data epochs one run may span: the one it starts in and the next. A run that spans two
-/// asks the prefetch thread for the two plans after them as it begins, so that the next
+/// Data epochs one run may span: the one it starts in and the next. When a run spans two,
+/// group rank 0 asks the prefetch thread for the two plans after them as it begins, so that the next
 /// run finds its plans dealt rather than dealing them on the run's thread.
 const LEGS_MAX: usize = 2;
 
@@ -191,7 +191,7 @@ fn legs(s: &Steps<'_>, at: &Position) -> Option<Vec<Leg>> {
         };
     }
     let steps: u64 = legs.iter().map(|leg| leg.steps).sum();
-    if legs.len() > 1 {
+    if legs.len() > 1 && s.plan.group_rank == 0 {
         let last = legs.last().expect("a run has a leg");
         let ahead = [(s.key_of)(last.epoch + 1), (s.key_of)(last.epoch + 2)];
         let (batches, ranks_per_node) = (last.epoch_plan.batches(), s.plan.local_world_size);

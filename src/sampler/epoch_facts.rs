@@ -24,6 +24,8 @@ pub struct EpochFacts {
     /// How many ids each rank's list holds (all `num_samples` but for a mutant's shifted
     /// stride, which leaves the last ranks short).
     rank_lens: Vec<u64>,
+    /// Leading batches full for every rank, counted once: every step asks.
+    full_batches: u64,
     /// By (first rank, ranks, batch): the digest of those ranks' batch.
     digests: Mutex<Digests>,
     /// By first batch: distinct ids in every rank's batches from it to the last.
@@ -34,9 +36,11 @@ impl EpochFacts {
     /// The shape of an epoch whose ranks' lists hold `rank_lens` ids, in rank order, cut
     /// into batches of `batch_size`, `num_samples` per rank; nothing computed yet.
     pub fn of(rank_lens: Vec<u64>, num_samples: u64, batch_size: u64) -> Self {
+        let shortest = rank_lens.iter().copied().min().unwrap_or(0);
         EpochFacts {
             num_samples,
             batch_size,
+            full_batches: shortest.min(num_samples) / batch_size.max(1),
             rank_lens,
             digests: Mutex::default(),
             distinct_from: Mutex::default(),
@@ -73,8 +77,7 @@ impl EpochFacts {
 
     /// How many leading batches of the epoch are full (`batch_size` samples) for every rank.
     pub fn full_batches(&self) -> u64 {
-        let shortest = self.rank_lens.iter().copied().min().unwrap_or(0);
-        shortest.min(self.num_samples) / self.batch_size.max(1)
+        self.full_batches
     }
 
     /// How many ids `rank`'s batch `batch` holds; none for a rank outside the world.
