@@ -78,35 +78,65 @@ pub(super) fn steppable_plan(
 pub(super) fn start_epoch(
     env: &NodeEnv,
     plan: &GroupPlan,
-    [key, ahead @ ..]: [PlanKey; 3],
+    key_of: &KeyOf<'_>,
     at: &mut Position,
 ) -> Result<Arc<EpochPlan>, WorkerStatus> {
-    let epoch_plan = steppable_plan(env, plan, key)?;
+    let epoch_plan = steppable_plan(env, plan, key_of(at.epoch))?;
     if at.batch >= epoch_plan.batches() {
         at.batch = 0;
     }
-    open_epoch(
-        env,
-        plan,
-        &epoch_plan,
-        &ahead,
-        at,
-        crate::world::time::now_whole_us(),
-    );
+    let now = crate::world::time::now_whole_us();
+    open_epoch(env, plan, &epoch_plan, key_of, at, now);
     Ok(epoch_plan)
+}
+
+/// The sampler's key of each data epoch (the epoch `set_epoch` last set for it).
+pub(super) type KeyOf<'k> = dyn Fn(u64) -> PlanKey + Sync + 'k;
+
+/// How many epochs past the current one have their plans dealt ahead: four when the
+/// dataset is small enough for runs to span epochs (such a run needs the next plan as it
+/// begins, so the prefetch thread must be further ahead; six deals of at most 1 Mi ids fit
+/// the process's deal memo), else two, so that a late prefetch leaves the next one still
+/// ahead.
+fn plans_ahead(env: &NodeEnv) -> u64 {
+    if env.scenario().job.dataset.len <= super::segment::SPANNING_DATASET_LEN_MAX {
+        4
+    } else {
+        2
+    }
+}
+
+/// Has group rank 0 ask the prefetch thread for the plans of the [`plans_ahead`] epochs
+/// after `last_epoch`, which is `epoch_batches` long and ends at step `next_epoch_step`.
+pub(super) fn prefetch_after(
+    env: &NodeEnv,
+    plan: &GroupPlan,
+    key_of: &KeyOf<'_>,
+    last_epoch: u64,
+    next_epoch_step: u64,
+    epoch_batches: u64,
+) {
+    // The group's members open each epoch together; one asks for the plans ahead.
+    if plan.group_rank != 0 {
+        return;
+    }
+    let ahead: Vec<PlanKey> = (1..=plans_ahead(env))
+        .map(|k| key_of(last_epoch + k))
+        .collect();
+    let (job, ranks_per_node) = (&env.scenario().job, plan.local_world_size);
+    epoch_plan::prefetch_ahead(job, &ahead, next_epoch_step, epoch_batches, ranks_per_node);
 }
 
 /// Opens data epoch `at.epoch` at batch `at.batch` of `epoch_plan`, at `moment`: its tally
 /// in the ledger, and group rank 0's `EpochStarted`. Group rank 0 has the plans of the
-/// next two epochs (`ahead`) dealt ahead on the prefetch thread while this one trains,
+/// next epochs ([`plans_ahead`]) dealt ahead on the prefetch thread while this one trains,
 /// with the batch digests of nodes of this group's ranks per node, when the job's steps
-/// reach them (a plan never reached would keep a core busy for nothing); two, so that a
-/// late prefetch leaves the next one still ahead.
+/// reach them (a plan never reached would keep a core busy for nothing).
 pub(super) fn open_epoch(
     env: &NodeEnv,
     plan: &GroupPlan,
     epoch_plan: &EpochPlan,
-    ahead: &[PlanKey],
+    key_of: &KeyOf<'_>,
     at: &Position,
     moment: SimInstant,
 ) {
@@ -121,11 +151,10 @@ pub(super) fn open_epoch(
         .lock()
         .expect("ledger")
         .begin(plan.group_key(), at.epoch, epoch_plan.dealt(), at.batch);
-    let (job, batches) = (&env.scenario().job, epoch_plan.batches());
+    let batches = epoch_plan.batches();
+    let next_epoch_step = at.step + (batches - at.batch);
+    prefetch_after(env, plan, key_of, at.epoch, next_epoch_step, batches);
     if plan.group_rank == 0 {
-        // The group's members open each epoch together; one asks for the plans ahead.
-        let next_epoch_step = at.step + (batches - at.batch);
-        epoch_plan::prefetch_ahead(job, ahead, next_epoch_step, batches, plan.local_world_size);
         env.record_at(
             moment,
             EventKind::EpochStarted {

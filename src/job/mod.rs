@@ -223,8 +223,7 @@ async fn train_steps(
             .job
             .contains(&crate::mutant::Mutant::SamplerOffByOne),
     };
-    let keys = [0, 1, 2].map(|ahead| key_of(at.epoch + ahead));
-    let mut epoch_plan = start_epoch(env, plan, keys, &mut at)?;
+    let mut epoch_plan = start_epoch(env, plan, &key_of, &mut at)?;
     let dataset_key = dataset_key(env);
     let ledger = env.shared::<Mutex<SampleLedger>>("job/ledger");
     let mut reader =
@@ -260,8 +259,7 @@ async fn train_steps(
             at.epoch += 1;
             at.batch = 0;
             if at.step < job.steps {
-                let keys = [0, 1, 2].map(|ahead| key_of(at.epoch + ahead));
-                epoch_plan = start_epoch(env, plan, keys, &mut at)?;
+                epoch_plan = start_epoch(env, plan, &key_of, &mut at)?;
             }
         }
         if plan.group_rank == 0 && at.step.is_multiple_of(job.checkpoint_every) {

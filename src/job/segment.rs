@@ -10,7 +10,7 @@
 
 use super::closed_form::{self, StepTiming};
 use super::compute::{usable_gpus, ComputeOn};
-use super::epoch_plan::{self, EpochPlan, PlanKey};
+use super::epoch_plan::EpochPlan;
 use super::epochs;
 use super::ledger::SampleLedger;
 use super::{consume, trained_on, GroupPlan, Position, WorkerStatus};
@@ -30,7 +30,7 @@ pub(super) struct Steps<'a> {
     pub plan: &'a GroupPlan,
     pub epoch_plan: &'a Arc<EpochPlan>,
     /// The sampler's key of each data epoch (the epoch `set_epoch` last set for it).
-    pub key_of: &'a (dyn Fn(u64) -> PlanKey + Sync),
+    pub key_of: &'a epochs::KeyOf<'a>,
     pub dataset_key: u64,
     pub ledger: &'a Mutex<SampleLedger>,
     pub reached: &'a AtomicU64,
@@ -73,14 +73,14 @@ pub(super) struct Ended {
 const RUN_STEPS_MIN: u64 = 2;
 
 /// Data epochs one run may span: the one it starts in and the next. When a run spans two,
-/// group rank 0 asks the prefetch thread for the two plans after them as it begins, so that the next
+/// group rank 0 asks the prefetch thread for the plans after them as it begins, so that the next
 /// run finds its plans dealt rather than dealing them on the run's thread.
 const LEGS_MAX: usize = 2;
 
-/// The largest dataset whose runs may span epochs: four epochs' deals (the run's two and
-/// the two dealt ahead) then hold at most 4 Mi ids, half of what the process keeps. Runs of
+/// The largest dataset whose runs may span epochs: six epochs' deals (the run's two and
+/// the four dealt ahead) then hold at most 6 Mi ids, of the 8 Mi the process keeps. Runs of
 /// larger datasets have long epochs, whose one run per epoch costs little.
-const SPANNING_DATASET_LEN_MAX: u64 = 1 << 20;
+pub(super) const SPANNING_DATASET_LEN_MAX: u64 = 1 << 20;
 
 /// One data epoch's part of a run: `steps` steps from batch `first_batch` of `epoch_plan`.
 struct Leg {
@@ -191,12 +191,11 @@ fn legs(s: &Steps<'_>, at: &Position) -> Option<Vec<Leg>> {
         };
     }
     let steps: u64 = legs.iter().map(|leg| leg.steps).sum();
-    if legs.len() > 1 && s.plan.group_rank == 0 {
+    if legs.len() > 1 {
         let last = legs.last().expect("a run has a leg");
-        let ahead = [(s.key_of)(last.epoch + 1), (s.key_of)(last.epoch + 2)];
-        let (batches, ranks_per_node) = (last.epoch_plan.batches(), s.plan.local_world_size);
+        let batches = last.epoch_plan.batches();
         let next_epoch_step = at.step + steps + (batches - last.first_batch - last.steps);
-        epoch_plan::prefetch_ahead(job, &ahead, next_epoch_step, batches, ranks_per_node);
+        epochs::prefetch_after(env, s.plan, s.key_of, last.epoch, next_epoch_step, batches);
     }
     (steps >= RUN_STEPS_MIN).then_some(legs)
 }
@@ -375,8 +374,7 @@ impl Settler<'_, '_> {
             epoch: next.epoch,
             batch: 0,
         };
-        let ahead = [(s.key_of)(next.epoch + 1), (s.key_of)(next.epoch + 2)];
-        epochs::open_epoch(s.env, s.plan, &next.epoch_plan, &ahead, &at, moment);
+        epochs::open_epoch(s.env, s.plan, &next.epoch_plan, s.key_of, &at, moment);
     }
 
     /// One `Step` event for a piece of the run, at its last step's end.
