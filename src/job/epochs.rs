@@ -74,7 +74,8 @@ pub(super) fn steppable_plan(
 }
 
 /// Data epoch `at.epoch` begins now: builds (or shares) the plan of the order the samplers
-/// deal (`key.epoch`, what `set_epoch` last set) and opens the epoch (see [`open_epoch`]).
+/// deal (its key names the epoch `set_epoch` last set) and opens the epoch (see
+/// [`open_epoch`]).
 pub(super) fn start_epoch(
     env: &NodeEnv,
     plan: &GroupPlan,

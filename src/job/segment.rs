@@ -73,8 +73,8 @@ pub(super) struct Ended {
 const RUN_STEPS_MIN: u64 = 2;
 
 /// Data epochs one run may span: the one it starts in and the next. When a run spans two,
-/// group rank 0 asks the prefetch thread for the plans after them as it begins, so that the next
-/// run finds its plans dealt rather than dealing them on the run's thread.
+/// group rank 0 asks the prefetch thread for the plans after them as it begins, so that
+/// the next run finds its plans dealt rather than dealing them on the run's thread.
 const LEGS_MAX: usize = 2;
 
 /// The largest dataset whose runs may span epochs: six epochs' deals (the run's two and
