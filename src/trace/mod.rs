@@ -26,9 +26,10 @@ pub const EVENTS_MAX: usize = 2_000_000;
 pub const STEPS_MAX: u64 = 40_000_000;
 
 /// Events a recorder makes room for when it is made (32 MiB of address space, touched only
-/// as events come): growing the buffer by doubling copied it each time into fresh memory
-/// the system had to fault in, a tenth of the reference run's time. A simulated week of 256
-/// nodes records about 230 thousand events; a longer run still grows past it.
+/// as events come): growing the buffer by doubling would copy it each time into fresh
+/// memory the system must fault in, about a tenth of the reference run's thread. A
+/// simulated week of 256 nodes records about 230 thousand events; a longer run still grows
+/// past it.
 const EVENTS_RESERVED: usize = 1 << 18;
 const _: () = assert!(EVENTS_RESERVED <= EVENTS_MAX);
 
@@ -138,7 +139,7 @@ impl Recorder {
 ///
 /// A stable sort would copy the events into a scratch buffer as large as half the trace,
 /// fresh memory the system must fault in on every run. The (moment, recorded position)
-/// keys are sorted instead, a tenth of the size, and the events moved along the
+/// keys are sorted instead, an eighth of the size, and the events moved along the
 /// permutation's cycles in place.
 fn sort_by_time(events: &mut [Event]) {
     if events.is_sorted_by_key(|e| e.at) {
