@@ -19,6 +19,8 @@ pub struct Memo<K, V> {
     /// The most weight kept at once; an entry heavier than a quarter of it is never kept,
     /// so one huge result cannot push out every small one.
     weight_max: usize,
+    /// The most entries kept at once, whatever they weigh.
+    entries_max: usize,
     entries: Mutex<Entries<K, V>>,
 }
 
@@ -82,8 +84,14 @@ impl<K: Ord + Clone, V> Drop for Computing<'_, K, V> {
 impl<K: Ord + Clone, V> Memo<K, V> {
     /// An empty memo keeping at most `weight_max` weight.
     pub const fn new(weight_max: usize) -> Self {
+        Self::bounded(weight_max, usize::MAX)
+    }
+
+    /// An empty memo keeping at most `weight_max` weight in at most `entries_max` entries.
+    pub const fn bounded(weight_max: usize, entries_max: usize) -> Self {
         Memo {
             weight_max,
+            entries_max,
             entries: Mutex::new(Entries {
                 by_key: BTreeMap::new(),
                 by_use: BTreeMap::new(),
@@ -128,8 +136,8 @@ impl<K: Ord + Clone, V> Memo<K, V> {
         };
         let value = Arc::new(compute()?);
         if weight <= self.weight_max / 4 {
-            self.lock()
-                .keep(key, Arc::clone(&value), weight, self.weight_max);
+            let bounds = (self.weight_max, self.entries_max);
+            self.lock().keep(key, Arc::clone(&value), weight, bounds);
         }
         Ok(value)
     }
@@ -171,11 +179,13 @@ impl<K: Ord + Clone, V> Entries<K, V> {
         Some(Arc::clone(&entry.value))
     }
 
-    fn keep(&mut self, key: &K, value: Arc<V>, weight: usize, weight_max: usize) {
+    /// Keeps `value`, letting the least recently used go until it fits both bounds.
+    fn keep(&mut self, key: &K, value: Arc<V>, weight: usize, bounds: (usize, usize)) {
+        let (weight_max, entries_max) = bounds;
         if self.by_key.contains_key(key) {
             return;
         }
-        while self.weight + weight > weight_max {
+        while self.weight + weight > weight_max || self.by_key.len() >= entries_max {
             let Some((_, oldest)) = self.by_use.pop_first() else {
                 break;
             };
@@ -228,6 +238,17 @@ mod tests {
         assert_eq!(*memo.get_or_compute(&0, 25, ok(99)).unwrap(), 0, "kept");
         assert_eq!(*memo.get_or_compute(&1, 25, ok(11)).unwrap(), 11, "evicted");
         assert!(memo.weight() <= 100);
+    }
+
+    #[test]
+    fn the_entries_stay_bounded_however_light() {
+        let memo: Memo<u64, u64> = Memo::bounded(100, 2);
+        for key in 0..3 {
+            memo.get_or_compute(&key, 1, ok(key)).unwrap();
+        }
+        assert_eq!(memo.weight(), 2);
+        assert_eq!(*memo.get_or_compute(&2, 1, ok(22)).unwrap(), 2, "kept");
+        assert_eq!(*memo.get_or_compute(&0, 1, ok(10)).unwrap(), 10, "evicted");
     }
 
     /// Starts computing `key` in `memo` on another thread, holding it in flight until `go`

@@ -61,7 +61,14 @@ impl DealKey {
 /// a `u32` order, 12 in an order whose lists were laid out too: at most 96 MiB.
 const DEAL_IDS_MAX: usize = 8 << 20;
 
-static DEALS: Memo<DealKey, DealtEpoch> = Memo::new(DEAL_IDS_MAX);
+/// Dealt epochs the process keeps, however small: a run needs the epoch it trains and the
+/// few dealt ahead of it, and its checks judge from the epochs' facts. Every epoch kept
+/// past that is memory the system must fault in once (a 64 × 8 run of 100 000 samples
+/// otherwise fills all 96 MiB, about 80 epochs, and zeroing them was a sixth of the
+/// dealing thread's time).
+const DEALS_KEPT_MAX: usize = 16;
+
+static DEALS: Memo<DealKey, DealtEpoch> = Memo::bounded(DEAL_IDS_MAX, DEALS_KEPT_MAX);
 
 /// Slots ([`EpochFacts::weight`]) the process keeps in epochs' facts: about 50 bytes each
 /// when filled, so at most about 150 MiB, and a few MiB in practice (the 534 epochs of a
