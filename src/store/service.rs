@@ -19,7 +19,7 @@
 use super::cost::StoreCosts;
 use super::{Keys, Served, StoreRequest, StoreResponse, StoreState, StoreStatsHandle, Value};
 use crate::sim_time::SimDuration;
-use crate::world::net::{Incoming, NetError, ReplyWait, RpcClient, RpcServer};
+use crate::world::net::{CallCpu, Incoming, NetError, ReplyWait, RpcClient, RpcServer};
 use crate::world::{spawn, time};
 use futures::channel::oneshot;
 use futures::future::{select, Either};
@@ -380,15 +380,28 @@ impl StoreClient {
 
     /// One request and its reply, with TCPStore's timeout for its kind (see the module docs).
     async fn call(&self, request: StoreRequest) -> Result<StoreResponse, StoreError> {
+        self.call_costing(request, CallCpu::default()).await
+    }
+
+    /// [`Self::call`], the caller spending `cpu` on the request before it leaves and on the
+    /// reply before it acts (`RpcClient::call_costing`).
+    async fn call_costing(
+        &self,
+        request: StoreRequest,
+        cpu: CallCpu,
+    ) -> Result<StoreResponse, StoreError> {
         let timeout = self.timeout();
         let mut conn = self.conn.lock().await;
         if !request.waits_for_keys() {
-            return settle(conn.call(request, ReplyWait::Unbounded).await);
+            return settle(conn.call_costing(request, ReplyWait::Unbounded, cpu).await);
         }
         // Kept to name the keys if the wait times out: a clone shares a request's key list,
         // where spelling the list out for every wait held nodes² bytes at scale.
         let waited = request.clone();
-        match conn.call(request, ReplyWait::Within(timeout)).await {
+        match conn
+            .call_costing(request, ReplyWait::Within(timeout), cpu)
+            .await
+        {
             Err(NetError::Timeout(..)) if conn.incarnation().is_some() => {
                 // TCPStore's doWait: cancel, read the server's answer with no timeout, then
                 // raise the timeout whatever that answer was.
@@ -439,7 +452,13 @@ impl StoreClient {
 
     /// Blocks until the key exists, up to the client's timeout.
     pub async fn get(&self, key: &str) -> Result<Value, StoreError> {
-        match self.call(StoreRequest::Get { key: key.into() }).await? {
+        self.get_costing(key, CallCpu::default()).await
+    }
+
+    /// [`Self::get`], the caller spending `cpu` around it (`RpcClient::call_costing`).
+    pub async fn get_costing(&self, key: &str, cpu: CallCpu) -> Result<Value, StoreError> {
+        let request = StoreRequest::Get { key: key.into() };
+        match self.call_costing(request, cpu).await? {
             StoreResponse::Value(v) => Ok(v),
             other => Err(unexpected(other)),
         }
@@ -465,12 +484,24 @@ impl StoreClient {
         expected: impl Into<Value>,
         desired: impl Into<Value>,
     ) -> Result<Value, StoreError> {
+        self.compare_set_costing(key, (expected.into(), desired.into()), CallCpu::default())
+            .await
+    }
+
+    /// [`Self::compare_set`] of `(expected, desired)`, the caller spending `cpu` around it
+    /// (`RpcClient::call_costing`).
+    pub async fn compare_set_costing(
+        &self,
+        key: &str,
+        (expected, desired): (Value, Value),
+        cpu: CallCpu,
+    ) -> Result<Value, StoreError> {
         let request = StoreRequest::CompareSet {
             key: key.into(),
-            expected: expected.into(),
-            desired: desired.into(),
+            expected,
+            desired,
         };
-        match self.call(request).await? {
+        match self.call_costing(request, cpu).await? {
             StoreResponse::Value(v) => Ok(v),
             other => Err(unexpected(other)),
         }
@@ -540,40 +571,5 @@ fn unexpected(reply: StoreResponse) -> StoreError {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_request_is_woken_once_its_last_missing_key_appears() {
-        let mut state = StoreState::new();
-        let mut waiters = Waiters::default();
-        let (tx, mut rx) = oneshot::channel();
-        waiters.add(&["a", "b"], &state, tx);
-        state.apply(&StoreRequest::Set {
-            key: "a".into(),
-            value: b"1"[..].into(),
-        });
-        waiters.wake(&["a"], &state);
-        assert_eq!(rx.try_recv(), Ok(None));
-        state.apply(&StoreRequest::Set {
-            key: "b".into(),
-            value: b"2"[..].into(),
-        });
-        waiters.wake(&["b"], &state);
-        assert_eq!(rx.try_recv(), Ok(Some(())));
-        assert!(waiters.is_empty() && waiters.by_key.is_empty());
-    }
-
-    #[test]
-    #[should_panic(expected = "blocked request 7 waits on 'k' but is not registered")]
-    fn a_listed_request_that_is_not_registered_fires() {
-        let mut state = StoreState::new();
-        state.apply(&StoreRequest::Set {
-            key: "k".into(),
-            value: b"1"[..].into(),
-        });
-        let mut waiters = Waiters::default();
-        waiters.by_key.insert("k".into(), vec![7]);
-        waiters.wake(&["k"], &state);
-    }
-}
+#[path = "service_tests.rs"]
+mod tests;

@@ -16,6 +16,8 @@ pub(super) async fn apply_all(world: Arc<World>) {
     // The schedule's own count of the starts still to come, which `pending_starts` mirrors.
     let mut starts_left = world.scenario.faults.iter().filter(|f| is_start(f)).count();
     for fault in world.scenario.faults.clone() {
+        // Until the fault, no client's request can meet it on its way out.
+        super::net::set_calm_until_ns(fault.at.as_ns());
         // On the microsecond, as the trace reads the clock: the sleep ends on `fault.at`.
         let now = time::now_whole_us();
         if fault.at > now {
@@ -57,6 +59,7 @@ pub(super) async fn apply_all(world: Arc<World>) {
             let _ = world.exits.unbounded_send(());
         }
     }
+    super::net::set_calm_until_ns(u64::MAX);
 }
 
 /// The fault on the node its role names now (a fault naming its node is itself), or the

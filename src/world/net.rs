@@ -30,12 +30,13 @@
 
 use super::nic::Nics;
 use super::time;
-pub use super::wire::WireSize;
 use super::wire::{Conditions, Envelope, Hosts, Mailbox};
+pub use super::wire::{ReplyCpu, WireSize};
 use crate::sim_time::SimDuration;
 use futures::future::{FutureExt, Shared};
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::{IpAddr, SocketAddr};
+use std::sync::atomic::Ordering;
 use std::sync::{Arc, Weak};
 
 /// Fires when a server incarnation's connections are reset.
@@ -78,6 +79,9 @@ pub(super) struct Registry {
     /// Every host's link; set when the run starts.
     nics: Option<Nics>,
     hosts: Hosts,
+    /// No fault is applied before this moment (nanoseconds; 0 until the fault schedule
+    /// says otherwise).
+    calm_until_ns: u64,
 }
 
 /// The network a run starts with.
@@ -325,9 +329,14 @@ struct Message {
 }
 
 /// Puts a message on the wire: `arrive` runs when it has arrived, after its time on its
-/// sender's link and the network's latency. False if the wire dropped it at once (loss, a
-/// cut link); then nothing runs.
-fn transmit(message: Message, arrive: impl FnOnce() + Send + 'static) -> bool {
+/// sender's link and the network's latency, and `after_ns` more (CPU its receiver spends on
+/// it first). Returns when it reaches its receiver's host, or `None` if the wire dropped it
+/// at once (loss, a cut link); then nothing runs.
+fn transmit(
+    message: Message,
+    after_ns: u64,
+    arrive: impl FnOnce() + Send + 'static,
+) -> Option<u64> {
     let now_ns = time::elapsed_ns();
     let arrival_ns = with_registry(|r| {
         let latency_ns = r.conditions().latency_ns(message.from, message.to)?;
@@ -337,15 +346,18 @@ fn transmit(message: Message, arrive: impl FnOnce() + Send + 'static) -> bool {
             .sent_ns(message.from, message.to, message.bytes, ready_ns);
         Some(sent_ns.saturating_add(latency_ns))
     });
-    let Some(arrival_ns) = arrival_ns else {
-        return false;
-    };
-    time::run_after_ns(arrival_ns - now_ns, arrive);
-    true
+    let arrival_ns = arrival_ns?;
+    time::run_after_ns(arrival_ns.saturating_add(after_ns) - now_ns, arrive);
+    Some(arrival_ns)
 }
 
 /// Puts a request on the wire; false if the wire dropped it at once. One that arrives to
 /// find its server gone or its host down is dropped then, and its client told.
+///
+/// A request that leaves later than now (`envelope.departs_ns`: its client spends CPU on it
+/// first) takes its link now and arrives that much later; if its client goes away before
+/// it leaves, it never left. Clients fold that CPU only while no fault is due
+/// (`calm_until_ns`), so nothing else can happen to the path meanwhile.
 pub(super) fn send_request(from: IpAddr, to: IpAddr, bytes: u64, envelope: Envelope) -> bool {
     let message = Message {
         from,
@@ -353,8 +365,12 @@ pub(super) fn send_request(from: IpAddr, to: IpAddr, bytes: u64, envelope: Envel
         bytes,
         hold_until_ns: 0,
     };
-    transmit(message, move || {
+    let cpu_ns = envelope.departs_ns.saturating_sub(time::elapsed_ns());
+    let sent = transmit(message, cpu_ns, move || {
         let mut envelope = envelope;
+        if envelope.client_gone_ns.load(Ordering::Relaxed) < envelope.departs_ns {
+            return;
+        }
         let arrived = with_registry(|r| {
             let mailbox = r.arrival(envelope.incarnation)?;
             // The server's host takes requests in as they arrive, one at a time on its link.
@@ -365,7 +381,14 @@ pub(super) fn send_request(from: IpAddr, to: IpAddr, bytes: u64, envelope: Envel
             Some(mailbox) => mailbox.push(envelope),
             None => envelope.reply_to.lose(envelope.id),
         }
-    })
+    });
+    sent.is_some()
+}
+
+/// No fault is applied before `at_ns`: until then a client may fold the CPU it spends on a
+/// request into the request's trip (`RpcClient::call_after_cpu`).
+pub(super) fn set_calm_until_ns(at_ns: u64) {
+    with_registry(|r| r.calm_until_ns = at_ns);
 }
 
 /// Every server process on the host `ip` died with its host still up (a killed pod): their
@@ -386,7 +409,7 @@ pub fn processes_died_on(ip: IpAddr) {
 
 #[path = "net_client.rs"]
 mod client;
-pub use client::{ReplyWait, RpcClient};
+pub use client::{CallCpu, ReplyWait, RpcClient};
 
 #[path = "net_server.rs"]
 mod server;

@@ -9,7 +9,7 @@ use crate::sim_time::{SimDuration, SimInstant};
 use crate::world::connect_backoff::ConnectBackoff;
 use crate::world::rng;
 use crate::world::time;
-use crate::world::wire::{Arrival, Envelope, Inbox, ReturnPath, WireSize};
+use crate::world::wire::{Arrival, Envelope, Inbox, ReplyCpu, ReturnPath, WireSize};
 use futures::future::{select, Either};
 use std::net::{IpAddr, SocketAddr};
 use std::pin::{pin, Pin};
@@ -24,6 +24,16 @@ pub enum ReplyWait {
     /// As long as it takes (TCPStore's `compare_set`, `add`, `check`, …): only a reset or
     /// TCP giving up ends it.
     Unbounded,
+}
+
+/// The CPU time a caller spends around one call: on its request before it leaves (torch's
+/// rendezvous encoding its state), and on its reply before acting on it (decoding the
+/// state it read). Each would cost a timer of its own; folded into the messages' trips,
+/// they cost none, with the same moments (see `RpcClient::call_costing`).
+#[derive(Clone, Default)]
+pub struct CallCpu {
+    pub before_ns: u64,
+    pub after: Option<ReplyCpu>,
 }
 
 /// A client connection to one server. Each call carries a fresh id; calls on one client are
@@ -50,6 +60,17 @@ pub struct RpcClient {
     /// most calls are answered long before their timeout, and a timer per call would cost
     /// one more simulator event each.
     deadline: Option<(SimInstant, Pin<Box<time::Sleep>>)>,
+    /// When this client went away (`u64::MAX` while it lives): a request it was still
+    /// spending CPU on then never leaves.
+    gone_ns: Arc<AtomicU64>,
+}
+
+impl Drop for RpcClient {
+    fn drop(&mut self) {
+        // madsim drops a killed node's tasks at the moment it kills it.
+        let now_ns = time::elapsed_ns_in_run().unwrap_or(0);
+        self.gone_ns.store(now_ns, Ordering::Relaxed);
+    }
 }
 
 impl RpcClient {
@@ -72,6 +93,7 @@ impl RpcClient {
             broken: None,
             tcp_retries2,
             deadline: None,
+            gone_ns: Arc::new(AtomicU64::new(u64::MAX)),
         }
     }
 
@@ -110,9 +132,35 @@ impl RpcClient {
         Req: WireSize + Clone + Send + Sync + 'static,
         Resp: Send + Sync + 'static,
     {
+        self.call_costing(request, wait, CallCpu::default()).await
+    }
+
+    /// [`Self::call`], the caller spending `cpu.before_ns` on the request first and
+    /// `cpu.after` on the reply before it returns. The request leaves after its CPU time,
+    /// taking its link then; the reply is handed over after the caller's time on it, but
+    /// counts as received when it lands (a reset or a deadline later than that does not
+    /// undo it). The CPU before is folded into the request's trip only on an open, bound
+    /// connection while no fault is due before the request leaves; otherwise it is spent
+    /// first. Either way the connection stays the caller's meanwhile.
+    pub async fn call_costing<Req, Resp>(
+        &mut self,
+        request: Req,
+        wait: ReplyWait,
+        cpu: CallCpu,
+    ) -> Result<Resp, NetError>
+    where
+        Req: WireSize + Clone + Send + Sync + 'static,
+        Resp: Send + Sync + 'static,
+    {
         if let Some(broken) = &self.broken {
             return Err(broken.clone());
         }
+        let departs_ns = if self.may_fold_cpu(cpu.before_ns) {
+            time::elapsed_ns() + cpu.before_ns
+        } else {
+            time::spend_cpu_ns(cpu.before_ns).await;
+            time::elapsed_ns()
+        };
         let id = self.next_id;
         self.next_id += 1;
         // The server's reply cache names a request by its id alone.
@@ -121,9 +169,11 @@ impl RpcClient {
             self.next_id >> 32,
             "a client's request ids stay in its own range"
         );
-        let started = time::now_whole_us();
+        let started = SimInstant::from_ns(departs_ns).cut_to_whole_us();
         let call = Call {
             id,
+            departs_ns,
+            reply_cpu: cpu.after,
             started,
             deadline: match wait {
                 ReplyWait::Within(timeout) => Some(started.after(timeout)),
@@ -140,6 +190,16 @@ impl RpcClient {
         result
     }
 
+    /// Whether `cpu_ns` spent before a request may ride in its trip: the connection is
+    /// bound and open, and no fault is due before the request leaves, so nothing can
+    /// happen to the path meanwhile (the client itself going away is met on arrival).
+    fn may_fold_cpu(&mut self, cpu_ns: u64) -> bool {
+        cpu_ns > 0
+            && self.incarnation.is_some()
+            && matches!(self.path(), Path::Open)
+            && with_registry(|r| time::elapsed_ns() + cpu_ns < r.calm_until_ns)
+    }
+
     /// The body of `call`: sends, resends and waits until the reply, an error, or the
     /// deadline of a request that reached the server.
     async fn call_until_done<Req, Resp>(
@@ -154,7 +214,8 @@ impl RpcClient {
         self.connect_until(call.connect_deadline).await?;
         let mut resend = Resend::new();
         loop {
-            let now = time::now_whole_us();
+            // A request that leaves later than now is sent as of then.
+            let now = time::now_whole_us().max(call.started);
             if call.overdue(now) && self.acked(call.id) {
                 return Err(self.timed_out(call));
             }
@@ -202,11 +263,11 @@ impl RpcClient {
             None if call.overdue(now) => Until::Taken,
             None => Until::Reply,
         };
-        match self.exchange(call.id, request, wait).await {
+        match self.exchange(call, request, wait).await {
             // The caller stopped waiting at its deadline; what it reads now answers the
             // request it sends next (TCPStore's cancel).
-            Exchange::Reply(_) if call.overdue(time::now_whole_us()) => Err(self.timed_out(call)),
-            Exchange::Reply(resp) => Ok(Some(resp)),
+            Exchange::Reply(_, landed) if call.overdue(landed) => Err(self.timed_out(call)),
+            Exchange::Reply(resp, _) => Ok(Some(resp)),
             Exchange::Reset => Err(self.reset_arrives().await),
             Exchange::TimedOut => Err(self.timed_out(call)),
             Exchange::Dropped => {
@@ -294,13 +355,19 @@ impl RpcClient {
 
     /// Sends the request once and waits for its reply, a reset, word that the wire dropped
     /// it or its reply, or as `until` says. A deadline that comes before the server took
-    /// the request is not the end: the call then waits until the server takes it.
-    async fn exchange<Req, Resp>(&mut self, id: u64, request: &Req, until: Until) -> Exchange<Resp>
+    /// the request is not the end: the call then waits until the server takes it. Nor is
+    /// a reset or a deadline after the reply landed: the caller only spends its CPU on it.
+    async fn exchange<Req, Resp>(
+        &mut self,
+        call: &Call,
+        request: &Req,
+        until: Until,
+    ) -> Exchange<Resp>
     where
         Req: WireSize + Clone + Send + Sync + 'static,
         Resp: Send + Sync + 'static,
     {
-        let incarnation = self.incarnation.expect("an open path is bound");
+        let id = call.id;
         self.inbox.await_request(id);
         let mut deadline = match until {
             Until::Deadline(at) => Some(at),
@@ -310,18 +377,7 @@ impl RpcClient {
             }
             Until::Reply => None,
         };
-        let envelope = Envelope {
-            id,
-            incarnation,
-            acked: Arc::clone(&self.acked),
-            reply_to: ReturnPath {
-                ip: self.ip,
-                inbox: Arc::downgrade(&self.inbox),
-            },
-            request: Box::new(request.clone()),
-            received_ns: 0,
-        };
-        if !send_request(self.ip, self.server.ip(), request.wire_bytes(), envelope) {
+        if !self.send(call, request) {
             return Exchange::Dropped;
         }
         let reset = self.reset_signal();
@@ -334,21 +390,20 @@ impl RpcClient {
                 None => Either::Right(std::future::pending::<()>()),
             };
             match select(answered.as_mut(), timer).await {
-                Either::Left((Either::Left((Arrival::Reply(payload), _)), _)) => {
-                    let resp = payload
-                        .downcast::<Resp>()
-                        .expect("a reply always has the type its request asked for");
-                    return Exchange::Reply(*resp);
+                Either::Left((Either::Left((arrival, _)), _)) => return self.arrived(arrival),
+                Either::Left((Either::Right(_), _)) => {
+                    if self.inbox.landed_by(time::elapsed_ns()).is_none() {
+                        return Exchange::Reset;
+                    }
+                    let inbox = Arc::clone(&self.inbox);
+                    let arrival = std::future::poll_fn(|cx| inbox.poll_arrival(cx)).await;
+                    return self.arrived(arrival);
                 }
-                Either::Left((Either::Left((Arrival::Lost, _)), _)) => return Exchange::Dropped,
-                // Taken by the server after the deadline: the caller's wait is over.
-                Either::Left((Either::Left((Arrival::Acknowledged, _)), _)) => {
-                    return Exchange::TimedOut
-                }
-                Either::Left((Either::Right(_), _)) => return Exchange::Reset,
                 Either::Right(_) => match deadline {
                     // The kept timer fired for an earlier, shorter deadline: move it on.
                     Some(at) if time::now_whole_us() < at => self.deadline = None,
+                    // The reply is in: the caller spends its CPU on it, then has it.
+                    _ if self.inbox.landed_by(time::elapsed_ns()).is_some() => deadline = None,
                     _ if self.acked(id) => return Exchange::TimedOut,
                     // Not yet received: whatever the caller sends next waits behind it, so
                     // the wait goes on until the server takes it.
@@ -358,6 +413,46 @@ impl RpcClient {
                     }
                 },
             }
+        }
+    }
+
+    /// Puts one copy of the call's request on the wire (leaving when the call says, for
+    /// its first copy); false if the wire dropped it at once.
+    fn send<Req>(&self, call: &Call, request: &Req) -> bool
+    where
+        Req: WireSize + Clone + Send + Sync + 'static,
+    {
+        let envelope = Envelope {
+            id: call.id,
+            incarnation: self.incarnation.expect("an open path is bound"),
+            acked: Arc::clone(&self.acked),
+            reply_to: ReturnPath {
+                ip: self.ip,
+                inbox: Arc::downgrade(&self.inbox),
+                reply_cpu: call.reply_cpu.clone(),
+            },
+            request: Box::new(request.clone()),
+            received_ns: 0,
+            departs_ns: call.departs_ns.max(time::elapsed_ns()),
+            client_gone_ns: Arc::clone(&self.gone_ns),
+        };
+        send_request(self.ip, self.server.ip(), request.wire_bytes(), envelope)
+    }
+
+    /// What came back, as the call's outcome; a reply with the moment it landed.
+    fn arrived<Resp: Send + Sync + 'static>(&self, arrival: Arrival) -> Exchange<Resp> {
+        match arrival {
+            Arrival::Reply(payload) => {
+                let resp = payload
+                    .downcast::<Resp>()
+                    .expect("a reply always has the type its request asked for");
+                let now_ns = time::elapsed_ns();
+                let landed_ns = self.inbox.landed_by(now_ns).unwrap_or(now_ns);
+                Exchange::Reply(*resp, SimInstant::from_ns(landed_ns).cut_to_whole_us())
+            }
+            Arrival::Lost => Exchange::Dropped,
+            // Taken by the server after the deadline: the caller's wait is over.
+            Arrival::Acknowledged => Exchange::TimedOut,
         }
     }
 
@@ -407,9 +502,13 @@ enum Until {
     Reply,
 }
 
-/// One call's moments.
+/// One call's moments, and what its caller spends on the reply.
 struct Call {
     id: u64,
+    /// When its request first leaves (after the caller's CPU time on it, when folded).
+    departs_ns: u64,
+    reply_cpu: Option<ReplyCpu>,
+    /// When the call began, as of its request leaving, to the whole microsecond.
     started: SimInstant,
     /// When a call that waits `ReplyWait::Within` stops waiting.
     deadline: Option<SimInstant>,
@@ -456,7 +555,8 @@ impl Resend {
 
 /// How one send of a request ended.
 enum Exchange<Resp> {
-    Reply(Resp),
+    /// The reply, and when it landed.
+    Reply(Resp, SimInstant),
     Reset,
     /// The wire dropped the request or its reply.
     Dropped,

@@ -19,13 +19,17 @@ fn send_reply(from: IpAddr, to: &ReturnPath, id: u64, reply: (Payload, u64), hol
         bytes,
         hold_until_ns,
     };
-    let sent = transmit(message, move || {
+    // What the client spends on the reply before it acts: handed over that much later.
+    let cpu_ns = to.reply_cpu.as_ref().map_or(0, |cpu| cpu(&*reply));
+    let sent = transmit(message, cpu_ns, move || {
         if let Some(inbox) = inbox.upgrade() {
             inbox.deliver(id, reply);
         }
     });
-    if !sent {
-        to.lose(id);
+    match (sent, to.inbox.upgrade()) {
+        (Some(lands_ns), Some(inbox)) => inbox.reply_lands_at(id, lands_ns),
+        (Some(_), None) => {}
+        (None, _) => to.lose(id),
     }
 }
 

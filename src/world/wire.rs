@@ -24,6 +24,11 @@ use std::task::{Context, Poll, Waker};
 /// What a message carries: requests and replies of any type.
 pub(super) type Payload = Box<dyn std::any::Any + Send + Sync>;
 
+/// The CPU time, in nanoseconds, a client spends on a reply before it acts on it (torch's
+/// rendezvous decoding the state it read): the reply is handed over that much after it
+/// lands, which costs no timer of its own. The reply counts as received when it lands.
+pub type ReplyCpu = Arc<dyn Fn(&(dyn std::any::Any + Send + Sync)) -> u64 + Send + Sync>;
+
 /// How many bytes a request or reply puts on the wire, headers of its own protocol included:
 /// what its hosts' links carry it at.
 pub trait WireSize {
@@ -137,6 +142,10 @@ struct InboxInner {
     /// deadline waits only for that), and whether it has.
     ack_wanted: bool,
     ack_seen: bool,
+    /// When the reply reaches the client's host, once the server sent it: with
+    /// [`ReplyCpu`], it is handed over later, but a reset or a deadline after this moment
+    /// no longer stops the call.
+    lands_ns: Option<u64>,
     waker: Option<Waker>,
 }
 
@@ -158,6 +167,21 @@ impl Inbox {
         inner.lost = false;
         inner.ack_wanted = false;
         inner.ack_seen = false;
+        inner.lands_ns = None;
+    }
+
+    /// The reply to request `id` is on its way and reaches this host at `at_ns`.
+    pub(super) fn reply_lands_at(&self, id: u64, at_ns: u64) {
+        let mut inner = self.inner.lock().expect("inbox lock");
+        if inner.awaiting == id {
+            inner.lands_ns = Some(inner.lands_ns.map_or(at_ns, |earlier| earlier.min(at_ns)));
+        }
+    }
+
+    /// When the awaited request's reply reached this host, if it has by `now_ns`.
+    pub(super) fn landed_by(&self, now_ns: u64) -> Option<u64> {
+        let inner = self.inner.lock().expect("inbox lock");
+        inner.lands_ns.filter(|at| *at <= now_ns)
     }
 
     /// From now on, the server taking the awaited request ends the wait
@@ -214,11 +238,13 @@ impl Inbox {
     }
 }
 
-/// Where a reply goes: the client's host and its inbox.
+/// Where a reply goes: the client's host and its inbox, and what the client spends on it
+/// before acting.
 #[derive(Clone)]
 pub struct ReturnPath {
     pub(super) ip: IpAddr,
     pub(super) inbox: Weak<Inbox>,
+    pub(super) reply_cpu: Option<ReplyCpu>,
 }
 
 impl ReturnPath {
@@ -249,6 +275,12 @@ pub(super) struct Envelope {
     /// When the server's host has taken it all in (set when it arrives): its link may still
     /// be taking in requests that came before it.
     pub(super) received_ns: u64,
+    /// When it leaves its client: later than it was handed to the wire when the client
+    /// first spends CPU on it (torch's rendezvous encoding its state).
+    pub(super) departs_ns: u64,
+    /// When the client went away (`u64::MAX` while it lives): a request whose client died
+    /// before it left never leaves.
+    pub(super) client_gone_ns: Arc<AtomicU64>,
 }
 
 /// A server's queue of arrived requests, served in arrival order as TCPStore reads its

@@ -94,9 +94,12 @@ fn requests_still_queued_when_a_server_goes_are_reported_dropped() {
         reply_to: ReturnPath {
             ip: ip(1),
             inbox: Arc::downgrade(&inbox),
+            reply_cpu: None,
         },
         request: Box::new(()),
         received_ns: 0,
+        departs_ns: 0,
+        client_gone_ns: Arc::new(u64::MAX.into()),
     });
     drop(mailbox);
     let waker = noop_waker();
@@ -105,4 +108,26 @@ fn requests_still_queued_when_a_server_goes_are_reported_dropped() {
         inbox.poll_arrival(&mut cx),
         Poll::Ready(Arrival::Lost)
     ));
+}
+
+#[test]
+fn a_reply_counts_as_landed_only_for_the_request_awaited_and_from_its_moment() {
+    let inbox = Inbox::default();
+    inbox.await_request(3);
+    inbox.reply_lands_at(2, 100);
+    assert_eq!(
+        inbox.landed_by(u64::MAX),
+        None,
+        "an earlier request's reply"
+    );
+    inbox.reply_lands_at(3, 500);
+    inbox.reply_lands_at(3, 400);
+    assert_eq!(inbox.landed_by(399), None, "not yet");
+    assert_eq!(inbox.landed_by(400), Some(400), "the first copy to land");
+    inbox.await_request(4);
+    assert_eq!(
+        inbox.landed_by(u64::MAX),
+        None,
+        "forgotten with its request"
+    );
 }

@@ -16,9 +16,11 @@ use crate::rendezvous::state::{NodeDesc, RendezvousState};
 use crate::sim_time::{deadline_after, reading_before, SimDuration};
 use crate::store::cost::StoreCosts;
 use crate::store::service::StoreClient;
-use crate::store::Value;
+use crate::store::{StoreResponse, Value};
 use crate::trace::EventKind;
+use crate::world::net::{CallCpu, ReplyCpu};
 use crate::world::{time, NodeEnv};
+use std::any::Any;
 use std::sync::Arc;
 
 /// What the c10d backend stores under the state key before anyone wrote a state
@@ -261,12 +263,14 @@ impl Holder {
                 .unwrap_or_else(|| Value::from(NULL_SENTINEL));
             // torch pickles and base64-encodes the state before the write, and decodes the
             // state it gets back: CPU time that grows with the nodes.
-            time::spend_cpu_ns(costs.state_encode_ns(ours.len())).await;
+            let cpu = CallCpu {
+                before_ns: costs.state_encode_ns(ours.len()),
+                after: Some(decoding(costs)),
+            };
             let stored = self
                 .store
-                .compare_set(&self.key, expected, ours.clone())
+                .compare_set_costing(&self.key, (expected, ours.clone()), cpu)
                 .await?;
-            time::spend_cpu_ns(costs.state_decode_ns(stored.len())).await;
             return Ok(Some((stored, Some((ours, write)))));
         }
         if let Some(last) = self.last_sync_or_skipped_keep_alive_mono_us() {
@@ -274,8 +278,11 @@ impl Holder {
                 return Ok(None);
             }
         }
-        let stored = self.store.get(&self.key).await?;
-        time::spend_cpu_ns(costs.state_decode_ns(stored.len())).await;
+        let cpu = CallCpu {
+            before_ns: 0,
+            after: Some(decoding(costs)),
+        };
+        let stored = self.store.get_costing(&self.key, cpu).await?;
         Ok(Some((stored, None)))
     }
 
@@ -305,4 +312,14 @@ impl Holder {
             _ => 0,
         }
     }
+}
+
+/// The CPU torch spends decoding the state a store reply carries, before it acts on it.
+fn decoding(costs: StoreCosts) -> ReplyCpu {
+    Arc::new(
+        move |reply: &(dyn Any + Send + Sync)| match reply.downcast_ref::<StoreResponse>() {
+            Some(StoreResponse::Value(stored)) => costs.state_decode_ns(stored.len()),
+            _ => 0,
+        },
+    )
 }
