@@ -386,7 +386,7 @@ pub(super) fn send_request(from: IpAddr, to: IpAddr, bytes: u64, envelope: Envel
 }
 
 /// No fault is applied before `at_ns`: until then a client may fold the CPU it spends on a
-/// request into the request's trip (`RpcClient::call_after_cpu`).
+/// request into the request's trip (`RpcClient::call_costing`).
 pub(super) fn set_calm_until_ns(at_ns: u64) {
     with_registry(|r| r.calm_until_ns = at_ns);
 }
