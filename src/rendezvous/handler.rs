@@ -16,6 +16,7 @@ use super::state::{nodes_at, NodeDesc};
 use crate::scenario::node::NodeIndex;
 use crate::shared_list::SharedList;
 use crate::sim_time::{deadline_after, SimDuration};
+use crate::store::cost::StoreCosts;
 use crate::store::service::StoreClient;
 use crate::store::Value;
 use crate::trace::EventKind;
@@ -119,8 +120,11 @@ impl RendezvousHandler {
             .await?;
         let node = NodeDesc::new(env.name.clone(), env.pid, 0);
         let decoded = env.shared::<DecodedStates>("rendezvous/decoded_states");
+        let costs = StoreCosts::scaled(env.scenario().cluster.store_cost_scale);
         let holder = Holder {
             decoded,
+            costs,
+            decoding: holder::decoding(costs),
             env,
             node,
             settings: Arc::new(settings),

@@ -47,6 +47,10 @@ pub(super) struct Holder {
     pub(super) synced: Arc<RendezvousState>,
     /// The run's decoded states, shared by every node of the run.
     pub(super) decoded: Arc<DecodedStates>,
+    /// What the store's requests cost (`[cluster] store_cost_scale`), and the CPU this
+    /// node spends decoding each state it reads, made from them once.
+    pub(super) costs: StoreCosts,
+    pub(super) decoding: ReplyCpu,
     pub(super) token: Option<Value>,
     /// The write the next sync makes: the state is dirty while there is one.
     pub(super) unwritten: Option<Arc<PlannedWrite>>,
@@ -251,7 +255,6 @@ impl Holder {
     /// a read, unless the last sync is under a second old. Returns the value now stored, and
     /// the value written, if any. The write is lazy: its bytes are made only if it lands.
     async fn write_or_read(&mut self) -> Result<Option<Exchanged>, RendezvousError> {
-        let costs = StoreCosts::scaled(self.env.scenario().cluster.store_cost_scale);
         if let Some(write) = &self.unwritten {
             // The state is the token's (the state last read) changed a little: its length
             // is counted from the token's by what changed.
@@ -264,8 +267,8 @@ impl Holder {
             // torch pickles and base64-encodes the state before the write, and decodes the
             // state it gets back: CPU time that grows with the nodes.
             let cpu = CallCpu {
-                before_ns: costs.state_encode_ns(ours.len()),
-                after: Some(decoding(costs)),
+                before_ns: self.costs.state_encode_ns(ours.len()),
+                after: Some(Arc::clone(&self.decoding)),
             };
             let stored = self
                 .store
@@ -280,7 +283,7 @@ impl Holder {
         }
         let cpu = CallCpu {
             before_ns: 0,
-            after: Some(decoding(costs)),
+            after: Some(Arc::clone(&self.decoding)),
         };
         let stored = self.store.get_costing(&self.key, cpu).await?;
         Ok(Some((stored, None)))
@@ -315,7 +318,7 @@ impl Holder {
 }
 
 /// The CPU torch spends decoding the state a store reply carries, before it acts on it.
-fn decoding(costs: StoreCosts) -> ReplyCpu {
+pub(super) fn decoding(costs: StoreCosts) -> ReplyCpu {
     Arc::new(
         move |reply: &(dyn Any + Send + Sync)| match reply.downcast_ref::<StoreResponse>() {
             Some(StoreResponse::Value(stored)) => costs.state_decode_ns(stored.len()),
