@@ -132,8 +132,13 @@ where
 }
 
 /// The IP address of node index `i` (10.0.x.y); the dedicated store is 10.255.0.1.
+///
+/// The last byte is the index's low byte plus one, wrapping: the last node of each 256
+/// takes the `.0` of its block (node 255 is 10.0.0.0), which no other node has. Addresses
+/// order nodes as the simulator's maps of them do, so they stay as they are.
 pub fn node_ip(i: u32) -> IpAddr {
-    IpAddr::V4(Ipv4Addr::new(10, 0, (i >> 8) as u8, (i & 0xff) as u8 + 1))
+    let low = ((i & 0xff) as u8).wrapping_add(1);
+    IpAddr::V4(Ipv4Addr::new(10, 0, (i >> 8) as u8, low))
 }
 
 fn dedicated_store_ip() -> IpAddr {
@@ -333,5 +338,24 @@ fn create_nodes(world: &Arc<state::World>) {
         net::register_host(node.id(), node_ip(index));
         let mut st = world.state.lock().expect("world lock");
         st.nodes.push(NodeSlot::new(node.id(), starts_now));
+    }
+}
+
+#[cfg(test)]
+mod node_ip_tests {
+    use super::*;
+    use std::collections::BTreeSet;
+
+    /// Every node a scenario may have gets its own address, never the dedicated store's,
+    /// and with overflow checks on (a debug build) none of them panics.
+    #[test]
+    fn every_node_has_its_own_address() {
+        let nodes = crate::scenario::limits::NODES_MAX;
+        let addresses: BTreeSet<IpAddr> = (0..nodes).map(node_ip).collect();
+        assert_eq!(addresses.len(), nodes as usize);
+        assert!(!addresses.contains(&dedicated_store_ip()));
+        assert_eq!(node_ip(0), IpAddr::V4(Ipv4Addr::new(10, 0, 0, 1)));
+        assert_eq!(node_ip(255), IpAddr::V4(Ipv4Addr::new(10, 0, 0, 0)));
+        assert_eq!(node_ip(256), IpAddr::V4(Ipv4Addr::new(10, 0, 1, 1)));
     }
 }
