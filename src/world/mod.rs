@@ -141,6 +141,19 @@ pub fn node_ip(i: u32) -> IpAddr {
     IpAddr::V4(Ipv4Addr::new(10, 0, (i >> 8) as u8, low))
 }
 
+/// The node index whose address [`node_ip`] gives as `ip`, for the nodes a scenario may
+/// have (`NODES_MAX`); `None` for any other address (the dedicated store's).
+pub(crate) fn node_index_of_ip(ip: IpAddr) -> Option<u32> {
+    let IpAddr::V4(v4) = ip else {
+        return None;
+    };
+    let [10, 0, high, low] = v4.octets() else {
+        return None;
+    };
+    let index = u32::from(high) << 8 | u32::from(low.wrapping_sub(1));
+    (index < crate::scenario::limits::NODES_MAX).then_some(index)
+}
+
 fn dedicated_store_ip() -> IpAddr {
     IpAddr::V4(Ipv4Addr::new(10, 255, 0, 1))
 }
@@ -357,5 +370,25 @@ mod node_ip_tests {
         assert_eq!(node_ip(0), IpAddr::V4(Ipv4Addr::new(10, 0, 0, 1)));
         assert_eq!(node_ip(255), IpAddr::V4(Ipv4Addr::new(10, 0, 0, 0)));
         assert_eq!(node_ip(256), IpAddr::V4(Ipv4Addr::new(10, 0, 1, 1)));
+    }
+
+    #[test]
+    fn a_nodes_address_gives_its_index_back_and_no_other_does() {
+        for i in 0..crate::scenario::limits::NODES_MAX {
+            assert_eq!(node_index_of_ip(node_ip(i)), Some(i));
+        }
+        assert_eq!(node_index_of_ip(dedicated_store_ip()), None);
+        assert_eq!(
+            node_index_of_ip(IpAddr::V4(Ipv4Addr::new(10, 0, 255, 7))),
+            None
+        );
+        assert_eq!(
+            node_index_of_ip(IpAddr::V4(Ipv4Addr::new(127, 0, 0, 1))),
+            None
+        );
+        assert_eq!(
+            node_index_of_ip(IpAddr::V6(std::net::Ipv6Addr::LOCALHOST)),
+            None
+        );
     }
 }

@@ -26,7 +26,11 @@ struct Link {
 #[derive(Debug, Clone)]
 pub(super) struct Nics {
     default_bits_per_sec: u64,
-    links: BTreeMap<IpAddr, Link>,
+    /// Node i's link at index i, grown to the highest node seen: two messages a
+    /// compare-and-set look their hosts up, and a join storm makes millions of them.
+    node_links: Vec<Link>,
+    /// Every other host's (the dedicated store's), by address.
+    other_links: BTreeMap<IpAddr, Link>,
 }
 
 impl Nics {
@@ -34,13 +38,25 @@ impl Nics {
     pub(super) fn new(default_bits_per_sec: u64) -> Self {
         Nics {
             default_bits_per_sec: default_bits_per_sec.max(1),
-            links: BTreeMap::new(),
+            node_links: Vec::new(),
+            other_links: BTreeMap::new(),
         }
     }
 
     /// Gives one host a link of its own speed (the store's host, for one).
     pub(super) fn set_bandwidth(&mut self, host: IpAddr, bits_per_sec: u64) {
-        self.links.entry(host).or_default().bits_per_sec = Some(bits_per_sec.max(1));
+        self.link(host).bits_per_sec = Some(bits_per_sec.max(1));
+    }
+
+    /// `host`'s link, idle and at the default speed when first asked for.
+    fn link(&mut self, host: IpAddr) -> &mut Link {
+        let Some(index) = super::node_index_of_ip(host).map(|i| i as usize) else {
+            return self.other_links.entry(host).or_default();
+        };
+        if index >= self.node_links.len() {
+            self.node_links.resize(index + 1, Link::default());
+        }
+        &mut self.node_links[index]
     }
 
     /// The time `bytes` take on a link of `bits_per_sec` (the host's own, else the default).
@@ -59,8 +75,9 @@ impl Nics {
         if from == to {
             return ready_ns;
         }
-        let sender = self.links.entry(from).or_default();
-        let send_ns = Self::transfer_ns(self.default_bits_per_sec, sender.bits_per_sec, bytes);
+        let default_bits_per_sec = self.default_bits_per_sec;
+        let sender = self.link(from);
+        let send_ns = Self::transfer_ns(default_bits_per_sec, sender.bits_per_sec, bytes);
         sender.send_free_ns = ready_ns.max(sender.send_free_ns).saturating_add(send_ns);
         sender.send_free_ns
     }
@@ -78,8 +95,9 @@ impl Nics {
         if from == to {
             return arrived_ns;
         }
-        let receiver = self.links.entry(to).or_default();
-        let receive_ns = Self::transfer_ns(self.default_bits_per_sec, receiver.bits_per_sec, bytes);
+        let default_bits_per_sec = self.default_bits_per_sec;
+        let receiver = self.link(to);
+        let receive_ns = Self::transfer_ns(default_bits_per_sec, receiver.bits_per_sec, bytes);
         receiver.receive_free_ns =
             arrived_ns.max(receiver.receive_free_ns.saturating_add(receive_ns));
         receiver.receive_free_ns
@@ -141,5 +159,20 @@ mod tests {
         assert_eq!(nics.received_ns(ip(9), ip(9), bytes, 7), 7);
         // Its sending link stays busy for the next message out of it.
         assert_eq!(nics.sent_ns(ip(9), ip(2), bytes, 0), 2_000_000);
+    }
+
+    #[test]
+    fn a_host_that_is_no_node_has_a_link_of_its_own_too() {
+        let mut nics = Nics::new(8_000_000_000);
+        let store = IpAddr::from([10, 255, 0, 1]);
+        nics.set_bandwidth(store, 800_000_000);
+        let bytes = 100_000 - FRAMING_BYTES;
+        assert_eq!(nics.sent_ns(store, ip(1), bytes, 0), 1_000_000);
+        assert_eq!(nics.sent_ns(store, ip(2), bytes, 0), 2_000_000, "behind it");
+        // Into it, at its own speed, behind what it is still taking in.
+        assert_eq!(nics.received_ns(ip(1), store, bytes, 5_000_000), 5_000_000);
+        assert_eq!(nics.received_ns(ip(2), store, bytes, 5_000_000), 6_000_000);
+        // A node's link is unaffected by the store's.
+        assert_eq!(nics.sent_ns(ip(1), ip(2), bytes, 0), 100_000);
     }
 }
