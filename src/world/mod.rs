@@ -134,8 +134,8 @@ where
 /// The IP address of node index `i` (10.0.x.y); the dedicated store is 10.255.0.1.
 ///
 /// The last byte is the index's low byte plus one, wrapping: the last node of each 256
-/// takes the `.0` of its block (node 255 is 10.0.0.0), which no other node has. Addresses
-/// order nodes as the simulator's maps of them do, so they stay as they are.
+/// takes the `.0` of its block (node 255 is 10.0.0.0), which no other node has. Maps keyed
+/// by address iterate in this order, so another scheme would change what runs do.
 pub fn node_ip(i: u32) -> IpAddr {
     let low = ((i & 0xff) as u8).wrapping_add(1);
     IpAddr::V4(Ipv4Addr::new(10, 0, (i >> 8) as u8, low))
