@@ -60,6 +60,22 @@ impl InFlight {
         }
     }
 
+    /// Waits for the computation to finish, running queued prefetch work on this thread
+    /// meanwhile (`prefetch::run_one_queued`): the computation waited for is usually the
+    /// prefetch thread's, and the work queued behind it is what this thread asks for next.
+    fn wait_helping(&self) {
+        while !self.is_finished() {
+            if !prefetch::run_one_queued() {
+                self.wait();
+                return;
+            }
+        }
+    }
+
+    fn is_finished(&self) -> bool {
+        *self.finished.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
     fn finish(&self) {
         *self.finished.lock().unwrap_or_else(PoisonError::into_inner) = true;
         self.changed.notify_all();
@@ -126,7 +142,7 @@ impl<K: Ord + Clone, V> Memo<K, V> {
         };
         let _computing = match other {
             Some(other) => {
-                other.wait();
+                other.wait_helping();
                 if let Some(value) = self.lock().hit(key) {
                     return Ok(value);
                 }
