@@ -102,18 +102,11 @@ fn run(task: Task) {
 /// The thread's loop: the oldest task, as soon as there is one.
 fn serve() {
     loop {
-        let mut tasks = QUEUE.lock();
-        let task = loop {
-            match tasks.pop_front() {
-                Some(task) => break task,
-                None => {
-                    tasks = QUEUE
-                        .queued
-                        .wait(tasks)
-                        .unwrap_or_else(PoisonError::into_inner)
-                }
-            }
-        };
+        let mut tasks = QUEUE
+            .queued
+            .wait_while(QUEUE.lock(), |tasks| tasks.is_empty())
+            .unwrap_or_else(PoisonError::into_inner);
+        let task = tasks.pop_front().expect("the wait ends on a queued task");
         drop(tasks);
         run(task);
     }
