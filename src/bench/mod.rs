@@ -1,6 +1,6 @@
 //! `trainsim bench`'s fixed workloads and the figures each one prints: the
 //! reference job, rendezvous fuzzing, rendezvous rounds at scale with their fitted growth,
-//! and torch's `randperm` at 10M.
+//! torch's `randperm` at 10M, and the reference job's epochs' `randperm`s.
 //!
 //! This is the one place that reads the host clock, to time the workloads; no time read here
 //! reaches a simulation, a trace or a report.
@@ -31,6 +31,7 @@ pub const WORKLOADS: &[&str] = &[
     "scale-1024-backoff",
     "scale-4096-backoff",
     "randperm-10m",
+    "randperm-epochs",
     "goodput-model",
     "goodput-batch",
     "week-256",
@@ -55,6 +56,11 @@ pub const BENCH_SEED: u64 = 1;
 pub const SCALE_SIM_EVENTS_MAX: u64 = 60_000_000;
 /// Items `randperm-10m` permutes.
 pub const RANDPERM_ITEMS: u64 = 10_000_000;
+/// `randperm-epochs`: this many epochs' permutations of a dataset of `RANDPERM_EPOCH_ITEMS`
+/// samples, each drawn as `DistributedSampler` draws it (a generator seeded with the
+/// epoch, 32-bit values): the reference job's dataset and about its count of epochs.
+pub const RANDPERM_EPOCHS: u64 = 500;
+pub const RANDPERM_EPOCH_ITEMS: u32 = 100_000;
 
 /// One workload's figures: `workload` first, then its fields.
 #[derive(Debug, Clone, PartialEq)]
@@ -111,6 +117,7 @@ pub fn run(workload: &str) -> Result<Figures, String> {
         "reference" => reference(),
         "fuzz" => fuzz_cases(),
         "randperm-10m" => Ok(randperm()),
+        "randperm-epochs" => Ok(randperm_epochs()),
         "goodput-model" => goodput::goodput_model(),
         "goodput-batch" => goodput::goodput_batch(),
         "week-256" => goodput::week_256(),
@@ -319,6 +326,28 @@ fn randperm() -> Figures {
     Figures::new(
         "randperm-10m",
         json!({ "items": items, "wall_us": wall_us }),
+    )
+}
+
+fn randperm_epochs() -> Figures {
+    let (wall_us, items) = timed(|| {
+        (0..RANDPERM_EPOCHS)
+            .filter_map(|epoch| {
+                TorchGenerator::new(epoch)
+                    .randperm_u32(RANDPERM_EPOCH_ITEMS)
+                    .ok()
+            })
+            .map(|perm| std::hint::black_box(perm).len() as u64)
+            .sum::<u64>()
+    });
+    Figures::new(
+        "randperm-epochs",
+        json!({
+            "epochs": RANDPERM_EPOCHS,
+            "items": items,
+            "wall_us": wall_us,
+            "us_per_epoch": round2(wall_us as f64 / RANDPERM_EPOCHS as f64),
+        }),
     )
 }
 

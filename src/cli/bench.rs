@@ -15,7 +15,8 @@ pub struct BenchArgs {
     pub format: Format,
     /// Run only this workload: reference, fuzz, scale-64, scale-256, scale-1024, scale-4096,
     /// scale (all four scale runs, then the fit), scale-N-backoff (a scale run with torch's
-    /// cas_backoff_max_seconds at 1 s), randperm-10m, goodput-model, goodput-batch, week-256.
+    /// cas_backoff_max_seconds at 1 s), randperm-10m, randperm-epochs, goodput-model,
+    /// goodput-batch, week-256.
     #[arg(long, value_name = "NAME")]
     pub workload: Option<String>,
 }

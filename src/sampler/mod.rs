@@ -8,6 +8,7 @@ pub mod distributed;
 pub mod epoch_facts;
 pub mod load_balancing;
 pub mod rank_lists;
+mod rng_kernels;
 pub mod shared_deal;
 pub mod summary;
 pub mod torch_rng;

@@ -3,13 +3,7 @@
 
 use super::SamplerError;
 
-/// Number of 32-bit words in the MT19937 state.
-const STATE_WORDS: usize = 624;
-/// Offset of the word mixed into each twisted word.
-const SHIFT_WORDS: usize = 397;
-const MATRIX_A: u32 = 0x9908_b0df;
-const UPPER_MASK: u32 = 0x8000_0000;
-const LOWER_MASK: u32 = 0x7fff_ffff;
+use super::rng_kernels::{falling_remainders, twist_and_temper, STATE_WORDS};
 
 /// From this `n` on, torch's `randperm` switches from the swap loop with 32-bit draws to the
 /// inside-out shuffle with 64-bit draws (`u32::MAX / 20`).
@@ -93,27 +87,7 @@ impl TorchGenerator {
     /// Twists the whole state and tempers it into the output buffer.
     #[cold]
     fn refill(&mut self) {
-        let s = &mut self.state;
-        #[inline(always)]
-        fn mix(upper_from: u32, lower_from: u32, far: u32) -> u32 {
-            let y = (upper_from & UPPER_MASK) | (lower_from & LOWER_MASK);
-            far ^ (y >> 1) ^ ((y & 1).wrapping_neg() & MATRIX_A)
-        }
-        for i in 0..STATE_WORDS - SHIFT_WORDS {
-            s[i] = mix(s[i], s[i + 1], s[i + SHIFT_WORDS]);
-        }
-        for i in STATE_WORDS - SHIFT_WORDS..STATE_WORDS - 1 {
-            s[i] = mix(s[i], s[i + 1], s[i + SHIFT_WORDS - STATE_WORDS]);
-        }
-        s[STATE_WORDS - 1] = mix(s[STATE_WORDS - 1], s[0], s[SHIFT_WORDS - 1]);
-        for (out, &word) in self.tempered.iter_mut().zip(s.iter()) {
-            let mut y = word;
-            y ^= y >> 11;
-            y ^= (y << 7) & 0x9d2c_5680;
-            y ^= (y << 15) & 0xefc6_0000;
-            y ^= y >> 18;
-            *out = y;
-        }
+        twist_and_temper(&mut self.state, &mut self.tempered);
         self.next_word = 0;
     }
 
@@ -209,13 +183,14 @@ impl TorchGenerator {
     /// torch's path for small `n`: swap `i` with `i + random() % (n - i)`.
     fn swap_shuffle<T: PermValue>(&mut self, perm: &mut [T]) {
         let n = perm.len();
-        let mut words = [0u32; DRAW_BLOCK];
+        let (mut words, mut remainders) = ([0u32; DRAW_BLOCK], [0u32; DRAW_BLOCK]);
         // n - i < 2^28 on this path, so the modulo fits in 32 bits.
         self.shuffle_in_blocks(perm, n.saturating_sub(1), |g, start, targets| {
-            g.fill_random(&mut words[..targets.len()]);
-            for (j, (target, &word)) in targets.iter_mut().zip(&words).enumerate() {
-                let i = start + j;
-                *target = i + (word % (n - i) as u32) as usize;
+            let len = targets.len();
+            g.fill_random(&mut words[..len]);
+            falling_remainders(&words[..len], (n - start) as u32, &mut remainders[..len]);
+            for (j, (target, &remainder)) in targets.iter_mut().zip(&remainders).enumerate() {
+                *target = start + j + remainder as usize;
             }
         });
     }
