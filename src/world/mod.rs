@@ -34,7 +34,7 @@ pub use context::RunStats;
 pub use env::NodeEnv;
 pub use state::Checkpoint;
 
-use crate::scenario::model::{node_name, NodeRole, Outcome, Scenario, StoreHost};
+use crate::scenario::model::{node_name, FaultKind, NodeRole, Outcome, Scenario, StoreHost};
 use crate::trace::node::STORE_NAME;
 use crate::trace::{EventKind, Recorder, RunEnd, Trace, TraceNode};
 use futures::future::BoxFuture;
@@ -196,6 +196,19 @@ pub fn simulate_bounded(
     }
 }
 
+/// Whether the wire may drop a message in a run of `scenario`: it loses messages from the
+/// start, or a fault sets a loss or cuts a link. A host that powers off drops nothing: its
+/// connections go silent, and nothing sent on them is ever answered by another process.
+fn wire_may_drop(scenario: &Scenario) -> bool {
+    scenario.network.loss > 0.0
+        || scenario.faults.iter().any(|fault| {
+            matches!(
+                fault.kind,
+                FaultKind::Loss { .. } | FaultKind::Partition { .. } | FaultKind::ClogLink { .. }
+            )
+        })
+}
+
 /// Runs the scenario on a fresh runtime with a fresh run context on this thread; with it,
 /// whether the run passed its bound on simulator events.
 ///
@@ -217,6 +230,7 @@ fn run_on_this_thread(
         seed,
         latency: (scenario.network.latency_min, scenario.network.latency_max),
         loss: scenario.network.loss,
+        drops_possible: wire_may_drop(&scenario),
         tcp_retries2: scenario.cluster.tcp_retries2,
         bandwidth_bits_per_sec: scenario.network.bandwidth_bits_per_sec,
         store_host: (store_ip, scenario.network.store_host_bandwidth_bits_per_sec),
@@ -390,5 +404,24 @@ mod node_ip_tests {
             node_index_of_ip(IpAddr::V6(std::net::Ipv6Addr::LOCALHOST)),
             None
         );
+    }
+}
+
+#[cfg(test)]
+mod wire_drop_tests {
+    use super::*;
+
+    fn shipped(file: &str) -> Scenario {
+        let text = std::fs::read_to_string(format!("scenarios/{file}")).expect("shipped");
+        crate::scenario::parse(&text, file).expect("it parses")
+    }
+
+    /// Servers keep replies for resent requests exactly in runs whose wire may drop one.
+    #[test]
+    fn only_loss_and_cut_links_make_the_wire_drop() {
+        assert!(wire_may_drop(&shipped("lossy_network_retransmits.toml")));
+        assert!(wire_may_drop(&shipped("partition_then_heal.toml")));
+        assert!(!wire_may_drop(&shipped("worker_crash_restart.toml")));
+        assert!(!wire_may_drop(&crate::scenario::default_scenario("plain")));
     }
 }

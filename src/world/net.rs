@@ -82,6 +82,9 @@ pub(super) struct Registry {
     /// No fault is applied before this moment (nanoseconds; 0 until the fault schedule
     /// says otherwise).
     calm_until_ns: u64,
+    /// Whether the wire may drop a message in this run (loss, a cut link): only then is a
+    /// request ever sent twice, so only then do servers remember their replies.
+    pub(super) drops_possible: bool,
 }
 
 /// The network a run starts with.
@@ -90,6 +93,9 @@ pub(super) struct NetConfig {
     pub(super) seed: u64,
     pub(super) latency: (SimDuration, SimDuration),
     pub(super) loss: f64,
+    /// Whether any message may be dropped during the run: loss at the start, or a fault that
+    /// sets loss or cuts a link.
+    pub(super) drops_possible: bool,
     /// Every host's retransmission limit.
     pub(super) tcp_retries2: u32,
     /// Every host's link speed, and the store host's own.
@@ -109,6 +115,7 @@ pub(super) fn configure(config: NetConfig) {
         r.conditions = Some(Conditions::new(config.seed, config.latency, config.loss));
         r.tcp_retries2 = config.tcp_retries2;
         r.seed = config.seed;
+        r.drops_possible = config.drops_possible || config.loss > 0.0;
         let mut nics = Nics::new(config.bandwidth_bits_per_sec);
         nics.set_bandwidth(config.store_host.0, config.store_host.1);
         r.nics = Some(nics);
@@ -127,12 +134,18 @@ pub(super) fn set_latency(min: SimDuration, max: SimDuration) {
 
 /// The network's loss probability from now on.
 pub(super) fn set_loss(probability: f64) {
-    with_registry(|r| r.conditions().set_loss(probability));
+    with_registry(|r| {
+        r.assert_drops_possible(probability > 0.0, "loss");
+        r.conditions().set_loss(probability);
+    });
 }
 
 /// Cuts (or restores) the directed link between two hosts.
 pub(super) fn set_link_cut(from: IpAddr, to: IpAddr, cut: bool) {
-    with_registry(|r| r.conditions().set_cut(from, to, cut));
+    with_registry(|r| {
+        r.assert_drops_possible(cut, "a cut link");
+        r.conditions().set_cut(from, to, cut);
+    });
 }
 
 /// Marks a host powered off or back on. A host going down silences its servers' connections
@@ -164,6 +177,15 @@ pub(super) enum Path {
 }
 
 impl Registry {
+    /// Servers forget their replies in a run whose wire drops nothing: a message may start
+    /// being dropped only in a run that said it could.
+    fn assert_drops_possible(&self, drops: bool, what: &str) {
+        assert!(
+            !drops || self.drops_possible,
+            "{what} in a run whose servers keep no replies for resent requests"
+        );
+    }
+
     fn conditions(&mut self) -> &mut Conditions {
         self.conditions
             .as_mut()

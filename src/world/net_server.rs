@@ -47,6 +47,10 @@ pub struct RpcServer {
 /// numbers its requests in a range of its own), so the id alone names a request.
 #[derive(Default)]
 pub(super) struct ReplyCache {
+    /// Whether the run's wire may drop anything (`Registry::drops_possible`): only then can a
+    /// request arrive twice. Without it nothing is remembered, which saves every request
+    /// two look-ups in the cache and a copy of its reply.
+    pub(super) keeping: bool,
     /// Every request being served (`None`) or answered and remembered.
     pub(super) entries: BTreeMap<u64, Option<Box<dyn CloneAny>>>,
     /// The answered ones, oldest first: the first to forget.
@@ -86,8 +90,10 @@ impl RpcServer {
     /// Listens at `addr`, an address of the current machine.
     pub fn bind(addr: SocketAddr) -> Self {
         let mailbox = Arc::new(Mailbox::default());
-        let (incarnation, ip) =
-            with_registry(|r| (r.bind(addr, Arc::downgrade(&mailbox)), r.hosts.current()));
+        let (incarnation, ip, keeping) = with_registry(|r| {
+            let incarnation = r.bind(addr, Arc::downgrade(&mailbox));
+            (incarnation, r.hosts.current(), r.drops_possible)
+        });
         assert_eq!(
             ip,
             addr.ip(),
@@ -98,7 +104,10 @@ impl RpcServer {
             mailbox,
             _listening: Arc::new(ListenGuard(incarnation)),
             incarnation,
-            replies: Default::default(),
+            replies: Arc::new(std::sync::Mutex::new(ReplyCache {
+                keeping,
+                ..ReplyCache::default()
+            })),
         }
     }
 
@@ -118,6 +127,7 @@ impl RpcServer {
             let cached = {
                 let mut cache = self.replies.lock().expect("reply cache lock");
                 match cache.entries.get(&id) {
+                    _ if !cache.keeping => None,
                     Some(Some(reply)) => Some(Some(reply.as_ref().clone_payload())),
                     Some(None) => Some(None),
                     None => {
@@ -179,10 +189,11 @@ impl Replier {
         hold_until_ns: u64,
     ) {
         let bytes = reply.wire_bytes();
-        self.replies
-            .lock()
-            .expect("reply cache lock")
-            .answer(id, Box::new(reply.clone()));
+        let mut cache = self.replies.lock().expect("reply cache lock");
+        if cache.keeping {
+            cache.answer(id, Box::new(reply.clone()));
+        }
+        drop(cache);
         send_reply(self.ip, to, id, (Box::new(reply), bytes), hold_until_ns);
     }
 }

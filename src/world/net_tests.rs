@@ -75,3 +75,20 @@ impl super::WireSize for u64 {
         8
     }
 }
+
+#[test]
+#[should_panic(expected = "a cut link in a run whose servers keep no replies for resent requests")]
+fn a_link_cut_in_a_run_declared_drop_free_stops_the_run() {
+    let r = Registry::default();
+    r.assert_drops_possible(true, "a cut link");
+}
+
+#[test]
+fn a_run_that_may_drop_lets_links_be_cut_and_restored() {
+    let r = Registry {
+        drops_possible: true,
+        ..Registry::default()
+    };
+    r.assert_drops_possible(true, "a cut link");
+    Registry::default().assert_drops_possible(false, "a restored link");
+}
