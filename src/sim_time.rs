@@ -285,6 +285,14 @@ pub mod whole_us {
 /// Nanoseconds `bits` take on a link of `bits_per_sec` (at least 1), rounded up so a message
 /// always takes some time; `u64::MAX` past the range.
 pub fn transfer_ns(bits: u128, bits_per_sec: u64) -> u64 {
+    // Every message but a huge one (over 2 GB) fits 64 bits scaled to nanoseconds, where the
+    // division is a machine instruction rather than a 128-bit routine: two per message.
+    let narrow = u64::try_from(bits)
+        .ok()
+        .and_then(|bits| bits.checked_mul(NS_PER_S));
+    if let Some(scaled) = narrow {
+        return scaled.div_ceil(bits_per_sec);
+    }
     let ns = bits
         .saturating_mul(u128::from(NS_PER_S))
         .div_ceil(u128::from(bits_per_sec));
@@ -421,6 +429,25 @@ mod tests {
         assert_eq!(offset_us_of_ms(-20), -20_000);
         assert_eq!(transfer_ns(8, 8_000_000_000), 1);
         assert_eq!(transfer_ns(9, 8_000_000_000), 2);
+    }
+
+    proptest::proptest! {
+        /// The 64-bit path gives the 128-bit result, on each side of where it stops.
+        #[test]
+        fn transfer_time_is_the_wide_quotient_rounded_up(
+            offset in -1_000i128..1_000,
+            small in 0u128..1 << 40,
+            bits_per_sec in 1u64..u64::MAX,
+        ) {
+            let wide = |bits: u128| {
+                let ns = (bits * u128::from(NS_PER_S)).div_ceil(u128::from(bits_per_sec));
+                u64::try_from(ns).unwrap_or(u64::MAX)
+            };
+            let edge = i128::from(u64::MAX / NS_PER_S);
+            for bits in [small, (edge + offset) as u128] {
+                proptest::prop_assert_eq!(transfer_ns(bits, bits_per_sec), wide(bits));
+            }
+        }
     }
 
     #[test]

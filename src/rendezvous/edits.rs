@@ -8,7 +8,7 @@
 //! it again was a third of a 4,096-node run. A plan of edits is the one statement of what
 //! these actions change: `apply` carries it out, and `encoded_len_delta` reads it.
 
-use super::encoded_len::{node_bytes, pair_bytes};
+use super::json_int::JsonInt;
 use super::ops::Action;
 use super::settings::RendezvousSettings;
 use super::state::{NodeDesc, RendezvousState};
@@ -221,32 +221,38 @@ impl Edits {
     /// How many more bytes the state encodes to once the edits are made on `state` (the
     /// state they were planned in); `None` when they complete the round. Each edit touches
     /// its own entry of its own list, so the edits count one by one against `state`, and
-    /// each carries the entry it replaces: only the lists' lengths are read.
-    pub fn encoded_len_delta(&self, state: &RendezvousState, node: &NodeDesc) -> Option<i64> {
+    /// each carries the entry it replaces: only the lists' lengths are read. `node_bytes`
+    /// is the acting node's own encoding's length (`encoded_len::node_bytes`), which its
+    /// holder counts once.
+    pub fn encoded_len_delta(&self, state: &RendezvousState, node_bytes: i64) -> Option<i64> {
+        let pair_bytes = |value| 3 + node_bytes + value;
         let mut delta = 0;
         for edit in self.iter() {
             delta += match edit {
                 Edit::JoinParticipants { old_rank } => match old_rank {
-                    Some(rank) => pair_bytes(node, 0u32) - pair_bytes(node, rank),
-                    None => pair_bytes(node, 0u32) + comma_added(state.participants.len()),
+                    // The node's own bytes stay: only the rank's text changes.
+                    Some(rank) => value_bytes(0u32) - value_bytes(rank),
+                    None => pair_bytes(value_bytes(0u32)) + comma_added(state.participants.len()),
                 },
-                Edit::LeaveWaitList => -node_bytes(node) - comma_added(state.wait_list.len() - 1),
-                Edit::JoinWaitList => node_bytes(node) + comma_added(state.wait_list.len()),
+                Edit::LeaveWaitList => -node_bytes - comma_added(state.wait_list.len() - 1),
+                Edit::JoinWaitList => node_bytes + comma_added(state.wait_list.len()),
                 Edit::LeaveRedundancyList => {
-                    -node_bytes(node) - comma_added(state.redundancy_list.len() - 1)
+                    -node_bytes - comma_added(state.redundancy_list.len() - 1)
                 }
-                Edit::JoinRedundancyList => {
-                    node_bytes(node) + comma_added(state.redundancy_list.len())
-                }
+                Edit::JoinRedundancyList => node_bytes + comma_added(state.redundancy_list.len()),
                 Edit::Heartbeat {
                     now_utc_us,
                     old_utc_us,
                 } => match old_utc_us {
-                    Some(old_utc_us) => pair_bytes(node, now_utc_us) - pair_bytes(node, old_utc_us),
-                    None => pair_bytes(node, now_utc_us) + comma_added(state.last_heartbeats.len()),
+                    Some(old_utc_us) => value_bytes(now_utc_us) - value_bytes(old_utc_us),
+                    None => {
+                        pair_bytes(value_bytes(now_utc_us))
+                            + comma_added(state.last_heartbeats.len())
+                    }
                 },
                 Edit::DropHeartbeat { old_utc_us } => {
-                    -pair_bytes(node, old_utc_us) - comma_added(state.last_heartbeats.len() - 1)
+                    -pair_bytes(value_bytes(old_utc_us))
+                        - comma_added(state.last_heartbeats.len() - 1)
                 }
                 Edit::Deadline(deadline_utc_us) => {
                     deadline_bytes(deadline_utc_us) - deadline_bytes(state.deadline_utc_us)
@@ -258,6 +264,12 @@ impl Edits {
         }
         Some(delta)
     }
+}
+
+/// The bytes of an entry's value: what changes when an entry keeps its node and takes a new
+/// value (the node's bytes, the larger part, cancel out).
+fn value_bytes(value: impl JsonInt) -> i64 {
+    i64::try_from(value.json_len()).expect("an integer's text is short")
 }
 
 /// The comma an entry added to a list of `entries_before` entries brings (none to an empty
@@ -279,6 +291,7 @@ fn deadline_bytes(deadline_utc_us: Option<i64>) -> i64 {
 mod tests {
     use super::*;
     use crate::rendezvous::apply::{apply, is_applicable};
+    use crate::rendezvous::encoded_len::node_bytes;
     use crate::store::Encode;
     use proptest::prelude::*;
 
@@ -345,7 +358,7 @@ mod tests {
             let mut edited = state.clone();
             edits.apply(&mut edited, &who, &settings);
             prop_assert_eq!(&edited, &applied);
-            if let Some(delta) = edits.encoded_len_delta(&state, &who) {
+            if let Some(delta) = edits.encoded_len_delta(&state, node_bytes(&who)) {
                 let counted = i64::try_from(state.encoded_len()).unwrap() + delta;
                 prop_assert_eq!(counted, i64::try_from(applied.encode().len()).unwrap());
             } else {
@@ -376,6 +389,6 @@ mod tests {
                 Edit::Complete
             ]
         );
-        assert_eq!(edits.encoded_len_delta(&state, &node(1)), None);
+        assert_eq!(edits.encoded_len_delta(&state, node_bytes(&node(1))), None);
     }
 }

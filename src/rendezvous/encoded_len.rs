@@ -10,7 +10,9 @@
 //! `Encode::encoded_len`'s to the byte, whatever the two states are (sharing only makes it
 //! fast).
 
-use super::state::{push_int, push_node, ByteCount, NodeDesc, NodeMap, NodeSet, RendezvousState};
+use super::state::{
+    push_int, push_node, ByteCount, JsonInt, NodeDesc, NodeMap, NodeSet, RendezvousState,
+};
 use imbl::ordmap::DiffItem as MapDiff;
 use imbl::ordset::DiffItem as SetDiff;
 
@@ -44,7 +46,7 @@ pub(super) fn node_bytes(node: &NodeDesc) -> i64 {
 }
 
 /// `[node,value]`, an entry of a map's list.
-pub(super) fn pair_bytes(node: &NodeDesc, value: impl itoa::Integer) -> i64 {
+pub(super) fn pair_bytes(node: &NodeDesc, value: impl JsonInt) -> i64 {
     3 + node_bytes(node) + count(|c| push_int(c, value))
 }
 
@@ -54,7 +56,7 @@ fn commas(entries: usize) -> i64 {
 }
 
 /// How many more bytes `now`'s list takes than `base`'s.
-fn map_delta<V: itoa::Integer + Copy + PartialEq>(base: &NodeMap<V>, now: &NodeMap<V>) -> i64 {
+fn map_delta<V: JsonInt + PartialEq>(base: &NodeMap<V>, now: &NodeMap<V>) -> i64 {
     let entries: i64 = base
         .diff(now)
         .map(|item| match item {

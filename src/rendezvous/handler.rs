@@ -126,6 +126,7 @@ impl RendezvousHandler {
             costs,
             decoding: holder::decoding(costs),
             env,
+            node_bytes: crate::rendezvous::encoded_len::node_bytes(&node),
             node,
             settings: Arc::new(settings),
             store: store.clone(),

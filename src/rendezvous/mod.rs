@@ -12,6 +12,7 @@ pub mod edits;
 mod encoded_len;
 pub mod error;
 pub mod handler;
+mod json_int;
 mod node_desc;
 pub mod ops;
 pub mod quiet_wait;

@@ -4,6 +4,7 @@
 use serde::Deserialize;
 
 use super::error::RendezvousError;
+pub(super) use super::json_int::JsonInt;
 use super::settings::{RendezvousFix, RendezvousSettings};
 use crate::scenario::node::NodeIndex;
 
@@ -139,6 +140,11 @@ fn into_set(field: &'static str, nodes: Vec<NodeDesc>) -> Result<NodeSet, Decode
 /// Where an encoding goes: the bytes themselves, or only how many there are.
 pub(super) trait Sink {
     fn put(&mut self, bytes: &[u8]);
+
+    /// An integer as JSON writes it.
+    fn put_int(&mut self, value: impl JsonInt) {
+        self.put(itoa::Buffer::new().format(value).as_bytes());
+    }
 }
 
 impl Sink for Vec<u8> {
@@ -154,11 +160,15 @@ impl Sink for ByteCount {
     fn put(&mut self, bytes: &[u8]) {
         self.0 += bytes.len();
     }
+
+    fn put_int(&mut self, value: impl JsonInt) {
+        self.0 += value.json_len();
+    }
 }
 
 /// Appends an integer as JSON writes it.
-pub(super) fn push_int(out: &mut impl Sink, value: impl itoa::Integer) {
-    out.put(itoa::Buffer::new().format(value).as_bytes());
+pub(super) fn push_int(out: &mut impl Sink, value: impl JsonInt) {
+    out.put_int(value);
 }
 
 /// Appends `{"addr":…,"pid":…,"local_id":…}`, the serde form of a [`NodeDesc`].
@@ -196,10 +206,7 @@ fn push_nodes(out: &mut impl Sink, nodes: &NodeSet) {
 }
 
 /// Appends `[[node,value],…]`.
-fn push_pairs<'a, V: itoa::Integer>(
-    out: &mut impl Sink,
-    pairs: impl Iterator<Item = (&'a NodeDesc, V)>,
-) {
+fn push_pairs<'a, V: JsonInt>(out: &mut impl Sink, pairs: impl Iterator<Item = (&'a NodeDesc, V)>) {
     out.put(b"[");
     for (i, (node, value)) in pairs.enumerate() {
         if i > 0 {

@@ -39,6 +39,8 @@ type Exchanged = (Value, Option<(Value, Arc<PlannedWrite>)>);
 pub(super) struct Holder {
     pub(super) env: NodeEnv,
     pub(super) node: NodeDesc,
+    /// The length of `node`'s encoding in a state: every write's length is counted from it.
+    pub(super) node_bytes: i64,
     pub(super) settings: Arc<RendezvousSettings>,
     pub(super) store: StoreClient,
     pub(super) key: String,
@@ -153,7 +155,7 @@ impl Holder {
         let write = PlannedWrite::new(
             base,
             action,
-            (self.node.clone(), member),
+            (self.node.clone(), member, self.node_bytes),
             Arc::clone(&self.settings),
             now_utc_us,
         );

@@ -21,6 +21,8 @@ pub(super) struct PlannedWrite {
     base: Arc<RendezvousState>,
     action: Action,
     node: NodeDesc,
+    /// The length of `node`'s own encoding, which its holder counted once.
+    node_bytes: i64,
     settings: Arc<RendezvousSettings>,
     now_utc_us: i64,
     /// What the action changes, when the edits say it all (they count its length).
@@ -31,11 +33,12 @@ pub(super) struct PlannedWrite {
 impl PlannedWrite {
     /// A write of `action` on `base`, which the decision table must have chosen there: a
     /// wrong action fails here, when it is decided, as `apply` would fail on it.
-    /// `membership` is `node`'s in `base`, as the decision looked it up.
+    /// `membership` is `node`'s in `base`, as the decision looked it up, and `node_bytes`
+    /// its encoding's length.
     pub(super) fn new(
         base: Arc<RendezvousState>,
         action: Action,
-        (node, membership): (NodeDesc, Membership),
+        (node, membership, node_bytes): (NodeDesc, Membership, i64),
         settings: Arc<RendezvousSettings>,
         now_utc_us: i64,
     ) -> Arc<Self> {
@@ -55,6 +58,7 @@ impl PlannedWrite {
             base,
             action,
             node,
+            node_bytes,
             settings,
             now_utc_us,
             edits,
@@ -92,7 +96,8 @@ impl PlannedWrite {
     /// differs: the edits when the action has them, else the built state's difference.
     pub(super) fn value(self: &Arc<Self>, token: Option<&Value>) -> Value {
         let counted = self.edits.as_ref();
-        let Some(delta) = counted.and_then(|edits| edits.encoded_len_delta(&self.base, &self.node))
+        let Some(delta) =
+            counted.and_then(|edits| edits.encoded_len_delta(&self.base, self.node_bytes))
         else {
             let state = Arc::clone(self.state());
             return match token {
@@ -163,7 +168,9 @@ mod tests {
     fn write(base: &Arc<RendezvousState>, action: Action, who: u32, now: i64) -> Arc<PlannedWrite> {
         let settings = Arc::new(RendezvousSettings::new("r", 1, 64));
         let member = Membership::of(base, &node(who));
-        PlannedWrite::new(Arc::clone(base), action, (node(who), member), settings, now)
+        let node_bytes = crate::rendezvous::encoded_len::node_bytes(&node(who));
+        let writer = (node(who), member, node_bytes);
+        PlannedWrite::new(Arc::clone(base), action, writer, settings, now)
     }
 
     #[test]
