@@ -137,11 +137,13 @@ fn steady_runs_record_the_same_steps_at_the_same_moments() {
     }
 }
 
-/// Restarts, membership changes and lost members cut runs in the middle: the verdicts,
-/// rounds and restarts stay those of one-at-a-time timing.
+/// Restarts, membership changes, lost members and paused ones cut runs in the middle: the
+/// verdicts, rounds and restarts stay those of one-at-a-time timing.
 #[test]
 fn cut_runs_keep_every_verdict() {
     for file in [
+        "scenarios/pause_resume.toml",
+        "scenarios/store_host_paused_past_timeout.toml",
         "scenarios/worker_crash_restart.toml",
         "scenarios/scale_down.toml",
         "scenarios/dedicated_store_crash.toml",

@@ -183,16 +183,12 @@ pub fn change_instants(scenario: &Scenario) -> Vec<SimInstant> {
 }
 
 /// Whether a run may settle steps in closed form, decided once when it starts: not when the
-/// command line asks for one-at-a-time timing, nor with a paused node, whose workers resume
-/// late and would no longer start a step together with their group.
+/// command line asks for one-at-a-time timing. A pause and its resume are faults, so no run
+/// spans either; a group whose paused member resumes late gathers its step times apart, and
+/// takes the steps one at a time until an all-reduce has brought it together again.
 pub fn segments_allowed(scenario: &Scenario, step_by_step: bool) -> bool {
     // A relaunched agent joins at a moment no fault names, so no run may span it.
-    !step_by_step
-        && scenario.agent.relaunch == crate::scenario::model::Relaunch::Never
-        && !scenario
-            .faults
-            .iter()
-            .any(|f| matches!(f.kind, FaultKind::Pause { .. }))
+    !step_by_step && scenario.agent.relaunch == crate::scenario::model::Relaunch::Never
 }
 
 impl NodeEnv {
