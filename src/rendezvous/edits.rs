@@ -8,7 +8,7 @@
 //! it again was a third of a 4,096-node run. A plan of edits is the one statement of what
 //! these actions change: `apply` carries it out, and `encoded_len_delta` reads it.
 
-use super::json_int::JsonInt;
+use super::encoded_len::{entry_bytes, value_bytes};
 use super::ops::Action;
 use super::settings::RendezvousSettings;
 use super::state::{NodeDesc, RendezvousState};
@@ -225,14 +225,16 @@ impl Edits {
     /// is the acting node's own encoding's length (`encoded_len::node_bytes`), which its
     /// holder counts once.
     pub fn encoded_len_delta(&self, state: &RendezvousState, node_bytes: i64) -> Option<i64> {
-        let pair_bytes = |value| 3 + node_bytes + value;
         let mut delta = 0;
         for edit in self.iter() {
             delta += match edit {
                 Edit::JoinParticipants { old_rank } => match old_rank {
-                    // The node's own bytes stay: only the rank's text changes.
+                    // The node's bytes, the larger part, stay: only the rank's text changes.
                     Some(rank) => value_bytes(0u32) - value_bytes(rank),
-                    None => pair_bytes(value_bytes(0u32)) + comma_added(state.participants.len()),
+                    None => {
+                        entry_bytes(node_bytes, value_bytes(0u32))
+                            + comma_added(state.participants.len())
+                    }
                 },
                 Edit::LeaveWaitList => -node_bytes - comma_added(state.wait_list.len() - 1),
                 Edit::JoinWaitList => node_bytes + comma_added(state.wait_list.len()),
@@ -246,12 +248,12 @@ impl Edits {
                 } => match old_utc_us {
                     Some(old_utc_us) => value_bytes(now_utc_us) - value_bytes(old_utc_us),
                     None => {
-                        pair_bytes(value_bytes(now_utc_us))
+                        entry_bytes(node_bytes, value_bytes(now_utc_us))
                             + comma_added(state.last_heartbeats.len())
                     }
                 },
                 Edit::DropHeartbeat { old_utc_us } => {
-                    -pair_bytes(value_bytes(old_utc_us))
+                    -entry_bytes(node_bytes, value_bytes(old_utc_us))
                         - comma_added(state.last_heartbeats.len() - 1)
                 }
                 Edit::Deadline(deadline_utc_us) => {
@@ -264,12 +266,6 @@ impl Edits {
         }
         Some(delta)
     }
-}
-
-/// The bytes of an entry's value: what changes when an entry keeps its node and takes a new
-/// value (the node's bytes, the larger part, cancel out).
-fn value_bytes(value: impl JsonInt) -> i64 {
-    i64::try_from(value.json_len()).expect("an integer's text is short")
 }
 
 /// The comma an entry added to a list of `entries_before` entries brings (none to an empty

@@ -10,9 +10,8 @@
 //! `Encode::encoded_len`'s to the byte, whatever the two states are (sharing only makes it
 //! fast).
 
-use super::state::{
-    push_int, push_node, ByteCount, JsonInt, NodeDesc, NodeMap, NodeSet, RendezvousState,
-};
+use super::json_int::JsonInt;
+use super::state::{push_int, push_node, ByteCount, NodeDesc, NodeMap, NodeSet, RendezvousState};
 use imbl::ordmap::DiffItem as MapDiff;
 use imbl::ordset::DiffItem as SetDiff;
 
@@ -47,7 +46,18 @@ pub(super) fn node_bytes(node: &NodeDesc) -> i64 {
 
 /// `[node,value]`, an entry of a map's list.
 pub(super) fn pair_bytes(node: &NodeDesc, value: impl JsonInt) -> i64 {
-    3 + node_bytes(node) + count(|c| push_int(c, value))
+    entry_bytes(node_bytes(node), value_bytes(value))
+}
+
+/// `[node,value]` from the lengths of its node (`node_bytes`) and its value
+/// (`value_bytes`): a writer counts its own node's once.
+pub(super) fn entry_bytes(node_bytes: i64, value_bytes: i64) -> i64 {
+    3 + node_bytes + value_bytes
+}
+
+/// An entry's value, as JSON writes it.
+pub(super) fn value_bytes(value: impl JsonInt) -> i64 {
+    count(|c| push_int(c, value))
 }
 
 /// The commas between a list's `entries`.

@@ -4,7 +4,7 @@
 use serde::Deserialize;
 
 use super::error::RendezvousError;
-pub(super) use super::json_int::JsonInt;
+use super::json_int::JsonInt;
 use super::settings::{RendezvousFix, RendezvousSettings};
 use crate::scenario::node::NodeIndex;
 

@@ -115,7 +115,7 @@ pub(super) fn configure(config: NetConfig) {
         r.conditions = Some(Conditions::new(config.seed, config.latency, config.loss));
         r.tcp_retries2 = config.tcp_retries2;
         r.seed = config.seed;
-        r.drops_possible = config.drops_possible || config.loss > 0.0;
+        r.drops_possible = config.drops_possible;
         let mut nics = Nics::new(config.bandwidth_bits_per_sec);
         nics.set_bandwidth(config.store_host.0, config.store_host.1);
         r.nics = Some(nics);

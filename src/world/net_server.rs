@@ -124,18 +124,7 @@ impl RpcServer {
             let id = envelope.id;
             envelope.acked.fetch_max(id, Ordering::Relaxed);
             envelope.reply_to.acknowledge(id);
-            let cached = {
-                let mut cache = self.replies.lock().expect("reply cache lock");
-                match cache.entries.get(&id) {
-                    _ if !cache.keeping => None,
-                    Some(Some(reply)) => Some(Some(reply.as_ref().clone_payload())),
-                    Some(None) => Some(None),
-                    None => {
-                        cache.insert_pending(id);
-                        None
-                    }
-                }
-            };
+            let cached = self.replies.lock().expect("reply cache lock").take_in(id);
             match cached {
                 Some(Some(reply)) => send_reply(self.ip, &envelope.reply_to, id, reply, 0),
                 Some(None) => {}
@@ -199,6 +188,23 @@ impl Replier {
 }
 
 impl ReplyCache {
+    /// What request `id` meets as it arrives: `None` when it is new (and now being served),
+    /// `Some(None)` when a copy of it is being served, `Some(reply)` when it was answered.
+    /// A cache that keeps nothing takes every request as new.
+    fn take_in(&mut self, id: u64) -> Option<Option<(Payload, u64)>> {
+        if !self.keeping {
+            return None;
+        }
+        match self.entries.get(&id) {
+            Some(Some(reply)) => Some(Some(reply.as_ref().clone_payload())),
+            Some(None) => Some(None),
+            None => {
+                self.insert_pending(id);
+                None
+            }
+        }
+    }
+
     pub(super) fn insert_pending(&mut self, id: u64) {
         let earlier = self.entries.insert(id, None);
         assert!(
