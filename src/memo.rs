@@ -127,6 +127,29 @@ impl<K: Ord + Clone, V> Memo<K, V> {
         weight: usize,
         compute: impl FnOnce() -> Result<V, E>,
     ) -> Result<Arc<V>, E> {
+        self.get_or_compute_waiting(key, weight, compute, InFlight::wait_helping)
+    }
+
+    /// [`Self::get_or_compute`] for a value asked for inside another memo's computation
+    /// (a deal's permutation): while another thread computes it, this one waits without
+    /// taking queued work, which could ask for the very entry this thread is computing.
+    /// `compute` itself must wait on no memo.
+    pub fn get_or_compute_inside<E>(
+        &self,
+        key: &K,
+        weight: usize,
+        compute: impl FnOnce() -> Result<V, E>,
+    ) -> Result<Arc<V>, E> {
+        self.get_or_compute_waiting(key, weight, compute, InFlight::wait)
+    }
+
+    fn get_or_compute_waiting<E>(
+        &self,
+        key: &K,
+        weight: usize,
+        compute: impl FnOnce() -> Result<V, E>,
+        wait: fn(&InFlight),
+    ) -> Result<Arc<V>, E> {
         let other = {
             let mut entries = self.lock();
             if let Some(value) = entries.hit(key) {
@@ -142,7 +165,7 @@ impl<K: Ord + Clone, V> Memo<K, V> {
         };
         let _computing = match other {
             Some(other) => {
-                other.wait_helping();
+                wait(&other);
                 if let Some(value) = self.lock().hit(key) {
                     return Ok(value);
                 }

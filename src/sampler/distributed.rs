@@ -1,6 +1,7 @@
 //! torch's `DistributedSampler`: the per-rank index lists of one epoch, bit for bit.
 
 use super::rank_lists::RankDeal;
+use super::shared_perm;
 use super::{check_rank, epoch_seed, samples_per_rank, RankLists, SamplerError, TorchGenerator};
 
 /// `torch.utils.data.DistributedSampler` over a dataset of `dataset_len` items.
@@ -97,7 +98,7 @@ impl DistributedSampler {
         let ranks = self.num_replicas;
         let deal = match u32::try_from(self.dataset_len) {
             Ok(len) => {
-                let draw = |mut g: TorchGenerator, room| g.randperm_u32_with_room(len, room);
+                let draw = |seed, room| shared_perm::randperm_u32_with_room(len, seed, room);
                 let order = self.padded_in(len as usize, draw, 0..len)?;
                 RankDeal::of_order(order, ranks, offset, per_rank)
             }
@@ -113,25 +114,23 @@ impl DistributedSampler {
     pub fn padded_order(&self) -> Result<Vec<u64>, SamplerError> {
         let n = self.dataset_len;
         let len = usize::try_from(n).map_err(|_| SamplerError::TooLarge { n })?;
-        let draw = |mut g: TorchGenerator, room| g.randperm_with_room(n, room);
+        let draw = |seed, room| TorchGenerator::new(seed).randperm_with_room(n, room);
         self.padded_in(len, draw, 0..n)
     }
 
     /// The epoch order of `len` indices brought to `total_size`, its values of type `T`:
-    /// shuffled by `draw` (given the room to leave for the padding), or `unshuffled`.
+    /// shuffled by `draw` (given the generator's seed and the room to leave for the
+    /// padding), or `unshuffled`.
     fn padded_in<T: Copy>(
         &self,
         len: usize,
-        draw: impl FnOnce(TorchGenerator, usize) -> Result<Vec<T>, SamplerError>,
+        draw: impl FnOnce(u64, usize) -> Result<Vec<T>, SamplerError>,
         unshuffled: impl Iterator<Item = T>,
     ) -> Result<Vec<T>, SamplerError> {
         let (_, total_size) = samples_per_rank(self.dataset_len, self.num_replicas, self.drop_last);
         let padding = (total_size as usize).saturating_sub(len);
         let mut order = if self.shuffle {
-            draw(
-                TorchGenerator::new(epoch_seed(self.seed, self.epoch)),
-                padding,
-            )?
+            draw(epoch_seed(self.seed, self.epoch), padding)?
         } else {
             let mut order = Vec::new();
             let too_large = |_| SamplerError::TooLarge {

@@ -1,7 +1,8 @@
 //! Samplers bit-exact to torch and Bagua: torch's CPU RNG, `DistributedSampler`, and Bagua's
 //! load-balancing samplers, what padding or `drop_last` does to an epoch (`summary`), and
 //! an epoch dealt to every rank and cut into batches (`rank_lists`, `dealt_epoch`), dealt
-//! once per process (`shared_deal`).
+//! once per process (`shared_deal`), from a permutation drawn once per process
+//! (`shared_perm`).
 
 pub mod dealt_epoch;
 pub mod distributed;
@@ -10,6 +11,7 @@ pub mod load_balancing;
 pub mod rank_lists;
 mod rng_kernels;
 pub mod shared_deal;
+pub mod shared_perm;
 pub mod summary;
 pub mod torch_rng;
 
