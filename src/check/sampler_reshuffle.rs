@@ -52,7 +52,32 @@ impl Shape {
 struct EpochSeen {
     epoch: u64,
     shape: Shape,
-    digests: BTreeMap<u64, u64>,
+    digests: BatchDigests,
+}
+
+/// Batch digests by batch, sorted. Workers train an epoch's batches in order, so a batch
+/// is nearly always appended: a map's node per step is what this saves.
+#[derive(Debug, Default)]
+struct BatchDigests(Vec<(u64, u64)>);
+
+impl BatchDigests {
+    /// Keeps `digest` as batch `batch`'s, replacing one kept before.
+    fn insert(&mut self, batch: u64, digest: u64) {
+        match self.0.last() {
+            Some(&(last, _)) if last >= batch => {
+                match self.0.binary_search_by_key(&batch, |&(b, _)| b) {
+                    Ok(at) => self.0[at].1 = digest,
+                    Err(at) => self.0.insert(at, (batch, digest)),
+                }
+            }
+            _ => self.0.push((batch, digest)),
+        }
+    }
+
+    fn get(&self, batch: u64) -> Option<u64> {
+        let at = self.0.binary_search_by_key(&batch, |&(b, _)| b).ok()?;
+        Some(self.0[at].1)
+    }
 }
 
 /// The comparison of an epoch with the one before, as far as it went.
@@ -90,7 +115,7 @@ impl Workers {
             if previous.shape != Shape::of(trained) {
                 continue;
             }
-            if let Some(&before) = previous.digests.get(&trained.batch) {
+            if let Some(before) = previous.digests.get(trained.batch) {
                 let pair = self.pair.get_or_insert(Pair {
                     compared: Vec::new(),
                     all_equal: true,
@@ -140,7 +165,7 @@ pub(super) fn epoch_reshuffled(
         let seen = |epoch| EpochSeen {
             epoch,
             shape: Shape::of(trained),
-            digests: BTreeMap::new(),
+            digests: BatchDigests::default(),
         };
         let w = workers
             .entry((*round, *pid, node))
@@ -245,6 +270,20 @@ mod tests {
         first_rank: 0,
         ranks: 4,
     };
+
+    #[test]
+    fn batch_digests_keep_the_last_digest_of_each_batch_in_any_order() {
+        let mut d = BatchDigests::default();
+        for (batch, digest) in [(3, 30), (5, 50), (1, 10), (5, 55), (4, 40), (9, 90)] {
+            d.insert(batch, digest);
+        }
+        let kept: Vec<Option<u64>> = (0..10).map(|b| d.get(b)).collect();
+        let none = None;
+        assert_eq!(
+            kept,
+            [none, Some(10), none, Some(30), Some(40), Some(55), none, none, none, Some(90)]
+        );
+    }
 
     /// 40 samples in batches of 5 over 4 ranks: 2 batches per rank and epoch.
     fn small(set_epoch: SetEpoch) -> Scenario {

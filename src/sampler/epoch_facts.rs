@@ -75,6 +75,11 @@ impl EpochFacts {
         self.rank_lens.len() as u64
     }
 
+    /// Samples per batch.
+    pub fn batch_size(&self) -> u64 {
+        self.batch_size
+    }
+
     /// How many leading batches of the epoch are full (`batch_size` samples) for every rank.
     pub fn full_batches(&self) -> u64 {
         self.full_batches

@@ -168,6 +168,12 @@ impl KeptEpoch {
         self.facts.batch_len(rank, batch)
     }
 
+    /// How many ids every rank's batch `batch` holds when they are all full (a batch
+    /// before the epoch's short last ones); `None` past them.
+    pub fn full_batch_len(&self, batch: u64) -> Option<u64> {
+        (batch < self.facts.full_batches()).then(|| self.facts.batch_size())
+    }
+
     /// The digest of batch `batch` of ranks `first_rank..first_rank + ranks`: kept, or
     /// computed from the ids.
     pub fn digest(&self, first_rank: u64, ranks: u32, batch: u64) -> u64 {

@@ -39,6 +39,11 @@ pub(super) struct RunContext {
     /// and arm sleeps millions of times a run. `None` again once the run has left it, so
     /// tasks dropped with the runtime know the run is over (`time::elapsed_ns_in_run`).
     pub(super) time: RefCell<Option<madsim::time::TimeHandle>>,
+    /// One madsim sleep, moved to each message's arrival and polled to arm its timer
+    /// (`time::run_after_ns`): every poll adds a timer of its own, so one sleep serves every
+    /// message without a sleep (and two clones of the time handle) made per message. Kept
+    /// and forgotten with `time`.
+    pub(super) delivery_timer: RefCell<Option<madsim::time::Sleep>>,
     sim_events: Cell<u64>,
     sim_events_max: u64,
     /// Whether the run passed its bound on simulator events.
@@ -58,6 +63,7 @@ pub(super) fn install(sim_events_max: u64) -> Installed {
     let context = Rc::new(RunContext {
         registry: RefCell::default(),
         time: RefCell::new(None),
+        delivery_timer: RefCell::new(None),
         sim_events: Cell::new(0),
         sim_events_max,
         over_bound: Cell::new(false),

@@ -41,7 +41,10 @@ pub(super) fn sim_events_bound_reached() -> impl Future<Output = ()> {
 /// [`LeaveRunOnDrop`] forgets it.
 pub(super) fn enter_run() {
     let handle = madsim::time::TimeHandle::current();
-    super::context::with_run(|context| *context.time.borrow_mut() = Some(handle));
+    super::context::with_run(|context| {
+        *context.delivery_timer.borrow_mut() = Some(handle.sleep(Duration::ZERO));
+        *context.time.borrow_mut() = Some(handle);
+    });
 }
 
 /// Forgets the run's time handle when dropped: declared after the runtime, it is dropped
@@ -50,7 +53,10 @@ pub(super) struct LeaveRunOnDrop;
 
 impl Drop for LeaveRunOnDrop {
     fn drop(&mut self) {
-        super::context::with(|context| context.time.borrow_mut().take());
+        super::context::with(|context| {
+            context.delivery_timer.borrow_mut().take();
+            context.time.borrow_mut().take()
+        });
     }
 }
 
@@ -165,18 +171,30 @@ pub async fn sleep_until_whole_us(at: SimInstant) {
 /// while it holds its timer heap, so `deliver` must not arm a timer; it may wake tasks.
 pub(super) fn run_after_ns(delay_ns: u64, deliver: impl FnOnce() + Send + 'static) {
     let delay_ns = delay_ns.max(1);
-    with_handle(|h| {
-        let mut timer = h.sleep(Duration::ZERO);
-        Pin::new(&mut timer).reset(h.now_instant() + Duration::from_nanos(delay_ns));
-        let callback = Arc::new(Callback(Mutex::new(Some(deliver))));
-        let waker = Waker::from(callback);
-        let armed = Pin::new(&mut timer).poll(&mut Context::from_waker(&waker));
+    let waker = Waker::from(Arc::new(Callback(Mutex::new(Some(deliver)))));
+    let arm = |handle: &madsim::time::TimeHandle, timer: &mut madsim::time::Sleep| {
+        Pin::new(&mut *timer).reset(handle.now_instant() + Duration::from_nanos(delay_ns));
+        let armed = Pin::new(timer).poll(&mut Context::from_waker(&waker));
         assert!(
             armed.is_pending(),
             "a delivery timer {delay_ns} ns ahead fired at once"
         );
+    };
+    let kept = super::context::with(|context| {
+        let (handle, mut timer) = (context.time.borrow(), context.delivery_timer.borrow_mut());
+        let (Some(handle), Some(timer)) = (handle.as_ref(), timer.as_mut()) else {
+            return false;
+        };
+        arm(handle, timer);
+        context.count_sim_event();
+        true
     });
-    count_sim_event();
+    // Outside the run's kept handle (before it enters its runtime): a sleep of its own.
+    if kept != Some(true) {
+        let handle = madsim::time::TimeHandle::current();
+        arm(&handle, &mut handle.sleep(Duration::ZERO));
+        count_sim_event();
+    }
 }
 
 /// A timer callback: runs once, when the timer wakes it. Generic rather than boxed: one
