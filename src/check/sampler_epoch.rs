@@ -222,16 +222,8 @@ impl Judging<'_, '_, '_, '_, '_> {
         }
         // The walk kept only steps whose ranks lie inside their world.
         let ranks = t.first_rank..t.first_rank + u64::from(t.ranks);
-        // Before the epoch's short last batches every rank's batch is full: one length serves.
-        let full_len = deal.full_batch_len(t.batch);
-        let lens = ranks.map(|rank| {
-            let len = full_len.unwrap_or_else(|| deal.batch_len(rank, t.batch));
-            (rank, len)
-        });
-        let count = match full_len {
-            Some(len) => len * u64::from(t.ranks),
-            None => lens.clone().map(|(_, len)| len).sum(),
-        };
+        let lens = deal.batch_lens(ranks, t.batch);
+        let count: u64 = lens.clone().map(|(_, len)| len).sum();
         let digest = deal.digest(t.first_rank, t.ranks, t.batch);
         let tally = self
             .tallies

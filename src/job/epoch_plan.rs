@@ -111,6 +111,18 @@ impl EpochPlan {
         self.dealt.facts().batch_len(rank, batch)
     }
 
+    /// Each of `ranks` with the length of its batch `batch` (`EpochFacts::batch_lens`).
+    pub fn batch_lens(
+        &self,
+        ranks: std::ops::Range<u64>,
+        batch: u64,
+    ) -> impl Iterator<Item = (u64, u64)> + '_ {
+        if let Some(last) = ranks.end.checked_sub(1).filter(|&last| last >= ranks.start) {
+            self.assert_inside(last, batch);
+        }
+        self.dealt.facts().batch_lens(ranks, batch)
+    }
+
     /// The sum of the complexities of `rank`'s batch `batch` ([`complexity_sum`]): a
     /// constant complexity needs only the batch's length, so the ids are read only for
     /// complexities that differ from sample to sample.

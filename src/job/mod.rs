@@ -434,13 +434,7 @@ fn consume(
     batch: u64,
 ) -> u64 {
     let ranks = plan.base_global_rank..plan.base_global_rank + u64::from(plan.local_world_size);
-    // Before the epoch's short last batches every rank's batch is full: one length serves.
-    let full_len =
-        (batch < epoch_plan.full_batches()).then(|| epoch_plan.batch_len(ranks.start, batch));
-    let lens = ranks.map(|rank| {
-        let len = full_len.unwrap_or_else(|| epoch_plan.batch_len(rank, batch));
-        (rank, len)
-    });
+    let lens = epoch_plan.batch_lens(ranks, batch);
     ledger
         .lock()
         .expect("ledger")

@@ -81,10 +81,13 @@ impl DecodedStates {
         // Values read from the store are shared, so a hit is an identity check. A value made
         // from a state is not compared by content (two states that differ in one heartbeat
         // are walked, a deferred one is made): a miss takes its state as cheaply.
-        let at = latest.iter().position(|(b, _)| Value::same(b, bytes)).or_else(|| {
-            let parsed = !bytes.is_made_from::<RendezvousState>();
-            parsed.then(|| latest.iter().position(|(b, _)| b == bytes))?
-        })?;
+        let at = latest
+            .iter()
+            .position(|(b, _)| Value::same(b, bytes))
+            .or_else(|| {
+                let parsed = !bytes.is_made_from::<RendezvousState>();
+                parsed.then(|| latest.iter().position(|(b, _)| b == bytes))?
+            })?;
         let entry = latest.remove(at).expect("position found the entry");
         let shared = entry.1.clone();
         latest.push_front(entry);

@@ -9,6 +9,7 @@
 //! is exactly what computing it again would give.
 
 use std::collections::BTreeMap;
+use std::ops::Range;
 use std::sync::Mutex;
 
 /// Batch digests one epoch's facts keep (about 50 bytes each): every node's every batch of
@@ -75,11 +76,6 @@ impl EpochFacts {
         self.rank_lens.len() as u64
     }
 
-    /// Samples per batch.
-    pub fn batch_size(&self) -> u64 {
-        self.batch_size
-    }
-
     /// How many leading batches of the epoch are full (`batch_size` samples) for every rank.
     pub fn full_batches(&self) -> u64 {
         self.full_batches
@@ -91,6 +87,24 @@ impl EpochFacts {
         let first = batch.saturating_mul(self.batch_size);
         let end = first.saturating_add(self.batch_size);
         places(list_len, self.num_samples, first, end).len() as u64
+    }
+
+    /// Each of `ranks` with the length of its batch `batch`, as [`Self::batch_len`] gives
+    /// it: before the epoch's short last batches every rank of the world holds a full batch,
+    /// so one length serves them all (a step's ranks are read on every step).
+    pub fn batch_lens(
+        &self,
+        ranks: Range<u64>,
+        batch: u64,
+    ) -> impl Iterator<Item = (u64, u64)> + Clone + '_ {
+        let all_full = batch < self.full_batches && ranks.end <= self.world_size();
+        let full_len = all_full.then_some(self.batch_size);
+        ranks.map(move |rank| {
+            (
+                rank,
+                full_len.unwrap_or_else(|| self.batch_len(rank, batch)),
+            )
+        })
     }
 
     /// The digest of batch `batch` of ranks `first_rank..first_rank + ranks`, if kept.

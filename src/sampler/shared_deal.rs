@@ -168,10 +168,13 @@ impl KeptEpoch {
         self.facts.batch_len(rank, batch)
     }
 
-    /// How many ids every rank's batch `batch` holds when they are all full (a batch
-    /// before the epoch's short last ones); `None` past them.
-    pub fn full_batch_len(&self, batch: u64) -> Option<u64> {
-        (batch < self.facts.full_batches()).then(|| self.facts.batch_size())
+    /// Each of `ranks` with the length of its batch `batch` (`EpochFacts::batch_lens`).
+    pub fn batch_lens(
+        &self,
+        ranks: std::ops::Range<u64>,
+        batch: u64,
+    ) -> impl Iterator<Item = (u64, u64)> + Clone + '_ {
+        self.facts.batch_lens(ranks, batch)
     }
 
     /// The digest of batch `batch` of ranks `first_rank..first_rank + ranks`: kept, or

@@ -26,7 +26,6 @@ pub fn randperm_u32_with_room(
     generator_seed: u64,
     spare: usize,
 ) -> Result<Vec<u32>, SamplerError> {
-    // One too heavy to keep is drawn straight into its room, as without the memo.
     if len as usize > PERMUTATION_IDS_MAX / 4 {
         return TorchGenerator::new(generator_seed).randperm_u32_with_room(len, spare);
     }
