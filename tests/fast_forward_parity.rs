@@ -173,3 +173,53 @@ fn a_wait_for_a_replacement_is_fast_forwarded() {
         "{file}: keep-alives written in a quiet wait"
     );
 }
+
+/// The replacement wait with skewed wall clocks: keep-alives written while the survivors
+/// wait (as in the test above), and the run's verdict and rounds.
+fn skewed_wait(skews_us: &[(u32, i64)], exact_control_plane: bool) -> (Verdict, usize, usize) {
+    let file = "tests/data/replacement_wait.toml";
+    let mut scenario = trainsim::scenario::load(std::path::Path::new(file)).expect("loads");
+    scenario.cluster.clock_skew_us = skews_us.iter().copied().collect();
+    let options = RunOptions {
+        exact_control_plane,
+        ..RunOptions::default()
+    };
+    let (report, trace) = Run::of(&scenario, file)
+        .options(options)
+        .traced()
+        .unwrap_or_else(|e| panic!("{file} with skews {skews_us:?}: {e}"));
+    assert!(report.expect.met, "{file} with skews {skews_us:?}");
+    let waiting_keep_alives = trace
+        .events
+        .iter()
+        .filter(|e| (240_000_000..420_000_000).contains(&e.at.as_us()))
+        .filter(|e| matches!(e.kind, EventKind::Heartbeat { .. }))
+        .count();
+    (verdict(&report), report.rounds.len(), waiting_keep_alives)
+}
+
+/// Clocks a few seconds apart leave every live stamp younger than the expiry in every
+/// reader's eyes, so the wait is still skipped; clocks further apart than the routine
+/// tolerates (torch's 15 s expiry less a live stamp's oldest: 7.87 s apart here) keep it
+/// message by message. Both keep the exact path's verdict and rounds.
+#[test]
+fn skewed_clocks_skip_a_wait_only_within_what_the_routine_tolerates() {
+    let near = [(1, 3_000_000), (5, -2_000_000)];
+    let far = [(1, 4_500_000), (5, -4_000_000)];
+    for skews in [&near[..], &far[..]] {
+        let (fast, fast_rounds, _) = skewed_wait(skews, false);
+        let (exact, exact_rounds, exact_keep_alives) = skewed_wait(skews, true);
+        assert_eq!(fast, exact, "skews {skews:?}");
+        assert_eq!(fast_rounds, exact_rounds, "skews {skews:?}");
+        assert!(exact_keep_alives > 200, "{exact_keep_alives} exact");
+    }
+    assert_eq!(
+        skewed_wait(&near, false).2,
+        0,
+        "clocks 5 s apart skip the wait"
+    );
+    assert!(
+        skewed_wait(&far, false).2 > 200,
+        "clocks 8.5 s apart keep the wait message by message"
+    );
+}

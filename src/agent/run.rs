@@ -345,8 +345,12 @@ fn first_tick_after(start: SimInstant, interval: SimDuration) -> SimDuration {
 /// How long after a disturbance this agent's routine is simulated message by message
 /// before a quiet window may skip it (the same settle as a join's wait).
 fn quiet_settle(env: &NodeEnv) -> Settle {
-    let monitor_interval = env.scenario().agent.monitor_interval;
-    crate::rendezvous::quiet_wait::settle(&settings_of(env), monitor_interval)
+    let scenario = env.scenario();
+    crate::rendezvous::quiet_wait::settle(
+        &settings_of(env),
+        scenario.agent.monitor_interval,
+        scenario.network.latency_max,
+    )
 }
 
 /// The HEALTHY branch: torch asks `num_nodes_waiting()`; the waiting nodes' addresses are

@@ -28,7 +28,17 @@ use std::sync::Arc;
 /// - after a change (a process starting or acting), long enough for every routine to read
 ///   the new state: a joiner's next poll (its second) or a monitor's next read after its
 ///   cache's second, at its next tick.
-pub fn settle(settings: &RendezvousSettings, monitor_interval: SimDuration) -> Settle {
+///
+/// And how far apart the nodes' wall clocks may be while the routine stays routine. A
+/// reader drops a peer whose stamp looks older than the expiry by its own clock; a live
+/// peer's stamp is at most `stamp_age_max` old when read, so a spread of clocks below the
+/// expiry minus that age never makes a live peer look dead. A wider spread may, at a moment
+/// no disturbance announces, so it keeps the routine message by message.
+pub fn settle(
+    settings: &RendezvousSettings,
+    monitor_interval: SimDuration,
+    latency_max: SimDuration,
+) -> Settle {
     let read_by_all = super::handler::CACHE
         .saturating_add(super::handler::SYNC_DELAY)
         .saturating_add(monitor_interval);
@@ -40,7 +50,31 @@ pub fn settle(settings: &RendezvousSettings, monitor_interval: SimDuration) -> S
     Settle {
         after_loss: expire_and_read.saturating_mul(2),
         after_change: read_by_all.saturating_mul(2),
+        clock_spread_below: settings.heartbeat_expiry().saturating_sub(stamp_age_max(
+            settings,
+            monitor_interval,
+            latency_max,
+        )),
     }
+}
+
+/// The oldest a live peer's heartbeat stamp can be when a routine reads it, by the peer's own
+/// clock: its keep-alive falls due one interval after the last and is seen at the next poll
+/// (its second) or heartbeat tick, then read, written and landed (two round trips), and a
+/// reader may hold the state a cache's second before it compares, at its own next monitor
+/// tick, another round trip after the store answered.
+fn stamp_age_max(
+    settings: &RendezvousSettings,
+    monitor_interval: SimDuration,
+    latency_max: SimDuration,
+) -> SimDuration {
+    let round_trip = latency_max.saturating_mul(2);
+    settings
+        .keep_alive_interval
+        .saturating_add(super::handler::SYNC_DELAY)
+        .saturating_add(round_trip.saturating_mul(3))
+        .saturating_add(super::handler::CACHE)
+        .saturating_add(monitor_interval)
 }
 
 /// Whether a join's `action` only repeats its wait: a poll or a keep-alive, with no last
@@ -69,7 +103,12 @@ pub async fn wait(
     action: Action,
     deadline_mono_us: i64,
 ) -> WaitOutcome {
-    let settle = settle(settings, env.scenario().agent.monitor_interval);
+    let scenario = env.scenario();
+    let settle = settle(
+        settings,
+        scenario.agent.monitor_interval,
+        scenario.network.latency_max,
+    );
     env.set_quiet(settle);
     let interval = settings.keep_alive_interval;
     let start = time::now_whole_us();

@@ -30,21 +30,17 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 /// Whether a run may fast-forward quiet windows: not on the exact path, and not where a
-/// skipped message could race with something no disturbance announces: skewed clocks
-/// (heartbeat stamps compared across nodes) or a lossy network (a keep-alive that would have
-/// been lost). A paused node only keeps windows shut while it is paused (`WorldState::calm`).
+/// skipped message could race with something no disturbance announces: a lossy network (a
+/// keep-alive that would have been lost). Skewed clocks are judged while the run goes
+/// (`QuietBoard::window_open`): their spread against what the quiet processes tolerate. A
+/// paused node only keeps windows shut while it is paused (`WorldState::calm`).
 pub fn allowed(scenario: &Scenario, exact_control_plane: bool) -> bool {
     !exact_control_plane
         && scenario.network.loss == 0.0
-        && scenario
-            .cluster
-            .clock_skew_us
-            .values()
-            .all(|&skew| skew == 0)
         && !scenario
             .faults
             .iter()
-            .any(|f| matches!(f.kind, FaultKind::ClockSkew { .. } | FaultKind::Loss { .. }))
+            .any(|f| matches!(f.kind, FaultKind::Loss { .. }))
 }
 
 /// The periodic writes of one writer skipped while it slept through a window: one at
@@ -81,11 +77,16 @@ impl VirtualBeats {
 }
 
 /// How long after a disturbance of each kind a process's routine must be simulated before
-/// a window may skip it.
+/// a window may skip it, and how far apart the nodes' wall clocks may be while it is.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Settle {
     pub after_loss: SimDuration,
     pub after_change: SimDuration,
+    /// The widest spread of the nodes' wall clocks (the latest minus the earliest) under
+    /// which the routine stays routine: a reader compares a writer's heartbeat stamp, taken
+    /// by the writer's clock, with its own, so a skew between them ages the stamp in the
+    /// reader's eyes. Zero: only clocks that agree.
+    pub clock_spread_below: SimDuration,
 }
 
 /// What a disturbance may have done (see the module's note).
@@ -105,6 +106,9 @@ pub struct QuietBoard {
     pub allowed: bool,
     /// How long after a disturbance of each kind no window opens.
     settle: Settle,
+    /// The narrowest clock spread any quiet process tolerated (`Settle::clock_spread_below`);
+    /// `None` until one declared itself quiet.
+    clock_spread_below: Option<SimDuration>,
     /// The last disturbance of each kind (none yet: a run starts with no heartbeat lost).
     last_loss: Option<SimInstant>,
     last_change: Option<SimInstant>,
@@ -133,6 +137,12 @@ impl QuietBoard {
     pub fn settle_at_least(&mut self, settle: Settle) {
         self.settle.after_loss = self.settle.after_loss.max(settle.after_loss);
         self.settle.after_change = self.settle.after_change.max(settle.after_change);
+        self.clock_spread_below = Some(
+            self.clock_spread_below
+                .map_or(settle.clock_spread_below, |below| {
+                    below.min(settle.clock_spread_below)
+                }),
+        );
     }
 
     /// Something may make a process act: the window (if open) closes now, its sleepers wake,
@@ -162,8 +172,9 @@ impl QuietBoard {
     }
 
     /// Whether a window is open now, given what the world's state says of its processes and
-    /// network (`calm`); opens one when it may.
-    pub fn window_open(&mut self, now: SimInstant, calm: bool) -> bool {
+    /// network (`calm`) and how far apart the nodes' wall clocks are (`clock_spread`); opens
+    /// one when it may. A spread is only ever stepped by a fault, which closes the window.
+    pub fn window_open(&mut self, now: SimInstant, calm: bool, clock_spread: SimDuration) -> bool {
         if self.open_since.is_some() {
             return true;
         }
@@ -171,7 +182,11 @@ impl QuietBoard {
             |last: Option<SimInstant>, settle| last.is_none_or(|at| now >= at.after(settle));
         let settled = settled(self.last_loss, self.settle.after_loss)
             && settled(self.last_change, self.settle.after_change);
-        if !self.allowed || !calm || !settled {
+        let clocks_agree_enough = clock_spread.is_zero()
+            || self
+                .clock_spread_below
+                .is_some_and(|below| clock_spread < below);
+        if !self.allowed || !calm || !settled || !clocks_agree_enough {
             return false;
         }
         self.open_since = Some(now);
@@ -349,13 +364,14 @@ mod tests {
         board.settle_at_least(Settle {
             after_loss: SimDuration::from_us(20),
             after_change: SimDuration::from_us(5),
+            clock_spread_below: SimDuration::ZERO,
         });
         board.disturb(at(0), Disturbance::Loss);
         assert!(
-            !board.window_open(at(10), true),
+            !board.window_open(at(10), true, SimDuration::ZERO),
             "within the settle time of time 0"
         );
-        assert!(board.window_open(at(20), true));
+        assert!(board.window_open(at(20), true, SimDuration::ZERO));
         let wake = Arc::new(Wake::default());
         board.sleep_through(Arc::clone(&wake));
         board.skip_beats(7, beats(22, None));
@@ -363,12 +379,12 @@ mod tests {
         board.disturb(at(33), Disturbance::Loss);
         assert_eq!(board.newest_beat_wall_us(at(100)), Some(1032));
         assert_eq!(board.last_beat_wall_us(7, at(100)), Some(1032));
-        assert!(!board.window_open(at(40), true));
+        assert!(!board.window_open(at(40), true, SimDuration::ZERO));
         assert!(
-            !board.window_open(at(60), false),
+            !board.window_open(at(60), false, SimDuration::ZERO),
             "not while the network is not calm"
         );
-        assert!(board.window_open(at(60), true));
+        assert!(board.window_open(at(60), true, SimDuration::ZERO));
         assert_eq!(board.windows_opened, 2);
     }
 
@@ -378,23 +394,62 @@ mod tests {
         board.settle_at_least(Settle {
             after_loss: SimDuration::from_us(40),
             after_change: SimDuration::from_us(5),
+            clock_spread_below: SimDuration::ZERO,
         });
-        assert!(board.window_open(at(0), true), "no disturbance yet");
+        assert!(
+            board.window_open(at(0), true, SimDuration::ZERO),
+            "no disturbance yet"
+        );
         board.disturb(at(10), Disturbance::Change);
-        assert!(!board.window_open(at(14), true));
-        assert!(board.window_open(at(15), true), "a change settles sooner");
+        assert!(!board.window_open(at(14), true, SimDuration::ZERO));
+        assert!(
+            board.window_open(at(15), true, SimDuration::ZERO),
+            "a change settles sooner"
+        );
         board.disturb(at(20), Disturbance::Loss);
         board.disturb(at(50), Disturbance::Change);
         assert!(
-            !board.window_open(at(59), true),
+            !board.window_open(at(59), true, SimDuration::ZERO),
             "a later change does not cut a loss's settle short"
         );
-        assert!(board.window_open(at(60), true));
+        assert!(board.window_open(at(60), true, SimDuration::ZERO));
     }
 
     #[test]
     fn no_window_opens_where_fast_forward_is_not_allowed() {
         let mut board = QuietBoard::new(false);
-        assert!(!board.window_open(at(1_000_000), true));
+        assert!(!board.window_open(at(1_000_000), true, SimDuration::ZERO));
+    }
+
+    #[test]
+    fn skewed_clocks_keep_windows_shut_unless_every_quiet_process_tolerates_their_spread() {
+        let mut board = QuietBoard::new(true);
+        let spread = SimDuration::from_us(7);
+        assert!(
+            !board.window_open(at(0), true, spread),
+            "nobody has said what spread it tolerates"
+        );
+        let tolerating = |below_us| Settle {
+            clock_spread_below: SimDuration::from_us(below_us),
+            ..Settle::default()
+        };
+        board.settle_at_least(tolerating(7));
+        assert!(
+            !board.window_open(at(0), true, spread),
+            "the bound is strict"
+        );
+        board.settle_at_least(tolerating(100));
+        assert!(
+            !board.window_open(at(0), true, spread),
+            "the narrowest tolerance holds"
+        );
+        assert!(board.window_open(at(0), true, SimDuration::from_us(6)));
+        board.disturb(at(1), Disturbance::Change);
+        let mut fresh = QuietBoard::new(true);
+        fresh.settle_at_least(tolerating(0));
+        assert!(
+            fresh.window_open(at(0), true, SimDuration::ZERO),
+            "clocks that agree need no tolerance"
+        );
     }
 }

@@ -253,10 +253,23 @@ impl WorldState {
             && self.latency == (network.latency_min, network.latency_max)
     }
 
+    /// How far apart the nodes' wall clocks are: the latest offset minus the earliest, a node
+    /// without one counting as zero.
+    fn clock_spread(&self) -> SimDuration {
+        let unskewed = (self.skew_us.len() < self.nodes.len()).then_some(0);
+        let offsets = || self.skew_us.values().copied().chain(unskewed);
+        let (Some(latest_us), Some(earliest_us)) = (offsets().max(), offsets().min()) else {
+            return SimDuration::ZERO;
+        };
+        SimDuration::from_us(latest_us.abs_diff(earliest_us))
+    }
+
     /// Whether a quiet window is open now (opening one if it may).
     pub fn quiet_window_open(&mut self, scenario: &Scenario) -> bool {
         let calm = self.calm(scenario);
-        self.quiet.window_open(super::time::now_whole_us(), calm)
+        let clock_spread = self.clock_spread();
+        self.quiet
+            .window_open(super::time::now_whole_us(), calm, clock_spread)
     }
 
     /// A `start` or `restart` fault was applied; `starts_left` more are in the schedule.
@@ -530,5 +543,29 @@ mod tests {
         let mut st = world_state();
         assert_eq!(st.step_clock(1, i64::MAX - 1), i64::MAX - 1);
         st.step_clock(1, 2);
+    }
+
+    #[test]
+    fn the_clock_spread_counts_a_node_without_an_offset_as_zero() {
+        let scenario = crate::scenario::default_scenario("state");
+        let mut st = WorldState::new(&scenario);
+        st.nodes.extend([slot(true), slot(true), slot(true)]);
+        assert_eq!(st.clock_spread(), SimDuration::ZERO);
+        st.step_clock(1, 3_000_000);
+        assert_eq!(
+            st.clock_spread(),
+            SimDuration::from_secs(3),
+            "node-0 and node-2 read 0"
+        );
+        st.step_clock(2, -2_000_000);
+        assert_eq!(st.clock_spread(), SimDuration::from_secs(5));
+        st.step_clock(0, 1_000_000);
+        assert_eq!(
+            st.clock_spread(),
+            SimDuration::from_secs(5),
+            "every node has an offset: no zero counts"
+        );
+        st.step_clock(2, 3_000_000);
+        assert_eq!(st.clock_spread(), SimDuration::from_secs(2));
     }
 }
