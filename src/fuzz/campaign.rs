@@ -131,7 +131,7 @@ fn run_case(c: &Campaign, corpus: &[Case], index: u64) -> CaseResult {
         .map(|t| super::coverage::reached(&case.scenario, t))
         .unwrap_or_default();
     let finding = verdict.fails().then(|| {
-        let (reduced, t) = needed_faults(&case, &verdict, mutant);
+        let (reduced, t) = needed_faults(&case, &verdict, mutant, trace);
         let sig = signature::signature(&reduced, &verdict, t.as_ref());
         (reduced, sig)
     });
@@ -344,11 +344,11 @@ pub fn shrink(c: &Campaign, index: u64, sig: &Signature) -> Case {
             more = tree.complicate();
         }
     }
-    let (verdict, _) = judge(&best.scenario, best.seed, mutant);
+    let (verdict, trace) = judge(&best.scenario, best.seed, mutant);
     if verdict.counted != sig.kinds {
         return best;
     }
-    needed_faults(&best, &verdict, mutant).0
+    needed_faults(&best, &verdict, mutant, trace).0
 }
 
 fn write_repro(

@@ -244,11 +244,14 @@ pub fn without_units(s: &Scenario, all: &[Unit], dropped: &BTreeSet<usize>) -> S
 }
 
 /// The case reduced to the fault units it needs to keep `verdict`'s counted violations,
-/// with that run's trace (`None` when the harness failed).
+/// with that run's trace (`None` when the harness failed). `case_trace` is the case's own
+/// run's trace where the caller has it: a case that needs every fault is that run, which
+/// replays the same, so it is not run again.
 pub fn needed_faults(
     case: &Case,
     verdict: &Verdict,
     mutant: Option<Mutant>,
+    case_trace: Option<Trace>,
 ) -> (Case, Option<Trace>) {
     let all = units(&case.scenario.faults);
     let mut dropped = BTreeSet::new();
@@ -267,7 +270,9 @@ pub fn needed_faults(
         scenario: without_units(&case.scenario, &all, &dropped),
         seed: case.seed,
     };
-    if trace.is_none() {
+    if dropped.is_empty() && case_trace.is_some() {
+        trace = case_trace;
+    } else if trace.is_none() {
         trace = judge(&reduced.scenario, reduced.seed, mutant).1;
     }
     (reduced, trace)
@@ -425,7 +430,7 @@ mod tests {
         };
         let (verdict, _) = judge(&case.scenario, case.seed, None);
         assert!(verdict.fails());
-        let (reduced, trace) = needed_faults(&case, &verdict, None);
+        let (reduced, trace) = needed_faults(&case, &verdict, None, None);
         assert_eq!(reduced.scenario.faults.len(), 1);
         let sig = signature(&reduced, &verdict, trace.as_ref());
         assert_eq!(
