@@ -29,6 +29,11 @@ pub struct SharedState {
     pub state: Arc<RendezvousState>,
     /// The smallest value in `last_heartbeats`, `None` when there is none.
     pub oldest_heartbeat_us: Option<i64>,
+    /// The state with the skipped keep-alives of the quiet windows closed so far applied
+    /// (`skipped_beats::apply`), by the world's count of those windows: every node that
+    /// reads this state after the same window raises the same stamps, so the first does it
+    /// for all (shared by the clones of this value).
+    raised: Arc<Mutex<Option<(u64, Arc<RendezvousState>)>>>,
 }
 
 impl SharedState {
@@ -38,7 +43,23 @@ impl SharedState {
         SharedState {
             state,
             oldest_heartbeat_us,
+            raised: Arc::default(),
         }
+    }
+
+    /// The state raised to the skipped keep-alives of board generation `generation`, if a
+    /// reader already raised it.
+    pub fn raised_under(&self, generation: u64) -> Option<Arc<RendezvousState>> {
+        let raised = self.raised.lock().expect("raised state lock");
+        raised
+            .as_ref()
+            .filter(|(kept, _)| *kept == generation)
+            .map(|(_, state)| Arc::clone(state))
+    }
+
+    /// Keeps `state` as this state raised under board generation `generation`.
+    pub fn keep_raised(&self, generation: u64, state: &Arc<RendezvousState>) {
+        *self.raised.lock().expect("raised state lock") = Some((generation, Arc::clone(state)));
     }
 
     /// Whether `sanitize` could drop a node at `now_utc_us`: it drops exactly the nodes whose
@@ -124,6 +145,27 @@ mod tests {
         }
         s.complete = true;
         s
+    }
+
+    #[test]
+    fn a_raised_state_is_shared_by_the_values_clones_under_its_generation_only() {
+        let shared = SharedState::new(Arc::new(state(&[("a", 5)])));
+        let clone = shared.clone();
+        assert!(clone.raised_under(1).is_none());
+        let raised = Arc::new(state(&[("a", 9)]));
+        shared.keep_raised(1, &raised);
+        let got = clone.raised_under(1).expect("kept for every clone");
+        assert!(Arc::ptr_eq(&got, &raised));
+        assert!(
+            clone.raised_under(2).is_none(),
+            "another generation raises anew"
+        );
+        assert!(
+            SharedState::new(Arc::clone(&shared.state))
+                .raised_under(1)
+                .is_none(),
+            "a new wrapping of the state keeps its own"
+        );
     }
 
     #[test]

@@ -25,7 +25,8 @@ pub async fn skip_through_window(env: &NodeEnv, writer: u64, interval: SimDurati
 
 /// Raises each stamp of the state just read (`synced`, now in `state`) to its node's last
 /// skipped keep-alive. Nothing to do, and nothing copied, when the oldest stamp is already
-/// newer than every skipped one.
+/// newer than every skipped one; once no window is open, the first reader of a state raises
+/// it for every later one (the skipped keep-alives stand still until the next window).
 pub fn apply(env: &NodeEnv, state: &mut Arc<RendezvousState>, synced: &SharedState) {
     let Some(newest_us) = env.newest_skipped_beat_wall_us() else {
         return;
@@ -36,6 +37,19 @@ pub fn apply(env: &NodeEnv, state: &mut Arc<RendezvousState>, synced: &SharedSta
     {
         return;
     }
+    let generation = env.settled_skipped_beats();
+    if let Some(raised) = generation.and_then(|g| synced.raised_under(g)) {
+        *state = raised;
+        return;
+    }
+    raise(env, state);
+    if let Some(generation) = generation {
+        synced.keep_raised(generation, state);
+    }
+}
+
+/// Raises each stamp of `state` to its writer's last skipped keep-alive, where newer.
+fn raise(env: &NodeEnv, state: &mut Arc<RendezvousState>) {
     let stamps = state
         .last_heartbeats
         .iter()

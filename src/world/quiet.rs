@@ -123,6 +123,8 @@ pub struct QuietBoard {
     newest_closed_utc_us: Option<i64>,
     /// How many windows opened (reported with the run's statistics).
     pub windows_opened: u64,
+    /// Counts the changes to the skipped writes: a window closing, a writer skipping.
+    beats_generation: u64,
 }
 
 impl QuietBoard {
@@ -161,6 +163,7 @@ impl QuietBoard {
                 beats.until = Some(now);
             }
         }
+        self.beats_generation += 1;
         self.newest_closed_utc_us = self
             .beats
             .values()
@@ -207,6 +210,13 @@ impl QuietBoard {
             "beats skipped outside a window"
         );
         self.beats.insert(writer, beats);
+        self.beats_generation += 1;
+    }
+
+    /// While no window is open, every skipped write's last stamp stands still: a count that
+    /// changes whenever one may move. `None` while a window is open (stamps move with time).
+    pub fn settled_beats_generation(&self) -> Option<u64> {
+        self.open_since.is_none().then_some(self.beats_generation)
     }
 
     /// The wall-clock stamp of `writer`'s last skipped write at or before `now`.
@@ -316,6 +326,13 @@ impl NodeEnv {
         let st = self.world().state.lock().expect("world lock");
         let tick = st.quiet.beats.get(&writer)?.last_tick(now)?;
         Some(now.since(tick))
+    }
+
+    /// The skipped writes' generation while no window is open
+    /// (`QuietBoard::settled_beats_generation`).
+    pub fn settled_skipped_beats(&self) -> Option<u64> {
+        let st = self.world().state.lock().expect("world lock");
+        st.quiet.settled_beats_generation()
     }
 
     /// The newest stamp any skipped write carries by now.
@@ -450,6 +467,32 @@ mod tests {
         assert!(
             fresh.window_open(at(0), true, SimDuration::ZERO),
             "clocks that agree need no tolerance"
+        );
+    }
+
+    #[test]
+    fn the_skipped_writes_stand_still_between_windows_under_one_generation() {
+        let mut board = QuietBoard::new(true);
+        let before = board.settled_beats_generation().expect("no window open");
+        assert!(board.window_open(at(0), true, SimDuration::ZERO));
+        assert_eq!(
+            board.settled_beats_generation(),
+            None,
+            "stamps move in a window"
+        );
+        board.skip_beats(7, beats(0, None));
+        board.disturb(at(25), Disturbance::Change);
+        let after = board.settled_beats_generation().expect("closed");
+        assert_ne!(after, before, "the window's writes changed the stamps");
+        assert_eq!(
+            board.last_beat_wall_us(7, at(30)),
+            board.last_beat_wall_us(7, at(99))
+        );
+        board.disturb(at(40), Disturbance::Loss);
+        assert_eq!(
+            board.settled_beats_generation(),
+            Some(after),
+            "a disturbance with no window open moves no stamp"
         );
     }
 }
