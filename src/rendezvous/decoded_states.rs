@@ -33,8 +33,11 @@ pub struct SharedState {
     /// (`skipped_beats::apply`), by the world's count of those windows: every node that
     /// reads this state after the same window raises the same stamps, so the first does it
     /// for all (shared by the clones of this value).
-    raised: Arc<Mutex<Option<(u64, Arc<RendezvousState>)>>>,
+    raised: Arc<Mutex<Option<RaisedUnder>>>,
 }
+
+/// A board generation and the state raised under it.
+type RaisedUnder = (u64, Arc<RendezvousState>);
 
 impl SharedState {
     /// Wraps a state, computing its oldest heartbeat.
