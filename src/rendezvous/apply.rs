@@ -37,19 +37,7 @@ fn apply_unchecked(
         drop_stale_entries_of(state, node, settings);
     }
     let membership = Membership::of(state, node);
-    if let Some(edits) = Edits::plan(action, state, &membership, settings, now_utc_us) {
-        edits.apply(state, node, settings);
-        return;
-    }
-    assert_eq!(
-        action,
-        Action::RemoveFromParticipants,
-        "{action} has no plan"
-    );
-    // torch drops the heartbeat too but leaves any wait-list entry in place.
-    state.participants.remove(node);
-    state.last_heartbeats.remove(node);
-    remove_participant_epilogue(state, settings);
+    Edits::plan(action, state, &membership, settings, now_utc_us).apply(state, node, settings);
 }
 
 /// Whether `action` for `node` changes only what its plan of edits says, from the state it

@@ -10,8 +10,9 @@
 
 use super::encoded_len::{entry_bytes, value_bytes};
 use super::ops::Action;
-use super::settings::RendezvousSettings;
+use super::settings::{RendezvousFix, RendezvousSettings};
 use super::state::{NodeDesc, RendezvousState};
+use crate::mutant::Mutant;
 use crate::sim_time::deadline_after;
 
 /// The acting node's entries in a state, looked up once for the decision's check, the plan
@@ -48,6 +49,8 @@ pub enum Edit {
     /// The node becomes a participant with rank 0 (ranks mean something only once the round
     /// completes), or its rank (`old_rank`) becomes 0.
     JoinParticipants { old_rank: Option<u32> },
+    /// The node, a participant of rank `rank`, leaves the participants.
+    LeaveParticipants { rank: u32 },
     /// The node leaves the wait list, on which it is.
     LeaveWaitList,
     /// The node joins the wait list, on which it is not.
@@ -68,9 +71,15 @@ pub enum Edit {
     Deadline(Option<i64>),
     /// The rendezvous closes for good.
     Close,
-    /// The round completes: every participant's rank changes (`apply::mark_complete`), so a
-    /// plan with this edit has no counted length.
-    Complete,
+    /// The round completes (`apply::mark_complete`): the participants take ranks 0..n−1 and
+    /// the deadline goes. `counted`: whether that is all it changes, so its length counts
+    /// from the ranks' digits; not when the fix `world-at-completion` also records the world,
+    /// or the planted rank collision gives two participants one rank.
+    Complete { counted: bool },
+    /// The last participant of a complete round left: the next round opens, incomplete, with
+    /// no world recorded. `counted`: whether no world was recorded (the fix
+    /// `world-at-completion`'s list goes uncounted).
+    Reopen { counted: bool },
 }
 
 /// The most edits one action makes (a join with min == max: leave the wait list, join,
@@ -118,16 +127,15 @@ impl Edits {
     }
 
     /// What `action`, taken at `now_utc_us` in `state` by the node whose entries are `node`,
-    /// changes, when it changes only that node's entries and the scalars; `None` for the
-    /// actions `apply` makes by other means (a participant's removal and its epilogue).
-    /// Each edit names a change that does happen: what is already so is left out.
+    /// changes: that node's entries and the scalars. Each edit names a change that does
+    /// happen: what is already so is left out.
     pub fn plan(
         action: Action,
         state: &RendezvousState,
         node: &Membership,
         settings: &RendezvousSettings,
         now_utc_us: i64,
-    ) -> Option<Edits> {
+    ) -> Edits {
         let mut edits = Edits::new();
         let (waiting, redundant) = (node.waiting, node.redundant);
         let heartbeat = Edit::Heartbeat {
@@ -137,6 +145,10 @@ impl Edits {
         let drop_heartbeat = node
             .heartbeat_utc_us
             .map(|old_utc_us| Edit::DropHeartbeat { old_utc_us });
+        let complete = Edit::Complete {
+            counted: !settings.has_fix(RendezvousFix::WorldAtCompletion)
+                && !settings.has_mutant(Mutant::RankCollision),
+        };
         match action {
             Action::KeepAlive => edits.push(heartbeat),
             Action::AddToParticipants => {
@@ -153,7 +165,7 @@ impl Edits {
                     count == settings.min_nodes as usize,
                     Edit::Deadline(Some(last_call)),
                 );
-                edits.push_if(count == settings.max_nodes as usize, Edit::Complete);
+                edits.push_if(count == settings.max_nodes as usize, complete);
             }
             Action::AddToWaitList => {
                 // Moving from the redundancy list to the wait list, never in both.
@@ -173,12 +185,31 @@ impl Edits {
                 edits.push_if(redundant, Edit::LeaveRedundancyList);
                 edits.extend(drop_heartbeat);
             }
-            Action::MarkRendezvousComplete => edits.push(Edit::Complete),
+            Action::MarkRendezvousComplete => edits.push(complete),
             Action::MarkRendezvousClosed => edits.push_if(!state.closed, Edit::Close),
-            Action::RemoveFromParticipants => return None,
+            Action::RemoveFromParticipants => {
+                // torch drops the heartbeat too but leaves any wait-list entry in place, then
+                // runs the participant epilogue (`apply::remove_participant_epilogue`).
+                let rank = node
+                    .rank
+                    .expect("only a participant leaves the participants");
+                edits.push(Edit::LeaveParticipants { rank });
+                edits.extend(drop_heartbeat);
+                let left = state.participants.len() - 1;
+                if state.complete {
+                    let counted = state.completed_world.is_none();
+                    edits.push_if(left == 0, Edit::Reopen { counted });
+                } else {
+                    let below_min = left < settings.min_nodes as usize;
+                    edits.push_if(
+                        below_min && state.deadline_utc_us.is_some(),
+                        Edit::Deadline(None),
+                    );
+                }
+            }
             Action::Sync | Action::ErrorClosed | Action::ErrorTimeout | Action::Finish => {}
         }
-        Some(edits)
+        edits
     }
 
     /// Makes the edits on `state`, which must be the state they were planned in.
@@ -192,6 +223,9 @@ impl Edits {
             match edit {
                 Edit::JoinParticipants { .. } => {
                     state.participants.insert(node.clone(), 0);
+                }
+                Edit::LeaveParticipants { .. } => {
+                    state.participants.remove(node);
                 }
                 Edit::LeaveWaitList => {
                     state.wait_list.remove(node);
@@ -213,7 +247,15 @@ impl Edits {
                 }
                 Edit::Deadline(deadline_utc_us) => state.deadline_utc_us = deadline_utc_us,
                 Edit::Close => state.closed = true,
-                Edit::Complete => super::apply::mark_complete(state, settings),
+                Edit::Complete { .. } => super::apply::mark_complete(state, settings),
+                Edit::Reopen { .. } => {
+                    state.complete = false;
+                    state.round = state
+                        .round
+                        .checked_add(1)
+                        .expect("round number overflows u64");
+                    state.completed_world = None;
+                }
             }
         }
     }
@@ -226,16 +268,19 @@ impl Edits {
     /// holder counts once.
     pub fn encoded_len_delta(&self, state: &RendezvousState, node_bytes: i64) -> Option<i64> {
         let mut delta = 0;
+        // What the edits before a completion left of what it changes.
+        let mut deadline_utc_us = state.deadline_utc_us;
+        let mut joined = None;
         for edit in self.iter() {
             delta += match edit {
-                Edit::JoinParticipants { old_rank } => match old_rank {
-                    // The node's bytes, the larger part, stay: only the rank's text changes.
-                    Some(rank) => value_bytes(0u32) - value_bytes(rank),
-                    None => {
-                        entry_bytes(node_bytes, value_bytes(0u32))
-                            + comma_added(state.participants.len())
-                    }
-                },
+                Edit::JoinParticipants { old_rank } => {
+                    joined = Some(old_rank);
+                    join_delta(state, old_rank, node_bytes)
+                }
+                Edit::LeaveParticipants { rank } => {
+                    -entry_bytes(node_bytes, value_bytes(rank))
+                        - comma_added(state.participants.len() - 1)
+                }
                 Edit::LeaveWaitList => -node_bytes - comma_added(state.wait_list.len() - 1),
                 Edit::JoinWaitList => node_bytes + comma_added(state.wait_list.len()),
                 Edit::LeaveRedundancyList => {
@@ -256,16 +301,61 @@ impl Edits {
                     -entry_bytes(node_bytes, value_bytes(old_utc_us))
                         - comma_added(state.last_heartbeats.len() - 1)
                 }
-                Edit::Deadline(deadline_utc_us) => {
-                    deadline_bytes(deadline_utc_us) - deadline_bytes(state.deadline_utc_us)
+                Edit::Deadline(deadline) => {
+                    let before = std::mem::replace(&mut deadline_utc_us, deadline);
+                    deadline_bytes(deadline) - deadline_bytes(before)
                 }
                 // `"closed":true` for `"closed":false`.
                 Edit::Close => -1,
-                Edit::Complete => return None,
+                Edit::Complete { counted: false } | Edit::Reopen { counted: false } => return None,
+                // `"complete":false` for `"complete":true`, and the next round's number.
+                Edit::Reopen { counted: true } => {
+                    1 + value_bytes(state.round + 1) - value_bytes(state.round)
+                }
+                Edit::Complete { counted: true } => {
+                    complete_delta(state, joined, deadline_utc_us.take())
+                }
             };
         }
         Some(delta)
     }
+}
+
+/// How many more bytes the node's joining the participants (at rank 0, from `old_rank`)
+/// takes.
+fn join_delta(state: &RendezvousState, old_rank: Option<u32>, node_bytes: i64) -> i64 {
+    match old_rank {
+        // The node's bytes, the larger part, stay: only the rank's text changes.
+        Some(rank) => value_bytes(0u32) - value_bytes(rank),
+        None => entry_bytes(node_bytes, value_bytes(0u32)) + comma_added(state.participants.len()),
+    }
+}
+
+/// How many more bytes a completion takes than the state `state` was edited to before it:
+/// the participants (`state`'s, and the acting node at rank 0 if it `joined` from the rank
+/// it had) take ranks 0..n−1, `deadline_utc_us` goes, and `"complete":true` replaces
+/// `"complete":false`. Only the ranks' digits change in the participants' list.
+fn complete_delta(
+    state: &RendezvousState,
+    joined: Option<Option<u32>>,
+    deadline_utc_us: Option<i64>,
+) -> i64 {
+    let mut participants = state.participants.len();
+    let mut rank_digits: i64 = state.participants.values().map(|&r| value_bytes(r)).sum();
+    match joined {
+        Some(None) => {
+            participants += 1;
+            rank_digits += value_bytes(0u32);
+        }
+        Some(Some(old_rank)) => rank_digits += value_bytes(0u32) - value_bytes(old_rank),
+        None => {}
+    }
+    let ranked_digits: i64 = (0..participants)
+        .map(|rank| value_bytes(u32::try_from(rank).expect("ranks fit u32")))
+        .sum();
+    let complete_flag = if state.complete { 0 } else { -1 };
+    ranked_digits - rank_digits + deadline_bytes(None) - deadline_bytes(deadline_utc_us)
+        + complete_flag
 }
 
 /// The comma an entry added to a list of `entries_before` entries brings (none to an empty
@@ -339,18 +429,19 @@ mod tests {
             action in prop::sample::select(Action::ALL),
             who in 0u8..13,
             now_utc_us in 0i64..100_000_000_000_000,
+            world_at_completion in any::<bool>(),
         ) {
             let state = state_of(&members, round, flags, deadline);
-            let settings = RendezvousSettings::new("r", min_nodes, min_nodes + extra);
+            let mut settings = RendezvousSettings::new("r", min_nodes, min_nodes + extra);
+            if world_at_completion {
+                settings.fixes.insert(RendezvousFix::WorldAtCompletion);
+            }
             let who = node(who);
             let membership = Membership::of(&state, &who);
             prop_assume!(is_applicable(action, &state, &membership, &settings));
             let mut applied = state.clone();
             apply(action, &mut applied, &who, &settings, now_utc_us);
-            let Some(edits) = Edits::plan(action, &state, &membership, &settings, now_utc_us) else {
-                prop_assert_eq!(action, Action::RemoveFromParticipants);
-                return Ok(());
-            };
+            let edits = Edits::plan(action, &state, &membership, &settings, now_utc_us);
             let mut edited = state.clone();
             edits.apply(&mut edited, &who, &settings);
             prop_assert_eq!(&edited, &applied);
@@ -358,19 +449,23 @@ mod tests {
                 let counted = i64::try_from(state.encoded_len()).unwrap() + delta;
                 prop_assert_eq!(counted, i64::try_from(applied.encode().len()).unwrap());
             } else {
-                prop_assert!(edits.iter().any(|edit| edit == Edit::Complete));
+                prop_assert!(world_at_completion);
+                let uncounted = Edit::Complete { counted: false };
+                prop_assert!(edits.iter().any(|edit| edit == uncounted));
             }
         }
     }
 
     #[test]
-    fn a_join_that_reaches_max_nodes_completes_and_is_not_counted() {
-        let settings = RendezvousSettings::new("r", 2, 2);
+    fn a_join_that_reaches_max_nodes_completes_and_counts_its_ranks() {
+        let mut settings = RendezvousSettings::new("r", 2, 2);
         let mut state = state_of(&[9], 0, 0, None);
         state.wait_list.insert(node(1));
         let membership = Membership::of(&state, &node(1));
-        let edits = Edits::plan(Action::AddToParticipants, &state, &membership, &settings, 7)
-            .expect("a join has edits");
+        let plan = |settings: &RendezvousSettings| {
+            Edits::plan(Action::AddToParticipants, &state, &membership, settings, 7)
+        };
+        let edits = plan(&settings);
         let last_call = deadline_after(7, settings.last_call_timeout);
         assert_eq!(
             edits.iter().collect::<Vec<_>>(),
@@ -382,9 +477,80 @@ mod tests {
                     old_utc_us: None
                 },
                 Edit::Deadline(Some(last_call)),
-                Edit::Complete
+                Edit::Complete { counted: true }
             ]
         );
-        assert_eq!(edits.encoded_len_delta(&state, node_bytes(&node(1))), None);
+        let mut applied = state.clone();
+        apply(
+            Action::AddToParticipants,
+            &mut applied,
+            &node(1),
+            &settings,
+            7,
+        );
+        let delta = edits.encoded_len_delta(&state, node_bytes(&node(1)));
+        let counted = i64::try_from(state.encoded_len()).unwrap() + delta.expect("counted");
+        assert_eq!(counted, i64::try_from(applied.encode().len()).unwrap());
+        // Recording the completed world adds a list the edits do not count.
+        settings.fixes.insert(RendezvousFix::WorldAtCompletion);
+        assert_eq!(
+            plan(&settings).encoded_len_delta(&state, node_bytes(&node(1))),
+            None
+        );
+    }
+
+    #[test]
+    fn the_last_participant_leaving_a_complete_round_reopens_it_and_counts_its_number() {
+        let settings = RendezvousSettings::new("r", 1, 2);
+        for round in [0, 9, 99] {
+            // node 0: a participant (rank 4) with a heartbeat; node 1 only waits.
+            let state = state_of(&[9, 2], round, 1, None);
+            let membership = Membership::of(&state, &node(0));
+            let edits = Edits::plan(
+                Action::RemoveFromParticipants,
+                &state,
+                &membership,
+                &settings,
+                7,
+            );
+            assert_eq!(
+                edits.iter().collect::<Vec<_>>(),
+                [
+                    Edit::LeaveParticipants { rank: 4 },
+                    Edit::DropHeartbeat {
+                        old_utc_us: 9_000_027
+                    },
+                    Edit::Reopen { counted: true }
+                ]
+            );
+            let mut applied = state.clone();
+            apply(
+                Action::RemoveFromParticipants,
+                &mut applied,
+                &node(0),
+                &settings,
+                7,
+            );
+            assert_eq!((applied.round, applied.complete), (round + 1, false));
+            let delta = edits.encoded_len_delta(&state, node_bytes(&node(0)));
+            let counted = i64::try_from(state.encoded_len()).unwrap() + delta.expect("counted");
+            assert_eq!(
+                counted,
+                i64::try_from(applied.encode().len()).unwrap(),
+                "round {round}"
+            );
+        }
+        // A recorded world goes with the round, uncounted.
+        let mut state = state_of(&[9], 0, 1, None);
+        state.completed_world = Some(state.participants.clone());
+        let membership = Membership::of(&state, &node(0));
+        let edits = Edits::plan(
+            Action::RemoveFromParticipants,
+            &state,
+            &membership,
+            &settings,
+            7,
+        );
+        assert_eq!(edits.encoded_len_delta(&state, node_bytes(&node(0))), None);
     }
 }

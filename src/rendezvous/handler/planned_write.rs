@@ -52,8 +52,7 @@ impl PlannedWrite {
         }
         assert_applicable_to(action, &base, &membership, &node, &settings);
         let edits = is_planned_alone(action, &settings)
-            .then(|| Edits::plan(action, &base, &membership, &settings, now_utc_us))
-            .flatten();
+            .then(|| Edits::plan(action, &base, &membership, &settings, now_utc_us));
         Arc::new(PlannedWrite {
             base,
             action,
