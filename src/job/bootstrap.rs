@@ -29,15 +29,15 @@
 
 use super::{GroupPlan, WorkerStatus};
 use crate::scenario::model::Backend;
-use crate::shared_list::SharedList;
 use crate::sim_time::SimDuration;
 use crate::store::service::StoreClient;
 use crate::store::Keys;
 use crate::world::time;
 use crate::world::{NodeEnv, TaskHandle};
 use rand::Rng;
+use std::collections::VecDeque;
 use std::net::SocketAddr;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 /// Where one node's workers bootstrap their process group.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -147,16 +147,50 @@ async fn publish_and_wait(
     value: &str,
 ) -> Result<Keys, crate::store::service::StoreError> {
     let block = u64::from(plan.local_world_size.max(1));
-    let keys = (0..plan.world_size.div_ceil(block))
-        .map(|node| format!("{prefix}/rank_{}", node * block))
-        .collect();
-    let keys = env
-        .shared::<SharedList<String>>("job/bootstrap_keys")
-        .intern(keys);
+    let keys = env.shared::<KeyLists>("job/bootstrap_keys").keys(
+        prefix,
+        plan.world_size.div_ceil(block),
+        block,
+    );
     let own = format!("{prefix}/rank_{}", plan.base_global_rank);
     store.set(&own, value.as_bytes().to_vec()).await?;
     store.wait(Arc::clone(&keys)).await?;
     Ok(keys)
+}
+
+/// The key lists the run's nodes wait for, each made once: every node of a round waits for
+/// the same keys of every node block, and making and comparing them node by node cost a
+/// round of N nodes N² formatted keys.
+#[derive(Default)]
+struct KeyLists {
+    /// The latest lists, newest first, by prefix, node blocks and block size.
+    latest: Mutex<VecDeque<(KeyListOf, Keys)>>,
+}
+
+/// What names a key list: the prefix, how many node blocks, and their size in ranks.
+type KeyListOf = (String, u64, u64);
+
+/// Key lists kept: a round's two (the addresses and the connections), and the last round's.
+const KEY_LISTS_MAX: usize = 4;
+
+impl KeyLists {
+    /// `prefix/rank_<first rank>` of each of `nodes` blocks of `block` ranks: the list made
+    /// before when there is one.
+    fn keys(&self, prefix: &str, nodes: u64, block: u64) -> Keys {
+        let mut latest = self.latest.lock().expect("key lists lock");
+        let kept = latest
+            .iter()
+            .find(|((p, n, b), _)| p == prefix && *n == nodes && *b == block);
+        if let Some((_, keys)) = kept {
+            return Arc::clone(keys);
+        }
+        let keys: Keys = (0..nodes)
+            .map(|node| format!("{prefix}/rank_{}", node * block))
+            .collect();
+        latest.push_front(((prefix.to_owned(), nodes, block), Arc::clone(&keys)));
+        latest.truncate(KEY_LISTS_MAX);
+        keys
+    }
 }
 
 /// The spread of gloo's setup time across nodes, before each publishes its address
@@ -169,3 +203,21 @@ const GLOO_CONNECT_TIMEOUTS: u64 = 5;
 
 /// Where the workers' keys live in the store; torch adds no per-attempt prefix.
 const KEY_PREFIX: &str = "/worker";
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_key_list_is_made_once_and_names_every_node_block() {
+        let lists = KeyLists::default();
+        let keys = lists.keys("/worker", 3, 8);
+        assert_eq!(
+            &*keys,
+            ["/worker/rank_0", "/worker/rank_8", "/worker/rank_16"]
+        );
+        assert!(Arc::ptr_eq(&keys, &lists.keys("/worker", 3, 8)));
+        assert_eq!(lists.keys("/worker", 2, 8).len(), 2);
+        assert!(!Arc::ptr_eq(&keys, &lists.keys("/other", 3, 8)));
+    }
+}

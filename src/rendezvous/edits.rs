@@ -188,28 +188,38 @@ impl Edits {
             Action::MarkRendezvousComplete => edits.push(complete),
             Action::MarkRendezvousClosed => edits.push_if(!state.closed, Edit::Close),
             Action::RemoveFromParticipants => {
-                // torch drops the heartbeat too but leaves any wait-list entry in place, then
-                // runs the participant epilogue (`apply::remove_participant_epilogue`).
-                let rank = node
-                    .rank
-                    .expect("only a participant leaves the participants");
-                edits.push(Edit::LeaveParticipants { rank });
-                edits.extend(drop_heartbeat);
-                let left = state.participants.len() - 1;
-                if state.complete {
-                    let counted = state.completed_world.is_none();
-                    edits.push_if(left == 0, Edit::Reopen { counted });
-                } else {
-                    let below_min = left < settings.min_nodes as usize;
-                    edits.push_if(
-                        below_min && state.deadline_utc_us.is_some(),
-                        Edit::Deadline(None),
-                    );
-                }
+                edits.plan_leaving(state, node, settings, drop_heartbeat);
             }
             Action::Sync | Action::ErrorClosed | Action::ErrorTimeout | Action::Finish => {}
         }
         edits
+    }
+
+    /// A participant's leaving: torch drops its heartbeat too but leaves any wait-list entry
+    /// in place, then runs the participant epilogue (`apply::remove_participant_epilogue`).
+    fn plan_leaving(
+        &mut self,
+        state: &RendezvousState,
+        node: &Membership,
+        settings: &RendezvousSettings,
+        drop_heartbeat: Option<Edit>,
+    ) {
+        let rank = node
+            .rank
+            .expect("only a participant leaves the participants");
+        self.push(Edit::LeaveParticipants { rank });
+        self.extend(drop_heartbeat);
+        let left = state.participants.len() - 1;
+        if state.complete {
+            let counted = state.completed_world.is_none();
+            self.push_if(left == 0, Edit::Reopen { counted });
+        } else {
+            let below_min = left < settings.min_nodes as usize;
+            self.push_if(
+                below_min && state.deadline_utc_us.is_some(),
+                Edit::Deadline(None),
+            );
+        }
     }
 
     /// Makes the edits on `state`, which must be the state they were planned in.
