@@ -136,6 +136,18 @@ fn quiet_windows_keep_every_verdict_distribution_of_the_suite() {
     );
 }
 
+/// Keep-alives written while the survivors of `tests/data/replacement_wait.toml` wait: from
+/// 240 s (the kill at 120 s, its settle and the survivors' re-join are over) until the spare
+/// starts at 420 s.
+fn waiting_keep_alives(trace: &trainsim::trace::Trace) -> usize {
+    trace
+        .events
+        .iter()
+        .filter(|e| (240_000_000..420_000_000).contains(&e.at.as_us()))
+        .filter(|e| matches!(e.kind, EventKind::Heartbeat { .. }))
+        .count()
+}
+
 /// Survivors waiting for a replacement only poll and keep alive: quiet windows skip that
 /// wait (no keep-alive is written between the settle after the kill and the spare's start),
 /// and the run keeps its verdict and rounds.
@@ -148,15 +160,7 @@ fn a_wait_for_a_replacement_is_fast_forwarded() {
             ..RunOptions::default()
         };
         let (report, trace, _) = common::simulate_and_check(file, options);
-        // Keep-alives written from 240 s (the kill at 120 s, its settle and the survivors'
-        // re-join are over) until the spare starts at 420 s.
-        let waiting_keep_alives = trace
-            .events
-            .iter()
-            .filter(|e| (240_000_000..420_000_000).contains(&e.at.as_us()))
-            .filter(|e| matches!(e.kind, EventKind::Heartbeat { .. }))
-            .count();
-        (report, waiting_keep_alives)
+        (report, waiting_keep_alives(&trace))
     };
     let (fast, fast_keep_alives) = run(false);
     let (exact, exact_keep_alives) = run(true);
@@ -189,13 +193,11 @@ fn skewed_wait(skews_us: &[(u32, i64)], exact_control_plane: bool) -> (Verdict, 
         .traced()
         .unwrap_or_else(|e| panic!("{file} with skews {skews_us:?}: {e}"));
     assert!(report.expect.met, "{file} with skews {skews_us:?}");
-    let waiting_keep_alives = trace
-        .events
-        .iter()
-        .filter(|e| (240_000_000..420_000_000).contains(&e.at.as_us()))
-        .filter(|e| matches!(e.kind, EventKind::Heartbeat { .. }))
-        .count();
-    (verdict(&report), report.rounds.len(), waiting_keep_alives)
+    (
+        verdict(&report),
+        report.rounds.len(),
+        waiting_keep_alives(&trace),
+    )
 }
 
 /// Clocks a few seconds apart leave every live stamp younger than the expiry in every

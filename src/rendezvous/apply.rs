@@ -312,24 +312,49 @@ fn chunks(addr: &str) -> Vec<&str> {
 /// round that fell below `min_nodes` loses its last-call deadline. Nothing else changes: a
 /// complete round keeps running with the remaining ranks (gaps included).
 pub fn remove_participant_epilogue(state: &mut RendezvousState, settings: &RendezvousSettings) {
-    if state.complete {
-        if state.participants.is_empty() {
-            state.complete = false;
-            state.round = state
-                .round
-                .checked_add(1)
-                .expect("round number overflows u64");
-            // The next round has no world yet (always `None` without `world-at-completion`).
-            state.completed_world = None;
-        }
-    } else if state.participants.len() < settings.min_nodes as usize {
-        state.deadline_utc_us = None;
+    match epilogue(state.complete, state.participants.len(), settings) {
+        Epilogue::Reopen => reopen(state),
+        Epilogue::ClearDeadline => state.deadline_utc_us = None,
+        Epilogue::Nothing => {}
     }
     assert!(
         !(state.complete && state.participants.is_empty()),
         "round {} is still complete with no participant after the epilogue",
         state.round
     );
+}
+
+/// What the participant epilogue does to a round that is `complete` or not and has
+/// `participants_left` participants after the removal.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Epilogue {
+    Reopen,
+    ClearDeadline,
+    Nothing,
+}
+
+pub(super) fn epilogue(
+    complete: bool,
+    participants_left: usize,
+    settings: &RendezvousSettings,
+) -> Epilogue {
+    match (complete, participants_left) {
+        (true, 0) => Epilogue::Reopen,
+        (true, _) => Epilogue::Nothing,
+        (false, left) if left < settings.min_nodes as usize => Epilogue::ClearDeadline,
+        (false, _) => Epilogue::Nothing,
+    }
+}
+
+/// The next round opens, incomplete, with no world yet (always `None` without
+/// `world-at-completion`).
+pub(super) fn reopen(state: &mut RendezvousState) {
+    state.complete = false;
+    state.round = state
+        .round
+        .checked_add(1)
+        .expect("round number overflows u64");
+    state.completed_world = None;
 }
 
 #[cfg(test)]

@@ -8,6 +8,7 @@
 //! it again was a third of a 4,096-node run. A plan of edits is the one statement of what
 //! these actions change: `apply` carries it out, and `encoded_len_delta` reads it.
 
+use super::apply::{epilogue, reopen, Epilogue};
 use super::encoded_len::{entry_bytes, value_bytes};
 use super::ops::Action;
 use super::settings::{RendezvousFix, RendezvousSettings};
@@ -145,10 +146,6 @@ impl Edits {
         let drop_heartbeat = node
             .heartbeat_utc_us
             .map(|old_utc_us| Edit::DropHeartbeat { old_utc_us });
-        let complete = Edit::Complete {
-            counted: !settings.has_fix(RendezvousFix::WorldAtCompletion)
-                && !settings.has_mutant(Mutant::RankCollision),
-        };
         match action {
             Action::KeepAlive => edits.push(heartbeat),
             Action::AddToParticipants => {
@@ -165,7 +162,7 @@ impl Edits {
                     count == settings.min_nodes as usize,
                     Edit::Deadline(Some(last_call)),
                 );
-                edits.push_if(count == settings.max_nodes as usize, complete);
+                edits.push_if(count == settings.max_nodes as usize, complete(settings));
             }
             Action::AddToWaitList => {
                 // Moving from the redundancy list to the wait list, never in both.
@@ -185,7 +182,7 @@ impl Edits {
                 edits.push_if(redundant, Edit::LeaveRedundancyList);
                 edits.extend(drop_heartbeat);
             }
-            Action::MarkRendezvousComplete => edits.push(complete),
+            Action::MarkRendezvousComplete => edits.push(complete(settings)),
             Action::MarkRendezvousClosed => edits.push_if(!state.closed, Edit::Close),
             Action::RemoveFromParticipants => {
                 edits.plan_leaving(state, node, settings, drop_heartbeat);
@@ -210,15 +207,14 @@ impl Edits {
         self.push(Edit::LeaveParticipants { rank });
         self.extend(drop_heartbeat);
         let left = state.participants.len() - 1;
-        if state.complete {
-            let counted = state.completed_world.is_none();
-            self.push_if(left == 0, Edit::Reopen { counted });
-        } else {
-            let below_min = left < settings.min_nodes as usize;
-            self.push_if(
-                below_min && state.deadline_utc_us.is_some(),
-                Edit::Deadline(None),
-            );
+        match epilogue(state.complete, left, settings) {
+            Epilogue::Reopen => self.push(Edit::Reopen {
+                counted: state.completed_world.is_none(),
+            }),
+            Epilogue::ClearDeadline => {
+                self.push_if(state.deadline_utc_us.is_some(), Edit::Deadline(None));
+            }
+            Epilogue::Nothing => {}
         }
     }
 
@@ -258,14 +254,7 @@ impl Edits {
                 Edit::Deadline(deadline_utc_us) => state.deadline_utc_us = deadline_utc_us,
                 Edit::Close => state.closed = true,
                 Edit::Complete { .. } => super::apply::mark_complete(state, settings),
-                Edit::Reopen { .. } => {
-                    state.complete = false;
-                    state.round = state
-                        .round
-                        .checked_add(1)
-                        .expect("round number overflows u64");
-                    state.completed_world = None;
-                }
+                Edit::Reopen { .. } => reopen(state),
             }
         }
     }
@@ -328,6 +317,15 @@ impl Edits {
             };
         }
         Some(delta)
+    }
+}
+
+/// The round's completion: counted unless the fix `world-at-completion` records the world
+/// or the planted rank collision gives two participants one rank.
+fn complete(settings: &RendezvousSettings) -> Edit {
+    Edit::Complete {
+        counted: !settings.has_fix(RendezvousFix::WorldAtCompletion)
+            && !settings.has_mutant(Mutant::RankCollision),
     }
 }
 
@@ -466,6 +464,28 @@ mod tests {
         }
     }
 
+    /// `state` with `action` applied by `who` at time 7, after checking that `edits` count
+    /// its encoded length to the byte.
+    fn applied_and_counted(
+        action: Action,
+        edits: &Edits,
+        state: &RendezvousState,
+        who: &NodeDesc,
+        settings: &RendezvousSettings,
+    ) -> RendezvousState {
+        let mut applied = state.clone();
+        apply(action, &mut applied, who, settings, 7);
+        let delta = edits.encoded_len_delta(state, node_bytes(who));
+        let counted = i64::try_from(state.encoded_len()).unwrap() + delta.expect("counted");
+        assert_eq!(
+            counted,
+            i64::try_from(applied.encode().len()).unwrap(),
+            "{action} in round {}",
+            state.round
+        );
+        applied
+    }
+
     #[test]
     fn a_join_that_reaches_max_nodes_completes_and_counts_its_ranks() {
         let mut settings = RendezvousSettings::new("r", 2, 2);
@@ -490,17 +510,13 @@ mod tests {
                 Edit::Complete { counted: true }
             ]
         );
-        let mut applied = state.clone();
-        apply(
+        applied_and_counted(
             Action::AddToParticipants,
-            &mut applied,
+            &edits,
+            &state,
             &node(1),
             &settings,
-            7,
         );
-        let delta = edits.encoded_len_delta(&state, node_bytes(&node(1)));
-        let counted = i64::try_from(state.encoded_len()).unwrap() + delta.expect("counted");
-        assert_eq!(counted, i64::try_from(applied.encode().len()).unwrap());
         // Recording the completed world adds a list the edits do not count.
         settings.fixes.insert(RendezvousFix::WorldAtCompletion);
         assert_eq!(
@@ -533,22 +549,9 @@ mod tests {
                     Edit::Reopen { counted: true }
                 ]
             );
-            let mut applied = state.clone();
-            apply(
-                Action::RemoveFromParticipants,
-                &mut applied,
-                &node(0),
-                &settings,
-                7,
-            );
+            let action = Action::RemoveFromParticipants;
+            let applied = applied_and_counted(action, &edits, &state, &node(0), &settings);
             assert_eq!((applied.round, applied.complete), (round + 1, false));
-            let delta = edits.encoded_len_delta(&state, node_bytes(&node(0)));
-            let counted = i64::try_from(state.encoded_len()).unwrap() + delta.expect("counted");
-            assert_eq!(
-                counted,
-                i64::try_from(applied.encode().len()).unwrap(),
-                "round {round}"
-            );
         }
         // A recorded world goes with the round, uncounted.
         let mut state = state_of(&[9], 0, 1, None);
