@@ -185,6 +185,10 @@ pub async fn serve(
         };
         let turn = take_turn(&shared, &costs, &incoming);
         let replier = server.replier();
+        if let Some((reply, leaves_ns)) = answer_at_once(&shared, &incoming.request, turn) {
+            replier.reply(&incoming.from, incoming.id, reply, leaves_ns);
+            continue;
+        }
         let shared = shared.clone();
         let connection = incoming.connection();
         in_progress.push(async move {
@@ -224,6 +228,23 @@ fn take_turn(
         service_ns,
         end_ns: guard.loop_free_ns,
     }
+}
+
+/// The answer to a request that needs no waiting, and when it leaves; `None` for one
+/// that blocks (its keys are missing) or cancels a wait, which [`answer`] serves. Nearly
+/// every request is answered here, in the loop's own turn, without a future of its own.
+fn answer_at_once(
+    shared: &Arc<Mutex<Shared>>,
+    request: &StoreRequest,
+    turn: Turn,
+) -> Option<(StoreResponse, u64)> {
+    if matches!(request, StoreRequest::CancelWait) {
+        return None;
+    }
+    let mut guard = shared.lock().expect("store lock");
+    let reply = guard.state.apply(request)?;
+    let leaves_ns = record_reply(&mut guard, request, &reply, turn, false);
+    Some((reply, leaves_ns))
 }
 
 /// Applies one request from `connection`, waiting for keys when it must: its answer, and
