@@ -190,28 +190,40 @@ impl Inbox {
         self.inner.lock().expect("inbox lock").ack_wanted = true;
     }
 
-    /// The server took request `id`.
+    /// The server took request `id`. Only a client that asked to hear of it is woken: every
+    /// request is taken, and waking each client for it would poll its task once more per
+    /// call for nothing.
     pub(super) fn acknowledge(&self, id: u64) {
-        self.update(id, |inner| inner.ack_seen = inner.ack_wanted);
+        self.update(id, |inner| {
+            inner.ack_seen = inner.ack_wanted;
+            inner.ack_seen
+        });
     }
 
     /// Hands over the reply to request `id`.
     pub(super) fn deliver(&self, id: u64, reply: Payload) {
-        self.update(id, |inner| inner.reply = Some(reply));
+        self.update(id, |inner| {
+            inner.reply = Some(reply);
+            true
+        });
     }
 
     /// Says that request `id` or its reply was dropped.
     pub(super) fn lose(&self, id: u64) {
-        self.update(id, |inner| inner.lost = true);
+        self.update(id, |inner| {
+            inner.lost = true;
+            true
+        });
     }
 
-    fn update(&self, id: u64, f: impl FnOnce(&mut InboxInner)) {
+    /// Changes the awaited request's slot with `f`, waking the client when `f` says there
+    /// is something for it.
+    fn update(&self, id: u64, f: impl FnOnce(&mut InboxInner) -> bool) {
         let waker = {
             let mut inner = self.inner.lock().expect("inbox lock");
-            if inner.awaiting != id {
+            if inner.awaiting != id || !f(&mut inner) {
                 return;
             }
-            f(&mut inner);
             inner.waker.take()
         };
         if let Some(waker) = waker {
