@@ -7,6 +7,7 @@
 //! - [`store`]: the c10d-like key-value store (pure semantics plus its server and client).
 //! - [`rendezvous`]: torch's dynamic rendezvous: pure decisions plus the async handler.
 //! - [`agent`]: the elastic agent: rank assignment and the per-node run loop.
+//! - [`torch_plane`]: torch's own elastic Python as the control plane, inside the same world.
 //! - [`sampler`]: torch's RNG, `DistributedSampler` and Bagua's load-balancing samplers.
 //! - [`reader`]: HugeCTR's Norm data reader: workers, buffers, collector (a pure model).
 //! - [`job`]: the simulated training job (a timer-driven step counter until GPUs arrive).
@@ -50,5 +51,6 @@ pub mod scenario;
 pub mod shared_list;
 pub mod sim_time;
 pub mod store;
+pub mod torch_plane;
 pub mod trace;
 pub mod world;

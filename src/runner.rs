@@ -44,6 +44,9 @@ pub struct RunOptions {
     /// Simulate the agents' steady routine message by message, never fast-forwarding a
     /// quiet window (see `Programs::exact_control_plane`).
     pub exact_control_plane: bool,
+    /// torch's own elastic code as every node's control plane instead of the model's
+    /// (`--torch PYTHON`); `None` runs the model unless the scenario's `[torch]` names one.
+    pub torch: Option<crate::torch_plane::TorchPlane>,
 }
 
 impl RunOptions {

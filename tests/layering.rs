@@ -32,14 +32,15 @@ const FLOORS: &[(&str, u32)] = &[
     ("rendezvous", 7),
     ("job", 8),
     ("agent", 9),
-    ("check", 10),
-    ("report", 11),
-    ("runner", 12),
-    ("parity", 13),
-    ("conform", 13),
-    ("fuzz", 13),
-    ("bench", 14),
-    ("cli", 15),
+    ("torch_plane", 10),
+    ("check", 11),
+    ("report", 12),
+    ("runner", 13),
+    ("parity", 14),
+    ("conform", 14),
+    ("fuzz", 14),
+    ("bench", 15),
+    ("cli", 16),
 ];
 
 /// The imports that may climb, each with why: at most three, none today.

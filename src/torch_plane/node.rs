@@ -1,0 +1,1 @@
+//! One node's torchrun process on the torch control plane.

@@ -1,0 +1,1 @@
+//! The messages between the simulator and the host.

@@ -1,0 +1,1 @@
+//! The worker processes torch's agent starts, as the simulated job.
