@@ -69,12 +69,23 @@ impl RunOptions {
     /// [`RunOptions::programs`], with the stores counting what they serve in `store_stats`.
     pub fn programs_counting(&self, store_stats: StoreStatsHandle) -> Programs {
         let mutants = Arc::new(self.mutants.clone());
-        Programs {
-            step_by_step: self.step_by_step,
-            exact_control_plane: self.exact_control_plane,
-            agent: Arc::new(move |env| {
+        let agent: Arc<dyn Fn(world::NodeEnv) -> _ + Send + Sync> = match &self.torch {
+            // torch's own agent, from the host this run leases for its whole length.
+            Some(plane) => {
+                let run = crate::torch_plane::node::TorchRun::lease(plane, mutants);
+                Arc::new(move |env| {
+                    crate::torch_plane::node::agent_process(env, Arc::clone(&run)).boxed()
+                })
+            }
+            None => Arc::new(move |env| {
                 crate::agent::run::agent_process(env, Arc::clone(&mutants)).boxed()
             }),
+        };
+        Programs {
+            step_by_step: self.step_by_step,
+            // torch's Python reads its clocks itself: its routine is never fast-forwarded.
+            exact_control_plane: self.exact_control_plane || self.torch.is_some(),
+            agent,
             store: Arc::new(move |addr, scenario| {
                 let costs = StoreCosts::scaled(scenario.cluster.store_cost_scale);
                 let stats = Arc::clone(&store_stats);
@@ -101,11 +112,29 @@ impl RunOptions {
         if self.exact_control_plane {
             flags.push_str(" --exact-control-plane");
         }
+        if let Some(plane) = &self.torch {
+            let word = |path: &std::path::Path| quoted_path(&path.to_string_lossy());
+            flags.push_str(&format!(" --torch {}", word(&plane.python)));
+            if let Some(src) = &plane.elastic_src {
+                flags.push_str(&format!(" --torch-elastic-src {}", word(src)));
+            }
+        }
         flags
     }
 }
 
 pub use crate::mutant::Mutants;
+
+/// A path as a shell word for a repro line: as it is when the shell would not split it,
+/// single-quoted otherwise.
+fn quoted_path(path: &str) -> String {
+    let plain = |c: char| c.is_ascii_alphanumeric() || "/._-+:=@%,".contains(c);
+    if !path.is_empty() && path.chars().all(plain) {
+        path.to_owned()
+    } else {
+        format!("'{}'", path.replace('\'', "'\\''"))
+    }
+}
 
 /// One run to make: a scenario (read from `file`), the seed (the file's unless
 /// [`Run::seed`] says otherwise) and the options.

@@ -8,16 +8,18 @@
 //! client, `start_processes`, identity and chance are the simulated world's. Exactly one
 //! piece of Python runs at a time: each Python thread is a simulated task that the simulator
 //! resumes, and the host answers each resumption with the thread's next call into the world
-//! (`protocol`). Everything downstream of the trace does not know which plane ran.
+//! (`host.py` lists the messages). Everything downstream of the trace does not know which plane ran.
 //!
 //! - [`host`]: the host process, its pool and its watchdog.
-//! - [`protocol`]: the messages between the simulator and the host.
-//! - [`node`]: one node's torchrun process: its Python threads as tasks, their calls served.
+//! - [`node`]: one node's torchrun process: its Python threads as tasks.
+//! - `calls`: the calls the Python makes into the world, served.
+//! - [`argv`]: the torchrun command line a node runs, from the scenario.
 //! - [`workers`]: the worker processes torch's agent starts, as the simulated job.
 
+pub mod argv;
+mod calls;
 pub mod host;
 pub mod node;
-pub mod protocol;
 mod sources;
 pub mod workers;
 

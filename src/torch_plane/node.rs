@@ -1,1 +1,290 @@
-//! One node's torchrun process on the torch control plane.
+//! One node's torchrun process on the torch control plane: its Python threads as tasks.
+//!
+//! The process's main thread runs torch's `torch.distributed.run.main` with the node's
+//! command line; every thread torch starts (the rendezvous keep-alive timer) becomes a task of
+//! its own on the node. Each task resumes its thread, serves the call the thread comes back
+//! with (`calls`), and resumes it again with the answer, until the thread ends. The process
+//! ends when its main thread does, as a Python process does: its other threads die with it.
+//!
+//! SIGTERM (`stop`) follows torchrun: before its workers start, torchrun has no handler and
+//! the signal ends the process; after, it raises torch's `SignalException` in the main
+//! thread, at once in a sleep or a wait, and when a store call in progress returns.
+
+use super::host::{self, Host};
+use super::{argv, calls, TorchPlane};
+use crate::mutant::Mutants;
+use crate::trace::{AgentState, ExitReason};
+use crate::world::{AgentExit, NodeEnv, TaskHandle};
+use futures::channel::oneshot;
+use futures::future::{select, Either, FutureExt};
+use rand::RngCore;
+use serde_json::{json, Value};
+use std::collections::BTreeMap;
+use std::pin::pin;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+
+/// One run's share of the torch control plane: its leased host and its parked threads.
+pub struct TorchRun {
+    host: Mutex<Option<Host>>,
+    plane: TorchPlane,
+    started: AtomicBool,
+    /// Threads waiting on a Python lock, event or thread's end, by key.
+    parks: Mutex<BTreeMap<String, Vec<oneshot::Sender<()>>>>,
+    pub(super) mutants: Arc<Mutants>,
+}
+
+impl TorchRun {
+    /// Leases a host for one run. A plane that cannot start was refused before any run
+    /// started (`torch_plane::probe`), so a failure here is the harness's.
+    pub fn lease(plane: &TorchPlane, mutants: Arc<Mutants>) -> Arc<TorchRun> {
+        let host = host::lease(plane).unwrap_or_else(|e| panic!("the torch host: {e}"));
+        Arc::new(TorchRun {
+            host: Mutex::new(Some(host)),
+            plane: plane.clone(),
+            started: AtomicBool::new(false),
+            parks: Mutex::default(),
+            mutants,
+        })
+    }
+
+    /// One command to the host and its answer; a host that fails ends the run as the
+    /// harness's failure, naming the node.
+    pub(super) fn ask(&self, node: &str, message: Value) -> Value {
+        let mut host = self.host.lock().expect("host lock");
+        let host = host.as_mut().expect("the host is leased for the whole run");
+        match host.ask(&message) {
+            Ok(answer) => answer,
+            Err(e) => panic!("torch's control plane on {node}: {e}"),
+        }
+    }
+
+    pub(super) fn park(&self, key: &str) -> oneshot::Receiver<()> {
+        let (tx, rx) = oneshot::channel();
+        self.parks
+            .lock()
+            .expect("parks lock")
+            .entry(key.to_owned())
+            .or_default()
+            .push(tx);
+        rx
+    }
+
+    pub(super) fn unpark(&self, key: &str) {
+        let woken = self.parks.lock().expect("parks lock").remove(key);
+        for tx in woken.unwrap_or_default() {
+            let _ = tx.send(());
+        }
+    }
+
+    /// The run's environment, set in the host once, before its first torchrun starts.
+    fn begin(&self, env: &NodeEnv) {
+        if !self.started.swap(true, Ordering::Relaxed) {
+            let run_env = argv::run_env(env.scenario());
+            self.ask(&env.name, json!({"cmd": "run", "env": run_env}));
+        }
+    }
+
+    /// The plane this run's host runs.
+    pub fn plane(&self) -> &TorchPlane {
+        &self.plane
+    }
+}
+
+impl Drop for TorchRun {
+    fn drop(&mut self) {
+        let Some(mut host) = self.host.lock().expect("host lock").take() else {
+            return;
+        };
+        if self.started.load(Ordering::Relaxed) && host.ask(&json!({"cmd": "end_run"})).is_err() {
+            return;
+        }
+        host::give_back(host);
+    }
+}
+
+/// One torchrun process: what its threads share.
+pub struct Proc {
+    pub(super) env: NodeEnv,
+    pub(super) run: Arc<TorchRun>,
+    pub(super) state: Mutex<calls::ProcState>,
+    /// Set when torchrun installed its signal handlers (with its workers).
+    pub(super) signal_handler: AtomicBool,
+    ended: AtomicBool,
+    children: Mutex<Vec<TaskHandle<()>>>,
+}
+
+impl Proc {
+    /// The process is over: its remaining threads and workers die with it.
+    fn end(&self) {
+        if self.ended.swap(true, Ordering::Relaxed) {
+            return;
+        }
+        for child in self.children.lock().expect("children lock").drain(..) {
+            child.abort();
+        }
+        if let Some(workers) = self.state.lock().expect("state lock").workers.take() {
+            workers.abandon(&self.env);
+        }
+        self.run
+            .ask(&self.env.name, json!({"cmd": "kill", "pid": self.env.pid}));
+    }
+
+    pub(super) fn clock(&self) -> Value {
+        json!([
+            self.env.now_mono_us() as f64 / 1e6,
+            self.env.now_utc_us() as f64 / 1e6
+        ])
+    }
+
+    /// A thread torch started: a task of its own on this node.
+    pub(super) fn spawn_thread(self: &Arc<Self>, fiber: u64) {
+        let proc = Arc::clone(self);
+        let task = crate::world::spawn(async move {
+            let _ = drive(&proc, fiber, json!({})).await;
+        });
+        self.children.lock().expect("children lock").push(task);
+    }
+}
+
+/// Killed (the task dropped with the node): the process's Python unwinds.
+struct EndOnDrop(Arc<Proc>);
+
+impl Drop for EndOnDrop {
+    fn drop(&mut self) {
+        self.0.end();
+    }
+}
+
+/// Resumes `fiber` with `first` and serves its calls until it ends; its exit as the host
+/// said it, or `None` when the process ended first.
+async fn drive(proc: &Arc<Proc>, fiber: u64, first: Value) -> Option<Value> {
+    let mut reply = first;
+    loop {
+        if proc.ended.load(Ordering::Relaxed) {
+            return None;
+        }
+        reply["clock"] = proc.clock();
+        let message = proc.run.ask(
+            &proc.env.name,
+            json!({"cmd": "resume", "fiber": fiber, "reply": reply}),
+        );
+        if let Some(exit) = message.get("exit") {
+            proc.run.unpark(&format!("exit:{fiber}"));
+            return Some(exit.clone());
+        }
+        reply = calls::serve(proc, &message).await;
+    }
+}
+
+/// How the main thread ended.
+enum MainEnd {
+    Exit(Value),
+    /// SIGTERM before torchrun had a handler for it.
+    KilledBySignal,
+}
+
+/// The main thread, with SIGTERM delivered as torchrun receives it.
+async fn drive_main(proc: &Arc<Proc>, fiber: u64) -> MainEnd {
+    let mut stop = pin!(proc.env.stop_signal().fuse());
+    let mut signalled = false;
+    let mut reply = json!({});
+    loop {
+        reply["clock"] = proc.clock();
+        let message = proc.run.ask(
+            &proc.env.name,
+            json!({"cmd": "resume", "fiber": fiber, "reply": reply}),
+        );
+        if let Some(exit) = message.get("exit") {
+            proc.run.unpark(&format!("exit:{fiber}"));
+            return MainEnd::Exit(exit.clone());
+        }
+        let call = pin!(calls::serve(proc, &message));
+        if signalled {
+            reply = call.await;
+            continue;
+        }
+        reply = match select(call, stop.as_mut()).await {
+            Either::Left((reply, _)) => reply,
+            Either::Right(((), call)) => {
+                signalled = true;
+                if !proc.signal_handler.load(Ordering::Relaxed) {
+                    return MainEnd::KilledBySignal;
+                }
+                let mut reply = if calls::interruptible(&message) {
+                    json!({})
+                } else {
+                    call.await
+                };
+                reply["signal"] = json!(15);
+                reply
+            }
+        };
+    }
+}
+
+/// One torchrun process on node `env`, from its start to its exit.
+pub async fn agent_process(env: NodeEnv, run: Arc<TorchRun>) -> AgentExit {
+    run.begin(&env);
+    let args = match argv::torchrun_args(env.scenario(), env.index) {
+        Ok(args) => args,
+        Err(why) => panic!("{why}"),
+    };
+    let seed = env.rng("torch-python").next_u64();
+    let spawned = run.ask(
+        &env.name,
+        json!({"cmd": "spawn_agent", "seed": seed, "argv": args,
+               "node": {"index": env.index, "name": env.name, "pid": env.pid}}),
+    );
+    let fiber = spawned["fiber"]
+        .as_u64()
+        .expect("the host names the new thread");
+    let proc = Arc::new(Proc {
+        env,
+        run,
+        state: Mutex::default(),
+        signal_handler: AtomicBool::new(false),
+        ended: AtomicBool::new(false),
+        children: Mutex::default(),
+    });
+    let guard = EndOnDrop(Arc::clone(&proc));
+    let end = drive_main(&proc, fiber).await;
+    drop(guard);
+    exit_of(&proc, end)
+}
+
+/// The agent's exit, as torchrun's exit would be read: its exception, or success.
+fn exit_of(proc: &Proc, end: MainEnd) -> AgentExit {
+    let exit = match end {
+        MainEnd::KilledBySignal => {
+            return AgentExit {
+                state: AgentState::Stopped,
+                reason: "SIGTERM before torchrun installed its handler (it does so with its \
+                         workers): the signal ended the agent"
+                    .into(),
+            }
+        }
+        MainEnd::Exit(exit) => exit,
+    };
+    let error = exit.get("error").and_then(Value::as_str);
+    let message = exit.get("message").and_then(Value::as_str).unwrap_or("");
+    let last_failure = proc.state.lock().expect("state lock").last_failure.clone();
+    let (state, reason) = match (error, exit.get("system_exit").and_then(Value::as_str)) {
+        (None, None | Some("0" | "None")) => {
+            (AgentState::Succeeded, "every worker finished".into())
+        }
+        (None, Some(code)) => (AgentState::Failed, format!("torchrun exited {code}").into()),
+        (Some("SignalException"), _) => (
+            AgentState::Stopped,
+            "SIGTERM: the agent shut down its workers".into(),
+        ),
+        (Some("ChildFailedError"), _) if last_failure.is_some() => (
+            AgentState::Failed,
+            ExitReason::BudgetSpent {
+                last_failure: last_failure.expect("checked"),
+            },
+        ),
+        (Some(error), _) => (AgentState::Failed, format!("{error}: {message}").into()),
+    };
+    AgentExit { state, reason }
+}

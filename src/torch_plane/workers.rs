@@ -1,1 +1,162 @@
 //! The worker processes torch's agent starts, as the simulated job.
+//!
+//! torch's `LocalElasticAgent` builds each worker's environment and hands it to
+//! `start_processes`; the seam hands it here. The round the workers train in is the one this
+//! node's rendezvous last completed (as torch's own `next_rendezvous` returned it), and
+//! their ranks and bootstrap address are what torch put in their environment, so a stale
+//! `MASTER_ADDR` or a wrong `WORLD_SIZE` reaches the simulated process group as it would
+//! reach gloo or NCCL. Monitoring and stopping follow the model's agent (`agent::run`).
+
+use crate::job::bootstrap::WorkerBootstrap;
+use crate::job::{self, GroupPlan, WorkerStatus};
+use crate::mutant::Mutants;
+use crate::scenario::node::NodeIndex;
+use crate::sim_time::SimDuration;
+use crate::trace::EventKind;
+use crate::world::{spawn, time, NodeEnv, TaskHandle};
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+
+/// One worker's environment, as torch's agent built it (the keys the job reads).
+pub type WorkerEnv = BTreeMap<String, String>;
+
+/// A round this node's rendezvous completed, as `next_rendezvous` returned it.
+#[derive(Debug, Clone)]
+pub struct RoundSeen {
+    pub round: u64,
+    pub rank: u32,
+    pub world_size: u32,
+    pub participants: Arc<[NodeIndex]>,
+    pub store_incarnation: u64,
+}
+
+/// A running worker group on this node.
+pub struct Workers {
+    status: Arc<Mutex<WorkerStatus>>,
+    task: TaskHandle<()>,
+}
+
+/// How long the agent waits for its workers to exit once signalled: as the model's agent
+/// (`agent::run`), the workers die at once and `Popen.wait` polls every 50 ms.
+const WORKERS_EXIT_WAIT: SimDuration = SimDuration::from_ms(50);
+
+fn var<'a>(env: &'a WorkerEnv, key: &str) -> Result<&'a str, String> {
+    env.get(key)
+        .map(String::as_str)
+        .ok_or_else(|| format!("torch's agent gave its worker no {key}"))
+}
+
+fn number(env: &WorkerEnv, key: &str) -> Result<u64, String> {
+    let text = var(env, key)?;
+    text.parse()
+        .map_err(|_| format!("torch's agent gave its worker {key}={text}, not a number"))
+}
+
+/// torch's `_start_workers` reached the simulated processes: records what the model's agent
+/// records (ranks, start, resumed checkpoint) and starts the job's workers.
+pub fn start(
+    env: &NodeEnv,
+    round: &RoundSeen,
+    envs: &[WorkerEnv],
+    highest_step: &Arc<AtomicU64>,
+    mutants: &Arc<Mutants>,
+) -> Result<Workers, String> {
+    let first = envs.first().ok_or("torch's agent started no workers")?;
+    let group_rank = u32::try_from(number(first, "GROUP_RANK")?).map_err(|e| e.to_string())?;
+    let base_global_rank = number(first, "RANK")?;
+    let world_size = number(first, "WORLD_SIZE")?;
+    let restart_count = number(first, "TORCHELASTIC_RESTART_COUNT")?;
+    let (addr, port) = (var(first, "MASTER_ADDR")?, number(first, "MASTER_PORT")?);
+    let port = u16::try_from(port).map_err(|e| e.to_string())?;
+    let agent_store = var(first, "TORCHELASTIC_USE_AGENT_STORE").unwrap_or("False") == "True";
+    let local_world_size = u32::try_from(envs.len()).map_err(|e| e.to_string())?;
+    env.record(EventKind::RanksAssigned {
+        pid: env.pid,
+        round: round.round,
+        store_incarnation: round.store_incarnation,
+        group_rank,
+        role: var(first, "ROLE_NAME").unwrap_or("default").to_owned(),
+        local_world_size,
+        base_global_rank,
+        world_size,
+        base_role_rank: number(first, "ROLE_RANK")?,
+        role_world_size: number(first, "ROLE_WORLD_SIZE")?,
+    });
+    let master = format!("{addr}:{port}");
+    env.record(EventKind::WorkersStarted {
+        pid: env.pid,
+        round: round.round,
+        group_rank,
+        world_size: round.world_size,
+        restart_count: u32::try_from(restart_count).unwrap_or(u32::MAX),
+        store_incarnation: round.store_incarnation,
+        master: master.clone(),
+    });
+    let checkpoint = env.checkpoint();
+    env.record(EventKind::ResumedFromCheckpoint {
+        pid: env.pid,
+        step: checkpoint.step,
+        lost_steps: highest_step
+            .load(Ordering::Relaxed)
+            .saturating_sub(checkpoint.step),
+    });
+    highest_step.fetch_max(checkpoint.step, Ordering::Relaxed);
+    let plan = GroupPlan {
+        round: round.round,
+        store_incarnation: round.store_incarnation,
+        bootstrap: WorkerBootstrap {
+            master,
+            master_addr: env.resolve(addr, port),
+            hosts_store: !agent_store && group_rank == 0,
+        },
+        group_rank,
+        members: round.participants.iter().map(|node| node.0).collect(),
+        start_step: checkpoint.step,
+        checkpoint,
+        base_global_rank,
+        world_size,
+        local_world_size,
+    };
+    let status = Arc::new(Mutex::new(WorkerStatus::Healthy));
+    let task = spawn(job::train(
+        env.clone(),
+        plan,
+        status.clone(),
+        highest_step.clone(),
+        Arc::clone(mutants),
+    ));
+    Ok(Workers { status, task })
+}
+
+impl Workers {
+    /// torch's `pcontext.wait(0)`: the workers' state now, a crash the world injected first.
+    pub fn poll(&self, env: &NodeEnv) -> WorkerStatus {
+        if let Some((local_rank, exit_code)) = env.worker_crash() {
+            return WorkerStatus::Failed {
+                local_rank,
+                exit_code,
+                reason: "worker_crash".into(),
+            };
+        }
+        self.status.lock().expect("status lock").clone()
+    }
+
+    /// torch's `pcontext.close`: the signal ends the workers at once (their peers'
+    /// connections reset), and the agent waits for them to exit.
+    pub async fn stop(self, env: &NodeEnv, reason: &str) {
+        self.task.abort();
+        env.leave_collectives();
+        time::sleep(WORKERS_EXIT_WAIT).await;
+        env.record(EventKind::WorkersStopped {
+            pid: env.pid,
+            reason: reason.into(),
+        });
+    }
+
+    /// The process is gone (its agent exited or was killed): its workers die with it.
+    pub fn abandon(self, env: &NodeEnv) {
+        self.task.abort();
+        env.leave_collectives();
+    }
+}

@@ -1,0 +1,1 @@
+"""torch's own elastic control plane, run for trainsim's simulator (see host.py)."""

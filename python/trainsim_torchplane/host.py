@@ -1,0 +1,168 @@
+"""The host: torch imported once, its elastic code run for the simulator, one run at a time.
+
+    python host.py [--overlay DIR]
+
+The simulator writes one JSON command per line on stdin and reads one JSON answer per line
+from the protocol descriptor (the host's original stdout; what torch prints goes to
+stderr). Commands:
+
+    {"cmd": "hello"}                                   -> {"hello": {torch_version, ...}}
+    {"cmd": "run", "env": {...}}                       -> {"ok": true}
+    {"cmd": "spawn_agent", "node": {index, name, pid}, "seed": S, "argv": [...]}
+                                                       -> {"fiber": F}
+    {"cmd": "resume", "fiber": F, "reply": {...}}      -> the fiber's next message
+    {"cmd": "kill", "pid": P}                          -> {"ok": true, "stuck": [...]}
+    {"cmd": "end_run"}                                 -> {"ok": true, "stuck": [...]}
+
+A fiber's next message is a call into the world, `{"fiber": F, "call": ..., ...}`, or its
+end, `{"fiber": F, "exit": {...}}`. Every reply to a call carries the node's clocks
+(`"clock": [monotonic_s, utc_s]`), or `"kill": true` to unwind the fiber.
+"""
+
+import faulthandler
+import gc
+import json
+import os
+import random
+import signal
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.dirname(HERE))
+
+from trainsim_torchplane import fibers  # noqa: E402
+
+PATCHED_PREFIXES = ("torch.distributed.elastic", "torch.distributed.launcher", "torch.distributed.run")
+
+
+def import_torch(overlay):
+    """Imports torch (with the overlay laid first) and every elastic module; the hello."""
+    overlay_hash = None
+    if overlay:
+        from trainsim_torchplane import overlay as overlay_mod
+
+        overlay_hash = overlay_mod.install(overlay)
+    import torch
+    import torch.distributed.run  # noqa: F401 - torchrun's entry point
+    import torch.distributed.elastic.agent.server.local_elastic_agent  # noqa: F401
+    import torch.distributed.elastic.rendezvous.c10d_rendezvous_backend  # noqa: F401
+    import torch.distributed.elastic.rendezvous.dynamic_rendezvous  # noqa: F401
+
+    return {
+        "torch_version": torch.__version__,
+        "python_version": sys.version.split()[0],
+        "overlay_hash": overlay_hash,
+    }
+
+
+def patch_modules():
+    """Swaps what torch's elastic modules imported for the seam's stand-ins."""
+    from trainsim_torchplane import observe, seam, store, workers
+
+    table = {}
+    for part in (seam, store, workers):
+        table.update(part.replacements())
+    count = 0
+    for name in sorted(sys.modules):
+        module = sys.modules[name]
+        if module is None or not name.startswith(PATCHED_PREFIXES):
+            continue
+        for attr, value in list(vars(module).items()):
+            replacement = table.get(id(value))
+            if replacement is not None and not attr.startswith("__"):
+                setattr(module, attr, replacement)
+                count += 1
+    observe.install()
+    return count
+
+
+class Host:
+    """The host's state across runs."""
+
+    def __init__(self, info):
+        self.info = info
+        self.nodes = {}
+        self.saved_env = {}
+
+    def command(self, msg):
+        cmd = msg["cmd"]
+        if cmd == "resume":
+            return fibers.SCHEDULER.resume(msg["fiber"], msg["reply"])
+        if cmd == "hello":
+            return {"hello": self.info}
+        if cmd == "run":
+            return self.start_run(msg.get("env", {}))
+        if cmd == "spawn_agent":
+            return self.spawn_agent(msg)
+        if cmd == "kill":
+            node = self.nodes.pop(msg["pid"], None)
+            stuck = fibers.SCHEDULER.kill_node(node) if node else []
+            return {"ok": True, "stuck": stuck}
+        if cmd == "end_run":
+            return self.end_run()
+        return {"host_error": f"unknown command {cmd!r}"}
+
+    def start_run(self, env):
+        from trainsim_torchplane import seam
+
+        seam._keys[0] = 0
+        for key, value in env.items():
+            self.saved_env[key] = os.environ.get(key)
+            os.environ[key] = value
+        gc.collect()
+        gc.disable()
+        return {"ok": True}
+
+    def spawn_agent(self, msg):
+        import torch.distributed.run as torchrun
+
+        spec = msg["node"]
+        node = fibers.Node(spec["index"], spec["name"], spec["pid"], random.Random(msg["seed"]))
+        self.nodes[node.pid] = node
+        fiber = fibers.SCHEDULER.new_fiber(node, "MainThread")
+        argv = list(msg["argv"])
+        fibers.start_thread(fiber, lambda: torchrun.main(argv), f"{node.name}/MainThread")
+        return {"fiber": fiber.id}
+
+    def end_run(self):
+        stuck = []
+        for pid in sorted(self.nodes):
+            stuck += fibers.SCHEDULER.kill_node(self.nodes[pid])
+        self.nodes.clear()
+        for key, value in self.saved_env.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+        self.saved_env.clear()
+        gc.enable()
+        gc.collect()
+        return {"ok": True, "stuck": stuck}
+
+
+def main(argv):
+    overlay = None
+    if len(argv) >= 2 and argv[0] == "--overlay":
+        overlay = argv[1]
+    # The protocol keeps the original stdout; anything torch prints goes to stderr.
+    out = os.fdopen(os.dup(1), "w", buffering=1)
+    os.dup2(2, 1)
+    faulthandler.register(signal.SIGUSR1, all_threads=True)
+    try:
+        info = import_torch(overlay)
+        patch_modules()
+    except BaseException as e:  # noqa: B036 - any failure to start is the hello's answer
+        out.write(json.dumps({"hello_error": f"{type(e).__name__}: {e}"}) + "\n")
+        return 2
+    host = Host(info)
+    for line in sys.stdin:
+        try:
+            answer = host.command(json.loads(line))
+        except Exception as e:  # a broken host is reported, never hidden
+            answer = {"host_error": f"{type(e).__name__}: {e}", **fibers.describe(e)}
+        out.write(json.dumps(answer) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

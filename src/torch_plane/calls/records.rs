@@ -1,0 +1,139 @@
+//! What torch's code told the trace (through the host's hooks on its methods), as the
+//! model's agent records the same moments.
+
+use super::super::node::Proc;
+use super::super::workers::RoundSeen;
+use crate::scenario::node::NodeIndex;
+use crate::trace::{EventKind, RendezvousErrorKind, WorkerGroupState};
+use serde_json::Value;
+use std::str::FromStr;
+use std::sync::Arc;
+
+fn text(event: &Value, key: &str) -> String {
+    event[key].as_str().unwrap_or("").to_owned()
+}
+
+fn int(event: &Value, key: &str) -> u64 {
+    event[key].as_u64().unwrap_or(0)
+}
+
+/// The store incarnation the rendezvous backend's client reached (1 before it reached any).
+async fn incarnation(proc: &Proc) -> u64 {
+    let client = proc
+        .state
+        .lock()
+        .expect("state lock")
+        .rendezvous_store
+        .clone();
+    match client {
+        Some(client) => client.incarnation().await.unwrap_or(1),
+        None => 1,
+    }
+}
+
+/// Records one event the host reported.
+pub async fn record(proc: &Proc, event: &Value) {
+    let env = &proc.env;
+    let pid = env.pid;
+    match event["kind"].as_str().unwrap_or("") {
+        "rendezvous_joining" => env.record(EventKind::RendezvousJoining { pid }),
+        "rendezvous_completed" => completed(proc, event).await,
+        "rendezvous_failed" => env.record(EventKind::RendezvousFailed {
+            pid,
+            error: RendezvousErrorKind::from_str(&text(event, "error"))
+                .unwrap_or(RendezvousErrorKind::StateError),
+            message: text(event, "message"),
+        }),
+        "rendezvous_closed" => {
+            let store_incarnation = incarnation(proc).await;
+            env.record(EventKind::RendezvousClosed {
+                pid,
+                round: int(event, "round"),
+                store_incarnation,
+            });
+        }
+        "worker_group_state" => group_state(proc, &text(event, "state")),
+        "agent_restart" => restart(proc, event),
+        other => panic!(
+            "torch's control plane on {}: unknown record {other:?}",
+            env.name
+        ),
+    }
+}
+
+async fn completed(proc: &Proc, event: &Value) {
+    let env = &proc.env;
+    let participants: Arc<[NodeIndex]> = event["participants"]
+        .as_array()
+        .map(|names| {
+            names
+                .iter()
+                .map(|name| {
+                    let name = name.as_str().unwrap_or("");
+                    name.parse().unwrap_or_else(|_| {
+                        panic!(
+                            "torch's rendezvous on {} named a participant {name:?}",
+                            env.name
+                        )
+                    })
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    let store_incarnation = incarnation(proc).await;
+    let round = RoundSeen {
+        round: int(event, "round"),
+        rank: u32::try_from(int(event, "rank")).unwrap_or(u32::MAX),
+        world_size: u32::try_from(int(event, "world_size")).unwrap_or(u32::MAX),
+        participants,
+        store_incarnation,
+    };
+    env.record(EventKind::RendezvousCompleted {
+        pid: env.pid,
+        round: round.round,
+        rank: round.rank,
+        world_size: round.world_size,
+        participants: Arc::clone(&round.participants),
+        store_incarnation,
+    });
+    if let Some(rank0) = round.participants.first() {
+        crate::agent::rank0::round_completed(env, store_incarnation, round.round, rank0.0);
+    }
+    proc.state.lock().expect("state lock").round = Some(round);
+}
+
+fn group_state(proc: &Proc, name: &str) {
+    // torch's UNKNOWN (pids that do not match) has no place in the trace's states.
+    let Ok(state) = WorkerGroupState::from_str(name) else {
+        return;
+    };
+    let mut st = proc.state.lock().expect("state lock");
+    match state {
+        WorkerGroupState::Succeeded => st.stop_reason = Some("succeeded"),
+        WorkerGroupState::Failed if st.stop_reason.is_none() => {
+            st.stop_reason = Some("no restarts remain");
+        }
+        _ => {}
+    }
+    drop(st);
+    proc.env.record(EventKind::WorkerGroupState {
+        pid: proc.env.pid,
+        state,
+    });
+}
+
+fn restart(proc: &Proc, event: &Value) {
+    let counted = event["counted"].as_bool().unwrap_or(false);
+    let reason = text(event, "reason");
+    proc.state.lock().expect("state lock").stop_reason = Some(if counted {
+        "a worker failed"
+    } else {
+        "membership change"
+    });
+    proc.env.record(EventKind::AgentRestart {
+        pid: proc.env.pid,
+        counted,
+        restart_count: u32::try_from(int(event, "restart_count")).unwrap_or(u32::MAX),
+        reason,
+    });
+}

@@ -1,1 +1,0 @@
-//! The messages between the simulator and the host.
