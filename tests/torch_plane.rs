@@ -42,10 +42,90 @@ fn run_on_torch(file: &str, seed: Option<u64>) -> Option<(Report, RunOptions)> {
     Some((run.report().unwrap_or_else(|e| panic!("{e}")), options))
 }
 
-#[test]
-fn a_late_joiner_meets_the_stale_master_address_on_torchs_own_code() {
-    let Some((report, _)) = run_on_torch("scenarios/late_joiner_next_round.toml", None) else {
+/// A scenario's report on torch's own code; its expectations must hold there too.
+fn expect_holds_on_torch(file: &str) {
+    let Some((report, _)) = run_on_torch(file, None) else {
         return;
     };
-    println!("{}", serde_json::to_string_pretty(&report).unwrap());
+    assert!(
+        report.expect.met,
+        "{file} on torch's own code: {:?}\n{}",
+        report.expect.failures, report.goodput.fate
+    );
+}
+
+#[test]
+fn a_late_joiner_meets_the_stale_master_address_on_torchs_own_code() {
+    expect_holds_on_torch("scenarios/late_joiner_next_round.toml");
+}
+
+#[test]
+fn a_killed_node_leaves_and_the_survivors_finish() {
+    expect_holds_on_torch("scenarios/killed_after_round.toml");
+}
+
+#[test]
+fn sigterm_after_the_workers_start_shuts_the_node_down() {
+    expect_holds_on_torch("scenarios/graceful_stop.toml");
+}
+
+#[test]
+fn a_worker_crash_spends_one_restart() {
+    expect_holds_on_torch("scenarios/worker_crash_restart.toml");
+}
+
+#[test]
+fn a_seed_replays_bit_for_bit() {
+    let file = "scenarios/killed_after_round.toml";
+    let Some(python) = torch_python() else { return };
+    let scenario = trainsim::scenario::load(Path::new(file)).expect("the scenario loads");
+    let options = RunOptions {
+        torch: Some(TorchPlane {
+            python,
+            elastic_src: None,
+        }),
+        ..RunOptions::default()
+    };
+    let run = Run::of(&scenario, file).options(options).seed(3);
+    let (report, _) = run.deterministic().unwrap_or_else(|e| panic!("{e}"));
+    let again = run.report().unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(report.trace_hash, again.trace_hash);
+}
+
+#[test]
+fn a_patched_checkout_laid_over_torch_removes_the_stale_address() {
+    let Some(python) = torch_python() else { return };
+    let overlay = Path::new(env!("CARGO_TARGET_TMPDIR")).join("refresh-master-addr-overlay");
+    let made = std::process::Command::new(&python)
+        .arg("docs/examples/patch_dynamic_rendezvous.py")
+        .arg(&overlay)
+        .output()
+        .expect("the example runs");
+    assert!(
+        made.status.success(),
+        "{}",
+        String::from_utf8_lossy(&made.stderr)
+    );
+    let file = "scenarios/late_joiner_next_round.toml";
+    let scenario = trainsim::scenario::load(Path::new(file)).expect("the scenario loads");
+    let plane = TorchPlane {
+        python,
+        elastic_src: Some(overlay),
+    };
+    let info = trainsim::torch_plane::probe(&plane).expect("the overlay imports");
+    assert!(info.overlay_hash.is_some());
+    let options = RunOptions {
+        torch: Some(plane),
+        ..RunOptions::default()
+    };
+    let report = Run::of(&scenario, file)
+        .options(options)
+        .report()
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(report.outcome, "succeeded", "{}", report.goodput.fate);
+    assert!(
+        report.repro.contains("--torch-elastic-src"),
+        "{}",
+        report.repro
+    );
 }
