@@ -37,14 +37,19 @@ def _raise_store_error(reply):
 
 
 class SimStore(_dist.Store):
-    """A client of a store server in the simulated world (see the module docs)."""
+    """A client of a store server in the simulated world (see the module docs).
+
+    Its timeout is the C++ `Store`'s own: torch's `PrefixStore` forwards `set_timeout` there
+    (never to a Python override), so every call that waits reads it at the call, as
+    TCPStore's client reads its own.
+    """
 
     def __init__(self, handle, host, port, timeout_s):
         super().__init__()
+        self.set_timeout(timedelta(seconds=timeout_s))
         self._handle = handle
         self._host = host
         self._port = port
-        self._timeout_s = timeout_s
 
     # What torch reads of a TCPStore beside its calls.
     @property
@@ -59,25 +64,22 @@ class SimStore(_dist.Store):
     def libuvBackend(self):  # noqa: N802 - torch's name
         return True
 
-    @property
-    def timeout(self):
-        return timedelta(seconds=self._timeout_s)
-
     def _call(self, op, **args):
         reply = SCHEDULER.call({"call": "store", "store": self._handle, "op": op, **args})
         if "error" in reply:
             _raise_store_error(reply)
         return reply
 
-    def set_timeout(self, timeout):
-        self._timeout_s = timeout.total_seconds()
-        self._call("set_timeout", timeout_s=self._timeout_s)
+    def _waiting(self, op, timeout=None, **args):
+        """A call that waits for keys, up to the client's timeout now (or `timeout`)."""
+        span = timeout if timeout is not None else self.timeout
+        return self._call(op, timeout_s=span.total_seconds(), **args)
 
     def set(self, key, value):
         self._call("set", key=key, value=_b64(value))
 
     def get(self, key):
-        return _unb64(self._call("get", key=key)["value"])
+        return _unb64(self._waiting("get", key=key)["value"])
 
     def add(self, key, amount):
         return int(self._call("add", key=key, amount=int(amount))["int"])
@@ -89,15 +91,7 @@ class SimStore(_dist.Store):
         return _unb64(reply["value"])
 
     def wait(self, keys, timeout=None):
-        if timeout is not None:
-            old = self._timeout_s
-            self.set_timeout(timeout)
-            try:
-                self._call("wait", keys=list(keys))
-            finally:
-                self.set_timeout(timedelta(seconds=old))
-            return
-        self._call("wait", keys=list(keys))
+        self._waiting("wait", timeout, keys=list(keys))
 
     def check(self, keys):
         return bool(self._call("check", keys=list(keys))["bool"])
@@ -109,7 +103,7 @@ class SimStore(_dist.Store):
         return int(self._call("num_keys")["int"])
 
     def multi_get(self, keys):
-        return [_unb64(v) for v in self._call("multi_get", keys=list(keys))["values"]]
+        return [_unb64(v) for v in self._waiting("multi_get", keys=list(keys))["values"]]
 
     def multi_set(self, keys, values):
         self._call("multi_set", keys=list(keys), values=[_b64(v) for v in values])

@@ -5,6 +5,7 @@
 //! - [`compare`]: signature distributions and the agreement rule.
 //! - [`levels`]: agreement on the coarse outcome, and the distribution test of racy files.
 //! - [`real`]: running the Python driver and reading its signature back.
+//! - [`planes`]: the model against torch's own code, both in the simulated world.
 //!
 //! A scenario with `rendezvous.fixes` or `agent.fixes` cannot run on real torch, which has
 //! no fixes. Such a file is a fix twin: only the simulator runs it, and when its unfixed twin
@@ -13,6 +14,7 @@
 
 pub mod compare;
 pub mod levels;
+pub mod planes;
 pub mod real;
 pub mod signature;
 

@@ -27,6 +27,8 @@ pub struct ProcState {
     stop_reason: Option<&'static str>,
     /// The last worker failure, as the model's agent words it.
     pub(super) last_failure: Option<String>,
+    /// `next_rendezvous` raised, and the trace has it.
+    rendezvous_failed: bool,
     highest_step: Arc<AtomicU64>,
 }
 
@@ -169,11 +171,11 @@ async fn store_call(proc: &Proc, message: &Value) -> Value {
         );
     };
     let key = message["key"].as_str().unwrap_or("");
+    // A call that waits for keys carries the timeout torch's `Store` holds at that moment.
+    if !message["timeout_s"].is_null() {
+        client.set_timeout(seconds(&message["timeout_s"]));
+    }
     let result = match message["op"].as_str().unwrap_or("") {
-        "set_timeout" => {
-            client.set_timeout(seconds(&message["timeout_s"]));
-            Ok(json!({}))
-        }
         "set" => client
             .set(key, bytes_of(&message["value"]))
             .await
@@ -282,4 +284,5 @@ async fn workers_close(proc: &Proc) -> Value {
 }
 
 mod records;
+pub use records::exit_on_rendezvous_error;
 use records::record;

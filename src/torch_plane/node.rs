@@ -268,6 +268,9 @@ fn exit_of(proc: &Proc, end: MainEnd) -> AgentExit {
     };
     let error = exit.get("error").and_then(Value::as_str);
     let message = exit.get("message").and_then(Value::as_str).unwrap_or("");
+    if let Some(error) = error {
+        calls::exit_on_rendezvous_error(proc, error, message);
+    }
     let last_failure = proc.state.lock().expect("state lock").last_failure.clone();
     let (state, reason) = match (error, exit.get("system_exit").and_then(Value::as_str)) {
         (None, None | Some("0" | "None")) => {

@@ -38,12 +38,15 @@ pub async fn record(proc: &Proc, event: &Value) {
     match event["kind"].as_str().unwrap_or("") {
         "rendezvous_joining" => env.record(EventKind::RendezvousJoining { pid }),
         "rendezvous_completed" => completed(proc, event).await,
-        "rendezvous_failed" => env.record(EventKind::RendezvousFailed {
-            pid,
-            error: RendezvousErrorKind::from_str(&text(event, "error"))
-                .unwrap_or(RendezvousErrorKind::StateError),
-            message: text(event, "message"),
-        }),
+        "rendezvous_failed" => {
+            proc.state.lock().expect("state lock").rendezvous_failed = true;
+            env.record(EventKind::RendezvousFailed {
+                pid,
+                error: RendezvousErrorKind::from_str(&text(event, "error"))
+                    .unwrap_or(RendezvousErrorKind::StateError),
+                message: text(event, "message"),
+            });
+        }
         "rendezvous_closed" => {
             let store_incarnation = incarnation(proc).await;
             env.record(EventKind::RendezvousClosed {
@@ -135,5 +138,35 @@ fn restart(proc: &Proc, event: &Value) {
         counted,
         restart_count: u32::try_from(int(event, "restart_count")).unwrap_or(u32::MAX),
         reason,
+    });
+}
+
+/// torch's rendezvous errors by class, as the trace names their kinds.
+const ERROR_KINDS: &[(&str, RendezvousErrorKind)] = &[
+    ("RendezvousGracefulExitError", RendezvousErrorKind::GracefulExit),
+    ("RendezvousClosedError", RendezvousErrorKind::Closed),
+    ("RendezvousTimeoutError", RendezvousErrorKind::Timeout),
+    ("RendezvousConnectionError", RendezvousErrorKind::StoreUnreachable),
+    ("RendezvousStateError", RendezvousErrorKind::StateError),
+    // A store call of the agent's own (the rank exchange, the bootstrap address) that fails
+    // ends it as the model's agent ends on the same store error: the store unreachable.
+    ("DistStoreError", RendezvousErrorKind::StoreUnreachable),
+    ("DistNetworkError", RendezvousErrorKind::StoreUnreachable),
+];
+
+/// The agent exits on a rendezvous error raised outside `next_rendezvous` (the monitor's
+/// `num_nodes_waiting`, the exit's `shutdown`): recorded as the model's agent records every
+/// rendezvous error that ends it.
+pub fn exit_on_rendezvous_error(proc: &Proc, error: &str, message: &str) {
+    let Some((_, kind)) = ERROR_KINDS.iter().find(|(name, _)| *name == error) else {
+        return;
+    };
+    if std::mem::take(&mut proc.state.lock().expect("state lock").rendezvous_failed) {
+        return;
+    }
+    proc.env.record(EventKind::RendezvousFailed {
+        pid: proc.env.pid,
+        error: *kind,
+        message: message.to_owned(),
     });
 }
