@@ -74,6 +74,10 @@ pub fn to_raw(s: &Scenario) -> RawScenario {
         faults: s.faults.iter().map(fault).collect(),
         failures: s.failures.as_ref().map(failures),
         expect: expect(&s.expect),
+        torch: s.torch.as_ref().map(|t| RawTorch {
+            python: Some(t.python.clone()),
+            elastic_src: t.elastic_src.clone(),
+        }),
     }
 }
 

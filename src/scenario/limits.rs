@@ -38,6 +38,8 @@ pub const GPU_MEMORY_BYTES_MAX: u64 = 16 << 40;
 pub const GPU_COMPUTE_SPEED_MAX: f64 = 1_000.0;
 /// Longest custom GPU profile name, in characters.
 pub const GPU_NAME_CHARS_MAX: usize = 64;
+/// Longest `[torch]` path, in characters: Linux's `PATH_MAX`.
+pub const TORCH_PATH_CHARS_MAX: usize = 4096;
 /// Longest timeout or interval of the rendezvous and the agent: 1 day.
 pub const TIMEOUT_US_MAX: u64 = SimDuration::from_secs(24 * 3_600).as_us();
 /// Most keep-alive attempts before a node is considered dead.

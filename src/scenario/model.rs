@@ -8,6 +8,7 @@ pub use super::node::{NodeIndex, NodeRole};
 pub use crate::record_check::CheckKind;
 use crate::sim_time::SimDuration;
 use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
 
 mod faults;
 pub use faults::{
@@ -44,6 +45,9 @@ pub struct Scenario {
     /// `faults` before the run (see `scenario::failure_draw`).
     pub failures: Option<FailureProcess>,
     pub expect: Expect,
+    /// `[torch]`: every node runs torch's own torchrun from this Python instead of the
+    /// Rust model; `None` runs the model.
+    pub torch: Option<TorchSection>,
 }
 
 /// `[cluster]`: which nodes exist and where the store lives.
@@ -357,6 +361,32 @@ pub struct ReaderSection {
     pub record_size_bytes: u64,
     /// Opt-in named deviations from HugeCTR.
     pub fixes: Vec<crate::fixes::ReaderFix>,
+}
+
+/// `[torch]`: which torch a run's control plane is, with its paths exactly as the file
+/// writes them. Relative paths are the file's directory's (see [`TorchSection::resolved`]);
+/// the command line resolves them, since only it knows where the file is.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TorchSection {
+    /// The Python interpreter with torch installed (a venv's `bin/python`).
+    pub python: String,
+    /// A torch checkout (the directory holding `torch/`) whose elastic Python files are laid
+    /// over the installed torch's.
+    pub elastic_src: Option<String>,
+}
+
+impl TorchSection {
+    /// The interpreter and the checkout, each relative path taken as relative to `dir`
+    /// (the scenario file's directory), so a file names a venv beside it and runs from any
+    /// working directory; absolute paths stay as written. A bare command name (`python3`,
+    /// no `/`) stays bare, to be found on `PATH` as a shell finds it.
+    pub fn resolved(&self, dir: &Path) -> (PathBuf, Option<PathBuf>) {
+        let python = match self.python.contains('/') {
+            true => dir.join(&self.python),
+            false => PathBuf::from(&self.python),
+        };
+        (python, self.elastic_src.as_deref().map(|src| dir.join(src)))
+    }
 }
 
 /// `[expect]`: what must hold besides the invariants.

@@ -30,6 +30,17 @@ pub struct RawScenario {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub failures: Option<RawFailures>,
     pub expect: Option<RawExpect>,
+    /// Written after `[expect]` and only when present, so files without it are unchanged.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub torch: Option<RawTorch>,
+}
+
+/// `[torch]`: run torch's own elastic code on every node instead of the Rust model.
+#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RawTorch {
+    pub python: Option<String>,
+    pub elastic_src: Option<String>,
 }
 
 /// `[failures]`.

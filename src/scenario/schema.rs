@@ -32,6 +32,7 @@ const TABLES: &[(&str, &str)] = &[
     ("RawReader", "reader"),
     ("RawFailures", "failures"),
     ("RawExpect", "expect"),
+    ("RawTorch", "torch"),
 ];
 
 /// A quantity written as a string of a number and a unit.

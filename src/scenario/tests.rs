@@ -553,6 +553,10 @@ fn scenario() -> impl Strategy<Value = Scenario> {
                 s.faults = faults;
                 s.expect.restarts = restarts;
                 s.expect.rounds = flag.then_some((1, 1 + u64::from(extra)));
+                s.torch = (extra % 2 == 1).then(|| crate::scenario::model::TorchSection {
+                    python: "venv/bin/python \"3\"".into(),
+                    elastic_src: flag.then(|| "../pytorch".into()),
+                });
                 s
             },
         )

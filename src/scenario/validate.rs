@@ -3,8 +3,8 @@
 
 use super::limits::*;
 use super::locate::FieldPath;
-use super::model::{Expect, Scenario};
-use super::raw::{RawExpect, RawRounds, RawScenario};
+use super::model::{Expect, Scenario, TorchSection};
+use super::raw::{RawExpect, RawRounds, RawScenario, RawTorch};
 use super::values::*;
 use super::{cluster, failures, faults, job};
 use crate::invariant::Invariant;
@@ -63,6 +63,7 @@ pub fn validate(raw: &RawScenario) -> Check<Scenario> {
     let mut indexed = faults::faults(&raw.faults, &ctx)?;
     let expect = expect(&raw.expect, cluster.total_nodes())?;
     let failures = failures::failures(&raw.failures, &cluster, time_limit)?;
+    let torch = raw.torch.as_ref().map(torch).transpose()?;
     // Stable: faults at the same time keep their file order.
     indexed.sort_by_key(|(_, f)| f.at);
     let faults = indexed.into_iter().map(|(_, f)| f).collect();
@@ -81,6 +82,35 @@ pub fn validate(raw: &RawScenario) -> Check<Scenario> {
         faults,
         failures,
         expect,
+        torch,
+    })
+}
+
+/// `[torch]`: `python` is required; each path is kept as written (the command line
+/// resolves a relative one against the file's directory), but must be a usable string.
+fn torch(raw: &RawTorch) -> Check<TorchSection> {
+    let p = FieldPath::root().key("torch");
+    let path = |key: &str, value: &str| -> Check<String> {
+        let chars = value.chars().count();
+        if value.trim().is_empty() || chars > TORCH_PATH_CHARS_MAX {
+            let msg = format!(
+                "must be a path of 1 to {TORCH_PATH_CHARS_MAX} characters, not only spaces"
+            );
+            return Err(issue(&p.key(key), msg));
+        }
+        if value.contains('\0') {
+            return Err(issue(&p.key(key), "must not hold a NUL character"));
+        }
+        Ok(value.to_owned())
+    };
+    let python = path("python", &required(&p.key("python"), &raw.python)?)?;
+    let elastic_src = match &raw.elastic_src {
+        Some(src) => Some(path("elastic_src", src)?),
+        None => None,
+    };
+    Ok(TorchSection {
+        python,
+        elastic_src,
     })
 }
 
