@@ -59,6 +59,11 @@ pub struct Report {
     /// evaluation pass over the world the job last trained in.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub eval: Option<crate::job::eval::EvalPass>,
+    /// Present when the run's control plane was torch's own elastic code (`--torch`, or a
+    /// `[torch]` table): which torch and Python ran, and the overlay's hash. Absent for the
+    /// Rust model, so a model run's report is as it always was.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub torch: Option<crate::torch_plane::TorchInfo>,
 }
 
 /// One completed rendezvous round.
@@ -218,6 +223,8 @@ pub fn build(
             .as_ref()
             .zip(last_world_size(trace))
             .map(|(eval, world_size)| crate::job::eval::EvalPass::of(eval, world_size)),
+        // The runner, which knows which plane ran, fills it in.
+        torch: None,
     }
 }
 
