@@ -9,8 +9,9 @@
 use super::run::{run_seed, SeedArgs};
 use crate::check::Status;
 use crate::report::Report;
-use crate::runner::HarnessFailure;
+use crate::runner::{HarnessFailure, RunOptions};
 use crate::scenario::{self, Scenario};
+use crate::torch_plane::TorchPlane;
 use indicatif::ProgressBar;
 use quick_junit::{NonSuccessKind, TestCase, TestCaseStatus, TestSuite};
 use std::path::{Path, PathBuf};
@@ -51,6 +52,8 @@ pub struct CheckArgs {
     /// an index.html, for a CI artefact.
     #[arg(long, value_name = "DIR")]
     pub html: Option<PathBuf>,
+    #[command(flatten)]
+    pub torch: super::torch::TorchArgs,
 }
 
 /// `--shard k/n`: slice `index` (1-based) of `count`.
@@ -126,11 +129,15 @@ pub fn execute(args: CheckArgs) -> i32 {
     let Some(scenarios) = load_all(&files) else {
         return 2;
     };
-    // An output that cannot be written fails now, before any run.
-    if let Err(message) = check_outputs(&args) {
-        eprintln!("error: {message}");
-        return 2;
-    }
+    // An output that cannot be written, or a torch that cannot run, fails now, before any
+    // run.
+    let planes = match check_before_runs(&args, &files, &scenarios) {
+        Ok(planes) => planes,
+        Err(message) => {
+            eprintln!("error: {message}");
+            return 2;
+        }
+    };
     let shard = args.shard.unwrap_or(Shard { index: 1, count: 1 });
     let jobs: Vec<Job> = (0..scenarios.len())
         .filter(|&i| shard.owns(i))
@@ -140,7 +147,7 @@ pub fn execute(args: CheckArgs) -> i32 {
                 .map(move |seed| Job { scenario: i, seed })
         })
         .collect();
-    let mut results = run_jobs(&scenarios, &jobs, &args);
+    let mut results = run_jobs(&scenarios, &planes, &jobs, &args);
     // Name testcases by seed too only when a range asks for several seeds per file.
     let several_seeds = args.seeds.several();
     if let Some(dir) = &args.html {
@@ -178,15 +185,21 @@ pub fn execute(args: CheckArgs) -> i32 {
     exit_code(&rows)
 }
 
-/// `--junit` must be a file that can be written, `--html` a directory that can hold pages.
-fn check_outputs(args: &CheckArgs) -> Result<(), String> {
+/// `--junit` must be a file that can be written, `--html` a directory that can hold pages,
+/// and every torch a scenario runs on must start; gives each scenario's control plane.
+fn check_before_runs(
+    args: &CheckArgs,
+    files: &[PathBuf],
+    scenarios: &[(String, Scenario)],
+) -> Result<Vec<Option<TorchPlane>>, String> {
     if let Some(path) = &args.junit {
         super::output_paths::check_file("--junit", path)?;
     }
     if let Some(dir) = &args.html {
         super::output_paths::check_dir("--html", dir)?;
     }
-    Ok(())
+    let paths = files.iter().map(PathBuf::as_path);
+    super::torch::planes_of(paths.zip(scenarios.iter().map(|s| &s.1)), &args.torch)
 }
 
 fn exit_code(rows: &[Row]) -> i32 {
@@ -265,8 +278,21 @@ fn progress_bar(len: usize) -> ProgressBar {
     super::progress_bar(len as u64, "{bar:30} {pos}/{len} runs {wide_msg}")
 }
 
-/// Runs every job on a bounded pool; results come back in job order.
-fn run_jobs(scenarios: &[(String, Scenario)], jobs: &[Job], args: &CheckArgs) -> Vec<JobResult> {
+/// Runs every job on a bounded pool, each scenario's on its control plane (`planes`, by
+/// scenario); results come back in job order.
+fn run_jobs(
+    scenarios: &[(String, Scenario)],
+    planes: &[Option<TorchPlane>],
+    jobs: &[Job],
+    args: &CheckArgs,
+) -> Vec<JobResult> {
+    let options: Vec<RunOptions> = planes
+        .iter()
+        .map(|torch| RunOptions {
+            torch: torch.clone(),
+            ..RunOptions::default()
+        })
+        .collect();
     let bar = progress_bar(jobs.len());
     let next = AtomicUsize::new(0);
     let slots: Vec<Mutex<Option<JobResult>>> = jobs.iter().map(|_| Mutex::new(None)).collect();
@@ -277,7 +303,9 @@ fn run_jobs(scenarios: &[(String, Scenario)], jobs: &[Job], args: &CheckArgs) ->
                 let Some(job) = jobs.get(i) else { break };
                 let (file, scenario) = &scenarios[job.scenario];
                 let html = args.html.is_some();
-                let result = run_job(scenario, file, job.seed, args.check_determinism, html);
+                let twice = args.check_determinism;
+                let options = &options[job.scenario];
+                let result = run_job(scenario, file, job.seed, twice, html, options);
                 *slots[i].lock().expect("a result slot is never poisoned") = Some(result);
                 bar.set_message(format!("{file} seed {}", job.seed));
                 bar.inc(1);
@@ -297,9 +325,16 @@ fn run_jobs(scenarios: &[(String, Scenario)], jobs: &[Job], args: &CheckArgs) ->
 
 /// One job; a panic outside the runner's own guard is still a harness failure, not a crash
 /// of the whole suite.
-fn run_job(scenario: &Scenario, file: &str, seed: u64, twice: bool, html: bool) -> JobResult {
+fn run_job(
+    scenario: &Scenario,
+    file: &str,
+    seed: u64,
+    twice: bool,
+    html: bool,
+    options: &RunOptions,
+) -> JobResult {
     let ran = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-        run_seed(scenario, file, seed, twice, &Default::default())
+        run_seed(scenario, file, seed, twice, options)
     }));
     match ran {
         Ok(Ok((report, trace))) => {

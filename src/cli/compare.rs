@@ -7,9 +7,10 @@ use super::part::{self, Kind, Part, PartVariant, RunOf};
 use super::run::{parse_seed_range, SeedRange};
 use crate::report::compare::{self, VariantRuns};
 use crate::report::goodput_summary::SeedRow;
-use crate::runner::Run;
+use crate::runner::{Run, RunOptions};
 use crate::scenario::{self, Scenario};
-use std::path::PathBuf;
+use crate::torch_plane::TorchPlane;
+use std::path::{Path, PathBuf};
 
 /// The most values one `--set` may sweep, and the most files one comparison runs.
 const VALUES_MAX: usize = 64;
@@ -46,11 +47,13 @@ pub struct CompareArgs {
     /// the differences.
     #[arg(long, value_name = "FILE")]
     pub html: Option<PathBuf>,
+    #[command(flatten)]
+    pub torch: super::torch::TorchArgs,
 }
 
 /// Runs the command; returns the exit code.
 pub fn execute(args: CompareArgs) -> i32 {
-    let (variants, of) = match prepare(&args) {
+    let (variants, planes, of) = match prepare(&args) {
         Ok(prepared) => prepared,
         Err(message) => {
             eprintln!("error: {message}");
@@ -61,10 +64,18 @@ pub fn execute(args: CompareArgs) -> i32 {
     let runs = variants.len() as u64 * seeds.len() as u64;
     let bar = super::progress_bar(runs, "{bar:30} {pos}/{len} runs {eta}");
     let mut results = Vec::new();
-    for (name, file, scenario) in &variants {
+    for ((name, file, scenario), torch) in variants.iter().zip(planes) {
         let mut rows = Vec::with_capacity(seeds.len());
+        let options = RunOptions {
+            torch,
+            ..RunOptions::default()
+        };
         for &seed in &seeds {
-            match Run::of(scenario, file).seed(seed).report() {
+            match Run::of(scenario, file)
+                .seed(seed)
+                .options(options.clone())
+                .report()
+            {
                 Ok(report) => rows.push(SeedRow::of(&report)),
                 Err(failure) => {
                     bar.finish_and_clear();
@@ -134,9 +145,10 @@ fn write_outputs(args: &CompareArgs, of: RunOf, results: &[VariantRuns]) -> Resu
     Ok(())
 }
 
-/// The variants and the run's description for a part; checks the output paths first, so
-/// a path that cannot be written fails before any run.
-fn prepare(args: &CompareArgs) -> Result<(Vec<Variant>, RunOf), String> {
+/// The variants, each one's control plane (every torch probed), and the run's description
+/// for a part; checks the output paths first, so a path that cannot be written fails before
+/// any run.
+fn prepare(args: &CompareArgs) -> Result<Prepared, String> {
     if args.shard.is_some() && args.out.is_none() {
         return Err("--shard runs a part of the seeds: give --out FILE for its part file".into());
     }
@@ -152,6 +164,10 @@ fn prepare(args: &CompareArgs) -> Result<(Vec<Variant>, RunOf), String> {
         }
     }
     let variants = variants(args)?;
+    let planes = variants
+        .iter()
+        .map(|(_, file, s)| (Path::new(file.as_str()), s));
+    let planes = super::torch::planes_of(planes, &args.torch)?;
     let scenarios = match args.set {
         Some(_) => vec![part::scenario_ref(&args.files[0])?],
         None => args
@@ -172,6 +188,7 @@ fn prepare(args: &CompareArgs) -> Result<(Vec<Variant>, RunOf), String> {
         " --seeds {}..{}",
         args.seeds.start, args.seeds.end_exclusive
     ));
+    command.push_str(&args.torch.flags());
     let of = RunOf {
         kind: Kind::Compare,
         command,
@@ -183,7 +200,7 @@ fn prepare(args: &CompareArgs) -> Result<(Vec<Variant>, RunOf), String> {
         mutants: Vec::new(),
         shards: args.shard.map_or(1, |s| s.count),
     };
-    Ok((variants, of))
+    Ok((variants, planes, of))
 }
 
 /// `word` as one shell word: as it is when it holds only safe characters, else quoted.
@@ -198,6 +215,9 @@ pub(super) fn shell_word(word: &str) -> String {
 
 /// A variant to run: its name, its file and its scenario.
 type Variant = (String, String, Scenario);
+
+/// The variants, the control plane of each, and what the runs are, for a part file.
+type Prepared = (Vec<Variant>, Vec<Option<TorchPlane>>, RunOf);
 
 /// The variants to run.
 fn variants(args: &CompareArgs) -> Result<Vec<Variant>, String> {

@@ -26,6 +26,7 @@ pub mod parity;
 mod part;
 pub mod run;
 pub mod sample;
+pub mod torch;
 
 use std::io::{self, Write};
 use std::sync::atomic::{AtomicBool, Ordering};

@@ -11,6 +11,7 @@ use crate::report::goodput_summary::{GoodputTally, SeedRow};
 use crate::report::Report;
 use crate::runner::{HarnessFailure, Run, RunOptions};
 use crate::scenario::{self, Scenario};
+use crate::torch_plane::TorchPlane;
 use crate::trace::{perfetto, Trace};
 use indicatif::ProgressBar;
 use std::path::{Path, PathBuf};
@@ -61,6 +62,8 @@ pub struct RunArgs {
     /// hashes and exact moments differ.
     #[arg(long)]
     pub exact_control_plane: bool,
+    #[command(flatten)]
+    pub torch: super::torch::TorchArgs,
     /// Run a batch's seeds on N threads (default 1); the reports still print in seed
     /// order, after the last run.
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u16).range(1..=256))]
@@ -171,49 +174,24 @@ pub fn execute(args: RunArgs) -> i32 {
         eprintln!("error: --explain tells the run in text: leave out --format json");
         return 2;
     }
-    let files = match super::check::expand_dirs(&args.files) {
-        Ok(files) => files,
+    let (options, scenarios, planes) = match prepare(&args) {
+        Ok(prepared) => prepared,
         Err(message) => {
             eprintln!("error: {message}");
             return 2;
         }
     };
-    // Read every file first, so a typo in the last one fails before an hour of runs.
-    let options = match crate::fuzz::mutants::options_of(&args.mutant) {
-        Ok(options) => RunOptions {
-            exact_control_plane: args.exact_control_plane,
-            ..options
-        },
-        Err(message) => {
-            eprintln!("error: {message}");
-            return 2;
-        }
-    };
-    let mut scenarios: Vec<(String, Scenario)> = Vec::new();
-    for path in &files {
-        match scenario::load(path) {
-            Ok(s) => scenarios.push((path.display().to_string(), s)),
-            Err(e) => {
-                eprintln!("error: {e}");
-                return 2;
-            }
-        }
-    }
-    if let Err(message) = check_one_run_outputs(&args, &scenarios) {
-        eprintln!("error: {message}");
-        return 2;
-    }
-    if let Err(message) = check_batch_flags(&args) {
-        eprintln!("error: {message}");
-        return 2;
-    }
-    for (file, scenario) in &scenarios {
-        if let Err(code) = draw_every_seed(file, scenario, &args) {
+    for ((file, scenario), plane) in scenarios.iter().zip(&planes) {
+        if let Err(code) = draw_every_seed(file, scenario, plane.as_ref(), &args) {
             return code;
         }
     }
     let mut ended = Ended::default();
-    for (file, scenario) in &scenarios {
+    for ((file, scenario), torch) in scenarios.iter().zip(planes) {
+        let options = RunOptions {
+            torch,
+            ..options.clone()
+        };
         if let Err(code) = run_scenario(file, scenario, &args, &options, &mut ended) {
             return code;
         }
@@ -225,6 +203,29 @@ pub fn execute(args: RunArgs) -> i32 {
     } else {
         0
     }
+}
+
+/// A run's plain options, every scenario and each one's control plane, or the message of a
+/// usage error. Every file is read and every torch probed first, so a typo in the last file
+/// or a missing Python fails before an hour of runs.
+type Prepared = (RunOptions, Vec<(String, Scenario)>, Vec<Option<TorchPlane>>);
+
+fn prepare(args: &RunArgs) -> Result<Prepared, String> {
+    let files = super::check::expand_dirs(&args.files)?;
+    let options = RunOptions {
+        exact_control_plane: args.exact_control_plane,
+        ..crate::fuzz::mutants::options_of(&args.mutant)?
+    };
+    let mut scenarios: Vec<(String, Scenario)> = Vec::new();
+    for path in &files {
+        let s = scenario::load(path).map_err(|e| e.to_string())?;
+        scenarios.push((path.display().to_string(), s));
+    }
+    check_one_run_outputs(args, &scenarios)?;
+    check_batch_flags(args)?;
+    let paths = files.iter().map(PathBuf::as_path);
+    let planes = super::torch::planes_of(paths.zip(scenarios.iter().map(|s| &s.1)), &args.torch)?;
+    Ok((options, scenarios, planes))
 }
 
 /// The outputs that write one run (`--trace`, `--html`, `--write-scenario`): each needs
@@ -417,6 +418,7 @@ fn write_part(
     for mutant in &args.mutant {
         command.push_str(&format!(" --mutant {}", super::compare::shell_word(mutant)));
     }
+    command.push_str(&args.torch.flags());
     let fail = |message: String| {
         eprintln!("error: {message}");
         2
@@ -475,10 +477,16 @@ fn write_outputs(
 }
 
 /// Draws each seed's failure process before any run, so a draw past a bound is a usage
-/// error (exit 2) at once; writes the drawn scenario when `--write-scenario` asks.
-fn draw_every_seed(file: &str, scenario: &Scenario, args: &RunArgs) -> Result<(), i32> {
+/// error (exit 2) at once; writes the drawn scenario when `--write-scenario` asks, with
+/// the run's torch as its `[torch]` table in absolute paths, so it replays from anywhere.
+fn draw_every_seed(
+    file: &str,
+    scenario: &Scenario,
+    plane: Option<&TorchPlane>,
+    args: &RunArgs,
+) -> Result<(), i32> {
     for seed in args.seeds.for_scenario(scenario) {
-        let drawn = match scenario::failure_draw::expand(scenario, seed) {
+        let mut drawn = match scenario::failure_draw::expand(scenario, seed) {
             Ok(drawn) => drawn,
             Err(e) => {
                 eprintln!("error: {file}: failures.rate_per_node_day: with seed {seed}, {e}");
@@ -486,6 +494,7 @@ fn draw_every_seed(file: &str, scenario: &Scenario, args: &RunArgs) -> Result<()
             }
         };
         if let Some(path) = &args.write_scenario {
+            drawn.to_mut().torch = plane.map(super::torch::section_of);
             let text = format!(
                 "# {file} as seed {seed} plays it: `trainsim run` of this file replays the run
 {}",
