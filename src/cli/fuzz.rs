@@ -55,6 +55,8 @@ pub struct FuzzArgs {
     /// Directory for `summary.json` and the repro files (`repro/`).
     #[arg(long, value_name = "DIR", required = true)]
     pub out: Option<PathBuf>,
+    #[command(flatten)]
+    pub torch: super::torch::TorchArgs,
 }
 
 /// `trainsim fuzz merge`.
@@ -142,6 +144,18 @@ pub fn execute(args: FuzzArgs) -> i32 {
         eprintln!("error: --target and --out are required");
         return 2;
     };
+    // Every case runs on the campaign's torch: it must start before the first case does.
+    let plane = args.torch.plane().and_then(|plane| {
+        super::torch::probe_all(&plane)?;
+        Ok(plane)
+    });
+    let torch = match plane {
+        Ok(plane) => plane.as_ref().map(super::torch::section_of),
+        Err(message) => {
+            eprintln!("error: {message}");
+            return 2;
+        }
+    };
     let target = target.fuzz_target();
     let flag = args
         .mutant
@@ -164,12 +178,14 @@ pub fn execute(args: FuzzArgs) -> i32 {
         out: out.clone(),
         as_known_bug: args.as_known_bug,
         command: format!(
-            "trainsim fuzz --target {} --cases {}..{} --seed {}{flag}",
+            "trainsim fuzz --target {} --cases {}..{} --seed {}{flag}{}",
             target.name(),
             args.cases.start,
             args.cases.end,
-            args.seed
+            args.seed,
+            args.torch.flags()
         ),
+        torch,
     };
     run_campaign(&campaign, &out)
 }

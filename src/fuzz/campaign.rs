@@ -13,6 +13,7 @@ use super::summary::{empty_coverage, SignatureEntry, Summary};
 use super::triage::{self, Known};
 use super::{parallel, FuzzTarget};
 use crate::mutant::Mutant;
+use crate::scenario::model::TorchSection;
 use proptest::strategy::{Strategy, ValueTree};
 use proptest::test_runner::{Config, RngAlgorithm, TestRng, TestRunner};
 use rand::Rng;
@@ -55,6 +56,10 @@ pub struct Campaign {
     pub as_known_bug: bool,
     /// The command line, for repro headers.
     pub command: String,
+    /// The control plane every case runs on, as each case's `[torch]` table (absolute
+    /// paths); `None` runs the Rust model. A case carries it in its scenario, so every
+    /// rerun (reduction, triage, shrinking) and the repro file use the same torch.
+    pub torch: Option<TorchSection>,
 }
 
 /// Progress so far, for a progress bar.
@@ -124,6 +129,7 @@ fn case_at(c: &Campaign, corpus: &[Case], index: u64) -> (Case, bool) {
 
 fn run_case(c: &Campaign, corpus: &[Case], index: u64) -> CaseResult {
     let (case, mutated) = case_at(c, corpus, index);
+    let case = on_plane(c, case);
     let mutant = c.mutant;
     let (verdict, trace) = judge(&case.scenario, case.seed, mutant);
     let situations = trace
@@ -255,6 +261,7 @@ fn summarize(
         skipped_known_cases: 0,
         signatures: Vec::new(),
         coverage,
+        torch: c.torch.as_ref().map(|t| t.python.clone()),
     };
     for e in entries {
         let e = e?;
@@ -331,12 +338,12 @@ pub fn shrink(c: &Campaign, index: u64, sig: &Signature) -> Case {
     let mutant = c.mutant;
     let fails = |case: &Case| judge(&case.scenario, case.seed, mutant).0.counted == sig.kinds;
     let mut tree = draw(c.target, c.seed, index);
-    let mut best = tree.current();
+    let mut best = on_plane(c, tree.current());
     let mut iters = 0;
     let mut more = tree.simplify();
     while more && iters < CAMPAIGN_SHRINK_ITERS {
         iters += 1;
-        let candidate = tree.current();
+        let candidate = on_plane(c, tree.current());
         if fails(&candidate) {
             best = candidate;
             more = tree.simplify();
@@ -351,6 +358,13 @@ pub fn shrink(c: &Campaign, index: u64, sig: &Signature) -> Case {
     needed_faults(&best, &verdict, mutant, trace).0
 }
 
+/// `case` on the campaign's control plane: its `[torch]` table is the campaign's, whatever a
+/// corpus file said, so a corpus serves torch and model campaigns alike.
+fn on_plane(c: &Campaign, mut case: Case) -> Case {
+    case.scenario.torch = c.torch.clone();
+    case
+}
+
 fn write_repro(
     c: &Campaign,
     case: &Case,
@@ -360,6 +374,8 @@ fn write_repro(
     rel: &str,
 ) -> Result<(), String> {
     let mut s = case.scenario.clone();
+    // The repro replays on the torch that found it: `trainsim run FILE` alone suffices.
+    s.torch = c.torch.clone();
     s.seed = case.seed;
     s.name = format!("fuzz {} seed {} case {}", c.target.name(), c.seed, index);
     s.description = String::new();
@@ -404,6 +420,7 @@ pub fn run_cases_only(target: FuzzTarget, seed: u64, cases: Range<u64>, jobs: us
         out: PathBuf::new(),
         as_known_bug: false,
         command: String::new(),
+        torch: None,
     };
     let indices: Vec<u64> = cases.collect();
     let results = parallel::map(&indices, jobs, |&i| run_case(&c, &[], i), |_| {});

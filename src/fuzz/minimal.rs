@@ -70,6 +70,7 @@ const ORDER: &[&str] = &[
     "gpu_profile",
     "faults",
     "expect",
+    "torch",
 ];
 
 fn in_file_order(v: &Value) -> String {
@@ -199,5 +200,20 @@ mod tests {
         assert_eq!(scenario::parse(&text, "t.toml").expect("parses"), two);
         assert!(!text.contains("keep_alive_interval"), "{text}");
         assert_eq!(scenario::parse(&file, "x.toml").expect("parses"), s);
+    }
+
+    /// A campaign on torch's own code writes its torch into each repro, so the file alone
+    /// replays the finding on the code that made it.
+    #[test]
+    fn a_repro_keeps_its_torch_table() {
+        let mut s = scenario::default_scenario("found on torch");
+        s.torch = Some(crate::scenario::model::TorchSection {
+            python: "/venv/bin/python".into(),
+            elastic_src: Some("/src/pytorch".into()),
+        });
+        let text = to_minimal_toml(&s);
+        assert!(text.contains("[torch]\n"), "{text}");
+        assert!(text.contains("python = \"/venv/bin/python\"\n"), "{text}");
+        assert_eq!(scenario::parse(&text, "t.toml").expect("parses"), s);
     }
 }

@@ -73,6 +73,14 @@ pub fn run_case(
     if let Some(mutant) = mutant {
         options.mutants.insert(mutant);
     }
+    // A case's `[torch]` is its campaign's, in absolute paths (`Campaign::torch`).
+    options.torch = scenario.torch.as_ref().map(|t| {
+        let (python, elastic_src) = t.resolved(std::path::Path::new(""));
+        crate::torch_plane::TorchPlane {
+            python,
+            elastic_src,
+        }
+    });
     // The verdict reads only the invariants: no trace hash, no report.
     let (invariants, trace) = Run::of(scenario, CASE_FILE)
         .seed(seed)

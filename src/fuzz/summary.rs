@@ -31,6 +31,10 @@ pub struct Summary {
     pub signatures: Vec<SignatureEntry>,
     /// One entry per situation, in [`SITUATIONS`] order.
     pub coverage: Vec<CoverageEntry>,
+    /// The Python whose torch every case ran on (`--torch`), as the repro files' `[torch]`
+    /// tables name it; absent for the Rust model, so a model campaign's summary is as it was.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub torch: Option<String>,
 }
 
 /// One signature's bucket.
@@ -99,7 +103,7 @@ pub fn empty_coverage() -> Vec<CoverageEntry> {
 }
 
 /// Merges the summaries of case ranges of one campaign; they must share target, seed,
-/// mutant and `--known`, and their ranges must tile one range without overlap. Each
+/// mutant, `--known` and torch, and their ranges must tile one range without overlap. Each
 /// summary comes with the directory its repro paths are relative to; merged repro paths
 /// keep the directory of the range holding the first case.
 pub fn merge(parts: &[(String, Summary)]) -> Result<Summary, String> {
@@ -114,11 +118,17 @@ pub fn merge(parts: &[(String, Summary)]) -> Result<Summary, String> {
     out.skipped_known_cases = 0;
     let mut buckets: BTreeMap<String, SignatureEntry> = BTreeMap::new();
     for (i, (dir, s)) in parts.iter().enumerate() {
-        let same = (&s.target, s.seed, &s.mutant, &s.known)
-            == (&first.target, first.seed, &first.mutant, &first.known);
+        let same = (&s.target, s.seed, &s.mutant, &s.known, &s.torch)
+            == (
+                &first.target,
+                first.seed,
+                &first.mutant,
+                &first.known,
+                &first.torch,
+            );
         if !same {
             return Err(format!(
-                "{dir}: a different campaign (target, seed, mutant and --known must match)"
+                "{dir}: a different campaign (target, seed, mutant, --known and --torch must match)"
             ));
         }
         if i > 0 && s.cases_start != out.cases_end {
@@ -228,6 +238,7 @@ mod tests {
                 kinds: vec![],
             }],
             coverage,
+            torch: None,
         }
     }
 
@@ -259,5 +270,10 @@ mod tests {
         let mut other = part(10, 20, "x", 1, 11);
         other.seed = 2;
         assert!(merge(&[("a".into(), part(0, 10, "x", 1, 0)), ("b".into(), other)]).is_err());
+        // A range run on torch's own code and one run on the model are two campaigns.
+        let mut on_torch = part(10, 20, "x", 1, 11);
+        on_torch.torch = Some("/venv/bin/python".into());
+        let parts = [("a".into(), part(0, 10, "x", 1, 0)), ("b".into(), on_torch)];
+        assert!(merge(&parts).is_err());
     }
 }
