@@ -33,6 +33,7 @@ class FakeWorld:
         self.workers = {}  # node -> (start time, closed)
         self.events = []
         self.exits = {}
+        self.argv_min_nodes = 1
 
     def ask(self, msg):
         self.proc.stdin.write(json.dumps(msg) + "\n")
@@ -48,7 +49,7 @@ class FakeWorld:
 
     def argv(self, index):
         conf = "join_timeout=60,last_call_timeout=1,close_timeout=10,heartbeat_timeout=5,keep_alive_interval=1,is_host=0"
-        return ["--nnodes", f"1:{self.nodes}", "--nproc-per-node", "1", "--max-restarts", "0",
+        return ["--nnodes", f"{self.argv_min_nodes}:{max(self.nodes, self.argv_min_nodes)}", "--nproc-per-node", "1", "--max-restarts", "0",
                 "--monitor-interval", "0.5", "--rdzv-backend", "c10d", "--rdzv-endpoint", "store:29400",
                 "--rdzv-id", "test", "--rdzv-conf", conf, "--local-addr", f"node-{index}", "train.py"]
 
