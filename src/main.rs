@@ -58,6 +58,9 @@ enum Command {
     Merge(cli::merge::MergeArgs),
     /// Run scenarios on the real torchrun and in the simulator, and compare the outcomes.
     Conform(cli::conform::ConformArgs),
+    /// Run scenarios on both control planes in the simulator, the Rust model and torch's own
+    /// elastic code (`--torch PYTHON`), and say where they differ.
+    Planes(cli::planes::PlanesArgs),
     /// Say what changed between two runs (JSON reports or scenario files): rounds, restarts,
     /// exit reasons, verdicts, steps, goodput, the first different event.
     Diff(cli::diff::DiffArgs),
@@ -92,6 +95,7 @@ fn main() {
         Command::Sample(args) => cli::sample::execute(args),
         Command::Bench(args) => cli::bench::execute(args),
         Command::Conform(args) => cli::conform::execute(args),
+        Command::Planes(args) => cli::planes::execute(args),
         Command::Compare(args) => cli::compare::execute(args),
         Command::Diff(args) => cli::diff::execute(args),
         Command::Init(args) => cli::init::execute(args),

@@ -258,6 +258,12 @@ impl<'a> Run<'a> {
                 scenario, self.file, self.seed, trace, end, invariants, trace_hash,
             );
             report.repro.push_str(&flags);
+            // Which torch ran, as its host said when the plane was probed before the run.
+            report.torch = self
+                .options
+                .torch
+                .as_ref()
+                .and_then(|plane| crate::torch_plane::probe(plane).ok());
             report
         }))
         .map_err(|payload| {

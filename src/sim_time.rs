@@ -305,6 +305,11 @@ pub fn secs_f64_as_us_f64(secs: f64) -> f64 {
     secs * US_PER_S_F64
 }
 
+/// A clock reading in microseconds as seconds, as Python's `time.monotonic()` gives them.
+pub fn reading_as_secs_f64(reading_us: i64) -> f64 {
+    reading_us as f64 / US_PER_S_F64
+}
+
 /// A clock offset of `ms` milliseconds as signed microseconds, the unit of clock readings
 /// (saturating).
 pub const fn offset_us_of_ms(ms: i64) -> i64 {

@@ -16,6 +16,7 @@ pub mod check;
 mod check_html;
 pub mod compare;
 pub mod conform;
+pub mod planes;
 pub mod diff;
 pub mod fuzz;
 pub mod init;

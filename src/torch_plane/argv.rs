@@ -8,14 +8,13 @@ use std::collections::BTreeMap;
 
 /// torch reads the rendezvous timeouts as whole seconds (`get_as_int`).
 fn whole_seconds(span: SimDuration, key: &str) -> Result<u64, String> {
-    let us = span.as_us();
-    if us % 1_000_000 != 0 {
+    if span.subsec_us() != 0 {
         return Err(format!(
             "rendezvous.{key}: torch reads it as whole seconds, and {} s is not",
             span.as_secs_f64()
         ));
     }
-    Ok(us / 1_000_000)
+    Ok(span.as_secs())
 }
 
 /// Where the c10d store is, as torchrun's `--rdzv-endpoint` names it.

@@ -40,7 +40,7 @@ pub fn interruptible(message: &Value) -> bool {
 
 fn seconds(value: &Value) -> SimDuration {
     let s = value.as_f64().unwrap_or(0.0).max(0.0);
-    SimDuration::from_us((s * 1e6).round() as u64)
+    SimDuration::from_us_f64_rounded(crate::sim_time::secs_f64_as_us_f64(s))
 }
 
 /// Serves one call; the reply the thread is resumed with.
@@ -219,6 +219,10 @@ async fn store_call(proc: &Proc, message: &Value) -> Value {
     result.unwrap_or_else(|e| store_error(&e))
 }
 
+/// The worker pids an agent process hands out start at its own pid times this, so no two
+/// processes of a run share one.
+const WORKER_PIDS_PER_AGENT: u64 = 4096;
+
 fn workers_start(proc: &Proc, message: &Value) -> Value {
     let envs: Vec<WorkerEnv> = serde_json::from_value(message["envs"].clone())
         .unwrap_or_else(|e| panic!("torch's control plane: worker environments: {e}"));
@@ -236,7 +240,7 @@ fn workers_start(proc: &Proc, message: &Value) -> Value {
     }
     proc.signal_handler.store(true, Ordering::Relaxed);
     let pids: Vec<u64> = (0..envs.len() as u64)
-        .map(|i| u64::from(proc.env.pid) * 1000 + i)
+        .map(|i| u64::from(proc.env.pid) * WORKER_PIDS_PER_AGENT + i)
         .collect();
     json!({"pids": pids})
 }

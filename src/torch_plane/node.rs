@@ -13,6 +13,7 @@
 use super::host::{self, Host};
 use super::{argv, calls, TorchPlane};
 use crate::mutant::Mutants;
+use crate::sim_time::reading_as_secs_f64;
 use crate::trace::{AgentState, ExitReason};
 use crate::world::{AgentExit, NodeEnv, TaskHandle};
 use futures::channel::oneshot;
@@ -132,8 +133,8 @@ impl Proc {
 
     pub(super) fn clock(&self) -> Value {
         json!([
-            self.env.now_mono_us() as f64 / 1e6,
-            self.env.now_utc_us() as f64 / 1e6
+            reading_as_secs_f64(self.env.now_mono_us()),
+            reading_as_secs_f64(self.env.now_utc_us())
         ])
     }
 

@@ -53,6 +53,70 @@ fn number(env: &WorkerEnv, key: &str) -> Result<u64, String> {
         .map_err(|_| format!("torch's agent gave its worker {key}={text}, not a number"))
 }
 
+/// What the workers' environment says of their group.
+struct GivenRanks {
+    group_rank: u32,
+    base_global_rank: u64,
+    world_size: u64,
+    restart_count: u64,
+    master_addr: String,
+    master_port: u16,
+    agent_store: bool,
+    local_world_size: u32,
+}
+
+impl GivenRanks {
+    fn of(envs: &[WorkerEnv]) -> Result<GivenRanks, String> {
+        let first = envs.first().ok_or("torch's agent started no workers")?;
+        let port = number(first, "MASTER_PORT")?;
+        Ok(GivenRanks {
+            group_rank: u32::try_from(number(first, "GROUP_RANK")?).map_err(|e| e.to_string())?,
+            base_global_rank: number(first, "RANK")?,
+            world_size: number(first, "WORLD_SIZE")?,
+            restart_count: number(first, "TORCHELASTIC_RESTART_COUNT")?,
+            master_addr: var(first, "MASTER_ADDR")?.to_owned(),
+            master_port: u16::try_from(port).map_err(|e| e.to_string())?,
+            agent_store: var(first, "TORCHELASTIC_USE_AGENT_STORE").unwrap_or("False") == "True",
+            local_world_size: u32::try_from(envs.len()).map_err(|e| e.to_string())?,
+        })
+    }
+
+    fn master(&self) -> String {
+        format!("{}:{}", self.master_addr, self.master_port)
+    }
+}
+
+/// The ranks and the start, as the model's agent records them.
+fn record_start(
+    env: &NodeEnv,
+    round: &RoundSeen,
+    given: &GivenRanks,
+    first: &WorkerEnv,
+) -> Result<(), String> {
+    env.record(EventKind::RanksAssigned {
+        pid: env.pid,
+        round: round.round,
+        store_incarnation: round.store_incarnation,
+        group_rank: given.group_rank,
+        role: var(first, "ROLE_NAME").unwrap_or("default").to_owned(),
+        local_world_size: given.local_world_size,
+        base_global_rank: given.base_global_rank,
+        world_size: given.world_size,
+        base_role_rank: number(first, "ROLE_RANK")?,
+        role_world_size: number(first, "ROLE_WORLD_SIZE")?,
+    });
+    env.record(EventKind::WorkersStarted {
+        pid: env.pid,
+        round: round.round,
+        group_rank: given.group_rank,
+        world_size: round.world_size,
+        restart_count: u32::try_from(given.restart_count).unwrap_or(u32::MAX),
+        store_incarnation: round.store_incarnation,
+        master: given.master(),
+    });
+    Ok(())
+}
+
 /// torch's `_start_workers` reached the simulated processes: records what the model's agent
 /// records (ranks, start, resumed checkpoint) and starts the job's workers.
 pub fn start(
@@ -62,37 +126,8 @@ pub fn start(
     highest_step: &Arc<AtomicU64>,
     mutants: &Arc<Mutants>,
 ) -> Result<Workers, String> {
-    let first = envs.first().ok_or("torch's agent started no workers")?;
-    let group_rank = u32::try_from(number(first, "GROUP_RANK")?).map_err(|e| e.to_string())?;
-    let base_global_rank = number(first, "RANK")?;
-    let world_size = number(first, "WORLD_SIZE")?;
-    let restart_count = number(first, "TORCHELASTIC_RESTART_COUNT")?;
-    let (addr, port) = (var(first, "MASTER_ADDR")?, number(first, "MASTER_PORT")?);
-    let port = u16::try_from(port).map_err(|e| e.to_string())?;
-    let agent_store = var(first, "TORCHELASTIC_USE_AGENT_STORE").unwrap_or("False") == "True";
-    let local_world_size = u32::try_from(envs.len()).map_err(|e| e.to_string())?;
-    env.record(EventKind::RanksAssigned {
-        pid: env.pid,
-        round: round.round,
-        store_incarnation: round.store_incarnation,
-        group_rank,
-        role: var(first, "ROLE_NAME").unwrap_or("default").to_owned(),
-        local_world_size,
-        base_global_rank,
-        world_size,
-        base_role_rank: number(first, "ROLE_RANK")?,
-        role_world_size: number(first, "ROLE_WORLD_SIZE")?,
-    });
-    let master = format!("{addr}:{port}");
-    env.record(EventKind::WorkersStarted {
-        pid: env.pid,
-        round: round.round,
-        group_rank,
-        world_size: round.world_size,
-        restart_count: u32::try_from(restart_count).unwrap_or(u32::MAX),
-        store_incarnation: round.store_incarnation,
-        master: master.clone(),
-    });
+    let given = GivenRanks::of(envs)?;
+    record_start(env, round, &given, &envs[0])?;
     let checkpoint = env.checkpoint();
     env.record(EventKind::ResumedFromCheckpoint {
         pid: env.pid,
@@ -106,17 +141,17 @@ pub fn start(
         round: round.round,
         store_incarnation: round.store_incarnation,
         bootstrap: WorkerBootstrap {
-            master,
-            master_addr: env.resolve(addr, port),
-            hosts_store: !agent_store && group_rank == 0,
+            master: given.master(),
+            master_addr: env.resolve(&given.master_addr, given.master_port),
+            hosts_store: !given.agent_store && given.group_rank == 0,
         },
-        group_rank,
+        group_rank: given.group_rank,
         members: round.participants.iter().map(|node| node.0).collect(),
         start_step: checkpoint.step,
         checkpoint,
-        base_global_rank,
-        world_size,
-        local_world_size,
+        base_global_rank: given.base_global_rank,
+        world_size: given.world_size,
+        local_world_size: given.local_world_size,
     };
     let status = Arc::new(Mutex::new(WorkerStatus::Healthy));
     let task = spawn(job::train(

@@ -143,10 +143,16 @@ fn restart(proc: &Proc, event: &Value) {
 
 /// torch's rendezvous errors by class, as the trace names their kinds.
 const ERROR_KINDS: &[(&str, RendezvousErrorKind)] = &[
-    ("RendezvousGracefulExitError", RendezvousErrorKind::GracefulExit),
+    (
+        "RendezvousGracefulExitError",
+        RendezvousErrorKind::GracefulExit,
+    ),
     ("RendezvousClosedError", RendezvousErrorKind::Closed),
     ("RendezvousTimeoutError", RendezvousErrorKind::Timeout),
-    ("RendezvousConnectionError", RendezvousErrorKind::StoreUnreachable),
+    (
+        "RendezvousConnectionError",
+        RendezvousErrorKind::StoreUnreachable,
+    ),
     ("RendezvousStateError", RendezvousErrorKind::StateError),
     // A store call of the agent's own (the rank exchange, the bootstrap address) that fails
     // ends it as the model's agent ends on the same store error: the store unreachable.
