@@ -2,16 +2,19 @@
 
 Every Python thread of a simulated process (torchrun's main thread, the rendezvous's
 keep-alive timer, ...) is a *fiber*: a real OS thread that only runs while it holds the
-baton. The host's main thread hands the baton to a fiber when the simulator resumes it, and
-takes it back when the fiber makes its next call into the world (a sleep, a store request,
-a wait on a lock); the call is what the host answers the simulator with. So the simulator
-orders every piece of Python, and a seed gives one run.
+baton. A fiber runs until its next call into the world (a sleep, a store request, a wait on
+a lock), writes that call to the simulator and reads the simulator's next command: the
+resumption of itself (it runs on), of another fiber (it hands the baton over and parks), or
+a command for the host. So the simulator orders every piece of Python, and a seed gives one
+run.
 
 A killed process's fibers unwind: every call they make raises `Killed`, which no
 `except Exception` in torch catches, so `finally` blocks run without touching the world.
 """
 
 import _thread
+import json
+import os
 import sys
 import threading
 import traceback
@@ -38,29 +41,50 @@ class Node:
         self.signal_handler = False
 
 
-class Fiber:
-    """One Python thread of a simulated process, parked until the simulator resumes it."""
+class Parker:
+    """A thread's place to wait for the baton."""
 
-    def __init__(self, fid, node, name):
-        self.id = fid
-        self.node = node
-        self.name = name
+    def __init__(self):
         self.go = _thread.allocate_lock()
         self.go.acquire()
         self.reply = None
+
+
+class Fiber(Parker):
+    """One Python thread of a simulated process, parked until the simulator resumes it."""
+
+    def __init__(self, fid, node, name):
+        super().__init__()
+        self.id = fid
+        self.node = node
+        self.name = name
         self.done = False
+        # Left behind by a killed process while it held the baton: it unwinds silently.
+        self.abandoned = False
 
 
 class Scheduler:
-    """Hands the baton between the host's main thread and the fibers."""
+    """Hands the baton between threads. Whichever thread holds it does the host's I/O: it
+    writes its own call to the simulator and reads the next command, so a thread resumed
+    again (the common case: a sleep, a store call) runs on without a thread switch."""
 
     def __init__(self):
-        self.back = _thread.allocate_lock()
-        self.back.acquire()
-        self.outbox = None
         self.fibers = {}
         self.current = None
         self.next_id = 1
+        self.input = None
+        self.output = None
+        self.commands = None
+        # The thread waiting for a fiber's next message when the host drives fibers itself
+        # (to unwind a killed process), and that message.
+        self.local_driver = None
+        self.local_message = None
+        # The fiber an abandoned thread hands the baton to once it has unwound.
+        self.pending_handoff = None
+
+    def attach(self, input_lines, output, commands):
+        """The protocol's streams, and the handler of every command but `resume`."""
+        self.input, self.output, self.commands = input_lines, output, commands
 
     def new_fiber(self, node, name):
         fid = self.next_id
@@ -69,7 +93,11 @@ class Scheduler:
         self.fibers[fid] = fiber
         return fiber
 
-    # --- called on a fiber -------------------------------------------------------------
+    def write(self, message):
+        self.output.write(json.dumps(message) + "\n")
+        self.output.flush()
+
+    # --- the running thread --------------------------------------------------------------
 
     def call(self, message):
         """Sends `message` to the simulator as this fiber's next call; returns its reply."""
@@ -79,35 +107,71 @@ class Scheduler:
         if fiber.node.dying:
             raise Killed()
         message["fiber"] = fiber.id
-        self._hand_back(fiber, message)
-        reply = fiber.reply
-        if reply.get("kill"):
+        reply = self._post(fiber, message)
+        if reply is None or reply.get("kill"):
             raise Killed()
         if "signal" in reply:
             raise signal_exception(reply["signal"], fiber.node.pid)
         return reply
 
-    def _hand_back(self, fiber, message):
-        self.outbox = message
+    def _post(self, me, message):
+        """Posts `me`'s message and waits for its reply (None: abandoned, unwind)."""
         self.current = None
-        self.back.release()
-        fiber.go.acquire()
+        driver = self.local_driver
+        if driver is not None:
+            self.local_driver = None
+            self.local_message = message
+            driver.go.release()
+            me.go.acquire()
+        else:
+            self.write(message)
+            if not self.serve(me):
+                return None
+        return self._running(me)
+
+    def _running(self, fiber):
         self.current = fiber
         reply = fiber.reply
-        clock = reply.get("clock")
+        clock = reply.get("clock") if reply else None
         if clock is not None:
             fiber.node.mono_s, fiber.node.utc_s = clock
+        return reply
+
+    def serve(self, me, ending=False):
+        """Reads commands until one resumes `me`; True then. An `ending` thread returns as
+        soon as it handed the baton on; an abandoned one returns False."""
+        while True:
+            line = self.input.readline()
+            if not line:
+                os._exit(0)
+            command = json.loads(line)
+            if command.get("cmd") != "resume":
+                self.write(self.commands(command, me))
+                continue
+            target = self.fibers.get(command["fiber"])
+            if target is None or target.done:
+                self.write({"host_error": f"fiber {command['fiber']} cannot be resumed"})
+                continue
+            target.reply = command["reply"]
+            if target is me:
+                return True
+            if getattr(me, "abandoned", False):
+                # A killed process's thread: it unwinds first, then hands the baton on.
+                self.pending_handoff = target
+                return False
+            target.go.release()
+            if ending:
+                return False
+            me.go.acquire()
+            return not getattr(me, "abandoned", False)
 
     def fiber_body(self, fiber, target):
-        """Runs `target` as `fiber`: waits for the first resume, then posts its exit."""
+        """Runs `target` as `fiber`: waits for the first resume, then posts its end."""
         fiber.go.acquire()
-        self.current = fiber
-        clock = fiber.reply.get("clock")
-        if clock is not None:
-            fiber.node.mono_s, fiber.node.utc_s = clock
+        reply = self._running(fiber)
         result = {"ok": True}
         try:
-            if fiber.reply.get("kill"):
+            if reply.get("kill"):
                 raise Killed()
             target()
         except Killed:
@@ -117,34 +181,48 @@ class Scheduler:
         except BaseException as e:  # noqa: B036 - the fiber's end is reported, whatever it was
             result = describe(e)
         fiber.done = True
+        self.fibers.pop(fiber.id, None)
         self.current = None
-        self.outbox = {"fiber": fiber.id, "exit": result}
-        self.back.release()
+        if fiber.abandoned:
+            target, self.pending_handoff = self.pending_handoff, None
+            if target is not None:
+                target.go.release()
+            return
+        message = {"fiber": fiber.id, "exit": result}
+        driver = self.local_driver
+        if driver is not None:
+            self.local_driver = None
+            self.local_message = message
+            driver.go.release()
+            return
+        self.write(message)
+        self.serve(Parker(), ending=True)
 
-    # --- called on the host's main thread ----------------------------------------------
+    # --- the host driving fibers itself ----------------------------------------------------
 
-    def resume(self, fid, reply):
-        """Resumes fiber `fid` with `reply`; returns the fiber's next message."""
-        fiber = self.fibers[fid]
-        if fiber.done:
-            raise RuntimeError(f"fiber {fid} has ended and cannot be resumed")
+    def resume_locally(self, fiber, reply, me):
+        """Runs `fiber` from the baton holder `me` until its next message, and returns it."""
+        self.local_driver = me
         fiber.reply = reply
         fiber.go.release()
-        self.back.acquire()
-        message = self.outbox
-        self.outbox = None
-        if fiber.done:
-            del self.fibers[fid]
+        me.go.acquire()
+        message, self.local_message = self.local_message, None
         return message
 
-    def kill_node(self, node):
+    def kill_node(self, node, me):
         """Unwinds every fiber of `node`; returns those that would not end."""
         node.dying = True
         stuck = []
         for fid in sorted(f.id for f in self.fibers.values() if f.node is node):
-            fiber = self.fibers[fid]
+            fiber = self.fibers.get(fid)
+            if fiber is None or fiber.done:
+                continue
+            if fiber is me:
+                # The baton holder itself: it unwinds once it hands the baton on.
+                fiber.abandoned = True
+                continue
             for _ in range(1000):
-                message = self.resume(fid, {"kill": True})
+                message = self.resume_locally(fiber, {"kill": True}, me)
                 if "exit" in message:
                     break
             else:

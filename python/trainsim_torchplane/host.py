@@ -11,6 +11,7 @@ stderr). Commands:
     {"cmd": "spawn_agent", "node": {index, name, pid}, "seed": S, "argv": [...]}
                                                        -> {"fiber": F}
     {"cmd": "resume", "fiber": F, "reply": {...}}      -> the fiber's next message
+                                        (written by that fiber's own thread, see fibers.py)
     {"cmd": "kill", "pid": P}                          -> {"ok": true, "stuck": [...]}
     {"cmd": "end_run"}                                 -> {"ok": true, "stuck": [...]}
 
@@ -84,10 +85,9 @@ class Host:
         self.nodes = {}
         self.saved_env = {}
 
-    def command(self, msg):
+    def command(self, msg, me):
+        """Every command but `resume`, run by whichever thread holds the baton (`me`)."""
         cmd = msg["cmd"]
-        if cmd == "resume":
-            return fibers.SCHEDULER.resume(msg["fiber"], msg["reply"])
         if cmd == "hello":
             return {"hello": self.info}
         if cmd == "run":
@@ -96,11 +96,17 @@ class Host:
             return self.spawn_agent(msg)
         if cmd == "kill":
             node = self.nodes.pop(msg["pid"], None)
-            stuck = fibers.SCHEDULER.kill_node(node) if node else []
+            stuck = fibers.SCHEDULER.kill_node(node, me) if node else []
             return {"ok": True, "stuck": stuck}
         if cmd == "end_run":
-            return self.end_run()
+            return self.end_run(me)
         return {"host_error": f"unknown command {cmd!r}"}
+
+    def guarded(self, msg, me):
+        try:
+            return self.command(msg, me)
+        except Exception as e:  # a broken host is reported, never hidden
+            return {"host_error": f"{type(e).__name__}: {e}", **fibers.describe(e)}
 
     def start_run(self, env):
         from trainsim_torchplane import seam
@@ -124,10 +130,10 @@ class Host:
         fibers.start_thread(fiber, lambda: torchrun.main(argv), f"{node.name}/MainThread")
         return {"fiber": fiber.id}
 
-    def end_run(self):
+    def end_run(self, me):
         stuck = []
         for pid in sorted(self.nodes):
-            stuck += fibers.SCHEDULER.kill_node(self.nodes[pid])
+            stuck += fibers.SCHEDULER.kill_node(self.nodes[pid], me)
         self.nodes.clear()
         for key, value in self.saved_env.items():
             if value is None:
@@ -155,12 +161,10 @@ def main(argv):
         out.write(json.dumps({"hello_error": f"{type(e).__name__}: {e}"}) + "\n")
         return 2
     host = Host(info)
-    for line in sys.stdin:
-        try:
-            answer = host.command(json.loads(line))
-        except Exception as e:  # a broken host is reported, never hidden
-            answer = {"host_error": f"{type(e).__name__}: {e}", **fibers.describe(e)}
-        out.write(json.dumps(answer) + "\n")
+    fibers.SCHEDULER.attach(sys.stdin, out, host.guarded)
+    # The main thread serves until it first hands the baton on; from then on whichever
+    # thread holds the baton reads the commands, and the host exits at their end.
+    fibers.SCHEDULER.serve(fibers.Parker())
     return 0
 
 

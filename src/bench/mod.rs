@@ -6,6 +6,7 @@
 //! reaches a simulation, a trace or a report.
 
 mod goodput;
+pub mod torch;
 pub mod workloads;
 
 use crate::fuzz;

@@ -16,9 +16,13 @@ pub struct BenchArgs {
     /// Run only this workload: reference, fuzz, scale-64, scale-256, scale-1024, scale-4096,
     /// scale (all four scale runs, then the fit), scale-N-backoff (a scale run with torch's
     /// cas_backoff_max_seconds at 1 s), randperm-10m, randperm-epochs, goodput-model,
-    /// goodput-batch, week-256.
+    /// goodput-batch, week-256; with --torch also torch-three-nodes and torch-fuzz.
     #[arg(long, value_name = "NAME")]
     pub workload: Option<String>,
+    /// A Python with torch: also run the workloads of torch's own control plane
+    /// (torch-three-nodes, torch-fuzz), after the model's.
+    #[arg(long, value_name = "PYTHON")]
+    pub torch: Option<std::path::PathBuf>,
 }
 
 /// How `trainsim bench` prints.
@@ -30,6 +34,24 @@ pub enum Format {
 
 /// Runs the command; returns the exit code.
 pub fn execute(args: BenchArgs) -> i32 {
+    let plane = args.torch.clone().map(|python| crate::torch_plane::TorchPlane {
+        python,
+        elastic_src: None,
+    });
+    if let Some(plane) = &plane {
+        if let Err(e) = crate::torch_plane::probe(plane) {
+            eprintln!("error: {e}");
+            return 2;
+        }
+    }
+    let torch_workloads = bench::torch::TORCH_WORKLOADS;
+    if let Some(name) = args.workload.as_deref().filter(|n| torch_workloads.contains(n)) {
+        let Some(plane) = &plane else {
+            eprintln!("error: `{name}` runs torch's own code: give --torch PYTHON");
+            return 2;
+        };
+        return run_torch(&[name], plane, args.format);
+    }
     let names: Vec<&str> = match args.workload.as_deref() {
         None => WORKLOADS.to_vec(),
         Some(name) if WORKLOADS.contains(&name) => vec![name],
@@ -71,6 +93,23 @@ pub fn execute(args: BenchArgs) -> i32 {
                     scale_lines.push(f);
                 }
             }
+            Err(e) => return failed(name, &e),
+        }
+    }
+    match (&plane, args.workload) {
+        (Some(plane), None) => run_torch(torch_workloads, plane, args.format),
+        _ => 0,
+    }
+}
+
+/// The torch control plane's workloads, on `plane`.
+fn run_torch(names: &[&str], plane: &crate::torch_plane::TorchPlane, format: Format) -> i32 {
+    for name in names {
+        match bench::torch::run(name, plane) {
+            Ok(f) => match format {
+                Format::Json => outln!("{}", f.to_json_line()),
+                Format::Text => outln!("{}", f.to_text_line()),
+            },
             Err(e) => return failed(name, &e),
         }
     }

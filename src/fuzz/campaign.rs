@@ -409,6 +409,17 @@ fn write_repro(
 /// threads, with no corpus and nothing written; returns how many cases failed. `trainsim
 /// bench`'s fuzz line times it.
 pub fn run_cases_only(target: FuzzTarget, seed: u64, cases: Range<u64>, jobs: usize) -> u64 {
+    run_cases_on(target, seed, cases, jobs, None)
+}
+
+/// [`run_cases_only`] on a control plane: the model (`None`) or torch's own code.
+pub fn run_cases_on(
+    target: FuzzTarget,
+    seed: u64,
+    cases: Range<u64>,
+    jobs: usize,
+    torch: Option<TorchSection>,
+) -> u64 {
     let c = Campaign {
         target,
         cases: cases.clone(),
@@ -420,7 +431,7 @@ pub fn run_cases_only(target: FuzzTarget, seed: u64, cases: Range<u64>, jobs: us
         out: PathBuf::new(),
         as_known_bug: false,
         command: String::new(),
-        torch: None,
+        torch,
     };
     let indices: Vec<u64> = cases.collect();
     let results = parallel::map(&indices, jobs, |&i| run_case(&c, &[], i), |_| {});

@@ -11,8 +11,7 @@ use super::{ProbeError, TorchInfo, TorchPlane};
 use serde_json::{json, Value};
 use std::collections::{BTreeMap, VecDeque};
 use std::io::{BufRead, BufReader, Read, Write};
-use std::process::{Child, ChildStdin, Command, Stdio};
-use std::sync::mpsc::{self, Receiver, RecvTimeoutError};
+use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -38,7 +37,7 @@ pub struct HostError {
 pub struct Host {
     child: Child,
     stdin: ChildStdin,
-    answers: Receiver<String>,
+    answers: Answers,
     stderr_tail: Arc<Mutex<VecDeque<u8>>>,
     pub info: TorchInfo,
     plane: TorchPlane,
@@ -67,7 +66,7 @@ impl Host {
             .spawn()
             .map_err(|e| ProbeError(format!("{}: cannot start it: {e}", plane.python.display())))?;
         let stdin = child.stdin.take().expect("piped stdin");
-        let answers = read_lines(child.stdout.take().expect("piped stdout"));
+        let answers = Answers::new(child.stdout.take().expect("piped stdout"));
         let stderr_tail = keep_tail(child.stderr.take().expect("piped stderr"));
         let mut host = Host {
             child,
@@ -124,8 +123,8 @@ impl Host {
         {
             return Err(self.fail(&format!("the torch host is gone ({e})")));
         }
-        match self.answers.recv_timeout(wall_max) {
-            Ok(answer) => {
+        match self.answers.next(wall_max) {
+            Ok(Some(answer)) => {
                 let value: Value = serde_json::from_str(&answer)
                     .map_err(|e| self.fail(&format!("the torch host answered garbage ({e})")))?;
                 if let Some(error) = value.get("host_error").and_then(Value::as_str) {
@@ -134,8 +133,8 @@ impl Host {
                 }
                 Ok(value)
             }
-            Err(RecvTimeoutError::Timeout) => Err(self.stuck(wall_max)),
-            Err(RecvTimeoutError::Disconnected) => Err(self.fail("the torch host exited")),
+            Ok(None) => Err(self.stuck(wall_max)),
+            Err(e) => Err(self.fail(&format!("the torch host exited ({e})"))),
         }
     }
 
@@ -202,18 +201,56 @@ fn check_version(python: &str, version: &str) -> Result<(), ProbeError> {
     }
 }
 
-/// The host's answers, a line each, read on a thread of their own so a wait can time out.
-fn read_lines(stdout: impl Read + Send + 'static) -> Receiver<String> {
-    let (tx, rx) = mpsc::channel();
-    std::thread::spawn(move || {
-        for line in BufReader::new(stdout).lines() {
-            let Ok(line) = line else { return };
-            if tx.send(line).is_err() {
-                return;
+/// The host's answers, a line each, read on the run's own thread: a round trip is the
+/// simulator's main cost per Python call, and a reader thread would add two thread
+/// switches to each. `poll(2)` bounds the wait for the watchdog.
+struct Answers {
+    stdout: BufReader<ChildStdout>,
+}
+
+impl Answers {
+    fn new(stdout: ChildStdout) -> Self {
+        Answers {
+            stdout: BufReader::with_capacity(1 << 16, stdout),
+        }
+    }
+
+    /// The next line; `None` when none came within `wall_max`.
+    fn next(&mut self, wall_max: Duration) -> std::io::Result<Option<String>> {
+        if self.stdout.buffer().is_empty() && !readable_within(&self.stdout, wall_max)? {
+            return Ok(None);
+        }
+        let mut line = String::new();
+        if self.stdout.read_line(&mut line)? == 0 {
+            return Err(std::io::Error::new(std::io::ErrorKind::UnexpectedEof, "end of output"));
+        }
+        Ok(Some(line))
+    }
+}
+
+/// Whether the pipe has something to read within `wall_max`.
+fn readable_within(stdout: &BufReader<ChildStdout>, wall_max: Duration) -> std::io::Result<bool> {
+    use std::os::fd::AsRawFd;
+    let mut fd = libc::pollfd {
+        fd: stdout.get_ref().as_raw_fd(),
+        events: libc::POLLIN,
+        revents: 0,
+    };
+    let timeout_ms = i32::try_from(wall_max.as_millis()).unwrap_or(i32::MAX);
+    loop {
+        // SAFETY: one valid pollfd on a descriptor this process owns, for the call's length.
+        let ready = unsafe { libc::poll(&mut fd, 1, timeout_ms) };
+        match ready {
+            0 => return Ok(false),
+            n if n > 0 => return Ok(true),
+            _ => {
+                let error = std::io::Error::last_os_error();
+                if error.kind() != std::io::ErrorKind::Interrupted {
+                    return Err(error);
+                }
             }
         }
-    });
-    rx
+    }
 }
 
 /// Keeps the last bytes the host wrote to stderr.
