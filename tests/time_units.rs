@@ -24,6 +24,10 @@ const ALLOWED: &[(&str, &str)] = &[
          report's `sim_time_us` (the bench output is an edge that keeps its own units)",
     ),
     (
+        "bench/torch.rs",
+        "the harness's own wall-clock measurements, which are not simulated time",
+    ),
+    (
         "bench/goodput.rs",
         "the harness's own wall-clock measurements, which are not simulated time",
     ),

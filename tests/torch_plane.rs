@@ -129,3 +129,17 @@ fn a_patched_checkout_laid_over_torch_removes_the_stale_address() {
         report.repro
     );
 }
+
+#[test]
+fn planes_finds_the_model_and_torchs_code_agreeing_on_a_kill() {
+    let Some(python) = torch_python() else { return };
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_trainsim"))
+        .args(["planes", "scenarios/killed_after_round.toml", "--seeds", "0..3", "--torch"])
+        .arg(&python)
+        .output()
+        .expect("trainsim runs");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{text}{}", String::from_utf8_lossy(&out.stderr));
+    assert!(text.contains("scenarios/killed_after_round.toml: agree"), "{text}");
+    assert!(text.contains("1 of 1 files agree on the coarse outcome"), "{text}");
+}
