@@ -134,12 +134,81 @@ fn a_patched_checkout_laid_over_torch_removes_the_stale_address() {
 fn planes_finds_the_model_and_torchs_code_agreeing_on_a_kill() {
     let Some(python) = torch_python() else { return };
     let out = std::process::Command::new(env!("CARGO_BIN_EXE_trainsim"))
-        .args(["planes", "scenarios/killed_after_round.toml", "--seeds", "0..3", "--torch"])
+        .args([
+            "planes",
+            "scenarios/killed_after_round.toml",
+            "--seeds",
+            "0..3",
+            "--torch",
+        ])
         .arg(&python)
         .output()
         .expect("trainsim runs");
     let text = String::from_utf8_lossy(&out.stdout);
-    assert_eq!(out.status.code(), Some(0), "{text}{}", String::from_utf8_lossy(&out.stderr));
-    assert!(text.contains("scenarios/killed_after_round.toml: agree"), "{text}");
-    assert!(text.contains("1 of 1 files agree on the coarse outcome"), "{text}");
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{text}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        text.contains("scenarios/killed_after_round.toml: agree"),
+        "{text}"
+    );
+    assert!(
+        text.contains("1 of 1 files agree on the coarse outcome"),
+        "{text}"
+    );
+}
+
+#[test]
+fn python_that_never_yields_is_stopped_and_named() {
+    let Some(python) = torch_python() else { return };
+    let overlay = Path::new(env!("CARGO_TARGET_TMPDIR")).join("spinning-overlay");
+    // next_rendezvous spins before it does anything: the watchdog must end the run.
+    let make = r#"
+import os, sys
+import torch.distributed.elastic.rendezvous.dynamic_rendezvous as m
+src = open(m.__file__).read()
+head = '    def next_rendezvous(self) -> RendezvousInfo:\n'
+assert head in src
+src = src.replace(head, head + '        while True:\n            pass\n', 1)
+out = os.path.join(sys.argv[1], 'torch', 'distributed', 'elastic', 'rendezvous')
+os.makedirs(out, exist_ok=True)
+open(os.path.join(out, 'dynamic_rendezvous.py'), 'w').write(src)
+"#;
+    let made = std::process::Command::new(&python)
+        .args(["-c", make])
+        .arg(&overlay)
+        .output()
+        .expect("python runs");
+    assert!(
+        made.status.success(),
+        "{}",
+        String::from_utf8_lossy(&made.stderr)
+    );
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_trainsim"))
+        .env("TRAINSIM_TORCH_WALL_MAX_S", "3")
+        .args(["run", "scenarios/killed_after_round.toml", "--torch"])
+        .arg(&python)
+        .arg("--torch-elastic-src")
+        .arg(&overlay)
+        .output()
+        .expect("trainsim runs");
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(out.status.code(), Some(3), "{text}");
+    assert!(text.contains("without yielding to the simulator"), "{text}");
+    assert!(text.contains("on node-"), "{text}");
+    assert!(
+        text.contains("next_rendezvous"),
+        "the stack names where it spun: {text}"
+    );
+    assert!(
+        text.contains("trainsim run scenarios/killed_after_round.toml"),
+        "{text}"
+    );
 }

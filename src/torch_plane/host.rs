@@ -17,8 +17,21 @@ use std::time::Duration;
 
 /// How long the host may take to import torch and answer its hello.
 const HELLO_WALL_MAX: Duration = Duration::from_secs(300);
-/// How long one piece of Python may run before the simulator gets its next call.
+/// How long one piece of Python may run before the simulator gets its next call, unless
+/// `TRAINSIM_TORCH_WALL_MAX_S` says otherwise (whole seconds, at least 1).
 const ANSWER_WALL_MAX: Duration = Duration::from_secs(120);
+
+/// The watchdog's bound in force.
+fn answer_wall_max() -> Duration {
+    static BOUND: std::sync::OnceLock<Duration> = std::sync::OnceLock::new();
+    *BOUND.get_or_init(|| {
+        std::env::var("TRAINSIM_TORCH_WALL_MAX_S")
+            .ok()
+            .and_then(|s| s.parse::<u64>().ok())
+            .filter(|&s| s >= 1)
+            .map_or(ANSWER_WALL_MAX, Duration::from_secs)
+    })
+}
 /// How much of the host's stderr is kept, for the errors that quote it.
 const STDERR_TAIL_BYTES_MAX: usize = 64 * 1024;
 /// Idle hosts kept per plane (one per thread a command runs runs on, in practice).
@@ -107,7 +120,7 @@ impl Host {
 
     /// Sends one command and waits for its answer under the watchdog.
     pub fn ask(&mut self, message: &Value) -> Result<Value, HostError> {
-        self.ask_within(message, ANSWER_WALL_MAX)
+        self.ask_within(message, answer_wall_max())
     }
 
     fn ask_within(&mut self, message: &Value, wall_max: Duration) -> Result<Value, HostError> {
@@ -222,7 +235,10 @@ impl Answers {
         }
         let mut line = String::new();
         if self.stdout.read_line(&mut line)? == 0 {
-            return Err(std::io::Error::new(std::io::ErrorKind::UnexpectedEof, "end of output"));
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::UnexpectedEof,
+                "end of output",
+            ));
         }
         Ok(Some(line))
     }

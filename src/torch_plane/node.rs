@@ -52,12 +52,20 @@ impl TorchRun {
     /// One command to the host and its answer; a host that fails ends the run as the
     /// harness's failure, naming the node.
     pub(super) fn ask(&self, node: &str, message: Value) -> Value {
-        let mut host = self.host.lock().expect("host lock");
-        let host = host.as_mut().expect("the host is leased for the whole run");
-        match host.ask(&message) {
+        match self.try_ask(&message) {
             Ok(answer) => answer,
             Err(e) => panic!("torch's control plane on {node}: {e}"),
         }
+    }
+
+    /// [`TorchRun::ask`] for the paths that must not panic (a process's end while the run
+    /// unwinds): a failed host's error is the caller's to drop.
+    pub(super) fn try_ask(&self, message: &Value) -> Result<Value, host::HostError> {
+        // A run that panicked while asking leaves the lock poisoned; the host is still the
+        // one it leased, marked broken if it failed.
+        let mut host = self.host.lock().unwrap_or_else(|e| e.into_inner());
+        let host = host.as_mut().expect("the host is leased for the whole run");
+        host.ask(message)
     }
 
     pub(super) fn park(&self, key: &str) -> oneshot::Receiver<()> {
@@ -94,7 +102,7 @@ impl TorchRun {
 
 impl Drop for TorchRun {
     fn drop(&mut self) {
-        let Some(mut host) = self.host.lock().expect("host lock").take() else {
+        let Some(mut host) = self.host.lock().unwrap_or_else(|e| e.into_inner()).take() else {
             return;
         };
         if self.started.load(Ordering::Relaxed) && host.ask(&json!({"cmd": "end_run"})).is_err() {
@@ -121,14 +129,28 @@ impl Proc {
         if self.ended.swap(true, Ordering::Relaxed) {
             return;
         }
-        for child in self.children.lock().expect("children lock").drain(..) {
+        // Runs in a drop while a panic unwinds too: a poisoned lock still holds its value.
+        for child in self
+            .children
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .drain(..)
+        {
             child.abort();
         }
-        if let Some(workers) = self.state.lock().expect("state lock").workers.take() {
+        if let Some(workers) = self
+            .state
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .workers
+            .take()
+        {
             workers.abandon(&self.env);
         }
-        self.run
-            .ask(&self.env.name, json!({"cmd": "kill", "pid": self.env.pid}));
+        // Ended while the run unwinds from a failed host: nothing is left to kill.
+        let _ = self
+            .run
+            .try_ask(&json!({"cmd": "kill", "pid": self.env.pid}));
     }
 
     pub(super) fn clock(&self) -> Value {
