@@ -35,6 +35,8 @@ class Node:
         self.mono_s = 0.0
         self.utc_s = 0.0
         self.dying = False
+        # "running" when the simulator said, at the start of this slice, that the workers run.
+        self.workers_hint = None
         # Set once the agent's PContext started its workers: from then on SIGTERM raises
         # torch's SignalException instead of ending the process (torch installs the handler
         # in `PContext.start`).
@@ -117,6 +119,7 @@ class Scheduler:
     def _post(self, me, message):
         """Posts `me`'s message and waits for its reply (None: abandoned, unwind)."""
         self.current = None
+        me.node.workers_hint = None
         driver = self.local_driver
         if driver is not None:
             self.local_driver = None
@@ -135,6 +138,8 @@ class Scheduler:
         clock = reply.get("clock") if reply else None
         if clock is not None:
             fiber.node.mono_s, fiber.node.utc_s = clock
+        # Valid for this slice only: time stands still until the fiber's next call.
+        fiber.node.workers_hint = reply.get("workers") if reply else None
         return reply
 
     def serve(self, me, ending=False):

@@ -245,6 +245,16 @@ fn workers_start(proc: &Proc, message: &Value) -> Value {
     json!({"pids": pids})
 }
 
+/// Whether this process's workers run now, as `workers_poll` would answer (a crash the world
+/// injected counts as not running, so the poll that reports it makes its round trip).
+pub fn workers_running(proc: &Proc) -> bool {
+    let state = proc.state.lock().expect("state lock");
+    state
+        .workers
+        .as_ref()
+        .is_some_and(|w| w.poll(&proc.env) == WorkerStatus::Healthy)
+}
+
 fn workers_poll(proc: &Proc) -> Value {
     let mut state = proc.state.lock().expect("state lock");
     let Some(workers) = state.workers.as_ref() else {

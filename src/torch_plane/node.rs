@@ -153,6 +153,16 @@ impl Proc {
             .try_ask(&json!({"cmd": "kill", "pid": self.env.pid}));
     }
 
+    /// What every reply carries beside its answer: the node's clocks, and whether its
+    /// workers run at this moment. Time stands still while Python runs, so torch's
+    /// `pcontext.wait(0)` in the same slice reads exactly this, with no round trip of its own.
+    fn stamp(&self, reply: &mut Value) {
+        reply["clock"] = self.clock();
+        if calls::workers_running(self) {
+            reply["workers"] = json!("running");
+        }
+    }
+
     pub(super) fn clock(&self) -> Value {
         json!([
             reading_as_secs_f64(self.env.now_mono_us()),
@@ -187,7 +197,7 @@ async fn drive(proc: &Arc<Proc>, fiber: u64, first: Value) -> Option<Value> {
         if proc.ended.load(Ordering::Relaxed) {
             return None;
         }
-        reply["clock"] = proc.clock();
+        proc.stamp(&mut reply);
         let message = proc.run.ask(
             &proc.env.name,
             json!({"cmd": "resume", "fiber": fiber, "reply": reply}),
@@ -213,7 +223,7 @@ async fn drive_main(proc: &Arc<Proc>, fiber: u64) -> MainEnd {
     let mut signalled = false;
     let mut reply = json!({});
     loop {
-        reply["clock"] = proc.clock();
+        proc.stamp(&mut reply);
         let message = proc.run.ask(
             &proc.env.name,
             json!({"cmd": "resume", "fiber": fiber, "reply": reply}),
