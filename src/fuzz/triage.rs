@@ -69,6 +69,22 @@ impl Known {
     }
 }
 
+/// A finding of torch's own code, which no named fix can change: known when the model shows
+/// the same violations on the same case and one of its fixes removes them (labelled as the
+/// model's), new when the model does not show it (a finding only torch's code makes).
+fn triage_on_the_model(case: &Case, verdict: &Verdict, mutant: Option<Mutant>) -> Option<Known> {
+    let mut model = case.clone();
+    model.scenario.torch = None;
+    let (on_model, _) = judge(&model.scenario, model.seed, mutant);
+    if on_model.counted != verdict.counted {
+        return None;
+    }
+    triage(&model, &on_model, mutant).map(|known| Known {
+        issue: format!("{}, as the model shows it", known.issue),
+        fix: known.fix,
+    })
+}
+
 /// The case with `fix` switched on, or `None` when the case already has it.
 pub fn with_fix(case: &Case, fix: TriageFix) -> Option<Case> {
     let mut c = case.clone();
@@ -98,6 +114,9 @@ pub fn triage(case: &Case, verdict: &Verdict, mutant: Option<Mutant>) -> Option<
         .any(|n| n == super::signature::HARNESS)
     {
         return None;
+    }
+    if case.scenario.torch.is_some() {
+        return triage_on_the_model(case, verdict, mutant);
     }
     let all = triage_fixes();
     let clean = |fixes: &[usize]| {
