@@ -96,8 +96,13 @@ class Scheduler:
         return fiber
 
     def write(self, message):
-        self.output.write(json.dumps(message) + "\n")
-        self.output.flush()
+        try:
+            self.output.write(json.dumps(message) + "\n")
+            self.output.flush()
+        except OSError:
+            # The simulator is gone: no caller is left to answer, and torch's code would
+            # take the error for a store's and retry for ever.
+            os._exit(0)
 
     # --- the running thread --------------------------------------------------------------
 
