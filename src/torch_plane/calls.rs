@@ -5,11 +5,15 @@ use super::node::Proc;
 use super::workers::{self, RoundSeen, WorkerEnv, Workers};
 use crate::job::WorkerStatus;
 use crate::sim_time::SimDuration;
+use crate::store::cost::StoreCosts;
 use crate::store::service::{StoreClient, StoreError};
+use crate::store::StoreResponse;
 use crate::trace::EventKind;
+use crate::world::net::{CallCpu, ReplyCpu};
 use crate::world::time;
 use base64::Engine;
 use serde_json::{json, Value};
+use std::any::Any;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -136,6 +140,37 @@ async fn store_connect(proc: &Proc, message: &Value) -> Value {
     json!({"store": state.stores.len(), "port": port})
 }
 
+/// The CPU time torch's Python spends around a read or write of the rendezvous state, which
+/// the simulator cannot see (time stands still while Python runs): pickling and encoding the
+/// `written` bytes before, decoding the state read after, at the rates the model charges
+/// its own agents (`store::cost`). At 128 nodes that is 0.4 ms a state, enough to starve
+/// heartbeats; other keys cost nothing here.
+fn state_cpu(proc: &Proc, key: &str, written: usize) -> CallCpu {
+    if key != rendezvous_key() {
+        return CallCpu::default();
+    }
+    let costs = StoreCosts::scaled(proc.env.scenario().cluster.store_cost_scale);
+    let decoding: ReplyCpu = Arc::new(move |reply: &(dyn Any + Send + Sync)| {
+        match reply.downcast_ref::<StoreResponse>() {
+            Some(StoreResponse::Value(stored)) => costs.state_decode_ns(stored.len()),
+            _ => 0,
+        }
+    });
+    CallCpu {
+        before_ns: if written > 0 {
+            costs.state_encode_ns(written)
+        } else {
+            0
+        },
+        after: Some(decoding),
+    }
+}
+
+/// The key torch's c10d rendezvous backend keeps its state under.
+fn rendezvous_key() -> String {
+    format!("torch.rendezvous.{}", crate::scenario::model::RUN_ID)
+}
+
 fn bytes_of(value: &Value) -> Vec<u8> {
     base64::engine::general_purpose::STANDARD
         .decode(value.as_str().unwrap_or(""))
@@ -180,7 +215,10 @@ async fn store_call(proc: &Proc, message: &Value) -> Value {
             .set(key, bytes_of(&message["value"]))
             .await
             .map(|()| json!({})),
-        "get" => client.get(key).await.map(|v| json!({"value": b64(&v)})),
+        "get" => client
+            .get_costing(key, state_cpu(proc, key, 0))
+            .await
+            .map(|v| json!({"value": b64(&v)})),
         "add" => {
             let amount = message["amount"].as_i64().unwrap_or(0);
             client.add(key, amount).await.map(|n| json!({"int": n}))
@@ -190,8 +228,9 @@ async fn store_call(proc: &Proc, message: &Value) -> Value {
                 bytes_of(&message["expected"]),
                 bytes_of(&message["desired"]),
             );
+            let cpu = state_cpu(proc, key, desired.len());
             client
-                .compare_set(key, expected, desired)
+                .compare_set_costing(key, (expected.into(), desired.into()), cpu)
                 .await
                 .map(|v| json!({"value": b64(&v)}))
         }

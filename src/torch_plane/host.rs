@@ -34,6 +34,9 @@ fn answer_wall_max() -> Duration {
 }
 /// How much of the host's stderr is kept, for the errors that quote it.
 const STDERR_TAIL_BYTES_MAX: usize = 64 * 1024;
+/// How many of the host's last stderr lines an error quotes: enough for every thread's
+/// stack that the watchdog's dump prints (a few threads per node of a small run).
+const STDERR_LINES_QUOTED: usize = 400;
 /// Idle hosts kept per plane (one per thread a command runs runs on, in practice).
 const POOLED_PER_PLANE_MAX: usize = 8;
 /// The oldest torch whose elastic code the seam is known to fit.
@@ -176,7 +179,7 @@ impl Host {
         let tail = self.stderr_tail.lock().expect("stderr tail lock");
         let text: Vec<u8> = tail.iter().copied().collect();
         let text = String::from_utf8_lossy(&text);
-        let last: Vec<&str> = text.lines().rev().take(40).collect();
+        let last: Vec<&str> = text.lines().rev().take(STDERR_LINES_QUOTED).collect();
         let last: Vec<&str> = last.into_iter().rev().collect();
         HostError {
             message: format!(
