@@ -311,6 +311,13 @@ pub fn lease(plane: &TorchPlane) -> Result<Host, ProbeError> {
     }
 }
 
+/// Starts one more host for `plane` and pools it: Python's start and torch's import, which
+/// a run pays once per thread (`trainsim bench` times it).
+pub fn start_another(plane: &TorchPlane) -> Result<(), ProbeError> {
+    give_back(Host::start(plane)?);
+    Ok(())
+}
+
 /// Puts a host back for the next run, unless it failed.
 pub fn give_back(host: Host) {
     if host.broken {
