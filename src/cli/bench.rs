@@ -34,10 +34,13 @@ pub enum Format {
 
 /// Runs the command; returns the exit code.
 pub fn execute(args: BenchArgs) -> i32 {
-    let plane = args.torch.clone().map(|python| crate::torch_plane::TorchPlane {
-        python,
-        elastic_src: None,
-    });
+    let plane = args
+        .torch
+        .clone()
+        .map(|python| crate::torch_plane::TorchPlane {
+            python,
+            elastic_src: None,
+        });
     if let Some(plane) = &plane {
         if let Err(e) = crate::torch_plane::probe(plane) {
             eprintln!("error: {e}");
@@ -45,7 +48,11 @@ pub fn execute(args: BenchArgs) -> i32 {
         }
     }
     let torch_workloads = bench::torch::TORCH_WORKLOADS;
-    if let Some(name) = args.workload.as_deref().filter(|n| torch_workloads.contains(n)) {
+    if let Some(name) = args
+        .workload
+        .as_deref()
+        .filter(|n| torch_workloads.contains(n))
+    {
         let Some(plane) = &plane else {
             eprintln!("error: `{name}` runs torch's own code: give --torch PYTHON");
             return 2;
