@@ -25,26 +25,32 @@ fn torch_python() -> Option<PathBuf> {
     found
 }
 
-fn run_on_torch(file: &str, seed: Option<u64>) -> Option<(Report, RunOptions)> {
-    let python = torch_python()?;
-    let scenario = trainsim::scenario::load(Path::new(file)).expect("the scenario loads");
-    let options = RunOptions {
-        torch: Some(TorchPlane {
-            python,
-            elastic_src: None,
-        }),
+/// Run options with `plane` as every node's control plane.
+fn on(plane: TorchPlane) -> RunOptions {
+    RunOptions {
+        torch: Some(plane),
         ..RunOptions::default()
-    };
-    let mut run = Run::of(&scenario, file).options(options.clone());
-    if let Some(seed) = seed {
-        run = run.seed(seed);
     }
-    Some((run.report().unwrap_or_else(|e| panic!("{e}")), options))
+}
+
+/// The options of a run on torch's own code, as installed (no overlay).
+fn on_torch(python: PathBuf) -> RunOptions {
+    on(TorchPlane {
+        python,
+        elastic_src: None,
+    })
+}
+
+fn run_on_torch(file: &str) -> Option<Report> {
+    let options = on_torch(torch_python()?);
+    let scenario = trainsim::scenario::load(Path::new(file)).expect("the scenario loads");
+    let run = Run::of(&scenario, file).options(options);
+    Some(run.report().unwrap_or_else(|e| panic!("{e}")))
 }
 
 /// A scenario's report on torch's own code; its expectations must hold there too.
 fn expect_holds_on_torch(file: &str) {
-    let Some((report, _)) = run_on_torch(file, None) else {
+    let Some(report) = run_on_torch(file) else {
         return;
     };
     assert!(
@@ -79,14 +85,7 @@ fn a_seed_replays_bit_for_bit() {
     let file = "scenarios/killed_after_round.toml";
     let Some(python) = torch_python() else { return };
     let scenario = trainsim::scenario::load(Path::new(file)).expect("the scenario loads");
-    let options = RunOptions {
-        torch: Some(TorchPlane {
-            python,
-            elastic_src: None,
-        }),
-        ..RunOptions::default()
-    };
-    let run = Run::of(&scenario, file).options(options).seed(3);
+    let run = Run::of(&scenario, file).options(on_torch(python)).seed(3);
     let (report, _) = run.deterministic().unwrap_or_else(|e| panic!("{e}"));
     let again = run.report().unwrap_or_else(|e| panic!("{e}"));
     assert_eq!(report.trace_hash, again.trace_hash);
@@ -114,12 +113,8 @@ fn a_patched_checkout_laid_over_torch_removes_the_stale_address() {
     };
     let info = trainsim::torch_plane::probe(&plane).expect("the overlay imports");
     assert!(info.overlay_hash.is_some());
-    let options = RunOptions {
-        torch: Some(plane),
-        ..RunOptions::default()
-    };
     let report = Run::of(&scenario, file)
-        .options(options)
+        .options(on(plane))
         .report()
         .unwrap_or_else(|e| panic!("{e}"));
     assert_eq!(report.outcome, "succeeded", "{}", report.goodput.fate);

@@ -116,22 +116,17 @@ def _deadline(timeout):
     return monotonic() + timeout
 
 
-class SimLock:
-    """`threading.Lock` whose waiters wait on the simulator."""
+class _Parked:
+    """Something threads wait on: a key to park on, and how many are parked there."""
 
-    def __init__(self):
-        self._locked = False
+    def __init__(self, kind):
         self._waiters = 0
-        self._key = new_key("lock")
+        self._key = new_key(kind)
 
-    def acquire(self, blocking=True, timeout=-1):
-        if not self._locked:
-            self._locked = True
-            return True
-        if not blocking:
-            return False
+    def _wait_until(self, ready, timeout):
+        """Parks until `ready()` or `timeout` seconds (None, or negative: no bound)."""
         deadline = _deadline(timeout)
-        while self._locked:
+        while not ready():
             remaining = _remaining(deadline)
             if remaining is not None and remaining <= 0:
                 return False
@@ -140,6 +135,26 @@ class SimLock:
                 park(self._key, remaining)
             finally:
                 self._waiters -= 1
+        return True
+
+    def _wake(self):
+        if self._waiters:
+            unpark(self._key)
+
+
+class SimLock(_Parked):
+    """`threading.Lock` whose waiters wait on the simulator."""
+
+    def __init__(self):
+        super().__init__("lock")
+        self._locked = False
+
+    def acquire(self, blocking=True, timeout=-1):
+        if not self._locked:
+            self._locked = True
+            return True
+        if not blocking or not self._wait_until(lambda: not self._locked, timeout):
+            return False
         self._locked = True
         return True
 
@@ -147,8 +162,7 @@ class SimLock:
         if not self._locked:
             raise RuntimeError("release unlocked lock")
         self._locked = False
-        if self._waiters:
-            unpark(self._key)
+        self._wake()
 
     def locked(self):
         return self._locked
@@ -191,13 +205,12 @@ class SimRLock:
         self.release()
 
 
-class SimEvent:
+class SimEvent(_Parked):
     """`threading.Event` whose `wait` waits on the simulator."""
 
     def __init__(self):
+        super().__init__("event")
         self._flag = False
-        self._waiters = 0
-        self._key = new_key("event")
 
     def is_set(self):
         return self._flag
@@ -206,33 +219,21 @@ class SimEvent:
 
     def set(self):
         self._flag = True
-        if self._waiters:
-            unpark(self._key)
+        self._wake()
 
     def clear(self):
         self._flag = False
 
     def wait(self, timeout=None):
-        deadline = _deadline(timeout)
-        while not self._flag:
-            remaining = _remaining(deadline)
-            if remaining is not None and remaining <= 0:
-                return False
-            self._waiters += 1
-            try:
-                park(self._key, remaining)
-            finally:
-                self._waiters -= 1
-        return True
+        return self._wait_until(lambda: self._flag, timeout)
 
 
-class SimCondition:
+class SimCondition(_Parked):
     """`threading.Condition` on the simulator (a notify wakes every waiter to look again)."""
 
     def __init__(self, lock=None):
         self._lock = lock if lock is not None else SimRLock()
-        self._key = new_key("condition")
-        self._waiters = 0
+        super().__init__("condition")
         self.acquire = self._lock.acquire
         self.release = self._lock.release
 
@@ -263,8 +264,7 @@ class SimCondition:
         return result
 
     def notify(self, n=1):
-        if self._waiters:
-            unpark(self._key)
+        self._wake()
 
     def notify_all(self):
         self.notify()

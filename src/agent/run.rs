@@ -22,7 +22,7 @@ use crate::world::quiet::Settle;
 use crate::world::wake::Wake;
 use crate::world::{spawn, time, AgentExit, NodeEnv};
 use futures::future::{select, Either};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::AtomicU64;
 use std::sync::{Arc, Mutex};
 
 pub use crate::scenario::model::RUN_ID;
@@ -381,14 +381,7 @@ fn record_restart(env: &NodeEnv, counted: bool, restart_count: u32, reason: &str
 
 /// torch's `_monitor_workers` for local processes, with crashes injected by the world.
 fn monitor(env: &NodeEnv, workers: &Workers) -> WorkerStatus {
-    if let Some((local_rank, exit_code)) = env.worker_crash() {
-        return WorkerStatus::Failed {
-            local_rank,
-            exit_code,
-            reason: "worker_crash".into(),
-        };
-    }
-    workers.status.lock().expect("status lock").clone()
+    job::monitored(env, &workers.status)
 }
 
 /// What every worker group this agent starts shares: the highest step its workers ever
@@ -470,16 +463,8 @@ fn start_workers(
         store_incarnation: info.store_incarnation,
         master: info.master.to_string(),
     });
-    let checkpoint = env.checkpoint();
+    let checkpoint = job::resume_from_checkpoint(env, highest_step);
     let start_step = checkpoint.step;
-    env.record(EventKind::ResumedFromCheckpoint {
-        pid: env.pid,
-        step: start_step,
-        lost_steps: highest_step
-            .load(Ordering::Relaxed)
-            .saturating_sub(start_step),
-    });
-    highest_step.fetch_max(start_step, Ordering::Relaxed);
     let members = info.participants.iter().map(|node| node.0).collect();
     let plan = GroupPlan {
         round: info.round,

@@ -165,6 +165,35 @@ impl Position {
     }
 }
 
+/// The checkpoint a new worker group of this node resumes from, recorded with the steps it
+/// loses against `highest_step` (the highest step this node's workers ever completed), which
+/// it then keeps up to date: what every agent does as it starts its workers.
+pub fn resume_from_checkpoint(env: &NodeEnv, highest_step: &AtomicU64) -> Checkpoint {
+    let checkpoint = env.checkpoint();
+    env.record(EventKind::ResumedFromCheckpoint {
+        pid: env.pid,
+        step: checkpoint.step,
+        lost_steps: highest_step
+            .load(Ordering::Relaxed)
+            .saturating_sub(checkpoint.step),
+    });
+    highest_step.fetch_max(checkpoint.step, Ordering::Relaxed);
+    checkpoint
+}
+
+/// The workers' state as an agent's monitor reads it (torch's `pcontext.wait(0)`): a crash
+/// the world injected first, else what the workers report.
+pub fn monitored(env: &NodeEnv, status: &Mutex<WorkerStatus>) -> WorkerStatus {
+    if let Some((local_rank, exit_code)) = env.worker_crash() {
+        return WorkerStatus::Failed {
+            local_rank,
+            exit_code,
+            reason: "worker_crash".into(),
+        };
+    }
+    status.lock().expect("status lock").clone()
+}
+
 /// Runs this node's workers until the job's last step, or until a worker fails.
 /// `reached` keeps the highest step this node's workers ever completed, across groups, so
 /// the agent can tell how many steps a restart lost. `mutants` are the run's planted bugs;

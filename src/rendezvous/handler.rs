@@ -124,7 +124,7 @@ impl RendezvousHandler {
         let holder = Holder {
             decoded,
             costs,
-            decoding: holder::decoding(costs),
+            decoding: costs.state_decoding(),
             env,
             node_bytes: crate::rendezvous::encoded_len::node_bytes(&node),
             node,

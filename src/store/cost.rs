@@ -8,7 +8,7 @@
 //! all (0 makes the store free).
 
 use super::{StoreRequest, StoreResponse, Value};
-use crate::world::net::WireSize;
+use crate::world::net::{ReplyCpu, WireSize};
 
 /// A request that carries no value: `check`, `add`, `num_keys`, `delete_key`, a `wait`'s
 /// registration, `CANCEL_WAIT`.
@@ -103,6 +103,18 @@ impl StoreCosts {
     /// A rendezvous client's time to decode and unpickle a state of `bytes` (encoded).
     pub fn state_decode_ns(&self, bytes: usize) -> u64 {
         self.scale_ns(bytes as u64 * STATE_DECODE_PS_PER_BYTE / 1_000)
+    }
+
+    /// The CPU torch spends decoding the state a store reply carries, before it acts on it:
+    /// what a rendezvous client's reads and compare-and-sets of the state cost after the
+    /// reply (`CallCpu::after`).
+    pub fn state_decoding(self) -> ReplyCpu {
+        std::sync::Arc::new(move |reply: &(dyn std::any::Any + Send + Sync)| {
+            match reply.downcast_ref::<StoreResponse>() {
+                Some(StoreResponse::Value(stored)) => self.state_decode_ns(stored.len()),
+                _ => 0,
+            }
+        })
     }
 }
 

@@ -33,30 +33,22 @@ pub fn torchrun_args(scenario: &Scenario, index: u32) -> Result<Vec<String>, Str
     let rdzv = &scenario.rendezvous;
     let agent = &scenario.agent;
     let is_host = u32::from(scenario.cluster.store == StoreHost::Node(index));
-    let mut conf = vec![
-        format!(
-            "join_timeout={}",
-            whole_seconds(rdzv.join_timeout, "join_timeout")?
-        ),
-        format!(
-            "last_call_timeout={}",
-            whole_seconds(rdzv.last_call_timeout, "last_call_timeout")?
-        ),
-        format!(
-            "close_timeout={}",
-            whole_seconds(rdzv.close_timeout, "close_timeout")?
-        ),
-        format!(
-            "heartbeat_timeout={}",
-            whole_seconds(rdzv.heartbeat_timeout, "heartbeat_timeout")?
-        ),
-        format!(
-            "keep_alive_interval={}",
-            whole_seconds(rdzv.keep_alive_interval, "keep_alive_interval")?
-        ),
-        format!("keep_alive_max_attempt={}", rdzv.keep_alive_max_attempt),
-        format!("is_host={is_host}"),
+    let spans = [
+        ("join_timeout", rdzv.join_timeout),
+        ("last_call_timeout", rdzv.last_call_timeout),
+        ("close_timeout", rdzv.close_timeout),
+        ("heartbeat_timeout", rdzv.heartbeat_timeout),
+        ("keep_alive_interval", rdzv.keep_alive_interval),
     ];
+    let mut conf = spans
+        .into_iter()
+        .map(|(key, span)| Ok(format!("{key}={}", whole_seconds(span, key)?)))
+        .collect::<Result<Vec<_>, String>>()?;
+    conf.push(format!(
+        "keep_alive_max_attempt={}",
+        rdzv.keep_alive_max_attempt
+    ));
+    conf.push(format!("is_host={is_host}"));
     if !rdzv.cas_backoff_max.is_zero() {
         conf.push(format!(
             "cas_backoff_max_seconds={}",

@@ -7,13 +7,11 @@ use crate::job::WorkerStatus;
 use crate::sim_time::SimDuration;
 use crate::store::cost::StoreCosts;
 use crate::store::service::{StoreClient, StoreError};
-use crate::store::StoreResponse;
 use crate::trace::EventKind;
 use crate::world::net::{CallCpu, ReplyCpu};
 use crate::world::time;
 use base64::Engine;
 use serde_json::{json, Value};
-use std::any::Any;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -146,29 +144,37 @@ async fn store_connect(proc: &Proc, message: &Value) -> Value {
 /// its own agents (`store::cost`). At 128 nodes that is 0.4 ms a state, enough to starve
 /// heartbeats; other keys cost nothing here.
 fn state_cpu(proc: &Proc, key: &str, written: usize) -> CallCpu {
-    if key != rendezvous_key() {
+    let state = &proc.rendezvous_state;
+    if key != state.key {
         return CallCpu::default();
     }
-    let costs = StoreCosts::scaled(proc.env.scenario().cluster.store_cost_scale);
-    let decoding: ReplyCpu = Arc::new(move |reply: &(dyn Any + Send + Sync)| {
-        match reply.downcast_ref::<StoreResponse>() {
-            Some(StoreResponse::Value(stored)) => costs.state_decode_ns(stored.len()),
-            _ => 0,
-        }
-    });
     CallCpu {
         before_ns: if written > 0 {
-            costs.state_encode_ns(written)
+            state.costs.state_encode_ns(written)
         } else {
             0
         },
-        after: Some(decoding),
+        after: Some(Arc::clone(&state.decoding)),
     }
 }
 
-/// The key torch's c10d rendezvous backend keeps its state under.
-fn rendezvous_key() -> String {
-    format!("torch.rendezvous.{}", crate::scenario::model::RUN_ID)
+/// What reading and writing the rendezvous state costs a torchrun process, made once.
+pub struct StateCosts {
+    /// The key torch's c10d rendezvous backend keeps its state under.
+    key: String,
+    costs: StoreCosts,
+    decoding: ReplyCpu,
+}
+
+impl StateCosts {
+    pub fn of(scenario: &crate::scenario::model::Scenario) -> Self {
+        let costs = StoreCosts::scaled(scenario.cluster.store_cost_scale);
+        StateCosts {
+            key: format!("torch.rendezvous.{}", crate::scenario::model::RUN_ID),
+            costs,
+            decoding: costs.state_decoding(),
+        }
+    }
 }
 
 fn bytes_of(value: &Value) -> Vec<u8> {

@@ -335,7 +335,9 @@ pub fn probe(plane: &TorchPlane) -> Result<TorchInfo, ProbeError> {
     if let Some(known) = PROBED.lock().expect("probe lock").get(plane) {
         return known.clone();
     }
-    let result = if plane.python.as_os_str().is_empty() || !plane.python.exists() {
+    // A bare name (`python3`) is found on PATH when the host starts; a path must exist.
+    let is_path = plane.python.components().count() > 1;
+    let result = if plane.python.as_os_str().is_empty() || (is_path && !plane.python.exists()) {
         Err(ProbeError(format!(
             "{}: no such Python interpreter",
             plane.python.display()

@@ -119,6 +119,8 @@ pub struct Proc {
     pub(super) state: Mutex<calls::ProcState>,
     /// Set when torchrun installed its signal handlers (with its workers).
     pub(super) signal_handler: AtomicBool,
+    /// What its Python's reads and writes of the rendezvous state cost.
+    pub(super) rendezvous_state: calls::StateCosts,
     ended: AtomicBool,
     children: Mutex<Vec<TaskHandle<()>>>,
 }
@@ -197,16 +199,28 @@ async fn drive(proc: &Arc<Proc>, fiber: u64, first: Value) -> Option<Value> {
         if proc.ended.load(Ordering::Relaxed) {
             return None;
         }
-        proc.stamp(&mut reply);
-        let message = proc.run.ask(
-            &proc.env.name,
-            json!({"cmd": "resume", "fiber": fiber, "reply": reply}),
-        );
-        if let Some(exit) = message.get("exit") {
-            proc.run.unpark(&format!("exit:{fiber}"));
-            return Some(exit.clone());
-        }
+        let message = match resume(proc, fiber, reply) {
+            Ok(call) => call,
+            Err(exit) => return Some(exit),
+        };
         reply = calls::serve(proc, &message).await;
+    }
+}
+
+/// Resumes `fiber` with `reply`: its next call, or (`Err`) its exit, after which whoever
+/// waits for the thread's end is woken.
+fn resume(proc: &Proc, fiber: u64, mut reply: Value) -> Result<Value, Value> {
+    proc.stamp(&mut reply);
+    let mut message = proc.run.ask(
+        &proc.env.name,
+        json!({"cmd": "resume", "fiber": fiber, "reply": reply}),
+    );
+    match message.get_mut("exit") {
+        Some(exit) => {
+            proc.run.unpark(&format!("exit:{fiber}"));
+            Err(exit.take())
+        }
+        None => Ok(message),
     }
 }
 
@@ -223,15 +237,10 @@ async fn drive_main(proc: &Arc<Proc>, fiber: u64) -> MainEnd {
     let mut signalled = false;
     let mut reply = json!({});
     loop {
-        proc.stamp(&mut reply);
-        let message = proc.run.ask(
-            &proc.env.name,
-            json!({"cmd": "resume", "fiber": fiber, "reply": reply}),
-        );
-        if let Some(exit) = message.get("exit") {
-            proc.run.unpark(&format!("exit:{fiber}"));
-            return MainEnd::Exit(exit.clone());
-        }
+        let message = match resume(proc, fiber, reply) {
+            Ok(call) => call,
+            Err(exit) => return MainEnd::Exit(exit),
+        };
         let call = pin!(calls::serve(proc, &message));
         if signalled {
             reply = call.await;
@@ -272,11 +281,13 @@ pub async fn agent_process(env: NodeEnv, run: Arc<TorchRun>) -> AgentExit {
     let fiber = spawned["fiber"]
         .as_u64()
         .expect("the host names the new thread");
+    let rendezvous_state = calls::StateCosts::of(env.scenario());
     let proc = Arc::new(Proc {
         env,
         run,
         state: Mutex::default(),
         signal_handler: AtomicBool::new(false),
+        rendezvous_state,
         ended: AtomicBool::new(false),
         children: Mutex::default(),
     });

@@ -15,7 +15,7 @@ use crate::sim_time::SimDuration;
 use crate::trace::EventKind;
 use crate::world::{spawn, time, NodeEnv, TaskHandle};
 use std::collections::BTreeMap;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::AtomicU64;
 use std::sync::{Arc, Mutex};
 
 /// One worker's environment, as torch's agent built it (the keys the job reads).
@@ -128,15 +128,7 @@ pub fn start(
 ) -> Result<Workers, String> {
     let given = GivenRanks::of(envs)?;
     record_start(env, round, &given, &envs[0])?;
-    let checkpoint = env.checkpoint();
-    env.record(EventKind::ResumedFromCheckpoint {
-        pid: env.pid,
-        step: checkpoint.step,
-        lost_steps: highest_step
-            .load(Ordering::Relaxed)
-            .saturating_sub(checkpoint.step),
-    });
-    highest_step.fetch_max(checkpoint.step, Ordering::Relaxed);
+    let checkpoint = job::resume_from_checkpoint(env, highest_step);
     let plan = GroupPlan {
         round: round.round,
         store_incarnation: round.store_incarnation,
@@ -167,14 +159,7 @@ pub fn start(
 impl Workers {
     /// torch's `pcontext.wait(0)`: the workers' state now, a crash the world injected first.
     pub fn poll(&self, env: &NodeEnv) -> WorkerStatus {
-        if let Some((local_rank, exit_code)) = env.worker_crash() {
-            return WorkerStatus::Failed {
-                local_rank,
-                exit_code,
-                reason: "worker_crash".into(),
-            };
-        }
-        self.status.lock().expect("status lock").clone()
+        job::monitored(env, &self.status)
     }
 
     /// torch's `pcontext.close`: the signal ends the workers at once (their peers'

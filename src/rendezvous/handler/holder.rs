@@ -16,11 +16,10 @@ use crate::rendezvous::state::{NodeDesc, RendezvousState};
 use crate::sim_time::{deadline_after, reading_before, SimDuration};
 use crate::store::cost::StoreCosts;
 use crate::store::service::StoreClient;
-use crate::store::{StoreResponse, Value};
+use crate::store::Value;
 use crate::trace::EventKind;
 use crate::world::net::{CallCpu, ReplyCpu};
 use crate::world::{time, NodeEnv};
-use std::any::Any;
 use std::sync::Arc;
 
 /// What the c10d backend stores under the state key before anyone wrote a state
@@ -317,14 +316,4 @@ impl Holder {
             _ => 0,
         }
     }
-}
-
-/// The CPU torch spends decoding the state a store reply carries, before it acts on it.
-pub(super) fn decoding(costs: StoreCosts) -> ReplyCpu {
-    Arc::new(
-        move |reply: &(dyn Any + Send + Sync)| match reply.downcast_ref::<StoreResponse>() {
-            Some(StoreResponse::Value(stored)) => costs.state_decode_ns(stored.len()),
-            _ => 0,
-        },
-    )
 }
