@@ -176,3 +176,21 @@ fn the_table_is_listed_and_in_the_schema() {
         "{torch}"
     );
 }
+
+#[test]
+fn a_scenario_torchs_code_cannot_run_is_refused_before_any_run() {
+    // A named fix is the model's: torch's own code would silently run without it.
+    let out = common::trainsim(&[
+        "run",
+        "scenarios/late_joiner_next_round_fixed.toml",
+        "--torch",
+        "/nonexistent/python",
+    ]);
+    let stderr = common::text(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("late_joiner_next_round_fixed.toml"),
+        "{stderr}"
+    );
+    assert!(stderr.contains("fixes"), "{stderr}");
+}

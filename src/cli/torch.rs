@@ -99,15 +99,20 @@ pub fn probe_all<'a>(planes: impl IntoIterator<Item = &'a TorchPlane>) -> Result
 
 /// Each scenario's plane (in the scenarios' order), every one probed: what `run`, `check`
 /// and `compare` call before their first run. `Err` is the message of a usage error
-/// (exit 2).
+/// (exit 2), also for a scenario torch's own code cannot run (named fixes, a rendezvous
+/// timeout that is not whole seconds), naming the file.
 pub fn planes_of<'a>(
     scenarios: impl IntoIterator<Item = (&'a Path, &'a Scenario)>,
     args: &TorchArgs,
 ) -> Result<Vec<Option<TorchPlane>>, String> {
-    let planes = scenarios
-        .into_iter()
-        .map(|(path, scenario)| torch_plane_of(scenario, path, args))
-        .collect::<Result<Vec<_>, _>>()?;
+    let mut planes = Vec::new();
+    for (path, scenario) in scenarios {
+        let plane = torch_plane_of(scenario, path, args)?;
+        if let (Some(_), Some(why)) = (&plane, torch_plane::argv::refusal(scenario)) {
+            return Err(format!("{}: on torch's own code: {why}", path.display()));
+        }
+        planes.push(plane);
+    }
     probe_all(planes.iter().flatten())?;
     Ok(planes)
 }
