@@ -34,19 +34,10 @@ pub enum Format {
 
 /// Runs the command; returns the exit code.
 pub fn execute(args: BenchArgs) -> i32 {
-    let plane = args
-        .torch
-        .clone()
-        .map(|python| crate::torch_plane::TorchPlane {
-            python,
-            elastic_src: None,
-        });
-    if let Some(plane) = &plane {
-        if let Err(e) = crate::torch_plane::probe(plane) {
-            eprintln!("error: {e}");
-            return 2;
-        }
-    }
+    let plane = match probed_plane(&args) {
+        Ok(plane) => plane,
+        Err(code) => return code,
+    };
     let torch_workloads = bench::torch::TORCH_WORKLOADS;
     if let Some(name) = args
         .workload
@@ -70,10 +61,7 @@ pub fn execute(args: BenchArgs) -> i32 {
             return 2;
         }
     };
-    let print = |f: &Figures| match args.format {
-        Format::Json => outln!("{}", f.to_json_line()),
-        Format::Text => outln!("{}", f.to_text_line()),
-    };
+    let print = |f: &Figures| print(f, args.format);
     let mut scale_lines: Vec<Figures> = Vec::new();
     for name in names {
         if name == "scale" {
@@ -109,14 +97,37 @@ pub fn execute(args: BenchArgs) -> i32 {
     }
 }
 
+/// The plane `--torch` names, probed before any workload runs; `Err` is the exit code.
+fn probed_plane(args: &BenchArgs) -> Result<Option<crate::torch_plane::TorchPlane>, i32> {
+    let Some(python) = args.torch.clone() else {
+        return Ok(None);
+    };
+    let plane = crate::torch_plane::TorchPlane {
+        python,
+        elastic_src: None,
+    };
+    match crate::torch_plane::probe(&plane) {
+        Ok(_) => Ok(Some(plane)),
+        Err(e) => {
+            eprintln!("error: {e}");
+            Err(2)
+        }
+    }
+}
+
+/// One workload's line, as `--format` asks.
+fn print(f: &Figures, format: Format) {
+    match format {
+        Format::Json => outln!("{}", f.to_json_line()),
+        Format::Text => outln!("{}", f.to_text_line()),
+    }
+}
+
 /// The torch control plane's workloads, on `plane`.
 fn run_torch(names: &[&str], plane: &crate::torch_plane::TorchPlane, format: Format) -> i32 {
     for name in names {
         match bench::torch::run(name, plane) {
-            Ok(f) => match format {
-                Format::Json => outln!("{}", f.to_json_line()),
-                Format::Text => outln!("{}", f.to_text_line()),
-            },
+            Ok(f) => print(&f, format),
             Err(e) => return failed(name, &e),
         }
     }
