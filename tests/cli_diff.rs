@@ -16,7 +16,7 @@ fn a_bug_and_its_fixed_twin_differ_where_the_fix_acts() {
     let stdout = text(&out.stdout);
     for line in [
         "outcome: A failed | B succeeded",
-        "steps done: A 113 | B 600",
+        "steps done: A 114 | B 600",
         "node-1 restarts: A 3 | B 1",
         "agent.bootstrap: A violated (3) | B held",
         "first different event (#",

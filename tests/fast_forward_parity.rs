@@ -3,10 +3,11 @@
 //! later message gets, so a given seed may take another path through a race; what must not
 //! change is each scenario's distribution of verdicts over the seeds: how many runs end in
 //! each outcome, violate each invariant, and meet the scenario's expectation. Over seeds
-//! 0..20 of the suite the two paths differ per seed in 9 of 1,600 runs, and no count of any
-//! scenario moves beyond the noise bound below.
+//! 0..20 no count of any scenario moves beyond the noise bound below; two seeds were too
+//! few to tell a race's odds from a shift (`gpu_lost_node_drained.toml` fails on the exact
+//! path in seeds 0 and 1 and in no other of its first 20).
 //!
-//! `TRAINSIM_PARITY_SEEDS=N` widens the seed range (default 0..2, which CI runs).
+//! `TRAINSIM_PARITY_SEEDS=N` widens the seed range (default 0..10, which CI runs).
 
 mod common;
 
@@ -68,7 +69,7 @@ fn seeds() -> u64 {
     std::env::var("TRAINSIM_PARITY_SEEDS")
         .ok()
         .and_then(|s| s.parse().ok())
-        .unwrap_or(2)
+        .unwrap_or(10)
 }
 
 #[test]

@@ -177,9 +177,9 @@ fn a_browser_shows_the_nodes_rounds_and_violations() {
     assert!(dom.contains("data-invariant=\"agent.bootstrap\" data-status=\"violated\""));
     assert!(dom.contains("trainsim run scenarios/rank0_dies_stale_master.toml --seed 1"));
     // The goodput: the fate in words, the ETTR, and a bar of the wall time.
-    assert!(dom.contains("<div id=\"fate\">training stopped for good at 331.086779 s"));
-    assert!(dom.contains("<b id=\"ettr\">9.9 %</b>"));
-    assert!(dom.contains("title=\"worker start restore: 180.42825 s"));
+    assert!(dom.contains("<div id=\"fate\">training stopped for good at 328.098854 s"));
+    assert!(dom.contains("<b id=\"ettr\">10.0 %</b>"));
+    assert!(dom.contains("title=\"worker start restore: 180.422538 s"));
 }
 
 /// The attribute value of `name` in the first element that has `marker` in its tag.
@@ -208,7 +208,7 @@ fn a_hang_a_fault_and_the_exits_are_written_on_the_nodes() {
     // The survivors sit in the all-reduce for the 10-minute NCCL timeout: a flat stretch on
     // each, labelled with the power-off that began it and the watchdog that ended it.
     let label = "no step for 600.3 s — from the power_off of node-2 at 40 s until worker 0 \
-                 failed: NCCL watchdog: the all-reduce of step 113 timed out";
+                 failed: NCCL watchdog: the all-reduce of step 115 timed out";
     assert_eq!(
         dom.matches(label).count(),
         4,
@@ -221,7 +221,7 @@ fn a_hang_a_fault_and_the_exits_are_written_on_the_nodes() {
         .expect("node-2 shaded");
     let row = dom[..off].rfind("data-node=\"").expect("in a row");
     assert!(dom[row..].starts_with("data-node=\"node-2\""));
-    assert!(dom.contains("powered off (40 s – 759.620094 s)"));
+    assert!(dom.contains("powered off (40 s – 760.684192 s)"));
     assert!(dom.contains(">agent pid 1002 killed</text>"));
     // Each survivor's exit reason is text on its row, not only a tooltip.
     assert_eq!(
@@ -260,19 +260,19 @@ fn the_address_zooms_the_timeline_and_a_violation_link_finds_its_marker() {
     let whole = rendered_dom(&browser, &page, "");
     assert_eq!(
         attr_of(&whole, "id=\"timeline\"", "data-view"),
-        "0-346255938"
+        "0-343269639"
     );
     for control in ["zoom-in", "zoom-out", "zoom-reset", "pan-left", "pan-right"] {
         assert!(whole.contains(&format!("id=\"{control}\"")), "{control}");
     }
-    // #t=100-150 shows 100 s to 150 s: the bars scale by 346.3 / 50, the ticks relabel.
+    // #t=100-150 shows 100 s to 150 s: the bars scale by 343.3 / 50, the ticks relabel.
     let zoomed = rendered_dom(&browser, &page, "#t=100-150");
     assert_eq!(
         attr_of(&zoomed, "id=\"timeline\"", "data-view"),
         "100000000-150000000"
     );
     assert!(zoomed.contains("<span id=\"zoom-view\">100 s – 150 s</span>"));
-    assert!(zoomed.contains("scale(6.92512,1)"), "bars stretched");
+    assert!(zoomed.contains("scale(6.86539,1)"), "bars stretched");
     assert!(zoomed.contains(">120 s</text>"), "ticks relabelled");
     // Following a violation's link centres its moment and marks it.
     let focused = rendered_dom(&browser, &page, "#v-1");
@@ -283,7 +283,7 @@ fn the_address_zooms_the_timeline_and_a_violation_link_finds_its_marker() {
     );
     assert_ne!(
         attr_of(&focused, "id=\"timeline\"", "data-view"),
-        "0-346255938"
+        "0-343269639"
     );
     // The marker leads back to its row of the verdicts, which the link starts from.
     assert!(focused.contains("id=\"vr-1\"><a class=\"violation-link\" href=\"#v-1\""));

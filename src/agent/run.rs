@@ -319,6 +319,7 @@ async fn next_tick(
         // Every agent only repeats its routine: sleep until something may change, then
         // go on at the next tick of the grid.
         wake.notified().await;
+        handler.count_skipped_reads(start, grid);
         time::sleep_until_whole_us(start.after(first_tick_after(start, grid))).await;
         return;
     }

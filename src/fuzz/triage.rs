@@ -213,8 +213,8 @@ mod tests {
 
     #[test]
     fn a_killed_participant_is_triaged_as_pytorch_111646() {
-        // node-1 dies 25 ms after round 0 completed, before the rank exchange is done.
-        let case = kill_case(5, 0, 5, 2_590_000, 1_776_612_806_655_204_715);
+        // node-1 dies 36 ms after round 0 completed, before the rank exchange is done.
+        let case = kill_case(5, 0, 5, 2_130_000, 1_776_612_806_655_204_715);
         let (verdict, _) = judge(&case.scenario, case.seed, None);
         assert_eq!(
             verdict.counted,

@@ -15,7 +15,7 @@ use super::skipped_beats;
 use super::state::{nodes_at, NodeDesc};
 use crate::scenario::node::NodeIndex;
 use crate::shared_list::SharedList;
-use crate::sim_time::{deadline_after, SimDuration};
+use crate::sim_time::{deadline_after, SimDuration, SimInstant};
 use crate::store::cost::StoreCosts;
 use crate::store::service::StoreClient;
 use crate::store::Value;
@@ -135,6 +135,7 @@ impl RendezvousHandler {
             token: None,
             unwritten: None,
             last_sync_mono_us: None,
+            skipped_read_mono_us: None,
             pending_event: None,
             joined: None,
             receipts: HeartbeatReceipts::default(),
@@ -295,6 +296,15 @@ impl RendezvousHandler {
             .try_lock()?
             .last_sync_mono_us
             .map(|last| deadline_after(last, CACHE))
+    }
+
+    /// Counts the cached reads of the state that the monitor, ticking every `grid` from
+    /// `ticks_from`, skipped in the quiet window it just woke from, as if it had made them.
+    /// Nothing while an op holds the state: its sync is under way.
+    pub fn count_skipped_reads(&self, ticks_from: SimInstant, grid: SimDuration) {
+        if let Some(mut h) = self.holder.try_lock() {
+            h.count_skipped_reads(ticks_from, grid);
+        }
     }
 
     /// The nodes on the wait list, from a (possibly cached) sync. Not part of torch's

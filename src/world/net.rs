@@ -311,6 +311,11 @@ pub(super) const REASK_MAX: SimDuration = SimDuration::from_ms(3_200);
 const REPLY_CACHE_MAX: usize = 4096;
 /// How long a reset takes to come back from a live host.
 pub(super) const RESET_DELAY: SimDuration = SimDuration::from_ms(2);
+/// How long a connect's SYN takes to reach a live host: half the reset's round trip. The
+/// host answers for the listener it has when the SYN arrives, so a server bound at the
+/// instant its peers' processes start (the store host's agent and the rest of a job starting
+/// together) takes their connects, as it does on a real cluster.
+pub(super) const SYN_FLIGHT: SimDuration = SimDuration::from_ms(1);
 
 /// When TCP gives up on a request that is never acknowledged: the retransmission timeout
 /// doubles from `RTO_MIN` up to `RTO_MAX`, and at the expiry after the

@@ -3,7 +3,7 @@
 
 use super::{
     send_request, with_registry, NetError, Path, ResetSignal, REASK_MAX, RESET_DELAY, RTO_MAX,
-    RTO_MIN,
+    RTO_MIN, SYN_FLIGHT,
 };
 use crate::sim_time::{SimDuration, SimInstant};
 use crate::world::connect_backoff::ConnectBackoff;
@@ -304,7 +304,11 @@ impl RpcClient {
             match self.path() {
                 Path::Open => {}
                 Path::Reset => {
-                    time::sleep(RESET_DELAY).await;
+                    time::sleep(SYN_FLIGHT).await;
+                    if self.path() == Path::Open {
+                        continue;
+                    }
+                    time::sleep(RESET_DELAY.saturating_sub(SYN_FLIGHT)).await;
                     if time::now_whole_us() > deadline {
                         return Err(NetError::Refused(self.server));
                     }

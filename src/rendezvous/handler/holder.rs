@@ -13,7 +13,9 @@ use crate::rendezvous::sanitize::{drop_nodes, sanitize, HeartbeatReceipts};
 use crate::rendezvous::settings::{RendezvousFix, RendezvousSettings};
 use crate::rendezvous::skipped_beats;
 use crate::rendezvous::state::{NodeDesc, RendezvousState};
-use crate::sim_time::{deadline_after, reading_before, SimDuration};
+use crate::sim_time::{
+    deadline_after, reading_before, span_between_readings, SimDuration, SimInstant,
+};
 use crate::store::cost::StoreCosts;
 use crate::store::service::StoreClient;
 use crate::store::Value;
@@ -56,6 +58,8 @@ pub(super) struct Holder {
     /// The write the next sync makes: the state is dirty while there is one.
     pub(super) unwritten: Option<Arc<PlannedWrite>>,
     pub(super) last_sync_mono_us: Option<i64>,
+    /// The monitor's last read a quiet window skipped (`skipped_beats::last_skipped_read`).
+    pub(super) skipped_read_mono_us: Option<i64>,
     /// Events to record once the next write lands: a close or a heartbeat.
     pub(super) pending_event: Option<EventKind>,
     /// With the opt-in fix `dead-participant-rejoin`: the round this node last joined and
@@ -277,7 +281,7 @@ impl Holder {
                 .await?;
             return Ok(Some((stored, Some((ours, write)))));
         }
-        if let Some(last) = self.last_sync_or_skipped_keep_alive_mono_us() {
+        if let Some(last) = self.last_sync_or_skipped_mono_us() {
             if last >= reading_before(self.env.now_mono_us(), CACHE).max(0) {
                 return Ok(None);
             }
@@ -291,14 +295,32 @@ impl Holder {
     }
 
     /// The last sync on this node's monotonic clock, counting a keep-alive skipped in a
-    /// quiet window: torch's keep-alive syncs the state, which keeps the agent's cache fresh,
-    /// so after a window the agent reads the store only when the exact path's would.
-    fn last_sync_or_skipped_keep_alive_mono_us(&self) -> Option<i64> {
+    /// quiet window and the monitor's reads the window skipped: torch's keep-alive syncs the
+    /// state, which keeps the agent's cache fresh, so after a window the agent reads the
+    /// store only when the exact path's would.
+    fn last_sync_or_skipped_mono_us(&self) -> Option<i64> {
         let skipped = self
             .env
             .last_skipped_beat_age(skipped_beats::writer_id(&self.node))
             .map(|age| reading_before(self.env.now_mono_us(), age));
-        self.last_sync_mono_us.max(skipped)
+        self.last_sync_mono_us
+            .max(skipped)
+            .max(self.skipped_read_mono_us)
+    }
+
+    /// Counts the reads the monitor, ticking every `grid` from `ticks_from`, would have made
+    /// in the quiet window it just woke from.
+    pub(super) fn count_skipped_reads(&mut self, ticks_from: SimInstant, grid: SimDuration) {
+        let Some(last_mono_us) = self.last_sync_or_skipped_mono_us() else {
+            return;
+        };
+        let now = time::now_whole_us();
+        let now_mono_us = self.env.now_mono_us();
+        let last = now.before(span_between_readings(last_mono_us, now_mono_us));
+        let read = skipped_beats::last_skipped_read(last, ticks_from, grid, CACHE, now);
+        if read > last {
+            self.skipped_read_mono_us = Some(reading_before(now_mono_us, now.since(read)));
+        }
     }
 
     /// With `dead-participant-rejoin`: how many members of the round this node joined are
