@@ -64,6 +64,10 @@ pub struct FuzzArgs {
 pub enum FuzzCommand {
     /// Merge the summaries of a campaign's case ranges (each DIR holds a summary.json).
     Merge(MergeArgs),
+    /// Compare two campaigns root cause by root cause: what appeared, disappeared or changed
+    /// count from A to B (a stock torch against a patched one, the model against torch's
+    /// code). Exit 0 when they agree, 1 when they differ.
+    Diff(super::fuzz_diff::DiffArgs),
 }
 
 /// Arguments of `trainsim fuzz merge`.
@@ -130,8 +134,10 @@ pub fn parse_cases(text: &str) -> Result<Range<u64>, String> {
 
 /// Runs the command; returns the exit code.
 pub fn execute(args: FuzzArgs) -> i32 {
-    if let Some(FuzzCommand::Merge(m)) = args.command {
-        return merge(&m);
+    match args.command {
+        Some(FuzzCommand::Merge(m)) => return merge(&m),
+        Some(FuzzCommand::Diff(d)) => return super::fuzz_diff::execute(&d),
+        None => {}
     }
     let mutant = match args.mutant.as_deref().map(mutants::parse).transpose() {
         Ok(mutant) => mutant,
@@ -264,7 +270,18 @@ fn progress_bar(len: u64) -> ProgressBar {
 }
 
 fn write_summary(dir: &Path, summary: &Summary) -> Result<(), i32> {
-    let json = serde_json::to_string_pretty(summary).expect("a summary serializes");
+    /// The summary with its root causes, which readers recompute and so never read back.
+    #[derive(serde::Serialize)]
+    struct Written<'a> {
+        #[serde(flatten)]
+        summary: &'a Summary,
+        root_causes: Vec<fuzz::root_causes::RootCause>,
+    }
+    let written = Written {
+        summary,
+        root_causes: fuzz::root_causes::root_causes(summary),
+    };
+    let json = serde_json::to_string_pretty(&written).expect("a summary serializes");
     std::fs::create_dir_all(dir)
         .and_then(|()| super::write_atomically(&dir.join("summary.json"), json.as_bytes()))
         .map_err(|e| {

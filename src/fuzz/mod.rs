@@ -24,6 +24,7 @@ pub mod minimal;
 pub mod mutants;
 pub mod parallel;
 pub mod reader_strategy;
+pub mod root_causes;
 pub mod signature;
 pub mod strategy;
 pub mod summary;

@@ -167,9 +167,9 @@ fn join(dir: &str, rel: &str) -> String {
         .into_owned()
 }
 
-/// The end-of-campaign table: every signature, then the coverage table.
+/// The end-of-campaign table: the root causes, every signature, then the coverage table.
 pub fn render(s: &Summary, repro_dir: &str) -> String {
-    let mut out = String::new();
+    let mut out = super::root_causes::render_root_causes(s);
     let _ = writeln!(
         out,
         "signatures ({}, {} new):",
