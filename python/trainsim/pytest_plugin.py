@@ -165,6 +165,8 @@ class ScenarioItem(pytest.Item):
             ("trainsim_trace_hash", report.trace_hash),
             ("trainsim_repro", report.repro),
         ]
+        if report.torch is not None:
+            self.user_properties.append(("trainsim_torch", report.torch.torch_version))
         if page is not None:
             self.config.stash[_PAGES].append((self.nodeid, page.name, "pass" if report.passed else "FAIL"))
         if not report.passed:
