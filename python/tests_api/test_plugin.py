@@ -37,13 +37,13 @@ def test_one_item_per_file_passing_and_failing(pytester):
     assert result.ret == pytest.ExitCode.TESTS_FAILED
     result.stdout.fnmatch_lines(
         [
-            "*_ trainsim fails_on_purpose[[]seed=13[]] _*",
+            "*_ trainsim fails_on_purpose.toml seed 13 _*",
             "verdict  UNEXPECTED (job finished, no violations; 1 expectation not met)",
             "  - expected outcome failed, got succeeded",
             "job      finished: *",
             "replay with:",
             "trainsim run scenarios/fails_on_purpose.toml --seed 13",
-            "FAILED scenarios/fails_on_purpose.toml::fails_on_purpose[[]seed=13[]] - verdict*",
+            "FAILED scenarios/fails_on_purpose.toml::seed_13 - verdict*",
         ]
     )
 
@@ -71,10 +71,10 @@ def test_seeds_option_gives_an_item_per_file_and_seed(pytester):
     result = pytester.runpytest("-p", "no:cacheprovider", "--trainsim-seeds", "0..3", "--collect-only", "-q")
     result.stdout.fnmatch_lines(
         [
-            "scenarios/fails_on_purpose.toml::fails_on_purpose[[]seed=0[]]",
-            "scenarios/fails_on_purpose.toml::fails_on_purpose[[]seed=2[]]",
-            "scenarios/passes.toml::passes[[]seed=0[]]",
-            "scenarios/passes.toml::passes[[]seed=2[]]",
+            "scenarios/fails_on_purpose.toml::seed_0",
+            "scenarios/fails_on_purpose.toml::seed_2",
+            "scenarios/passes.toml::seed_0",
+            "scenarios/passes.toml::seed_2",
             "6 tests collected*",
         ]
     )
@@ -88,7 +88,7 @@ def test_junit_xml_and_html_pages_for_ci(pytester):
     result.assert_outcomes(passed=1, failed=1)
     suite = ET.parse(pytester.path / "junit.xml").getroot().find("testsuite")
     assert (suite.get("tests"), suite.get("failures")) == ("2", "1")
-    failure = suite.find("testcase[@name='fails_on_purpose[seed=13]']/failure")
+    failure = suite.find("testcase[@name='seed_13'][@classname='scenarios.fails_on_purpose.toml']/failure")
     assert "replay with:" in failure.text
     properties = {p.get("name"): p.get("value") for p in suite.iter("property")}
     assert properties["trainsim_repro"].startswith("trainsim run scenarios/")
@@ -158,3 +158,11 @@ def test_a_torch_scenario_runs_on_the_torch_of_pytests_python(tmp_path):
     ).stdout.strip()
     assert properties["trainsim_torch"] == torch_version
     assert properties["trainsim_outcome"] == "succeeded"
+
+
+def test_last_failed_reruns_the_failed_item_alone(pytester):
+    write_suite(pytester)
+    pytester.runpytest().assert_outcomes(passed=1, failed=1)
+    again = pytester.runpytest("--lf")
+    again.assert_outcomes(failed=1)  # passes.toml is not even collected
+    again.stdout.fnmatch_lines(["FAILED scenarios/fails_on_purpose.toml::seed_13 - verdict*"])

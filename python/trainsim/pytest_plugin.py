@@ -6,8 +6,8 @@ the rootdir)::
     [pytest]
     trainsim_scenarios = scenarios/*.toml
 
-Each matching file gives one item per seed (``--trainsim-seeds 0..5``, else the file's own
-``seed``). An item runs ``trainsim run FILE --seed N`` and passes when the run is what the
+Each matching file gives one item per seed, ``FILE::seed_N`` (``--trainsim-seeds 0..5``,
+else the file's own ``seed``). An item runs ``trainsim run FILE --seed N`` and passes when the run is what the
 scenario expects; a failure shows the verdict, the why line, the violated invariants and
 the replay command. ``--trainsim-html DIR`` writes each run's page and an index for a CI
 artefact. Scenarios with a ``[torch]`` table run on the torch of the Python running pytest
@@ -104,7 +104,8 @@ class ScenarioFile(pytest.File):
     def collect(self):
         scenario = peek(self.path)
         for seed in seeds_of(self.config, file_seed(scenario)):
-            name = self.path.stem if seed is None else f"{self.path.stem}[seed={seed}]"
+            # No brackets: pytest reads `name[...]` in a node id as a parametrization.
+            name = "unreadable" if seed is None else f"seed_{seed}"
             yield ScenarioItem.from_parent(
                 self, name=name, seed=seed, wants_torch=asks_for_torch(scenario)
             )
@@ -128,7 +129,8 @@ class ScenarioItem(pytest.Item):
         self.wants_torch = wants_torch
 
     def reportinfo(self):
-        return self.path, None, f"trainsim {self.name}"
+        seed = "" if self.seed is None else f" seed {self.seed}"
+        return self.path, None, f"trainsim {self.path.name}{seed}"
 
     def run_args(self) -> List[str]:
         """The command's arguments, without the output format: the file as the user would
