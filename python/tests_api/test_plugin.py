@@ -51,7 +51,9 @@ def test_one_item_per_file_passing_and_failing(pytester):
 def test_the_why_line_and_violations_of_a_failed_job(pytester):
     pytester.makeini("[pytest]\ntrainsim_scenarios = *.toml\n")
     text = (SCENARIOS / "rank0_dies_stale_master.toml").read_text()
-    pytester.path.joinpath("stale.toml").write_text(text.replace('violations = ["agent.bootstrap"]', "violations = []"))
+    pytester.path.joinpath("stale.toml").write_text(
+        text.replace('violations = ["agent.bootstrap"]', "violations = []")
+    )
     result = pytester.runpytest("-p", "no:cacheprovider")
     result.assert_outcomes(failed=1)
     result.stdout.fnmatch_lines(
@@ -103,7 +105,9 @@ def test_an_unreadable_scenario_fails_with_the_located_message(pytester):
     pytester.path.joinpath("broken.toml").write_text('name = "x"\n[cluster]\nnodes = 0\n')
     result = pytester.runpytest("-p", "no:cacheprovider")
     result.assert_outcomes(failed=1)
-    result.stdout.fnmatch_lines(["error: broken.toml:3:9: cluster.nodes: must be at least 1 (got 0)", "(exit code 2: *"])
+    result.stdout.fnmatch_lines(
+        ["error: broken.toml:3:9: cluster.nodes: must be at least 1 (got 0)", "(exit code 2: *"]
+    )
 
 
 def test_without_the_ini_option_nothing_is_collected(pytester):
@@ -166,3 +170,20 @@ def test_last_failed_reruns_the_failed_item_alone(pytester):
     again = pytester.runpytest("--lf")
     again.assert_outcomes(failed=1)  # passes.toml is not even collected
     again.stdout.fnmatch_lines(["FAILED scenarios/fails_on_purpose.toml::seed_13 - verdict*"])
+
+
+def test_a_bad_seed_range_is_a_usage_error(pytester):
+    write_suite(pytester)
+    result = pytester.runpytest("-p", "no:cacheprovider", "--trainsim-seeds", "3..1")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*--trainsim-seeds '3..1': the seed range is empty*"])
+
+
+def test_globs_reach_into_subdirectories(pytester):
+    pytester.makeini("[pytest]\ntrainsim_scenarios = suite/**/*.toml\n")
+    nested = pytester.mkdir("suite").joinpath("nested")
+    nested.mkdir()
+    nested.joinpath("passes.toml").write_text(PASSES.read_text())
+    pytester.path.joinpath("outside.toml").write_text(PASSES.read_text())
+    result = pytester.runpytest("-p", "no:cacheprovider", "--collect-only", "-q")
+    result.stdout.fnmatch_lines(["suite/nested/passes.toml::seed_13", "1 test collected*"])

@@ -192,6 +192,8 @@ def scenario_file(
     if (scenario is None) == (toml is None):
         raise TypeError("give either a scenario (a path or a dict) or toml= text, not both")
     if isinstance(scenario, (str, os.PathLike)):
+        if save_as is not None:
+            raise TypeError("save_as is for a dict or toml= text; a file already is one")
         yield os.fspath(scenario)
         return
     text = toml if toml is not None else dump_scenario(scenario)

@@ -16,11 +16,12 @@ unless ``--trainsim-torch PYTHON`` (or ``scenario``, to keep the table's) says o
 
 from __future__ import annotations
 
+import glob
 import html
 import os
 import sys
 from pathlib import Path
-from typing import Dict, FrozenSet, List, Optional, Tuple
+from typing import FrozenSet, List, Optional, Tuple
 
 import pytest
 
@@ -30,6 +31,7 @@ from .report import Report
 from .scenario import asks_for_torch, file_seed, peek
 
 _MATCHED = pytest.StashKey[FrozenSet[Path]]()
+_SEEDS = pytest.StashKey[Optional[List[int]]]()
 _PAGES = pytest.StashKey[List[Tuple[str, str, str]]]()
 KEEP_SCENARIO_TORCH = "scenario"
 
@@ -57,11 +59,12 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    patterns = config.getini("trainsim_scenarios")
     matched = set()
-    for pattern in patterns:
-        matched.update(p.resolve() for p in config.rootpath.glob(pattern) if p.is_file())
+    for pattern in config.getini("trainsim_scenarios"):
+        found = glob.glob(os.path.join(str(config.rootpath), pattern), recursive=True)
+        matched.update(Path(p).resolve() for p in found if os.path.isfile(p))
     config.stash[_MATCHED] = frozenset(matched)
+    config.stash[_SEEDS] = seed_range(config.getoption("trainsim_seeds") or config.getini("trainsim_seeds"))
     config.stash[_PAGES] = []
 
 
@@ -81,15 +84,14 @@ def pytest_collect_file(file_path: Path, parent: pytest.Collector):
     return None
 
 
-def seeds_of(config: pytest.Config, default: Optional[int]) -> List[Optional[int]]:
-    """The seeds every file runs: the option's or ini's range, else the file's own seed."""
-    spec = config.getoption("trainsim_seeds") or config.getini("trainsim_seeds")
+def seed_range(spec: str) -> Optional[List[int]]:
+    """The seeds of ``A..B`` (B excluded) or ``A..=B`` (B included); None for no range."""
     if not spec:
-        return [default]
+        return None
     start, sep, end = spec.partition("..")
     inclusive = end.startswith("=")
     try:
-        first, last = int(start), int(end.lstrip("="))
+        first, last = int(start), int(end[1:] if inclusive else end)
     except ValueError:
         raise pytest.UsageError(f"--trainsim-seeds {spec!r}: expected A..B or A..=B") from None
     seeds = list(range(first, last + 1 if inclusive else last))
@@ -103,12 +105,10 @@ class ScenarioFile(pytest.File):
 
     def collect(self):
         scenario = peek(self.path)
-        for seed in seeds_of(self.config, file_seed(scenario)):
+        for seed in self.config.stash[_SEEDS] or [file_seed(scenario)]:
             # No brackets: pytest reads `name[...]` in a node id as a parametrization.
             name = "unreadable" if seed is None else f"seed_{seed}"
-            yield ScenarioItem.from_parent(
-                self, name=name, seed=seed, wants_torch=asks_for_torch(scenario)
-            )
+            yield ScenarioItem.from_parent(self, name=name, seed=seed, wants_torch=asks_for_torch(scenario))
 
 
 class ScenarioNotAsExpected(Exception):
