@@ -95,9 +95,10 @@ def test_junit_xml_and_html_pages_for_ci(pytester):
     properties = {p.get("name"): p.get("value") for p in suite.iter("property")}
     assert properties["trainsim_repro"].startswith("trainsim run scenarios/")
     pages = sorted(p.name for p in (pytester.path / "pages").iterdir())
-    assert pages == ["fails_on_purpose-seed13.html", "index.html", "passes-seed13.html"]
+    assert pages == ["index.html", "scenarios.fails_on_purpose-seed13.html", "scenarios.passes-seed13.html"]
     index = (pytester.path / "pages" / "index.html").read_text()
-    assert 'href="fails_on_purpose-seed13.html"' in index and "FAIL" in index
+    assert 'href="scenarios.fails_on_purpose-seed13.html"' in index and "FAIL" in index
+    assert "<svg" in (pytester.path / "pages" / "scenarios.passes-seed13.html").read_text()
 
 
 def test_an_unreadable_scenario_fails_with_the_located_message(pytester):
@@ -108,6 +109,14 @@ def test_an_unreadable_scenario_fails_with_the_located_message(pytester):
     result.stdout.fnmatch_lines(
         ["error: broken.toml:3:9: cluster.nodes: must be at least 1 (got 0)", "(exit code 2: *"]
     )
+
+
+def test_a_seed_the_binary_refuses_is_left_to_it(pytester):
+    pytester.makeini("[pytest]\ntrainsim_scenarios = *.toml\n")
+    pytester.path.joinpath("negative.toml").write_text(PASSES.read_text().replace("seed = 13", "seed = -1"))
+    result = pytester.runpytest("-p", "no:cacheprovider")
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(["error: negative.toml:*: seed: *", "FAILED negative.toml::unreadable*"])
 
 
 def test_without_the_ini_option_nothing_is_collected(pytester):

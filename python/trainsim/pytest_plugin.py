@@ -181,8 +181,10 @@ class ScenarioItem(pytest.Item):
             return None
         root = Path(self.config.invocation_params.dir, directory)
         root.mkdir(parents=True, exist_ok=True)
+        # Named by the file's path under the rootdir, so equal names in two folders differ.
+        stem = Path(os.path.relpath(self.path.with_suffix(""), self.config.rootpath)).as_posix()
         seed = "" if self.seed is None else f"-seed{self.seed}"
-        return root / f"{self.path.stem}{seed}.html"
+        return root / f"{stem.replace('/', '.')}{seed}.html"
 
     def repr_failure(self, excinfo, style=None):
         error = excinfo.value

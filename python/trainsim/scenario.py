@@ -45,7 +45,9 @@ def file_seed(scenario: Optional[Mapping[str, Any]]) -> Optional[int]:
     if scenario is None:
         return None
     seed = scenario.get("seed", 0)
-    return seed if isinstance(seed, int) and not isinstance(seed, bool) else None
+    # Anything else the binary refuses with its located message, which a run without
+    # `--seed` shows.
+    return seed if isinstance(seed, int) and not isinstance(seed, bool) and seed >= 0 else None
 
 
 def asks_for_torch(scenario: Optional[Mapping[str, Any]]) -> bool:
