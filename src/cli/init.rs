@@ -92,7 +92,14 @@ pub fn scenario_text(args: &InitArgs) -> Result<String, String> {
              --max-nodes <= {NODES_MAX}: got {min}..{max} with {nodes} nodes"
         ));
     }
-    let spares = max - nodes;
+    // torch keeps a node beyond max_nodes on its redundancy list, a spare that never trains
+    // (scenarios/spare_beyond_max_nodes.toml); the starter's nodes all train.
+    let Some(spares) = max.checked_sub(nodes) else {
+        return Err(format!(
+            "--nodes {nodes} is more than --max-nodes {max}: torch would keep {} of them on              its redundancy list, never training (scenarios/spare_beyond_max_nodes.toml shows              it); lower --nodes or raise --max-nodes",
+            nodes - max
+        ));
+    };
     // The crash hits the last node, which is never the store's host (node-0).
     let crash_node = nodes - 1;
     let crash = format!(
@@ -166,5 +173,39 @@ mod tests {
         assert!(scenario_text(&args(4, Some(5), None, "nccl")).is_err());
         assert!(scenario_text(&args(4, Some(3), Some(2), "nccl")).is_err());
         assert!(scenario_text(&args(0, None, None, "nccl")).is_err());
+        let beyond = scenario_text(&args(5, Some(2), Some(4), "nccl")).unwrap_err();
+        assert!(
+            beyond.contains("--nodes 5 is more than --max-nodes 4"),
+            "{beyond}"
+        );
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(48))]
+        /// Over the flag space: `init` refuses, or writes a file that parses and runs as it
+        /// says (its expectation met, no invariant violated).
+        #[test]
+        fn every_file_init_writes_runs_and_passes(
+            nodes in 1u32..=8,
+            min in proptest::option::of(1u32..=9),
+            max in proptest::option::of(1u32..=12),
+            gpus in 1u32..=8,
+            gloo in proptest::bool::ANY,
+        ) {
+            let mut flags = args(nodes, min, max, if gloo { "gloo" } else { "nccl" });
+            flags.gpus = gpus;
+            let Ok(text) = scenario_text(&flags) else {
+                return Ok(());
+            };
+            let s = crate::scenario::parse(&text, "init.toml").unwrap_or_else(|e| panic!("{e}"));
+            let report = crate::runner::Run::of(&s, "init.toml")
+                .report()
+                .unwrap_or_else(|e| panic!("{e}"));
+            proptest::prop_assert!(
+                report.passed(),
+                "{flags:?}: {}",
+                report.repro
+            );
+        }
     }
 }
