@@ -52,7 +52,11 @@ struct Output<'a> {
     runs: u32,
     seeds: String,
     compared: usize,
+    /// Files whose most common signature agrees (the mode rule).
     agreed: usize,
+    /// Files that agree at every level: the mode, the coarse outcome and, when racy, the
+    /// distribution test (the text's headline).
+    agreed_every_level: usize,
     files: &'a [FileReport],
 }
 
@@ -124,8 +128,9 @@ fn finish(args: &ConformArgs, torch: &TorchInfo, reports: &[FileReport]) -> Resu
         .filter(|r| r.verdict == "agree" || r.verdict == "disagree")
         .count();
     let agreed = reports.iter().filter(|r| r.verdict == "agree").count();
+    let agreed_every_level = reports.iter().filter(|r| r.headline() == "agree").count();
     outln!(
-        "conform: {agreed} of {compared} files agree with torch {}",
+        "conform: {agreed_every_level} of {compared} files agree with torch {} at every level",
         torch.version
     );
     let judged: Vec<&FileReport> = reports
@@ -150,6 +155,7 @@ fn finish(args: &ConformArgs, torch: &TorchInfo, reports: &[FileReport]) -> Resu
             seeds: format!("{}..{}", args.seeds.start, args.seeds.end_exclusive),
             compared,
             agreed,
+            agreed_every_level,
             files: reports,
         };
         let text = serde_json::to_string_pretty(&output).map_err(|e| e.to_string())?;
@@ -205,7 +211,7 @@ fn simulate(args: &ConformArgs, s: &Scenario, path: &Path) -> Result<Distributio
 }
 
 fn print_report(report: &FileReport, torch: &TorchInfo, args: &ConformArgs) {
-    outln!("{}: {}", report.file, report.verdict);
+    outln!("{}: {}", report.file, report.headline());
     let real_label = if report.verdict.starts_with("fix") {
         "real torch (its unfixed twin)"
     } else {

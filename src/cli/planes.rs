@@ -131,8 +131,7 @@ fn finish(
 
 /// The full signature distribution agrees: the mode rule, and a racy file's distribution test.
 fn signature_agrees(report: &PlanesReport) -> bool {
-    let levels = &report.judged.levels;
-    report.judged.verdict == "agree" && levels.distribution_agrees().unwrap_or(true)
+    report.judged.headline() == "agree"
 }
 
 fn print_report(report: &PlanesReport) {
@@ -141,13 +140,7 @@ fn print_report(report: &PlanesReport) {
         Some(p) => format!("; racy, distribution test p = {p:.3}"),
         None => String::new(),
     };
-    let headline = if judged.levels.coarse == "agree" && signature_agrees(report) {
-        "agree"
-    } else if judged.levels.coarse == "agree" {
-        "agree on the coarse outcome only"
-    } else {
-        "disagree"
-    };
+    let headline = judged.headline();
     outln!("{}: {headline}", judged.file);
     outln!("  torch's own code, {} seeds:", judged.real.runs());
     for e in &judged.real.entries {

@@ -44,6 +44,23 @@ pub struct FileReport {
 }
 
 impl FileReport {
+    /// The file's verdict at every level together: `agree` only when the most common
+    /// signature, the coarse outcome and (for a racy file) the distribution test all agree;
+    /// `agree on the coarse outcome only`; `disagree`. A fix twin or a simulator-only file
+    /// keeps its own verdict.
+    pub fn headline(&self) -> &str {
+        if self.verdict != "agree" && self.verdict != "disagree" {
+            return &self.verdict;
+        }
+        let coarse = self.levels.coarse == "agree";
+        let full = self.verdict == "agree" && self.levels.distribution_agrees().unwrap_or(true);
+        match (coarse, full) {
+            (true, true) => "agree",
+            (true, false) => "agree on the coarse outcome only",
+            (false, _) => "disagree",
+        }
+    }
+
     /// Whether this file counts as a disagreement for the exit code (fix twins never do).
     pub fn disagrees(&self) -> bool {
         self.verdict == "disagree"
