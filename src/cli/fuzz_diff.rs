@@ -40,10 +40,11 @@ pub fn execute(args: &DiffArgs) -> i32 {
         return 2;
     }
     let name = |dir: &PathBuf, s: &crate::fuzz::summary::Summary| {
-        let plane = s
-            .torch
-            .as_deref()
-            .map_or("the model".to_owned(), |py| format!("torch from {py}"));
+        let plane = match (&s.torch, &s.torch_elastic_src) {
+            (None, _) => "the model".to_owned(),
+            (Some(py), None) => format!("torch from {py}"),
+            (Some(py), Some(src)) => format!("torch from {py} with {src} laid over it"),
+        };
         format!(
             "{} ({} cases {}..{} of seed {}, {}: {} failing)",
             dir.display(),

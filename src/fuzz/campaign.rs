@@ -262,6 +262,7 @@ fn summarize(
         signatures: Vec::new(),
         coverage,
         torch: c.torch.as_ref().map(|t| t.python.clone()),
+        torch_elastic_src: c.torch.as_ref().and_then(|t| t.elastic_src.clone()),
     };
     for e in entries {
         let e = e?;

@@ -214,6 +214,7 @@ mod tests {
             signatures,
             coverage: vec![],
             torch: None,
+            torch_elastic_src: None,
         }
     }
 

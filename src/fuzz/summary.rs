@@ -35,6 +35,9 @@ pub struct Summary {
     /// tables name it; absent for the Rust model, so a model campaign's summary is as it was.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub torch: Option<String>,
+    /// The torch checkout laid over that torch (`--torch-elastic-src`), if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub torch_elastic_src: Option<String>,
 }
 
 /// One signature's bucket.
@@ -118,17 +121,13 @@ pub fn merge(parts: &[(String, Summary)]) -> Result<Summary, String> {
     out.skipped_known_cases = 0;
     let mut buckets: BTreeMap<String, SignatureEntry> = BTreeMap::new();
     for (i, (dir, s)) in parts.iter().enumerate() {
-        let same = (&s.target, s.seed, &s.mutant, &s.known, &s.torch)
-            == (
-                &first.target,
-                first.seed,
-                &first.mutant,
-                &first.known,
-                &first.torch,
-            );
+        let same = (&s.target, s.seed, &s.mutant, &s.known)
+            == (&first.target, first.seed, &first.mutant, &first.known)
+            && (&s.torch, &s.torch_elastic_src) == (&first.torch, &first.torch_elastic_src);
         if !same {
             return Err(format!(
-                "{dir}: a different campaign (target, seed, mutant, --known and --torch must match)"
+                "{dir}: a different campaign (target, seed, mutant, --known, --torch and \
+                 --torch-elastic-src must match)"
             ));
         }
         if i > 0 && s.cases_start != out.cases_end {
@@ -239,6 +238,7 @@ mod tests {
             }],
             coverage,
             torch: None,
+            torch_elastic_src: None,
         }
     }
 
