@@ -73,7 +73,7 @@ pub(super) fn strip(stretches: &[Stretch], end_us: u64, label_w: f64, plot_w: f6
          <svg class=\"plot\" x=\"{label_w}\" y=\"0\" width=\"{plot_w}\" height=\"{STRIP_H}\"><g class=\"zoom\">",
         label_w + plot_w + 10.0
     );
-    for s in stretches {
+    for (i, s) in stretches.iter().enumerate() {
         let (x0, x1) = (x(s.start), x(s.end));
         let class = match s.cause {
             None => "gp-band gp-kept",
@@ -81,7 +81,7 @@ pub(super) fn strip(stretches: &[Stretch], end_us: u64, label_w: f64, plot_w: f6
         };
         let _ = write!(
             html,
-            "<rect class=\"{class}\" data-cause=\"{}\" data-start-us=\"{}\" data-end-us=\"{}\" \
+            "<rect id=\"gpb-{i}\" class=\"{class}\" data-cause=\"{}\" data-start-us=\"{}\" data-end-us=\"{}\" \
              x=\"{x0:.2}\" y=\"2\" width=\"{:.2}\" height=\"12\" fill=\"{}\"><title>{}</title></rect>",
             cause_name(s.cause),
             s.start.as_us(),
