@@ -398,6 +398,19 @@ fn trim_decimals(text: &str) -> String {
 
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn pages_write_spans_briefly_and_moments_to_the_millisecond() {
+        assert_eq!(brief(SimDuration::from_us(507_300)), "507.3 ms");
+        assert_eq!(brief(SimDuration::from_us(42_600_000)), "42.6 s");
+        assert_eq!(brief(SimDuration::from_secs(600)), "10 min");
+        assert_eq!(brief(SimDuration::from_secs(209)), "3.48 min");
+        assert_eq!(brief(SimDuration::from_secs(89_254)), "24.8 h");
+        assert_eq!(secs_to_ms(759_620_094), "759.62 s");
+        assert_eq!(secs_to_ms(40_000_000), "40 s");
+        assert_eq!(secs_to_ms(1_000_400), "1 s");
+    }
+
     use super::*;
 
     #[test]

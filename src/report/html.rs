@@ -249,3 +249,24 @@ fn verdicts(html: &mut String, report: &Report) {
     }
     html.push_str("</table>\n");
 }
+
+#[cfg(test)]
+mod tests {
+    use super::page_text;
+
+    #[test]
+    fn page_text_writes_spans_and_keys_for_people() {
+        assert_eq!(
+            page_text("the all-reduce of step 113 timed out after 600000000 us"),
+            "the all-reduce of step 113 timed out after 10 min"
+        );
+        assert_eq!(
+            page_text("wait timeout after 60000ms, keys: torch.rendezvous.trainsim.2/torchelastic/assigned_ranks/10"),
+            "wait timeout after 60000ms, keys: …/torchelastic/assigned_ranks/10"
+        );
+        assert_eq!(
+            page_text("worker 0 failed (x, keys: a/0, a/1, a/2, a/3) and no restarts remain"),
+            "worker 0 failed (x, keys: a/0, a/1 and 2 more) and no restarts remain"
+        );
+    }
+}

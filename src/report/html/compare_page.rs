@@ -150,6 +150,23 @@ fn display_name<'a>(input: &PageInput<'_>, v: &'a VariantRuns) -> &'a str {
     }
 }
 
+/// Each seed's outcome and tooltip: its seed, ETTR, outcome and replay command.
+fn seed_dots(input: &PageInput<'_>, v: &VariantRuns) -> Vec<(String, String)> {
+    v.rows
+        .iter()
+        .map(|r| {
+            let title = format!(
+                "seed {}: ETTR {:.1} %, {}; replay: {}",
+                r.seed,
+                r.ettr * 100.0,
+                outcome_words(&r.outcome),
+                replay(input, v, r.seed)
+            );
+            (r.outcome.clone(), title)
+        })
+        .collect()
+}
+
 fn ettr_section(html: &mut String, input: &PageInput<'_>) {
     let arms: Vec<ArmPoints> = input
         .variants
@@ -164,20 +181,7 @@ fn ettr_section(html: &mut String, input: &PageInput<'_>) {
                     .map_or(&*v.name, |rest| rest.trim_start_matches('=')),
                 None => display_name(input, v),
             };
-            let runs = v
-                .rows
-                .iter()
-                .map(|r| {
-                    let title = format!(
-                        "seed {}: ETTR {:.1} %, {}; replay: {}",
-                        r.seed,
-                        r.ettr * 100.0,
-                        outcome_words(&r.outcome),
-                        replay(input, v, r.seed)
-                    );
-                    (r.outcome.clone(), title)
-                })
-                .collect();
+            let runs = seed_dots(input, v);
             ArmPoints {
                 label: label.to_owned(),
                 name: v.name.clone(),

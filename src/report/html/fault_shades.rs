@@ -1,8 +1,10 @@
 //! Faults drawn on the nodes they hit: a partition shades the cut-off nodes until it heals, a
-//! pause until the resume, a SIGTERM or a power-off until the node starts again; a kill, a
-//! worker crash or any other one-moment fault is a marker at its moment. Faults a `[failures]`
-//! process drew are ordinary faults in the trace, so they are drawn the same way; a fault
-//! aimed at a role no node held is a marker on the cluster's row.
+//! pause until the resume, a SIGTERM or a power-off until the node starts again; every fault
+//! is a marker at its moment (`f-N`, which the page's list of faults links to), named in
+//! the words people know it by (a SIGTERM whose host then goes is a preemption with its
+//! grace; a kill by a power-off is the host lost). Faults a `[failures]` process drew are
+//! ordinary faults in the trace, so they are drawn the same way; a fault aimed at a role no
+//! node held is a marker on the cluster's row.
 
 use super::page_text;
 use super::timeline::{interval, node_of, FaultEntry, Mark, Note, Shade, Timeline, CLUSTER};
@@ -43,22 +45,7 @@ pub(super) fn add(timeline: &mut Timeline, scenario: &Scenario, trace: &Trace) {
     for (i, event) in faults.iter().enumerate() {
         let at_us = event.at.as_us();
         let id = format!("f-{i}");
-        if let EventKind::FaultSkipped {
-            fault,
-            role,
-            reason,
-        } = &event.kind
-        {
-            let what = format!("{} of {role} skipped", words(*fault));
-            fault_mark(
-                timeline,
-                CLUSTER,
-                at_us,
-                "fault",
-                &id,
-                format!("{what}: {reason}"),
-            );
-            list(timeline, at_us, CLUSTER, what, reason.clone());
+        if skipped(timeline, event, &id) {
             continue;
         }
         let EventKind::FaultApplied { fault, detail, .. } = &event.kind else {
@@ -82,22 +69,7 @@ pub(super) fn add(timeline: &mut Timeline, scenario: &Scenario, trace: &Trace) {
             }
             (FaultName::Heal, _) => close_partitions(timeline, &mut open, at_us),
             (FaultName::Pause | FaultName::Stop | FaultName::PowerOff, Some(node)) => {
-                let class = match fault {
-                    FaultName::Pause => "shade-paused",
-                    FaultName::Stop => "shade-stopped",
-                    _ => "shade-off",
-                };
-                if *fault == FaultName::PowerOff {
-                    host_gone(timeline, node, at_us, &what);
-                }
-                close(timeline, &mut open, node, at_us);
-                let o = Open {
-                    start_us: at_us,
-                    class,
-                    what: what.clone(),
-                };
-                open.insert(node.to_owned(), o);
-                row_note(timeline, node, at_us, what);
+                open_shade(timeline, &mut open, *fault, node, at_us, what);
             }
             (_, node) => row_note(timeline, node.unwrap_or(CLUSTER), at_us, what),
         }
@@ -106,6 +78,51 @@ pub(super) fn add(timeline: &mut Timeline, scenario: &Scenario, trace: &Trace) {
     for node in nodes {
         close(timeline, &mut open, &node, timeline.end_us);
     }
+}
+
+/// A fault aimed at a role no node held: a marker on the cluster's row, and listed.
+fn skipped(timeline: &mut Timeline, event: &Event, id: &str) -> bool {
+    let EventKind::FaultSkipped {
+        fault,
+        role,
+        reason,
+    } = &event.kind
+    else {
+        return false;
+    };
+    let at_us = event.at.as_us();
+    let what = format!("{} of {role} skipped", words(*fault));
+    let title = format!("{what}: {reason}");
+    fault_mark(timeline, CLUSTER, at_us, "fault", id, title);
+    list(timeline, at_us, CLUSTER, what, reason.clone());
+    true
+}
+
+/// A pause, a SIGTERM or a power-off shades its node from now until it is back.
+fn open_shade(
+    timeline: &mut Timeline,
+    open: &mut BTreeMap<String, Open>,
+    fault: FaultName,
+    node: &str,
+    at_us: u64,
+    what: String,
+) {
+    let class = match fault {
+        FaultName::Pause => "shade-paused",
+        FaultName::Stop => "shade-stopped",
+        _ => "shade-off",
+    };
+    if fault == FaultName::PowerOff {
+        host_gone(timeline, node, at_us, &what);
+    }
+    close(timeline, open, node, at_us);
+    let o = Open {
+        start_us: at_us,
+        class,
+        what: what.clone(),
+    };
+    open.insert(node.to_owned(), o);
+    row_note(timeline, node, at_us, what);
 }
 
 /// A fault kind in words (`power off`).
