@@ -82,9 +82,10 @@ pub(super) fn draw_row(html: &mut String, node: &str, row: &Row, t: &Timeline) {
         let anchor = if p.ends_at { "end" } else { "start" };
         let _ = write!(
             html,
-            "<g class=\"pin note {}\" data-x=\"{x:.2}\" data-at=\"{}\" transform=\"translate({x:.2},0)\"><text x=\"0\" y=\"{:.1}\" text-anchor=\"{anchor}\">",
+            "<g class=\"pin note {}\" data-x=\"{x:.2}\" data-at=\"{}\" data-top=\"{:.1}\" transform=\"translate({x:.2},0)\"><text x=\"0\" y=\"{:.1}\" text-anchor=\"{anchor}\">",
             p.note.class,
             p.note.at_us,
+            l.lanes_bottom,
             l.lanes_bottom + NOTE_H * (p.first_line as f64 + 1.0),
         );
         for (i, line) in p.lines.iter().enumerate() {

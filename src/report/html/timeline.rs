@@ -132,7 +132,18 @@ impl Builder {
         self.rows.entry(node_order(node)).or_default()
     }
 
-    fn open(&mut self, lane: u8, key: String, open: Open) {
+    fn open(&mut self, lane: u8, key: String, mut open: Open) {
+        // A node's own word that it is in the round it was already counted in: one bar
+        // from the round's completion, not a sliver of "not returned" before it.
+        let pending = self.open.get(&(lane, key.clone()));
+        let same_round = |p: &&Open| {
+            let round = p.attrs.split(" data-pending").next().unwrap_or_default();
+            p.class == "round-pending" && open.class == "round" && open.attrs.starts_with(round)
+        };
+        if let Some(p) = pending.filter(same_round) {
+            open.start_us = p.start_us;
+            self.open.remove(&(lane, key.clone()));
+        }
         self.close(lane, &key, open.start_us);
         self.open.insert((lane, key), open);
     }

@@ -79,7 +79,13 @@
     var scale = 'translate(' + (-x0 * k * F).toFixed(2) + ',0) scale(' + (k * F).toFixed(5) + ',1)';
     tl.querySelectorAll('g.zoom').forEach(function (g) { g.setAttribute('transform', scale); });
     tl.querySelectorAll('.pin:not(.gp-label)').forEach(function (p) {
-      p.setAttribute('transform', 'translate(' + px(+p.dataset.x).toFixed(2) + ',0)');
+      var t = 'translate(' + px(+p.dataset.x).toFixed(2) + ',0)';
+      // Notes were laid out for the full width: on a narrower plot they shrink with it,
+      // from the lanes' bottom, so each still fits where it was placed.
+      if (F < 1 && p.dataset.top) {
+        t = 'translate(' + px(+p.dataset.x).toFixed(2) + ',' + (+p.dataset.top * (1 - F)).toFixed(2) + ') scale(' + F.toFixed(4) + ')';
+      }
+      p.setAttribute('transform', t);
     });
     fitLabels();
     var a = Math.round(x0 * END / W), b = Math.round((x0 + W / k) * END / W);
