@@ -141,9 +141,12 @@ fn check_writes_a_page_per_scenario_and_an_index() {
         assert!(dir.join(page).exists(), "{page}");
     }
     // A summary first; a failed job that was expected to fail reads as expected, with why.
-    assert!(index.contains(">2 runs: 2 as expected, 0 unexpected</p>"), "{index}");
+    assert!(
+        index.contains(">2 runs: 2 as expected, 0 unexpected</p>"),
+        "{index}"
+    );
     assert!(index.contains(">pass: as expected (job failed, 1 expected violation)</td>"));
-    assert!(index.contains("<td>training stopped for good at 331.086779 s after step 113"));
+    assert!(index.contains("<td>training stopped for good at 331.087 s after step 113"));
 }
 
 #[test]
@@ -184,7 +187,7 @@ fn a_browser_shows_the_nodes_rounds_and_violations() {
     assert!(dom.contains("data-invariant=\"agent.bootstrap\" data-status=\"violated\""));
     assert!(dom.contains("trainsim run scenarios/rank0_dies_stale_master.toml --seed 1"));
     // The goodput: the fate in words, the ETTR, and a bar of the wall time.
-    assert!(dom.contains("<div id=\"fate\">training stopped for good at 331.086779 s"));
+    assert!(dom.contains("<div id=\"fate\">training stopped for good at 331.087 s"));
     assert!(dom.contains("<b id=\"ettr\">9.9 %</b>"));
     assert!(dom.contains("title=\"worker start restore: 180.428 s"));
 }
@@ -446,11 +449,17 @@ fn a_preemption_and_its_replacement_are_called_what_they_are() {
     // The list's link to the replacement's start centres its marker on node-16's row.
     let focused = rendered_dom(&browser, &page, "#f-2");
     let mark = attr_of(&focused, "id=\"f-2\"", "class");
-    assert!(mark.contains("fault-end-mark") && mark.contains("focus"), "{mark}");
+    assert!(
+        mark.contains("fault-end-mark") && mark.contains("focus"),
+        "{mark}"
+    );
     let view = attr_of(&focused, "id=\"timeline\"", "data-view");
     let (a, b) = view.split_once('-').expect("a view");
     let (a, b): (u64, u64) = (a.parse().unwrap(), b.parse().unwrap());
-    assert!(a < 1_345_094_000 && 1_345_094_000 < b && b - a < 100_000_000, "{view}");
+    assert!(
+        a < 1_345_094_000 && 1_345_094_000 < b && b - a < 100_000_000,
+        "{view}"
+    );
 }
 
 #[test]

@@ -79,6 +79,13 @@ pub(crate) fn page_text(text: &str) -> String {
                 done.push(format!("{span}{tail}"));
                 i += 2;
             }
+            // Seconds to the microsecond (`331.086779 s`) to the millisecond.
+            (Err(_), Some("s")) if micro_decimals(words[i]) => {
+                let secs: f64 = words[i].parse().unwrap_or_default();
+                let text = format!("{secs:.3}");
+                done.push(text.trim_end_matches('0').trim_end_matches('.').to_owned());
+                i += 1;
+            }
             _ => {
                 done.push(words[i].to_owned());
                 i += 1;
@@ -86,6 +93,19 @@ pub(crate) fn page_text(text: &str) -> String {
         }
     }
     fewer_keys(&done.join(" "))
+}
+
+/// Whether `word` is a number with more than three decimals (`331.086779`).
+fn micro_decimals(word: &str) -> bool {
+    match word.split_once('.') {
+        Some((whole, frac)) => {
+            !whole.is_empty()
+                && whole.chars().all(|c| c.is_ascii_digit())
+                && frac.len() > 3
+                && frac.chars().all(|c| c.is_ascii_digit())
+        }
+        None => false,
+    }
 }
 
 /// A store wait's list of keys, past two, as its first two and how many more.
@@ -217,7 +237,11 @@ fn header(html: &mut String, scenario: &Scenario, report: &Report) {
         esc(&report.repro)
     );
     for failure in &report.expect.failures {
-        let _ = writeln!(html, "<div class=\"fail\">{}</div>", esc(failure));
+        let _ = writeln!(
+            html,
+            "<div class=\"fail\">{}</div>",
+            esc(&page_text(failure))
+        );
     }
 }
 
@@ -239,7 +263,7 @@ fn verdicts(html: &mut String, report: &Report) {
                 let _ = write!(
                     html,
                     "<div class=\"vrow\" id=\"vr-{index}\"><a class=\"violation-link\" href=\"#v-{index}\">{}</a>: {}</div>",
-                    esc(&v.when_and_where()),
+                    esc(&page_text(&v.when_and_where())),
                     esc(&page_text(&v.message))
                 );
                 index += 1;
@@ -267,6 +291,10 @@ mod tests {
         assert_eq!(
             page_text("worker 0 failed (x, keys: a/0, a/1, a/2, a/3) and no restarts remain"),
             "worker 0 failed (x, keys: a/0, a/1 and 2 more) and no restarts remain"
+        );
+        assert_eq!(
+            page_text("training stopped for good at 331.086779 s after step 113"),
+            "training stopped for good at 331.087 s after step 113"
         );
     }
 }
