@@ -1,8 +1,9 @@
 //! The run's timeline as data: per node, bars for the agent's worker-group states, its
-//! rendezvous (joining, then the round with its rank and world size), its worker groups and
-//! the store; its training progress as steps over time; point markers for kills, restarts,
-//! worker failures and violations; and notes written in text (each agent's exit). Faults
-//! and flat stretches are added by `fault_shades` and `stretches`; `draw` renders it.
+//! rendezvous (joining; in a round from when any node saw it complete with this one in it;
+//! then the round with its rank and world size), its worker groups and the store; its
+//! training progress as steps over time; point markers for kills, restarts (counted or
+//! free), worker failures and violations; and notes written in text (each agent's exit).
+//! Faults and flat stretches are added by `fault_shades` and `stretches`; `draw` renders it.
 
 use super::{esc, fault_shades, page_text, stretches};
 use crate::report::{node_order, Report};
