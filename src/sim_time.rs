@@ -22,6 +22,7 @@ const NS_PER_MS: u64 = 1_000_000;
 const NS_PER_S: u64 = 1_000_000_000;
 const US_PER_MS: i64 = 1_000;
 const US_PER_S_F64: f64 = 1e6;
+const MS_PER_S: u64 = 1_000;
 
 impl SimInstant {
     /// The moment the run begins.
@@ -133,6 +134,11 @@ impl SimDuration {
     /// when c10d passes them as milliseconds.
     pub const fn as_ms(self) -> u64 {
         self.ns / NS_PER_MS
+    }
+
+    /// In milliseconds, rounded to the nearest.
+    pub const fn as_ms_rounded(self) -> u64 {
+        (self.ns + NS_PER_MS / 2) / NS_PER_MS
     }
 
     /// Seconds, for reports and rates.
@@ -351,8 +357,60 @@ pub fn reading_before(now_us: i64, span: SimDuration) -> i64 {
     now_us.saturating_sub(clock_span(span))
 }
 
+/// A span as a page writes it for people: to the millisecond, in the largest unit that
+/// keeps it readable (`350 ms`, `42.3 s`, `12.5 min`, `1.24 h`); exact figures stay in
+/// the reports.
+pub fn brief(span: SimDuration) -> String {
+    const S_PER_MIN: f64 = 60.0;
+    const S_PER_H: f64 = 3_600.0;
+    let secs = span.as_secs_f64();
+    if span.ns < NS_PER_S {
+        let ms = span.ns as f64 / NS_PER_MS as f64;
+        return format!("{} ms", trim_decimals(&format!("{ms:.1}")));
+    }
+    let (value, unit) = if secs < 2.0 * S_PER_MIN {
+        (secs, "s")
+    } else if secs < 2.0 * S_PER_H {
+        (secs / S_PER_MIN, "min")
+    } else {
+        (secs / S_PER_H, "h")
+    };
+    let digits = if value < 10.0 { 2 } else { 1 };
+    format!("{} {unit}", trim_decimals(&format!("{value:.digits$}")))
+}
+
+/// Seconds to the millisecond (`759.62 s`): how a page writes a moment or a span that
+/// the reports give to the microsecond.
+pub fn secs_to_ms(us: u64) -> String {
+    let ms = SimDuration::from_us(us).as_ms_rounded();
+    let text = format!("{}.{:03}", ms / MS_PER_S, ms % MS_PER_S);
+    format!("{} s", trim_decimals(&text))
+}
+
+/// `12.500` → `12.5`, `12.000` → `12`.
+fn trim_decimals(text: &str) -> String {
+    if text.contains('.') {
+        text.trim_end_matches('0').trim_end_matches('.').to_owned()
+    } else {
+        text.to_owned()
+    }
+}
+
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn pages_write_spans_briefly_and_moments_to_the_millisecond() {
+        assert_eq!(brief(SimDuration::from_us(507_300)), "507.3 ms");
+        assert_eq!(brief(SimDuration::from_us(42_600_000)), "42.6 s");
+        assert_eq!(brief(SimDuration::from_secs(600)), "10 min");
+        assert_eq!(brief(SimDuration::from_secs(209)), "3.48 min");
+        assert_eq!(brief(SimDuration::from_secs(89_254)), "24.8 h");
+        assert_eq!(secs_to_ms(759_620_094), "759.62 s");
+        assert_eq!(secs_to_ms(40_000_000), "40 s");
+        assert_eq!(secs_to_ms(1_000_400), "1 s");
+    }
+
     use super::*;
 
     #[test]

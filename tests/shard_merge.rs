@@ -241,7 +241,9 @@ fn a_browser_shows_the_sweep_page() {
             "{dom}"
         );
     }
-    assert_eq!(dom.matches("class=\"seed\"").count(), 9);
+    // Each dot drawn by how its run ended, and its tooltip says how to replay it.
+    assert_eq!(dom.matches("class=\"seed").count(), 9);
+    assert_eq!(dom.matches("; replay: trainsim compare ").count(), 9);
     // Badput by cause and outcomes per variant, and the differences as the text says them.
     assert_eq!(dom.matches("data-piece=\"kept_training\"").count(), 3);
     assert!(dom.contains("data-piece=\"finished\""));

@@ -30,13 +30,7 @@ pub(super) fn write_pages(
         let path = dir.join(&name);
         super::write_atomically(&path, page.as_bytes())
             .map_err(|e| format!("cannot write {}: {e}", path.display()))?;
-        entries.push(IndexEntry {
-            file: file.clone(),
-            seed: *seed,
-            page: name,
-            outcome: report.outcome.clone(),
-            passed: report.passed(),
-        });
+        entries.push(IndexEntry::of(file, *seed, name, report));
     }
     let path = dir.join("index.html");
     super::write_atomically(&path, index(&entries).as_bytes())

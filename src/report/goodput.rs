@@ -89,6 +89,25 @@ struct StepSpan {
 
 /// Measures the goodput of a run from its trace.
 pub fn measure(scenario: &Scenario, trace: &Trace, end: &RunEnd) -> Goodput {
+    measure_with_stretches(scenario, trace, end).0
+}
+
+/// A stretch of the wall time given to one cause (`None`: kept training), as the page
+/// draws it where it happened.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Stretch {
+    pub start: SimInstant,
+    pub end: SimInstant,
+    pub cause: Option<Cause>,
+}
+
+/// The goodput and the wall time cut into its stretches, in time order: the pieces the
+/// figures sum, adjacent pieces of one cause joined. They cover `[0, wall_us)` exactly.
+pub fn measure_with_stretches(
+    scenario: &Scenario,
+    trace: &Trace,
+    end: &RunEnd,
+) -> (Goodput, Vec<Stretch>) {
     let spans = step_spans(scenario, &trace.events);
     // The step training last reached (after any rollback), as the report's `steps_done`.
     let final_step = spans.iter().max_by_key(|s| s.end).map_or(0, |s| s.step);
@@ -124,14 +143,18 @@ pub fn measure(scenario: &Scenario, trace: &Trace, end: &RunEnd) -> Goodput {
         if end > start {
             let length = end.since(start);
             let save = span.save.min(length);
-            tally.add(Some(Cause::CheckpointSave), save);
-            tally.add(fates[i], length.saturating_sub(save));
+            tally.add(Some(Cause::CheckpointSave), start, save);
+            tally.add(fates[i], start.after(save), length.saturating_sub(save));
         }
         cursor = cursor.max(end);
     }
     tally.gap(&changes, cursor, wall_end);
     let fate = fate(scenario, end.outcome, final_step, stopped, failure.as_ref());
-    tally.finish(wall_end.since_start(), stopped, fate)
+    let stretches = std::mem::take(&mut tally.stretches);
+    (
+        tally.finish(wall_end.since_start(), stopped, fate),
+        stretches,
+    )
 }
 
 /// The steps of every worker group, as its group rank 0 recorded them, in time order.
@@ -336,16 +359,30 @@ fn cause_changes(scenario: &Scenario, events: &[Event]) -> Vec<(SimInstant, Caus
 struct Tally {
     productive: SimDuration,
     badput: BTreeMap<Cause, SimDuration>,
+    /// The pieces in time order, a piece joined to the one before when their causes match.
+    stretches: Vec<Stretch>,
 }
 
 impl Tally {
-    /// Counts `length` as productive (`lost_to` none) or lost to a cause.
-    fn add(&mut self, lost_to: Option<Cause>, length: SimDuration) {
+    /// Counts `length` from `from` as productive (`lost_to` none) or lost to a cause.
+    fn add(&mut self, lost_to: Option<Cause>, from: SimInstant, length: SimDuration) {
+        if length == SimDuration::ZERO {
+            return;
+        }
         let total = match lost_to {
             None => &mut self.productive,
             Some(cause) => self.badput.entry(cause).or_default(),
         };
         *total = total.saturating_add(length);
+        let end = from.after(length);
+        match self.stretches.last_mut() {
+            Some(last) if last.cause == lost_to && last.end == from => last.end = end,
+            _ => self.stretches.push(Stretch {
+                start: from,
+                end,
+                cause: lost_to,
+            }),
+        }
     }
 
     /// Adds `[from, to)`, outside every step, to the causes that held over it.
@@ -358,7 +395,7 @@ impl Tally {
         for (i, &(_, cause)) in changes.iter().enumerate().skip(first) {
             let until = changes.get(i + 1).map_or(to, |next| next.0.min(to));
             if until > at {
-                self.add(Some(cause), until.since(at));
+                self.add(Some(cause), at, until.since(at));
                 at = until;
             }
             if at >= to {

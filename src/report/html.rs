@@ -1,14 +1,22 @@
 //! The picture of one run: a self-contained HTML page (inline SVG, CSS and script; nothing
-//! loaded from elsewhere) with the job's goodput, a timeline per node that zooms on its time
-//! axis, and the invariant verdicts, each violation linked both ways with its moment on the
+//! loaded from elsewhere) with the job's goodput, its faults, a timeline per node that zooms
+//! on its time axis under a strip of where the wall time went, the rounds and agents, and
+//! the invariant verdicts, each violation linked both ways with its moment on the
 //! timeline. A pure function of the scenario, the report and the trace, so the same seed
 //! writes the same bytes.
 
 mod draw;
 mod fault_shades;
 pub(crate) mod goodput_bar;
+mod goodput_strip;
+mod index_page;
+mod notes;
+mod row;
+mod sections;
 mod stretches;
 mod timeline;
+
+pub use index_page::{index, IndexEntry};
 
 use super::Report;
 use crate::check::Status;
@@ -32,13 +40,100 @@ pub(crate) fn esc(text: &str) -> String {
     out
 }
 
-/// Seconds with up to three decimals, as the text report writes times.
+/// Seconds to the millisecond: the page's moments (the reports keep the microseconds).
 pub(crate) fn secs(us: u64) -> String {
-    crate::check::secs(us)
+    crate::sim_time::secs_to_ms(us)
+}
+
+/// A sentence from the trace as the page writes it: a span in microseconds (`600000000
+/// us`) in a unit people read, and store keys without the rendezvous prefix they all
+/// share (`torch.rendezvous.trainsim.2/torchelastic/assigned_ranks/10` becomes
+/// `…/torchelastic/assigned_ranks/10`), so the telling part of a key stays in view.
+pub(crate) fn page_text(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for (i, word) in text.split(' ').enumerate() {
+        if i > 0 {
+            out.push(' ');
+        }
+        let mut word = word.to_owned();
+        while let Some(at) = word.find("torch.rendezvous.") {
+            match word[at..].find('/') {
+                Some(slash) => word.replace_range(at..at + slash + 1, "…/"),
+                None => break,
+            }
+        }
+        out.push_str(&word);
+    }
+    // `N us` → the span in brief.
+    let words: Vec<&str> = out.split(' ').collect();
+    let mut done: Vec<String> = Vec::with_capacity(words.len());
+    let mut i = 0;
+    while i < words.len() {
+        let unit = words
+            .get(i + 1)
+            .map(|w| w.trim_end_matches([',', ')', ';', ':', '.']));
+        match (words[i].parse::<u64>(), unit) {
+            (Ok(us), Some("us")) => {
+                let tail = &words[i + 1][2..];
+                let span = crate::sim_time::brief(crate::sim_time::SimDuration::from_us(us));
+                done.push(format!("{span}{tail}"));
+                i += 2;
+            }
+            // Seconds to the microsecond (`331.086779 s`) to the millisecond.
+            (Err(_), Some("s")) if micro_decimals(words[i]) => {
+                let secs: f64 = words[i].parse().unwrap_or_default();
+                let text = format!("{secs:.3}");
+                done.push(text.trim_end_matches('0').trim_end_matches('.').to_owned());
+                i += 1;
+            }
+            _ => {
+                done.push(words[i].to_owned());
+                i += 1;
+            }
+        }
+    }
+    fewer_keys(&done.join(" "))
+}
+
+/// Whether `word` is a number with more than three decimals (`331.086779`).
+fn micro_decimals(word: &str) -> bool {
+    match word.split_once('.') {
+        Some((whole, frac)) => {
+            !whole.is_empty()
+                && whole.chars().all(|c| c.is_ascii_digit())
+                && frac.len() > 3
+                && frac.chars().all(|c| c.is_ascii_digit())
+        }
+        None => false,
+    }
+}
+
+/// A store wait's list of keys, past two, as its first two and how many more.
+fn fewer_keys(text: &str) -> String {
+    const KEYS: &str = "keys: ";
+    let Some(at) = text.find(KEYS) else {
+        return text.to_owned();
+    };
+    let from = at + KEYS.len();
+    let end = text[from..].find(')').map_or(text.len(), |e| from + e);
+    let keys: Vec<&str> = text[from..end].split(", ").collect();
+    if keys.len() <= 2 {
+        return text.to_owned();
+    }
+    format!(
+        "{}{}, {} and {} more{}",
+        &text[..from],
+        keys[0],
+        keys[1],
+        keys.len() - 2,
+        &text[end..]
+    )
 }
 
 const STYLE: &str = "
 body{font:14px/1.45 system-ui,sans-serif;margin:24px;color:#1d1d1f;max-width:1400px}
+#timeline{overflow-x:auto}td.num{white-space:nowrap}.swatch{display:inline-block;width:10px;height:10px;margin-right:6px}
+details>summary{cursor:pointer}#faults,#rounds,#lost-stretches{margin:6px 0}
 h1{font-size:20px;margin:0 0 4px}
 .desc{white-space:pre-wrap;color:#444;margin:8px 0 12px}
 .meta span{margin-right:18px}
@@ -53,18 +148,22 @@ svg text{font:11px system-ui,sans-serif;fill:#333}
 svg.row{display:block;border-bottom:1px solid #f0f0f0}
 .plot{cursor:grab}
 details.alike>summary{padding:4px 8px;color:#555;cursor:pointer;border-bottom:1px solid #f0f0f0}
-.agent{fill:#d9e7f7}.state-HEALTHY{fill:#9cc5ec}.state-INIT{fill:#e3e3e8}
-.state-STOPPED{fill:#f3d9a4}.state-FAILED{fill:#f1a7a0}.state-SUCCEEDED{fill:#a6dcb3}
-.state-UNHEALTHY{fill:#f1a7a0}
-.round{fill:#7e6bc4}.joining{fill:#cbc3ea}.rdzv-failed{fill:#e07a70}
-.workers{fill:#e6f2ea}.store{fill:#c9a227}
+.agent{fill:#e6eef0}.state-HEALTHY{fill:#8fcfc4}.state-INIT{fill:#e3e3e8}
+.state-STOPPED{fill:#efe0b9}.state-FAILED{fill:#f4b6b0}.state-SUCCEEDED{fill:#c3e6c8}
+.state-UNHEALTHY{fill:#f4b6b0}
+.round{fill:#3f6f7a}.joining{fill:#c9d6db}.rdzv-failed{fill:#e07a70}
+.round-pending{fill:#3f6f7a;fill-opacity:.45}
+.workers{fill:#eef4ef}.store{fill:#a07850}
 .steps{fill:none;stroke:#2e7d4f;stroke-width:1.6}
-.flat{fill:#f5a623;fill-opacity:.45}
-.shade{fill-opacity:.16}.shade-partition{fill:#b3261e}.shade-paused{fill:#7e6bc4}
-.shade-off{fill:#333;fill-opacity:.22}.shade-stopped{fill:#e08a00}
+.flat{fill:#f7d560;fill-opacity:.6}
+.shade{fill-opacity:.16}.shade-partition{fill:#b3261e}.shade-paused{fill:#6b6b2a}
+.shade-off{fill:#333;fill-opacity:.25}.shade-stopped{fill:#8e6c3a;fill-opacity:.25}
+.gp-kept{fill-opacity:.35}.gp-label text{font-size:10.5px;fill:#222}
 .mark line{stroke-width:2;vector-effect:non-scaling-stroke}
 line.exit{stroke:#555}line.fault{stroke:#b3261e}line.fault-end{stroke:#0a7c2f}
-line.restart{stroke:#e08a00}line.worker-failed{stroke:#7a1f1a}line.violation{stroke:#ff2d55}
+line.restart-counted{stroke:#b03a8c}line.restart-free{stroke:#b03a8c;stroke-dasharray:3 2}
+line.worker-failed{stroke:#7a1f1a}line.violation{stroke:#ff2d55}
+.fault-mark.focus line{stroke-width:5}
 .violation-mark{cursor:pointer}.violation-mark path{fill:#ff2d55;stroke:#000;stroke-width:.5}
 .violation-mark line.hit{stroke:transparent;stroke-width:10}
 .violation-mark.focus line.violation{stroke-width:5}.violation-mark.focus path{fill:#000}
@@ -94,8 +193,16 @@ pub fn page(scenario: &Scenario, report: &Report, trace: &Trace) -> String {
     );
     header(&mut html, scenario, report);
     goodput_bar::section(&mut html, report);
-    legend(&mut html);
-    html.push_str(&draw::section(&timeline::build(scenario, report, trace)));
+    let stretches = goodput_strip::stretches(scenario, report, trace);
+    goodput_strip::table(&mut html, &stretches);
+    let timeline = timeline::build(scenario, report, trace);
+    let strip = goodput_strip::strip(&stretches, timeline.end_us, draw::LABEL_W, draw::PLOT_W);
+    let drawn = draw::section(&timeline, &strip);
+    html.push_str("<h2>Timeline</h2>\n");
+    sections::faults(&mut html, &timeline);
+    sections::key(&mut html, &drawn);
+    html.push_str(&drawn);
+    sections::rounds_and_agents(&mut html, report);
     verdicts(&mut html, report);
     let _ = write!(
         html,
@@ -124,43 +231,18 @@ fn header(html: &mut String, scenario: &Scenario, report: &Report) {
         esc(&report.scenario),
         esc(&report.file),
         report.seed,
-        esc(&report.outcome),
+        esc(&report.outcome.replace('_', " ")),
         secs(report.sim_time_us),
         esc(scenario.description.trim()),
         esc(&report.repro)
     );
     for failure in &report.expect.failures {
-        let _ = writeln!(html, "<div class=\"fail\">{}</div>", esc(failure));
+        let _ = writeln!(
+            html,
+            "<div class=\"fail\">{}</div>",
+            esc(&page_text(failure))
+        );
     }
-}
-
-fn legend(html: &mut String) {
-    html.push_str("<div class=\"legend\">");
-    for (style, label) in [
-        ("background:#9cc5ec", "agent: workers healthy"),
-        ("background:#f3d9a4", "stopped"),
-        ("background:#f1a7a0", "failed"),
-        ("background:#a6dcb3", "succeeded"),
-        ("background:#cbc3ea", "joining"),
-        ("background:#7e6bc4", "round completed"),
-        (
-            "background:#e6f2ea;border-bottom:2px solid #2e7d4f",
-            "workers running, steps done",
-        ),
-        ("background:#f5a623;opacity:.6", "no step (flat stretch)"),
-        ("background:#b3261e;opacity:.3", "partitioned"),
-        ("background:#7e6bc4;opacity:.3", "paused"),
-        ("background:#333;opacity:.3", "powered off"),
-        ("background:#e08a00;opacity:.3", "SIGTERM"),
-        ("background:#b3261e;width:3px", "fault"),
-        ("background:#e08a00;width:3px", "restart"),
-        ("background:#7a1f1a;width:3px", "worker failed"),
-        ("background:#ff2d55;width:3px", "violation"),
-        ("background:#c9a227", "store server"),
-    ] {
-        let _ = write!(html, "<span><i style=\"{style}\"></i>{label}</span>");
-    }
-    html.push_str("</div>\n");
 }
 
 fn verdicts(html: &mut String, report: &Report) {
@@ -181,8 +263,8 @@ fn verdicts(html: &mut String, report: &Report) {
                 let _ = write!(
                     html,
                     "<div class=\"vrow\" id=\"vr-{index}\"><a class=\"violation-link\" href=\"#v-{index}\">{}</a>: {}</div>",
-                    esc(&v.when_and_where()),
-                    esc(&v.message)
+                    esc(&page_text(&v.when_and_where())),
+                    esc(&page_text(&v.message))
                 );
                 index += 1;
             }
@@ -192,38 +274,27 @@ fn verdicts(html: &mut String, report: &Report) {
     html.push_str("</table>\n");
 }
 
-/// One row of the index page.
-pub struct IndexEntry {
-    pub file: String,
-    pub seed: u64,
-    pub page: String,
-    pub outcome: String,
-    pub passed: bool,
-}
+#[cfg(test)]
+mod tests {
+    use super::page_text;
 
-/// The index of a suite's pages.
-pub fn index(entries: &[IndexEntry]) -> String {
-    let mut html = format!(
-        "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\
-         <title>trainsim check</title><style>{STYLE}</style></head><body>\n\
-         <h1>trainsim check</h1>\n<table id=\"runs\"><tr><th>scenario</th><th>seed</th>\
-         <th>outcome</th><th>result</th></tr>\n"
-    );
-    for e in entries {
-        let (class, result) = if e.passed {
-            ("pass", "pass")
-        } else {
-            ("fail", "FAIL")
-        };
-        let _ = writeln!(
-            html,
-            "<tr><td><a href=\"{}\">{}</a></td><td>{}</td><td>{}</td><td class=\"{class}\">{result}</td></tr>",
-            esc(&e.page),
-            esc(&e.file),
-            e.seed,
-            esc(&e.outcome)
+    #[test]
+    fn page_text_writes_spans_and_keys_for_people() {
+        assert_eq!(
+            page_text("the all-reduce of step 113 timed out after 600000000 us"),
+            "the all-reduce of step 113 timed out after 10 min"
+        );
+        assert_eq!(
+            page_text("wait timeout after 60000ms, keys: torch.rendezvous.trainsim.2/torchelastic/assigned_ranks/10"),
+            "wait timeout after 60000ms, keys: …/torchelastic/assigned_ranks/10"
+        );
+        assert_eq!(
+            page_text("worker 0 failed (x, keys: a/0, a/1, a/2, a/3) and no restarts remain"),
+            "worker 0 failed (x, keys: a/0, a/1 and 2 more) and no restarts remain"
+        );
+        assert_eq!(
+            page_text("training stopped for good at 331.086779 s after step 113"),
+            "training stopped for good at 331.087 s after step 113"
         );
     }
-    html.push_str("</table></body></html>\n");
-    html
 }

@@ -41,6 +41,8 @@ code{background:#f2f2f4;padding:2px 6px;border-radius:4px}
 svg{border:1px solid #ddd;border-radius:6px;background:#fff;margin:8px 0;display:block}
 svg text{font:11px system-ui,sans-serif;fill:#333}svg .axis-title{font-size:12px;fill:#555}
 .grid{stroke:#eee}.seed{fill:#3b6fb6;fill-opacity:.3}
+.seed-failed{fill:none;stroke:#b3261e;stroke-width:1.5;stroke-opacity:.6}
+.seed-timed_out{fill:none;stroke:#b07d00;stroke-width:1.5;stroke-opacity:.8}
 .mean{stroke:#111;stroke-width:3}.ci{stroke:#111;stroke-width:1.5}
 .mean-line{fill:none;stroke:#3b6fb6;stroke-width:1.5;stroke-dasharray:4 3}
 .mean-label{font-weight:600}.in-bar{fill:#fff;font-weight:600}
@@ -86,9 +88,47 @@ pub fn page(input: &PageInput<'_>) -> String {
     html
 }
 
+/// A run's outcome in words.
+fn outcome_words(outcome: &str) -> &str {
+    OUTCOMES
+        .iter()
+        .find(|o| o.0 == outcome)
+        .map_or(outcome, |o| o.1)
+}
+
+/// The command that replays one seed of a variant: the file's run, or for a swept value
+/// that value's comparison over the one seed.
+fn replay(input: &PageInput<'_>, v: &VariantRuns, seed: u64) -> String {
+    match (input.swept_key, input.files.first()) {
+        (Some(_), Some(file)) => format!(
+            "trainsim compare {file} --set {} --seeds {seed}..{}",
+            v.name,
+            seed + 1
+        ),
+        _ => format!("trainsim run {} --seed {seed}", v.name),
+    }
+}
+
+/// A swept key with the unit its values are in, when the key names a count; spans carry
+/// their own unit in each value (`30s`).
+fn with_unit(key: &str) -> String {
+    let leaf = key.rsplit('.').next().unwrap_or(key);
+    let unit = match leaf {
+        "checkpoint_every" => "steps between checkpoints",
+        "steps" => "steps",
+        "nodes" | "min_nodes" | "max_nodes" | "spare_nodes" => "nodes",
+        "gpus_per_node" => "GPUs per node",
+        "max_restarts" => "restarts",
+        "rate_per_node_day" => "failures per node-day",
+        "batch_size" => "samples per batch",
+        _ => return key.to_owned(),
+    };
+    format!("{key} ({unit})")
+}
+
 fn title(input: &PageInput<'_>) -> String {
     match (input.swept_key, input.variants) {
-        (Some(key), _) => format!("Goodput: ETTR against {key}"),
+        (Some(key), _) => format!("Goodput: ETTR against {}", with_unit(key)),
         (None, [one]) => format!("Goodput over seeds: {}", one.name),
         (None, variants) => {
             let names: Vec<&str> = variants.iter().map(|v| short_name(&v.name)).collect();
@@ -110,6 +150,23 @@ fn display_name<'a>(input: &PageInput<'_>, v: &'a VariantRuns) -> &'a str {
     }
 }
 
+/// Each seed's outcome and tooltip: its seed, ETTR, outcome and replay command.
+fn seed_dots(input: &PageInput<'_>, v: &VariantRuns) -> Vec<(String, String)> {
+    v.rows
+        .iter()
+        .map(|r| {
+            let title = format!(
+                "seed {}: ETTR {:.1} %, {}; replay: {}",
+                r.seed,
+                r.ettr * 100.0,
+                outcome_words(&r.outcome),
+                replay(input, v, r.seed)
+            );
+            (r.outcome.clone(), title)
+        })
+        .collect()
+}
+
 fn ettr_section(html: &mut String, input: &PageInput<'_>) {
     let arms: Vec<ArmPoints> = input
         .variants
@@ -124,10 +181,12 @@ fn ettr_section(html: &mut String, input: &PageInput<'_>) {
                     .map_or(&*v.name, |rest| rest.trim_start_matches('=')),
                 None => display_name(input, v),
             };
+            let runs = seed_dots(input, v);
             ArmPoints {
                 label: label.to_owned(),
                 name: v.name.clone(),
                 ettrs,
+                runs,
                 mean: e.mean,
                 half_width_95: e.half_width_95,
             }
@@ -135,8 +194,11 @@ fn ettr_section(html: &mut String, input: &PageInput<'_>) {
         .collect();
     let (heading, x_title) = match input.swept_key {
         Some(key) => (
-            format!("ETTR against {key}"),
-            format!("{key} (the values in the order given, evenly spaced)"),
+            format!("ETTR against {}", with_unit(key)),
+            format!(
+                "{} (the values in the order given, evenly spaced)",
+                with_unit(key)
+            ),
         ),
         None => ("ETTR per variant".to_owned(), "variant".to_owned()),
     };
@@ -151,7 +213,9 @@ fn ettr_section(html: &mut String, input: &PageInput<'_>) {
     let _ = write!(
         html,
         "<h2>{}</h2>\n<div class=\"caption\">Each faint dot is one seed's run{thinned}; the \
-         black bar is the mean ETTR, the whisker its 95 % confidence interval. ETTR is the \
+         black bar is the mean ETTR, the whisker its 95 % confidence interval; a dot is a \
+         finished run, a cross a run that failed for good, a ring a run the time limit cut \
+         (hover a dot for its seed and the command that replays it). ETTR is the \
          share of the job's wall time spent on training steps it kept; a job that failed \
          early can still show a fair ETTR, so read it with the outcomes below.</div>\n",
         esc(&heading)
@@ -191,7 +255,10 @@ fn badput_section(html: &mut String, input: &PageInput<'_>) {
     html.push_str(
         "<h2>Where the wall time went</h2>\n<div class=\"caption\">Each variant's wall time \
          over all its seeds together, cut by cause: green is training kept, every other \
-         colour time lost to that cause (hover for the mean per run).</div>\n",
+         colour time lost to that cause (hover for the mean per run). These shares are \
+         pooled: all the runs' wall time added up, so a long run weighs more than a short \
+         one, and the green share can differ from the mean ETTR above, which averages each \
+         run's own share.</div>\n",
     );
     let rows: Vec<(String, Vec<Piece>, String)> = input
         .variants
@@ -336,7 +403,9 @@ mod tests {
             variants: &variants,
         };
         let html = page(&input);
-        assert!(html.contains("<title>Goodput: ETTR against job.checkpoint_every</title>"));
+        assert!(html.contains(
+            "<title>Goodput: ETTR against job.checkpoint_every (steps between checkpoints)</title>"
+        ));
         assert!(html.contains("<title>job.checkpoint_every=100</title>100</text>"));
         assert!(html
             .contains("job.checkpoint_every=100 vs job.checkpoint_every=50: +10.0 points of ETTR"));

@@ -23,6 +23,9 @@ pub struct ArmPoints {
     pub name: String,
     /// Each seed's ETTR (0 to 1), in seed order.
     pub ettrs: Vec<f64>,
+    /// Each seed's dot: its outcome (`succeeded`, `failed`, `timed_out`; a dot of each is
+    /// drawn differently) and its tooltip (the seed, its ETTR and how to replay it).
+    pub runs: Vec<(String, String)>,
     pub mean: f64,
     pub half_width_95: f64,
 }
@@ -106,12 +109,38 @@ fn dots(svg: &mut String, arm: &ArmPoints, cx: f64, band: f64, y: &impl Fn(f64) 
     for (i, ettr) in arm.ettrs.iter().enumerate().step_by(step) {
         // The golden ratio's fractional part spreads successive seeds evenly over the band.
         let spread = ((i as f64 * 0.618_034).fract() - 0.5) * band * 0.5;
-        let _ = write!(
-            svg,
-            "<circle class=\"seed\" cx=\"{:.1}\" cy=\"{:.1}\" r=\"3.5\"/>",
-            cx + spread,
-            y(*ettr)
-        );
+        let (outcome, title) = arm
+            .runs
+            .get(i)
+            .map_or(("succeeded", ""), |(o, t)| (o.as_str(), t.as_str()));
+        let (cx, cy) = (cx + spread, y(*ettr));
+        match outcome {
+            // A run the time limit cut: a hollow ring, its ETTR of a job not done.
+            "timed_out" => {
+                let _ = write!(
+                    svg,
+                    "<circle class=\"seed seed-timed_out\" cx=\"{cx:.1}\" cy=\"{cy:.1}\" r=\"3.5\"><title>{}</title></circle>",
+                    crate::report::html::esc(title)
+                );
+            }
+            // A run that failed for good: a cross.
+            "failed" => {
+                let _ = write!(
+                    svg,
+                    "<path class=\"seed seed-failed\" d=\"M{:.1},{:.1}l7,7m0,-7l-7,7\"><title>{}</title></path>",
+                    cx - 3.5,
+                    cy - 3.5,
+                    crate::report::html::esc(title)
+                );
+            }
+            _ => {
+                let _ = write!(
+                    svg,
+                    "<circle class=\"seed\" cx=\"{cx:.1}\" cy=\"{cy:.1}\" r=\"3.5\"><title>{}</title></circle>",
+                    crate::report::html::esc(title)
+                );
+            }
+        }
     }
     svg.push('\n');
 }
@@ -348,6 +377,7 @@ mod tests {
             label: "a".into(),
             name: "a".into(),
             ettrs: vec![0.5; 1_000_000],
+            runs: Vec::new(),
             mean: 0.5,
             half_width_95: 0.0,
         };

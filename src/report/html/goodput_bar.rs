@@ -25,7 +25,7 @@ pub(super) fn section(html: &mut String, report: &Report) {
         html,
         "<h2>Goodput</h2>\n<div id=\"fate\">{}</div>\n<div>ETTR <b id=\"ettr\">{:.1} %</b>: \
          {} of {} trained and kept</div>\n<div class=\"gbar\">",
-        esc(&g.fate),
+        esc(&super::page_text(&g.fate)),
         g.ettr * 100.0,
         secs(g.productive_us),
         secs(g.wall_us)

@@ -2,6 +2,7 @@
 //! takes (a hang until a collective's timeout, a wait for a paused peer), shaded on its node
 //! and labelled with what the trace says began and ended it.
 
+use super::page_text;
 use super::timeline::{interval, node_of, Group, Note, Shade, Timeline};
 use crate::check::at_secs;
 use crate::report::node_order;
@@ -31,7 +32,14 @@ pub(super) fn add(timeline: &mut Timeline, scenario: &Scenario, trace: &Trace, g
             {
                 continue;
             }
-            let label = label(trace, group, start_us, end_us, ended_by_step, step_us);
+            let label = page_text(&label(
+                trace,
+                group,
+                start_us,
+                end_us,
+                ended_by_step,
+                step_us,
+            ));
             let row = timeline.rows.entry(node_order(&group.node)).or_default();
             row.flats.push(Shade {
                 start_us,

@@ -1,12 +1,14 @@
 //! The run's timeline as data: per node, bars for the agent's worker-group states, its
-//! rendezvous (joining, then the round with its rank and world size), its worker groups and
-//! the store; its training progress as steps over time; point markers for kills, restarts,
-//! worker failures and violations; and notes written in text (each agent's exit). Faults
-//! and flat stretches are added by `fault_shades` and `stretches`; `draw` renders it.
+//! rendezvous (joining; in a round from when any node saw it complete with this one in it;
+//! then the round with its rank and world size), its worker groups and the store; its
+//! training progress as steps over time; point markers for kills, restarts (counted or
+//! free), worker failures and violations; and notes written in text (each agent's exit).
+//! Faults and flat stretches are added by `fault_shades` and `stretches`; `draw` renders it.
 
-use super::{esc, fault_shades, stretches};
+use super::{esc, fault_shades, page_text, stretches};
 use crate::report::{node_order, Report};
 use crate::scenario::model::Scenario;
+use crate::scenario::node::NodeIndex;
 use crate::sim_time::SimInstant;
 use crate::trace::{Event, EventKind, Trace};
 use std::collections::BTreeMap;
@@ -86,9 +88,21 @@ pub(super) struct Group {
     pub steps: Vec<(u64, u64)>,
 }
 
+/// A fault as the page's list of faults names it, linked to its marker `f-N`.
+pub(super) struct FaultEntry {
+    pub at_us: u64,
+    pub node: String,
+    /// What happened, in words (`powered off`, `preempted: SIGTERM, …`).
+    pub what: String,
+    /// The trace's own detail.
+    pub detail: String,
+}
+
 /// The whole timeline.
 pub(super) struct Timeline {
     pub rows: BTreeMap<(u64, String), Row>,
+    /// Every fault applied or skipped, in time order; the k-th is marker `f-k`.
+    pub faults: Vec<FaultEntry>,
     pub end_us: u64,
     /// The top of the steps axis: the job's steps (or the most any node reached).
     pub steps_max: u64,
@@ -119,7 +133,18 @@ impl Builder {
         self.rows.entry(node_order(node)).or_default()
     }
 
-    fn open(&mut self, lane: u8, key: String, open: Open) {
+    fn open(&mut self, lane: u8, key: String, mut open: Open) {
+        // A node's own word that it is in the round it was already counted in: one bar
+        // from the round's completion, not a sliver of "not returned" before it.
+        let pending = self.open.get(&(lane, key.clone()));
+        let same_round = |p: &&Open| {
+            let round = p.attrs.split(" data-pending").next().unwrap_or_default();
+            p.class == "round-pending" && open.class == "round" && open.attrs.starts_with(round)
+        };
+        if let Some(p) = pending.filter(same_round) {
+            open.start_us = p.start_us;
+            self.open.remove(&(lane, key.clone()));
+        }
         self.close(lane, &key, open.start_us);
         self.open.insert((lane, key), open);
     }
@@ -204,7 +229,7 @@ impl Builder {
                     node,
                     at_us,
                     "exit-note",
-                    format!("exited {state}: {reason}"),
+                    page_text(&format!("exited {state}: {reason}")),
                 );
             }
             EventKind::AgentKilled { pid } => {
@@ -222,16 +247,21 @@ impl Builder {
                 rank,
                 world_size,
                 store_incarnation,
-                ..
+                participants,
             } => {
+                self.in_round_before_told(at_us, *round, participants);
                 let title = format!("round {round}: rank {rank} of {world_size}");
                 let attrs = format!(
                     " data-round=\"{round}\" data-rank=\"{rank}\" data-world=\"{world_size}\" data-store=\"{store_incarnation}\""
                 );
                 self.open(RDZV, pid.to_string(), open("round", title, attrs));
             }
-            EventKind::RendezvousFailed { pid, error, .. } => {
-                let title = format!("rendezvous failed: {error}");
+            EventKind::RendezvousFailed {
+                pid,
+                error,
+                message,
+            } => {
+                let title = page_text(&format!("rendezvous failed ({error}): {message}"));
                 self.open(
                     RDZV,
                     pid.to_string(),
@@ -268,15 +298,24 @@ impl Builder {
             EventKind::WorkerFailed {
                 local_rank, reason, ..
             } => {
-                let title = format!("worker {local_rank} failed: {reason}");
+                let title = page_text(&format!("worker {local_rank} failed: {reason}"));
                 self.mark(node, at_us, "worker-failed", title);
             }
             EventKind::AgentRestart {
                 counted, reason, ..
             } => {
-                let kind = if *counted { "counted" } else { "free" };
-                let title = format!("{kind} restart ({reason})");
-                self.mark(node, at_us, "restart", title);
+                let (class, title) = if *counted {
+                    (
+                        "restart-counted",
+                        format!("restart, counted against max_restarts ({reason})"),
+                    )
+                } else {
+                    (
+                        "restart-free",
+                        format!("free restart, not counted: a membership change ({reason})"),
+                    )
+                };
+                self.mark(node, at_us, class, title);
             }
             EventKind::StoreStarted => {
                 let open = Open {
@@ -293,6 +332,32 @@ impl Builder {
                 self.mark(node, at_us, "fault", format!("store died: {reason}"));
             }
             _ => {}
+        }
+    }
+
+    /// A round completed with nodes in it whose own `next_rendezvous()` had not returned
+    /// (it fails on, waiting for what the round's first node publishes): their lane says
+    /// they are in the round from its completion, not still joining.
+    fn in_round_before_told(&mut self, at_us: u64, round: u64, participants: &[NodeIndex]) {
+        let waiting: Vec<(String, String)> = self
+            .open
+            .iter()
+            .filter(|((lane, _), o)| *lane == RDZV && o.class == "joining")
+            .filter(|(_, o)| participants.iter().any(|p| p.to_string() == o.node))
+            .map(|((_, pid), o)| (pid.clone(), o.node.clone()))
+            .collect();
+        for (pid, node) in waiting {
+            let o = Open {
+                node,
+                start_us: at_us,
+                class: "round-pending".into(),
+                title: format!(
+                    "in round {round} (the text report lists it), but its own next_rendezvous() \
+                     had not returned"
+                ),
+                attrs: format!(" data-round=\"{round}\" data-pending=\"1\""),
+            };
+            self.open(RDZV, pid, o);
         }
     }
 
@@ -355,6 +420,7 @@ pub(super) fn build(scenario: &Scenario, report: &Report, trace: &Trace) -> Time
         .max(1);
     let mut timeline = Timeline {
         rows: b.rows,
+        faults: Vec::new(),
         end_us,
         steps_max,
     };
