@@ -146,7 +146,7 @@ fn check_writes_a_page_per_scenario_and_an_index() {
         "{index}"
     );
     assert!(index.contains(">pass: as expected (job failed, 1 expected violation)</td>"));
-    assert!(index.contains("<td>training stopped for good at 328.099 s after step 113"));
+    assert!(index.contains("<td>training stopped for good at 328.099 s after step 114"));
 }
 
 #[test]

@@ -73,33 +73,7 @@ pub fn execute(args: InitArgs) -> i32 {
 /// The scenario file for these flags, or why they do not make one.
 pub fn scenario_text(args: &InitArgs) -> Result<String, String> {
     let nodes = args.nodes;
-    if !(1..=NODES_MAX).contains(&nodes) {
-        return Err(format!("--nodes must be 1 to {NODES_MAX}, not {nodes}"));
-    }
-    if !(1..=GPUS_PER_NODE_MAX).contains(&args.gpus) {
-        return Err(format!(
-            "--gpus must be 1 to {GPUS_PER_NODE_MAX}, not {}",
-            args.gpus
-        ));
-    }
-    let min = args
-        .min_nodes
-        .unwrap_or(nodes.min(args.max_nodes.unwrap_or(nodes)));
-    let max = args.max_nodes.unwrap_or(nodes.max(min));
-    if min == 0 || min > max || min > nodes || max > NODES_MAX {
-        return Err(format!(
-            "the elastic range must satisfy 1 <= --min-nodes <= --nodes and --min-nodes <= \
-             --max-nodes <= {NODES_MAX}: got {min}..{max} with {nodes} nodes"
-        ));
-    }
-    // torch keeps a node beyond max_nodes on its redundancy list, a spare that never trains
-    // (scenarios/spare_beyond_max_nodes.toml); the starter's nodes all train.
-    let Some(spares) = max.checked_sub(nodes) else {
-        return Err(format!(
-            "--nodes {nodes} is more than --max-nodes {max}: torch would keep {} of them on              its redundancy list, never training (scenarios/spare_beyond_max_nodes.toml shows              it); lower --nodes or raise --max-nodes",
-            nodes - max
-        ));
-    };
+    let (min, max, spares) = elastic_range(args)?;
     // The crash hits the last node, which is never the store's host (node-0).
     let crash_node = nodes - 1;
     let crash = format!(
@@ -141,6 +115,42 @@ pub fn scenario_text(args: &InitArgs) -> Result<String, String> {
             "a spare (raise spare_nodes)".to_owned()
         },
     ))
+}
+
+/// The flags' elastic range `(min, max)` and the spares it leaves room for, or why the flags
+/// make no job.
+fn elastic_range(args: &InitArgs) -> Result<(u32, u32, u32), String> {
+    let nodes = args.nodes;
+    if !(1..=NODES_MAX).contains(&nodes) {
+        return Err(format!("--nodes must be 1 to {NODES_MAX}, not {nodes}"));
+    }
+    if !(1..=GPUS_PER_NODE_MAX).contains(&args.gpus) {
+        return Err(format!(
+            "--gpus must be 1 to {GPUS_PER_NODE_MAX}, not {}",
+            args.gpus
+        ));
+    }
+    let min = args
+        .min_nodes
+        .unwrap_or(nodes.min(args.max_nodes.unwrap_or(nodes)));
+    let max = args.max_nodes.unwrap_or(nodes.max(min));
+    if min == 0 || min > max || min > nodes || max > NODES_MAX {
+        return Err(format!(
+            "the elastic range must satisfy 1 <= --min-nodes <= --nodes and --min-nodes <= \
+             --max-nodes <= {NODES_MAX}: got {min}..{max} with {nodes} nodes"
+        ));
+    }
+    // torch keeps a node beyond max_nodes on its redundancy list, a spare that never trains
+    // (scenarios/spare_beyond_max_nodes.toml); the starter's nodes all train.
+    let Some(spares) = max.checked_sub(nodes) else {
+        return Err(format!(
+            "--nodes {nodes} is more than --max-nodes {max}: torch would keep {} of them on \
+             its redundancy list, never training (scenarios/spare_beyond_max_nodes.toml shows \
+             it); lower --nodes or raise --max-nodes",
+            nodes - max
+        ));
+    };
+    Ok((min, max, spares))
 }
 
 #[cfg(test)]
