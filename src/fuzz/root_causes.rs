@@ -194,6 +194,7 @@ mod tests {
             known: fix.map(|f| Known {
                 fix: f.to_owned(),
                 issue: format!("issue of {f}"),
+                restores_the_job: true,
             }),
             kinds: vec![],
         }

@@ -23,7 +23,7 @@ use std::collections::BTreeSet;
 use super::strategy::Case;
 
 /// The file name scenarios are reported under while fuzzing.
-const CASE_FILE: &str = "fuzz-case.toml";
+pub(super) const CASE_FILE: &str = "fuzz-case.toml";
 
 /// What one run of a case violated.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]

@@ -55,17 +55,72 @@ pub struct Known {
     pub fix: String,
     /// The torch behaviour or issue it names.
     pub issue: String,
+    /// Whether the run with the fix ends as the fix promises: the job finishes, or trains
+    /// on after the case's last fault until the time limit. A fix that only removes the
+    /// violations leaves a job that still fails. Summaries written before this was judged
+    /// read as restoring it.
+    #[serde(default = "restores_by_default")]
+    pub restores_the_job: bool,
+}
+
+fn restores_by_default() -> bool {
+    true
 }
 
 impl Known {
     /// `known: pytorch#111646 (fix dead-participant-rejoin removes it)`; with two fixes,
-    /// `known: A + B (fixes a + b remove it)`.
+    /// `known: A + B (fixes a + b remove it)`; when the job still fails with the fix,
+    /// `known: pytorch#111646 (fix dead-participant-rejoin removes the violations only: the
+    /// job still stops training)`.
     pub fn label(&self) -> String {
-        if self.fix.contains(" + ") {
-            format!("known: {} (fixes {} remove it)", self.issue, self.fix)
+        let (fixes, verb) = if self.fix.contains(" + ") {
+            ("fixes", "remove")
         } else {
-            format!("known: {} (fix {} removes it)", self.issue, self.fix)
-        }
+            ("fix", "removes")
+        };
+        let what = if self.restores_the_job {
+            "it"
+        } else {
+            "the violations only: the job still stops training"
+        };
+        format!("known: {} ({fixes} {} {verb} {what})", self.issue, self.fix)
+    }
+}
+
+/// Whether `case` with every fix of `set` ends as a fix promises: the job finishes, or the
+/// time limit ends it while it trains on after the case's last fault.
+fn fix_restores_the_job(
+    case: &Case,
+    all: &[TriageFix],
+    set: &[usize],
+    mutant: Option<Mutant>,
+) -> bool {
+    let mut c = case.clone();
+    for &i in set {
+        c = with_fix(&c, all[i]).unwrap_or(c);
+    }
+    let mut options = crate::runner::RunOptions::default();
+    if let Some(mutant) = mutant {
+        options.mutants.insert(mutant);
+    }
+    let Ok(report) = crate::runner::Run::of(&c.scenario, super::signature::CASE_FILE)
+        .seed(c.seed)
+        .options(options)
+        .report()
+    else {
+        return false;
+    };
+    let last_fault_us = c
+        .scenario
+        .faults
+        .iter()
+        .map(|f| f.at.as_us())
+        .max()
+        .unwrap_or(0);
+    match report.outcome.as_str() {
+        "succeeded" => true,
+        "timed_out" => report.goodput.training_stopped_at_us > last_fault_us,
+        _ => false,
     }
 }
 
@@ -81,7 +136,7 @@ fn triage_on_the_model(case: &Case, verdict: &Verdict, mutant: Option<Mutant>) -
     }
     triage(&model, &on_model, mutant).map(|known| Known {
         issue: format!("{}, as the model shows it", known.issue),
-        fix: known.fix,
+        ..known
     })
 }
 
@@ -154,6 +209,7 @@ pub fn triage(case: &Case, verdict: &Verdict, mutant: Option<Mutant>) -> Option<
             .map(|&i| all[i].removes())
             .collect::<Vec<_>>()
             .join(" + "),
+        restores_the_job: fix_restores_the_job(case, &all, &set, mutant),
     })
 }
 
@@ -185,10 +241,20 @@ mod tests {
         let k = Known {
             fix: rejoin.name().into(),
             issue: "pytorch#111646".into(),
+            restores_the_job: true,
         };
         assert_eq!(
             k.label(),
             "known: pytorch#111646 (fix dead-participant-rejoin removes it)"
+        );
+        let only = Known {
+            restores_the_job: false,
+            ..k
+        };
+        assert_eq!(
+            only.label(),
+            "known: pytorch#111646 (fix dead-participant-rejoin removes the violations only: \
+             the job still stops training)"
         );
     }
 
