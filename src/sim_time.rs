@@ -388,7 +388,7 @@ pub fn secs_to_ms(us: u64) -> String {
 }
 
 /// `12.500` → `12.5`, `12.000` → `12`.
-fn trim_decimals(text: &str) -> String {
+pub fn trim_decimals(text: &str) -> String {
     if text.contains('.') {
         text.trim_end_matches('0').trim_end_matches('.').to_owned()
     } else {

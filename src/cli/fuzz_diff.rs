@@ -21,7 +21,7 @@ pub struct DiffArgs {
 /// signatures, 1 when one differs, 2 when a summary cannot be read or the campaigns fuzzed
 /// different targets.
 pub fn execute(args: &DiffArgs) -> i32 {
-    let read = |dir: &PathBuf| super::fuzz::read_summary(dir);
+    let read = super::fuzz::read_summary;
     let (a, b) = match (read(&args.a), read(&args.b)) {
         (Ok(a), Ok(b)) => (a, b),
         (Err(message), _) | (_, Err(message)) => {

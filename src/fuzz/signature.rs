@@ -64,16 +64,13 @@ fn invariants_of(keys: &[String]) -> Vec<String> {
 /// Runs `scenario` with `seed` (and `mutant` on) and returns the kinds of violation it
 /// showed, as `invariant:kind`, sorted and each once, with the trace; `Err` holds a
 /// harness failure's message.
-pub fn run_case(
-    scenario: &Scenario,
-    seed: u64,
-    mutant: Option<Mutant>,
-) -> Result<(Vec<String>, Trace), String> {
+/// How a case runs: with the campaign's mutant, on the torch its `[torch]` names (the
+/// campaign's, in absolute paths: `Campaign::torch`).
+pub(super) fn case_options(scenario: &Scenario, mutant: Option<Mutant>) -> RunOptions {
     let mut options = RunOptions::default();
     if let Some(mutant) = mutant {
         options.mutants.insert(mutant);
     }
-    // A case's `[torch]` is its campaign's, in absolute paths (`Campaign::torch`).
     options.torch = scenario.torch.as_ref().map(|t| {
         let (python, elastic_src) = t.resolved(std::path::Path::new(""));
         crate::torch_plane::TorchPlane {
@@ -81,10 +78,18 @@ pub fn run_case(
             elastic_src,
         }
     });
+    options
+}
+
+pub fn run_case(
+    scenario: &Scenario,
+    seed: u64,
+    mutant: Option<Mutant>,
+) -> Result<(Vec<String>, Trace), String> {
     // The verdict reads only the invariants: no trace hash, no report.
     let (invariants, trace) = Run::of(scenario, CASE_FILE)
         .seed(seed)
-        .options(options)
+        .options(case_options(scenario, mutant))
         .judged()
         .map_err(|e| e.message)?;
     let kinds: BTreeSet<String> = invariants

@@ -95,17 +95,10 @@ fn fix_restores_the_job(
     set: &[usize],
     mutant: Option<Mutant>,
 ) -> bool {
-    let mut c = case.clone();
-    for &i in set {
-        c = with_fix(&c, all[i]).unwrap_or(c);
-    }
-    let mut options = crate::runner::RunOptions::default();
-    if let Some(mutant) = mutant {
-        options.mutants.insert(mutant);
-    }
+    let c = with_fixes(case, all, set);
     let Ok(report) = crate::runner::Run::of(&c.scenario, super::signature::CASE_FILE)
         .seed(c.seed)
-        .options(options)
+        .options(super::signature::case_options(&c.scenario, mutant))
         .report()
     else {
         return false;
@@ -157,6 +150,12 @@ pub fn with_fix(case: &Case, fix: TriageFix) -> Option<Case> {
     added.then_some(c)
 }
 
+/// The case with every fix of `set` (indices into `all`) switched on.
+fn with_fixes(case: &Case, all: &[TriageFix], set: &[usize]) -> Case {
+    set.iter()
+        .fold(case.clone(), |c, &i| with_fix(&c, all[i]).unwrap_or(c))
+}
+
 /// The first fix (in [`triage_fixes`] order) under which `case` violates nothing that
 /// counts. When no single fix does, every fix together is tried, then fixes are dropped
 /// one by one while the case stays clean: a finding that needs two known fixes is two
@@ -175,10 +174,7 @@ pub fn triage(case: &Case, verdict: &Verdict, mutant: Option<Mutant>) -> Option<
     }
     let all = triage_fixes();
     let clean = |fixes: &[usize]| {
-        let mut c = case.clone();
-        for &i in fixes {
-            c = with_fix(&c, all[i]).unwrap_or(c);
-        }
+        let c = with_fixes(case, &all, fixes);
         !judge(&c.scenario, c.seed, mutant).0.fails()
     };
     let single = (0..all.len()).find(|&i| clean(&[i]));

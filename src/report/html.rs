@@ -83,7 +83,7 @@ pub(crate) fn page_text(text: &str) -> String {
             (Err(_), Some("s")) if micro_decimals(words[i]) => {
                 let secs: f64 = words[i].parse().unwrap_or_default();
                 let text = format!("{secs:.3}");
-                done.push(text.trim_end_matches('0').trim_end_matches('.').to_owned());
+                done.push(crate::sim_time::trim_decimals(&text));
                 i += 1;
             }
             _ => {
