@@ -175,6 +175,15 @@ pub enum RendezvousFix {
     /// `127.0.0.10` before `127.0.0.2`). With this fix the numbers inside an address compare
     /// as numbers, so ranks follow the nodes' natural order.
     NaturalNodeOrder,
+    /// Fix for a waiter left out of a full round. When a round reopens with more waiting
+    /// nodes than `max_nodes`, the first `max_nodes` to add themselves complete it, and the
+    /// others stay on the wait list: torch's join op moves a node to the redundancy list only
+    /// when it was on neither list. `num_nodes_waiting()` counts the wait list, so the new
+    /// group restarts at its next monitor tick, the round reopens, and one node is again
+    /// left waiting, for ever. With this fix, the op that completes a round at `max_nodes`
+    /// moves the wait list onto the redundancy list, where a node waits for a free place
+    /// without restarting anyone.
+    FullRoundParksWaiters,
 }
 
 impl RendezvousFix {
@@ -237,6 +246,14 @@ impl Fix for RendezvousFix {
                     addresses compared as numbers (`node-2` before `node-10`); torch sorts the \
                     addresses as strings, so with 12 nodes `node-2` gets rank 4",
                 shown_by: ShownBy::Scenarios("ranks_follow_string_order"),
+            },
+            RendezvousFix::FullRoundParksWaiters => FixInfo {
+                upstream: "torch: a waiter left out of a full round",
+                summary: "the op that completes a round at `max_nodes` moves the nodes still on \
+                    the wait list to the redundancy list; torch leaves them waiting, so \
+                    `num_nodes_waiting()` restarts the new group at once and the round that \
+                    follows leaves one node out again, for ever",
+                shown_by: ShownBy::Scenarios("spare_left_waiting"),
             },
         }
     }

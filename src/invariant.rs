@@ -46,6 +46,10 @@ pub enum Invariant {
     AgentBootstrap,
     #[strum(serialize = "sampler.epoch_reshuffled")]
     SamplerEpochReshuffled,
+    #[strum(serialize = "job.resumes_after_heal")]
+    JobResumesAfterHeal,
+    #[strum(serialize = "agent.no_restart_loop")]
+    AgentNoRestartLoop,
 }
 
 impl Invariant {
@@ -94,7 +98,23 @@ impl Invariant {
             Invariant::SamplerEpochReshuffled => {
                 "with shuffling on, no epoch is trained in the order of the epoch before"
             }
+            Invariant::JobResumesAfterHeal => {
+                "once the faults are over and min_nodes healthy nodes run agents, training resumes"
+            }
+            Invariant::AgentNoRestartLoop => {
+                "no worker group restarts without a step more often than the scenario explains"
+            }
         }
+    }
+
+    /// Whether it judges the job as a whole (does training go on?) rather than one mechanism:
+    /// a fix removes a finding when the mechanism invariants hold, and restores the job when
+    /// these hold too.
+    pub fn judges_the_whole_job(self) -> bool {
+        matches!(
+            self,
+            Invariant::JobResumesAfterHeal | Invariant::AgentNoRestartLoop
+        )
     }
 
     /// Every invariant's name, in the contract's order.
@@ -118,10 +138,7 @@ mod tests {
         let first_and_last = (Invariant::names().next(), Invariant::names().last());
         assert_eq!(
             first_and_last,
-            (
-                Some("rendezvous.agreement"),
-                Some("sampler.epoch_reshuffled")
-            )
+            (Some("rendezvous.agreement"), Some("agent.no_restart_loop"))
         );
     }
 }

@@ -11,6 +11,8 @@ use super::reader_output::{BufferProtocolKind, ExactlyOnceKind, TerminatesKind};
 use super::rendezvous::{
     AgreementKind, BoundsKind, ClosedIsFinalKind, ExclusiveKind, LivenessKind,
 };
+use super::restart_loop::RestartLoopKind;
+use super::resume::ResumesKind;
 use super::sampler::CoverageKind;
 use super::sampler_reshuffle::ReshuffledKind;
 use crate::invariant::Invariant;
@@ -111,6 +113,8 @@ kinds! {
     ReaderTerminates(TerminatesKind),
     AgentBootstrap(BootstrapKind),
     SamplerEpochReshuffled(ReshuffledKind),
+    JobResumesAfterHeal(ResumesKind),
+    AgentNoRestartLoop(RestartLoopKind),
 }
 
 impl std::fmt::Display for Kind {

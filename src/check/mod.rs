@@ -19,6 +19,8 @@ mod ranks;
 pub(crate) mod reader;
 pub mod reader_output;
 mod rendezvous;
+mod restart_loop;
+mod resume;
 mod run_model;
 mod sampler;
 mod sampler_deal;
@@ -41,6 +43,8 @@ pub use kind::Kind;
 pub use ranks::RanksKind;
 pub use reader_output::{BufferProtocolKind, ExactlyOnceKind, TerminatesKind};
 pub use rendezvous::{AgreementKind, BoundsKind, ClosedIsFinalKind, ExclusiveKind, LivenessKind};
+pub use restart_loop::RestartLoopKind;
+pub use resume::ResumesKind;
 pub use sampler::CoverageKind;
 pub use sampler_reshuffle::ReshuffledKind;
 
@@ -48,6 +52,10 @@ pub use sampler_reshuffle::ReshuffledKind;
 /// are over; a run that ends sooner cannot be judged on it (the fuzzer sizes its cases'
 /// time limits by it).
 pub(crate) use rendezvous::completion_bound as liveness_completion_bound;
+
+/// How long `job.resumes_after_heal` gives a job to train again once its faults are over
+/// (the fuzzer sizes its cases' time limits by it too).
+pub(crate) use resume::resume_bound;
 
 /// The verdict of one invariant.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, strum::IntoStaticStr)]
@@ -188,6 +196,8 @@ fn judge_one(
         Invariant::ReaderExactlyOnce => reader::exactly_once(i.scenario, i.trace),
         Invariant::ReaderBufferProtocol => reader::buffer_protocol(i.scenario, i.trace),
         Invariant::ReaderTerminates => reader::terminates(i.scenario, i.trace),
+        Invariant::JobResumesAfterHeal => resume::resumes_after_heal(i.scenario, i.trace, i.end),
+        Invariant::AgentNoRestartLoop => restart_loop::no_restart_loop(i.scenario, i.trace),
     }
 }
 

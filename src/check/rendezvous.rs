@@ -7,8 +7,8 @@
 
 mod liveness;
 
-pub(crate) use liveness::completion_bound;
 pub use liveness::LivenessKind;
+pub(crate) use liveness::{completion_bound, survivor_bound};
 
 use super::kind::kind_enum;
 use super::membership::RoundId;

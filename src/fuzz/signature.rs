@@ -45,6 +45,24 @@ impl Verdict {
     pub fn invariants(&self) -> Vec<String> {
         invariants_of(&self.counted)
     }
+
+    /// The counted kinds of the invariants that judge one mechanism, not the whole job
+    /// ([`crate::invariant::Invariant::judges_the_whole_job`]).
+    pub fn mechanism_kinds(&self) -> impl Iterator<Item = &String> {
+        self.counted.iter().filter(|key| !judges_the_whole_job(key))
+    }
+
+    /// Whether a counted kind judges the whole job (training stopped, a restart loop).
+    pub fn whole_job_failed(&self) -> bool {
+        self.counted.iter().any(|key| judges_the_whole_job(key))
+    }
+}
+
+/// Whether a kind key names an invariant that judges the whole job.
+fn judges_the_whole_job(key: &str) -> bool {
+    invariant_of(key)
+        .parse::<crate::invariant::Invariant>()
+        .is_ok_and(|invariant| invariant.judges_the_whole_job())
 }
 
 /// The pseudo-invariant a harness failure is counted under.
@@ -448,7 +466,7 @@ mod tests {
         let sig = signature(&reduced, &verdict, trace.as_ref());
         assert_eq!(
             sig.key(),
-            "rendezvous.liveness:survivor-stuck [kill@member]"
+            "job.resumes_after_heal:no-step-after-heal,rendezvous.liveness:survivor-stuck [kill@member]"
         );
     }
 }

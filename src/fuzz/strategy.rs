@@ -41,12 +41,14 @@ pub const FAULT_AT_MAX: SimInstant = SimInstant::from_us(120_000_000);
 /// A case's simulated time limit: the latest fault time plus the window in which
 /// `rendezvous.liveness` expects waiting nodes to complete a round (join + last-call
 /// timeouts + heartbeat expiry + slack: 655 s with torch's defaults), rounded up to a whole
-/// minute, so a stall that begins as the last fault ends can still be judged. With the
+/// minute, so a stall that begins as the last fault ends can still be judged (the window
+/// `job.resumes_after_heal` gives a job to train again is used when it is longer). With the
 /// defaults the cases draw that is 13 min. A shorter limit stops cases before torch's join
 /// timeout (600 s) and the process group's collective timeout (10 min) fire, which hides the
 /// paths behind them; a longer one only simulates jobs that have nothing left to show.
 pub fn case_time_limit(scenario: &Scenario) -> SimDuration {
-    let window = crate::check::liveness_completion_bound(scenario);
+    let window =
+        crate::check::liveness_completion_bound(scenario).max(crate::check::resume_bound(scenario));
     FAULT_AT_MAX
         .since_start()
         .saturating_add(window)

@@ -87,8 +87,9 @@ impl Known {
     }
 }
 
-/// Whether `case` with every fix of `set` ends as a fix promises: the job finishes, or the
-/// time limit ends it while it trains on after the case's last fault.
+/// Whether `case` with every fix of `set` ends as a fix promises: no invariant that judges
+/// the whole job is violated (`job.resumes_after_heal`, `agent.no_restart_loop`), and the job
+/// finishes, or the time limit ends it while it trains on after the case's last fault.
 fn fix_restores_the_job(
     case: &Case,
     all: &[TriageFix],
@@ -96,6 +97,9 @@ fn fix_restores_the_job(
     mutant: Option<Mutant>,
 ) -> bool {
     let c = with_fixes(case, all, set);
+    if judge(&c.scenario, c.seed, mutant).0.whole_job_failed() {
+        return false;
+    }
     let Ok(report) = crate::runner::Run::of(&c.scenario, super::signature::CASE_FILE)
         .seed(c.seed)
         .options(super::signature::case_options(&c.scenario, mutant))
@@ -156,11 +160,13 @@ fn with_fixes(case: &Case, all: &[TriageFix], set: &[usize]) -> Case {
         .fold(case.clone(), |c, &i| with_fix(&c, all[i]).unwrap_or(c))
 }
 
-/// The first fix (in [`triage_fixes`] order) under which `case` violates nothing that
-/// counts. When no single fix does, every fix together is tried, then fixes are dropped
-/// one by one while the case stays clean: a finding that needs two known fixes is two
-/// known behaviours at once, labelled with both. `None` means the finding is new. A
-/// harness failure is never known.
+/// The first fix (in [`triage_fixes`] order) under which `case` violates none of the
+/// counted mechanism invariants (those that judge the whole job only when nothing else is
+/// counted: a fix that removes a mechanism's violations while the job still stops training
+/// is the known behaviour, labelled as removing the violations only). When no single fix
+/// does, every fix together is tried, then fixes are dropped one by one while the case stays
+/// clean: a finding that needs two known fixes is two known behaviours at once, labelled
+/// with both. `None` means the finding is new. A harness failure is never known.
 pub fn triage(case: &Case, verdict: &Verdict, mutant: Option<Mutant>) -> Option<Known> {
     if verdict
         .counted
@@ -173,9 +179,15 @@ pub fn triage(case: &Case, verdict: &Verdict, mutant: Option<Mutant>) -> Option<
         return triage_on_the_model(case, verdict, mutant);
     }
     let all = triage_fixes();
+    let whole_job_only = verdict.mechanism_kinds().next().is_none();
     let clean = |fixes: &[usize]| {
         let c = with_fixes(case, &all, fixes);
-        !judge(&c.scenario, c.seed, mutant).0.fails()
+        let (fixed, _) = judge(&c.scenario, c.seed, mutant);
+        if whole_job_only {
+            !fixed.fails()
+        } else {
+            fixed.mechanism_kinds().next().is_none()
+        }
     };
     let single = (0..all.len()).find(|&i| clean(&[i]));
     let set: Vec<usize> = match single {
@@ -278,13 +290,21 @@ mod tests {
         // node-1 dies 36 ms after round 0 completed, before the rank exchange is done.
         let case = kill_case(5, 0, 5, 2_130_000, 1_776_612_806_655_204_715);
         let (verdict, _) = judge(&case.scenario, case.seed, None);
+        // The survivors wait out the collective timeout, so training does not resume in time.
         assert_eq!(
             verdict.counted,
-            vec!["rendezvous.liveness:survivor-stuck".to_owned()]
+            vec![
+                "job.resumes_after_heal:no-step-after-heal".to_owned(),
+                "rendezvous.liveness:survivor-stuck".to_owned()
+            ]
         );
         let known = triage(&case, &verdict, None).expect("a known torch behaviour");
         assert_eq!(known.fix, "dead-participant-rejoin");
         assert_eq!(known.issue, "pytorch#111646");
+        assert!(
+            known.restores_the_job,
+            "with the fix the four survivors train on"
+        );
     }
 
     #[test]
@@ -296,11 +316,18 @@ mod tests {
         let (verdict, _) = judge(&case.scenario, case.seed, None);
         assert_eq!(
             verdict.invariants(),
-            vec!["rendezvous.agreement", "rendezvous.exclusive"],
+            vec![
+                "job.resumes_after_heal",
+                "rendezvous.agreement",
+                "rendezvous.exclusive"
+            ],
             "reproduce with: cargo test --release --lib the_world_size_race_is_triaged"
         );
+        // The fix removes the disagreement, not the failure: the rank exchange still waits
+        // for the dead node until the store's timeout (as in world_size_race_fixed.toml).
         let known = triage(&case, &verdict, None).expect("a known torch behaviour");
         assert_eq!(known.fix, "world-at-completion");
         assert_eq!(known.issue, "torch: world size read after sanitize");
+        assert!(!known.restores_the_job);
     }
 }

@@ -233,7 +233,8 @@ fn drop_stale_entries_of(
 }
 
 /// torch's `_mark_rendezvous_complete`: complete, no deadline, ranks 0.. in node order. With
-/// the fix `world-at-completion` the assignment is also recorded as the round's world.
+/// the fix `world-at-completion` the assignment is also recorded as the round's world; with
+/// `full-round-parks-waiters` a round completed at `max_nodes` parks its waiters.
 pub(super) fn mark_complete(state: &mut RendezvousState, settings: &RendezvousSettings) {
     state.complete = true;
     state.deadline_utc_us = None;
@@ -270,6 +271,12 @@ pub(super) fn mark_complete(state: &mut RendezvousState, settings: &RendezvousSe
     if settings.has_fix(RendezvousFix::WorldAtCompletion) {
         // Persistent maps share structure: the record costs no copy of the nodes.
         state.completed_world = Some(state.participants.clone());
+    }
+    let full = state.participants.len() >= settings.max_nodes as usize;
+    if full && settings.has_fix(RendezvousFix::FullRoundParksWaiters) {
+        for node in std::mem::take(&mut state.wait_list) {
+            state.redundancy_list.insert(node);
+        }
     }
 }
 
