@@ -288,6 +288,23 @@ fn name_of(result: &InvariantResult) -> Invariant {
         .unwrap_or_else(|_| panic!("{} is an invariant's name", result.name))
 }
 
+/// When the failure a violation reports began: its moment, less the bound that had to run
+/// out before an "eventually" property could be called missed (a stall began when training
+/// stopped, a stuck survivor when its participant died, not when the bound ran out).
+pub fn began_at(scenario: &Scenario, violation: &Violation) -> SimInstant {
+    let bound = match violation.kind {
+        Kind::JobResumesAfterHeal(ResumesKind::NoStepAfterHeal) => resume_bound(scenario),
+        Kind::RendezvousLiveness(LivenessKind::NoRoundInTime) => {
+            rendezvous::completion_bound(scenario)
+        }
+        Kind::RendezvousLiveness(LivenessKind::SurvivorStuck) => {
+            rendezvous::survivor_bound(scenario)
+        }
+        _ => SimDuration::ZERO,
+    };
+    violation.at.before(bound)
+}
+
 /// Formats microseconds as seconds for sentences (`12.5 s`).
 pub(crate) fn secs(us: u64) -> String {
     span_secs(SimDuration::from_us(us))

@@ -11,7 +11,7 @@ use super::kind::kind_enum;
 use super::rendezvous::survivor_bound;
 use super::{at_secs, span_secs, InvariantResult, Violation};
 use crate::invariant::Invariant;
-use crate::scenario::model::{FaultKind, FaultName, Outcome, Scenario};
+use crate::scenario::model::{FaultKind, FaultName, Outcome, Scenario, StoreHost};
 use crate::sim_time::{SimDuration, SimInstant};
 use crate::trace::WorkerGroupState;
 use crate::trace::{AgentState, Event, EventKind, ExitReason, RunEnd, Trace, TraceNode};
@@ -61,8 +61,9 @@ pub(crate) fn resume_bound(scenario: &Scenario) -> SimDuration {
 }
 
 /// `job.resumes_after_heal` over the trace. Not applicable when the faults never ended
-/// (a partition never healed, a clogged link, the store down, a lasting network change) or
-/// fewer than `min_nodes` healthy nodes ran agents once they were over.
+/// (a partition never healed, a clogged link, a lasting network change, the store lost to a
+/// fault and not restarted) or fewer than `min_nodes` healthy nodes ran agents once they
+/// were over.
 pub(super) fn resumes_after_heal(
     scenario: &Scenario,
     trace: &Trace,
@@ -99,6 +100,13 @@ struct Walk {
     partitioned: bool,
     clogged_links: u32,
     store_up: bool,
+    /// The node whose agent hosts the rendezvous store, if one does.
+    store_host: Option<TraceNode>,
+    /// Whether a fault took the store (its host killed, stopped or powered off, or the store
+    /// crashed) and no store has started since: the store's death is then the fault's, and
+    /// torch cannot train without it. A store that dies because its host's agent exited on
+    /// its own is part of the job's failure, not a fault.
+    store_lost_to_fault: bool,
     /// The last fault applied so far, and when.
     last_fault: Option<(SimInstant, FaultName)>,
     /// Since the last fault: the first moment enough healthy nodes ran agents with no fault
@@ -137,6 +145,11 @@ impl Walk {
             partitioned: false,
             clogged_links: 0,
             store_up: false,
+            store_host: match scenario.cluster.store {
+                StoreHost::Node(index) => Some(TraceNode::node(index)),
+                StoreHost::Dedicated => None,
+            },
+            store_lost_to_fault: false,
             last_fault: None,
             owed_from: None,
             trained: Vec::new(),
@@ -177,7 +190,10 @@ impl Walk {
                 let earlier = run.step.saturating_mul(run.steps() - 1);
                 self.trained.push((event.at.before(earlier), event.at));
             }
-            EventKind::StoreStarted => self.store_up = true,
+            EventKind::StoreStarted => {
+                self.store_up = true;
+                self.store_lost_to_fault = false;
+            }
             EventKind::StoreDied { .. } => self.store_up = false,
             _ => {}
         }
@@ -189,6 +205,10 @@ impl Walk {
         use FaultName::*;
         self.last_fault = Some((at, fault));
         self.owed_from = None;
+        let takes_the_host = matches!(fault, Kill | PowerOff | Stop);
+        if fault == StoreCrash || (takes_the_host && node.is_some() && node == self.store_host) {
+            self.store_lost_to_fault = true;
+        }
         match (fault, node) {
             (Kill | PowerOff | Stop | Pause | GpuFail, Some(node)) => {
                 self.downed.insert(node);
@@ -222,7 +242,10 @@ impl Walk {
     /// change, when no fault is in force and enough healthy nodes run agents, unless the
     /// job already ended as promised.
     fn note_owed(&mut self, at: SimInstant) {
-        let in_force = self.partitioned || self.clogged_links > 0 || !self.store_up;
+        let in_force = self.partitioned
+            || self.clogged_links > 0
+            || !self.store_up
+            || self.store_lost_to_fault;
         let over = self.over_at.is_some();
         if self.owed_from.is_some() || over || in_force || at < self.changes_end_at {
             return;
@@ -478,6 +501,35 @@ mod tests {
         let r = judge(killed, 5000, "timed_out");
         assert_eq!(r.status, Status::Violated);
         assert!(r.violations[0].message.contains("2 healthy nodes"));
+    }
+
+    #[test]
+    fn a_store_lost_to_a_fault_is_a_fault_in_force() {
+        let mut s = scenario();
+        s.cluster.store = StoreHost::Node(0);
+        let mut events = training(5);
+        events.push(e(10, "node-0", fault("stop")));
+        events.push(e(
+            11,
+            "node-0",
+            EventKind::StoreDied {
+                reason: "gone".into(),
+            },
+        ));
+        events.push(e(11, "node-0", exited(100, AgentState::Stopped)));
+        for i in 1..3 {
+            events.push(e(12, &format!("node-{i}"), failed_exit(100 + i)));
+        }
+        let r = resumes_after_heal(&s, &trace(events.clone()), &end(12, "failed"));
+        assert_eq!(r.status, Status::NotApplicable, "{:?}", r.violations);
+        // The same store dying with its host's agent, which failed on its own, is the job's
+        // failure.
+        let own: Vec<Event> = events
+            .into_iter()
+            .filter(|ev| !matches!(ev.kind, EventKind::FaultApplied { .. }))
+            .collect();
+        let r = resumes_after_heal(&s, &trace(own), &end(12, "failed"));
+        assert_eq!(r.status, Status::Violated, "{:?}", r.violations);
     }
 
     #[test]

@@ -302,6 +302,7 @@ fn bucket(
         status: if known.is_some() { "known" } else { "new" }.to_owned(),
         known: known.clone(),
         kinds: sig.kinds.clone(),
+        first_cause: super::first_cause::first_cause(reduced, &verdict.counted, mutant),
     };
     if c.known == KnownMode::Skip && known.is_some() {
         return Ok(entry);

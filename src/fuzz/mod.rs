@@ -19,6 +19,7 @@
 pub mod campaign;
 pub mod corpus;
 pub mod coverage;
+pub mod first_cause;
 pub mod job_case;
 pub mod minimal;
 pub mod mutants;

@@ -197,6 +197,7 @@ mod tests {
                 restores_the_job: true,
             }),
             kinds: vec![],
+            first_cause: None,
         }
     }
 

@@ -58,6 +58,11 @@ pub struct SignatureEntry {
     /// them reads as listing none.
     #[serde(default)]
     pub kinds: Vec<String>,
+    /// The first cause in time of the first case (with only the faults it needs): the counted
+    /// violation whose failure began first, and what the agent that failed first waited for
+    /// ([`super::first_cause::first_cause`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub first_cause: Option<String>,
 }
 
 impl SignatureEntry {
@@ -184,6 +189,9 @@ pub fn render(s: &Summary, repro_dir: &str) -> String {
             e.signature,
             e.status_label()
         );
+        if let Some(cause) = &e.first_cause {
+            let _ = writeln!(out, "           first cause {cause}");
+        }
         if let Some(r) = &e.repro {
             let _ = writeln!(out, "           repro: {}", join(repro_dir, r));
         }
@@ -235,6 +243,7 @@ mod tests {
                 status: "new".into(),
                 known: None,
                 kinds: vec![],
+                first_cause: None,
             }],
             coverage,
             torch: None,

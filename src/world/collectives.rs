@@ -83,6 +83,8 @@ enum BarrierEnd {
 struct Barrier {
     arrived: BTreeMap<u32, RankBlock>,
     waiters: Vec<oneshot::Sender<BarrierEnd>>,
+    /// When every rank had arrived but a cut link held the barrier back, in nanoseconds.
+    held_since_ns: Option<u64>,
 }
 
 /// One worker group: the nodes whose workers joined it, how those that left it left, and
@@ -149,6 +151,7 @@ impl Collectives {
         node: u32,
         ranks: RankBlock,
         connected: impl Fn(&[u32]) -> bool,
+        now_ns: u64,
     ) -> Arrival {
         if let Some(d) = self.groups.get(&key.0).and_then(Group::first_closed) {
             return Arrival::Failed(CollectiveError::PeerClosed {
@@ -166,9 +169,42 @@ impl Collectives {
             }
             return Arrival::Released;
         }
+        if covers_world(barrier.arrived.values().copied()) {
+            barrier.held_since_ns.get_or_insert(now_ns);
+        }
         let (tx, rx) = oneshot::channel();
         barrier.waiters.push(tx);
         Arrival::Wait(rx)
+    }
+
+    /// The barriers a cut link held back with every rank arrived whose nodes are connected
+    /// again, each with when it was first held back.
+    pub fn held_back(&self, connected: impl Fn(&[u32]) -> bool) -> Vec<((u64, u64), u64)> {
+        self.barriers
+            .iter()
+            .filter_map(|(key, barrier)| {
+                let since = barrier.held_since_ns?;
+                let nodes: Vec<u32> = barrier.arrived.keys().copied().collect();
+                let whole = covers_world(barrier.arrived.values().copied());
+                (whole && connected(&nodes)).then_some((*key, since))
+            })
+            .collect()
+    }
+
+    /// Releases the barrier `key` if every rank is still there and connected (a held-back
+    /// all-reduce whose data got through once the link healed).
+    pub fn release_if_connected(&mut self, key: (u64, u64), connected: impl Fn(&[u32]) -> bool) {
+        let Some(barrier) = self.barriers.get(&key) else {
+            return;
+        };
+        let nodes: Vec<u32> = barrier.arrived.keys().copied().collect();
+        if !covers_world(barrier.arrived.values().copied()) || !connected(&nodes) {
+            return;
+        }
+        let done = self.barriers.remove(&key).expect("barrier just read");
+        for waiter in done.waiters {
+            let _ = waiter.send(BarrierEnd::Released);
+        }
     }
 
     /// Takes `node`'s arrivals back from every unfinished barrier: its workers are gone.
@@ -283,10 +319,14 @@ impl NodeEnv {
             let mut st = self.world().state.lock().expect("world lock");
             let st = &mut *st;
             let clogged = &st.clogged;
-            st.collectives
-                .arrive((group, step), self.index, ranks, |nodes| {
-                    super::state::links_connected(clogged, nodes)
-                })
+            let now_ns = time::now().as_ns();
+            st.collectives.arrive(
+                (group, step),
+                self.index,
+                ranks,
+                |nodes| super::state::links_connected(clogged, nodes),
+                now_ns,
+            )
         };
         match arrival {
             Arrival::Released => {}
@@ -405,15 +445,15 @@ mod tests {
         let all = |_: &[u32]| true;
         // Node 2 sees itself alone, but its ranks are 16..24 of a world of 24.
         assert!(matches!(
-            c.arrive((1, 1), 2, block(16, 8, 24), all),
+            c.arrive((1, 1), 2, block(16, 8, 24), all, 0),
             Arrival::Wait(_)
         ));
         assert!(matches!(
-            c.arrive((1, 1), 0, block(0, 8, 24), all),
+            c.arrive((1, 1), 0, block(0, 8, 24), all, 0),
             Arrival::Wait(_)
         ));
         assert!(matches!(
-            c.arrive((1, 1), 1, block(8, 8, 24), all),
+            c.arrive((1, 1), 1, block(8, 8, 24), all, 0),
             Arrival::Released
         ));
     }
@@ -424,7 +464,7 @@ mod tests {
         let all = |_: &[u32]| true;
         c.join(1, 0);
         c.join(1, 1);
-        let Arrival::Wait(mut rx) = c.arrive((1, 1), 0, block(0, 1, 2), all) else {
+        let Arrival::Wait(mut rx) = c.arrive((1, 1), 0, block(0, 1, 2), all, 0) else {
             panic!("one rank of two cannot release");
         };
         assert_eq!(c.withdraw(1, true, 5_000), vec![1]);
@@ -436,7 +476,7 @@ mod tests {
             }))
         ));
         assert!(matches!(
-            c.arrive((1, 2), 0, block(0, 1, 2), all),
+            c.arrive((1, 2), 0, block(0, 1, 2), all, 0),
             Arrival::Failed(CollectiveError::PeerClosed { member: 1, .. })
         ));
         assert_eq!(c.depart(1, true, 6_000), Vec::<u64>::new(), "departs once");
@@ -448,10 +488,10 @@ mod tests {
         let all = |_: &[u32]| true;
         c.join(1, 0);
         c.join(1, 1);
-        let _ = c.arrive((1, 1), 1, block(1, 1, 2), all);
+        let _ = c.arrive((1, 1), 1, block(1, 1, 2), all, 0);
         c.withdraw(1, false, 5_000);
         assert!(matches!(
-            c.arrive((1, 1), 0, block(0, 1, 2), all),
+            c.arrive((1, 1), 0, block(0, 1, 2), all, 0),
             Arrival::Wait(_)
         ));
         assert!(matches!(
@@ -462,5 +502,26 @@ mod tests {
                 ..
             })
         ));
+    }
+
+    #[test]
+    fn a_barrier_a_cut_link_held_goes_on_once_connected() {
+        let mut c = Collectives::default();
+        let cut = |_: &[u32]| false;
+        let all = |_: &[u32]| true;
+        let _ = c.arrive((1, 1), 0, block(0, 1, 2), cut, 1_000);
+        assert!(
+            c.held_back(all).is_empty(),
+            "one rank is not a held barrier"
+        );
+        let Arrival::Wait(mut rx) = c.arrive((1, 1), 1, block(1, 1, 2), cut, 2_000) else {
+            panic!("a cut link holds the barrier");
+        };
+        assert!(c.held_back(cut).is_empty(), "still cut");
+        assert_eq!(c.held_back(all), vec![((1, 1), 2_000)]);
+        c.release_if_connected((1, 1), cut);
+        assert!(rx.try_recv().expect("open").is_none());
+        c.release_if_connected((1, 1), all);
+        assert!(matches!(rx.try_recv(), Ok(Some(BarrierEnd::Released))));
     }
 }

@@ -4,7 +4,7 @@
 use super::state::World;
 use super::{spawn, time, SharedValues};
 use crate::scenario::model::{Fault, FaultKind, FaultName, NodeIndex, NodeRole, StoreHost};
-use crate::sim_time::SimDuration;
+use crate::sim_time::{SimDuration, SimInstant};
 use crate::trace::{EventKind, TraceNode};
 use madsim::runtime::Handle;
 use std::sync::Arc;
@@ -178,7 +178,7 @@ fn clog_link(world: &World, from: u32, to: u32) -> String {
 }
 
 /// `unclog_link`: the one-way link carries traffic again.
-fn unclog_link(world: &World, from: u32, to: u32) -> String {
+fn unclog_link(world: &Arc<World>, from: u32, to: u32) -> String {
     cut_link(from, to, false);
     world
         .state
@@ -186,6 +186,7 @@ fn unclog_link(world: &World, from: u32, to: u32) -> String {
         .expect("world lock")
         .clogged
         .remove(&(from, to));
+    release_held_collectives(world);
     format!("link {} -> {} restored", NodeIndex(from), NodeIndex(to))
 }
 
@@ -214,7 +215,7 @@ fn start(world: &Arc<World>, handle: &Handle, node: u32) -> String {
 }
 
 /// `heal`: every link a partition or clog cut works again.
-fn heal(world: &World) -> String {
+fn heal(world: &Arc<World>) -> String {
     let links: Vec<(u32, u32)> =
         std::mem::take(&mut world.state.lock().expect("world lock").clogged)
             .into_iter()
@@ -222,6 +223,7 @@ fn heal(world: &World) -> String {
     for (a, b) in &links {
         cut_link(*a, *b, false);
     }
+    release_held_collectives(world);
     format!("{} cut links restored", links.len())
 }
 
@@ -361,6 +363,36 @@ fn stop(world: &World, node: u32) -> String {
 }
 
 /// Cuts (or restores) the directed link between two nodes.
+/// After links come back: an all-reduce a cut link held back with every rank arrived goes on
+/// when the held sender's next retransmission gets through (its RTO doubling from 200 ms
+/// since the hold), unless TCP gave up on the connection before the links came back.
+fn release_held_collectives(world: &Arc<World>) {
+    let now = time::now();
+    let held = {
+        let st = world.state.lock().expect("world lock");
+        let clogged = &st.clogged;
+        st.collectives
+            .held_back(|nodes| super::state::links_connected(clogged, nodes))
+    };
+    let give_up = super::net::tcp_give_up(world.scenario.cluster.tcp_retries2);
+    for (key, since_ns) in held {
+        let since = SimInstant::from_ns(since_ns);
+        if now.since(since) > give_up {
+            continue;
+        }
+        let at = super::net::next_retransmission(since, now);
+        let world = world.clone();
+        spawn(async move {
+            time::sleep(at.since(time::now())).await;
+            let mut st = world.state.lock().expect("world lock");
+            let st = &mut *st;
+            let clogged = &st.clogged;
+            st.collectives
+                .release_if_connected(key, |nodes| super::state::links_connected(clogged, nodes));
+        });
+    }
+}
+
 fn cut_link(from: u32, to: u32, cut: bool) {
     super::net::set_link_cut(super::node_ip(from), super::node_ip(to), cut);
 }

@@ -32,7 +32,7 @@ use super::nic::Nics;
 use super::time;
 use super::wire::{Conditions, Envelope, Hosts, Mailbox};
 pub use super::wire::{ReplyCpu, WireSize};
-use crate::sim_time::SimDuration;
+use crate::sim_time::{SimDuration, SimInstant};
 use futures::future::{FutureExt, Shared};
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::{IpAddr, SocketAddr};
@@ -330,6 +330,18 @@ pub fn tcp_give_up(tcp_retries2: u32) -> SimDuration {
         rto = rto.saturating_mul(2).min(RTO_MAX);
     }
     total
+}
+
+/// When the first retransmission at or after `now` fires for data first lost at `since`: the
+/// RTO doubles from `RTO_MIN` up to `RTO_MAX`, as for a store request.
+pub fn next_retransmission(since: SimInstant, now: SimInstant) -> SimInstant {
+    let mut rto = RTO_MIN;
+    let mut at = since.after(rto);
+    while at < now {
+        rto = rto.saturating_mul(2).min(RTO_MAX);
+        at = at.after(rto);
+    }
+    at
 }
 
 /// Why a call got no answer.

@@ -67,6 +67,12 @@ fn tcp_gives_up_where_linux_does() {
     assert_eq!(tcp_give_up(0).as_us(), 200_000);
     assert_eq!(tcp_give_up(5).as_us(), 12_600_000);
     assert_eq!(tcp_give_up(15).as_us(), 924_600_000);
+    // Data lost at 40 s is sent again at 40.2, 40.6, 41.4, …, 142.2 and 244.6 s.
+    let at = |s: u64| SimInstant::from_us(s * 1_000_000);
+    let next = |now| next_retransmission(at(40), now).as_us();
+    assert_eq!(next(at(40)), 40_200_000);
+    assert_eq!(next(at(41)), 41_400_000);
+    assert_eq!(next(at(180)), 244_600_000);
     assert_eq!(tcp_give_up(16).as_us(), 1_044_600_000);
 }
 
