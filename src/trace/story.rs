@@ -15,6 +15,7 @@
 
 use crate::scenario::node::NodeIndex;
 use crate::sim_time::SimInstant;
+use std::collections::{BTreeMap, BTreeSet};
 
 /// The most steps one run's story holds (about 30 MiB); later steps are counted, not kept.
 pub const STORY_STEPS_MAX: usize = 200_000;
@@ -140,6 +141,29 @@ impl RendezvousAction {
 pub struct Member {
     pub node: NodeIndex,
     pub pid: u32,
+}
+
+/// The nodes `members` lists with more than one process (a restarted node's old entry
+/// lingers until its heartbeat expires): where a list is written out, these name their pids.
+pub fn nodes_listed_twice(members: &[Member]) -> BTreeSet<NodeIndex> {
+    let mut pids: BTreeMap<NodeIndex, u32> = BTreeMap::new();
+    let mut twice = BTreeSet::new();
+    for m in members {
+        if *pids.entry(m.node).or_insert(m.pid) != m.pid {
+            twice.insert(m.node);
+        }
+    }
+    twice
+}
+
+/// Each entry of `members` once, in the order first listed.
+pub fn distinct(members: &[Member]) -> Vec<Member> {
+    let mut seen = BTreeSet::new();
+    members
+        .iter()
+        .filter(|m| seen.insert(**m))
+        .copied()
+        .collect()
 }
 
 /// How long each list was after a step.
@@ -363,6 +387,17 @@ mod tests {
             .collect();
         assert_eq!(order, [(3, 0), (3, 1), (5, 0)]);
         assert!(!story.cut());
+    }
+
+    #[test]
+    fn a_node_listed_with_two_processes_is_told_apart() {
+        let old = Member {
+            node: NodeIndex(2),
+            pid: 7,
+        };
+        let list = [member(1), member(2), old, member(1)];
+        assert_eq!(nodes_listed_twice(&list), BTreeSet::from([NodeIndex(2)]));
+        assert_eq!(distinct(&list), [member(1), member(2), old]);
     }
 
     #[test]
