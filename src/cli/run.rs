@@ -79,7 +79,9 @@ pub struct RunArgs {
     pub out: Option<PathBuf>,
     /// After each report, tell the run as a plain event log in time order: faults, rounds,
     /// agent restarts and exits with their reasons, worker failures, checkpoints, the job's
-    /// end (text format only; a long log is cut in the middle).
+    /// end; then the rendezvous round by round: its participants, wait list and redundancy
+    /// list, and the steps (torch's `_Action`s) that moved nodes between them (text format
+    /// only; a long log is cut in the middle).
     #[arg(long, short = 'v')]
     pub explain: bool,
 }
