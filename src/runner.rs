@@ -20,6 +20,15 @@ use futures::FutureExt;
 use std::borrow::Cow;
 use std::sync::{Arc, OnceLock};
 
+/// A finished run as the outputs tell it: its report, its trace, and the story recorded
+/// beside the trace (outside its hash).
+#[derive(Debug, Clone)]
+pub struct Told {
+    pub report: Report,
+    pub trace: Trace,
+    pub story: crate::trace::Story,
+}
+
 /// The harness itself failed on this run (exit code 3).
 #[derive(Debug, Clone, thiserror::Error)]
 #[error("harness failure on seed {seed}: {message}\n{repro}")]
@@ -192,9 +201,19 @@ impl<'a> Run<'a> {
     /// Like [`Run::report`], but also hands back the trace, for exports and determinism
     /// checks; a run with mutants names them in its repro line.
     pub fn traced(&self) -> Result<(Report, Trace), HarnessFailure> {
+        self.told().map(|told| (told.report, told.trace))
+    }
+
+    /// Like [`Run::traced`], with the story recorded beside the trace, for the outputs
+    /// that tell the run (`--explain`, `--trace`, `--html`).
+    pub fn told(&self) -> Result<Told, HarnessFailure> {
         let run = self.simulate().map_err(|e| self.failure(e.to_string()))?;
         let report = self.check(&run.trace, &run.end)?;
-        Ok((report, run.trace))
+        Ok(Told {
+            report,
+            trace: run.trace,
+            story: run.story,
+        })
     }
 
     /// Only the simulation and the invariants' verdicts, with the trace: neither the trace's
@@ -279,10 +298,36 @@ impl<'a> Run<'a> {
     /// Differing traces (or, with equal traces, differing reports) are a harness failure
     /// whose message shows the first diverging event of each run.
     pub fn deterministic(&self) -> Result<(Report, Trace), HarnessFailure> {
-        let (first, first_trace) = self.traced()?;
-        let (second, second_trace) = self.traced()?;
+        self.deterministic_told()
+            .map(|told| (told.report, told.trace))
+    }
+
+    /// [`Run::deterministic`], with the first run's story; the two runs' stories must be
+    /// equal too.
+    pub fn deterministic_told(&self) -> Result<Told, HarnessFailure> {
+        let told = self.told()?;
+        let again = self.told()?;
+        self.same_runs((&told.report, &told.trace), (&again.report, &again.trace))?;
+        if told.story != again.story {
+            return Err(self.failure(format!(
+                "the run is not deterministic: equal traces ({}) told different stories \
+                 (rendezvous steps {} and {})",
+                told.report.trace_hash,
+                told.story.rendezvous.len(),
+                again.story.rendezvous.len()
+            )));
+        }
+        Ok(told)
+    }
+
+    /// A harness failure unless two runs of the seed gave the same trace and report.
+    fn same_runs(
+        &self,
+        (first, first_trace): (&Report, &Trace),
+        (second, second_trace): (&Report, &Trace),
+    ) -> Result<(), HarnessFailure> {
         if first.trace_hash != second.trace_hash {
-            let message = match first_divergence(&first_trace, &second_trace) {
+            let message = match first_divergence(first_trace, second_trace) {
                 Some(d) => format!(
                     "the run is not deterministic: trace hashes {} and {} differ; the traces \
                      first diverge at event {}:\n  first run:  {}\n  second run: {}",
@@ -307,7 +352,7 @@ impl<'a> Run<'a> {
                 second.to_json_line()
             )));
         }
-        Ok((first, first_trace))
+        Ok(())
     }
 
     /// A harness failure of this run; its repro line names the run's mutants, so it replays

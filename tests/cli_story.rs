@@ -4,6 +4,7 @@
 use std::path::PathBuf;
 mod common;
 use common::{text, trainsim};
+use trainsim::report::explain;
 
 fn temp_dir(label: &str) -> PathBuf {
     let dir = std::env::temp_dir().join(format!("trainsim-story-{label}-{}", std::process::id()));
@@ -36,10 +37,10 @@ fn explain_tells_the_run_after_the_report() {
     let out = trainsim(&["run", "scenarios/late_joiner_next_round.toml", "-v"]);
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
     let stdout = text(&out.stdout);
-    let log = stdout
+    let (log, rounds) = stdout
         .split_once("\nwhat happened\n")
-        .map(|(_, log)| log)
-        .unwrap_or_else(|| panic!("no event log:\n{stdout}"));
+        .and_then(|(_, log)| log.split_once(&format!("\n{}\n", explain::RENDEZVOUS_TITLE)))
+        .unwrap_or_else(|| panic!("no event log and rendezvous story:\n{stdout}"));
     assert!(log.contains("  01:00.000  node-2: fault start: "), "{log}");
     assert!(
         log.contains(
@@ -49,6 +50,19 @@ fn explain_tells_the_run_after_the_report() {
     );
     assert!(log.contains("node-0: agent exited FAILED: "), "{log}");
     assert!(log.trim_end().ends_with("run ended: failed"), "{log}");
+    // The rendezvous round by round: the late joiner waits for round 1.
+    assert!(
+        rounds.starts_with("  round 0: participants node-0 node-1, marked complete at 00:30.216"),
+        "{rounds}"
+    );
+    assert!(
+        rounds.contains("\n    01:00.191  node-2: ADD_TO_WAIT_LIST (join)\n"),
+        "{rounds}"
+    );
+    assert!(
+        rounds.contains("\n  round 1: participants node-0 node-1 node-2, marked complete at "),
+        "{rounds}"
+    );
     let json = trainsim(&[
         "run",
         "scenarios/late_joiner_next_round.toml",

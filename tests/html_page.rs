@@ -503,3 +503,35 @@ fn a_128_node_day_leads_with_the_nodes_its_faults_hit() {
     assert!(dom.contains("126 nodes alike, untouched by any fault"));
     assert!(dom.contains(">24 h</text>"));
 }
+
+#[test]
+fn the_rendezvous_lists_link_each_step_to_its_moment() {
+    let page = scratch("rendezvous-lists.html");
+    write_page_of("scenarios/spare_beyond_max_nodes.toml", &page);
+    let Some(browser) = chromium() else {
+        return;
+    };
+    let dom = rendered_dom(&browser, &page, "");
+    let section = dom
+        .split_once("<details id=\"rendezvous-lists\" open=\"\">")
+        .map(|(_, s)| s.split_once("</details>").expect("the section ends").0)
+        .unwrap_or_else(|| panic!("no rendezvous lists in the page"));
+    assert_eq!(section.matches("class=\"rdzv-round\"").count(), 1);
+    let parked = section
+        .split_once("data-action=\"ADD_TO_REDUNDANCY_LIST\"")
+        .map(|(_, row)| row.split_once("</tr>").expect("the row ends").0)
+        .expect("the parked node's row");
+    assert!(parked.contains("ADD_TO_REDUNDANCY_LIST (join)"), "{parked}");
+    let href = attr_of(parked, "href=", "href");
+    let (from, to) = href
+        .strip_prefix("#t=")
+        .and_then(|span| span.split_once('-'))
+        .unwrap_or_else(|| panic!("not a timeline address: {href}"));
+    let us = |secs: &str| (secs.parse::<f64>().expect("seconds") * 1e6).round() as u64;
+    // Following the link shows the step's moment on the timeline.
+    let zoomed = rendered_dom(&browser, &page, href);
+    assert_eq!(
+        attr_of(&zoomed, "id=\"timeline\"", "data-view"),
+        format!("{}-{}", us(from), us(to))
+    );
+}

@@ -8,11 +8,12 @@ use common::trainsim_command;
 
 fn export(file: &str) -> Value {
     let scenario = trainsim::scenario::load(Path::new(file)).expect("the scenario loads");
-    let (report, trace) = trainsim::runner::Run::of(&scenario, file)
-        .traced()
+    let run = trainsim::runner::Run::of(&scenario, file)
+        .told()
         .unwrap_or_else(|e| panic!("{e}"));
-    let text = trainsim::trace::perfetto::chrome_trace_json(&trace, &report.scenario);
-    let again = trainsim::trace::perfetto::chrome_trace_json(&trace, &report.scenario);
+    let (trace, story, title) = (&run.trace, &run.story, &run.report.scenario);
+    let text = trainsim::trace::perfetto::chrome_trace_json(trace, story, title);
+    let again = trainsim::trace::perfetto::chrome_trace_json(trace, story, title);
     assert_eq!(text, again, "the export is a pure function of the trace");
     serde_json::from_str(&text).expect("the export is JSON")
 }

@@ -207,3 +207,35 @@ open(os.path.join(out, 'dynamic_rendezvous.py'), 'w').write(src)
         "{text}"
     );
 }
+
+#[test]
+fn torchs_own_executor_tells_the_story_of_a_parked_node() {
+    let Some(python) = torch_python() else { return };
+    let file = "scenarios/spare_beyond_max_nodes.toml";
+    let scenario = trainsim::scenario::load(Path::new(file)).expect("the scenario loads");
+    let run = Run::of(&scenario, file)
+        .options(on_torch(python))
+        .told()
+        .unwrap_or_else(|e| panic!("{e}"));
+    use trainsim::trace::story::RendezvousAction as A;
+    let steps = &run.story.rendezvous;
+    let parked: Vec<_> = steps
+        .iter()
+        .filter(|s| s.action == A::AddToRedundancyList)
+        .collect();
+    assert_eq!(parked.len(), 1, "{steps:#?}");
+    let lists = parked[0].lists.as_ref().expect("its lists");
+    assert_eq!(lists.participants.len(), 3);
+    assert_eq!(lists.redundancy_list.len(), 1);
+    assert_eq!(lists.redundancy_list[0].node, parked[0].node);
+    assert_eq!(lists.redundancy_list[0].pid, parked[0].pid);
+    assert!(parked[0].store_incarnation >= 1);
+    // Each participant's join ends with FINISH; the redundant node's join with no step
+    // (torch raises its graceful exit from inside the op).
+    let finished = steps
+        .iter()
+        .filter(|s| s.action == A::Finish && s.op.name() == "join")
+        .count();
+    assert_eq!(finished, 3, "{steps:#?}");
+    assert!(steps.windows(2).all(|w| w[0].at <= w[1].at));
+}

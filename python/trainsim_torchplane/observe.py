@@ -3,7 +3,9 @@
 Each hook wraps one of torch's methods without changing what it does: it calls the
 original and tells the simulator what happened (a round joined or completed, a rendezvous
 error, a worker group's state, a restart, a closed rendezvous), so the trace that the
-checks read carries the same events as the model's.
+checks read carries the same events as the model's. The rendezvous executor's steps (its
+`_Action`s, with the state's lists after each write that landed) go to the run's story,
+beside the trace, as the model's handler records them.
 """
 
 import functools
@@ -11,7 +13,10 @@ import functools
 from torch.distributed.elastic.agent.server import api as _agent_api
 from torch.distributed.elastic.rendezvous import dynamic_rendezvous as _dyn
 
+from torch.distributed.elastic.rendezvous import api as _rdzv_api
+
 from .fibers import SCHEDULER, Killed
+from .seam import monotonic
 
 
 def record(event):
@@ -97,18 +102,127 @@ def _mark_rendezvous_closed(original):
 
 
 def _sync(original):
-    """Records a close once this node's write of it landed (torch's `has_set`)."""
+    """Records a close, and the story's step, once this node's write landed (`has_set`)."""
 
     @functools.wraps(original)
     def sync(self, *args, **kwargs):
         closing = getattr(self, "_trainsim_closing", False)
         self._trainsim_closing = False
+        step = getattr(self, "_trainsim_step", None)
+        self._trainsim_step = None
+        # What a write carries: the state as it stands, with the removals of the nodes the
+        # last sync's sanitize found dead.
+        written = self._state
+        dead = list(getattr(self, "_dead_nodes", ()))
         has_set = original(self, *args, **kwargs)
         if closing and has_set and self._state.closed:
             record({"kind": "rendezvous_closed", "round": int(self._state.round)})
+        if step is not None and has_set and (step[1] != "KEEP_ALIVE" or dead):
+            record_step(step, written, dead, listed=True)
         return has_set
 
     return sync
+
+
+# The executor's method for each of torch's `_Action`s that writes the state.
+STEP_METHODS = (
+    ("_keep_alive", "KEEP_ALIVE"),
+    ("_add_to_participants", "ADD_TO_PARTICIPANTS"),
+    ("_add_to_wait_list", "ADD_TO_WAIT_LIST"),
+    ("_add_to_redundancy_list", "ADD_TO_REDUNDANCY_LIST"),
+    ("_remove_from_participants", "REMOVE_FROM_PARTICIPANTS"),
+    ("_remove_from_wait_list", "REMOVE_FROM_WAIT_LIST"),
+    ("_remove_from_redundancy_list", "REMOVE_FROM_REDUNDANCY_LIST"),
+    ("_mark_rendezvous_complete", "MARK_RENDEZVOUS_COMPLETE"),
+    ("_mark_rendezvous_closed", "MARK_RENDEZVOUS_CLOSED"),
+)
+
+# The story's names of torch's rendezvous ops, by class.
+OPS = {
+    "_RendezvousJoinOp": "join",
+    "_RendezvousExitOp": "exit",
+    "_RendezvousCloseOp": "close",
+    "_RendezvousKeepAliveOp": "keep_alive",
+}
+
+
+def _members(nodes):
+    return [[node.addr, int(node.pid)] for node in sorted(nodes)]
+
+
+def record_step(step, state, dead, listed):
+    """Tells the story one step of an op: `step` is (op, action, decided on the node's
+    monotonic clock); `state` the state after it; with `listed`, its lists too."""
+    op, action, decided = step
+    redundancy = getattr(state, "redundancy_list", ())
+    event = {
+        "kind": "rendezvous_step",
+        "op": op,
+        "action": action,
+        "decided_mono_s": decided,
+        "round": int(state.round),
+        "complete": bool(state.complete),
+        "closed": bool(state.closed),
+        "sizes": [len(state.participants), len(state.wait_list), len(redundancy)],
+        "dropped": _members(dead),
+    }
+    if listed:
+        event["participants"] = _members(state.participants)
+        event["wait_list"] = _members(state.wait_list)
+        event["redundancy_list"] = _members(redundancy)
+    record(event)
+
+
+def _step_method(original, action):
+    """Notes the step the executor's next write makes; of nested steps (a join at max_nodes
+    also keeps alive and completes the round) the outermost."""
+
+    @functools.wraps(original)
+    def step(self, *args, **kwargs):
+        holder = self._state_holder
+        if getattr(holder, "_trainsim_in_step", False):
+            return original(self, *args, **kwargs)
+        holder._trainsim_in_step = True
+        try:
+            result = original(self, *args, **kwargs)
+        finally:
+            holder._trainsim_in_step = False
+        op = getattr(holder, "_trainsim_op", None)
+        if op is not None:
+            holder._trainsim_step = (op, action, monotonic())
+        return result
+
+    return step
+
+
+def _run(original):
+    """Names the op the executor runs, and tells the story how the op ended: FINISH of a
+    join or a close, or an error of any op (the exit and keep-alive ops finish at every
+    call with nothing more to do)."""
+
+    @functools.wraps(original)
+    def run(self, state_handler, *args, **kwargs):
+        op = OPS.get(type(state_handler).__name__)
+        holder = self._state_holder
+        holder._trainsim_op = op
+        ending = None
+        try:
+            result = original(self, state_handler, *args, **kwargs)
+            if op in ("join", "close"):
+                ending = "FINISH"
+            return result
+        except _rdzv_api.RendezvousClosedError:
+            ending = "ERROR_CLOSED"
+            raise
+        except _rdzv_api.RendezvousTimeoutError:
+            ending = "ERROR_TIMEOUT"
+            raise
+        finally:
+            holder._trainsim_op = None
+            if op is not None and ending is not None:
+                record_step((op, ending, monotonic()), self._state, (), listed=False)
+
+    return run
 
 
 def _watch_group_state():
@@ -145,6 +259,10 @@ def install():
     executor._mark_rendezvous_closed = _mark_rendezvous_closed(
         executor._mark_rendezvous_closed
     )
+    for method, action in STEP_METHODS:
+        if hasattr(executor, method):
+            setattr(executor, method, _step_method(getattr(executor, method), action))
+    executor.run = _run(executor.run)
     holder = _dyn._BackendRendezvousStateHolder
     holder.sync = _sync(holder.sync)
     _watch_group_state()

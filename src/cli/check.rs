@@ -337,9 +337,11 @@ fn run_job(
         run_seed(scenario, file, seed, twice, options)
     }));
     match ran {
-        Ok(Ok((report, trace))) => {
-            let page = html.then(|| crate::report::html::page(scenario, &report, &trace));
-            JobResult::Ran(Box::new(report), page)
+        Ok(Ok(told)) => {
+            let page = html.then(|| {
+                crate::report::html::page(scenario, &told.report, &told.trace, &told.story)
+            });
+            JobResult::Ran(Box::new(told.report), page)
         }
         Ok(Err(failure)) => JobResult::Harness(failure),
         Err(payload) => JobResult::Harness(HarnessFailure {

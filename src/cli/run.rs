@@ -9,10 +9,10 @@ use super::part::{self, HarnessRow, Kind, Part, PartVariant, RunOf};
 use crate::report::explain;
 use crate::report::goodput_summary::{GoodputTally, SeedRow};
 use crate::report::Report;
-use crate::runner::{HarnessFailure, Run, RunOptions};
+use crate::runner::{HarnessFailure, Run, RunOptions, Told};
 use crate::scenario::{self, Scenario};
 use crate::torch_plane::TorchPlane;
-use crate::trace::{perfetto, Trace};
+use crate::trace::{perfetto, Story, Trace};
 use indicatif::ProgressBar;
 use std::path::{Path, PathBuf};
 
@@ -79,7 +79,9 @@ pub struct RunArgs {
     pub out: Option<PathBuf>,
     /// After each report, tell the run as a plain event log in time order: faults, rounds,
     /// agent restarts and exits with their reasons, worker failures, checkpoints, the job's
-    /// end (text format only; a long log is cut in the middle).
+    /// end; then the rendezvous round by round: its participants, wait list and redundancy
+    /// list, and the steps (torch's `_Action`s) that moved nodes between them (text format
+    /// only; a long log is cut in the middle).
     #[arg(long, short = 'v')]
     pub explain: bool,
 }
@@ -278,7 +280,7 @@ fn run_scenario(
             let result = run_seed(scenario, file, seed, args.check_determinism, options);
             batch.emit(
                 seed,
-                result.map(|(r, t)| (r, Some(t))),
+                result.map(|told| (told.report, Some((told.trace, told.story)))),
                 scenario,
                 args,
                 ended,
@@ -294,8 +296,10 @@ fn run_scenario(
             &seeds,
             jobs,
             |&seed| {
-                run_seed(scenario, file, seed, args.check_determinism, options)
-                    .map(|(report, trace)| (report, keep_trace.then_some(trace)))
+                run_seed(scenario, file, seed, args.check_determinism, options).map(|told| {
+                    let kept = keep_trace.then_some((told.trace, told.story));
+                    (told.report, kept)
+                })
             },
             |_| bar.inc(1),
         );
@@ -335,13 +339,13 @@ impl Batch {
     fn emit(
         &mut self,
         seed: u64,
-        result: Result<(Report, Option<Trace>), HarnessFailure>,
+        result: Result<(Report, Option<(Trace, Story)>), HarnessFailure>,
         scenario: &Scenario,
         args: &RunArgs,
         ended: &mut Ended,
         bar: &indicatif::ProgressBar,
     ) -> Result<(), i32> {
-        let (report, trace) = match result {
+        let (report, kept) = match result {
             Ok(done) => done,
             Err(failure) => {
                 ended.harness_failure = true;
@@ -354,15 +358,20 @@ impl Batch {
             }
         };
         ended.failed |= !report.passed();
-        bar.suspend(|| match (args.format, &trace) {
+        bar.suspend(|| match (args.format, &kept) {
             (Format::Json, _) => outln!("{}", report.to_json_line()),
-            (Format::Text, Some(trace)) if args.explain => {
+            (Format::Text, Some((trace, story))) if args.explain => {
                 let log = explain::lines(trace, scenario.job.steps);
                 outln!(
                     "{}\n{}",
                     report.to_text(),
                     explain::render(&log, &report.repro)
                 );
+                let rounds = explain::rendezvous_lines(story);
+                if !rounds.is_empty() {
+                    let title = explain::RENDEZVOUS_TITLE;
+                    outln!("{}", explain::render_section(title, &rounds, &report.repro));
+                }
             }
             // A batch shows a passing seed in one line and a failing one whole.
             (Format::Text, _) if args.several_seeds() && report.passed() => {
@@ -370,8 +379,8 @@ impl Batch {
             }
             (Format::Text, _) => outln!("{}", report.to_text()),
         });
-        if let Some(trace) = &trace {
-            write_outputs(scenario, &report, trace, args)?;
+        if let Some((trace, story)) = &kept {
+            write_outputs(scenario, &report, (trace, story), args)?;
         }
         let row = SeedRow::of(&report);
         self.tally.add(&row);
@@ -460,14 +469,14 @@ fn progress_bar(runs: u64, several: bool) -> ProgressBar {
 fn write_outputs(
     scenario: &Scenario,
     report: &Report,
-    trace: &Trace,
+    (trace, story): (&Trace, &Story),
     args: &RunArgs,
 ) -> Result<(), i32> {
     if let Some(path) = &args.trace {
-        write_trace(path, report, trace)?;
+        write_trace(path, report, trace, story)?;
     }
     if let Some(path) = &args.html {
-        let page = crate::report::html::page(scenario, report, trace);
+        let page = crate::report::html::page(scenario, report, trace, story);
         if let Err(e) = super::write_atomically(path, page.as_bytes()) {
             eprintln!("error: cannot write {}: {e}", path.display());
             return Err(2);
@@ -516,19 +525,19 @@ pub(crate) fn run_seed(
     seed: u64,
     check_determinism: bool,
     options: &RunOptions,
-) -> Result<(Report, Trace), HarnessFailure> {
+) -> Result<Told, HarnessFailure> {
     let run = Run::of(scenario, file).seed(seed).options(options.clone());
     if check_determinism {
-        run.deterministic()
+        run.deterministic_told()
     } else {
-        run.traced()
+        run.told()
     }
 }
 
 /// Writes the Perfetto export; an unwritable path is a usage error (exit 2).
-fn write_trace(path: &Path, report: &Report, trace: &Trace) -> Result<(), i32> {
+fn write_trace(path: &Path, report: &Report, trace: &Trace, story: &Story) -> Result<(), i32> {
     let title = format!("{} (seed {})", report.scenario, report.seed);
-    let json = perfetto::chrome_trace_json(trace, &title);
+    let json = perfetto::chrome_trace_json(trace, story, &title);
     super::write_atomically(path, json.as_bytes()).map_err(|e| {
         eprintln!("error: cannot write the trace to {}: {e}", path.display());
         2

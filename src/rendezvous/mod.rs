@@ -20,6 +20,7 @@ pub mod sanitize;
 pub mod settings;
 mod skipped_beats;
 pub mod state;
+pub mod story;
 pub mod well_formed;
 
 #[cfg(test)]

@@ -6,10 +6,17 @@
 //! failures, the store, checkpoints and restores, and the job's end. Steps, heartbeats and
 //! reader buffers are left out: the Perfetto trace (`--trace`) has every event. A long log
 //! keeps its beginning and its end and says how many lines it skipped.
+//!
+//! After it, the rendezvous round by round, from the run's story (`rounds_story`): each
+//! round's participants, waiters and redundant nodes, then the steps that moved them.
 
+use super::rounds_story::{self, Move, RoundTold};
 use crate::scenario::node::NodeIndex;
 use crate::sim_time::SimInstant;
-use crate::trace::{Event, EventKind, Trace};
+use crate::trace::story::{
+    distinct, nodes_listed_twice, Member, STORY_MEMBERS_MAX, STORY_STEPS_MAX,
+};
+use crate::trace::{Event, EventKind, Story, Trace};
 use std::collections::BTreeSet;
 
 /// Lines shown from the start of a long log.
@@ -216,10 +223,138 @@ fn short_list(nodes: &[NodeIndex]) -> String {
     }
 }
 
+/// The rendezvous round by round, one line per round and one per move (see
+/// `rounds_story`); empty when the story holds no step worth telling.
+pub fn rendezvous_lines(story: &Story) -> Vec<String> {
+    let rounds = rounds_story::rounds(story);
+    let incarnations: BTreeSet<u64> = rounds.iter().map(|r| r.store_incarnation).collect();
+    let mut out = Vec::new();
+    for round in &rounds {
+        out.push(round_header(round, incarnations.len() > 1));
+        out.extend(
+            round
+                .moves
+                .iter()
+                .map(|m| format!("  {}", move_line(m, round.round))),
+        );
+        if let Some(alike) = round.alike {
+            let first = alike.last_round + 1 - alike.rounds;
+            out.push(format!(
+                "rounds {first}-{} ({} rounds) went as round {} did, until {}",
+                alike.last_round,
+                alike.rounds,
+                round.round,
+                clock(alike.last_at)
+            ));
+        }
+    }
+    if story.cut() {
+        out.push(format!(
+            "the story left out {} steps and the lists of {} more (its bounds: {STORY_STEPS_MAX} \
+             steps, {STORY_MEMBERS_MAX} list entries)",
+            story.steps_left_out, story.lists_left_out
+        ));
+    }
+    out
+}
+
+/// A round's line: its participants and when it completed, who waited, who was redundant,
+/// who expired, and when it closed.
+fn round_header(round: &RoundTold<'_>, name_incarnation: bool) -> String {
+    let mut line = match name_incarnation {
+        true => format!(
+            "store incarnation {}, round {}:",
+            round.store_incarnation, round.round
+        ),
+        false => format!("round {}:", round.round),
+    };
+    let participants = match round.participants.is_empty() {
+        true => "none".to_owned(),
+        false => members_text(&round.participants),
+    };
+    match round.completed_at {
+        Some(at) => line.push_str(&format!(
+            " participants {participants}, marked complete at {}",
+            clock(at)
+        )),
+        None => line.push_str(&format!(" participants {participants}, not complete")),
+    }
+    for (label, list) in [
+        ("waited", &round.waited),
+        ("redundant", &round.redundant),
+        ("heartbeat expired", &round.dropped),
+    ] {
+        if !list.is_empty() {
+            line.push_str(&format!("; {label}: {}", members_text(list)));
+        }
+    }
+    if let Some(at) = round.closed_at {
+        line.push_str(&format!("; closed at {}", clock(at)));
+    }
+    if round.lists_left_out {
+        line.push_str("; some lists left out (the story's bound)");
+    }
+    line
+}
+
+/// One move of round `round`: when, who, which step of which op, and what it did beyond
+/// its name.
+fn move_line(m: &Move<'_>, round: u64) -> String {
+    let when = match m.first_at == m.last_at {
+        true => clock(m.first_at),
+        false => format!("{}-{}", clock(m.first_at), clock(m.last_at)),
+    };
+    let takers = distinct(&m.takers);
+    let times = match m.takers.len() == takers.len() {
+        true => String::new(),
+        false => format!(", {} steps", m.takers.len()),
+    };
+    let mut line = format!(
+        "{when}  {}: {} ({}){times}",
+        members_text(&takers),
+        m.action,
+        m.op.name()
+    );
+    if m.opened {
+        line.push_str(&format!(", round {round} opens"));
+    }
+    if m.completed {
+        line.push_str(", round complete");
+    }
+    if !m.dropped.is_empty() {
+        line.push_str(&format!(
+            ", removed {} (heartbeat expired)",
+            members_text(&m.dropped)
+        ));
+    }
+    line
+}
+
+/// List entries by node name, a long list cut; a node listed with two processes (a
+/// restarted node's old entry) names each one's pid.
+fn members_text(members: &[Member]) -> String {
+    const SHOWN_MAX: usize = 8;
+    let twice = nodes_listed_twice(members);
+    let name = |m: &Member| match twice.contains(&m.node) {
+        true => format!("{} (pid {})", m.node, m.pid),
+        false => m.node.to_string(),
+    };
+    let shown: Vec<String> = members.iter().take(SHOWN_MAX).map(name).collect();
+    match members.len() > SHOWN_MAX {
+        true => format!("{} and {} more", shown.join(" "), members.len() - SHOWN_MAX),
+        false => shown.join(" "),
+    }
+}
+
 /// The log for a terminal: every line when it is short, else its head and tail with the
 /// count of lines between and where to find them.
 pub fn render(lines: &[String], repro: &str) -> String {
-    let mut out = String::from("what happened\n");
+    render_section("what happened", lines, repro)
+}
+
+/// A section of the log titled `title`, bounded as [`render`] bounds the event log.
+pub fn render_section(title: &str, lines: &[String], repro: &str) -> String {
+    let mut out = format!("{title}\n");
     let shown_max = HEAD_LINES_MAX + TAIL_LINES_MAX;
     let push = |out: &mut String, line: &String| {
         out.push_str("  ");
@@ -242,6 +377,10 @@ pub fn render(lines: &[String], repro: &str) -> String {
         .for_each(|l| push(&mut out, l));
     out
 }
+
+/// The title of the rendezvous's section.
+pub const RENDEZVOUS_TITLE: &str =
+    "the rendezvous, round by round (steps that moved nodes between its lists)";
 
 #[cfg(test)]
 #[path = "explain_tests.rs"]

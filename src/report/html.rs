@@ -2,8 +2,9 @@
 //! loaded from elsewhere) with the job's goodput, its faults, a timeline per node that zooms
 //! on its time axis under a strip of where the wall time went, the rounds and agents, and
 //! the invariant verdicts, each violation linked both ways with its moment on the
-//! timeline. A pure function of the scenario, the report and the trace, so the same seed
-//! writes the same bytes.
+//! timeline, and the rendezvous's lists round by round from the run's story. A pure
+//! function of the scenario, the report, the trace and the story, so the same seed writes
+//! the same bytes.
 
 mod draw;
 mod fault_shades;
@@ -11,6 +12,7 @@ pub(crate) mod goodput_bar;
 mod goodput_strip;
 mod index_page;
 mod notes;
+mod rendezvous_lists;
 mod row;
 mod sections;
 mod stretches;
@@ -21,7 +23,7 @@ pub use index_page::{index, IndexEntry};
 use super::Report;
 use crate::check::Status;
 use crate::scenario::model::Scenario;
-use crate::trace::Trace;
+use crate::trace::{Story, Trace};
 use std::fmt::Write;
 
 /// Escapes text for HTML element content and attribute values.
@@ -133,7 +135,8 @@ fn fewer_keys(text: &str) -> String {
 const STYLE: &str = "
 body{font:14px/1.45 system-ui,sans-serif;margin:24px;color:#1d1d1f;max-width:1400px}
 #timeline{overflow-x:auto}td.num{white-space:nowrap}.swatch{display:inline-block;width:10px;height:10px;margin-right:6px}
-details>summary{cursor:pointer}#faults,#rounds,#lost-stretches{margin:6px 0}
+details>summary{cursor:pointer}#faults,#rounds,#lost-stretches,#rendezvous-lists{margin:6px 0}
+tr.rdzv-round td{background:#f4f7f8}tr.rdzv-alike td{color:#555;font-style:italic}
 h1{font-size:20px;margin:0 0 4px}
 .desc{white-space:pre-wrap;color:#444;margin:8px 0 12px}
 .meta span{margin-right:18px}
@@ -182,7 +185,7 @@ h2{font-size:16px;margin:16px 0 4px}
 ";
 
 /// The page of one run.
-pub fn page(scenario: &Scenario, report: &Report, trace: &Trace) -> String {
+pub fn page(scenario: &Scenario, report: &Report, trace: &Trace, story: &Story) -> String {
     let mut html = String::new();
     let title = format!("{} — seed {}", report.scenario, report.seed);
     let _ = write!(
@@ -203,6 +206,7 @@ pub fn page(scenario: &Scenario, report: &Report, trace: &Trace) -> String {
     sections::key(&mut html, &drawn);
     html.push_str(&drawn);
     sections::rounds_and_agents(&mut html, report);
+    rendezvous_lists::section(&mut html, story);
     verdicts(&mut html, report);
     let _ = write!(
         html,

@@ -13,6 +13,7 @@ pub mod explain;
 pub mod goodput;
 pub mod goodput_summary;
 pub mod html;
+pub mod rounds_story;
 mod text;
 
 pub use text::{verdict_block, VERDICT_AS_EXPECTED, VERDICT_UNEXPECTED};

@@ -1,11 +1,12 @@
 //! The trace: typed events recorded during a run, bounded, with a canonical hash, and its
-//! Chrome/Perfetto export.
+//! Chrome/Perfetto export; beside it, the run's story (`story`), outside the hash.
 
 pub mod buffer_events;
 pub mod digest;
 pub mod event;
 pub mod node;
 pub mod perfetto;
+pub mod story;
 
 pub use digest::samples_digest;
 pub use event::{
@@ -13,6 +14,7 @@ pub use event::{
     WorkerGroupState,
 };
 pub use node::TraceNode;
+pub use story::{RendezvousStep, Story};
 
 use crate::sim_time::SimInstant;
 use sha2::{Digest, Sha256};
@@ -85,11 +87,13 @@ pub struct Recorder {
     inner: Arc<Mutex<Recording>>,
 }
 
-/// The trace being recorded, and how many training steps its `step` events hold.
+/// The trace being recorded, how many training steps its `step` events hold, and the
+/// story recorded beside it.
 #[derive(Debug, Default)]
 struct Recording {
     trace: Trace,
     steps: u64,
+    story: Story,
 }
 
 impl Recorder {
@@ -100,6 +104,7 @@ impl Recorder {
                 truncated: false,
             },
             steps: 0,
+            story: Story::default(),
         };
         Recorder {
             inner: Arc::new(Mutex::new(recording)),
@@ -127,6 +132,17 @@ impl Recorder {
         events.push(Event { at, node, kind });
     }
 
+    /// Records one rendezvous step in the story, with the lists `lists` makes when they fit
+    /// its bound (see [`Story::keep`]). The trace's events, hash and bounds are untouched.
+    pub fn record_rendezvous_step(
+        &self,
+        step: RendezvousStep,
+        lists: impl FnOnce() -> story::RendezvousLists,
+    ) {
+        let mut recording = self.inner.lock().expect("recorder lock is never poisoned");
+        recording.story.keep(step, lists);
+    }
+
     /// Whether a bound was hit.
     pub fn truncated(&self) -> bool {
         self.inner
@@ -138,10 +154,16 @@ impl Recorder {
 
     /// Takes the recorded trace out.
     pub fn finish(&self) -> Trace {
+        self.finish_with_story().0
+    }
+
+    /// Takes the recorded trace and story out, each in time order.
+    pub fn finish_with_story(&self) -> (Trace, Story) {
         let mut recording =
             std::mem::take(&mut *self.inner.lock().expect("recorder lock is never poisoned"));
         sort_by_time(&mut recording.trace.events);
-        recording.trace
+        recording.story.sort();
+        (recording.trace, recording.story)
     }
 }
 

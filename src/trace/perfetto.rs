@@ -7,15 +7,20 @@
 //! thread. A `cluster` process holds the whole run and faults that name no node. Heartbeats
 //! are left out: they are the bulk of a trace and say nothing on a timeline.
 //!
+//! From the run's story (outside the trace's hash): a `rendezvous` thread per node with an
+//! instant per rendezvous step, named by torch's `_Action`, and a `rendezvous lists`
+//! counter of the wait list's and redundancy list's lengths on the `cluster` process.
+//!
 //! The export is a pure function of the trace, and JSON objects keep sorted keys, so the
 //! same seed gives the same file byte for byte.
 
-use super::{Event, EventKind, Trace, TraceNode};
+use super::{Event, EventKind, Story, Trace, TraceNode};
 use crate::sim_time::SimInstant;
 use serde_json::{json, Map, Value};
 use std::collections::BTreeMap;
 
 mod reader;
+mod rendezvous;
 mod workers;
 
 use workers::StepRun;
@@ -31,29 +36,34 @@ const STORE: u64 = 3;
 const FAULTS: u64 = 4;
 const RUN: u64 = 1;
 
-/// The trace as a Trace Event Format object: `{"traceEvents": [...], "displayTimeUnit": "ms"}`.
+/// The trace and the story beside it as a Trace Event Format object: `{"traceEvents":
+/// [...], "displayTimeUnit": "ms"}`.
 ///
 /// `title` (for example the scenario name and seed) goes into `otherData`.
-pub fn chrome_trace(trace: &Trace, title: &str) -> Value {
-    let mut export = Export::new(trace);
+pub fn chrome_trace(trace: &Trace, story: &Story, title: &str) -> Value {
+    let mut export = Export::new(trace, story);
     for event in &trace.events {
         export.event(event);
     }
     let end = trace.events.last().map_or(SimInstant::START, |e| e.at);
     export.close_all(end);
+    export.story(story);
     let mut events = export.metadata();
     events.append(&mut export.out);
     json!({
         "traceEvents": events,
         "displayTimeUnit": "ms",
-        "otherData": { "title": title, "events": trace.events.len(), "trace_hash": trace.hash_hex() },
+        "otherData": {
+            "title": title, "events": trace.events.len(), "trace_hash": trace.hash_hex(),
+            "rendezvous_steps": story.rendezvous.len(),
+        },
     })
 }
 
 /// [`chrome_trace`] as compact JSON text with a trailing newline.
-pub fn chrome_trace_json(trace: &Trace, title: &str) -> String {
-    let mut text =
-        serde_json::to_string(&chrome_trace(trace, title)).expect("a JSON value always serializes");
+pub fn chrome_trace_json(trace: &Trace, story: &Story, title: &str) -> String {
+    let mut text = serde_json::to_string(&chrome_trace(trace, story, title))
+        .expect("a JSON value always serializes");
     text.push('\n');
     text
 }
@@ -76,6 +86,8 @@ struct NodeState {
     store: Option<Open>,
     /// Whether any store event happened here, so the thread gets a name.
     has_store: bool,
+    /// Whether the story has a rendezvous step here, likewise.
+    has_rendezvous: bool,
 }
 
 struct Export {
@@ -97,6 +109,15 @@ fn complete(pid: u64, slot: u64, span: Open, end: SimInstant) -> Value {
     })
 }
 
+/// A metadata record: a process's (or with `tid`, a thread's) name or sort order.
+fn meta(pid: u64, tid: Option<u64>, name: &str, args: Value) -> Value {
+    let mut v = json!({ "ph": "M", "pid": pid, "name": name, "args": args });
+    if let Some(tid) = tid {
+        v["tid"] = json!(tid);
+    }
+    v
+}
+
 /// A moment on a thread; the format's `ts` is microseconds.
 fn instant(pid: u64, slot: u64, at: SimInstant, name: String, args: Value) -> Value {
     json!({
@@ -113,9 +134,14 @@ fn open(start: SimInstant, name: String, args: Value) -> Option<Open> {
 }
 
 impl Export {
-    fn new(trace: &Trace) -> Self {
-        let nodes: std::collections::BTreeSet<TraceNode> =
-            trace.events.iter().filter_map(|e| e.node).collect();
+    fn new(trace: &Trace, story: &Story) -> Self {
+        let steps = story.rendezvous.iter().map(|s| TraceNode::Node(s.node));
+        let nodes: std::collections::BTreeSet<TraceNode> = trace
+            .events
+            .iter()
+            .filter_map(|e| e.node)
+            .chain(steps)
+            .collect();
         let pids = nodes.into_iter().zip(CLUSTER_PID + 1..).collect();
         Export {
             pids,
@@ -126,13 +152,6 @@ impl Export {
 
     /// Process and thread names and sort orders, so tracks read top to bottom.
     fn metadata(&self) -> Vec<Value> {
-        let meta = |pid: u64, tid: Option<u64>, name: &str, args: Value| {
-            let mut v = json!({ "ph": "M", "pid": pid, "name": name, "args": args });
-            if let Some(tid) = tid {
-                v["tid"] = json!(tid);
-            }
-            v
-        };
         let mut out = vec![
             meta(
                 CLUSTER_PID,
@@ -160,35 +179,48 @@ impl Export {
             ),
         ];
         for (node, &pid) in &self.pids {
-            let name = node.to_string();
-            out.push(meta(pid, None, "process_name", json!({ "name": name })));
-            out.push(meta(
-                pid,
-                None,
-                "process_sort_index",
-                json!({ "sort_index": pid }),
-            ));
-            let has_store = self.nodes.get(node).is_some_and(|n| n.has_store);
-            for (slot, name) in [
-                (AGENT, "agent"),
-                (WORKERS, "workers"),
-                (STORE, "store"),
-                (FAULTS, "faults"),
-            ] {
-                if slot == STORE && !has_store {
-                    continue;
-                }
-                let t = tid(pid, slot);
-                out.push(meta(pid, Some(t), "thread_name", json!({ "name": name })));
-                out.push(meta(
-                    pid,
-                    Some(t),
-                    "thread_sort_index",
-                    json!({ "sort_index": slot }),
-                ));
-            }
+            self.node_metadata(*node, pid, &mut out);
         }
         out
+    }
+
+    /// A node's process and the threads it uses: the store's and the rendezvous's only
+    /// where something happened on them.
+    fn node_metadata(&self, node: TraceNode, pid: u64, out: &mut Vec<Value>) {
+        let name = node.to_string();
+        out.push(meta(pid, None, "process_name", json!({ "name": name })));
+        out.push(meta(
+            pid,
+            None,
+            "process_sort_index",
+            json!({ "sort_index": pid }),
+        ));
+        let has_store = self.nodes.get(&node).is_some_and(|n| n.has_store);
+        let has_rendezvous = self.nodes.get(&node).is_some_and(|n| n.has_rendezvous);
+        for (slot, name) in [
+            (AGENT, "agent"),
+            (WORKERS, "workers"),
+            (STORE, "store"),
+            (FAULTS, "faults"),
+            (rendezvous::RENDEZVOUS, "rendezvous"),
+        ] {
+            let unused = match slot {
+                STORE => !has_store,
+                rendezvous::RENDEZVOUS => !has_rendezvous,
+                _ => false,
+            };
+            if unused {
+                continue;
+            }
+            let t = tid(pid, slot);
+            out.push(meta(pid, Some(t), "thread_name", json!({ "name": name })));
+            out.push(meta(
+                pid,
+                Some(t),
+                "thread_sort_index",
+                json!({ "sort_index": slot }),
+            ));
+        }
     }
 
     fn event(&mut self, event: &Event) {
@@ -489,7 +521,7 @@ mod tests {
             ],
             truncated: false,
         };
-        let v = chrome_trace(&trace, "t");
+        let v = chrome_trace(&trace, &Story::default(), "t");
         let events = v["traceEvents"].as_array().expect("array");
         let steps: Vec<&Value> = events.iter().filter(|e| e["name"] == "steps 1-3").collect();
         assert_eq!(steps.len(), 1);

@@ -177,6 +177,16 @@ impl NodeEnv {
             .record(time::now_whole_us(), Some(self.trace_node()), kind);
     }
 
+    /// Records a step of this node's rendezvous handler in the run's story (outside the
+    /// trace), with the lists `lists` makes if they fit the story's bound.
+    pub fn record_rendezvous_step(
+        &self,
+        step: crate::trace::RendezvousStep,
+        lists: impl FnOnce() -> crate::trace::story::RendezvousLists,
+    ) {
+        self.world.recorder.record_rendezvous_step(step, lists);
+    }
+
     /// The node's wall clock (what `datetime.now(timezone.utc)` reads), skew included.
     pub fn now_utc_us(&self) -> i64 {
         let skew = self

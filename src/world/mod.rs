@@ -163,6 +163,8 @@ fn dedicated_store_ip() -> IpAddr {
 #[derive(Debug, Clone)]
 pub struct SimulatedRun {
     pub trace: Trace,
+    /// The story recorded beside the trace (outside its hash).
+    pub story: crate::trace::Story,
     pub end: RunEnd,
     pub stats: RunStats,
 }
@@ -244,8 +246,10 @@ fn run_on_this_thread(
         time::enter_run();
         supervise(scenario, seed, programs, run_recorder).await
     });
+    let (trace, story) = recorder.finish_with_story();
     let run = SimulatedRun {
-        trace: recorder.finish(),
+        trace,
+        story,
         end,
         stats: context.stats(),
     };

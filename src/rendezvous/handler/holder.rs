@@ -13,6 +13,7 @@ use crate::rendezvous::sanitize::{drop_nodes, sanitize, HeartbeatReceipts};
 use crate::rendezvous::settings::{RendezvousFix, RendezvousSettings};
 use crate::rendezvous::skipped_beats;
 use crate::rendezvous::state::{NodeDesc, RendezvousState};
+use crate::rendezvous::story;
 use crate::sim_time::{
     deadline_after, reading_before, span_between_readings, SimDuration, SimInstant,
 };
@@ -31,6 +32,17 @@ pub(super) const NULL_SENTINEL: &[u8] = b"Y2FuaW1hZGFt";
 pub const CACHE: SimDuration = SimDuration::from_secs(1);
 /// `SYNC` waits this long before polling again (torch's `_delay(seconds=1)`).
 pub const SYNC_DELAY: SimDuration = SimDuration::from_secs(1);
+
+/// Whether a step that writes nothing goes into the run's story: FINISH of a join (the
+/// node's round) or a close, and every error. The exit and keep-alive ops finish with
+/// nothing more to do, at every `next_rendezvous` and every timer tick.
+fn ends_op_in_story(op: OpKind, action: Action) -> bool {
+    match action {
+        Action::Finish => matches!(op, OpKind::Join | OpKind::Close),
+        Action::ErrorClosed | Action::ErrorTimeout => true,
+        _ => false,
+    }
+}
 
 /// What a sync's exchange with the store finds: the value now stored, and the value
 /// written with its write, if any.
@@ -62,6 +74,14 @@ pub(super) struct Holder {
     pub(super) skipped_read_mono_us: Option<i64>,
     /// Events to record once the next write lands: a close or a heartbeat.
     pub(super) pending_event: Option<EventKind>,
+    /// The step the next write makes, for the run's story once it lands (a keep-alive only
+    /// when its write removed expired nodes: the trace has each as a heartbeat).
+    pub(super) pending_step: Option<(OpKind, Action, SimInstant)>,
+    /// The nodes the last sync's sanitize removed: the next write that lands removes them
+    /// from the shared state.
+    pub(super) dropped_at_sync: Vec<NodeDesc>,
+    /// The store incarnation this handler's client reached, once the story learned it.
+    pub(super) story_incarnation: Option<u64>,
     /// With the opt-in fix `dead-participant-rejoin`: the round this node last joined and
     /// its participants (the list shared by the nodes that joined the same world).
     pub(super) joined: Option<(u64, Arc<[NodeDesc]>)>,
@@ -121,6 +141,9 @@ impl Holder {
             {
                 continue;
             }
+            if ends_op_in_story(op, action) {
+                self.record_unwritten_step(op, action);
+            }
             match action {
                 Action::Finish => return Ok(()),
                 Action::ErrorClosed => {
@@ -131,7 +154,7 @@ impl Holder {
                 }
                 Action::Sync => time::sleep(SYNC_DELAY).await,
                 _ => {
-                    self.apply_for_write(action, member, now_utc_us);
+                    self.apply_for_write(op, action, member, now_utc_us);
                     if action == Action::RemoveFromRedundancyList && update_deadline {
                         // A redundant node may now take part: it gets a fresh join timeout.
                         deadline_mono_us = deadline_after(now_mono_us, self.settings.join_timeout);
@@ -150,10 +173,10 @@ impl Holder {
         }
     }
 
-    /// Plans a state-changing `action` on this node's copy of the state (where its entries
-    /// are `member`), to be written by the next sync, with the event to record once that
-    /// write lands.
-    fn apply_for_write(&mut self, action: Action, member: Membership, now_utc_us: i64) {
+    /// Plans a state-changing `action` of `op` on this node's copy of the state (where its
+    /// entries are `member`), to be written by the next sync, with the event and the story's
+    /// step to record once that write lands.
+    fn apply_for_write(&mut self, op: OpKind, action: Action, member: Membership, now_utc_us: i64) {
         let base = Arc::clone(self.state());
         let write = PlannedWrite::new(
             base,
@@ -173,7 +196,54 @@ impl Holder {
             Action::KeepAlive => Some(EventKind::Heartbeat { pid: self.env.pid }),
             _ => None,
         };
+        self.pending_step = Some((op, action, time::now_whole_us()));
         self.unwritten = Some(write);
+    }
+
+    /// The story's step of `op` taking `action` at `at` on `state`, the lists made from
+    /// `state` if the story keeps them; `dropped` are the expired nodes the step removed.
+    fn record_step(
+        &mut self,
+        (op, action, at): (OpKind, Action, SimInstant),
+        state: &RendezvousState,
+        dropped: &[NodeDesc],
+    ) {
+        if self.story_incarnation.is_none() {
+            // Asked without waiting (a client stays bound to the incarnation it reached): a
+            // record must not move the simulation.
+            let asked = futures::FutureExt::now_or_never(self.store.incarnation());
+            self.story_incarnation = asked.flatten();
+        }
+        let taker = story::StepTaker {
+            at,
+            node: crate::scenario::node::NodeIndex(self.env.index),
+            pid: self.env.pid,
+            op,
+            action,
+            store_incarnation: self.story_incarnation.unwrap_or(0),
+        };
+        let step = story::step(taker, state, dropped);
+        self.env
+            .record_rendezvous_step(step, || story::lists(state));
+    }
+
+    /// A step that ends the op without writing (FINISH of a join or close, an error), on
+    /// the state it was decided on.
+    fn record_unwritten_step(&mut self, op: OpKind, action: Action) {
+        let state = Arc::clone(self.state());
+        self.record_step((op, action, time::now_whole_us()), &state, &[]);
+    }
+
+    /// The pending step, now that its write landed as `written`; a keep-alive only when
+    /// the write also removed expired nodes.
+    fn record_landed_step(&mut self, written: &RendezvousState) {
+        let Some(pending) = self.pending_step.take() else {
+            return;
+        };
+        let dropped = std::mem::take(&mut self.dropped_at_sync);
+        if pending.1 != Action::KeepAlive || !dropped.is_empty() {
+            self.record_step(pending, written, &dropped);
+        }
     }
 
     /// A join's wait: a routine step sleeps through a quiet window when one is open (true);
@@ -221,6 +291,7 @@ impl Holder {
         };
         let has_set = written.map(|(ours, write)| landed(&bits, &ours, &write, &synced));
         if has_set == Some(true) {
+            self.record_landed_step(&synced.state);
             if let Some(mut event) = self.pending_event.take() {
                 if let EventKind::RendezvousClosed {
                     store_incarnation, ..
@@ -232,12 +303,20 @@ impl Holder {
             }
         } else if has_set == Some(false) {
             self.pending_event = None;
+            self.pending_step = None;
         }
         self.unwritten = None;
         self.last_sync_mono_us = Some(self.env.now_mono_us());
         let now_utc_us = self.env.now_utc_us();
         self.synced = synced.state.clone();
         skipped_beats::apply(&self.env, &mut self.synced, &synced);
+        self.dropped_at_sync = self.drop_dead(&synced, now_utc_us);
+        Ok(has_set)
+    }
+
+    /// Sanitizes the state just read: drops the nodes whose heartbeat expired (by the
+    /// monotonic receipts with `monotonic-heartbeats`) and returns them.
+    fn drop_dead(&mut self, synced: &SharedState, now_utc_us: i64) -> Vec<NodeDesc> {
         if self.settings.has_fix(RendezvousFix::MonotonicHeartbeats) {
             let now_mono_us = self.env.now_mono_us();
             self.receipts.observe(&self.synced, now_mono_us);
@@ -246,14 +325,17 @@ impl Holder {
                 drop_nodes(Arc::make_mut(&mut self.synced), &self.settings, &dead);
                 self.synced.assert_well_formed(&self.settings);
             }
-        } else if synced.may_expire(&self.settings, now_utc_us) {
-            let dead = sanitize(Arc::make_mut(&mut self.synced), &self.settings, now_utc_us);
-            if !dead.is_empty() {
-                // A node died: rare, so the whole state is checked, O(nodes).
-                self.synced.assert_well_formed(&self.settings);
-            }
+            return dead;
         }
-        Ok(has_set)
+        if !synced.may_expire(&self.settings, now_utc_us) {
+            return Vec::new();
+        }
+        let dead = sanitize(Arc::make_mut(&mut self.synced), &self.settings, now_utc_us);
+        if !dead.is_empty() {
+            // A node died: rare, so the whole state is checked, O(nodes).
+            self.synced.assert_well_formed(&self.settings);
+        }
+        dead
     }
 
     /// The exchange with the store: a compare-and-set of this node's state when dirty, else

@@ -1,9 +1,14 @@
 //! What torch's code told the trace (through the host's hooks on its methods), as the
-//! model's agent records the same moments.
+//! model's agent records the same moments; and the rendezvous executor's steps, which go to
+//! the run's story as the model's handler records them.
 
 use super::super::node::Proc;
 use super::super::workers::RoundSeen;
 use crate::scenario::node::NodeIndex;
+use crate::sim_time::SimDuration;
+use crate::trace::story::{
+    ListSizes, Member, RendezvousAction, RendezvousLists, RendezvousOp, RendezvousStep,
+};
 use crate::trace::{EventKind, RendezvousErrorKind, WorkerGroupState};
 use serde_json::Value;
 use std::str::FromStr;
@@ -57,6 +62,7 @@ pub async fn record(proc: &Proc, event: &Value) {
         }
         "worker_group_state" => group_state(proc, &text(event, "state")),
         "agent_restart" => restart(proc, event),
+        "rendezvous_step" => rendezvous_step(proc, event),
         other => panic!(
             "torch's control plane on {}: unknown record {other:?}",
             env.name
@@ -103,6 +109,73 @@ async fn completed(proc: &Proc, event: &Value) {
         crate::agent::rank0::round_completed(env, store_incarnation, round.round, rank0.0);
     }
     proc.state.lock().expect("state lock").round = Some(round);
+}
+
+/// `[[addr, pid], ...]` as list entries; an address that names no node is left out.
+fn members(value: &Value) -> Vec<Member> {
+    let entries = value.as_array().map(Vec::as_slice).unwrap_or_default();
+    entries
+        .iter()
+        .filter_map(|entry| {
+            let node: NodeIndex = entry[0].as_str()?.parse().ok()?;
+            let pid = u32::try_from(entry[1].as_u64()?).ok()?;
+            Some(Member { node, pid })
+        })
+        .collect()
+}
+
+/// One step of torch's rendezvous executor, for the run's story. It is stamped when the
+/// node decided it (`decided_mono_s`, the node's monotonic clock then), as the model's
+/// handler stamps its steps. Nothing here waits: a record must not move the simulation.
+fn rendezvous_step(proc: &Proc, event: &Value) {
+    let env = &proc.env;
+    let (Some(op), Some(action)) = (
+        RendezvousOp::from_name(event["op"].as_str().unwrap_or("")),
+        RendezvousAction::from_torch_name(event["action"].as_str().unwrap_or("")),
+    ) else {
+        panic!(
+            "torch's control plane on {}: a rendezvous step {event}",
+            env.name
+        );
+    };
+    let now = crate::world::time::now_whole_us();
+    let decided_us =
+        crate::sim_time::secs_f64_as_us_f64(event["decided_mono_s"].as_f64().unwrap_or(0.0));
+    let ago_us = (env.now_mono_us() as f64 - decided_us).max(0.0);
+    let at = now.before(SimDuration::from_us_f64_rounded(ago_us));
+    let size =
+        |i: usize| u32::try_from(event["sizes"][i].as_u64().unwrap_or(0)).unwrap_or(u32::MAX);
+    let client = proc
+        .state
+        .lock()
+        .expect("state lock")
+        .rendezvous_store
+        .clone();
+    let step = RendezvousStep {
+        at,
+        node: NodeIndex(env.index),
+        pid: env.pid,
+        op,
+        action,
+        store_incarnation: client
+            .and_then(|c| futures::FutureExt::now_or_never(c.incarnation()).flatten())
+            .unwrap_or(0),
+        round: int(event, "round"),
+        complete: event["complete"].as_bool().unwrap_or(false),
+        closed: event["closed"].as_bool().unwrap_or(false),
+        dropped: members(&event["dropped"]),
+        sizes: ListSizes {
+            participants: size(0),
+            wait_list: size(1),
+            redundancy_list: size(2),
+        },
+        lists: None,
+    };
+    env.record_rendezvous_step(step, || RendezvousLists {
+        participants: members(&event["participants"]),
+        wait_list: members(&event["wait_list"]),
+        redundancy_list: members(&event["redundancy_list"]),
+    });
 }
 
 fn group_state(proc: &Proc, name: &str) {
