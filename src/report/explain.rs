@@ -239,8 +239,13 @@ pub fn rendezvous_lines(story: &Story) -> Vec<String> {
         );
         if let Some(alike) = round.alike {
             let first = alike.last_round + 1 - alike.rounds;
+            let others = if alike.members_varied {
+                ", other nodes taking the same places"
+            } else {
+                ""
+            };
             out.push(format!(
-                "rounds {first}-{} ({} rounds) went as round {} did, until {}",
+                "rounds {first}-{} ({} rounds) went as round {} did{others}, until {}",
                 alike.last_round,
                 alike.rounds,
                 round.round,

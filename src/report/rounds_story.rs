@@ -44,6 +44,9 @@ pub struct Alike {
     /// The last of them, and the moment of its last step.
     pub last_round: u64,
     pub last_at: SimInstant,
+    /// Whether their participants, redundant or dropped nodes were others than the told
+    /// round's (a restart loop that leaves a different node out each round).
+    pub members_varied: bool,
 }
 
 /// One round of one store incarnation's rendezvous.
@@ -282,9 +285,9 @@ struct Shape {
     store_incarnation: u64,
     completed: bool,
     closed: bool,
-    participants: BTreeSet<NodeIndex>,
-    redundant: BTreeSet<NodeIndex>,
-    dropped: BTreeSet<NodeIndex>,
+    participants: usize,
+    redundant: usize,
+    dropped: usize,
     waited: usize,
     steps: BTreeMap<(RendezvousOp, RendezvousAction), usize>,
     lists_left_out: bool,
@@ -303,26 +306,39 @@ fn shape(round: &RoundTold<'_>) -> Shape {
         store_incarnation: round.store_incarnation,
         completed: round.completed_at.is_some(),
         closed: round.closed_at.is_some(),
-        participants: nodes(&round.participants),
-        redundant: nodes(&round.redundant),
-        dropped: nodes(&round.dropped),
+        participants: round.participants.len(),
+        redundant: round.redundant.len(),
+        dropped: round.dropped.len(),
         waited: round.waited.len(),
         steps,
         lists_left_out: round.lists_left_out,
     }
 }
 
+/// The nodes a round's lists name, for telling whether folded rounds had other members.
+fn members(round: &RoundTold<'_>) -> [BTreeSet<NodeIndex>; 3] {
+    [
+        nodes(&round.participants),
+        nodes(&round.redundant),
+        nodes(&round.dropped),
+    ]
+}
+
 /// Adds `round`, folded into the round told last when it is that round's successor (or
-/// the successor of the last round folded into it) and went the same way.
+/// the successor of the last round folded into it) and went the same way: as many nodes in
+/// each list and the same steps, whichever nodes they were.
 fn push_folded<'a>(told: &mut Vec<RoundTold<'a>>, round: RoundTold<'a>) {
     if let Some(last) = told.last_mut() {
         let next = last.alike.map_or(last.round, |a| a.last_round) + 1;
         if round.round == next && shape(last) == shape(&round) {
             let rounds = last.alike.map_or(0, |a| a.rounds) + 1;
+            let varied =
+                last.alike.is_some_and(|a| a.members_varied) || members(last) != members(&round);
             last.alike = Some(Alike {
                 rounds,
                 last_round: round.round,
                 last_at: round.last_at,
+                members_varied: varied,
             });
             return;
         }
