@@ -31,6 +31,19 @@ pub struct AssignedRanks {
     pub role_world_size: u64,
 }
 
+/// The ranks every agent computes for itself when its workers are identical
+/// (`TORCH_ELASTIC_WORKER_IDENTICAL=1`): no store round trip, so no member can hold it up.
+pub fn identical_ranks(info: &RendezvousInfo, local_world_size: u64) -> AssignedRanks {
+    let world_size = u64::from(info.world_size) * local_world_size;
+    let base = u64::from(info.rank) * local_world_size;
+    AssignedRanks {
+        base_global_rank: base,
+        world_size,
+        base_role_rank: base,
+        role_world_size: world_size,
+    }
+}
+
 /// Runs the exchange for this agent in the round `info`; `prefix` is the round's store
 /// prefix (`torch.rendezvous.<run_id>.<round>/`).
 pub async fn exchange_ranks(

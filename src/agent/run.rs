@@ -8,7 +8,8 @@ use super::policy::{
     WorkerGroupState,
 };
 use super::rank_exchange::{
-    exchange_ranks, group_restart_count_max, publish_restart_count, AssignedRanks, DEFAULT_ROLE,
+    exchange_ranks, group_restart_count_max, identical_ranks, publish_restart_count, AssignedRanks,
+    DEFAULT_ROLE,
 };
 use crate::job::bootstrap::WorkerBootstrap;
 use crate::job::{self, GroupPlan, WorkerStatus};
@@ -420,7 +421,11 @@ async fn initialize_workers(
         publish_restart_count(store, &prefix, &info, policy.restart_count()).await?;
     }
     let local_world_size = env.scenario().agent.nproc_per_node;
-    let ranks = exchange_ranks(store, &prefix, &info, u64::from(local_world_size)).await?;
+    let ranks = if env.scenario().agent.worker_identical {
+        identical_ranks(&info, u64::from(local_world_size))
+    } else {
+        exchange_ranks(store, &prefix, &info, u64::from(local_world_size)).await?
+    };
     if shared {
         policy.adopt_group_count(group_restart_count_max(store, &prefix, &info).await?);
     }

@@ -336,6 +336,7 @@ pub fn agent(raw: &Option<RawAgent>, cluster: &Cluster) -> Check<AgentConfig> {
             0..=STEP_TIME_US_MAX,
         )?,
         share_store: a.share_store.unwrap_or(true),
+        worker_identical: a.worker_identical.unwrap_or(false),
         fixes: fixes(&p.key("fixes"), a.fixes.as_deref().unwrap_or(&[]))?,
         relaunch: a.relaunch.unwrap_or_default(),
         relaunch_delay: duration_or(

@@ -66,6 +66,8 @@ pub fn to_raw(s: &Scenario) -> RawScenario {
             relaunch_delay: Some(Duration::of_span(s.agent.relaunch_delay)),
             relaunch_max: Some(s.agent.relaunch_max),
             share_store: Some(s.agent.share_store),
+            // Written only when on, so files without it read back as they were written.
+            worker_identical: s.agent.worker_identical.then_some(true),
             fixes: Some(names(&s.agent.fixes)),
         }),
         job: Some(job(&s.job)),

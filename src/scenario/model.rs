@@ -126,6 +126,9 @@ pub struct AgentConfig {
     /// torch's TCPStore sharing: the rank-0 agent hosts the workers' store and publishes
     /// its address; `false` is `TORCH_DISABLE_SHARE_RDZV_TCP_STORE=1`.
     pub share_store: bool,
+    /// `TORCH_ELASTIC_WORKER_IDENTICAL=1`: every agent computes its workers' ranks from its
+    /// group rank and `nproc_per_node`, with no role-info exchange through the store.
+    pub worker_identical: bool,
     /// Opt-in named deviations from torch's agent behaviour.
     pub fixes: Vec<crate::fixes::AgentFix>,
     /// What relaunches torchrun on a node when its agent process exits by itself (a

@@ -124,6 +124,7 @@ pub struct RawAgent {
     pub relaunch_delay: Option<Duration>,
     pub relaunch_max: Option<u32>,
     pub share_store: Option<bool>,
+    pub worker_identical: Option<bool>,
     pub fixes: Option<Vec<String>>,
 }
 

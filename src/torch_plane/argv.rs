@@ -85,6 +85,9 @@ pub fn run_env(scenario: &Scenario) -> BTreeMap<String, String> {
         "TORCH_DISABLE_SHARE_RDZV_TCP_STORE".to_owned(),
         if scenario.agent.share_store { "0" } else { "1" }.to_owned(),
     );
+    if scenario.agent.worker_identical {
+        env.insert("TORCH_ELASTIC_WORKER_IDENTICAL".to_owned(), "1".to_owned());
+    }
     env
 }
 
