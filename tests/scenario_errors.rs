@@ -123,6 +123,8 @@ fn over_a_bound() {
     assert_at(&e, 3, 9, "cluster.nodes", "at most 4096");
     let e = error("name = \"x\"\n[rendezvous]\ncas_backoff_max = \"25h\"\n");
     assert_at(&e, 3, 19, "rendezvous.cas_backoff_max", "at most");
+    let e = error("name = \"x\"\n[rendezvous]\nread_timeout = \"0s\"\n");
+    assert_at(&e, 3, 16, "rendezvous.read_timeout", "at least");
     let e = error("name = \"x\"\n[cluster]\ntcp_retries2 = 61\n");
     assert_at(&e, 3, 16, "cluster.tcp_retries2", "at most 60");
     let e = error("name = \"x\"\n[cluster]\nstore_cost_scale = 101.0\n");

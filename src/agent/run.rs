@@ -17,7 +17,7 @@ use crate::mutant::Mutants;
 use crate::rendezvous::handler::{RendezvousError, RendezvousHandler, RendezvousInfo};
 use crate::rendezvous::settings::RendezvousSettings;
 use crate::sim_time::{span_between_readings, SimDuration, SimInstant};
-use crate::store::service::{StoreClient, READ_TIMEOUT};
+use crate::store::service::StoreClient;
 use crate::trace::{AgentState, EventKind, ExitReason};
 use crate::world::quiet::Settle;
 use crate::world::wake::Wake;
@@ -44,7 +44,8 @@ pub fn settings_of(env: &NodeEnv) -> RendezvousSettings {
 pub async fn agent_process(env: NodeEnv, mutants: Arc<Mutants>) -> AgentExit {
     let settings = settings_with_mutants(&env, &mutants);
     // `create_backend` makes the one TCPStore client the whole agent process uses.
-    let store = match StoreClient::connect(env.store_addr(), READ_TIMEOUT).await {
+    let read_timeout = env.scenario().rendezvous.read_timeout;
+    let store = match StoreClient::connect(env.store_addr(), read_timeout).await {
         Ok(store) => store,
         Err(e) => {
             return AgentExit {

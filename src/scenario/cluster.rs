@@ -260,6 +260,12 @@ pub fn rendezvous(raw: &Option<RawRendezvous>, cluster: &Cluster) -> Check<Rende
             SimDuration::ZERO,
             0..=TIMEOUT_US_MAX,
         )?,
+        read_timeout: duration_or(
+            &p.key("read_timeout"),
+            r.read_timeout,
+            crate::store::service::READ_TIMEOUT,
+            1_000_000..=TIMEOUT_US_MAX,
+        )?,
         fixes: fixes(&p.key("fixes"), r.fixes.as_deref().unwrap_or(&[]))?
             .into_iter()
             .collect(),

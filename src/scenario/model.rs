@@ -269,6 +269,9 @@ pub struct RendezvousConfig {
     pub keep_alive_interval: SimDuration,
     pub keep_alive_max_attempt: u32,
     pub cas_backoff_max: SimDuration,
+    /// The c10d backend's `read_timeout` (`--rdzv-conf read_timeout=N`, 60 s by default): the
+    /// rendezvous store client's timeout, for its connect and for every blocking read.
+    pub read_timeout: SimDuration,
     /// Opt-in named deviations from torch; empty reproduces torch exactly.
     pub fixes: std::collections::BTreeSet<crate::fixes::RendezvousFix>,
 }

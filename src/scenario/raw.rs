@@ -107,6 +107,7 @@ pub struct RawRendezvous {
     pub keep_alive_interval: Option<Duration>,
     pub keep_alive_max_attempt: Option<u32>,
     pub cas_backoff_max: Option<Duration>,
+    pub read_timeout: Option<Duration>,
     pub fixes: Option<Vec<String>>,
 }
 

@@ -180,6 +180,8 @@ fn defaults_are_torchs_and_the_contracts() {
     );
     // torch's cas_backoff_max_seconds defaults to 0: no backoff.
     assert_eq!(r.cas_backoff_max, SimDuration::ZERO);
+    // The c10d backend's read_timeout defaults to TCPStore's 60 s.
+    assert_eq!(r.read_timeout, us(60_000_000));
     let a = &s.agent;
     assert_eq!(
         (
@@ -539,6 +541,8 @@ fn scenario() -> impl Strategy<Value = Scenario> {
                 s.rendezvous.min_nodes = min_nodes;
                 s.rendezvous.max_nodes = min_nodes + extra;
                 s.rendezvous.cas_backoff_max = us(if flag { 1_500_000 } else { 0 });
+                s.rendezvous.read_timeout = us(if flag { 20_000_000 } else { 60_000_000 });
+                s.agent.worker_identical = flag;
                 s.agent.nproc_per_node = gpus;
                 if flag {
                     s.agent.fixes = vec![crate::fixes::AgentFix::SharedRestartCount];

@@ -39,6 +39,7 @@ pub fn torchrun_args(scenario: &Scenario, index: u32) -> Result<Vec<String>, Str
         ("close_timeout", rdzv.close_timeout),
         ("heartbeat_timeout", rdzv.heartbeat_timeout),
         ("keep_alive_interval", rdzv.keep_alive_interval),
+        ("read_timeout", rdzv.read_timeout),
     ];
     let mut conf = spans
         .into_iter()
