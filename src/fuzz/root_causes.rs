@@ -49,6 +49,31 @@ pub fn root_causes(summary: &Summary) -> Vec<RootCause> {
     groups
 }
 
+/// The signatures [`root_causes`] groups under `cause`, in the summary's order.
+pub fn signatures_of<'a>(summary: &'a Summary, cause: &str) -> Vec<&'a SignatureEntry> {
+    summary
+        .signatures
+        .iter()
+        .filter(|e| cause_of(e).0 == cause)
+        .collect()
+}
+
+/// A root cause's representative: its signature with the most cases (the earliest first
+/// case among equals) that has a repro file.
+pub fn representative<'a>(summary: &'a Summary, cause: &str) -> Option<&'a SignatureEntry> {
+    signatures_of(summary, cause)
+        .into_iter()
+        .filter(|e| e.repro.is_some())
+        .min_by_key(|e| (std::cmp::Reverse(e.count), e.first_case))
+}
+
+impl RootCause {
+    /// Whether no known fix removes the cause's findings.
+    pub fn is_new(&self) -> bool {
+        self.issue.is_none()
+    }
+}
+
 /// The root causes as the campaign's text shows them first.
 pub fn render_root_causes(summary: &Summary) -> String {
     let groups = root_causes(summary);
