@@ -38,24 +38,45 @@ WORKER = os.path.join(HERE, "worker.py")
 NPROC_CAP = 2
 # No run lasts longer than this, whatever its `time_limit`.
 HARD_CAP_S = 300.0
-# Faults the real machine cannot apply.
+# Why a fault or setting cannot run on this machine: the same sentences as
+# src/conform/localhost.rs (a test holds them together), so `trainsim conform` and
+# `trainsim fuzz --confirm` can refuse without starting Python.
+PARTITION = ("a network partition is not yet made on localhost: every node is a process on this "
+             "one machine, and cutting the links between their loopback addresses needs root "
+             "(iptables)")
+CLOGGED_LINK = ("a clogged link is not yet made on localhost: dropping one direction of the "
+                "traffic between two loopback addresses needs root (iptables)")
+POWER_OFF = ("a power-off is not yet made on localhost: a process killed on a live kernel has its "
+             "connections reset, where a host that vanishes leaves its peers in silence")
+LATENCY_LOSS = ("network latency and loss are not yet made on localhost: changing them on the "
+                "loopback interface needs root (tc netem)")
+CLOCK_SKEW = ("clock skew is not yet made on localhost: every node reads this machine's one wall "
+              "clock")
+GPU = "GPU faults cannot be made on localhost: the workers run on the CPU"
 UNSUPPORTED = {
-    "partition": "network partitions need separate hosts",
-    "heal": "network partitions need separate hosts",
-    "clog_link": "per-link loss needs separate hosts",
-    "unclog_link": "per-link loss needs separate hosts",
-    "latency": "loopback latency cannot be changed without root",
-    "loss": "loopback loss cannot be changed without root",
-    "clock_skew": "the nodes share one wall clock",
-    "gpu_slow": "workers run on the CPU",
-    "gpu_fail": "workers run on the CPU",
-    "power_off": "a process cannot vanish without its kernel resetting its connections",
+    "partition": PARTITION,
+    "heal": PARTITION,
+    "clog_link": CLOGGED_LINK,
+    "unclog_link": CLOGGED_LINK,
+    "latency": LATENCY_LOSS,
+    "loss": LATENCY_LOSS,
+    "clock_skew": CLOCK_SKEW,
+    "gpu_slow": GPU,
+    "gpu_fail": GPU,
+    "power_off": POWER_OFF,
 }
 UNITS = {"us": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0, "h": 3600.0}
 
 
 class Refused(Exception):
-    """The scenario cannot run on the real torch (exit code 2)."""
+    """The scenario cannot run on the real torch (exit code 2); each argument is one reason."""
+
+
+def secs_text(value):
+    """Seconds to the millisecond as trainsim writes them (`23.162 s`, `11 s`)."""
+    ms = int(round(value * 1000))
+    text = f"{ms // 1000}.{ms % 1000:03d}".rstrip("0").rstrip(".")
+    return f"{text} s"
 
 
 def seconds(text, field):
@@ -71,10 +92,10 @@ def seconds(text, field):
     raise Refused(f"{field}: '{text}' is not a duration")
 
 
-def whole_seconds(text, field):
+def whole_seconds(text, field, problems):
     value = seconds(text, field)
     if value != int(value) or value < 1:
-        raise Refused(f"{field}: torch reads it as whole seconds; '{text}' is not")
+        problems.append(f"{field}: torch reads it as whole seconds; {secs_text(value)} is not")
     return int(value)
 
 
@@ -98,23 +119,29 @@ def load_plan(path):
     agent = doc.get("agent", {})
     job = doc.get("job", {})
     net = doc.get("network", {})
+    problems = []  # every reason to refuse, in file order, as "field: why"
     if cluster.get("clock_skew"):
-        raise Refused("cluster.clock_skew: the nodes share one wall clock")
+        problems.append(f"cluster.clock_skew: {CLOCK_SKEW}")
     if float(net.get("loss", 0.0)) > 0:
-        raise Refused("network.loss: loopback loss cannot be changed without root")
+        problems.append(f"network.loss: {LATENCY_LOSS}")
     if "reader" in doc:
-        raise Refused("[reader]: the driver runs no HugeCTR reader")
+        problems.append("[reader]: the driver runs no HugeCTR reader")
     fixes = list(rdzv.get("fixes", [])) + list(agent.get("fixes", []))
     if fixes:
-        raise Refused(
-            f"fixes {fixes}: real torch has no fixes; run the unfixed twin instead"
-        )
+        problems.append(f"fixes {fixes}: real torch has no fixes; run the unfixed twin instead")
     if job.get("backend", "nccl") != "gloo":
-        raise Refused("job.backend: the workers use gloo on the CPU; set backend = \"gloo\"")
+        problems.append("job.backend: the workers use gloo on the CPU; set backend = \"gloo\"")
     nodes = int(cluster.get("nodes", 3))
     spares = int(cluster.get("spare_nodes", 0))
     gpus = int(cluster.get("gpus_per_node", 8))
     store = cluster.get("store", "node-0")
+    if nodes + spares > 200:
+        problems.append("cluster: more than 200 nodes on one machine")
+    timeouts = {}
+    for key, default in (("join_timeout", "600s"), ("last_call_timeout", "30s"),
+                         ("close_timeout", "30s"), ("heartbeat_timeout", "5s"),
+                         ("keep_alive_interval", "5s")):
+        timeouts[key] = whole_seconds(rdzv.get(key, default), f"rendezvous.{key}", problems)
     plan = {
         "name": doc.get("name", os.path.basename(path)),
         "nodes": nodes,
@@ -123,17 +150,7 @@ def load_plan(path):
         "store_node": None if store == "dedicated" else node_index(store, "cluster.store"),
         "min_nodes": int(rdzv.get("min_nodes", 1)),
         "max_nodes": int(rdzv.get("max_nodes", nodes)),
-        "join_timeout": whole_seconds(rdzv.get("join_timeout", "600s"), "rendezvous.join_timeout"),
-        "last_call_timeout": whole_seconds(
-            rdzv.get("last_call_timeout", "30s"), "rendezvous.last_call_timeout"
-        ),
-        "close_timeout": whole_seconds(rdzv.get("close_timeout", "30s"), "rendezvous.close_timeout"),
-        "heartbeat_timeout": whole_seconds(
-            rdzv.get("heartbeat_timeout", "5s"), "rendezvous.heartbeat_timeout"
-        ),
-        "keep_alive_interval": whole_seconds(
-            rdzv.get("keep_alive_interval", "5s"), "rendezvous.keep_alive_interval"
-        ),
+        **timeouts,
         "keep_alive_max_attempt": int(rdzv.get("keep_alive_max_attempt", 3)),
         "nproc_per_node": min(int(agent.get("nproc_per_node", gpus)), NPROC_CAP),
         "max_restarts": int(agent.get("max_restarts", 0)),
@@ -148,29 +165,31 @@ def load_plan(path):
     }
     if "exit_barrier_timeout" in agent:
         plan["exit_barrier_timeout"] = seconds(agent["exit_barrier_timeout"], "agent.exit_barrier_timeout")
-    if nodes + spares > 200:
-        raise Refused("cluster: more than 200 nodes on one machine")
     for i, fault in enumerate(doc.get("faults", [])):
-        field = f"faults[{i}]"
         kind = fault.get("kind")
+        at = seconds(fault.get("at", "0s"), f"faults[{i}].at")
+        field = f"faults[{i}] ({kind} at {secs_text(at)})"
         if kind in UNSUPPORTED:
-            raise Refused(f"{field}.kind: '{kind}' cannot run on the real machine: {UNSUPPORTED[kind]}")
-        entry = {"at": seconds(fault.get("at", "0s"), f"{field}.at"), "kind": kind}
+            problems.append(f"{field}: {UNSUPPORTED[kind]}")
+            continue
+        entry = {"at": at, "kind": kind}
         if kind in ("kill", "stop", "restart", "start", "pause", "resume", "worker_crash"):
-            entry["node"] = node_index(fault.get("node"), f"{field}.node")
+            entry["node"] = node_index(fault.get("node"), f"faults[{i}].node")
         if kind == "worker_crash":
             entry["local_rank"] = int(fault.get("local_rank", 0))
             entry["exit_code"] = int(fault.get("exit_code", 1))
             if entry["local_rank"] >= plan["nproc_per_node"]:
-                raise Refused(
-                    f"{field}.local_rank: the driver runs {plan['nproc_per_node']} workers per node"
+                problems.append(
+                    f"{field}: the driver runs {plan['nproc_per_node']} workers per node"
                 )
         elif kind == "store_crash":
             if store != "dedicated":
-                raise Refused(f"{field}: store_crash needs cluster.store = \"dedicated\"")
+                problems.append(f"{field}: store_crash needs cluster.store = \"dedicated\"")
         elif kind not in ("kill", "stop", "restart", "start", "pause", "resume"):
-            raise Refused(f"{field}.kind: unknown fault kind '{kind}'")
+            problems.append(f"faults[{i}].kind: unknown fault kind '{kind}'")
         plan["faults"].append(entry)
+    if problems:
+        raise Refused(*problems)
     plan["faults"].sort(key=lambda f: f["at"])
     return plan
 
@@ -416,6 +435,11 @@ class Run:
         self.events.close()
 
 
+def print_refusal(path, refused):
+    for reason in refused.args:
+        print(f"error: {path}: {reason}", file=sys.stderr)
+
+
 def interrupted(signum, frame):
     raise KeyboardInterrupt(f"signal {signum}")
 
@@ -424,7 +448,7 @@ def cmd_run(args):
     try:
         plan = load_plan(args.scenario)
     except Refused as e:
-        print(f"error: {args.scenario}: {e}", file=sys.stderr)
+        print_refusal(args.scenario, e)
         return 2
     python = args.python or sys.executable
     os.makedirs(args.out, exist_ok=True)
@@ -469,7 +493,7 @@ def main(argv=None):
         try:
             load_plan(args.scenario)
         except Refused as e:
-            print(f"error: {args.scenario}: {e}", file=sys.stderr)
+            print_refusal(args.scenario, e)
             return 2
         return 0
     print(json.dumps(signature.parse_dir(args.dir), sort_keys=True))

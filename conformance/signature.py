@@ -13,6 +13,12 @@ one output file per agent process (`agent-node-N-K.log`) and the workers' JSON l
   (`SUCCEEDED`, `FAILED`, `STOPPED`, `KILLED`, `RUNNING`), its exit code and the restarts
   its agents counted ("Worker group FAILED. n/m attempts left; will restart worker group").
 - `finished`: some worker logged finishing the job's last step.
+- `observed`: the invariants the join lines themselves show violated (see
+  `observed_violations`); not part of what `trainsim conform` compares, but what `trainsim
+  fuzz --confirm` asks a real run to show.
+
+Consecutive rounds of the same world size and members are one entry with `repeated` (see
+`collapse_repeats`), as the simulator side collapses them.
 
 Standard library only, so the tests run it with any Python 3.
 """
@@ -99,20 +105,58 @@ def incarnation_starts(events, plan):
     return [e["t"] for e in events if e["event"] == "agent_started" and e["node"] == host]
 
 
+def round_key(join, starts):
+    """A join's round: its store incarnation and its number."""
+    incarnation = sum(1 for s in starts if s <= join["t"] + 0.01)
+    return (incarnation, join["round"])
+
+
 def build_rounds(joins, starts):
     rounds = {}
     for j in joins:
-        incarnation = sum(1 for s in starts if s <= j["t"] + 0.01)
-        key = (incarnation, j["round"])
+        key = round_key(j, starts)
         r = rounds.setdefault(key, {"first": j["t"], "world_size": 0, "members": set()})
         r["first"] = min(r["first"], j["t"])
         r["world_size"] = max(r["world_size"], j["world_size"])
         r["members"].add(j["node"])
     ordered = sorted(rounds.items(), key=lambda kv: (kv[1]["first"], kv[0]))
-    return [
+    return collapse_repeats([
         {"world_size": r["world_size"], "members": sorted(r["members"], key=node_key)}
         for _, r in ordered
-    ]
+    ])
+
+
+def collapse_repeats(rounds):
+    """Consecutive rounds of the same world size and members as one entry, `repeated` when it
+    came two or more times in a row (how many times is left out, so two restart loops of
+    different lengths compare equal). As `collapse_repeats` in src/conform/signature.rs."""
+    out = []
+    for r in rounds:
+        if out and (out[-1]["world_size"], out[-1]["members"]) == (r["world_size"], r["members"]):
+            out[-1]["repeated"] = True
+        else:
+            out.append(dict(r, repeated=bool(r.get("repeated", False))))
+    return out
+
+
+def observed_violations(joins, starts, plan):
+    """The invariants the agents' own join lines show violated, sorted:
+    `rendezvous.agreement` when two nodes report one round (incarnation and number) with
+    different world sizes or the same rank, or a node reports a rank outside its world;
+    `rendezvous.bounds` when a node reports a world outside min_nodes..max_nodes."""
+    found = set()
+    by_round = {}
+    for j in joins:
+        by_round.setdefault(round_key(j, starts), []).append(j)
+        if not 0 <= j["rank"] < j["world_size"]:
+            found.add("rendezvous.agreement")
+        if not plan["min_nodes"] <= j["world_size"] <= plan["max_nodes"]:
+            found.add("rendezvous.bounds")
+    for same in by_round.values():
+        ranks = [j["rank"] for j in same]
+        if len({j["world_size"] for j in same}) > 1 or len(set(ranks)) < len(ranks):
+            found.add("rendezvous.agreement")
+    return sorted(found)
 
 
 def final_state(last, log, end_t):
@@ -165,8 +209,10 @@ def parse_dir(run_dir):
         entry = nodes.setdefault(node, {"restarts": 0})
         entry["restarts"] += log["restarts"]
         entry["final_state"], entry["exit_code"] = final_state(info, log, end_t)
+    starts = incarnation_starts(events, plan)
     return {
-        "rounds": build_rounds(joins, incarnation_starts(events, plan)),
+        "rounds": build_rounds(joins, starts),
         "nodes": {k: nodes[k] for k in sorted(nodes, key=node_key)},
         "finished": job_finished(run_dir, plan["steps"]),
+        "observed": observed_violations(joins, starts, plan),
     }

@@ -110,6 +110,74 @@ fn the_driver_refuses_what_the_machine_cannot_do() {
     assert!(stderr.contains("backend"), "{stderr}");
 }
 
+/// Every fault localhost cannot make, one per line, as trainsim and the driver both word it.
+const UNRUNNABLE: &str =
+    "[[faults]]\nat = \"5s\"\nkind = \"partition\"\ngroups = [[\"node-0\"], [\"node-1\"]]\n\
+    [[faults]]\nat = \"6s\"\nkind = \"kill\"\nnode = \"node-1\"\n\
+    [[faults]]\nat = \"7s\"\nkind = \"heal\"\n\
+    [[faults]]\nat = \"8s\"\nkind = \"clog_link\"\nfrom = \"node-0\"\nto = \"node-1\"\n\
+    [[faults]]\nat = \"9s\"\nkind = \"unclog_link\"\nfrom = \"node-0\"\nto = \"node-1\"\n\
+    [[faults]]\nat = \"10s\"\nkind = \"power_off\"\nnode = \"node-0\"\n\
+    [[faults]]\nat = \"11s\"\nkind = \"latency\"\nlatency = [\"1ms\", \"2ms\"]\n\
+    [[faults]]\nat = \"12s\"\nkind = \"loss\"\nprobability = 0.1\n\
+    [[faults]]\nat = \"13500ms\"\nkind = \"clock_skew\"\nnode = \"node-1\"\noffset = \"3s\"\n\
+    [[faults]]\nat = \"14s\"\nkind = \"gpu_fail\"\nnode = \"node-1\"\ngpu = 0\n";
+
+/// trainsim (which refuses without starting Python) and the driver refuse the same faults
+/// with the same sentences, in the same order.
+#[test]
+fn trainsim_and_the_driver_refuse_the_same_faults_with_the_same_words() {
+    let toml = format!("{BASE}[network]\nloss = 0.01\n{UNRUNNABLE}");
+    let scenario = trainsim::scenario::parse(&toml, "x.toml").expect("a valid scenario");
+    let ours: Vec<String> = trainsim::conform::localhost::refusals(&scenario)
+        .iter()
+        .map(ToString::to_string)
+        .collect();
+    assert_eq!(ours.len(), 10, "{ours:#?}");
+    assert!(
+        ours[0].starts_with("network.loss: network latency and loss"),
+        "{ours:#?}"
+    );
+    assert!(
+        ours[1].starts_with("faults[0] (partition at 5 s): a network partition"),
+        "{ours:#?}"
+    );
+    assert!(ours.iter().all(|r| !r.contains("(kill at")), "{ours:#?}");
+    let (code, stderr) = driver_check(&toml);
+    assert_eq!(code, 2, "{stderr}");
+    let theirs: Vec<String> = stderr
+        .lines()
+        .map(|l| l.split_once(".toml: ").map_or(l, |(_, why)| why).to_owned())
+        .collect();
+    assert_eq!(theirs, ours);
+}
+
+/// A fuzz repro (NCCL, a partition) is refused fault by fault before torch is asked for.
+#[test]
+fn conform_names_each_fault_it_cannot_make_without_asking_for_torch() {
+    let dir = std::env::temp_dir().join(format!("trainsim-conform-refuse-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    let file = dir.join("repro.toml");
+    let toml = "name = \"r\"\n[cluster]\nnodes = 3\n[[faults]]\nat = \"23162ms\"\nkind = \"partition\"\n\
+        groups = [[\"node-0\", \"node-1\"], [\"node-2\"]]\n[[faults]]\nat = \"30s\"\nkind = \"kill\"\n\
+        node = \"node-1\"\n[[faults]]\nat = \"68174ms\"\nkind = \"heal\"\n";
+    std::fs::write(&file, toml).expect("write");
+    let path = file.to_str().expect("utf-8");
+    let (code, stderr) = trainsim(&["conform", path, "--python", "/nonexistent/python"]);
+    let _ = std::fs::remove_dir_all(&dir);
+    assert_eq!(code, 2, "{stderr}");
+    let partition = trainsim::conform::localhost::PARTITION;
+    let lines: Vec<&str> = stderr.lines().collect();
+    assert_eq!(
+        lines,
+        vec![
+            format!("error: {path}: cannot run on torch: faults[0] (partition at 23.162 s): {partition}"),
+            format!("error: {path}: cannot run on torch: faults[2] (heal at 68.174 s): {partition}"),
+        ],
+        "{stderr}"
+    );
+}
+
 /// The conformance suite's files are valid scenarios whose expectations the simulator
 /// meets (the expectations state what the real torchrun did).
 #[test]

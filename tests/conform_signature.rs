@@ -106,3 +106,74 @@ fn all_start_succeeds_in_one_round() {
         .all(|n| n.final_state == "SUCCEEDED" && n.exit_code == Some(0)));
     assert!(s.finished);
 }
+
+/// Runs `code` (which may `import signature`) under python3 and returns its stdout.
+fn python(code: &str) -> String {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("conformance");
+    let output = Command::new("python3")
+        .arg("-c")
+        .arg(code)
+        .current_dir(&dir)
+        .output()
+        .expect("python3 runs");
+    assert!(
+        output.status.success(),
+        "python3 -c failed: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    String::from_utf8(output.stdout).expect("UTF-8")
+}
+
+/// Both sides collapse a restart loop the same way: `signature.py`'s `collapse_repeats`
+/// gives, for the same rounds, exactly what the simulator side's does.
+#[test]
+fn the_real_side_collapses_repeated_rounds_as_the_simulator_side_does() {
+    use trainsim::conform::signature::{collapse_repeats, RoundSig};
+    let sequences: [&[u32]; 5] = [
+        &[3, 2, 2, 2],
+        &[3, 2, 2, 2, 2, 2, 2],
+        &[2, 2, 3, 2, 2],
+        &[3],
+        &[],
+    ];
+    for sizes in sequences {
+        let rounds: Vec<RoundSig> = sizes
+            .iter()
+            .map(|&w| RoundSig {
+                world_size: w,
+                members: (0..w).map(|i| format!("node-{i}")).collect(),
+                repeated: false,
+            })
+            .collect();
+        let input = serde_json::to_string(&rounds).expect("rounds serialize");
+        let printed = python(&format!(
+            "import json, signature\nprint(json.dumps(signature.collapse_repeats(json.loads('{input}'))))"
+        ));
+        let real: Vec<RoundSig> = serde_json::from_str(printed.trim()).expect("rounds");
+        assert_eq!(real, collapse_repeats(rounds), "{sizes:?}");
+    }
+}
+
+/// The join lines show a split round (two world sizes, a rank outside its world) and a world
+/// below `min_nodes`; a clean round shows nothing.
+#[test]
+fn the_join_lines_show_agreement_and_bounds_violations() {
+    let code = "import json, signature\n\
+        plan = {'min_nodes': 2, 'max_nodes': 4}\n\
+        def j(t, node, rnd, rank, size):\n\
+        \x20   return {'t': t, 'node': node, 'round': rnd, 'rank': rank, 'world_size': size}\n\
+        clean = [j(1, 'node-0', 0, 0, 2), j(1, 'node-1', 0, 1, 2)]\n\
+        split = [j(1, 'node-0', 0, 0, 3), j(1, 'node-1', 0, 1, 3), j(1, 'node-2', 0, 2, 2)]\n\
+        alone = [j(1, 'node-0', 0, 0, 1)]\n\
+        for joins in (clean, split, alone):\n\
+        \x20   print(json.dumps(signature.observed_violations(joins, [0], plan)))\n";
+    let lines: Vec<String> = python(code).lines().map(str::to_owned).collect();
+    assert_eq!(
+        lines,
+        vec![
+            "[]",
+            "[\"rendezvous.agreement\"]",
+            "[\"rendezvous.bounds\"]"
+        ]
+    );
+}

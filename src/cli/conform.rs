@@ -1,11 +1,14 @@
 //! `trainsim conform FILE... --python PATH`: runs each scenario on real torchrun (through
 //! `conformance/driver.py`) and over seeds in the simulator, and compares their signatures.
+//! Both sides run the file as this machine can (`conform::confirm::prepare`): a file it
+//! cannot run is named fault by fault before Python starts, and the others still run.
 //!
 //! Exit codes: 0 every compared file agrees, 1 a disagreement, 2 bad input (an unreadable
 //! scenario, a file the real machine cannot run, no torch at PATH, a failed driver).
 
 use super::run::{parse_seed_range, SeedRange};
 use crate::conform::compare::Distribution;
+use crate::conform::confirm::{self, CannotRun};
 use crate::conform::real::{self, TorchInfo};
 use crate::conform::{self, FileReport};
 use crate::scenario::{self, Scenario};
@@ -16,10 +19,11 @@ use std::path::{Path, PathBuf};
 /// Arguments of `trainsim conform`.
 #[derive(Debug, clap::Args)]
 #[command(
-    after_help = "Examples:\n  conformance/setup    # prints the --python path\n  trainsim conform conformance/scenarios/*.toml --python ~/.cache/trainsim/torch/bin/python\n  trainsim conform conformance/scenarios/sigterm.toml --python PY --runs 5 --json conform.json"
+    after_help = "Examples:\n  conformance/setup    # prints the --python path\n  trainsim conform conformance/scenarios/*.toml --python ~/.cache/trainsim/torch/bin/python\n  trainsim conform conformance/scenarios/sigterm.toml --python PY --runs 5 --json conform.json\n  trainsim conform findings/repro/fuzz-rendezvous-seed2-case45.toml --python PY   # a fuzz repro"
 )]
 pub struct ConformArgs {
-    /// Scenario files (TOML) with `[job] backend = "gloo"`.
+    /// Scenario files (TOML): the conformance suite's, or fuzz repros. A file asking for
+    /// NCCL runs with gloo when the model's verdict is the same on both backends.
     #[arg(required = true, value_name = "FILE")]
     pub files: Vec<PathBuf>,
     /// The Python interpreter with torch (`conformance/setup` prints it).
@@ -58,6 +62,15 @@ struct Output<'a> {
     /// distribution test (the text's headline).
     agreed_every_level: usize,
     files: &'a [FileReport],
+    /// Files this machine cannot run, each with every reason.
+    refused: Vec<Refused>,
+}
+
+/// A file this machine cannot run.
+#[derive(Debug, Serialize)]
+struct Refused {
+    file: String,
+    reason: String,
 }
 
 /// Runs the command; returns the exit code.
@@ -71,6 +84,17 @@ pub fn execute(args: ConformArgs) -> i32 {
     }
 }
 
+/// One file of the invocation, as this machine runs it.
+struct Planned {
+    path: PathBuf,
+    /// The file itself for a fix twin (the simulator alone runs it), else what runs here.
+    scenario: Scenario,
+    /// How the file run here differs from the one given (empty when it is the same).
+    notes: Vec<String>,
+    ran_with_gloo: bool,
+    twin: bool,
+}
+
 fn execute_inner(args: &ConformArgs) -> Result<i32, String> {
     let mut scenarios: Vec<(PathBuf, Scenario)> = Vec::new();
     for path in &args.files {
@@ -79,16 +103,25 @@ fn execute_inner(args: &ConformArgs) -> Result<i32, String> {
             scenario::load(path).map_err(|e| e.to_string())?,
         ));
     }
+    // What runs here is decided before Python starts: a refused file never needs torch.
+    let (planned, refused) = plan_files(args, scenarios)?;
+    for (path, cannot) in &refused {
+        print_refusal(path, cannot);
+    }
+    if planned.iter().all(|p| p.twin) && !refused.is_empty() {
+        return Ok(2);
+    }
     let torch = real::torch_info(&args.python).map_err(|e| e.to_string())?;
     let driver = real::driver_path(args.driver.as_deref()).map_err(|e| e.to_string())?;
-    for (path, s) in &scenarios {
-        if !conform::is_fix_twin(s) {
-            real::check(&args.python, &driver, path).map_err(|e| e.to_string())?;
-        }
-    }
     let logs = args.logs.clone().unwrap_or_else(|| {
         std::env::temp_dir().join(format!("trainsim-conform-{}", std::process::id()))
     });
+    let mut run_files = BTreeMap::new();
+    for p in planned.iter().filter(|p| !p.twin) {
+        let file = run_file(p, &logs)?;
+        real::check(&args.python, &driver, &file).map_err(|e| e.to_string())?;
+        run_files.insert(p.path.clone(), file);
+    }
     outln!(
         "conform: torch {} ({}), {} real runs and seeds {}..{} per file; logs in {}",
         torch.version,
@@ -101,28 +134,100 @@ fn execute_inner(args: &ConformArgs) -> Result<i32, String> {
     let mut real_by_file: BTreeMap<PathBuf, Distribution> = BTreeMap::new();
     let mut reports = Vec::new();
     // Compared files first, so every fix twin finds its unfixed twin's real runs.
-    let (twins, compared): (Vec<_>, Vec<_>) =
-        scenarios.iter().partition(|(_, s)| conform::is_fix_twin(s));
-    for (path, s) in compared {
-        let real = real_runs(args, &driver, path, &logs)?;
-        let sim = simulate(args, s, path)?;
-        real_by_file.insert(path.clone(), real.clone());
-        let report = conform::judge_file(&path.display().to_string(), real, sim);
-        print_report(&report, &torch, args);
+    let (twins, compared): (Vec<&Planned>, Vec<&Planned>) = planned.iter().partition(|p| p.twin);
+    for p in compared {
+        let real = real_runs(args, &driver, (&p.path, &run_files[&p.path]), &logs)?;
+        let sim = simulate(args, &p.scenario, &p.path)?;
+        real_by_file.insert(p.path.clone(), real.clone());
+        let mut report = conform::judge_file(&p.path.display().to_string(), real, sim);
+        report.notes = p.notes.clone();
+        print_report(&report, &torch, args, p.ran_with_gloo);
         reports.push(report);
     }
-    for (path, s) in twins {
-        let base = conform::unfixed_twin(path).and_then(|b| real_by_file.get(&b));
-        let report =
-            conform::judge_twin(&path.display().to_string(), base, simulate(args, s, path)?);
-        print_report(&report, &torch, args);
+    for p in twins {
+        let base = conform::unfixed_twin(&p.path).and_then(|b| real_by_file.get(&b));
+        let sim = simulate(args, &p.scenario, &p.path)?;
+        let report = conform::judge_twin(&p.path.display().to_string(), base, sim);
+        print_report(&report, &torch, args, false);
         reports.push(report);
     }
-    finish(args, &torch, &reports)
+    let code = finish(args, &torch, &reports, &refused)?;
+    Ok(if refused.is_empty() { code } else { 2 })
+}
+
+/// A file this machine cannot run, with why.
+type RefusedFile = (PathBuf, CannotRun);
+
+/// Each file as this machine runs it (`confirm::prepare`: refusals, the localhost variant,
+/// the measured backend rule over `--seeds`), and the files it cannot run.
+fn plan_files(
+    args: &ConformArgs,
+    scenarios: Vec<(PathBuf, Scenario)>,
+) -> Result<(Vec<Planned>, Vec<RefusedFile>), String> {
+    let seeds: Vec<u64> = (args.seeds.start..args.seeds.end_exclusive).collect();
+    let mut planned = Vec::new();
+    let mut refused = Vec::new();
+    for (path, s) in scenarios {
+        if conform::is_fix_twin(&s) {
+            planned.push(Planned {
+                path,
+                scenario: s,
+                notes: Vec::new(),
+                ran_with_gloo: false,
+                twin: true,
+            });
+            continue;
+        }
+        let file = path.display().to_string();
+        match confirm::prepare(&s, &file, &seeds).map_err(|e| e.to_string())? {
+            Ok(p) => planned.push(Planned {
+                path,
+                scenario: p.scenario,
+                notes: p.notes,
+                ran_with_gloo: p.ran_with_gloo,
+                twin: false,
+            }),
+            Err(cannot) => refused.push((path, cannot)),
+        }
+    }
+    Ok((planned, refused))
+}
+
+/// The file the driver runs: the given one when it runs here as it is, else the file run
+/// here, written as `<logs>/<stem>/localhost.toml`.
+fn run_file(p: &Planned, logs: &Path) -> Result<PathBuf, String> {
+    if p.notes.is_empty() {
+        return Ok(p.path.clone());
+    }
+    confirm::write_prepared(&p.scenario, &logs.join(stem_of(&p.path)))
+}
+
+fn stem_of(path: &Path) -> String {
+    path.file_stem()
+        .map_or("scenario".into(), |s| s.to_string_lossy().into_owned())
+}
+
+/// One line per thing this machine cannot run of `path`, each ending with its reason.
+fn print_refusal(path: &Path, cannot: &CannotRun) {
+    match cannot {
+        CannotRun::Refused(refusals) => {
+            for r in refusals {
+                eprintln!("error: {}: cannot run on torch: {r}", path.display());
+            }
+        }
+        CannotRun::Measured(reason) => {
+            eprintln!("error: {}: cannot run on torch: {reason}", path.display())
+        }
+    }
 }
 
 /// The summary line, the JSON file, the exit code.
-fn finish(args: &ConformArgs, torch: &TorchInfo, reports: &[FileReport]) -> Result<i32, String> {
+fn finish(
+    args: &ConformArgs,
+    torch: &TorchInfo,
+    reports: &[FileReport],
+    refused: &[RefusedFile],
+) -> Result<i32, String> {
     let compared = reports
         .iter()
         .filter(|r| r.verdict == "agree" || r.verdict == "disagree")
@@ -157,6 +262,13 @@ fn finish(args: &ConformArgs, torch: &TorchInfo, reports: &[FileReport]) -> Resu
             agreed,
             agreed_every_level,
             files: reports,
+            refused: refused
+                .iter()
+                .map(|(path, cannot)| Refused {
+                    file: path.display().to_string(),
+                    reason: cannot.reason(),
+                })
+                .collect(),
         };
         let text = serde_json::to_string_pretty(&output).map_err(|e| e.to_string())?;
         super::write_atomically(path, text.as_bytes())
@@ -169,16 +281,14 @@ fn finish(args: &ConformArgs, torch: &TorchInfo, reports: &[FileReport]) -> Resu
     })
 }
 
-/// `--runs` real runs of one file, each in `logs/<stem>/run-<k>`.
+/// `--runs` real runs of one file (`path`, run as `file`), each in `logs/<stem>/run-<k>`.
 fn real_runs(
     args: &ConformArgs,
     driver: &Path,
-    path: &Path,
+    (path, file): (&Path, &Path),
     logs: &Path,
 ) -> Result<Distribution, String> {
-    let stem = path
-        .file_stem()
-        .map_or("scenario".into(), |s| s.to_string_lossy().into_owned());
+    let stem = stem_of(path);
     let mut signatures = Vec::new();
     for k in 0..args.runs {
         let out = logs.join(&stem).join(format!("run-{k}"));
@@ -200,7 +310,11 @@ fn real_runs(
             k + 1,
             args.runs
         );
-        signatures.push(real::run(&args.python, driver, path, &out).map_err(|e| e.to_string())?);
+        signatures.push(
+            real::run(&args.python, driver, file, &out)
+                .map_err(|e| e.to_string())?
+                .signature,
+        );
     }
     Ok(Distribution::of(signatures))
 }
@@ -210,8 +324,22 @@ fn simulate(args: &ConformArgs, s: &Scenario, path: &Path) -> Result<Distributio
     conform::sim_distribution(s, &path.display().to_string(), seeds).map_err(|e| e.to_string())
 }
 
-fn print_report(report: &FileReport, torch: &TorchInfo, args: &ConformArgs) {
-    outln!("{}: {}", report.file, report.headline());
+fn print_report(report: &FileReport, torch: &TorchInfo, args: &ConformArgs, gloo: bool) {
+    let gloo = if gloo {
+        format!("; {}", confirm::RAN_WITH_GLOO)
+    } else {
+        String::new()
+    };
+    outln!("{}: {}{gloo}", report.file, report.headline());
+    let changes: Vec<&String> = report
+        .notes
+        .iter()
+        .filter(|n| n.as_str() != confirm::RAN_WITH_GLOO)
+        .collect();
+    if !changes.is_empty() {
+        let changes: Vec<&str> = changes.iter().map(|n| n.as_str()).collect();
+        outln!("  run here with {}", changes.join("; "));
+    }
     let real_label = if report.verdict.starts_with("fix") {
         "real torch (its unfixed twin)"
     } else {

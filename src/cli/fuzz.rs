@@ -6,10 +6,12 @@
 //! Exit codes: 0 no new signature, 1 a new signature was found, 2 bad arguments or
 //! unreadable input, 3 output could not be written.
 
+use super::fuzz_confirm::{self, ConfirmArgs, Confirmation};
 use crate::fuzz::campaign::{self, Campaign, KnownMode};
 use crate::fuzz::summary::{self, Summary};
 use crate::fuzz::{self, mutants, parallel};
 use indicatif::ProgressBar;
+use std::collections::BTreeMap;
 use std::ops::Range;
 use std::path::{Path, PathBuf};
 
@@ -18,7 +20,7 @@ use std::path::{Path, PathBuf};
 #[command(
     args_conflicts_with_subcommands = true,
     subcommand_negates_reqs = true,
-    after_help = "Mutants (planted bugs, --mutant):\n  late-joiner-joins-complete-round, rank-collision, no-heartbeat-expiry (rendezvous)\n  sampler-off-by-one (job)\n  reader-double-publish (reader)\n\nExamples:\n  trainsim fuzz --target rendezvous --cases 10000 --seed 1 --known skip --out findings/\n  trainsim fuzz --target rendezvous --cases 0..5000 --seed 1 --out ci-0 && trainsim fuzz --target rendezvous --cases 5000..10000 --seed 1 --out ci-1\n  trainsim fuzz merge ci-0 ci-1 --out merged\n  trainsim fuzz --target rendezvous --cases 2000 --seed 1 --corpus corpus/ --out findings/\n  trainsim fuzz --target rendezvous --cases 300 --seed 1 --mutant rank-collision --out /tmp/f"
+    after_help = "Mutants (planted bugs, --mutant):\n  late-joiner-joins-complete-round, rank-collision, no-heartbeat-expiry (rendezvous)\n  sampler-off-by-one (job)\n  reader-double-publish (reader)\n\nExamples:\n  trainsim fuzz --target rendezvous --cases 10000 --seed 1 --known skip --out findings/\n  trainsim fuzz --target rendezvous --cases 0..5000 --seed 1 --out ci-0 && trainsim fuzz --target rendezvous --cases 5000..10000 --seed 1 --out ci-1\n  trainsim fuzz merge ci-0 ci-1 --out merged\n  trainsim fuzz --target rendezvous --cases 2000 --seed 1 --corpus corpus/ --out findings/\n  trainsim fuzz --target rendezvous --cases 300 --seed 1 --mutant rank-collision --out /tmp/f\n  trainsim fuzz --target rendezvous --cases 300 --seed 1 --out findings/ --confirm 3 --python ~/.cache/trainsim/torch/bin/python"
 )]
 pub struct FuzzArgs {
     #[command(subcommand)]
@@ -57,6 +59,16 @@ pub struct FuzzArgs {
     pub out: Option<PathBuf>,
     #[command(flatten)]
     pub torch: super::torch::TorchArgs,
+    /// After the campaign, run the representative repro of each of the first N new root
+    /// causes on the real torch (as `trainsim conform` runs a file) and label each one.
+    #[arg(long, value_name = "N", requires = "confirm_python", conflicts_with_all = ["mutant", "python"])]
+    pub confirm: Option<u32>,
+    /// The Python with torch that --confirm runs torchrun from (`conformance/setup` prints it).
+    #[arg(long = "python", value_name = "PY", requires = "confirm")]
+    pub confirm_python: Option<PathBuf>,
+    /// Real runs per root cause --confirm runs.
+    #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u32).range(1..=100))]
+    pub confirm_runs: u32,
 }
 
 /// `trainsim fuzz merge`.
@@ -193,10 +205,40 @@ pub fn execute(args: FuzzArgs) -> i32 {
         ),
         torch,
     };
-    run_campaign(&campaign, &out)
+    run_campaign(&campaign, &out, confirm_args(&args).as_ref())
 }
 
-fn run_campaign(campaign: &Campaign, out: &Path) -> i32 {
+/// `--confirm`'s arguments, when it was given (clap makes `--python` come with it).
+fn confirm_args(args: &FuzzArgs) -> Option<ConfirmArgs> {
+    let (causes, python) = (args.confirm?, args.confirm_python.clone()?);
+    Some(ConfirmArgs {
+        causes,
+        python,
+        runs: args.confirm_runs,
+    })
+}
+
+/// The whole command line of a campaign with `--confirm`, for a failure's last line.
+fn confirm_command(campaign: &Campaign, out: &Path, confirm: &ConfirmArgs) -> String {
+    let word = |p: &Path| super::compare::shell_word(&p.to_string_lossy());
+    format!(
+        "{} --out {} --confirm {} --python {} --confirm-runs {}",
+        campaign.command,
+        word(out),
+        confirm.causes,
+        word(&confirm.python),
+        confirm.runs
+    )
+}
+
+fn run_campaign(campaign: &Campaign, out: &Path, confirm: Option<&ConfirmArgs>) -> i32 {
+    if let Some(confirm) = confirm {
+        if let Err(message) = fuzz_confirm::check_python(confirm) {
+            eprintln!("error: {message}");
+            eprintln!("rerun: {}", confirm_command(campaign, out, confirm));
+            return 2;
+        }
+    }
     let bar = progress_bar(campaign.cases.end - campaign.cases.start);
     // Wall time feeds only the progress bar and the cases/s figure printed at the end; it
     // never reaches summary.json, a repro file or a run.
@@ -225,10 +267,15 @@ fn run_campaign(campaign: &Campaign, out: &Path) -> i32 {
             return 3;
         }
     };
-    if let Err(code) = write_summary(out, &summary) {
+    if let Err(code) = write_summary(out, &summary, &BTreeMap::new()) {
         return code;
     }
     out!("{}", summary::render(&summary, &out.to_string_lossy()));
+    if let Some(confirm) = confirm {
+        if let Err(code) = confirm_and_rewrite(campaign, &summary, out, confirm) {
+            return code;
+        }
+    }
     outln!("wrote {}", out.join("summary.json").display());
     outln!(
         "fuzz: {} cases, {} failing, {} signatures ({} new), {:.1} cases/s",
@@ -269,17 +316,61 @@ fn progress_bar(len: u64) -> ProgressBar {
     super::progress_bar(len, "{bar:30} {pos}/{len} cases {per_sec} {wide_msg}")
 }
 
-fn write_summary(dir: &Path, summary: &Summary) -> Result<(), i32> {
+/// Runs `--confirm` after the campaign, prints its section and writes the summary again
+/// with each confirmed root cause's label. A failure names the flag or file, ends with the
+/// command that reproduces it, and leaves the summary as the campaign wrote it.
+fn confirm_and_rewrite(
+    campaign: &Campaign,
+    summary: &Summary,
+    out: &Path,
+    confirm: &ConfirmArgs,
+) -> Result<(), i32> {
+    let confirmed = match fuzz_confirm::confirm_root_causes(summary, out, confirm) {
+        Ok(confirmed) => confirmed,
+        Err((message, code)) => {
+            eprintln!("error: {message}");
+            eprintln!("rerun: {}", confirm_command(campaign, out, confirm));
+            return Err(code);
+        }
+    };
+    let order = fuzz::root_causes::root_causes(summary);
+    out!(
+        "{}",
+        fuzz_confirm::render(&confirmed, &order, confirm.runs, out)
+    );
+    write_summary(out, summary, &confirmed)
+}
+
+fn write_summary(
+    dir: &Path,
+    summary: &Summary,
+    confirmed: &BTreeMap<String, Confirmation>,
+) -> Result<(), i32> {
     /// The summary with its root causes, which readers recompute and so never read back.
     #[derive(serde::Serialize)]
     struct Written<'a> {
         #[serde(flatten)]
         summary: &'a Summary,
-        root_causes: Vec<fuzz::root_causes::RootCause>,
+        root_causes: Vec<Cause<'a>>,
     }
+    /// A root cause with its label on the real torch, when `--confirm` ran it.
+    #[derive(serde::Serialize)]
+    struct Cause<'a> {
+        #[serde(flatten)]
+        cause: fuzz::root_causes::RootCause,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        confirm: Option<&'a Confirmation>,
+    }
+    let root_causes = fuzz::root_causes::root_causes(summary)
+        .into_iter()
+        .map(|cause| Cause {
+            confirm: confirmed.get(&cause.cause),
+            cause,
+        })
+        .collect();
     let written = Written {
         summary,
-        root_causes: fuzz::root_causes::root_causes(summary),
+        root_causes,
     };
     let json = serde_json::to_string_pretty(&written).expect("a summary serializes");
     std::fs::create_dir_all(dir)
@@ -316,7 +407,7 @@ fn merge(args: &MergeArgs) -> i32 {
             eprintln!("error: {message}");
             return code;
         }
-        if let Err(code) = write_summary(out, &merged) {
+        if let Err(code) = write_summary(out, &merged, &BTreeMap::new()) {
             return code;
         }
     }

@@ -18,6 +18,7 @@ pub mod compare;
 pub mod conform;
 pub mod diff;
 pub mod fuzz;
+pub mod fuzz_confirm;
 pub mod fuzz_diff;
 pub mod init;
 pub mod list;

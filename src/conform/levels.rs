@@ -56,15 +56,22 @@ pub fn judge_levels(real: &Distribution, sim: &Distribution) -> Levels {
 
 /// The distribution of coarse outcomes: rounds, exit codes and restart counts left out.
 pub fn coarse(d: &Distribution) -> Distribution {
-    Distribution::of(d.entries.iter().flat_map(|e| {
-        let mut s: Signature = e.signature.clone();
-        s.rounds.clear();
-        for node in s.nodes.values_mut() {
-            node.exit_code = None;
-            node.restarts = 0;
-        }
-        std::iter::repeat_n(s, e.count as usize)
-    }))
+    Distribution::of(
+        d.entries
+            .iter()
+            .flat_map(|e| std::iter::repeat_n(coarse_signature(&e.signature), e.count as usize)),
+    )
+}
+
+/// One run's coarse outcome: whether the job finished and how each node ended.
+pub fn coarse_signature(s: &Signature) -> Signature {
+    let mut s = s.clone();
+    s.rounds.clear();
+    for node in s.nodes.values_mut() {
+        node.exit_code = None;
+        node.restarts = 0;
+    }
+    s
 }
 
 /// The Monte Carlo p-value of `real`'s counts under `sim`'s smoothed distribution.

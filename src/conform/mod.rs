@@ -6,6 +6,8 @@
 //! - [`levels`]: agreement on the coarse outcome, and the distribution test of racy files.
 //! - [`real`]: running the Python driver and reading its signature back.
 //! - [`planes`]: the model against torch's own code, both in the simulated world.
+//! - [`localhost`]: what this machine can run of a file, and the file it runs.
+//! - [`confirm`]: a model finding run on the real torch, and its label.
 //!
 //! A scenario with `rendezvous.fixes` or `agent.fixes` cannot run on real torch, which has
 //! no fixes. Such a file is a fix twin: only the simulator runs it, and when its unfixed twin
@@ -13,7 +15,9 @@
 //! distribution is shown against that twin's real runs, to show what the fix changes.
 
 pub mod compare;
+pub mod confirm;
 pub mod levels;
+pub mod localhost;
 pub mod planes;
 pub mod real;
 pub mod signature;
@@ -41,6 +45,10 @@ pub struct FileReport {
     /// The coarse outcome's verdict and, for a racy file, the distribution test's p-value.
     #[serde(flatten)]
     pub levels: Levels,
+    /// How the file both sides ran differs from the one given (`confirm::prepare`): gloo
+    /// for NCCL, fewer workers, this machine's start times, a shorter limit.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub notes: Vec<String>,
 }
 
 impl FileReport {
@@ -103,6 +111,7 @@ pub fn judge_file(file: &str, real: Distribution, sim: Distribution) -> FileRepo
         real,
         sim,
         differences,
+        notes: Vec::new(),
     }
 }
 
@@ -119,6 +128,7 @@ pub fn judge_twin(file: &str, base_real: Option<&Distribution>, sim: Distributio
                 coarse: "n/a".to_owned(),
                 distribution_p: None,
             },
+            notes: Vec::new(),
         };
     };
     let Verdict { agree, differences } = compare::judge(real, &sim);
@@ -129,6 +139,7 @@ pub fn judge_twin(file: &str, base_real: Option<&Distribution>, sim: Distributio
         real: real.clone(),
         sim,
         differences,
+        notes: Vec::new(),
     }
 }
 

@@ -103,9 +103,17 @@ pub fn check(python: &Path, driver: &Path, file: &Path) -> Result<(), RealError>
     }
 }
 
+/// What one real run gave: its signature, and the invariants its agents' join lines showed
+/// violated (`observed` in `conformance/signature.py`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RealRun {
+    pub signature: Signature,
+    pub observed: Vec<String>,
+}
+
 /// Runs `file` once on real torch, keeping its logs in `out` (created; must not exist or be
-/// empty), and returns the run's signature.
-pub fn run(python: &Path, driver: &Path, file: &Path, out: &Path) -> Result<Signature, RealError> {
+/// empty), and returns what the run gave.
+pub fn run(python: &Path, driver: &Path, file: &Path, out: &Path) -> Result<RealRun, RealError> {
     let output = Command::new(python)
         .arg(driver)
         .arg("run")
@@ -129,17 +137,42 @@ pub fn run(python: &Path, driver: &Path, file: &Path, out: &Path) -> Result<Sign
             )))
         }
     }
-    parse_signature(&String::from_utf8_lossy(&output.stdout))
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    Ok(RealRun {
+        signature: parse_signature(&stdout)?,
+        observed: parse_observed(&stdout)?,
+    })
+}
+
+/// The `observed` list of the signature the driver printed (empty when it has none).
+pub fn parse_observed(stdout: &str) -> Result<Vec<String>, RealError> {
+    #[derive(serde::Deserialize)]
+    struct Observed {
+        #[serde(default)]
+        observed: Vec<String>,
+    }
+    let line = last_line(stdout)?;
+    let o: Observed =
+        serde_json::from_str(line).map_err(|e| RealError::Driver(format!("bad signature: {e}")))?;
+    Ok(o.observed)
+}
+
+fn last_line(stdout: &str) -> Result<&str, RealError> {
+    stdout
+        .lines()
+        .rev()
+        .find(|l| !l.trim().is_empty())
+        .ok_or_else(|| RealError::Driver("the driver printed no signature".into()))
 }
 
 /// Reads a signature the driver printed (its last non-empty line).
 pub fn parse_signature(stdout: &str) -> Result<Signature, RealError> {
-    let line = stdout
-        .lines()
-        .rev()
-        .find(|l| !l.trim().is_empty())
-        .ok_or_else(|| RealError::Driver("the driver printed no signature".into()))?;
-    serde_json::from_str(line).map_err(|e| RealError::Driver(format!("bad signature: {e}")))
+    let line = last_line(stdout)?;
+    let mut signature: Signature =
+        serde_json::from_str(line).map_err(|e| RealError::Driver(format!("bad signature: {e}")))?;
+    // A signature saved before rounds were collapsed reads as one saved after.
+    signature.rounds = super::signature::collapse_repeats(signature.rounds);
+    Ok(signature)
 }
 
 /// Reads a signature saved by an earlier run (`signature.json` in its log directory).

@@ -7,6 +7,13 @@
 //! keeps the final state, the exit code of its last agent process and the restarts it
 //! counted. The real side comes from `conformance/signature.py`; the simulated side from a
 //! report, here.
+//!
+//! A restart loop repeats one round over and over, as many times as its timing allows, so
+//! consecutive rounds of the same world size and members are one entry that only says
+//! whether it came more than once ([`collapse_repeats`]): two loops compare equal whatever
+//! their lengths, and a round that came once still differs from one that came again.
+//! `signature.py` collapses the same way, and [`super::real::parse_signature`] collapses
+//! what it reads, so signatures saved before the collapse compare too.
 
 use crate::report::Report;
 use crate::scenario::model::NodeIndex;
@@ -20,6 +27,27 @@ pub struct RoundSig {
     pub world_size: u32,
     /// The member nodes, by node index (not rank order), each once.
     pub members: Vec<String>,
+    /// The same round (world size and members) came two or more times in a row; how many
+    /// times is left out.
+    #[serde(default)]
+    pub repeated: bool,
+}
+
+/// `rounds` with every run of consecutive rounds of the same world size and members made
+/// one entry, `repeated` when the run was longer than one. Idempotent.
+pub fn collapse_repeats(rounds: Vec<RoundSig>) -> Vec<RoundSig> {
+    let mut out: Vec<RoundSig> = Vec::with_capacity(rounds.len());
+    for round in rounds {
+        match out.last_mut() {
+            Some(last)
+                if (last.world_size, &last.members) == (round.world_size, &round.members) =>
+            {
+                last.repeated = true;
+            }
+            _ => out.push(round),
+        }
+    }
+    out
 }
 
 /// What one node ended as.
@@ -76,9 +104,11 @@ pub fn from_report(report: &Report, steps: u64) -> Signature {
             RoundSig {
                 world_size: r.world_size,
                 members: members.into_iter().map(|(_, name)| name).collect(),
+                repeated: false,
             }
         })
         .collect();
+    let rounds = collapse_repeats(rounds);
     let nodes = report
         .agents
         .iter()
@@ -122,7 +152,8 @@ impl Signature {
     }
 }
 
-/// `3{0,1,2}`: the world size and the member node indices.
+/// `3{0,1,2}`: the world size and the member node indices; `3{0,1,2}×2+` for a round that
+/// came two or more times in a row.
 pub fn round_compact(r: &RoundSig) -> String {
     let members: Vec<String> = r
         .members
@@ -132,7 +163,8 @@ pub fn round_compact(r: &RoundSig) -> String {
             Err(_) => m.clone(),
         })
         .collect();
-    format!("{}{{{}}}", r.world_size, members.join(","))
+    let repeated = if r.repeated { "×2+" } else { "" };
+    format!("{}{{{}}}{repeated}", r.world_size, members.join(","))
 }
 
 /// `SUCCEEDED(0) r1`: final state, exit code (`-` while running) and counted restarts.

@@ -1,7 +1,9 @@
 //! Unit tests of the agreement rule and of the report-to-signature mapping.
 
 use super::compare::{differences, judge, Distribution};
-use super::signature::{exit_code_of, NodeSig, RoundSig, Signature};
+use super::signature::{
+    collapse_repeats, exit_code_of, round_compact, NodeSig, RoundSig, Signature,
+};
 use std::collections::BTreeMap;
 
 fn sig(rounds: &[(u32, &[&str])], nodes: &[(&str, &str, u32)], finished: bool) -> Signature {
@@ -11,6 +13,7 @@ fn sig(rounds: &[(u32, &[&str])], nodes: &[(&str, &str, u32)], finished: bool) -
             .map(|(w, m)| RoundSig {
                 world_size: *w,
                 members: m.iter().map(|s| s.to_string()).collect(),
+                repeated: false,
             })
             .collect(),
         nodes: nodes
@@ -168,4 +171,37 @@ fn fixed_files_name_their_unfixed_twin() {
         Some(Path::new("c/s/budget.toml").to_path_buf())
     );
     assert_eq!(super::unfixed_twin(Path::new("c/s/budget.toml")), None);
+}
+
+fn rounds(sizes: &[u32]) -> Vec<RoundSig> {
+    sizes
+        .iter()
+        .map(|&w| RoundSig {
+            world_size: w,
+            members: (0..w).map(|i| format!("node-{i}")).collect(),
+            repeated: false,
+        })
+        .collect()
+}
+
+/// Two restart loops of different lengths are one signature; a round that came once is not
+/// a loop; a loop broken by another round is two entries.
+#[test]
+fn consecutive_repeats_of_one_round_collapse_and_loops_of_any_length_compare_equal() {
+    let short = collapse_repeats(rounds(&[3, 2, 2, 2]));
+    let long = collapse_repeats(rounds(&[3, 2, 2, 2, 2, 2, 2, 2]));
+    assert_eq!(short, long);
+    let shown: Vec<String> = short.iter().map(round_compact).collect();
+    assert_eq!(shown, vec!["3{0,1,2}", "2{0,1}×2+"]);
+    let once = collapse_repeats(rounds(&[3, 2]));
+    assert_ne!(once, short, "a round that came once differs from a loop");
+    let broken = collapse_repeats(rounds(&[2, 2, 3, 2, 2]));
+    let shown: Vec<String> = broken.iter().map(round_compact).collect();
+    assert_eq!(shown, vec!["2{0,1}×2+", "3{0,1,2}", "2{0,1}×2+"]);
+    // Idempotent: a signature read back (already collapsed) stays as it is.
+    assert_eq!(collapse_repeats(broken.clone()), broken);
+    // The same world size with other members is another round.
+    let mut other = rounds(&[2, 2]);
+    other[1].members = vec!["node-0".into(), "node-2".into()];
+    assert_eq!(collapse_repeats(other.clone()), other);
 }

@@ -7,13 +7,16 @@ use serde::Serialize;
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
-/// What the group of a finding nobody's fix removes is called.
+/// What the group of a finding nobody's fix removes is called, before the invariants it
+/// breaks (`new: job.resumes_after_heal`).
 pub const NEW: &str = "new";
 
 /// One root cause of a campaign: the signatures one fix removes, or the new ones.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct RootCause {
-    /// `fix <name>` (`fixes <a> + <b>` when it takes two), or `new`.
+    /// `fix <name>` (`fixes <a> + <b>` when it takes two), or `new: <invariants>`: new findings
+    /// are grouped by the invariants they break, so what no fix explains still falls into
+    /// a few groups, each confirmed on its own.
     pub cause: String,
     /// The torch behaviour or issue the fix names; none for `new`.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -26,7 +29,12 @@ fn cause_of(entry: &SignatureEntry) -> (String, Option<String>) {
     match &entry.known {
         Some(k) if k.fix.contains(" + ") => (format!("fixes {}", k.fix), Some(k.issue.clone())),
         Some(k) => (format!("fix {}", k.fix), Some(k.issue.clone())),
-        None => (NEW.to_owned(), None),
+        None => {
+            let mut invariants = entry.invariants.clone();
+            invariants.sort();
+            invariants.dedup();
+            (format!("{NEW}: {}", invariants.join(", ")), None)
+        }
     }
 }
 
@@ -47,6 +55,31 @@ pub fn root_causes(summary: &Summary) -> Vec<RootCause> {
     let mut groups: Vec<RootCause> = by_cause.into_values().collect();
     groups.sort_by(|a, b| b.cases.cmp(&a.cases).then_with(|| a.cause.cmp(&b.cause)));
     groups
+}
+
+/// The signatures [`root_causes`] groups under `cause`, in the summary's order.
+pub fn signatures_of<'a>(summary: &'a Summary, cause: &str) -> Vec<&'a SignatureEntry> {
+    summary
+        .signatures
+        .iter()
+        .filter(|e| cause_of(e).0 == cause)
+        .collect()
+}
+
+/// A root cause's representative: its signature with the most cases (the earliest first
+/// case among equals) that has a repro file.
+pub fn representative<'a>(summary: &'a Summary, cause: &str) -> Option<&'a SignatureEntry> {
+    signatures_of(summary, cause)
+        .into_iter()
+        .filter(|e| e.repro.is_some())
+        .min_by_key(|e| (std::cmp::Reverse(e.count), e.first_case))
+}
+
+impl RootCause {
+    /// Whether no known fix removes the cause's findings.
+    pub fn is_new(&self) -> bool {
+        self.issue.is_none()
+    }
 }
 
 /// The root causes as the campaign's text shows them first.
@@ -185,7 +218,7 @@ mod tests {
     fn entry(signature: &str, count: u64, fix: Option<&str>) -> SignatureEntry {
         SignatureEntry {
             signature: signature.to_owned(),
-            invariants: vec![],
+            invariants: vec!["rendezvous.liveness".to_owned()],
             faults: vec![],
             count,
             first_case: 0,
@@ -237,8 +270,35 @@ mod tests {
             rows,
             vec![
                 ("fix world-at-completion", 2, 4),
-                ("new", 1, 2),
+                ("new: rendezvous.liveness", 1, 2),
                 ("fix monotonic-heartbeats", 1, 1)
+            ]
+        );
+    }
+
+    #[test]
+    fn new_findings_group_by_the_invariants_they_break() {
+        let mut stall = entry("s", 3, None);
+        stall.invariants = vec!["job.resumes_after_heal".to_owned()];
+        let mut both = entry("t", 1, None);
+        both.invariants = vec![
+            "rendezvous.liveness".to_owned(),
+            "job.resumes_after_heal".to_owned(),
+        ];
+        let s = campaign(vec![stall, both, entry("u", 2, None)]);
+        let causes: Vec<(String, u64)> = root_causes(&s)
+            .into_iter()
+            .map(|g| (g.cause, g.cases))
+            .collect();
+        assert_eq!(
+            causes,
+            vec![
+                ("new: job.resumes_after_heal".to_owned(), 3),
+                ("new: rendezvous.liveness".to_owned(), 2),
+                (
+                    "new: job.resumes_after_heal, rendezvous.liveness".to_owned(),
+                    1
+                ),
             ]
         );
     }
@@ -261,7 +321,7 @@ mod tests {
             "{text}"
         );
         assert!(
-            text.contains("appeared     new: 0 → 4 cases\n      + z\n"),
+            text.contains("appeared     new: rendezvous.liveness: 0 → 4 cases\n      + z\n"),
             "{text}"
         );
         assert!(

@@ -263,7 +263,7 @@ pub fn rendezvous(raw: &Option<RawRendezvous>, cluster: &Cluster) -> Check<Rende
         read_timeout: duration_or(
             &p.key("read_timeout"),
             r.read_timeout,
-            crate::store::service::READ_TIMEOUT,
+            super::limits::READ_TIMEOUT_DEFAULT,
             1_000_000..=TIMEOUT_US_MAX,
         )?,
         fixes: fixes(&p.key("fixes"), r.fixes.as_deref().unwrap_or(&[]))?

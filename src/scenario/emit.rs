@@ -135,7 +135,7 @@ fn rendezvous(r: &super::model::RendezvousConfig) -> RawRendezvous {
         cas_backoff_max: (!r.cas_backoff_max.is_zero())
             .then(|| Duration::of_span(r.cas_backoff_max)),
         // Written only when not torch's default, so files without it read back as written.
-        read_timeout: (r.read_timeout != crate::store::service::READ_TIMEOUT)
+        read_timeout: (r.read_timeout != super::limits::READ_TIMEOUT_DEFAULT)
             .then(|| Duration::of_span(r.read_timeout)),
         // In name order, as the set of names was written before it held the fixes.
         fixes: Some({

@@ -24,6 +24,9 @@ pub const CLOCK_SKEW_US_MAX: u64 = SimDuration::from_secs(24 * 3_600).as_us();
 /// Linux's default `net.ipv4.tcp_retries2`, and the most the format takes (at 60, TCP gives
 /// up on a silent peer after about 93 minutes).
 pub const TCP_RETRIES2_DEFAULT: u32 = 15;
+/// TCPStore's default timeout, the c10d backend's `read_timeout` unless `[rendezvous]
+/// read_timeout` says otherwise.
+pub const READ_TIMEOUT_DEFAULT: SimDuration = SimDuration::from_secs(60);
 pub const TCP_RETRIES2_MAX: u32 = 60;
 /// The most `[cluster] store_cost_scale` takes: a store a hundred times slower than the
 /// calibration machine's.

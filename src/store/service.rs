@@ -32,7 +32,7 @@ use std::sync::{Arc, Mutex};
 pub use crate::world::STORE_PORT;
 /// TCPStore's default timeout: how long `get`, `wait` and `multi_get` wait for their keys,
 /// and how long the first connect is retried.
-pub const READ_TIMEOUT: SimDuration = SimDuration::from_secs(60);
+pub const READ_TIMEOUT: SimDuration = crate::scenario::limits::READ_TIMEOUT_DEFAULT;
 /// How long the server keeps a blocked request before giving up on its client.
 const BLOCKED_REQUEST_MAX: SimDuration = SimDuration::from_secs(3_600);
 
