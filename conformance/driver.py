@@ -140,7 +140,7 @@ def load_plan(path):
     timeouts = {}
     for key, default in (("join_timeout", "600s"), ("last_call_timeout", "30s"),
                          ("close_timeout", "30s"), ("heartbeat_timeout", "5s"),
-                         ("keep_alive_interval", "5s")):
+                         ("keep_alive_interval", "5s"), ("read_timeout", "60s")):
         timeouts[key] = whole_seconds(rdzv.get(key, default), f"rendezvous.{key}", problems)
     plan = {
         "name": doc.get("name", os.path.basename(path)),
@@ -156,6 +156,7 @@ def load_plan(path):
         "max_restarts": int(agent.get("max_restarts", 0)),
         "monitor_interval": seconds(agent.get("monitor_interval", "100ms"), "agent.monitor_interval"),
         "share_store": bool(agent.get("share_store", True)),
+        "worker_identical": bool(agent.get("worker_identical", False)),
         "steps": int(job.get("steps", 500)),
         "step_time": seconds(job.get("step_time", "200ms"), "job.step_time"),
         "checkpoint_every": int(job.get("checkpoint_every", 50)),
@@ -298,7 +299,7 @@ class Run:
         endpoint, is_host = self.endpoint_and_host(node)
         conf = ",".join(f"{k}={p[k]}" for k in (
             "join_timeout", "last_call_timeout", "close_timeout", "heartbeat_timeout",
-            "keep_alive_interval", "keep_alive_max_attempt")) + f",is_host={is_host}"
+            "keep_alive_interval", "keep_alive_max_attempt", "read_timeout")) + f",is_host={is_host}"
         cmd = [
             self.python, "-m", "torch.distributed.run",
             "--nnodes", f"{p['min_nodes']}:{p['max_nodes']}",
@@ -317,6 +318,8 @@ class Run:
         )
         if not p["share_store"]:
             env["TORCH_DISABLE_SHARE_RDZV_TCP_STORE"] = "1"
+        if p["worker_identical"]:
+            env["TORCH_ELASTIC_WORKER_IDENTICAL"] = "1"
         log_name = f"agent-{name}-{index}.log"
         log = open(os.path.join(self.out, log_name), "w")
         proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env,
