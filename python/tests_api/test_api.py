@@ -56,7 +56,7 @@ def test_unknown_fields_are_kept_where_they_came(cli):
 def test_run_gives_the_fields_of_the_report():
     report = trainsim.run(SCENARIOS / "rank0_dies_stale_master.toml", seed=1)
     assert (report.seed, report.outcome, report.passed) == (1, "failed", True)
-    assert report.violated == ["agent.bootstrap"]
+    assert report.violated == ["agent.bootstrap", "job.resumes_after_heal"]
     bootstrap = report.invariant("agent.bootstrap")
     assert bootstrap.status == "violated" and bootstrap.violations[0].node == "node-1"
     assert report.repro == f"trainsim run {SCENARIOS / 'rank0_dies_stale_master.toml'} --seed 1"

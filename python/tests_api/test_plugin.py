@@ -52,13 +52,15 @@ def test_the_why_line_and_violations_of_a_failed_job(pytester):
     pytester.makeini("[pytest]\ntrainsim_scenarios = *.toml\n")
     text = (SCENARIOS / "rank0_dies_stale_master.toml").read_text()
     pytester.path.joinpath("stale.toml").write_text(
-        text.replace('violations = ["agent.bootstrap"]', "violations = []")
+        text.replace(
+            'violations = ["agent.bootstrap", "job.resumes_after_heal"]', "violations = []"
+        )
     )
     result = pytester.runpytest("-p", "no:cacheprovider")
     result.assert_outcomes(failed=1)
     result.stdout.fnmatch_lines(
         [
-            "verdict  UNEXPECTED (job failed, 1 violation; 1 expectation not met)",
+            "verdict  UNEXPECTED (job failed, 2 violations; 2 expectations not met)",
             "why      node-1's agent failed: *",
             "  VIOLATED  agent.bootstrap",
             "              at * on node-1: round 1: *",
