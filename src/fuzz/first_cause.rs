@@ -83,35 +83,19 @@ fn began(scenario: &Scenario, trace: &Trace, v: &Violation) -> (SimInstant, Opti
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::scenario::model::{Fault, FaultKind};
-    use crate::sim_time::{SimDuration, SimInstant};
 
     #[test]
     fn a_killed_participant_is_traced_to_the_kill_not_to_the_bound() {
         // The triage test's case: node-1 dies 36 ms after round 0 completed, and the four
         // survivors wait out the collective timeout.
-        let mut s = crate::scenario::default_scenario("first cause");
-        s.cluster.nodes = 5;
-        s.rendezvous.min_nodes = 1;
-        s.rendezvous.max_nodes = 5;
-        s.job.steps = 50;
-        s.time_limit = SimDuration::from_secs(3_600);
-        s.faults = vec![Fault {
-            at: SimInstant::from_us(2_130_000),
-            kind: FaultKind::Kill { node: 1 },
-            role: None,
-        }];
-        let case = Case {
-            scenario: s,
-            seed: 1_776_612_806_655_204_715,
-        };
+        let case =
+            super::super::triage::tests::kill_case(5, 0, 5, 2_130_000, 1_776_612_806_655_204_715);
         let (verdict, _) = super::super::signature::judge(&case.scenario, case.seed, None);
         let cause = first_cause(&case, &verdict.counted, None).expect("a cause");
         assert!(
             cause.starts_with("from 2.13 s: rendezvous.liveness:survivor-stuck: "),
             "{cause}"
         );
-        let none = first_cause(&case, &[], None);
-        assert_eq!(none, None);
+        assert_eq!(first_cause(&case, &[], None), None);
     }
 }

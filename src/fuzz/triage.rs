@@ -222,7 +222,7 @@ pub fn triage(case: &Case, verdict: &Verdict, mutant: Option<Mutant>) -> Option<
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use super::*;
 
     #[test]
@@ -268,7 +268,13 @@ mod tests {
 
     /// A rendezvous case of `nodes` (+ `spares`) with min 1 and `max_nodes`, 50 steps, an hour,
     /// and node-1 killed at `kill_at_us`.
-    fn kill_case(nodes: u32, spares: u32, max_nodes: u32, kill_at_us: u64, seed: u64) -> Case {
+    pub(in crate::fuzz) fn kill_case(
+        nodes: u32,
+        spares: u32,
+        max_nodes: u32,
+        kill_at_us: u64,
+        seed: u64,
+    ) -> Case {
         use crate::scenario::model::{Fault, FaultKind};
         let mut s = crate::scenario::default_scenario("triage");
         s.cluster.nodes = nodes;
