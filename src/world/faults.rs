@@ -362,7 +362,6 @@ fn stop(world: &World, node: u32) -> String {
     }
 }
 
-/// Cuts (or restores) the directed link between two nodes.
 /// After links come back: an all-reduce a cut link held back with every rank arrived goes on
 /// when the held sender's next retransmission gets through (its RTO doubling from 200 ms
 /// since the hold), unless TCP gave up on the connection before the links came back.
@@ -393,6 +392,7 @@ fn release_held_collectives(world: &Arc<World>) {
     }
 }
 
+/// Cuts (or restores) the directed link between two nodes.
 fn cut_link(from: u32, to: u32, cut: bool) {
     super::net::set_link_cut(super::node_ip(from), super::node_ip(to), cut);
 }
