@@ -51,11 +51,6 @@ impl Verdict {
     pub fn mechanism_kinds(&self) -> impl Iterator<Item = &String> {
         self.counted.iter().filter(|key| !judges_the_whole_job(key))
     }
-
-    /// Whether a counted kind judges the whole job (training stopped, a restart loop).
-    pub fn whole_job_failed(&self) -> bool {
-        self.counted.iter().any(|key| judges_the_whole_job(key))
-    }
 }
 
 /// Whether a kind key names an invariant that judges the whole job.

@@ -97,9 +97,6 @@ fn fix_restores_the_job(
     mutant: Option<Mutant>,
 ) -> bool {
     let c = with_fixes(case, all, set);
-    if judge(&c.scenario, c.seed, mutant).0.whole_job_failed() {
-        return false;
-    }
     let Ok(report) = crate::runner::Run::of(&c.scenario, super::signature::CASE_FILE)
         .seed(c.seed)
         .options(super::signature::case_options(&c.scenario, mutant))
@@ -107,6 +104,18 @@ fn fix_restores_the_job(
     else {
         return false;
     };
+    // The report's own verdicts, rather than a second run of the case: triage never runs
+    // with a mutant, so every violated invariant counts.
+    let whole_job_failed = report.invariants.iter().any(|result| {
+        result.status == crate::check::Status::Violated
+            && result
+                .name
+                .parse::<crate::invariant::Invariant>()
+                .is_ok_and(|invariant| invariant.judges_the_whole_job())
+    });
+    if whole_job_failed {
+        return false;
+    }
     let last_fault_us = c
         .scenario
         .faults

@@ -13,9 +13,7 @@
 use super::rounds_story::{self, Move, RoundTold};
 use crate::scenario::node::NodeIndex;
 use crate::sim_time::SimInstant;
-use crate::trace::story::{
-    distinct, nodes_listed_twice, Member, STORY_MEMBERS_MAX, STORY_STEPS_MAX,
-};
+use crate::trace::story::{distinct, names_shown, Member, STORY_MEMBERS_MAX, STORY_STEPS_MAX};
 use crate::trace::{Event, EventKind, Story, Trace};
 use std::collections::BTreeSet;
 
@@ -339,15 +337,12 @@ fn move_line(m: &Move<'_>, round: u64) -> String {
 /// restarted node's old entry) names each one's pid.
 fn members_text(members: &[Member]) -> String {
     const SHOWN_MAX: usize = 8;
-    let twice = nodes_listed_twice(members);
-    let name = |m: &Member| match twice.contains(&m.node) {
-        true => format!("{} (pid {})", m.node, m.pid),
-        false => m.node.to_string(),
-    };
-    let shown: Vec<String> = members.iter().take(SHOWN_MAX).map(name).collect();
-    match members.len() > SHOWN_MAX {
-        true => format!("{} and {} more", shown.join(" "), members.len() - SHOWN_MAX),
-        false => shown.join(" "),
+    let (shown, more) = names_shown(members, SHOWN_MAX, |m| {
+        format!("{} (pid {})", m.node, m.pid)
+    });
+    match more {
+        0 => shown.join(" "),
+        more => format!("{} and {more} more", shown.join(" ")),
     }
 }
 

@@ -156,6 +156,26 @@ pub fn nodes_listed_twice(members: &[Member]) -> BTreeSet<NodeIndex> {
     twice
 }
 
+/// The first `shown_max` entries of `members` by node name, a node listed with two processes
+/// written by `with_pid` instead, and how many entries that leaves out: every list the story
+/// writes out (the event log, the page, the Perfetto args) shows its entries so.
+pub fn names_shown(
+    members: &[Member],
+    shown_max: usize,
+    with_pid: impl Fn(&Member) -> String,
+) -> (Vec<String>, usize) {
+    let twice = nodes_listed_twice(members);
+    let shown = members
+        .iter()
+        .take(shown_max)
+        .map(|m| match twice.contains(&m.node) {
+            true => with_pid(m),
+            false => m.node.to_string(),
+        })
+        .collect();
+    (shown, members.len().saturating_sub(shown_max))
+}
+
 /// Each entry of `members` once, in the order first listed.
 pub fn distinct(members: &[Member]) -> Vec<Member> {
     let mut seen = BTreeSet::new();

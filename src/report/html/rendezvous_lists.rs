@@ -5,9 +5,7 @@
 use super::{esc, secs};
 use crate::report::rounds_story::{self, Move, RoundTold};
 use crate::sim_time::{SimDuration, SimInstant};
-use crate::trace::story::{
-    distinct, nodes_listed_twice, ListSizes, Member, RendezvousLists, Story,
-};
+use crate::trace::story::{distinct, names_shown, ListSizes, Member, RendezvousLists, Story};
 use std::fmt::Write;
 
 /// Names a list shows; a longer one ends with how many more.
@@ -18,20 +16,12 @@ const OPEN_ROUNDS_MAX: usize = 12;
 /// A list of entries, cut after [`SHOWN_MAX`]; a node listed with two processes names each
 /// one's pid.
 fn listed(members: &[Member]) -> String {
-    let twice = nodes_listed_twice(members);
-    let name = |m: &Member| match twice.contains(&m.node) {
-        true => format!("{} (pid {})", m.node, m.pid),
-        false => m.node.to_string(),
-    };
-    let shown: Vec<String> = members.iter().take(SHOWN_MAX).map(name).collect();
-    match members.len() > SHOWN_MAX {
-        true => format!(
-            "{} … and {} more ({})",
-            shown.join(" "),
-            members.len() - SHOWN_MAX,
-            members.len()
-        ),
-        false => shown.join(" "),
+    let (shown, more) = names_shown(members, SHOWN_MAX, |m| {
+        format!("{} (pid {})", m.node, m.pid)
+    });
+    match more {
+        0 => shown.join(" "),
+        more => format!("{} … and {more} more ({})", shown.join(" "), members.len()),
     }
 }
 

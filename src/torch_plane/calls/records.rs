@@ -4,6 +4,7 @@
 
 use super::super::node::Proc;
 use super::super::workers::RoundSeen;
+use super::StoreClient;
 use crate::scenario::node::NodeIndex;
 use crate::sim_time::SimDuration;
 use crate::trace::story::{
@@ -22,15 +23,18 @@ fn int(event: &Value, key: &str) -> u64 {
     event[key].as_u64().unwrap_or(0)
 }
 
-/// The store incarnation the rendezvous backend's client reached (1 before it reached any).
-async fn incarnation(proc: &Proc) -> u64 {
-    let client = proc
-        .state
+/// The rendezvous backend's store client, once torch made one.
+fn rendezvous_client(proc: &Proc) -> Option<StoreClient> {
+    proc.state
         .lock()
         .expect("state lock")
         .rendezvous_store
-        .clone();
-    match client {
+        .clone()
+}
+
+/// The store incarnation the rendezvous backend's client reached (1 before it reached any).
+async fn incarnation(proc: &Proc) -> u64 {
+    match rendezvous_client(proc) {
         Some(client) => client.incarnation().await.unwrap_or(1),
         None => 1,
     }
@@ -145,12 +149,7 @@ fn rendezvous_step(proc: &Proc, event: &Value) {
     let at = now.before(SimDuration::from_us_f64_rounded(ago_us));
     let size =
         |i: usize| u32::try_from(event["sizes"][i].as_u64().unwrap_or(0)).unwrap_or(u32::MAX);
-    let client = proc
-        .state
-        .lock()
-        .expect("state lock")
-        .rendezvous_store
-        .clone();
+    let client = rendezvous_client(proc);
     let step = RendezvousStep {
         at,
         node: NodeIndex(env.index),

@@ -4,7 +4,7 @@
 
 use super::{instant, tid, Export, CLUSTER_PID};
 use crate::sim_time::SimInstant;
-use crate::trace::story::{nodes_listed_twice, ListSizes, Member, RendezvousStep, Story};
+use crate::trace::story::{names_shown, ListSizes, Member, RendezvousStep, Story};
 use crate::trace::TraceNode;
 use serde_json::{json, Map, Value};
 
@@ -17,19 +17,10 @@ const LISTED_MAX: usize = 32;
 
 /// A list as the args show it: node names, a node listed with two processes with its pid.
 fn listed(members: &[Member]) -> String {
-    let twice = nodes_listed_twice(members);
-    let name = |m: &Member| match twice.contains(&m.node) {
-        true => format!("{}/pid {}", m.node, m.pid),
-        false => m.node.to_string(),
-    };
-    let shown: Vec<String> = members.iter().take(LISTED_MAX).map(name).collect();
-    match members.len() > LISTED_MAX {
-        true => format!(
-            "{} and {} more",
-            shown.join(" "),
-            members.len() - LISTED_MAX
-        ),
-        false => shown.join(" "),
+    let (shown, more) = names_shown(members, LISTED_MAX, |m| format!("{}/pid {}", m.node, m.pid));
+    match more {
+        0 => shown.join(" "),
+        more => format!("{} and {more} more", shown.join(" ")),
     }
 }
 
