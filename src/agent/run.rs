@@ -18,6 +18,7 @@ use crate::rendezvous::handler::{RendezvousError, RendezvousHandler, RendezvousI
 use crate::rendezvous::settings::RendezvousSettings;
 use crate::sim_time::{span_between_readings, SimDuration, SimInstant};
 use crate::store::service::StoreClient;
+use crate::store::signal_gate::{MainThread, SignalGate};
 use crate::trace::{AgentState, EventKind, ExitReason};
 use crate::world::quiet::Settle;
 use crate::world::wake::Wake;
@@ -58,13 +59,26 @@ pub async fn agent_process(env: NodeEnv, mutants: Arc<Mutants>) -> AgentExit {
         Ok(h) => h,
         Err(e) => return rendezvous_error_exit(&env, e),
     };
-    let run = Box::pin(invoke_run(&env, &handler, &store, &mutants));
-    let stop = Box::pin(env.stop_signal());
+    let gate = Arc::new(SignalGate::default());
+    let run = Box::pin(MainThread::new(
+        Arc::clone(&gate),
+        invoke_run(&env, &handler, &store, &mutants, &gate),
+    ));
+    let stop = Box::pin(sigterm(&env, &gate));
     let finished = select(run, stop).await;
     let exit = match finished {
+        // Before the first workers start torchrun has no SIGTERM handler: the signal's
+        // default action ends the process at once, with no shutdown and no log line.
+        Either::Right((false, run)) => {
+            drop(run);
+            AgentExit {
+                state: AgentState::Failed,
+                reason: SIGTERM_DEFAULT_ACTION.into(),
+            }
+        }
         // torchrun's SignalException path: workers stop, the rendezvous stays open so the
         // rest of the job can go on without this node.
-        Either::Right(((), run)) => {
+        Either::Right((true, run)) => {
             // The run future owns the workers: dropping it is SIGTERM reaching them. They
             // die on a live host, so their connections close.
             drop(run);
@@ -93,6 +107,23 @@ pub async fn agent_process(env: NodeEnv, mutants: Arc<Mutants>) -> AgentExit {
     };
     exit
 }
+
+/// Waits for a SIGTERM to this agent and for the moment it acts: at once when torchrun has
+/// no handler yet (false: the default action), else when the main thread's store call in
+/// progress returns (true: `SignalException`).
+async fn sigterm(env: &NodeEnv, gate: &SignalGate) -> bool {
+    env.stop_signal().await;
+    if !gate.handler_installed() {
+        return false;
+    }
+    gate.deliver().await;
+    true
+}
+
+/// The exit reason of an agent that SIGTERM ended before torchrun installed its handler
+/// (torchrun's exit code is then −15; `conform::signature` reads it from these words).
+pub const SIGTERM_DEFAULT_ACTION: &str =
+    "SIGTERM before the first workers started: the default action ended torchrun";
 
 /// Records a rendezvous error and turns it into the agent's exit. Every error fails the
 /// agent. A graceful exit too: `SimpleElasticAgent.run` logs it and returns no result, and
@@ -150,6 +181,18 @@ impl Workers {
     }
 }
 
+impl Workers {
+    /// The workers ended on their own: nothing is left to stop or wait for.
+    fn exited(self, env: &NodeEnv) {
+        self.task.abort();
+        env.leave_collectives();
+        env.record(EventKind::WorkersStopped {
+            pid: env.pid,
+            reason: "succeeded".into(),
+        });
+    }
+}
+
 /// The worker group's state as torch's `WorkerGroup.state`, recorded when it changes.
 struct GroupState {
     last: Option<WorkerGroupState>,
@@ -177,12 +220,14 @@ async fn invoke_run(
     handler: &RendezvousHandler,
     store: &StoreClient,
     mutants: &Arc<Mutants>,
+    gate: &Arc<SignalGate>,
 ) -> Result<AgentExit, RendezvousError> {
     let agent = &env.scenario().agent;
     let mut policy = RestartPolicy::new(agent.max_restarts, agent.fixes.iter().copied().collect());
     let launch = Launch {
         highest_step: Arc::new(AtomicU64::new(0)),
         mutants: Arc::clone(mutants),
+        signal_gate: Arc::clone(gate),
     };
     let mut group = GroupState { last: None };
     group.enter(env, WorkerGroupState::Init);
@@ -241,8 +286,8 @@ async fn invoke_run(
     }
 }
 
-/// The group succeeded: its workers are stopped and the agent leaves through the exit
-/// barrier.
+/// The group succeeded: its workers have exited (that is how the monitor saw it), and the
+/// agent goes straight to the exit barrier, as `_invoke_run` does.
 async fn succeeded(
     env: &NodeEnv,
     store: &StoreClient,
@@ -251,7 +296,7 @@ async fn succeeded(
 ) -> AgentExit {
     group.enter(env, WorkerGroupState::Succeeded);
     let info = workers.info.clone();
-    workers.stop(env, "succeeded").await;
+    workers.exited(env);
     exit_barrier(env, store, &info).await;
     AgentExit {
         state: AgentState::Succeeded,
@@ -393,6 +438,8 @@ fn monitor(env: &NodeEnv, workers: &Workers) -> WorkerStatus {
 struct Launch {
     highest_step: Arc<AtomicU64>,
     mutants: Arc<Mutants>,
+    /// Where `PContext.start` installs torchrun's SIGTERM handler.
+    signal_gate: Arc<SignalGate>,
 }
 
 /// torch's `_initialize_workers`: rendezvous, assign ranks, then start the workers from the
@@ -461,6 +508,7 @@ fn start_workers(
     launch: &Launch,
 ) -> Workers {
     let highest_step = &launch.highest_step;
+    launch.signal_gate.install_handler();
     env.record(EventKind::WorkersStarted {
         pid: env.pid,
         round: info.round,

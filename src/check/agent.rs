@@ -8,7 +8,7 @@ use super::{InvariantResult, Violation};
 use crate::invariant::Invariant;
 use crate::scenario::model::Scenario;
 use crate::scenario::node::NodeIndex;
-use crate::trace::{AgentState, Event, EventKind, TraceNode};
+use crate::trace::{AgentState, Event, EventKind, ExitReason, TraceNode};
 use std::collections::{BTreeMap, BTreeSet};
 #[cfg(test)]
 use {super::run_model::replay, crate::trace::Trace};
@@ -206,10 +206,17 @@ impl Observer<'_> for RestartBudget {
         let (max, node) = (self.max, event.node);
         self.applicable |= matches!(&event.kind, EventKind::AgentRestart { .. })
             || matches!(&event.kind, EventKind::AgentExited { state, .. } if *state == AgentState::Failed);
-        if let EventKind::AgentExited { pid, state, .. } = &event.kind {
+        if let EventKind::AgentExited { pid, state, reason } = &event.kind {
             let process = self.budget.processes.entry(*pid).or_default();
             let made = process.counted_restarts.max(process.failure_restarts);
-            if *state == AgentState::Failed && made < max && !process.rendezvous_failed_last {
+            // SIGTERM's default action ends torchrun before it can restart anything.
+            let signalled = matches!(reason, ExitReason::Other(text)
+                if text == crate::agent::run::SIGTERM_DEFAULT_ACTION);
+            if *state == AgentState::Failed
+                && made < max
+                && !process.rendezvous_failed_last
+                && !signalled
+            {
                 self.violations.push(Violation::new(
                     event.at,
                     node,

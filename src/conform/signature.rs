@@ -76,6 +76,8 @@ pub const EXIT_SIGTERM: i32 = 1;
 /// returns no result and `launch_agent`'s `result.is_failed()` raises (measured on torch
 /// 2.15.0).
 pub const EXIT_GRACEFUL: i32 = 1;
+/// torchrun ended by SIGTERM's default action (before its handler is installed).
+pub const EXIT_SIGTERM_DEFAULT: i32 = -15;
 /// A SIGKILLed process, as Python's `subprocess` reports it.
 pub const EXIT_KILLED: i32 = -9;
 
@@ -84,6 +86,9 @@ pub const EXIT_KILLED: i32 = -9;
 pub fn exit_code_of(final_state: &str, exit_reason: &str) -> Option<i32> {
     match final_state {
         "SUCCEEDED" => Some(0),
+        "FAILED" if exit_reason == crate::agent::run::SIGTERM_DEFAULT_ACTION => {
+            Some(EXIT_SIGTERM_DEFAULT)
+        }
         "FAILED" => Some(1),
         "KILLED" => Some(EXIT_KILLED),
         "STOPPED" if exit_reason.starts_with("graceful exit") => Some(EXIT_GRACEFUL),

@@ -323,6 +323,7 @@ mod tests {
             collective_timeout: SimDuration::from_us(1),
             worker_start_time: SimDuration::ZERO,
             worker_start_jitter: SimDuration::ZERO,
+            worker_exit_time: SimDuration::ZERO,
             checkpoint_save_time: SimDuration::ZERO,
             checkpoint_load_time: SimDuration::ZERO,
             backend: Default::default(),

@@ -215,21 +215,44 @@ pub async fn train(
     .await;
     let result = match bootstrap::init_process_group(&env, &plan).await {
         // A store these workers host lives as long as they do.
-        Ok(_server) => {
-            env.join_process_group(plan.group_key());
+        Ok(server) => {
+            env.join_process_group(plan.group_key(), plan.ranks());
             if plan.start_step > 0 && !job.checkpoint_load_time.is_zero() {
                 // A resumed group's workers load the checkpoint before their first step.
                 time::sleep(job.checkpoint_load_time).await;
             }
-            train_steps(&env, &plan, &reached, &mutants).await
+            let result = train_steps(&env, &plan, &reached, &mutants).await;
+            exit_process(&env, &result, job.worker_exit_time).await;
+            drop(server);
+            result
         }
-        Err(failed) => Err(failed),
+        Err(failed) => {
+            let failed = Err(failed);
+            exit_process(&env, &failed, job.worker_exit_time).await;
+            failed
+        }
     };
     *status.lock().expect("status lock") = match result {
         Ok(()) => WorkerStatus::Succeeded,
         Err(failed) => failed,
     };
     env.monitor_wake().notify();
+}
+
+/// The workers' processes exit after `result`: an uncaught error or the script's end goes
+/// through the interpreter's teardown first (`exit_time`), a signal ends them at once. Only
+/// then do their connections close, and only then does their agent's `pcontext.wait` see
+/// them gone (the status is set after this returns).
+async fn exit_process(env: &NodeEnv, result: &Result<(), WorkerStatus>, exit_time: SimDuration) {
+    let tears_down = match result {
+        Ok(()) => true,
+        Err(WorkerStatus::Failed { exit_code, .. }) => *exit_code > 0,
+        Err(_) => false,
+    };
+    if tears_down && !exit_time.is_zero() {
+        time::sleep(exit_time).await;
+    }
+    env.leave_collectives();
 }
 
 /// The step loop; an `Err` is the worker failure that ended it.

@@ -171,6 +171,7 @@ fn job(j: &JobConfig) -> RawJob {
         collective_timeout: Some(Duration::of_span(j.collective_timeout)),
         worker_start_time: Some(Duration::of_span(j.worker_start_time)),
         worker_start_jitter: Some(Duration::of_span(j.worker_start_jitter)),
+        worker_exit_time: Some(Duration::of_span(j.worker_exit_time)),
         checkpoint_save_time: Some(Duration::of_span(j.checkpoint_save_time)),
         checkpoint_load_time: Some(Duration::of_span(j.checkpoint_load_time)),
         backend: Some(j.backend),

@@ -50,6 +50,12 @@ pub fn job(raw: &Option<RawJob>) -> Check<JobConfig> {
         collective_timeout(&p.key("collective_timeout"), j.collective_timeout, backend)?;
     let worker_start_time = phase_time(&p.key("worker_start_time"), j.worker_start_time)?;
     let worker_start_jitter = phase_time(&p.key("worker_start_jitter"), j.worker_start_jitter)?;
+    let worker_exit_time = duration_or(
+        &p.key("worker_exit_time"),
+        j.worker_exit_time,
+        WORKER_EXIT_TIME_DEFAULT,
+        0..=STEP_TIME_US_MAX,
+    )?;
     let checkpoint_save_time = phase_time(&p.key("checkpoint_save_time"), j.checkpoint_save_time)?;
     let checkpoint_load_time = phase_time(&p.key("checkpoint_load_time"), j.checkpoint_load_time)?;
     let nccl_peer_exit_detection = nccl_peer_exit_detection(
@@ -75,6 +81,7 @@ pub fn job(raw: &Option<RawJob>) -> Check<JobConfig> {
         collective_timeout,
         worker_start_time,
         worker_start_jitter,
+        worker_exit_time,
         checkpoint_save_time,
         checkpoint_load_time,
         backend,

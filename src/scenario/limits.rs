@@ -28,6 +28,10 @@ pub const TCP_RETRIES2_DEFAULT: u32 = 15;
 /// read_timeout` says otherwise.
 pub const READ_TIMEOUT_DEFAULT: SimDuration = SimDuration::from_secs(60);
 pub const TCP_RETRIES2_MAX: u32 = 60;
+/// From a worker's uncaught error (or normal end) until its process has exited, measured on
+/// torch 2.15.0 with gloo on the conformance machine (`conformance/measure_exit.py`, see
+/// docs/fidelity.md "Worker exit").
+pub const WORKER_EXIT_TIME_DEFAULT: SimDuration = SimDuration::from_ms(1_100);
 /// The most `[cluster] store_cost_scale` takes: a store a hundred times slower than the
 /// calibration machine's.
 pub const STORE_COST_SCALE_MAX: f64 = 100.0;

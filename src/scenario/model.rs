@@ -185,6 +185,10 @@ pub struct JobConfig {
     /// Each node's workers add a uniform draw below this to `worker_start_time`, per
     /// worker group (from the run's seed).
     pub worker_start_jitter: SimDuration,
+    /// From a worker's uncaught error or normal end until its process has exited: the
+    /// interpreter's teardown. Its agent sees the failure (`pcontext.wait`), and its peers'
+    /// connections to it close, only then. A worker killed by a signal exits at once.
+    pub worker_exit_time: SimDuration,
     /// How long group rank 0 writes each checkpoint while training waits (a blocking
     /// `torch.save`); the checkpoint counts once written.
     pub checkpoint_save_time: SimDuration,

@@ -140,6 +140,7 @@ pub struct RawJob {
     pub collective_timeout: Option<Duration>,
     pub worker_start_time: Option<Duration>,
     pub worker_start_jitter: Option<Duration>,
+    pub worker_exit_time: Option<Duration>,
     pub checkpoint_save_time: Option<Duration>,
     pub checkpoint_load_time: Option<Duration>,
     pub backend: Option<super::model::Backend>,

@@ -3,6 +3,7 @@
 
 pub mod cost;
 pub mod service;
+pub mod signal_gate;
 pub mod value;
 
 pub use value::{Deferred, Encode, Value};

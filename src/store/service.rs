@@ -405,38 +405,42 @@ impl StoreClient {
     }
 
     /// [`Self::call`], the caller spending `cpu` on the request before it leaves and on the
-    /// reply before it acts (`RpcClient::call_costing`).
+    /// reply before it acts (`RpcClient::call_costing`). A signal to the calling process's
+    /// main thread waits for it (`signal_gate`).
     async fn call_costing(
         &self,
         request: StoreRequest,
         cpu: CallCpu,
     ) -> Result<StoreResponse, StoreError> {
-        let timeout = self.timeout();
-        let mut conn = self.conn.lock().await;
-        if !request.waits_for_keys() {
-            return settle(conn.call_costing(request, ReplyWait::Unbounded, cpu).await);
-        }
-        // Kept to name the keys if the wait times out: a clone shares a request's key list,
-        // where spelling the list out for every wait held nodes² bytes at scale.
-        let waited = request.clone();
-        match conn
-            .call_costing(request, ReplyWait::Within(timeout), cpu)
-            .await
-        {
-            Err(NetError::Timeout(..)) if conn.incarnation().is_some() => {
-                // TCPStore's doWait: cancel, read the server's answer with no timeout, then
-                // raise the timeout whatever that answer was.
-                settle(
-                    conn.call(StoreRequest::CancelWait, ReplyWait::Unbounded)
-                        .await,
-                )?;
-                Err(StoreError::WaitTimeout {
-                    timeout_ms: timeout.as_ms(),
-                    keys: waited.keys().join(", "),
-                })
+        super::signal_gate::gated(async move {
+            let timeout = self.timeout();
+            let mut conn = self.conn.lock().await;
+            if !request.waits_for_keys() {
+                return settle(conn.call_costing(request, ReplyWait::Unbounded, cpu).await);
             }
-            reply => settle(reply),
-        }
+            // Kept to name the keys if the wait times out: a clone shares a request's key list,
+            // where spelling the list out for every wait held nodes² bytes at scale.
+            let waited = request.clone();
+            match conn
+                .call_costing(request, ReplyWait::Within(timeout), cpu)
+                .await
+            {
+                Err(NetError::Timeout(..)) if conn.incarnation().is_some() => {
+                    // TCPStore's doWait: cancel, read the server's answer with no timeout, then
+                    // raise the timeout whatever that answer was.
+                    settle(
+                        conn.call(StoreRequest::CancelWait, ReplyWait::Unbounded)
+                            .await,
+                    )?;
+                    Err(StoreError::WaitTimeout {
+                        timeout_ms: timeout.as_ms(),
+                        keys: waited.keys().join(", "),
+                    })
+                }
+                reply => settle(reply),
+            }
+        })
+        .await
     }
 
     /// A request TCPStore sends without reading a reply: the caller goes on at once, and the

@@ -9,6 +9,11 @@
 //! the others: a death on a live host closes the dead workers' connections (`PeerClosed`),
 //! a host that vanishes only stops answering (`Stalled`). What each backend makes of those,
 //! and when, is the job's business.
+//!
+//! Whom a closed connection reaches is the backend's [`Spread`]: gloo fails only the pairs
+//! to the dead ranks that a waiting rank reads or writes, its ring neighbours; the others
+//! wait on, and fail when a neighbour's own process exits (measured on torch 2.15.0, see
+//! docs/fidelity.md "Collectives"). A silent member stalls the whole ring either way.
 
 use super::env::NodeEnv;
 use super::time;
@@ -51,6 +56,25 @@ pub fn covers_world(blocks: impl IntoIterator<Item = RankBlock>) -> bool {
     next >= world_size
 }
 
+/// Whom a member's closed connections reach at once.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum Spread {
+    /// Every other member (NCCL's communicator reports the remote error to every rank).
+    #[default]
+    Everyone,
+    /// The members holding the ranks next to the dead ones on the ring (gloo's pairs).
+    RingNeighbours,
+}
+
+impl Spread {
+    pub fn of_backend(backend: crate::scenario::model::Backend) -> Spread {
+        match backend {
+            crate::scenario::model::Backend::Gloo => Spread::RingNeighbours,
+            crate::scenario::model::Backend::Nccl => Spread::Everyone,
+        }
+    }
+}
+
 /// A member's workers left a group: when, and whether their connections closed (processes
 /// that died on a live host) or the host just went silent.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -82,7 +106,8 @@ enum BarrierEnd {
 #[derive(Default)]
 struct Barrier {
     arrived: BTreeMap<u32, RankBlock>,
-    waiters: Vec<oneshot::Sender<BarrierEnd>>,
+    /// Who waits, by node.
+    waiters: Vec<(u32, oneshot::Sender<BarrierEnd>)>,
     /// When every rank had arrived but a cut link held the barrier back, in nanoseconds.
     held_since_ns: Option<u64>,
 }
@@ -92,14 +117,71 @@ struct Barrier {
 #[derive(Default)]
 struct Group {
     members: BTreeSet<u32>,
+    /// The ranks each member's workers hold, which place it on the ring.
+    blocks: BTreeMap<u32, RankBlock>,
     departed: BTreeMap<u32, Departure>,
-    watchers: Vec<oneshot::Sender<Departure>>,
+    /// Who watches for leavers: a node (told only of departures that reach it), or anyone
+    /// (`None`, told of every departure).
+    watchers: Vec<(Option<u32>, oneshot::Sender<Departure>)>,
 }
 
 impl Group {
-    /// The first member whose connections closed, if one did.
-    fn first_closed(&self) -> Option<Departure> {
-        self.departed.values().find(|d| d.closed).copied()
+    /// The members holding the ranks just before and just after `node`'s on the ring;
+    /// every other member when `node`'s ranks are not known.
+    fn ring_neighbours(&self, node: u32) -> BTreeSet<u32> {
+        let Some(own) = self.blocks.get(&node) else {
+            return self
+                .members
+                .iter()
+                .copied()
+                .filter(|m| *m != node)
+                .collect();
+        };
+        let world = own.world_size.max(1);
+        let before = (own.first + world - 1) % world;
+        let after = (own.first + own.count) % world;
+        let holds = |b: &RankBlock, rank: u64| rank >= b.first && rank < b.first + b.count;
+        self.blocks
+            .iter()
+            .filter(|(m, b)| **m != node && (holds(b, before) || holds(b, after)))
+            .map(|(m, _)| *m)
+            .collect()
+    }
+
+    /// Whether `departure` reaches `node` at once under `spread`: a silent member stalls
+    /// everyone's ring, closed connections reach whom the spread says.
+    fn reaches(&self, spread: Spread, departure: &Departure, node: u32) -> bool {
+        !departure.closed
+            || spread == Spread::Everyone
+            || self.ring_neighbours(node).contains(&departure.member)
+    }
+
+    /// The earliest departure that reaches `node` (any, for `None`), closed ones first.
+    fn first_reaching(&self, spread: Spread, node: Option<u32>) -> Option<Departure> {
+        let reaching: Vec<Departure> = self
+            .departed
+            .values()
+            .filter(|d| node.is_none_or(|n| self.reaches(spread, d, n)))
+            .copied()
+            .collect();
+        let earliest = |closed_only: bool| {
+            reaching
+                .iter()
+                .filter(|d| d.closed || !closed_only)
+                .min_by_key(|d| (d.at_ns, d.member))
+                .copied()
+        };
+        earliest(true).or_else(|| earliest(false))
+    }
+
+    /// The earliest closed departure that reaches `node`: the peer whose death the backend
+    /// reports (a later one may be a peer that failed because of it).
+    fn closed_reaching(&self, spread: Spread, node: u32) -> Option<Departure> {
+        self.departed
+            .values()
+            .filter(|d| d.closed && self.reaches(spread, d, node))
+            .min_by_key(|d| (d.at_ns, d.member))
+            .copied()
     }
 }
 
@@ -115,17 +197,27 @@ enum Arrival {
 pub struct Collectives {
     barriers: BTreeMap<(u64, u64), Barrier>,
     groups: BTreeMap<u64, Group>,
+    spread: Spread,
 }
 
 impl Collectives {
-    /// `node`'s workers joined `group` (their process group formed).
-    pub fn join(&mut self, group: u64, node: u32) {
+    pub fn new(spread: Spread) -> Collectives {
+        Collectives {
+            spread,
+            ..Collectives::default()
+        }
+    }
+
+    /// `node`'s workers, holding `ranks`, joined `group` (their process group formed).
+    pub fn join(&mut self, group: u64, node: u32, ranks: RankBlock) {
         if !self.groups.contains_key(&group) {
             while self.groups.len() >= GROUPS_MAX {
                 self.groups.pop_first();
             }
         }
-        self.groups.entry(group).or_default().members.insert(node);
+        let g = self.groups.entry(group).or_default();
+        g.members.insert(node);
+        g.blocks.insert(node, ranks);
     }
 
     /// The nodes whose workers joined `group`.
@@ -153,7 +245,12 @@ impl Collectives {
         connected: impl Fn(&[u32]) -> bool,
         now_ns: u64,
     ) -> Arrival {
-        if let Some(d) = self.groups.get(&key.0).and_then(Group::first_closed) {
+        let spread = self.spread;
+        if let Some(d) = self
+            .groups
+            .get(&key.0)
+            .and_then(|g| g.closed_reaching(spread, node))
+        {
             return Arrival::Failed(CollectiveError::PeerClosed {
                 member: d.member,
                 at_ns: d.at_ns,
@@ -164,7 +261,7 @@ impl Collectives {
         let nodes: Vec<u32> = barrier.arrived.keys().copied().collect();
         if covers_world(barrier.arrived.values().copied()) && connected(&nodes) {
             let done = self.barriers.remove(&key).expect("barrier just touched");
-            for waiter in done.waiters {
+            for (_, waiter) in done.waiters {
                 let _ = waiter.send(BarrierEnd::Released);
             }
             return Arrival::Released;
@@ -173,7 +270,7 @@ impl Collectives {
             barrier.held_since_ns.get_or_insert(now_ns);
         }
         let (tx, rx) = oneshot::channel();
-        barrier.waiters.push(tx);
+        barrier.waiters.push((node, tx));
         Arrival::Wait(rx)
     }
 
@@ -202,15 +299,15 @@ impl Collectives {
             return;
         }
         let done = self.barriers.remove(&key).expect("barrier just read");
-        for waiter in done.waiters {
+        for (_, waiter) in done.waiters {
             let _ = waiter.send(BarrierEnd::Released);
         }
     }
 
     /// Takes `node`'s arrivals back from every unfinished barrier: its workers are gone.
-    /// With `closed` (they died on a live host), every barrier of its groups fails its
-    /// waiters, and those groups fail every later collective. Returns the groups it was a
-    /// member of.
+    /// With `closed` (they died on a live host), every barrier of its groups fails the
+    /// waiters the closed connections reach (the spread's), and those groups fail those
+    /// members' later collectives. Returns the groups it was a member of.
     pub fn withdraw(&mut self, node: u32, closed: bool, now_ns: u64) -> Vec<u64> {
         for barrier in self.barriers.values_mut() {
             barrier.arrived.remove(&node);
@@ -231,9 +328,19 @@ impl Collectives {
             .filter(|(group, _)| closed_in.contains_key(group))
             .copied()
             .collect();
+        let spread = self.spread;
         for key in failed {
-            let barrier = self.barriers.remove(&key).expect("listed above");
-            for waiter in barrier.waiters {
+            let (Some(barrier), Some(group)) =
+                (self.barriers.get_mut(&key), self.groups.get(&key.0))
+            else {
+                continue;
+            };
+            let departure = group.departed[&node];
+            let (reached, waiting): (Vec<_>, Vec<_>) = std::mem::take(&mut barrier.waiters)
+                .into_iter()
+                .partition(|(waiter, _)| group.reaches(spread, &departure, *waiter));
+            barrier.waiters = waiting;
+            for (_, waiter) in reached {
                 let _ = waiter.send(BarrierEnd::PeerClosed {
                     member: node,
                     at_ns: closed_in[&key.0],
@@ -269,7 +376,12 @@ impl Collectives {
                 continue;
             }
             group.departed.insert(node, departure);
-            for watcher in group.watchers.drain(..) {
+            let spread = self.spread;
+            let (told, left): (Vec<_>, Vec<_>) = std::mem::take(&mut group.watchers)
+                .into_iter()
+                .partition(|(who, _)| who.is_none_or(|n| group.reaches(spread, &departure, n)));
+            group.watchers = left;
+            for (_, watcher) in told {
                 let _ = watcher.send(departure);
             }
             groups.push(*key);
@@ -277,16 +389,21 @@ impl Collectives {
         groups
     }
 
-    /// Where `group`'s next departure will be told; `Err` with one at once when the group
-    /// already lost a member.
-    fn watch(&mut self, group: u64) -> Result<oneshot::Receiver<Departure>, Departure> {
+    /// Where `group`'s next departure that reaches `node` (any, for `None`) will be told;
+    /// `Err` with one at once when the group already lost such a member.
+    fn watch(
+        &mut self,
+        group: u64,
+        node: Option<u32>,
+    ) -> Result<oneshot::Receiver<Departure>, Departure> {
         let (tx, rx) = oneshot::channel();
+        let spread = self.spread;
         if let Some(g) = self.groups.get_mut(&group) {
-            if let Some(departure) = g.first_closed().or(g.departed.values().next().copied()) {
+            if let Some(departure) = g.first_reaching(spread, node) {
                 return Err(departure);
             }
-            g.watchers.retain(|w| !w.is_canceled());
-            g.watchers.push(tx);
+            g.watchers.retain(|(_, w)| !w.is_canceled());
+            g.watchers.push((node, tx));
         }
         Ok(rx)
     }
@@ -295,13 +412,13 @@ impl Collectives {
 impl NodeEnv {
     /// This node's workers joined process group `group`: from now on their death reaches
     /// the group's other members.
-    pub fn join_process_group(&self, group: u64) {
+    pub fn join_process_group(&self, group: u64, ranks: RankBlock) {
         self.world()
             .state
             .lock()
             .expect("world lock")
             .collectives
-            .join(group, self.index);
+            .join(group, self.index, ranks);
     }
 
     /// The all-reduce of `step` in `group`, this node holding `ranks`: it releases when every
@@ -339,13 +456,19 @@ impl NodeEnv {
                 _ => return Err(CollectiveError::Timeout),
             },
         }
-        self.ring(group, ring).await
+        self.ring(group, ring, timeout).await
     }
 
     /// The ring phase of a released all-reduce: `ring` of transfers that a member leaving
-    /// in the middle breaks.
-    async fn ring(&self, group: u64, ring: SimDuration) -> Result<(), CollectiveError> {
-        let departure = match self.watch(group) {
+    /// in the middle breaks. The ring stops moving at the first departure; this node learns
+    /// of it when a departure reaches it (see [`Spread`]), or `timeout` after the stop.
+    async fn ring(
+        &self,
+        group: u64,
+        ring: SimDuration,
+        timeout: SimDuration,
+    ) -> Result<(), CollectiveError> {
+        let stopped = match self.watch(group, None) {
             Err(departure) => departure,
             Ok(rx) => match select(pin!(time::sleep(ring)), rx).await {
                 Either::Left(((), _)) => return Ok(()),
@@ -355,6 +478,17 @@ impl NodeEnv {
                     sleep.await;
                     return Ok(());
                 }
+            },
+        };
+        let stalled = CollectiveError::Stalled {
+            member: stopped.member,
+            at_ns: stopped.at_ns,
+        };
+        let departure = match self.watch(group, Some(self.index)) {
+            Err(departure) => departure,
+            Ok(rx) => match time::timeout(timeout, rx).await {
+                Some(Ok(departure)) => departure,
+                _ => return Err(stalled),
             },
         };
         let Departure {
@@ -379,21 +513,26 @@ impl NodeEnv {
             .withdraw(self.index, true);
     }
 
-    /// A watch on `group`'s departures, or the departure it already had.
-    fn watch(&self, group: u64) -> Result<oneshot::Receiver<Departure>, Departure> {
+    /// A watch on `group`'s departures that reach `node` (any, for `None`), or the
+    /// departure it already had.
+    fn watch(
+        &self,
+        group: u64,
+        node: Option<u32>,
+    ) -> Result<oneshot::Receiver<Departure>, Departure> {
         self.world()
             .state
             .lock()
             .expect("world lock")
             .collectives
-            .watch(group)
+            .watch(group, node)
     }
 
     /// Fires when the workers of some member of `group` leave it (stopped, or dead). A
     /// group that lost a member already fires at once.
     pub fn watch_departures(&self, group: u64) -> oneshot::Receiver<Departure> {
         let now_ns = time::elapsed_ns();
-        match self.watch(group) {
+        match self.watch(group, None) {
             Ok(rx) => rx,
             Err(departure) => {
                 let (tx, rx) = oneshot::channel();
@@ -419,109 +558,5 @@ impl NodeEnv {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn block(first: u64, count: u64, world_size: u64) -> RankBlock {
-        RankBlock {
-            first,
-            count,
-            world_size,
-        }
-    }
-
-    #[test]
-    fn a_world_is_covered_only_by_all_of_its_ranks() {
-        assert!(covers_world([block(8, 8, 16), block(0, 8, 16)]));
-        assert!(!covers_world([block(8, 8, 16)]));
-        assert!(!covers_world([block(0, 8, 24), block(16, 8, 24)]));
-        assert!(!covers_world([block(0, 8, 16), block(8, 8, 24)]));
-        assert!(!covers_world(std::iter::empty()));
-    }
-
-    #[test]
-    fn a_barrier_waits_for_every_rank_of_the_world() {
-        let mut c = Collectives::default();
-        let all = |_: &[u32]| true;
-        // Node 2 sees itself alone, but its ranks are 16..24 of a world of 24.
-        assert!(matches!(
-            c.arrive((1, 1), 2, block(16, 8, 24), all, 0),
-            Arrival::Wait(_)
-        ));
-        assert!(matches!(
-            c.arrive((1, 1), 0, block(0, 8, 24), all, 0),
-            Arrival::Wait(_)
-        ));
-        assert!(matches!(
-            c.arrive((1, 1), 1, block(8, 8, 24), all, 0),
-            Arrival::Released
-        ));
-    }
-
-    #[test]
-    fn a_closed_member_fails_the_waiters_and_every_later_arrival() {
-        let mut c = Collectives::default();
-        let all = |_: &[u32]| true;
-        c.join(1, 0);
-        c.join(1, 1);
-        let Arrival::Wait(mut rx) = c.arrive((1, 1), 0, block(0, 1, 2), all, 0) else {
-            panic!("one rank of two cannot release");
-        };
-        assert_eq!(c.withdraw(1, true, 5_000), vec![1]);
-        assert!(matches!(
-            rx.try_recv(),
-            Ok(Some(BarrierEnd::PeerClosed {
-                member: 1,
-                at_ns: 5_000
-            }))
-        ));
-        assert!(matches!(
-            c.arrive((1, 2), 0, block(0, 1, 2), all, 0),
-            Arrival::Failed(CollectiveError::PeerClosed { member: 1, .. })
-        ));
-        assert_eq!(c.depart(1, true, 6_000), Vec::<u64>::new(), "departs once");
-    }
-
-    #[test]
-    fn a_silent_member_only_takes_its_arrival_back() {
-        let mut c = Collectives::default();
-        let all = |_: &[u32]| true;
-        c.join(1, 0);
-        c.join(1, 1);
-        let _ = c.arrive((1, 1), 1, block(1, 1, 2), all, 0);
-        c.withdraw(1, false, 5_000);
-        assert!(matches!(
-            c.arrive((1, 1), 0, block(0, 1, 2), all, 0),
-            Arrival::Wait(_)
-        ));
-        assert!(matches!(
-            c.watch(1),
-            Err(Departure {
-                member: 1,
-                closed: false,
-                ..
-            })
-        ));
-    }
-
-    #[test]
-    fn a_barrier_a_cut_link_held_goes_on_once_connected() {
-        let mut c = Collectives::default();
-        let cut = |_: &[u32]| false;
-        let all = |_: &[u32]| true;
-        let _ = c.arrive((1, 1), 0, block(0, 1, 2), cut, 1_000);
-        assert!(
-            c.held_back(all).is_empty(),
-            "one rank is not a held barrier"
-        );
-        let Arrival::Wait(mut rx) = c.arrive((1, 1), 1, block(1, 1, 2), cut, 2_000) else {
-            panic!("a cut link holds the barrier");
-        };
-        assert!(c.held_back(cut).is_empty(), "still cut");
-        assert_eq!(c.held_back(all), vec![((1, 1), 2_000)]);
-        c.release_if_connected((1, 1), cut);
-        assert!(rx.try_recv().expect("open").is_none());
-        c.release_if_connected((1, 1), all);
-        assert!(matches!(rx.try_recv(), Ok(Some(BarrierEnd::Released))));
-    }
-}
+#[path = "collectives_tests.rs"]
+mod tests;

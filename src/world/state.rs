@@ -218,7 +218,9 @@ impl WorldState {
             any_succeeded: false,
             checkpoint: Checkpoint::default(),
             gpus: super::gpu::Gpus::default(),
-            collectives: Default::default(),
+            collectives: super::collectives::Collectives::new(
+                super::collectives::Spread::of_backend(scenario.job.backend),
+            ),
             latency: (scenario.network.latency_min, scenario.network.latency_max),
             loss: scenario.network.loss,
             latency_generation: 0,
