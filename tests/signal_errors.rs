@@ -35,17 +35,33 @@ fn a_fault_signal_must_be_a_user_signal() {
 #[test]
 fn signals_to_handle_takes_known_signals_once_with_sigterm() {
     let e = error("name = \"x\"\n[agent]\nsignals_to_handle = [\"SIGTERM\", \"SIGFOO\"]\n");
-    assert_at(&e, 3, 33, "agent.signals_to_handle[1]", "`SIGFOO` is not a signal");
+    assert_at(
+        &e,
+        3,
+        33,
+        "agent.signals_to_handle[1]",
+        "`SIGFOO` is not a signal",
+    );
     let e = error("name = \"x\"\n[agent]\nsignals_to_handle = [\"SIGTERM\", \"SIGTERM\"]\n");
     assert_at(&e, 3, 33, "agent.signals_to_handle[1]", "listed twice");
     let e = error("name = \"x\"\n[agent]\nsignals_to_handle = [\"SIGUSR1\"]\n");
-    assert_at(&e, 3, 21, "agent.signals_to_handle", "SIGTERM must be handled");
+    assert_at(
+        &e,
+        3,
+        21,
+        "agent.signals_to_handle",
+        "SIGTERM must be handled",
+    );
 }
 
 #[test]
 fn checkpoint_on_signal_is_a_known_signal() {
     let e = error("name = \"x\"\n[job]\ncheckpoint_on_signal = \"USR1\"\n");
-    assert_eq!((e.line, e.field.as_str()), (3, "job.checkpoint_on_signal"), "{e}");
+    assert_eq!(
+        (e.line, e.field.as_str()),
+        (3, "job.checkpoint_on_signal"),
+        "{e}"
+    );
 }
 
 #[test]

@@ -290,7 +290,10 @@ fn signals_to_handle(path: &FieldPath, names: Option<&[String]>) -> Check<Vec<Si
             let known: Vec<&str> = Signal::VARIANTS.iter().map(|&s| s.into()).collect();
             return Err(issue(
                 &at,
-                format!("`{name}` is not a signal torchrun can handle (known: {})", known.join(", ")),
+                format!(
+                    "`{name}` is not a signal torchrun can handle (known: {})",
+                    known.join(", ")
+                ),
             ));
         };
         if signals.contains(&signal) {
@@ -377,7 +380,10 @@ pub fn agent(raw: &Option<RawAgent>, cluster: &Cluster) -> Check<AgentConfig> {
         )?,
         share_store: a.share_store.unwrap_or(true),
         worker_identical: a.worker_identical.unwrap_or(false),
-        signals_to_handle: signals_to_handle(&p.key("signals_to_handle"), a.signals_to_handle.as_deref())?,
+        signals_to_handle: signals_to_handle(
+            &p.key("signals_to_handle"),
+            a.signals_to_handle.as_deref(),
+        )?,
         fixes: fixes(&p.key("fixes"), a.fixes.as_deref().unwrap_or(&[]))?,
         relaunch: a.relaunch.unwrap_or_default(),
         relaunch_delay: duration_or(

@@ -42,9 +42,14 @@ fn user_signal(p: &FieldPath, name: &str) -> Check<super::model::Signal> {
         Ok(signal) if signal.is_user() => Ok(signal),
         Ok(_) => Err(issue(
             p,
-            format!("`{name}` is not a user signal (SIGUSR1 or SIGUSR2; SIGTERM is the `stop` fault)"),
+            format!(
+                "`{name}` is not a user signal (SIGUSR1 or SIGUSR2; SIGTERM is the `stop` fault)"
+            ),
         )),
-        Err(_) => Err(issue(p, format!("`{name}` is not a signal a `signal` fault sends (SIGUSR1 or SIGUSR2)"))),
+        Err(_) => Err(issue(
+            p,
+            format!("`{name}` is not a signal a `signal` fault sends (SIGUSR1 or SIGUSR2)"),
+        )),
     }
 }
 

@@ -12,10 +12,10 @@ use std::path::{Path, PathBuf};
 
 mod faults;
 mod signal;
-pub use signal::{Signal, SIGNALS_HANDLED_BY_DEFAULT};
 pub use faults::{
     AfterFailure, FailureKind, FailureProcess, Fault, FaultKind, FaultName, ROLE_STANDIN_NODE,
 };
+pub use signal::{Signal, SIGNALS_HANDLED_BY_DEFAULT};
 
 /// A whole scenario after validation.
 #[derive(Debug, Clone, PartialEq)]

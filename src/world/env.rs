@@ -333,7 +333,14 @@ impl NodeEnv {
     /// Whether a training script's signal handler asked for a checkpoint since the last
     /// look; looking takes the request.
     pub fn take_checkpoint_request(&self) -> bool {
-        std::mem::take(&mut self.world.state.lock().expect("world lock").checkpoint_requested)
+        std::mem::take(
+            &mut self
+                .world
+                .state
+                .lock()
+                .expect("world lock")
+                .checkpoint_requested,
+        )
     }
 
     /// The signal this process's agent caught to stop, when not SIGTERM.
