@@ -79,15 +79,23 @@ pub async fn agent_process(env: NodeEnv, mutants: Arc<Mutants>) -> AgentExit {
         // torchrun's SignalException path: workers stop, the rendezvous stays open so the
         // rest of the job can go on without this node.
         Either::Right((true, run)) => {
-            // The run future owns the workers: dropping it is SIGTERM reaching them. They
-            // die on a live host, so their connections close.
-            drop(run);
+            let caught = env.stop_signal_caught();
+            // A script that checkpoints on the signal caught it and trains on: the agent
+            // waits out its shutdown timeout before SIGKILL (31.6 s measured on torch 2.15).
+            if caught.is_some() && caught == env.scenario().job.checkpoint_on_signal {
+                let _ = select(run, Box::pin(time::sleep(SHUTDOWN_TIMEOUT))).await;
+            } else {
+                // The run future owns the workers: dropping it is the signal reaching them.
+                // They die on a live host, so their connections close.
+                drop(run);
+            }
             env.leave_collectives();
             stop_workers_wait().await;
             handler.stop_heartbeats().await;
+            let signal = caught.map_or("SIGTERM".to_owned(), |s| s.to_string());
             AgentExit {
                 state: AgentState::Stopped,
-                reason: "SIGTERM: the agent shut down its workers".into(),
+                reason: format!("{signal}: the agent shut down its workers").into(),
             }
         }
         Either::Left((result, _stop)) => {
@@ -154,6 +162,10 @@ fn rendezvous_error_exit(env: &NodeEnv, e: RendezvousError) -> AgentExit {
 /// handler is installed for it), and `Popen.wait`'s poll backs off to 50 ms between looks.
 /// Far below torch's `shutdown_timeout` (30 s), after which it would send SIGKILL.
 const WORKERS_EXIT_WAIT: SimDuration = SimDuration::from_ms(50);
+
+/// torch's `shutdown_timeout`: how long `_shutdown` waits for workers that caught its
+/// signal before it sends SIGKILL.
+const SHUTDOWN_TIMEOUT: SimDuration = SimDuration::from_secs(30);
 
 /// The agent's wait in `_shutdown` / `_stop_workers` for its workers to be gone.
 async fn stop_workers_wait() {

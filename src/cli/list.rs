@@ -79,6 +79,9 @@ fn fault_meaning(name: FaultName) -> &'static str {
         FaultName::Kill => "SIGKILL of the node's agent and workers on a live host",
         FaultName::PowerOff => "the host vanishes: silence until TCP or a timeout gives up",
         FaultName::Stop => "SIGTERM: the agent shuts down as torchrun does",
+        FaultName::Signal => {
+            "SIGUSR1/SIGUSR2 to torchrun: stops it as SIGTERM does if it handles it, else kills it alone"
+        }
         FaultName::Restart => "a killed or powered-off node comes back as a new process",
         FaultName::Start => "a spare node starts (a late join, a scale-up)",
         FaultName::Pause => "the node stops running and keeps its state",

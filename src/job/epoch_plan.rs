@@ -341,6 +341,7 @@ mod tests {
                 batch_size,
             },
             set_epoch: Default::default(),
+            checkpoint_on_signal: None,
             eval: None,
         }
     }

@@ -314,7 +314,11 @@ async fn train_steps(
                 epoch_plan = start_epoch(env, plan, &key_of, &mut at)?;
             }
         }
-        if plan.group_rank == 0 && at.step.is_multiple_of(job.checkpoint_every) {
+        // A signal handler's request is the script's: it checkpoints after the step in
+        // progress (the request waits for a group rank 0 to take it).
+        if plan.group_rank == 0
+            && (at.step.is_multiple_of(job.checkpoint_every) | env.take_checkpoint_request())
+        {
             save_checkpoint(env, plan, job.checkpoint_save_time, &at).await;
         }
     }

@@ -291,9 +291,9 @@ fn disrupts(fault: FaultName) -> bool {
     match fault {
         Kill | PowerOff | Stop | Pause | Partition | ClogLink | GpuFail | WorkerCrash
         | StoreCrash => true,
-        Restart | Start | Resume | Heal | UnclogLink | Latency | Loss | ClockSkew | GpuSlow => {
-            false
-        }
+        // A user signal ends no step by itself: handled, the workers it stops end with it.
+        Signal | Restart | Start | Resume | Heal | UnclogLink | Latency | Loss | ClockSkew
+        | GpuSlow => false,
     }
 }
 

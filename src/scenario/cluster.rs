@@ -4,7 +4,8 @@
 use super::limits::*;
 use super::locate::FieldPath;
 use super::model::{
-    AgentConfig, Cluster, GpuProfile, Network, RendezvousConfig, StoreHost, RELAUNCH_DELAY_CAP,
+    AgentConfig, Cluster, GpuProfile, Network, RendezvousConfig, Signal, StoreHost,
+    RELAUNCH_DELAY_CAP, SIGNALS_HANDLED_BY_DEFAULT,
 };
 use super::raw::{RawAgent, RawCluster, RawGpuProfile, RawNetwork, RawRendezvous};
 use super::torch_defaults::*;
@@ -12,6 +13,7 @@ use super::units::{Bandwidth, Duration};
 use super::values::*;
 use crate::sim_time::SimDuration;
 use std::collections::{BTreeMap, BTreeSet};
+use strum::VariantArray;
 
 /// The built-in GPU profile called `name`, if there is one.
 pub fn builtin_gpu(name: &str) -> Option<GpuProfile> {
@@ -274,6 +276,41 @@ pub fn rendezvous(raw: &Option<RawRendezvous>, cluster: &Cluster) -> Check<Rende
 
 /// `rendezvous.fixes` and `agent.fixes`: non-empty, distinct names of fixes of kind `F`
 /// (`RendezvousFix`, `AgentFix`), read into them in the file's order.
+/// `agent.signals_to_handle`: known names, each once, SIGTERM among them (the `stop` fault is
+/// torchrun's SIGTERM handling); kept in the order of [`Signal`].
+fn signals_to_handle(path: &FieldPath, names: Option<&[String]>) -> Check<Vec<Signal>> {
+    let Some(names) = names else {
+        return Ok(SIGNALS_HANDLED_BY_DEFAULT.to_vec());
+    };
+    list_len(path, names, Signal::VARIANTS.len())?;
+    let mut signals = Vec::with_capacity(names.len());
+    for (i, name) in names.iter().enumerate() {
+        let at = path.index(i);
+        let Ok(signal) = name.parse::<Signal>() else {
+            let known: Vec<&str> = Signal::VARIANTS.iter().map(|&s| s.into()).collect();
+            return Err(issue(
+                &at,
+                format!(
+                    "`{name}` is not a signal torchrun can handle (known: {})",
+                    known.join(", ")
+                ),
+            ));
+        };
+        if signals.contains(&signal) {
+            return Err(issue(&at, format!("`{name}` is listed twice")));
+        }
+        signals.push(signal);
+    }
+    if !signals.contains(&Signal::Term) {
+        return Err(issue(
+            path,
+            "SIGTERM must be handled: the `stop` fault is torchrun's SIGTERM handling",
+        ));
+    }
+    signals.sort();
+    Ok(signals)
+}
+
 pub fn fixes<F>(path: &FieldPath, names: &[String]) -> Check<Vec<F>>
 where
     F: Copy + std::str::FromStr + strum::VariantArray + Into<&'static str>,
@@ -343,6 +380,10 @@ pub fn agent(raw: &Option<RawAgent>, cluster: &Cluster) -> Check<AgentConfig> {
         )?,
         share_store: a.share_store.unwrap_or(true),
         worker_identical: a.worker_identical.unwrap_or(false),
+        signals_to_handle: signals_to_handle(
+            &p.key("signals_to_handle"),
+            a.signals_to_handle.as_deref(),
+        )?,
         fixes: fixes(&p.key("fixes"), a.fixes.as_deref().unwrap_or(&[]))?,
         relaunch: a.relaunch.unwrap_or_default(),
         relaunch_delay: duration_or(

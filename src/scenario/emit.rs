@@ -68,6 +68,8 @@ pub fn to_raw(s: &Scenario) -> RawScenario {
             share_store: Some(s.agent.share_store),
             // Written only when on, so files without it read back as they were written.
             worker_identical: s.agent.worker_identical.then_some(true),
+            signals_to_handle: (s.agent.signals_to_handle != SIGNALS_HANDLED_BY_DEFAULT)
+                .then(|| names(&s.agent.signals_to_handle)),
             fixes: Some(names(&s.agent.fixes)),
         }),
         job: Some(job(&s.job)),
@@ -194,6 +196,7 @@ fn job(j: &JobConfig) -> RawJob {
         }),
         // Written only when a scenario sets them, so files that never did stay as they were.
         set_epoch: (j.set_epoch != SetEpoch::default()).then_some(j.set_epoch),
+        checkpoint_on_signal: j.checkpoint_on_signal,
         eval: j.eval.map(|e| RawEval {
             len: Some(e.len),
             drop_last: Some(e.drop_last),
@@ -241,6 +244,9 @@ fn set_kind_keys(r: &mut RawFault, kind: &FaultKind) {
         | FaultKind::Start { node: n }
         | FaultKind::Pause { node: n }
         | FaultKind::Resume { node: n } => r.node = Some(node(*n)),
+        FaultKind::Signal { node: n, signal } => {
+            (r.node, r.signal) = (Some(node(*n)), Some(signal.to_string()));
+        }
         FaultKind::Partition { groups } => {
             r.groups = Some(
                 groups

@@ -29,9 +29,27 @@ pub fn fault_fields(name: FaultName) -> (&'static [&'static str], &'static [&'st
         FaultName::Latency => (&["latency"], &["duration"]),
         FaultName::Loss => (&["probability"], &["duration"]),
         FaultName::ClockSkew => (&["node", "offset"], &[]),
+        FaultName::Signal => (&["node", "signal"], &[]),
         FaultName::GpuSlow => (&["node", "gpu", "factor", "duration"], &[]),
         FaultName::GpuFail => (&["node", "gpu"], &[]),
         FaultName::WorkerCrash => (&["node", "local_rank"], &["exit_code"]),
+    }
+}
+
+/// A `signal` fault's `signal`: a user signal (SIGTERM is the `stop` fault).
+fn user_signal(p: &FieldPath, name: &str) -> Check<super::model::Signal> {
+    match name.parse::<super::model::Signal>() {
+        Ok(signal) if signal.is_user() => Ok(signal),
+        Ok(_) => Err(issue(
+            p,
+            format!(
+                "`{name}` is not a user signal (SIGUSR1 or SIGUSR2; SIGTERM is the `stop` fault)"
+            ),
+        )),
+        Err(_) => Err(issue(
+            p,
+            format!("`{name}` is not a signal a `signal` fault sends (SIGUSR1 or SIGUSR2)"),
+        )),
     }
 }
 
@@ -106,6 +124,7 @@ fn present_keys(f: &RawFault) -> Vec<&'static str> {
         ("factor", f.factor.is_some()),
         ("local_rank", f.local_rank.is_some()),
         ("exit_code", f.exit_code.is_some()),
+        ("signal", f.signal.is_some()),
     ];
     flags
         .iter()
@@ -207,6 +226,10 @@ fn fault_kind(
         FaultName::Kill => FaultKind::Kill { node: node()? },
         FaultName::PowerOff => FaultKind::PowerOff { node: node()? },
         FaultName::Stop => FaultKind::Stop { node: node()? },
+        FaultName::Signal => FaultKind::Signal {
+            node: node()?,
+            signal: user_signal(&p.key("signal"), f.signal.as_deref().unwrap_or(""))?,
+        },
         FaultName::Restart => FaultKind::Restart { node: node()? },
         FaultName::Start => FaultKind::Start {
             node: spare(p, node()?, ctx)?,

@@ -89,6 +89,7 @@ pub fn job(raw: &Option<RawJob>) -> Check<JobConfig> {
         dataset,
         sampler,
         set_epoch: j.set_epoch.unwrap_or_default(),
+        checkpoint_on_signal: j.checkpoint_on_signal,
         eval,
     })
 }

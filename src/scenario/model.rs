@@ -11,9 +11,11 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 mod faults;
+mod signal;
 pub use faults::{
     AfterFailure, FailureKind, FailureProcess, Fault, FaultKind, FaultName, ROLE_STANDIN_NODE,
 };
+pub use signal::{Signal, SIGNALS_HANDLED_BY_DEFAULT};
 
 /// A whole scenario after validation.
 #[derive(Debug, Clone, PartialEq)]
@@ -129,6 +131,10 @@ pub struct AgentConfig {
     /// `TORCH_ELASTIC_WORKER_IDENTICAL=1`: every agent computes its workers' ranks from its
     /// group rank and `nproc_per_node`, with no role-info exchange through the store.
     pub worker_identical: bool,
+    /// torchrun's `--signals-to-handle`: the signals its agent catches, to stop its workers
+    /// with the same signal; any other signal's default action ends the agent alone (its
+    /// workers, in sessions of their own, run on). In the order of `Signal`, each once.
+    pub signals_to_handle: Vec<Signal>,
     /// Opt-in named deviations from torch's agent behaviour.
     pub fixes: Vec<crate::fixes::AgentFix>,
     /// What relaunches torchrun on a node when its agent process exits by itself (a
@@ -203,6 +209,9 @@ pub struct JobConfig {
     pub sampler: SamplerConfig,
     /// When the training script calls the sampler's `set_epoch`.
     pub set_epoch: SetEpoch,
+    /// The signal the training script checkpoints on: a handler that asks the group's rank 0
+    /// to write a checkpoint after the step in progress, and training goes on.
+    pub checkpoint_on_signal: Option<Signal>,
     /// `[job.eval]`: an evaluation pass after training, when the scenario has one.
     pub eval: Option<EvalConfig>,
 }

@@ -126,6 +126,7 @@ pub struct RawAgent {
     pub relaunch_max: Option<u32>,
     pub share_store: Option<bool>,
     pub worker_identical: Option<bool>,
+    pub signals_to_handle: Option<Vec<String>>,
     pub fixes: Option<Vec<String>>,
 }
 
@@ -149,6 +150,7 @@ pub struct RawJob {
     pub dataset: Option<RawDataset>,
     pub sampler: Option<RawSampler>,
     pub set_epoch: Option<super::model::SetEpoch>,
+    pub checkpoint_on_signal: Option<super::model::Signal>,
     pub eval: Option<RawEval>,
 }
 
@@ -231,6 +233,7 @@ pub struct RawFault {
     pub factor: Option<f64>,
     pub local_rank: Option<u32>,
     pub exit_code: Option<i32>,
+    pub signal: Option<String>,
 }
 
 /// `[expect]`.

@@ -99,6 +99,7 @@ async fn run_process(world: &Arc<World>, index: u32) -> Option<AgentState> {
         st.nodes[index as usize].process = Some(Process {
             pid,
             stop_requested: false,
+            stop_signal: None,
             stop_waiters: Vec::new(),
             worker_crash: None,
             store_task: None,
@@ -327,6 +328,25 @@ impl NodeEnv {
     /// The last checkpoint on shared storage (all zero before the first).
     pub fn checkpoint(&self) -> Checkpoint {
         self.world.state.lock().expect("world lock").checkpoint
+    }
+
+    /// Whether a training script's signal handler asked for a checkpoint since the last
+    /// look; looking takes the request.
+    pub fn take_checkpoint_request(&self) -> bool {
+        std::mem::take(
+            &mut self
+                .world
+                .state
+                .lock()
+                .expect("world lock")
+                .checkpoint_requested,
+        )
+    }
+
+    /// The signal this process's agent caught to stop, when not SIGTERM.
+    pub fn stop_signal_caught(&self) -> Option<crate::scenario::model::Signal> {
+        let mut st = self.world.state.lock().expect("world lock");
+        self.process_mut(&mut st).and_then(|p| p.stop_signal)
     }
 
     /// Writes a checkpoint.

@@ -3,7 +3,7 @@
 
 use super::state::World;
 use super::{spawn, time, SharedValues};
-use crate::scenario::model::{Fault, FaultKind, FaultName, NodeIndex, NodeRole, StoreHost};
+use crate::scenario::model::{Fault, FaultKind, FaultName, NodeIndex, NodeRole, Signal, StoreHost};
 use crate::sim_time::{SimDuration, SimInstant};
 use crate::trace::{EventKind, TraceNode};
 use madsim::runtime::Handle;
@@ -102,6 +102,7 @@ fn apply(world: &Arc<World>, fault: &Fault) -> String {
         FaultKind::Kill { node } => kill(world, &handle, *node, Death::ProcessesKilled),
         FaultKind::PowerOff { node } => kill(world, &handle, *node, Death::PowerOff),
         FaultKind::Stop { node } => stop(world, *node),
+        FaultKind::Signal { node, signal } => user_signal(world, *node, *signal),
         FaultKind::Restart { node } | FaultKind::Start { node } => start(world, &handle, *node),
         FaultKind::Pause { node } => {
             set_paused(world, *node, true);
@@ -360,6 +361,44 @@ fn stop(world: &World, node: u32) -> String {
         }
         None => "no agent runs there".to_owned(),
     }
+}
+
+/// `signal`: a user signal to the node's torchrun. An agent told to handle it stops its
+/// workers with it, as SIGTERM's handler does; one not told dies by the signal's default
+/// action, its workers (each in a session of its own) never see it and run on. The model
+/// keeps that agent's loop running: nothing the job sees changes until the node is killed,
+/// unless another fault hits the node in between (see docs/fidelity.md). A training script
+/// that checkpoints on the signal asks for a checkpoint when it reaches its workers.
+fn user_signal(world: &World, node: u32, signal: Signal) -> String {
+    let handled = world.scenario.agent.signals_to_handle.contains(&signal);
+    let mut st = world.state.lock().expect("world lock");
+    let Some(p) = st.nodes[node as usize].process.as_mut() else {
+        return "no agent runs there".to_owned();
+    };
+    let pid = p.pid;
+    if !handled {
+        return format!(
+            "{signal} to pid {pid}: torchrun has no handler for it and dies by it (exit -{}); \
+             its workers, in sessions of their own, never see it and train on",
+            signal.number()
+        );
+    }
+    p.stop_requested = true;
+    p.stop_signal = Some(signal);
+    for waiter in p.stop_waiters.drain(..) {
+        let _ = waiter.send(());
+    }
+    let checkpoints = world.scenario.job.checkpoint_on_signal == Some(signal);
+    st.checkpoint_requested |= checkpoints;
+    format!(
+        "{signal} to pid {pid}: torchrun handles it (--signals-to-handle) and sends it to its \
+         workers{}",
+        if checkpoints {
+            ", whose script checkpoints on it"
+        } else {
+            ", whose script has no handler for it: they die at once"
+        }
+    )
 }
 
 /// After links come back: an all-reduce a cut link held back with every rank arrived goes on

@@ -138,6 +138,9 @@ pub struct Process {
     pub pid: u32,
     /// A graceful stop (SIGTERM) was asked for.
     pub stop_requested: bool,
+    /// The signal the agent's handler caught, when a stop came with another than SIGTERM
+    /// (a user signal in `agent.signals_to_handle`): the agent stops its workers with it.
+    pub stop_signal: Option<crate::scenario::model::Signal>,
     pub stop_waiters: Vec<oneshot::Sender<()>>,
     /// A `worker_crash` hit this process's workers: (local_rank, exit_code).
     pub worker_crash: Option<(u32, i32)>,
@@ -182,6 +185,9 @@ pub struct WorldState {
     pub any_succeeded: bool,
     /// The last checkpoint, on storage every node shares.
     pub checkpoint: Checkpoint,
+    /// A training script's signal handler asked for a checkpoint after the step in progress
+    /// (`job.checkpoint_on_signal`); the group's rank 0 takes it.
+    pub checkpoint_requested: bool,
     /// What faults did to the GPUs.
     pub gpus: super::gpu::Gpus,
     /// The workers' process groups and their all-reduce barriers.
@@ -217,6 +223,7 @@ impl WorldState {
             end_with_job: scenario.end_with_job,
             any_succeeded: false,
             checkpoint: Checkpoint::default(),
+            checkpoint_requested: false,
             gpus: super::gpu::Gpus::default(),
             collectives: super::collectives::Collectives::new(
                 super::collectives::Spread::of_backend(scenario.job.backend),
@@ -422,6 +429,7 @@ mod tests {
         Process {
             pid,
             stop_requested: false,
+            stop_signal: None,
             stop_waiters: Vec::new(),
             worker_crash: None,
             store_task: None,

@@ -56,6 +56,11 @@ pub enum FaultKind {
     Stop {
         node: u32,
     },
+    /// A user signal to the node's torchrun, as a scheduler sends before a preemption.
+    Signal {
+        node: u32,
+        signal: super::Signal,
+    },
     Restart {
         node: u32,
     },
@@ -120,6 +125,7 @@ impl FaultKind {
             FaultKind::Kill { node }
             | FaultKind::PowerOff { node }
             | FaultKind::Stop { node }
+            | FaultKind::Signal { node, .. }
             | FaultKind::Restart { node }
             | FaultKind::Start { node }
             | FaultKind::Pause { node }
@@ -140,6 +146,7 @@ impl FaultKind {
             FaultKind::Kill { node }
             | FaultKind::PowerOff { node }
             | FaultKind::Stop { node }
+            | FaultKind::Signal { node, .. }
             | FaultKind::Restart { node }
             | FaultKind::Start { node }
             | FaultKind::Pause { node }
