@@ -199,7 +199,11 @@ fn network_faults_are_refused_only_where_namespaces_cannot_be_made() {
         .iter()
         .filter(|r| network.iter().any(|k| r.contains(&format!("({k} at "))))
         .count();
-    let expected = if here == trainsim::conform::localhost::Netns::Available { 0 } else { 5 };
+    let expected = if here == trainsim::conform::localhost::Netns::Available {
+        0
+    } else {
+        5
+    };
     assert_eq!(refused_network, expected, "{ours:#?}");
 }
 
