@@ -4,9 +4,11 @@
     driver.py run SCENARIO.toml --out DIR [--python PY]   run it; print the signature JSON
     driver.py check SCENARIO.toml                         exit 2 (with the reason) if it cannot run
     driver.py parse DIR                                   the signature of a saved run
+    driver.py cleanup [--prefix P]                        remove namespaces runs left behind
 
 One `python -m torch.distributed.run` agent per node, each on its own loopback address
-(node-N is 127.0.0.(N+1)), with the c10d rendezvous backend: the store lives in the store
+(node-N is 127.0.0.(N+1)) or, when a fault cuts links or powers a host off, in its own network
+namespace (node-N is 10.77.0.(N+1), the dedicated store 10.77.0.250; see `netns.py`), with the c10d rendezvous backend: the store lives in the store
 node's agent (`is_host=1`) or, with `cluster.store = "dedicated"`, in a TCPStore process of
 its own. Faults land at their times on a node's agent and every process below it. Every
 agent's output, the workers' JSON lines and the driver's own event log stay in DIR, so the
@@ -25,6 +27,7 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import netns  # noqa: E402  (namespaces for network faults)
 import signature  # noqa: E402  (the log parser, shared with the tests)
 
 try:
@@ -41,29 +44,19 @@ HARD_CAP_S = 300.0
 # Why a fault or setting cannot run on this machine: the same sentences as
 # src/conform/localhost.rs (a test holds them together), so `trainsim conform` and
 # `trainsim fuzz --confirm` can refuse without starting Python.
-PARTITION = ("a network partition is not yet made on localhost: every node is a process on this "
-             "one machine, and cutting the links between their loopback addresses needs root "
-             "(iptables)")
-CLOGGED_LINK = ("a clogged link is not yet made on localhost: dropping one direction of the "
-                "traffic between two loopback addresses needs root (iptables)")
-POWER_OFF = ("a power-off is not yet made on localhost: a process killed on a live kernel has its "
-             "connections reset, where a host that vanishes leaves its peers in silence")
 LATENCY_LOSS = ("network latency and loss are not yet made on localhost: changing them on the "
                 "loopback interface needs root (tc netem)")
 CLOCK_SKEW = ("clock skew is not yet made on localhost: every node reads this machine's one wall "
               "clock")
 GPU = "GPU faults cannot be made on localhost: the workers run on the CPU"
+# A partition, a clogged link or a power-off is made in network namespaces (netns.py), and
+# refused only where they cannot be made (not root, no `ip netns`), with netns.py's sentences.
 UNSUPPORTED = {
-    "partition": PARTITION,
-    "heal": PARTITION,
-    "clog_link": CLOGGED_LINK,
-    "unclog_link": CLOGGED_LINK,
     "latency": LATENCY_LOSS,
     "loss": LATENCY_LOSS,
     "clock_skew": CLOCK_SKEW,
     "gpu_slow": GPU,
     "gpu_fail": GPU,
-    "power_off": POWER_OFF,
 }
 UNITS = {"us": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0, "h": 3600.0}
 
@@ -163,9 +156,12 @@ def load_plan(path):
         "collective_timeout": seconds(job.get("collective_timeout", "10m"), "job.collective_timeout"),
         "time_limit": min(seconds(doc.get("time_limit", "2h"), "time_limit"), HARD_CAP_S),
         "faults": [],
+        "netns": False,  # set when a fault needs network namespaces
     }
     if "exit_barrier_timeout" in agent:
         plan["exit_barrier_timeout"] = seconds(agent["exit_barrier_timeout"], "agent.exit_barrier_timeout")
+    plan["tcp_retries2"] = int(cluster.get("tcp_retries2", 15))
+    net_refusal = None
     for i, fault in enumerate(doc.get("faults", [])):
         kind = fault.get("kind")
         at = seconds(fault.get("at", "0s"), f"faults[{i}].at")
@@ -173,26 +169,57 @@ def load_plan(path):
         if kind in UNSUPPORTED:
             problems.append(f"{field}: {UNSUPPORTED[kind]}")
             continue
-        entry = {"at": at, "kind": kind}
-        if kind in ("kill", "stop", "restart", "start", "pause", "resume", "worker_crash"):
-            entry["node"] = node_index(fault.get("node"), f"faults[{i}].node")
-        if kind == "worker_crash":
-            entry["local_rank"] = int(fault.get("local_rank", 0))
-            entry["exit_code"] = int(fault.get("exit_code", 1))
-            if entry["local_rank"] >= plan["nproc_per_node"]:
-                problems.append(
-                    f"{field}: the driver runs {plan['nproc_per_node']} workers per node"
-                )
-        elif kind == "store_crash":
-            if store != "dedicated":
-                problems.append(f"{field}: store_crash needs cluster.store = \"dedicated\"")
-        elif kind not in ("kill", "stop", "restart", "start", "pause", "resume"):
-            problems.append(f"faults[{i}].kind: unknown fault kind '{kind}'")
-        plan["faults"].append(entry)
+        if kind in netns.KINDS:
+            net_refusal = net_refusal or netns.refusal()
+            if net_refusal:
+                problems.append(f"{field}: {net_refusal}")
+                continue
+            plan["netns"] = True
+        entry = parse_fault(fault, i, kind, at, field, plan, problems)
+        if entry is not None:
+            plan["faults"].append(entry)
     if problems:
         raise Refused(*problems)
     plan["faults"].sort(key=lambda f: f["at"])
     return plan
+
+
+def node_list(names, field):
+    """A partition group's nodes, ranges (`node-2..=node-5`) expanded."""
+    out = []
+    for name in names:
+        if isinstance(name, str) and "..=" in name:
+            first, last = name.split("..=", 1)
+            out.extend(range(node_index(first, field), node_index(last, field) + 1))
+        else:
+            out.append(node_index(name, field))
+    return out
+
+
+def parse_fault(fault, i, kind, at, field, plan, problems):
+    """One fault as the run applies it, or None (with a problem noted) if it cannot."""
+    entry = {"at": at, "kind": kind}
+    if kind in ("kill", "stop", "restart", "start", "pause", "resume", "worker_crash",
+                "power_off"):
+        entry["node"] = node_index(fault.get("node"), f"faults[{i}].node")
+    if kind == "worker_crash":
+        entry["local_rank"] = int(fault.get("local_rank", 0))
+        entry["exit_code"] = int(fault.get("exit_code", 1))
+        if entry["local_rank"] >= plan["nproc_per_node"]:
+            problems.append(f"{field}: the driver runs {plan['nproc_per_node']} workers per node")
+    elif kind == "store_crash":
+        if plan["store"] != "dedicated":
+            problems.append(f"{field}: store_crash needs cluster.store = \"dedicated\"")
+    elif kind == "partition":
+        entry["groups"] = [node_list(g, f"faults[{i}].groups") for g in fault.get("groups", [])]
+    elif kind in ("clog_link", "unclog_link"):
+        entry["from"] = node_index(fault.get("from"), f"faults[{i}].from")
+        entry["to"] = node_index(fault.get("to"), f"faults[{i}].to")
+    elif kind not in ("kill", "stop", "restart", "start", "pause", "resume", "heal",
+                      "power_off"):
+        problems.append(f"faults[{i}].kind: unknown fault kind '{kind}'")
+        return None
+    return entry
 
 
 def free_port(host="127.0.0.1"):
@@ -244,6 +271,8 @@ class Run:
         self.store = None
         self.port = None
         self.t0 = None
+        self.net = None  # the run's network namespaces, when a fault needs them
+        self.powered_off = set()  # nodes whose port on the bridge is down
 
     def record(self, event, **fields):
         fields.update(t=time.time(), event=event)
@@ -252,6 +281,24 @@ class Run:
 
     def remember(self, pid):
         self.known.update(descendants(pid, proc_table()))
+
+    def addr(self, host):
+        """A host's address: its namespace's on the run's bridge, or its loopback one."""
+        if self.net is not None:
+            return netns.host_addr(host)
+        return "127.0.0.250" if host == netns.STORE else f"127.0.0.{host + 1}"
+
+    def in_host(self, host):
+        """The argv prefix that runs a command on a host (nothing without namespaces)."""
+        return [] if self.net is None else self.net.exec_prefix(host)
+
+    def start_net(self):
+        prefix = netns.run_prefix(os.getpid(), time.time())
+        hosts = list(range(self.plan["nodes"] + self.plan["spare_nodes"]))
+        if self.plan["store_node"] is None:
+            hosts.append(netns.STORE)
+        self.net = netns.Net(prefix, hosts, self.plan["tcp_retries2"], self.record)
+        self.net.up()
 
     def start_store(self):
         code = (
@@ -263,7 +310,7 @@ class Run:
         )
         log = open(os.path.join(self.out, "store.log"), "w")
         self.store = subprocess.Popen(
-            [self.python, "-c", code, "127.0.0.250"],
+            self.in_host(netns.STORE) + [self.python, "-c", code, self.addr(netns.STORE)],
             stdout=subprocess.PIPE, stderr=log, start_new_session=True, text=True,
         )
         self.known[self.store.pid] = proc_table().get(self.store.pid, (0, 0))[1]
@@ -275,9 +322,9 @@ class Run:
 
     def endpoint_and_host(self, node):
         if self.plan["store_node"] is None:
-            return f"127.0.0.250:{self.port}", 0
+            return f"{self.addr(netns.STORE)}:{self.port}", 0
         host = self.plan["store_node"]
-        return f"127.0.0.{host + 1}:{self.port}", int(node == host)
+        return f"{self.addr(host)}:{self.port}", int(node == host)
 
     def start_agent(self, node):
         p = self.plan
@@ -300,14 +347,14 @@ class Run:
         conf = ",".join(f"{k}={p[k]}" for k in (
             "join_timeout", "last_call_timeout", "close_timeout", "heartbeat_timeout",
             "keep_alive_interval", "keep_alive_max_attempt", "read_timeout")) + f",is_host={is_host}"
-        cmd = [
+        cmd = self.in_host(node) + [
             self.python, "-m", "torch.distributed.run",
             "--nnodes", f"{p['min_nodes']}:{p['max_nodes']}",
             "--nproc-per-node", str(p["nproc_per_node"]),
             "--max-restarts", str(p["max_restarts"]),
             "--monitor-interval", str(p["monitor_interval"]),
             "--rdzv-backend", "c10d", "--rdzv-endpoint", endpoint, "--rdzv-id", "conform",
-            "--rdzv-conf", conf, "--local-addr", f"127.0.0.{node + 1}",
+            "--rdzv-conf", conf, "--local-addr", self.addr(node),
             WORKER, worker_cfg,
         ]
         env = dict(os.environ)
@@ -316,6 +363,8 @@ class Run:
             TORCH_LOGS="torch.distributed.elastic.rendezvous.dynamic_rendezvous",
             PATH=os.path.dirname(self.python) + os.pathsep + env.get("PATH", ""),
         )
+        if self.net is not None:  # gloo would pick the hostname's address, not the node's
+            env["GLOO_SOCKET_IFNAME"] = netns.IFACE
         if not p["share_store"]:
             env["TORCH_DISABLE_SHARE_RDZV_TCP_STORE"] = "1"
         if p["worker_identical"]:
@@ -344,7 +393,8 @@ class Run:
         kind, node = fault["kind"], fault.get("node")
         alive = node in self.agents and self.agents[node][1].poll() is None
         self.record("fault", kind=kind, node=None if node is None else f"node-{node}",
-                    applied=alive or kind in ("start", "restart", "store_crash"))
+                    applied=alive or kind in ("start", "restart", "store_crash", "partition", "heal",
+                                  "clog_link", "unclog_link"))
         if kind == "kill" and alive:
             self.signal_tree(node, signal.SIGKILL)
             self.record("agent_killed", node=f"node-{node}", proc=self.agents[node][0])
@@ -359,7 +409,17 @@ class Run:
                     os.kill(pid, signal.SIGCONT)
                 except ProcessLookupError:
                     pass
+        elif kind == "power_off" and alive:
+            self.net.set_port(node, up=False)  # silence first: the kills' resets stay inside
+            self.powered_off.add(node)
+            self.signal_tree(node, signal.SIGKILL)
+            self.record("agent_killed", node=f"node-{node}", proc=self.agents[node][0])
+        elif kind in ("partition", "heal", "clog_link", "unclog_link"):
+            self.net.set_cut(cut_after(self.net.cut, fault))
         elif kind in ("restart", "start"):
+            if node in self.powered_off:  # the host comes back up with the new agent
+                self.powered_off.discard(node)
+                self.net.set_port(node, up=True)
             if alive:  # a reboot of a live node: it dies first
                 self.signal_tree(node, signal.SIGKILL)
                 self.record("agent_killed", node=f"node-{node}", proc=self.agents[node][0])
@@ -383,6 +443,8 @@ class Run:
 
     def main_loop(self):
         p = self.plan
+        if p["netns"]:
+            self.start_net()
         self.t0 = time.time()
         self.record("run", plan=p, t0=self.t0, utc_offset=time.localtime(self.t0).tm_gmtoff)
         if p["store_node"] is None:
@@ -435,7 +497,21 @@ class Run:
             self.store.kill()
             self.store.wait(timeout=10)
         self.reap()
+        if self.net is not None:
+            self.net.down()
         self.events.close()
+
+
+def cut_after(cut, fault):
+    """The set of cut directed links after a partition, heal, clog or unclog, as the
+    simulator keeps it: a partition adds, a heal restores every link (clogs too)."""
+    kind = fault["kind"]
+    if kind == "partition":
+        return cut | netns.cut_pairs(fault["groups"])
+    if kind == "heal":
+        return set()
+    pair = (fault["from"], fault["to"])
+    return cut | {pair} if kind == "clog_link" else cut - {pair}
 
 
 def print_refusal(path, refused):
@@ -489,7 +565,14 @@ def main(argv=None):
     c.add_argument("scenario")
     s = sub.add_parser("parse", help="print the signature of a saved run directory")
     s.add_argument("dir")
+    k = sub.add_parser("cleanup", help="remove the network namespaces runs left behind")
+    k.add_argument("--prefix", default=netns.ROOT_PREFIX,
+                   help=f"remove namespaces whose names start with this (default: {netns.ROOT_PREFIX}, every run's)")
     args = p.parse_args(argv)
+    if args.command == "cleanup":
+        for name in netns.remove_namespaces(args.prefix):
+            print(f"removed {name}")
+        return 0
     if args.command == "run":
         return cmd_run(args)
     if args.command == "check":

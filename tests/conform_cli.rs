@@ -43,7 +43,13 @@ fn an_unreadable_scenario_is_exit_2_before_torch_is_asked() {
     assert!(stderr.contains("no_such_file.toml"), "{stderr}");
 }
 
+/// `driver.py check` on `toml`, with network namespaces turned off (`TRAINSIM_NETNS=off`)
+/// so the refusals are the same on every machine.
 fn driver_check(toml: &str) -> (i32, String) {
+    driver_check_netns(toml, "off")
+}
+
+fn driver_check_netns(toml: &str, netns: &str) -> (i32, String) {
     let dir = std::env::temp_dir().join(format!("trainsim-conform-cli-{}", std::process::id()));
     std::fs::create_dir_all(&dir).expect("temp dir");
     let file = dir.join(format!("case-{}.toml", toml.len()));
@@ -52,6 +58,7 @@ fn driver_check(toml: &str) -> (i32, String) {
         .arg(root().join("conformance/driver.py"))
         .arg("check")
         .arg(&file)
+        .env("TRAINSIM_NETNS", netns)
         .output()
         .expect("python3 runs");
     let _ = std::fs::remove_file(&file);
@@ -110,6 +117,22 @@ fn the_driver_refuses_what_the_machine_cannot_do() {
     assert!(stderr.contains("backend"), "{stderr}");
 }
 
+/// The namespace commands the driver builds (`conformance/test_netns.py`: pure functions,
+/// no root needed).
+#[test]
+fn the_drivers_namespace_commands_pass_their_tests() {
+    let out = Command::new("python3")
+        .args(["-m", "unittest", "conformance/test_netns.py"])
+        .current_dir(root())
+        .output()
+        .expect("python3 runs");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
 /// Every fault localhost cannot make, one per line, as trainsim and the driver both word it.
 const UNRUNNABLE: &str =
     "[[faults]]\nat = \"5s\"\nkind = \"partition\"\ngroups = [[\"node-0\"], [\"node-1\"]]\n\
@@ -129,7 +152,8 @@ const UNRUNNABLE: &str =
 fn trainsim_and_the_driver_refuse_the_same_faults_with_the_same_words() {
     let toml = format!("{BASE}[network]\nloss = 0.01\n{UNRUNNABLE}");
     let scenario = trainsim::scenario::parse(&toml, "x.toml").expect("a valid scenario");
-    let ours: Vec<String> = trainsim::conform::localhost::refusals(&scenario)
+    let off = trainsim::conform::localhost::Netns::Refused(trainsim::conform::localhost::NETNS_OFF);
+    let ours: Vec<String> = trainsim::conform::localhost::refusals(&scenario, off)
         .iter()
         .map(ToString::to_string)
         .collect();
@@ -139,7 +163,7 @@ fn trainsim_and_the_driver_refuse_the_same_faults_with_the_same_words() {
         "{ours:#?}"
     );
     assert!(
-        ours[1].starts_with("faults[0] (partition at 5 s): a network partition"),
+        ours[1].starts_with("faults[0] (partition at 5 s): a partition, a clogged link"),
         "{ours:#?}"
     );
     assert!(ours.iter().all(|r| !r.contains("(kill at")), "{ours:#?}");
@@ -150,6 +174,37 @@ fn trainsim_and_the_driver_refuse_the_same_faults_with_the_same_words() {
         .map(|l| l.split_once(".toml: ").map_or(l, |(_, why)| why).to_owned())
         .collect();
     assert_eq!(theirs, ours);
+}
+
+/// Where namespaces can be made (root, `ip netns`), neither side refuses a partition, a
+/// clogged link or a power-off; elsewhere both give the same reason.
+#[test]
+fn network_faults_are_refused_only_where_namespaces_cannot_be_made() {
+    let toml = format!("{BASE}{UNRUNNABLE}");
+    let scenario = trainsim::scenario::parse(&toml, "x.toml").expect("a valid scenario");
+    let here = trainsim::conform::localhost::Netns::here();
+    let ours: Vec<String> = trainsim::conform::localhost::refusals(&scenario, here)
+        .iter()
+        .map(ToString::to_string)
+        .collect();
+    let (code, stderr) = driver_check_netns(&toml, "");
+    assert_eq!(code, 2, "{stderr}");
+    let theirs: Vec<String> = stderr
+        .lines()
+        .map(|l| l.split_once(".toml: ").map_or(l, |(_, why)| why).to_owned())
+        .collect();
+    assert_eq!(theirs, ours);
+    let network = ["partition", "heal", "clog_link", "unclog_link", "power_off"];
+    let refused_network = ours
+        .iter()
+        .filter(|r| network.iter().any(|k| r.contains(&format!("({k} at "))))
+        .count();
+    let expected = if here == trainsim::conform::localhost::Netns::Available {
+        0
+    } else {
+        5
+    };
+    assert_eq!(refused_network, expected, "{ours:#?}");
 }
 
 /// A fuzz repro (NCCL, a partition) is refused fault by fault before torch is asked for.
@@ -163,10 +218,15 @@ fn conform_names_each_fault_it_cannot_make_without_asking_for_torch() {
         node = \"node-1\"\n[[faults]]\nat = \"68174ms\"\nkind = \"heal\"\n";
     std::fs::write(&file, toml).expect("write");
     let path = file.to_str().expect("utf-8");
-    let (code, stderr) = trainsim(&["conform", path, "--python", "/nonexistent/python"]);
+    let out = trainsim_command()
+        .args(["conform", path, "--python", "/nonexistent/python"])
+        .env("TRAINSIM_NETNS", "off")
+        .output()
+        .expect("trainsim runs");
+    let (code, stderr) = (out.status.code().unwrap_or(-1), text(&out.stderr));
     let _ = std::fs::remove_dir_all(&dir);
     assert_eq!(code, 2, "{stderr}");
-    let partition = trainsim::conform::localhost::PARTITION;
+    let partition = trainsim::conform::localhost::NETNS_OFF;
     let lines: Vec<&str> = stderr.lines().collect();
     assert_eq!(
         lines,
@@ -188,5 +248,5 @@ fn the_conformance_suite_passes_in_the_simulator() {
         .expect("trainsim runs");
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert_eq!(out.status.code(), Some(0), "{stdout}");
-    assert!(stdout.contains("25 passed, 0 failed"), "{stdout}");
+    assert!(stdout.contains("31 passed, 0 failed"), "{stdout}");
 }

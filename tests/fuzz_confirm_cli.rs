@@ -7,7 +7,7 @@
 use std::path::{Path, PathBuf};
 use std::process::Output;
 mod common;
-use common::{text, trainsim};
+use common::{text, trainsim_command};
 
 fn scratch(name: &str) -> PathBuf {
     let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("fuzz_confirm_cli-{name}"));
@@ -26,7 +26,9 @@ fn fake_python(dir: &Path, marker: &Path) -> PathBuf {
     path
 }
 
-/// `trainsim fuzz --target rendezvous --seed S --cases C --out DIR` and `extra`.
+/// `trainsim fuzz --target rendezvous --seed S --cases C --out DIR` and `extra`, with
+/// network namespaces turned off (`TRAINSIM_NETNS=off`), so a repro with a partition is
+/// refused the same way on every machine.
 fn campaign(dir: &Path, seed: &str, cases: &str, extra: &[&str]) -> Output {
     let out = dir.join("out");
     let mut args = vec![
@@ -41,7 +43,11 @@ fn campaign(dir: &Path, seed: &str, cases: &str, extra: &[&str]) -> Output {
         out.to_str().expect("utf-8 path"),
     ];
     args.extend_from_slice(extra);
-    trainsim(&args)
+    trainsim_command()
+        .args(&args)
+        .env("TRAINSIM_NETNS", "off")
+        .output()
+        .expect("the trainsim binary runs")
 }
 
 fn summary(dir: &Path) -> serde_json::Value {
@@ -95,7 +101,7 @@ fn a_repro_with_only_unrunnable_faults_is_labelled_without_starting_python() {
     let new: Vec<&serde_json::Value> = causes.iter().filter(|c| c.get("issue").is_none()).collect();
     assert_eq!(new.len(), 1, "{causes:?}");
     let label = new[0]["confirm"]["label"].as_str().expect("a label");
-    let partition = trainsim::conform::localhost::PARTITION;
+    let partition = trainsim::conform::localhost::NETNS_OFF;
     assert!(
         label.starts_with("cannot run on torch: faults[")
             && label.contains("(partition at ")

@@ -243,7 +243,7 @@ pub fn prepare(
     file: &str,
     seeds: &[u64],
 ) -> Result<Result<Prepared, CannotRun>, HarnessFailure> {
-    let refusals = localhost::refusals(s);
+    let refusals = localhost::refusals(s, localhost::Netns::here());
     if !refusals.is_empty() {
         return Ok(Err(CannotRun::Refused(refusals)));
     }

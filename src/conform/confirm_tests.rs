@@ -47,9 +47,9 @@ fn labels_read_as_the_summary_and_the_campaign_print_them() {
     };
     let cannot = Label::CannotRun {
         reason: CannotRun::Refused(vec![
-            refusal("faults[0] (partition at 23.162 s)", localhost::PARTITION),
-            refusal("faults[1] (power_off at 30 s)", localhost::POWER_OFF),
-            refusal("faults[2] (heal at 68.174 s)", localhost::PARTITION),
+            refusal("faults[0] (partition at 23.162 s)", localhost::NETNS_ROOT),
+            refusal("faults[1] (power_off at 30 s)", localhost::GPU),
+            refusal("faults[2] (heal at 68.174 s)", localhost::NETNS_ROOT),
         ])
         .reason(),
     };
@@ -58,8 +58,8 @@ fn labels_read_as_the_summary_and_the_campaign_print_them() {
         format!(
             "cannot run on torch: faults[0] (partition at 23.162 s), faults[2] (heal at \
              68.174 s): {}; faults[1] (power_off at 30 s): {}",
-            localhost::PARTITION,
-            localhost::POWER_OFF
+            localhost::NETNS_ROOT,
+            localhost::GPU
         )
     );
 }
@@ -187,12 +187,12 @@ fn faults_localhost_cannot_make_are_refused_before_the_model_runs() {
     let mut s = killed_in_training(15);
     s.faults.push(Fault::at(
         SimInstant::from_us(20_000_000),
-        FaultKind::PowerOff { node: 2 },
+        FaultKind::GpuFail { node: 2, gpu: 0 },
     ));
     match prepare(&s, "t.toml", &[0]).expect("runs") {
         Err(CannotRun::Refused(r)) => {
             assert_eq!(r.len(), 1);
-            assert_eq!(r[0].why, localhost::POWER_OFF);
+            assert_eq!(r[0].why, localhost::GPU);
         }
         other => panic!("{other:?}"),
     }

@@ -1,7 +1,8 @@
 //! What this machine's torchrun can run of a scenario, and the file it runs.
 //!
 //! [`refusals`] lists, per fault and per setting, what `conformance/driver.py` cannot make on
-//! localhost, each with the sentence that says why; the driver refuses the same things with
+//! this machine, each with the sentence that says why (network faults are made in network
+//! namespaces when [`Netns::here`] finds them); the driver refuses the same things with
 //! the same sentences (a test holds them together), so a refusal never needs Python.
 //! [`localhost_variant`] turns a file written for the simulator (a fuzz repro: instant
 //! process starts, eight workers per node, a 13-minute limit) into the one both sides run
@@ -28,17 +29,15 @@ pub const WORKER_START_TIME: SimDuration = SimDuration::from_secs(4);
 /// `os._exit` (0.04 to 0.09 s measured), not the interpreter's teardown.
 pub const WORKER_EXIT_TIME: SimDuration = SimDuration::from_ms(60);
 
-/// Why a partition cannot run here.
-pub const PARTITION: &str = "a network partition is not yet made on localhost: every node is \
-     a process on this one machine, and cutting the links between their loopback addresses \
-     needs root (iptables)";
-/// Why a clogged link cannot run here.
-pub const CLOGGED_LINK: &str = "a clogged link is not yet made on localhost: dropping one \
-     direction of the traffic between two loopback addresses needs root (iptables)";
-/// Why a power-off cannot run here.
-pub const POWER_OFF: &str = "a power-off is not yet made on localhost: a process killed on a \
-     live kernel has its connections reset, where a host that vanishes leaves its peers in \
-     silence";
+/// Why a partition, a clogged link or a power-off cannot run here: the driver makes them
+/// in network namespaces (`conformance/netns.py`), which need root and `ip netns`, and which
+/// `TRAINSIM_NETNS=off` turns off (the same sentences as netns.py's).
+pub const NETNS_ROOT: &str = "a partition, a clogged link or a power-off is made here with \
+     network namespaces, which need root";
+pub const NETNS_IP: &str = "a partition, a clogged link or a power-off is made here with \
+     network namespaces, and `ip netns` (iproute2) is not available";
+pub const NETNS_OFF: &str = "a partition, a clogged link or a power-off is made here with \
+     network namespaces, which TRAINSIM_NETNS=off turns off";
 /// Why network latency or loss cannot run here.
 pub const LATENCY_LOSS: &str = "network latency and loss are not yet made on localhost: \
      changing them on the loopback interface needs root (tc netem)";
@@ -47,6 +46,42 @@ pub const CLOCK_SKEW: &str = "clock skew is not yet made on localhost: every nod
      machine's one wall clock";
 /// Why GPU faults cannot run here.
 pub const GPU: &str = "GPU faults cannot be made on localhost: the workers run on the CPU";
+
+/// Whether this machine can make network faults (partitions, clogged links, power-offs).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Netns {
+    Available,
+    /// Not here, for this reason (one of the `NETNS_*` sentences).
+    Refused(&'static str),
+}
+
+impl Netns {
+    /// What this machine offers, probed as the driver probes it: `TRAINSIM_NETNS=off`, then
+    /// the effective user (root), then whether `ip netns list` runs.
+    pub fn here() -> Netns {
+        if std::env::var("TRAINSIM_NETNS").is_ok_and(|v| v == "off") {
+            return Netns::Refused(NETNS_OFF);
+        }
+        let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+        let euid = status
+            .lines()
+            .find_map(|l| l.strip_prefix("Uid:"))
+            .and_then(|ids| ids.split_whitespace().nth(1))
+            .and_then(|id| id.parse::<u32>().ok());
+        if euid != Some(0) {
+            return Netns::Refused(NETNS_ROOT);
+        }
+        let ip = std::process::Command::new("ip")
+            .args(["netns", "list"])
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .status();
+        match ip {
+            Ok(status) if status.success() => Netns::Available,
+            _ => Netns::Refused(NETNS_IP),
+        }
+    }
+}
 
 /// One thing the real machine cannot run: where it is in the file, and why.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
@@ -62,12 +97,17 @@ impl std::fmt::Display for Refusal {
     }
 }
 
-/// The reason a fault kind cannot be made on localhost, if it cannot.
-pub fn fault_refusal(kind: &FaultKind) -> Option<&'static str> {
+/// The reason a fault kind cannot be made on this machine, if it cannot.
+pub fn fault_refusal(kind: &FaultKind, netns: Netns) -> Option<&'static str> {
     match kind {
-        FaultKind::Partition { .. } | FaultKind::Heal => Some(PARTITION),
-        FaultKind::ClogLink { .. } | FaultKind::UnclogLink { .. } => Some(CLOGGED_LINK),
-        FaultKind::PowerOff { .. } => Some(POWER_OFF),
+        FaultKind::Partition { .. }
+        | FaultKind::Heal
+        | FaultKind::ClogLink { .. }
+        | FaultKind::UnclogLink { .. }
+        | FaultKind::PowerOff { .. } => match netns {
+            Netns::Available => None,
+            Netns::Refused(why) => Some(why),
+        },
         FaultKind::Latency { .. } | FaultKind::Loss { .. } => Some(LATENCY_LOSS),
         FaultKind::ClockSkew { .. } => Some(CLOCK_SKEW),
         FaultKind::GpuSlow { .. } | FaultKind::GpuFail { .. } => Some(GPU),
@@ -77,8 +117,8 @@ pub fn fault_refusal(kind: &FaultKind) -> Option<&'static str> {
 
 /// Everything in `s` the real machine cannot run, in file order: settings first, then each
 /// fault. Empty when the driver can run it (with gloo workers: the backend is decided
-/// apart, by measurement).
-pub fn refusals(s: &Scenario) -> Vec<Refusal> {
+/// apart, by measurement). `netns` says whether network faults can be made here.
+pub fn refusals(s: &Scenario, netns: Netns) -> Vec<Refusal> {
     let mut out = setting_refusals(s);
     let nproc = s.agent.nproc_per_node.min(NPROC_CAP);
     for (i, fault) in s.faults.iter().enumerate() {
@@ -94,7 +134,7 @@ pub fn refusals(s: &Scenario) -> Vec<Refusal> {
             FaultKind::StoreCrash if s.cluster.store != StoreHost::Dedicated => {
                 "store_crash needs cluster.store = \"dedicated\"".to_owned()
             }
-            kind => match fault_refusal(kind) {
+            kind => match fault_refusal(kind, netns) {
                 Some(why) => why.to_owned(),
                 None => continue,
             },
@@ -230,17 +270,28 @@ mod tests {
                 offset_us: 3_000_000,
             },
         ]);
-        let shown: Vec<String> = refusals(&s).iter().map(Refusal::to_string).collect();
+        let off = Netns::Refused(NETNS_ROOT);
+        let shown: Vec<String> = refusals(&s, off).iter().map(Refusal::to_string).collect();
         assert_eq!(
             shown,
             vec![
-                format!("faults[1] (partition at 10.5 s): {PARTITION}"),
-                format!("faults[2] (heal at 11 s): {PARTITION}"),
-                format!("faults[3] (power_off at 11.5 s): {POWER_OFF}"),
+                format!("faults[1] (partition at 10.5 s): {NETNS_ROOT}"),
+                format!("faults[2] (heal at 11 s): {NETNS_ROOT}"),
+                format!("faults[3] (power_off at 11.5 s): {NETNS_ROOT}"),
                 format!("faults[4] (clock_skew at 12 s): {CLOCK_SKEW}"),
             ]
         );
-        assert!(refusals(&with_faults(vec![FaultKind::Kill { node: 1 }])).is_empty());
+        // With namespaces, only the clock skew is left.
+        let shown: Vec<String> = refusals(&s, Netns::Available)
+            .iter()
+            .map(Refusal::to_string)
+            .collect();
+        assert_eq!(
+            shown,
+            vec![format!("faults[4] (clock_skew at 12 s): {CLOCK_SKEW}")]
+        );
+        let kill = with_faults(vec![FaultKind::Kill { node: 1 }]);
+        assert!(refusals(&kill, off).is_empty());
     }
 
     #[test]
