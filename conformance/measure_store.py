@@ -5,6 +5,8 @@ its state, on this machine.
     measure_store.py server   [--python PY] [--seconds S]   the server's CPU time per request
     measure_store.py client   [--python PY]                 one client's time per call
     measure_store.py state    [--python PY]                 encode/decode of rendezvous states
+    measure_store.py storm    [--python PY] [--clients N]... [--seconds S]
+                                                            large compare_sets and small gets at once
 
 `server` runs a TCPStore server (torch's default libuv backend) alone in one process and a
 client in another. For each request kind and value size it sends requests back to back for
@@ -13,7 +15,11 @@ requests served: the service time of the server's one event loop, without the cl
 time. `client` times each call as a Python caller sees it (median of the repetitions).
 `state` builds torch's own `_RendezvousState` with N participants and times what
 `C10dRendezvousBackend.set_state` and the state holder do around a compare_set: pickle and
-base64 out, base64 and unpickle back. Each line of output is one JSON object. The
+base64 out, base64 and unpickle back. `storm` starts the server, then N clients (threads
+spread over --processes client processes) that each send failing compare_sets of 400 kB
+(expected and desired both 400 kB) back to back, and one more client that sends small
+`get`s; after a warm-up it times every call for S seconds and reports the medians and p99 of
+both, and the server's CPU per request over the window. Each line of output is one JSON object. The
 calibration in docs/fidelity.md ("What the store costs") comes from this script.
 """
 
@@ -154,16 +160,116 @@ def measure_state(args):
               flush=True)
 
 
+STORM_CLIENT = r"""
+import datetime, json, sys, threading, time
+import torch.distributed as dist
+port, threads, size, small = int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3]), sys.argv[4] == "1"
+def connect():
+    return dist.TCPStore("127.0.0.1", port, 1, is_master=False,
+                         timeout=datetime.timedelta(seconds=600))
+stores = [connect() for _ in range(threads)]
+value = "b" * size
+print("ready", flush=True)
+start_at, stop_at = (float(x) for x in sys.stdin.readline().split())
+records = [[] for _ in stores]
+def cas_loop(i, store):
+    while time.time() < start_at:
+        time.sleep(0.001)
+    while time.time() < stop_at:
+        t0 = time.time()
+        store.compare_set("v", value, value)
+        records[i].append((t0, time.time() - t0))
+def get_loop(i, store):
+    while time.time() < start_at:
+        time.sleep(0.001)
+    while time.time() < stop_at:
+        t0 = time.time()
+        store.get("g")
+        records[i].append((t0, time.time() - t0))
+        time.sleep(0.01)
+loop = get_loop if small else cas_loop
+workers = [threading.Thread(target=loop, args=(i, s)) for i, s in enumerate(stores)]
+for w in workers: w.start()
+for w in workers: w.join()
+print(json.dumps([r for rs in records for r in rs]), flush=True)
+"""
+
+
+def quantile(xs, q):
+    xs = sorted(xs)
+    return xs[min(len(xs) - 1, int(q * len(xs)))] if xs else None
+
+
+def measure_storm(args):
+    port = free_port()
+    server = subprocess.Popen([args.python, "-c", SERVER, str(port)], stdout=subprocess.PIPE, text=True)
+    try:
+        server.stdout.readline()
+        import datetime
+        import torch.distributed as dist
+
+        seed = dist.TCPStore("127.0.0.1", port, 1, is_master=False,
+                             timeout=datetime.timedelta(seconds=600))
+        seed.set("v", "a" * args.value_bytes)
+        seed.set("g", "x")
+        for clients in args.clients:
+            procs = []
+            per = [clients // args.processes + (1 if i < clients % args.processes else 0)
+                   for i in range(args.processes)]
+            for threads in [n for n in per if n] + [1]:
+                small = "1" if len(procs) == len([n for n in per if n]) else "0"
+                procs.append(subprocess.Popen(
+                    [args.python, "-c", STORM_CLIENT, str(port), str(threads),
+                     str(args.value_bytes), small],
+                    stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True))
+            for p in procs:
+                p.stdout.readline()
+            start_at = time.time() + 1.0 + args.warmup
+            stop_at = start_at + args.seconds
+            for p in procs:
+                p.stdin.write(f"{time.time() + 1.0} {stop_at}\n")
+                p.stdin.flush()
+            while time.time() < start_at:
+                time.sleep(0.01)
+            cpu_start = cpu_seconds(server.pid)
+            while time.time() < stop_at:
+                time.sleep(0.01)
+            cpu = cpu_seconds(server.pid) - cpu_start
+            results = [json.loads(p.stdout.readline()) for p in procs]
+            for p in procs:
+                p.wait()
+            window = lambda rs: [d for t, d in rs if start_at <= t and t + d <= stop_at]
+            cas = [d for r in results[:-1] for d in window(r)]
+            gets = window(results[-1])
+            # Each compare_set is one request, each get two (WAIT, then GET).
+            requests = len(cas) + 2 * len(gets)
+            ms = lambda x: None if x is None else round(x * 1e3, 1)
+            print(json.dumps(dict(
+                measure="storm", clients=clients, value_bytes=args.value_bytes,
+                seconds=args.seconds, compare_sets=len(cas), gets=len(gets),
+                compare_set_ms_p50=ms(quantile(cas, 0.5)), compare_set_ms_p99=ms(quantile(cas, 0.99)),
+                get_ms_p50=ms(quantile(gets, 0.5)), get_ms_p99=ms(quantile(gets, 0.99)),
+                server_cpu_us_per_compare_set=round((cpu - 2 * len(gets) * 50e-6) / max(1, len(cas)) * 1e6, 1),
+                server_cpu_busy=round(cpu / args.seconds, 3), requests=requests)), flush=True)
+    finally:
+        server.kill()
+
+
 def main():
     parser = argparse.ArgumentParser()
-    parser.add_argument("what", choices=["server", "client", "state"])
+    parser.add_argument("what", choices=["server", "client", "state", "storm"])
+    parser.add_argument("--clients", type=int, nargs="+", default=[16, 64, 256])
+    parser.add_argument("--processes", type=int, default=4)
+    parser.add_argument("--value-bytes", type=int, default=400_000)
+    parser.add_argument("--warmup", type=float, default=3.0)
     parser.add_argument("--python", default=sys.executable)
     parser.add_argument("--seconds", type=float, default=1.5)
     parser.add_argument("--repeats", type=int, default=41)
     args = parser.parse_args()
     if os.path.realpath(args.python) != os.path.realpath(sys.executable):
         os.execv(args.python, [args.python, __file__] + sys.argv[1:])
-    {"server": measure_server, "client": measure_client, "state": measure_state}[args.what](args)
+    {"server": measure_server, "client": measure_client, "state": measure_state,
+     "storm": measure_storm}[args.what](args)
 
 
 if __name__ == "__main__":

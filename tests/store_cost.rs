@@ -98,8 +98,9 @@ fn the_store_hosts_link_carries_every_reply_in_turn() {
         "{CLIENTS} gets of 400 kB through 100 Mbps took {span} us"
     );
     let span = span_us(0.0, 100_000_000_000, "get");
+    // A get is two round trips (WAIT, then GET) of 1 to 5 ms each way.
     assert!(
-        span < 11_000,
+        span < 21_000,
         "at 100 Gbps the link is no bottleneck, took {span} us"
     );
 }

@@ -16,7 +16,7 @@ use crate::trace::{EventKind, Trace};
 /// Most characters of an agent's exit reason the sentence keeps (store keys can be long).
 const REASON_CHARS_MAX: usize = 240;
 
-/// `from 2.13 s (node-1's kill): rendezvous.liveness:survivor-stuck: …; node-0's agent failed
+/// `from 2.19 s (node-1's kill): rendezvous.liveness:survivor-stuck: …; node-0's agent failed
 /// first: the connection to the C10d store has failed: wait timeout …, keys: …`. `None` when
 /// the case runs with no counted violation (or cannot be run).
 pub fn first_cause(case: &Case, counted: &[String], mutant: Option<Mutant>) -> Option<String> {
@@ -86,14 +86,14 @@ mod tests {
 
     #[test]
     fn a_killed_participant_is_traced_to_the_kill_not_to_the_bound() {
-        // The triage test's case: node-1 dies 36 ms after round 0 completed, and the four
+        // The triage test's case: node-1 dies 75 ms after round 0 completed, and the four
         // survivors wait out the collective timeout.
         let case =
-            super::super::triage::tests::kill_case(5, 0, 5, 2_130_000, 1_776_612_806_655_204_715);
+            super::super::triage::tests::kill_case(5, 0, 5, 2_190_000, 1_776_612_806_655_204_715);
         let (verdict, _) = super::super::signature::judge(&case.scenario, case.seed, None);
         let cause = first_cause(&case, &verdict.counted, None).expect("a cause");
         assert!(
-            cause.starts_with("from 2.13 s: rendezvous.liveness:survivor-stuck: "),
+            cause.starts_with("from 2.19 s: rendezvous.liveness:survivor-stuck: "),
             "{cause}"
         );
         assert_eq!(first_cause(&case, &[], None), None);

@@ -445,7 +445,7 @@ mod tests {
                 },
             ),
             Fault {
-                at: SimInstant::from_us(2_130_000),
+                at: SimInstant::from_us(2_190_000),
                 kind: FaultKind::Kill { node: 1 },
                 role: None,
             },

@@ -302,8 +302,8 @@ pub(super) mod tests {
 
     #[test]
     fn a_killed_participant_is_triaged_as_pytorch_111646() {
-        // node-1 dies 36 ms after round 0 completed, before the rank exchange is done.
-        let case = kill_case(5, 0, 5, 2_130_000, 1_776_612_806_655_204_715);
+        // node-1 dies 75 ms after round 0 completed, before the rank exchange is done.
+        let case = kill_case(5, 0, 5, 2_190_000, 1_776_612_806_655_204_715);
         let (verdict, _) = judge(&case.scenario, case.seed, None);
         // The survivors wait out the collective timeout, so training does not resume in time.
         assert_eq!(

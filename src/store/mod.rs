@@ -1,10 +1,13 @@
 //! The c10d key-value store: TCPStore's semantics as a pure state machine, plus its server
 //! and client over the simulated network (`store::service`).
 
+mod client;
 pub mod cost;
+pub mod event_loop;
 pub mod service;
 pub mod signal_gate;
 pub mod value;
+mod waiters;
 
 pub use value::{Deferred, Encode, Value};
 
@@ -15,9 +18,12 @@ use std::sync::Arc;
 /// same list of its workers' keys, and a copy per node is nodes² strings.
 pub type Keys = Arc<[String]>;
 
-/// The most keys a store holds, and the largest value it accepts.
+/// The most keys a store holds, and the largest value it keeps.
 pub const KEYS_MAX: usize = 100_000;
-pub const VALUE_BYTES_MAX: usize = 16 << 20;
+pub const VALUE_BYTES_MAX: usize = PAYLOAD_BYTES_MAX;
+/// The largest value a request may carry (torch 2.15's libuv TCPStore, `MAX_PAYLOAD_LEN`):
+/// the server closes the connection of a request with a larger one, unanswered.
+pub const PAYLOAD_BYTES_MAX: usize = 8 << 20;
 
 /// One request, as TCPStore's client sends it.
 #[derive(Debug, Clone, PartialEq)]
@@ -86,6 +92,20 @@ impl StoreRequest {
         )
     }
 
+    /// The size of the first value it carries over [`PAYLOAD_BYTES_MAX`], if any: TCPStore's
+    /// server checks each as it parses it, and closes the connection.
+    pub fn payload_over_bound(&self) -> Option<usize> {
+        let over = |v: &Value| (v.len() > PAYLOAD_BYTES_MAX).then_some(v.len());
+        match self {
+            StoreRequest::Set { value, .. } => over(value),
+            StoreRequest::CompareSet {
+                expected, desired, ..
+            } => over(expected).or_else(|| over(desired)),
+            StoreRequest::MultiSet { entries } => entries.iter().find_map(|(_, v)| over(v)),
+            _ => None,
+        }
+    }
+
     /// The keys it reads or writes (none for `NumKeys`). A blocked request can only be
     /// unblocked by a change to one of its keys.
     pub fn keys(&self) -> Vec<&str> {
@@ -114,6 +134,9 @@ pub enum StoreResponse {
     Bool(bool),
     /// The request was refused (a bound was exceeded or `add` found a non-integer).
     Error(String),
+    /// No answer: the server closed the connection, for the reason given (a value over
+    /// [`PAYLOAD_BYTES_MAX`]). The client sees its connection reset.
+    Closed(String),
 }
 
 /// Where a run's store servers count what they serve: one per run, made by the runner and

@@ -121,6 +121,12 @@ pub fn sleep_exact_ns(duration_ns: u64) -> Sleep {
     Sleep { inner, armed: None }
 }
 
+/// Sleeps until exactly `at_ns` simulated nanoseconds since the run began (at least 1 ns from
+/// now), without madsim's 1 ms minimum: the end of a pass of the store's event loop.
+pub fn sleep_until_exact_ns(at_ns: u64) -> Sleep {
+    sleep_exact_ns(at_ns.saturating_sub(elapsed_ns()))
+}
+
 /// Spends `ns` of a process's CPU time, exactly; nothing (and no timer) for 0.
 pub async fn spend_cpu_ns(ns: u64) {
     if ns > 0 {

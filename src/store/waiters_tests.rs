@@ -1,6 +1,7 @@
 //! The server's blocked requests: woken once their last missing key appears.
 
 use super::*;
+use crate::store::StoreRequest;
 
 #[test]
 fn a_request_is_woken_once_its_last_missing_key_appears() {
