@@ -78,26 +78,7 @@ pub async fn agent_process(env: NodeEnv, mutants: Arc<Mutants>) -> AgentExit {
         }
         // torchrun's SignalException path: workers stop, the rendezvous stays open so the
         // rest of the job can go on without this node.
-        Either::Right((true, run)) => {
-            let caught = env.stop_signal_caught();
-            // A script that checkpoints on the signal caught it and trains on: the agent
-            // waits out its shutdown timeout before SIGKILL (31.6 s measured on torch 2.15).
-            if caught.is_some() && caught == env.scenario().job.checkpoint_on_signal {
-                let _ = select(run, Box::pin(time::sleep(SHUTDOWN_TIMEOUT))).await;
-            } else {
-                // The run future owns the workers: dropping it is the signal reaching them.
-                // They die on a live host, so their connections close.
-                drop(run);
-            }
-            env.leave_collectives();
-            stop_workers_wait().await;
-            handler.stop_heartbeats().await;
-            let signal = caught.map_or("SIGTERM".to_owned(), |s| s.to_string());
-            AgentExit {
-                state: AgentState::Stopped,
-                reason: format!("{signal}: the agent shut down its workers").into(),
-            }
-        }
+        Either::Right((true, run)) => signal_exception(&env, &handler, run).await,
         Either::Left((result, _stop)) => {
             let exit = match result {
                 Ok(exit) => exit,
@@ -114,6 +95,34 @@ pub async fn agent_process(env: NodeEnv, mutants: Arc<Mutants>) -> AgentExit {
         }
     };
     exit
+}
+
+/// torchrun's `SignalException` path: the workers stop (unless a script that checkpoints on
+/// the signal trains on through the shutdown timeout), heartbeats stop, and the rendezvous
+/// stays open so the rest of the job can go on without this node.
+async fn signal_exception(
+    env: &NodeEnv,
+    handler: &RendezvousHandler,
+    run: impl std::future::Future + Unpin,
+) -> AgentExit {
+    let caught = env.stop_signal_caught();
+    // A script that checkpoints on the signal caught it and trains on: the agent
+    // waits out its shutdown timeout before SIGKILL (31.6 s measured on torch 2.15).
+    if caught.is_some() && caught == env.scenario().job.checkpoint_on_signal {
+        let _ = select(run, Box::pin(time::sleep(SHUTDOWN_TIMEOUT))).await;
+    } else {
+        // The run future owns the workers: dropping it is the signal reaching them.
+        // They die on a live host, so their connections close.
+        drop(run);
+    }
+    env.leave_collectives();
+    stop_workers_wait().await;
+    handler.stop_heartbeats().await;
+    let signal = caught.map_or("SIGTERM".to_owned(), |s| s.to_string());
+    AgentExit {
+        state: AgentState::Stopped,
+        reason: format!("{signal}: the agent shut down its workers").into(),
+    }
 }
 
 /// Waits for a SIGTERM to this agent and for the moment it acts: at once when torchrun has
