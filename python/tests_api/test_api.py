@@ -94,10 +94,10 @@ def test_a_changed_dict_changes_the_run():
 
 def test_a_batch_gives_every_seed_and_the_binarys_summary(cli, tmp_path):
     path = SCENARIOS / "worker_crash_restart.toml"
-    runs = trainsim.batch(path, range(2, 6))
-    assert [r.seed for r in runs] == [2, 3, 4, 5] and runs.passed and not runs.failures
+    runs = trainsim.batch(path, range(3, 7))
+    assert [r.seed for r in runs] == [3, 4, 5, 6] and runs.passed and not runs.failures
     part = tmp_path / "part.json"
-    cli("run", path, "--seeds", "2..6", "--out", part)
+    cli("run", path, "--seeds", "3..7", "--out", part)
     merged = json.loads(cli("merge", part, "--format", "json").stdout)
     assert runs.summary.to_dict() == merged
     assert runs.summary.seeds == 4
