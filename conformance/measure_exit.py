@@ -22,11 +22,13 @@ import argparse
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import threading
 import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from measure_gloo import free_port, store_server  # noqa: E402  (the same loopback set-up)
 
 WORKER = r"""
 import datetime, json, os, sys, time
@@ -56,12 +58,6 @@ except Exception as e:
 else:
     end("finished")
 """
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 class Rank:
@@ -108,15 +104,6 @@ class Rank:
         self.proc.wait()
         while self.exited_t is None:
             time.sleep(0.001)
-
-
-def store_server(port, world):
-    import datetime
-
-    import torch.distributed as dist
-
-    return dist.TCPStore("127.0.0.1", port, world, is_master=True,
-                         timeout=datetime.timedelta(seconds=300), wait_for_workers=False)
 
 
 def exit_times(py, world, ending):

@@ -76,8 +76,6 @@ pub async fn agent_process(env: NodeEnv, mutants: Arc<Mutants>) -> AgentExit {
                 reason: SIGTERM_DEFAULT_ACTION.into(),
             }
         }
-        // torchrun's SignalException path: workers stop, the rendezvous stays open so the
-        // rest of the job can go on without this node.
         Either::Right((true, run)) => signal_exception(&env, &handler, run).await,
         Either::Left((result, _stop)) => {
             let exit = match result {
@@ -192,26 +190,29 @@ impl Workers {
     /// torch's `_stop_workers`: SIGTERM ends the workers at once (their peers' connections
     /// reset), and the agent waits for them to exit.
     async fn stop(self, env: &NodeEnv, reason: &str) {
+        self.end(env);
+        stop_workers_wait().await;
+        record_stopped(env, reason);
+    }
+
+    /// The workers ended on their own: nothing is left to stop or wait for.
+    fn exited(self, env: &NodeEnv) {
+        self.end(env);
+        record_stopped(env, "succeeded");
+    }
+
+    /// Their task is gone and their connections closed.
+    fn end(self, env: &NodeEnv) {
         self.task.abort();
         env.leave_collectives();
-        stop_workers_wait().await;
-        env.record(EventKind::WorkersStopped {
-            pid: env.pid,
-            reason: reason.into(),
-        });
     }
 }
 
-impl Workers {
-    /// The workers ended on their own: nothing is left to stop or wait for.
-    fn exited(self, env: &NodeEnv) {
-        self.task.abort();
-        env.leave_collectives();
-        env.record(EventKind::WorkersStopped {
-            pid: env.pid,
-            reason: "succeeded".into(),
-        });
-    }
+fn record_stopped(env: &NodeEnv, reason: &str) {
+    env.record(EventKind::WorkersStopped {
+        pid: env.pid,
+        reason: reason.into(),
+    });
 }
 
 /// The worker group's state as torch's `WorkerGroup.state`, recorded when it changes.
