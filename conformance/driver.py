@@ -154,6 +154,8 @@ def load_plan(path):
         "step_time": seconds(job.get("step_time", "200ms"), "job.step_time"),
         "checkpoint_every": int(job.get("checkpoint_every", 50)),
         "collective_timeout": seconds(job.get("collective_timeout", "10m"), "job.collective_timeout"),
+        "init_method": job.get("init_method", "env"),
+        "script_master_port": job.get("script_master_port"),
         "time_limit": min(seconds(doc.get("time_limit", "2h"), "time_limit"), HARD_CAP_S),
         "faults": [],
         "netns": False,  # set when a fault needs network namespaces
@@ -342,6 +344,8 @@ class Run:
                 "step_time": p["step_time"],
                 "checkpoint_every": p["checkpoint_every"],
                 "collective_timeout": p["collective_timeout"],
+                "init_method": p["init_method"],
+                "script_master_port": p["script_master_port"],
             }, f)
         endpoint, is_host = self.endpoint_and_host(node)
         conf = ",".join(f"{k}={p[k]}" for k in (

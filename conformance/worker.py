@@ -71,6 +71,23 @@ def write_checkpoint(path, step):
     os.replace(temp, path)
 
 
+def init_args(a):
+    """What the script adds to init_process_group for the job's `init_method` and
+    `script_master_port`: a port of its own, set in MASTER_PORT for env:// (as torch's DDP
+    tutorial does) or written in a tcp:// address."""
+    port = getattr(a, "script_master_port", None)
+    if port is None:
+        return {}
+    if getattr(a, "init_method", "env") == "tcp":
+        return {
+            "init_method": f"tcp://{os.environ['MASTER_ADDR']}:{port}",
+            "rank": int(os.environ["RANK"]),
+            "world_size": int(os.environ["WORLD_SIZE"]),
+        }
+    os.environ["MASTER_PORT"] = str(port)
+    return {}
+
+
 def main():
     # One positional argument, a JSON file: torchrun's own parser would take options
     # such as --node or --log after the script for prefixes of its own.
@@ -85,7 +102,7 @@ def main():
         import torch.distributed as dist
 
         dist.init_process_group(
-            "gloo", timeout=datetime.timedelta(seconds=a.collective_timeout)
+            "gloo", timeout=datetime.timedelta(seconds=a.collective_timeout), **init_args(a)
         )
         step = read_checkpoint(a.checkpoint)
         log(a.log, "group_ready", node=a.node, step=step)

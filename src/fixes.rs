@@ -79,6 +79,13 @@ pub enum AgentFix {
     /// agent at its next re-rendezvous. With this fix a FAILED agent leaves the rendezvous open,
     /// as torch already does for a signal and as forks do for an unhealthy node.
     KeepOpenOnFailure,
+    /// Fix for `TORCHELASTIC_USE_AGENT_STORE` trusting a `MASTER_PORT` the training script
+    /// set itself: torch's workers take the agent as their store's server whenever the
+    /// address is their `MASTER_ADDR:MASTER_PORT` at the call, so a script that sets
+    /// `MASTER_PORT` before `env://` makes every rank a client of a port nobody serves. With
+    /// this fix the agent's own address is what they compare with, and the script's port gets
+    /// a store its rank 0 hosts.
+    AgentStoreAddressExported,
 }
 
 impl Fix for AgentFix {
@@ -108,6 +115,14 @@ impl Fix for AgentFix {
                     agents can re-rendezvous without it; torch closes it on every exit but a \
                     signal",
                 shown_by: ShownBy::Scenarios("failed_agent_closes_rendezvous"),
+            },
+            AgentFix::AgentStoreAddressExported => FixInfo {
+                upstream: "torch: the agent's store trusted at a script's own `MASTER_PORT`",
+                summary: "workers take the agent as their store's server only at the address \
+                    the agent serves, not at whatever `MASTER_PORT` holds when \
+                    `init_process_group` runs, so a script that sets its own `MASTER_PORT` \
+                    gets a store its rank 0 hosts instead of waiting for one nobody serves",
+                shown_by: ShownBy::Scenarios("script_master_port_nobody_serves"),
             },
         }
     }

@@ -393,6 +393,34 @@ fn job_set_epoch_and_eval_round_trip() {
     assert_eq!(again.job, s.job);
 }
 
+#[test]
+fn job_init_method_and_script_master_port_are_located() {
+    let e = error("name = \"bad\"\n[job]\ninit_method = \"file\"\n");
+    assert_eq!((e.line, e.field.as_str()), (3, "job.init_method"), "{e}");
+    assert!(
+        e.message.contains("env") && e.message.contains("tcp"),
+        "{e}"
+    );
+    let e = error("name = \"bad\"\n[job]\nscript_master_port = 40000\n");
+    assert_at(&e, 3, 22, "job.script_master_port", "at most 32767");
+    let e = error("name = \"bad\"\n[job]\nscript_master_port = 0\n");
+    assert_at(&e, 3, 22, "job.script_master_port", "at least 1");
+    let e = error("name = \"bad\"\n[job]\nscript_master_port = 29400\n");
+    assert_at(
+        &e,
+        3,
+        22,
+        "job.script_master_port",
+        "rendezvous store's port",
+    );
+    let text = "name = \"ok\"\n[job]\ninit_method = \"tcp\"\nscript_master_port = 12355\n";
+    let s = parse(text, FILE).expect("a valid scenario");
+    assert_eq!(s.job.init_method, scenario::model::InitMethod::Tcp);
+    assert_eq!(s.job.script_master_port, Some(12355));
+    let again = parse(&scenario::to_toml(&s), FILE).expect("its TOML reads back");
+    assert_eq!(again.job, s.job);
+}
+
 /// A partition of a 16-node cluster with `groups` (one line, line 7).
 fn partition(groups: &str) -> String {
     format!("name = \"x\"\n[cluster]\nnodes = 16\n[[faults]]\nat = \"1s\"\nkind = \"partition\"\ngroups = {groups}\n")

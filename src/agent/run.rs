@@ -11,7 +11,7 @@ use super::rank_exchange::{
     exchange_ranks, group_restart_count_max, identical_ranks, publish_restart_count, AssignedRanks,
     DEFAULT_ROLE,
 };
-use crate::job::bootstrap::WorkerBootstrap;
+use crate::job::bootstrap::{AgentStoreRule, WorkerBootstrap};
 use crate::job::{self, GroupPlan, WorkerStatus};
 use crate::mutant::Mutants;
 use crate::rendezvous::handler::{RendezvousError, RendezvousHandler, RendezvousInfo};
@@ -543,14 +543,11 @@ fn start_workers(
     let checkpoint = job::resume_from_checkpoint(env, highest_step);
     let start_step = checkpoint.step;
     let members = info.participants.iter().map(|node| node.0).collect();
+    let rule = AgentStoreRule::of_model(env.scenario());
     let plan = GroupPlan {
         round: info.round,
         store_incarnation: info.store_incarnation,
-        bootstrap: WorkerBootstrap {
-            master: info.master.to_string(),
-            master_addr: env.resolve(&info.master.addr, info.master.port),
-            hosts_store: !info.master.agent_hosted && info.rank == 0,
-        },
+        bootstrap: WorkerBootstrap::of_script(env, (&info.master).into(), info.rank, rule),
         group_rank: info.rank,
         members,
         start_step,

@@ -28,7 +28,9 @@
 //! NCCL the model reads fresh keys: what a stale NCCL unique id does has not been measured.
 
 use super::{GroupPlan, WorkerStatus};
-use crate::scenario::model::Backend;
+use crate::fixes::AgentFix;
+use crate::rendezvous::handler::MasterAddr;
+use crate::scenario::model::{Backend, InitMethod, Scenario};
 use crate::sim_time::SimDuration;
 use crate::store::service::StoreClient;
 use crate::store::Keys;
@@ -47,6 +49,108 @@ pub struct WorkerBootstrap {
     pub master_addr: Option<SocketAddr>,
     /// This node's workers host the store there themselves (no TCPStore sharing, rank 0).
     pub hosts_store: bool,
+}
+
+/// What torchrun's agent put in its workers' environment for their process group.
+#[derive(Debug, Clone, Copy)]
+pub struct GivenMaster<'a> {
+    /// `MASTER_ADDR`: a node address (`node-N`).
+    pub addr: &'a str,
+    /// `MASTER_PORT`.
+    pub port: u16,
+    /// `TORCHELASTIC_USE_AGENT_STORE=True`: the agent hosts a store at that address.
+    pub agent_store: bool,
+}
+
+impl<'a> From<&'a MasterAddr> for GivenMaster<'a> {
+    fn from(master: &'a MasterAddr) -> Self {
+        GivenMaster {
+            addr: &master.addr,
+            port: master.port,
+            agent_store: master.agent_hosted,
+        }
+    }
+}
+
+/// When torch's `_create_c10d_store` takes the agent as the server of the store at an
+/// address, making every rank a client, rather than letting the group's rank 0 host it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AgentStoreRule {
+    /// torch 2.14 and later: only at the worker's `MASTER_ADDR:MASTER_PORT` as its
+    /// environment holds them at the call. A script that set `MASTER_PORT` itself before
+    /// `env://` still matches, and every rank waits for a server nobody runs.
+    AtMasterPort,
+    /// torch 2.13 and earlier: at every address.
+    EveryAddress,
+    /// The fix `agent-store-address-exported`: only at the address the agent serves.
+    AtAgentPort,
+}
+
+impl AgentStoreRule {
+    /// The model's rule: torch 2.15's, unless the scenario turns the fix on.
+    pub fn of_model(scenario: &Scenario) -> Self {
+        if scenario
+            .agent
+            .fixes
+            .contains(&AgentFix::AgentStoreAddressExported)
+        {
+            AgentStoreRule::AtAgentPort
+        } else {
+            AgentStoreRule::AtMasterPort
+        }
+    }
+
+    /// The rule of torch `major.minor` (the address check arrived in 2.14).
+    pub fn of_torch(major: u32, minor: u32) -> Self {
+        if (major, minor) >= (2, 14) {
+            AgentStoreRule::AtMasterPort
+        } else {
+            AgentStoreRule::EveryAddress
+        }
+    }
+}
+
+impl WorkerBootstrap {
+    /// Where a node's workers bootstrap: what their agent gave them, as the training script
+    /// uses it (`job.init_method`, `job.script_master_port`).
+    pub fn of_script(
+        env: &NodeEnv,
+        given: GivenMaster<'_>,
+        group_rank: u32,
+        rule: AgentStoreRule,
+    ) -> WorkerBootstrap {
+        let job = &env.scenario().job;
+        let (port, agent_serves) =
+            script_store(given.port, job.init_method, job.script_master_port, rule);
+        let client_of_agent = given.agent_store && agent_serves;
+        WorkerBootstrap {
+            master: format!("{}:{port}", given.addr),
+            master_addr: env.resolve(given.addr, port),
+            hosts_store: !client_of_agent && group_rank == 0,
+        }
+    }
+}
+
+/// The port the script's process group meets at, and whether `_create_c10d_store` takes the
+/// agent as the server there under `rule` (when the agent shares its store).
+fn script_store(
+    given_port: u16,
+    init_method: InitMethod,
+    script_port: Option<u16>,
+    rule: AgentStoreRule,
+) -> (u16, bool) {
+    let port = script_port.unwrap_or(given_port);
+    // What `MASTER_PORT` holds at the call: the script overwrote it for `env://`.
+    let master_port_at_call = match init_method {
+        InitMethod::Env => port,
+        InitMethod::Tcp => given_port,
+    };
+    let agent_serves = match rule {
+        AgentStoreRule::EveryAddress => true,
+        AgentStoreRule::AtMasterPort => port == master_port_at_call,
+        AgentStoreRule::AtAgentPort => port == given_port,
+    };
+    (port, agent_serves)
 }
 
 /// Runs the bootstrap; on success returns the store server these workers host, if any (it
@@ -207,6 +311,26 @@ const KEY_PREFIX: &str = "/worker";
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_script_port_under_env_is_trusted_to_the_agent_from_torch_2_14_unless_fixed() {
+        use InitMethod::{Env, Tcp};
+        // torchrun's MASTER_PORT is 29500; the script's own is 12355.
+        let store =
+            |method, own: bool, rule| script_store(29_500, method, own.then_some(12_355), rule);
+        let at = AgentStoreRule::of_torch(2, 15);
+        assert_eq!(at, AgentStoreRule::AtMasterPort);
+        assert_eq!(store(Env, false, at), (29_500, true));
+        assert_eq!(store(Env, true, at), (12_355, true));
+        assert_eq!(store(Tcp, true, at), (12_355, false));
+        assert_eq!(store(Tcp, false, at), (29_500, true));
+        let old = AgentStoreRule::of_torch(2, 13);
+        assert_eq!(old, AgentStoreRule::EveryAddress);
+        assert_eq!(store(Tcp, true, old), (12_355, true));
+        let fixed = AgentStoreRule::AtAgentPort;
+        assert_eq!(store(Env, true, fixed), (12_355, false));
+        assert_eq!(store(Env, false, fixed), (29_500, true));
+    }
 
     #[test]
     fn a_key_list_is_made_once_and_names_every_node_block() {

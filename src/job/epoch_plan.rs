@@ -342,6 +342,8 @@ mod tests {
             },
             set_epoch: Default::default(),
             checkpoint_on_signal: None,
+            init_method: Default::default(),
+            script_master_port: None,
             eval: None,
         }
     }

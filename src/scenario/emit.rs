@@ -197,6 +197,8 @@ fn job(j: &JobConfig) -> RawJob {
         // Written only when a scenario sets them, so files that never did stay as they were.
         set_epoch: (j.set_epoch != SetEpoch::default()).then_some(j.set_epoch),
         checkpoint_on_signal: j.checkpoint_on_signal,
+        init_method: (j.init_method != InitMethod::default()).then_some(j.init_method),
+        script_master_port: j.script_master_port.map(u64::from),
         eval: j.eval.map(|e| RawEval {
             len: Some(e.len),
             drop_last: Some(e.drop_last),

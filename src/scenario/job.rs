@@ -68,6 +68,10 @@ pub fn job(raw: &Option<RawJob>) -> Check<JobConfig> {
         j.dataset.as_ref().map(|d| (d.len, &d.complexity)),
     )?;
     let sampler = sampler(&p.key("sampler"), &j.sampler.unwrap_or_default())?;
+    let script_master_port = j
+        .script_master_port
+        .map(|port| script_master_port(&p.key("script_master_port"), port))
+        .transpose()?;
     let eval = j
         .eval
         .as_ref()
@@ -90,6 +94,8 @@ pub fn job(raw: &Option<RawJob>) -> Check<JobConfig> {
         sampler,
         set_epoch: j.set_epoch.unwrap_or_default(),
         checkpoint_on_signal: j.checkpoint_on_signal,
+        init_method: j.init_method.unwrap_or_default(),
+        script_master_port,
         eval,
     })
 }
@@ -109,6 +115,19 @@ fn collective_timeout(
         }),
         1..=TIMEOUT_US_MAX,
     )
+}
+
+/// `job.script_master_port`: a port below the simulated hosts' ephemeral range (where
+/// agents and rank-0 workers take free ports), and not the rendezvous store's.
+fn script_master_port(p: &FieldPath, port: u64) -> Check<u16> {
+    let port = in_range(p, port, 1, u64::from(SCRIPT_MASTER_PORT_MAX))?;
+    if port == u64::from(RENDEZVOUS_STORE_PORT) {
+        return Err(issue(
+            p,
+            format!("{port} is the rendezvous store's port (torchrun's --rdzv-endpoint)"),
+        ));
+    }
+    Ok(u16::try_from(port).expect("at most SCRIPT_MASTER_PORT_MAX"))
 }
 
 /// A worker's start or checkpoint phase: none by default, and no longer than a step may be.

@@ -32,6 +32,12 @@ pub const TCP_RETRIES2_MAX: u32 = 60;
 /// torch 2.15.0 with gloo on the conformance machine (`conformance/measure_exit.py`, see
 /// docs/fidelity.md "Worker exit").
 pub const WORKER_EXIT_TIME_DEFAULT: SimDuration = SimDuration::from_ms(1_100);
+/// torchrun's default rendezvous port, where the c10d store listens on its host.
+pub const RENDEZVOUS_STORE_PORT: u16 = 29400;
+/// The highest port a training script may pick for its process group
+/// (`job.script_master_port`): below Linux's ephemeral range (32768 up), where the simulated
+/// hosts hand out free ports.
+pub const SCRIPT_MASTER_PORT_MAX: u16 = 32767;
 /// The most `[cluster] store_cost_scale` takes: a store a hundred times slower than the
 /// calibration machine's.
 pub const STORE_COST_SCALE_MAX: f64 = 100.0;

@@ -212,6 +212,12 @@ pub struct JobConfig {
     /// The signal the training script checkpoints on: a handler that asks the group's rank 0
     /// to write a checkpoint after the step in progress, and training goes on.
     pub checkpoint_on_signal: Option<Signal>,
+    /// The `init_method` the training script passes to `init_process_group`.
+    pub init_method: InitMethod,
+    /// A port the training script picks itself for its process group's store, instead of
+    /// the `MASTER_PORT` torchrun gave it: set in `MASTER_PORT` before `env://`, or written
+    /// in its `tcp://` address.
+    pub script_master_port: Option<u16>,
     /// `[job.eval]`: an evaluation pass after training, when the scenario has one.
     pub eval: Option<EvalConfig>,
 }
@@ -255,6 +261,31 @@ impl SetEpoch {
             SetEpoch::Late => epoch - 1,
         }
     }
+}
+
+/// `job.init_method`: how the training script tells `init_process_group` where its
+/// process group's store is.
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    Default,
+    serde::Deserialize,
+    schemars::JsonSchema,
+    serde::Serialize,
+    strum::IntoStaticStr,
+)]
+#[serde(rename_all = "snake_case")]
+#[strum(serialize_all = "snake_case")]
+pub enum InitMethod {
+    /// `env://`: the address in `MASTER_ADDR` and `MASTER_PORT`.
+    #[default]
+    Env,
+    /// `tcp://MASTER_ADDR:port`, with `job.script_master_port` (or torchrun's
+    /// `MASTER_PORT` when the script sets none).
+    Tcp,
 }
 
 /// `[job.eval]`: one evaluation pass after training over a `DistributedSampler` with

@@ -151,6 +151,8 @@ pub struct RawJob {
     pub sampler: Option<RawSampler>,
     pub set_epoch: Option<super::model::SetEpoch>,
     pub checkpoint_on_signal: Option<super::model::Signal>,
+    pub init_method: Option<super::model::InitMethod>,
+    pub script_master_port: Option<u64>,
     pub eval: Option<RawEval>,
 }
 

@@ -543,6 +543,12 @@ fn scenario() -> impl Strategy<Value = Scenario> {
                 s.rendezvous.cas_backoff_max = us(if flag { 1_500_000 } else { 0 });
                 s.rendezvous.read_timeout = us(if flag { 20_000_000 } else { 60_000_000 });
                 s.agent.worker_identical = flag;
+                s.job.init_method = if flag {
+                    InitMethod::Tcp
+                } else {
+                    InitMethod::Env
+                };
+                s.job.script_master_port = flag.then_some(12_355);
                 s.agent.nproc_per_node = gpus;
                 if flag {
                     s.agent.fixes = vec![crate::fixes::AgentFix::SharedRestartCount];

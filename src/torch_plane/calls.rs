@@ -3,6 +3,7 @@
 
 use super::node::Proc;
 use super::workers::{self, RoundSeen, WorkerEnv, Workers};
+use crate::job::bootstrap::AgentStoreRule;
 use crate::job::WorkerStatus;
 use crate::sim_time::SimDuration;
 use crate::store::cost::StoreCosts;
@@ -279,7 +280,10 @@ fn workers_start(proc: &Proc, message: &Value) -> Value {
         );
     };
     let highest_step = Arc::clone(&state.highest_step);
-    match workers::start(&proc.env, &round, &envs, &highest_step, &proc.run.mutants) {
+    let (major, minor) = proc.run.torch_release();
+    let rule = AgentStoreRule::of_torch(major, minor);
+    let mutants = &proc.run.mutants;
+    match workers::start(&proc.env, &round, &envs, &highest_step, mutants, rule) {
         Ok(workers) => state.workers = Some(workers),
         Err(why) => panic!("torch's agent on {}: {why}", proc.env.name),
     }

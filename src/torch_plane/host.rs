@@ -203,13 +203,18 @@ fn first_line(text: &str) -> &str {
     text.lines().next().unwrap_or(text)
 }
 
+/// `major.minor` of a `torch.__version__` (`2.15.0+cu132`).
+pub fn torch_release(version: &str) -> Option<(u32, u32)> {
+    let mut parts = version.split(|c: char| !c.is_ascii_digit());
+    let major = parts.next()?.parse().ok()?;
+    let minor = parts.next()?.parse().ok()?;
+    Some((major, minor))
+}
+
 /// Refuses a torch older than the seam knows.
 fn check_version(python: &str, version: &str) -> Result<(), ProbeError> {
-    let mut parts = version.split(|c: char| !c.is_ascii_digit());
-    let major = parts.next().and_then(|p| p.parse::<u32>().ok());
-    let minor = parts.next().and_then(|p| p.parse::<u32>().ok());
-    match (major, minor) {
-        (Some(major), Some(minor)) if (major, minor) >= TORCH_OLDEST => Ok(()),
+    match torch_release(version) {
+        Some(release) if release >= TORCH_OLDEST => Ok(()),
         _ => Err(ProbeError(format!(
             "{python}: torch {version} is not supported (the oldest is {}.{})",
             TORCH_OLDEST.0, TORCH_OLDEST.1

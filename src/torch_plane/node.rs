@@ -68,6 +68,13 @@ impl TorchRun {
         host.ask(message)
     }
 
+    /// torch's `major.minor` on the leased host (checked supported when it started).
+    pub(super) fn torch_release(&self) -> (u32, u32) {
+        let host = self.host.lock().unwrap_or_else(|e| e.into_inner());
+        let host = host.as_ref().expect("the host is leased for the whole run");
+        host::torch_release(&host.info.torch_version).expect("checked when the host started")
+    }
+
     pub(super) fn park(&self, key: &str) -> oneshot::Receiver<()> {
         let (tx, rx) = oneshot::channel();
         self.parks

@@ -7,7 +7,7 @@
 //! `MASTER_ADDR` or a wrong `WORLD_SIZE` reaches the simulated process group as it would
 //! reach gloo or NCCL. Monitoring and stopping follow the model's agent (`agent::run`).
 
-use crate::job::bootstrap::WorkerBootstrap;
+use crate::job::bootstrap::{AgentStoreRule, GivenMaster, WorkerBootstrap};
 use crate::job::{self, GroupPlan, WorkerStatus};
 use crate::mutant::Mutants;
 use crate::scenario::node::NodeIndex;
@@ -84,6 +84,14 @@ impl GivenRanks {
     fn master(&self) -> String {
         format!("{}:{}", self.master_addr, self.master_port)
     }
+
+    fn master_given(&self) -> GivenMaster<'_> {
+        GivenMaster {
+            addr: &self.master_addr,
+            port: self.master_port,
+            agent_store: self.agent_store,
+        }
+    }
 }
 
 /// The ranks and the start, as the model's agent records them.
@@ -125,6 +133,7 @@ pub fn start(
     envs: &[WorkerEnv],
     highest_step: &Arc<AtomicU64>,
     mutants: &Arc<Mutants>,
+    rule: AgentStoreRule,
 ) -> Result<Workers, String> {
     let given = GivenRanks::of(envs)?;
     record_start(env, round, &given, &envs[0])?;
@@ -132,11 +141,7 @@ pub fn start(
     let plan = GroupPlan {
         round: round.round,
         store_incarnation: round.store_incarnation,
-        bootstrap: WorkerBootstrap {
-            master: given.master(),
-            master_addr: env.resolve(&given.master_addr, given.master_port),
-            hosts_store: !given.agent_store && given.group_rank == 0,
-        },
+        bootstrap: WorkerBootstrap::of_script(env, given.master_given(), given.group_rank, rule),
         group_rank: given.group_rank,
         members: round.participants.iter().map(|node| node.0).collect(),
         start_step: checkpoint.step,

@@ -95,7 +95,7 @@ pub struct Programs {
 
 /// The port the c10d store listens on, on its host (torchrun's default rendezvous port):
 /// where the world places the store program it runs.
-pub const STORE_PORT: u16 = 29400;
+pub const STORE_PORT: u16 = crate::scenario::limits::RENDEZVOUS_STORE_PORT;
 
 /// A run that could not finish: the harness itself failed.
 #[derive(Debug, Clone, thiserror::Error)]

@@ -22,6 +22,8 @@ const PID_FIRST: u32 = 1000;
 pub const PORT_FIRST: u16 = 32768;
 /// ... and wrap around below this.
 pub const PORT_LAST: u16 = 60999;
+// A port a training script picks (`job.script_master_port`) is never handed out as free.
+const _: () = assert!(crate::scenario::limits::SCRIPT_MASTER_PORT_MAX < PORT_FIRST);
 
 /// Everything of one run the simulated tasks share.
 pub struct World {
