@@ -12,30 +12,31 @@
 //! torch 2.15 gives the workers no per-attempt key prefix ("we create a new TCPStore for
 //! every retry"), so when the rank-0 agent's store outlives a worker group, the next group
 //! finds the last group's keys there. A rank that reads a peer's key before the peer
-//! rewrote it gets a dead worker's address, and gloo's full-mesh connect fails: a race the
-//! real torchrun lost in 5 of 5 restarts after a node died and 3 of 5 after a worker crash
-//! (`conformance/`). A fresh store (a new rank-0 agent, or no sharing) has no old keys.
-//! The rank that read the dead address fails at once (its connects are refused, and gloo
-//! retries a refused connect only 3 times, without a pause); the ranks waiting for it to
-//! connect hang in gloo's connect for 5 times the process-group timeout (measured with
-//! `conformance/measure_gloo.py stale` on torch 2.15.0: 20.3 to 20.7 s with a 4 s timeout,
-//! about 100 s with 20 s, and the conformance runs' 50 s with 10 s).
+//! rewrote it gets a dead worker's address. Whether that breaks gloo's full-mesh connect
+//! depends on which side of the pair dials (`gloo_mesh`): the side that dials a dead address
+//! fails at once (its connects are refused, and gloo retries a refused connect only 3 times,
+//! without a pause), and a pair whose sides both wait for the other never connects; the
+//! ranks waiting for a connection hang in gloo's connect for 5 times the process-group
+//! timeout (measured with `conformance/measure_gloo.py stale` on torch 2.15.0: 20.3 to
+//! 20.7 s with a 4 s timeout, about 100 s with 20 s, and the conformance runs' 50 s with
+//! 10 s). A fresh store (a new rank-0 agent, or no sharing) has no old keys.
 //! What decides the race is when each node's workers publish their address: gloo's setup
 //! takes about a second after the workers start, a little more or less on each node, so
-//! with gloo each node publishes after a seeded 0–100 ms. The spread is calibrated on the
-//! conformance suite: with it the simulated loss rates over 20 seeds (17/20 after a node's
-//! death or a SIGTERM, about half after a worker crash) agree with the real runs'. With
-//! NCCL the model reads fresh keys: what a stale NCCL unique id does has not been measured.
+//! with gloo each node publishes after a seeded 0–100 ms, and its device listens on a port
+//! drawn from the node's stream. With NCCL the model reads fresh keys: what a stale NCCL
+//! unique id does has not been measured.
 
+use super::gloo_mesh::{initiates, GlooAddress, MeshReads};
 use super::{GroupPlan, WorkerStatus};
 use crate::fixes::AgentFix;
 use crate::rendezvous::handler::MasterAddr;
 use crate::scenario::model::{Backend, InitMethod, Scenario};
 use crate::sim_time::SimDuration;
 use crate::store::service::StoreClient;
-use crate::store::Keys;
+use crate::store::{Keys, Value};
 use crate::world::time;
 use crate::world::{NodeEnv, TaskHandle};
+use crate::world::{PORT_FIRST, PORT_LAST};
 use rand::Rng;
 use std::collections::VecDeque;
 use std::net::SocketAddr;
@@ -173,69 +174,135 @@ pub async fn init_process_group(
     let store = StoreClient::connect(addr, timeout)
         .await
         .map_err(|e| fail(e.to_string()))?;
-    let gloo = env.scenario().job.backend == Backend::Gloo;
     // Every group writes the same keys; the value says which group wrote it.
     let group = format!("{}.{}", plan.store_incarnation, plan.round);
-    if gloo {
+    let gloo = (env.scenario().job.backend == Backend::Gloo).then(|| GlooSide::of(env, plan));
+    let mut value = group.clone();
+    if let Some(side) = &gloo {
         let setup_us = env
             .rng(&format!("gloo-setup/{group}"))
             .gen_range(0..=GLOO_SETUP_JITTER.as_us());
         time::sleep(SimDuration::from_us(setup_us)).await;
+        side.mesh.publish(&group, side.block, side.address);
+        value = side.address.published(&group);
     }
-    let addresses = publish_and_wait(env, &store, KEY_PREFIX, plan, &group)
+    let addresses = publish_and_wait(env, &store, KEY_PREFIX, plan, &value)
         .await
         .map_err(|e| fail(format!("publishing its address: {e}")))?;
-    if gloo {
+    if let Some(side) = &gloo {
         let addresses = store
             .multi_get(Arc::clone(&addresses))
             .await
             .map_err(|e| fail(format!("reading every rank's address: {e}")))?;
-        let block = u64::from(plan.local_world_size.max(1));
-        if let Some(node) = addresses.iter().position(|v| v.bytes() != group.as_bytes()) {
-            return Err(fail(format!(
-                "gloo connectFullMesh: rank {}'s address is an earlier group's, a dead \
-                 worker's: connection refused",
-                node as u64 * block
-            )));
-        }
+        side.read(&group, &addresses, plan).map_err(fail)?;
     }
-    connect_mesh(env, &store, plan, &group, timeout, gloo)
+    connect_mesh(env, &store, plan, &group, timeout, gloo.as_ref())
         .await
         .map_err(fail)?;
     Ok(server)
 }
 
-/// The mesh is up only when every rank connected: one that read a dead address never
-/// does, and the others' connects time out (gloo's after 5 process-group timeouts). Fails
-/// with why.
+/// One node's side of gloo's full mesh (`gloo_mesh`): its device's address and the group's
+/// record of what every side read.
+struct GlooSide {
+    address: GlooAddress,
+    /// This node's block of ranks in the group's keys.
+    block: u64,
+    mesh: Arc<MeshReads>,
+    one_machine: bool,
+}
+
+impl GlooSide {
+    /// The device listens on a free port, drawn per worker group from the node's stream.
+    fn of(env: &NodeEnv, plan: &GroupPlan) -> GlooSide {
+        let group = format!("{}.{}", plan.store_incarnation, plan.round);
+        let port = env
+            .rng(&format!("gloo-port/{group}"))
+            .gen_range(PORT_FIRST..=PORT_LAST);
+        GlooSide {
+            address: GlooAddress {
+                node: env.index,
+                port,
+            },
+            block: plan.base_global_rank / u64::from(plan.local_world_size.max(1)),
+            mesh: env.shared::<MeshReads>("job/gloo_mesh"),
+            one_machine: env.scenario().cluster.one_machine,
+        }
+    }
+
+    /// Takes every rank's address as read: an earlier group's is recorded, and dialling
+    /// one fails at once (the connects are refused; gloo retries a refused connect only 3
+    /// times, without a pause).
+    fn read(&self, group: &str, values: &[Value], plan: &GroupPlan) -> Result<(), String> {
+        let ranks_per_block = u64::from(plan.local_world_size.max(1));
+        let mut refused = None;
+        for (peer, value) in (0u64..).zip(values) {
+            let Some((written_by, address)) = GlooAddress::parse(value.bytes()) else {
+                return Err(format!(
+                    "rank {}'s address is unreadable",
+                    peer * ranks_per_block
+                ));
+            };
+            if peer == self.block || written_by == group {
+                continue;
+            }
+            self.mesh.read_stale(group, self.block, peer, address);
+            if refused.is_none() && initiates(self.address, address, self.one_machine) {
+                refused = Some(peer);
+            }
+        }
+        match refused {
+            None => Ok(()),
+            Some(peer) => Err(format!(
+                "gloo connectFullMesh: rank {}'s address is an earlier group's, a dead \
+                 worker's: connection refused",
+                peer * ranks_per_block
+            )),
+        }
+    }
+}
+
+/// The mesh is up only when every rank connected: one that dialled a dead address never
+/// does, and the others' connects time out (gloo's after 5 process-group timeouts), as do
+/// both sides of a pair that each wait for the other to dial. Fails with why.
 async fn connect_mesh(
     env: &NodeEnv,
     store: &StoreClient,
     plan: &GroupPlan,
     group: &str,
     timeout: SimDuration,
-    gloo: bool,
+    gloo: Option<&GlooSide>,
 ) -> Result<(), String> {
-    let connect_timeout = if gloo {
-        timeout.saturating_mul(GLOO_CONNECT_TIMEOUTS)
-    } else {
-        timeout
+    let connect_timeout = match gloo {
+        Some(_) => timeout.saturating_mul(GLOO_CONNECT_TIMEOUTS),
+        None => timeout,
     };
     store.set_timeout(connect_timeout);
     let connecting_since = time::now_whole_us();
+    let gloo_timeout = || {
+        format!(
+            "gloo connectFullMesh: connect timeout after {} us: a rank never connected",
+            connect_timeout.as_us()
+        )
+    };
     let prefix = format!("{KEY_PREFIX}/connected/{group}");
     let connected = publish_and_wait(env, store, &prefix, plan, "1").await;
-    connected.map(drop).map_err(|e| {
+    connected.map_err(|e| {
         let waited = time::now_whole_us().since(connecting_since);
-        if gloo && waited >= connect_timeout {
-            format!(
-                "gloo connectFullMesh: connect timeout after {} us: a rank never connected",
-                connect_timeout.as_us()
-            )
+        if gloo.is_some() && waited >= connect_timeout {
+            gloo_timeout()
         } else {
             format!("connecting to every rank: {e}")
         }
-    })
+    })?;
+    if let Some(side) = gloo {
+        // Every side has read by now (each publishes its key after reading).
+        if !side.mesh.all_pairs_connect(group, side.one_machine) {
+            time::sleep_until_whole_us(connecting_since.after(connect_timeout)).await;
+            return Err(gloo_timeout());
+        }
+    }
+    Ok(())
 }
 
 /// Writes this node's `value` under `prefix/rank_<its first global rank>` and waits until

@@ -19,6 +19,7 @@ mod compute;
 pub mod epoch_plan;
 mod epochs;
 pub mod eval;
+mod gloo_mesh;
 pub mod ledger;
 pub mod reader_feed;
 mod segment;

@@ -92,6 +92,7 @@ pub fn cluster(raw: &Option<RawCluster>, top_profile: &Option<RawGpuProfile>) ->
         clock_skew_us,
         tcp_retries2,
         store_cost_scale,
+        one_machine: c.one_machine.unwrap_or(false),
     })
 }
 

@@ -109,6 +109,7 @@ fn cluster(c: &Cluster) -> RawCluster {
         gpu_profile: None,
         tcp_retries2: (c.tcp_retries2 != TCP_RETRIES2_DEFAULT).then_some(c.tcp_retries2),
         store_cost_scale: (c.store_cost_scale != 1.0).then_some(c.store_cost_scale),
+        one_machine: c.one_machine.then_some(true),
     }
 }
 

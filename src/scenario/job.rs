@@ -68,15 +68,9 @@ pub fn job(raw: &Option<RawJob>) -> Check<JobConfig> {
         j.dataset.as_ref().map(|d| (d.len, &d.complexity)),
     )?;
     let sampler = sampler(&p.key("sampler"), &j.sampler.unwrap_or_default())?;
-    let script_master_port = j
-        .script_master_port
-        .map(|port| script_master_port(&p.key("script_master_port"), port))
-        .transpose()?;
-    let eval = j
-        .eval
-        .as_ref()
-        .map(|e| eval(&p.key("eval"), e))
-        .transpose()?;
+    let script_master_port =
+        script_master_port(&p.key("script_master_port"), j.script_master_port)?;
+    let eval = eval(&p.key("eval"), j.eval.as_ref())?;
     Ok(JobConfig {
         steps,
         step_time,
@@ -119,7 +113,10 @@ fn collective_timeout(
 
 /// `job.script_master_port`: a port below the simulated hosts' ephemeral range (where
 /// agents and rank-0 workers take free ports), and not the rendezvous store's.
-fn script_master_port(p: &FieldPath, port: u64) -> Check<u16> {
+fn script_master_port(p: &FieldPath, raw: Option<u64>) -> Check<Option<u16>> {
+    let Some(port) = raw else {
+        return Ok(None);
+    };
     let port = in_range(p, port, 1, u64::from(SCRIPT_MASTER_PORT_MAX))?;
     if port == u64::from(RENDEZVOUS_STORE_PORT) {
         return Err(issue(
@@ -127,7 +124,9 @@ fn script_master_port(p: &FieldPath, port: u64) -> Check<u16> {
             format!("{port} is the rendezvous store's port (torchrun's --rdzv-endpoint)"),
         ));
     }
-    Ok(u16::try_from(port).expect("at most SCRIPT_MASTER_PORT_MAX"))
+    Ok(Some(
+        u16::try_from(port).expect("at most SCRIPT_MASTER_PORT_MAX"),
+    ))
 }
 
 /// A worker's start or checkpoint phase: none by default, and no longer than a step may be.
@@ -135,15 +134,18 @@ fn phase_time(p: &FieldPath, raw: Option<Duration>) -> Check<SimDuration> {
     duration_or(p, raw, SimDuration::ZERO, 0..=STEP_TIME_US_MAX)
 }
 
-/// `[job.eval]`: the evaluation set's size (required: there is no evaluation set to assume)
-/// and its sampler's `drop_last`.
-fn eval(p: &FieldPath, e: &RawEval) -> Check<EvalConfig> {
+/// `[job.eval]`, when present: the evaluation set's size (required: there is no evaluation
+/// set to assume) and its sampler's `drop_last`.
+fn eval(p: &FieldPath, e: Option<&RawEval>) -> Check<Option<EvalConfig>> {
+    let Some(e) = e else {
+        return Ok(None);
+    };
     let len = required(&p.key("len"), &e.len)?;
     let len = in_range(&p.key("len"), len, 1, DATASET_LEN_MAX)?;
-    Ok(EvalConfig {
+    Ok(Some(EvalConfig {
         len,
         drop_last: e.drop_last.unwrap_or(false),
-    })
+    }))
 }
 
 /// `job.nccl_peer_exit_detection`: a duration, or `"never"` (the watchdog's timeout decides);

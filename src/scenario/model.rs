@@ -71,6 +71,10 @@ pub struct Cluster {
     /// The CPU time of store requests (the server's, and the rendezvous clients' encoding of
     /// the state) relative to torch 2.15 on the calibration machine; 0 makes the store free.
     pub store_cost_scale: f64,
+    /// Every node runs on one machine, as `conformance/driver.py`'s localhost runs do: the
+    /// workers' gloo devices publish the machine's one address, so which side of a gloo pair
+    /// connects is decided by port numbers rather than by the nodes' addresses.
+    pub one_machine: bool,
 }
 
 impl Cluster {

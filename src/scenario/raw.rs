@@ -71,6 +71,7 @@ pub struct RawCluster {
     pub gpu_profile: Option<RawGpuProfile>,
     pub tcp_retries2: Option<u32>,
     pub store_cost_scale: Option<f64>,
+    pub one_machine: Option<bool>,
 }
 
 /// `[gpu_profile]` (or `[cluster.gpu_profile]`): a GPU model of the user's own.

@@ -488,12 +488,30 @@ fn generated_cluster(
     cluster.gpus_per_node = gpus;
     cluster.clock_skew_us = skew;
     cluster.tcp_retries2 = if flag { 5 } else { 15 };
+    cluster.one_machine = flag;
     cluster.store = if flag {
         StoreHost::Dedicated
     } else {
         StoreHost::Node(nodes - 1)
     };
     cluster
+}
+
+/// The settings a generated scenario sets off their defaults when its `flag` is up.
+fn flag_settings(s: &mut Scenario, flag: bool) {
+    s.rendezvous.cas_backoff_max = us(if flag { 1_500_000 } else { 0 });
+    s.rendezvous.read_timeout = us(if flag { 20_000_000 } else { 60_000_000 });
+    s.agent.worker_identical = flag;
+    s.job.init_method = if flag {
+        InitMethod::Tcp
+    } else {
+        InitMethod::Env
+    };
+    s.job.script_master_port = flag.then_some(12_355);
+    if flag {
+        s.agent.fixes = vec![crate::fixes::AgentFix::SharedRestartCount];
+        s.rendezvous.fixes = [crate::fixes::RendezvousFix::DeadParticipantRejoin].into();
+    }
 }
 
 /// Generated scenarios within the bounds (the fuzzer's view of the model).
@@ -540,21 +558,8 @@ fn scenario() -> impl Strategy<Value = Scenario> {
                 s.network.loss = loss;
                 s.rendezvous.min_nodes = min_nodes;
                 s.rendezvous.max_nodes = min_nodes + extra;
-                s.rendezvous.cas_backoff_max = us(if flag { 1_500_000 } else { 0 });
-                s.rendezvous.read_timeout = us(if flag { 20_000_000 } else { 60_000_000 });
-                s.agent.worker_identical = flag;
-                s.job.init_method = if flag {
-                    InitMethod::Tcp
-                } else {
-                    InitMethod::Env
-                };
-                s.job.script_master_port = flag.then_some(12_355);
+                flag_settings(&mut s, flag);
                 s.agent.nproc_per_node = gpus;
-                if flag {
-                    s.agent.fixes = vec![crate::fixes::AgentFix::SharedRestartCount];
-                    s.rendezvous.fixes =
-                        [crate::fixes::RendezvousFix::DeadParticipantRejoin].into();
-                }
                 s.job.step_time = us(step_us);
                 // Gradients must fit in one GPU's memory.
                 s.job.model_size_bytes = model_bytes.min(s.cluster.gpu.memory_bytes);

@@ -32,7 +32,7 @@ mod wire;
 
 pub use context::RunStats;
 pub use env::NodeEnv;
-pub use state::Checkpoint;
+pub use state::{Checkpoint, PORT_FIRST, PORT_LAST};
 
 use crate::scenario::model::{node_name, FaultKind, NodeRole, Outcome, Scenario, StoreHost};
 use crate::trace::node::STORE_NAME;
