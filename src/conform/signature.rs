@@ -91,11 +91,25 @@ pub fn exit_code_of(final_state: &str, exit_reason: &str) -> Option<i32> {
         }
         "FAILED" => Some(1),
         "KILLED" => Some(EXIT_KILLED),
-        "STOPPED" if exit_reason.starts_with("graceful exit") => Some(EXIT_GRACEFUL),
+        "STOPPED" if exit_reason.starts_with(GRACEFUL_EXIT) => Some(EXIT_GRACEFUL),
         "STOPPED" => Some(EXIT_SIGTERM),
         _ => None,
     }
 }
+
+/// The state a signature gives an agent that ended in `final_state` with `exit_reason`. A
+/// redundant node's graceful exit is `STOPPED`, as the real side reads it from the log
+/// (`Rendezvous gracefully exited`), though its torchrun then fails with exit code 1.
+pub fn signature_state<'a>(final_state: &'a str, exit_reason: &str) -> &'a str {
+    if final_state == "FAILED" && exit_reason.starts_with(GRACEFUL_EXIT) {
+        "STOPPED"
+    } else {
+        final_state
+    }
+}
+
+/// How the report's exit reason of a redundant node's graceful exit begins.
+const GRACEFUL_EXIT: &str = "graceful exit";
 
 /// The signature of a simulated run, read from its public report.
 pub fn from_report(report: &Report, steps: u64) -> Signature {
@@ -118,9 +132,10 @@ pub fn from_report(report: &Report, steps: u64) -> Signature {
         .agents
         .iter()
         .map(|a| {
+            let final_state = signature_state(&a.final_state, &a.exit_reason);
             let sig = NodeSig {
-                final_state: a.final_state.clone(),
-                exit_code: exit_code_of(&a.final_state, &a.exit_reason),
+                exit_code: exit_code_of(final_state, &a.exit_reason),
+                final_state: final_state.to_owned(),
                 restarts: a.restarts,
             };
             (a.node.clone(), sig)

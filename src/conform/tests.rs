@@ -156,6 +156,20 @@ fn exit_codes_follow_torchrun() {
 }
 
 #[test]
+fn a_graceful_exit_is_stopped_as_the_real_log_reads_it() {
+    use super::signature::signature_state;
+    let reason = "graceful exit (the rendezvous 'x' is closed, terminating pending \
+                  rendezvous); launch_agent then fails on the missing run result";
+    let state = signature_state("FAILED", reason);
+    assert_eq!(state, "STOPPED");
+    assert_eq!(exit_code_of(state, reason), Some(1));
+    assert_eq!(
+        signature_state("FAILED", "the rendezvous 'x' timed out"),
+        "FAILED"
+    );
+}
+
+#[test]
 fn compact_form_is_one_line() {
     assert_eq!(
         ok().compact(),
