@@ -96,8 +96,9 @@ pub async fn agent_process(env: NodeEnv, mutants: Arc<Mutants>) -> AgentExit {
 }
 
 /// torchrun's `SignalException` path: the workers stop (unless a script that checkpoints on
-/// the signal trains on through the shutdown timeout), heartbeats stop, and the rendezvous
-/// stays open so the rest of the job can go on without this node.
+/// the signal trains on through the shutdown timeout), and the process exits without
+/// closing the rendezvous (so the rest of the job can go on without this node) or waiting
+/// for a keep-alive in flight.
 async fn signal_exception(
     env: &NodeEnv,
     handler: &RendezvousHandler,
@@ -115,7 +116,7 @@ async fn signal_exception(
     }
     env.leave_collectives();
     stop_workers_wait().await;
-    handler.stop_heartbeats().await;
+    handler.abandon_heartbeats();
     let signal = caught.map_or("SIGTERM".to_owned(), |s| s.to_string());
     AgentExit {
         state: AgentState::Stopped,

@@ -351,6 +351,15 @@ impl RendezvousHandler {
         timer.task.abort();
     }
 
+    /// Ends the keep-alive timer as the agent process exits: its thread is a daemon whose
+    /// finalizer does not run at interpreter exit (`_PeriodicTimer`'s `atexit = False`), so a
+    /// keep-alive in flight dies with the process instead of being waited for.
+    pub fn abandon_heartbeats(&self) {
+        if let Some(timer) = self.keep_alive.lock().expect("timer lock").take() {
+            timer.task.abort();
+        }
+    }
+
     /// Starts the keep-alive timer: its first tick comes one interval from now.
     fn start_heartbeats(&self) {
         let holder = self.holder.clone();
