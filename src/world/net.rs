@@ -357,8 +357,10 @@ impl Registry {
 /// finds the link from the server's host open again, within Linux's `ORPHAN_RETRIES`
 /// (`tcp_orphan_retries` 0 means 8); never when its host was down or the link stayed cut.
 pub(super) async fn close_heard(signal: ResetSignal, incarnation: u64, client: IpAddr) {
-    // The sender lives as long as its incarnation's record, for the whole run.
-    let _ = signal.await;
+    if signal.await.is_err() {
+        // Dropped unsent: the run is being torn down, and nothing closes any more.
+        return std::future::pending().await;
+    }
     let Some((died, server)) = with_registry(|r| r.missed_close(incarnation, client)) else {
         return;
     };
