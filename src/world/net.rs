@@ -4,10 +4,15 @@
 //! a cut link). Real c10d traffic runs over TCP, and its verdicts on faults come from TCP:
 //! - A client is a connection to one server *incarnation* (one bind of one process). It never
 //!   reconnects: a restarted server at the same address never answers an old connection.
-//! - A server process that dies on a live host resets its connections at once: every call
-//!   on them fails within a round trip, even one blocked in a `get`.
-//! - A host that goes down (or a link that is cut) answers nothing. A request it never
-//!   received is retransmitted with TCP's doubling timeout until Linux gives up after
+//! - A server process that dies on a live host closes its connections at once: every call
+//!   on them fails within a round trip, even one blocked in a `get`. The close (a FIN, or a
+//!   reset) crosses the link from the server's host to the client's, and a cut link drops
+//!   it like any other packet. The dead server's kernel sends it again on TCP's doubling
+//!   timer (`ORPHAN_RETRIES` times), so a link healed soon enough lets a later copy through;
+//!   otherwise the client hears of the death only when a packet of its own crosses both
+//!   directions: its next retransmission, or its next request, meets a reset.
+//! - A host that goes down (or a link that is cut) answers nothing, and a connect across it
+//!   hears nothing either. A request it never received is retransmitted with TCP's doubling timeout until Linux gives up after
 //!   `tcp_retries2` retransmissions (15 by default: about 924.6 s), and the connection is
 //!   dead from then on. Once the host is back, a request still being retransmitted meets a
 //!   reset; a request the dead server had already received (acknowledged, so nothing is
@@ -51,8 +56,18 @@ struct Incarnation {
     /// Sending on it resets every connection; kept unsent while the incarnation is silent.
     reset_tx: Option<futures::channel::oneshot::Sender<()>>,
     reset: ResetSignal,
+    /// The close its host sent its connections, once its process died on a live host.
+    close: Option<Close>,
     /// Where requests to it arrive, while its server lives.
     mailbox: Weak<Mailbox>,
+}
+
+/// What a server's host sent its connections when the server process died.
+struct Close {
+    at: SimInstant,
+    /// The hosts the link to which was cut then: the close never reached their clients at
+    /// once, only its retransmissions may.
+    missed: BTreeSet<IpAddr>,
 }
 
 /// The run's view of which servers listen and which hosts are up, kept in the run's
@@ -212,19 +227,41 @@ impl Registry {
         self.hosts_down.contains(&ip)
     }
 
-    /// The path of a connection to `incarnation`.
-    fn path_of(&self, incarnation: u64) -> Path {
+    /// Whether either direction between hosts `a` and `b` is cut: a packet sent one way and
+    /// answered the other gets no answer.
+    fn cut_between(&self, a: IpAddr, b: IpAddr) -> bool {
+        self.conditions
+            .as_ref()
+            .is_some_and(|c| c.is_cut(a, b) || c.is_cut(b, a))
+    }
+
+    /// The path of a connection from host `client` to `incarnation`. A dead server's
+    /// connection resets once the close reached the client, or when the client's next
+    /// packet crosses both directions (a reset comes back); until then it is silent.
+    fn path_of(&self, incarnation: u64, client: IpAddr) -> Path {
         let inc = &self.incarnations[&incarnation];
-        match (self.host_down(inc.addr.ip()), inc.alive) {
-            (true, _) => Path::Silent,
-            (false, true) => Path::Open,
-            (false, false) => Path::Reset,
+        let server = inc.addr.ip();
+        if self.host_down(server) {
+            return Path::Silent;
+        }
+        if inc.alive {
+            return Path::Open;
+        }
+        let heard = inc
+            .close
+            .as_ref()
+            .is_some_and(|close| !close.missed.contains(&client));
+        if heard || !self.cut_between(client, server) {
+            Path::Reset
+        } else {
+            Path::Silent
         }
     }
 
-    /// The path of a new connection to `addr`, and the incarnation it would reach.
-    fn connect_path(&self, addr: SocketAddr) -> (Path, Option<u64>) {
-        if self.host_down(addr.ip()) {
+    /// The path of a new connection from host `client` to `addr`, and the incarnation it
+    /// would reach: a SYN or its answer on a cut link is lost like any packet.
+    fn connect_path(&self, addr: SocketAddr, client: IpAddr) -> (Path, Option<u64>) {
+        if self.host_down(addr.ip()) || self.cut_between(client, addr.ip()) {
             return (Path::Silent, None);
         }
         match self.listening.get(&addr) {
@@ -254,6 +291,7 @@ impl Registry {
                 alive: true,
                 reset_tx: Some(tx),
                 reset: rx.shared(),
+                close: None,
                 mailbox,
             },
         );
@@ -262,13 +300,18 @@ impl Registry {
     }
 
     /// The server process of `incarnation` is gone: on a live host its connections reset
-    /// at once; on a host that is down they stay silent.
+    /// at once, except across a cut link; on a host that is down they stay silent.
     fn died(&mut self, incarnation: u64) {
         let Some(ip) = self.incarnations.get(&incarnation).map(|i| i.addr.ip()) else {
             // Every incarnation is registered at its bind, in the same run.
             panic!("incarnation {incarnation} died without having been bound");
         };
         let down = self.host_down(ip);
+        let missed = self
+            .conditions
+            .as_ref()
+            .map(|c| c.cut_from(ip))
+            .unwrap_or_default();
         let inc = self
             .incarnations
             .get_mut(&incarnation)
@@ -282,11 +325,64 @@ impl Registry {
             self.listening.remove(&inc.addr);
         }
         if !down {
+            // A server dropped while a panicking run unwinds has no clock left to read.
+            let now_ns = time::elapsed_ns_in_run().unwrap_or(0);
+            inc.close = Some(Close {
+                at: SimInstant::from_ns(now_ns).cut_to_whole_us(),
+                missed,
+            });
             if let Some(tx) = inc.reset_tx.take() {
                 let _ = tx.send(());
             }
         }
     }
+
+    /// When and from which host `incarnation`'s close was sent, if it missed `client`;
+    /// `None` if it reached it.
+    fn missed_close(&self, incarnation: u64, client: IpAddr) -> Option<(SimInstant, IpAddr)> {
+        let inc = &self.incarnations[&incarnation];
+        let close = inc
+            .close
+            .as_ref()
+            .expect("a connection's reset fires only once its server's close was sent");
+        close
+            .missed
+            .contains(&client)
+            .then_some((close.at, inc.addr.ip()))
+    }
+}
+
+/// Fires when a connection from host `client` hears that `incarnation`'s server died: at
+/// once when its close went out on an open link, or at the first retransmission of it that
+/// finds the link from the server's host open again, within Linux's `ORPHAN_RETRIES`
+/// (`tcp_orphan_retries` 0 means 8); never when its host was down or the link stayed cut.
+pub(super) async fn close_heard(signal: ResetSignal, incarnation: u64, client: IpAddr) {
+    if signal.await.is_err() {
+        // Dropped unsent: the run is being torn down, and nothing closes any more.
+        return std::future::pending().await;
+    }
+    let Some((died, server)) = with_registry(|r| r.missed_close(incarnation, client)) else {
+        return;
+    };
+    let mut rto = RTO_MIN;
+    let mut at = died;
+    for _ in 0..ORPHAN_RETRIES {
+        at = at.after(rto);
+        rto = rto.saturating_mul(2).min(RTO_MAX);
+        if at < time::now_whole_us() {
+            continue;
+        }
+        time::sleep_until_whole_us(at).await;
+        let cut = with_registry(|r| {
+            r.conditions
+                .as_ref()
+                .is_some_and(|c| c.is_cut(server, client))
+        });
+        if !cut {
+            return;
+        }
+    }
+    std::future::pending().await
 }
 
 /// Unregisters a server incarnation when the last handle on its server goes away.
@@ -309,6 +405,9 @@ pub(super) const REASK_MAX: SimDuration = SimDuration::from_ms(3_200);
 /// still being served are kept apart from this bound (there is one per request in flight):
 /// forgetting one would serve its resend as a new request, applying it twice.
 const REPLY_CACHE_MAX: usize = 4096;
+/// How many times a live host sends a dead process's close again (Linux's
+/// `tcp_orphan_retries`, whose default 0 means 8) before it forgets the connection.
+pub(super) const ORPHAN_RETRIES: u32 = 8;
 /// How long a reset takes to come back from a live host.
 pub(super) const RESET_DELAY: SimDuration = SimDuration::from_ms(2);
 /// How long a connect's SYN takes to reach a live host: half the reset's round trip. The

@@ -2,15 +2,15 @@
 //! with TCP's retransmission and give-up, and each call's own way of waiting for its reply.
 
 use super::{
-    send_request, with_registry, NetError, Path, ResetSignal, REASK_MAX, RESET_DELAY, RTO_MAX,
-    RTO_MIN, SYN_FLIGHT,
+    close_heard, send_request, with_registry, NetError, Path, ResetSignal, REASK_MAX, RESET_DELAY,
+    RTO_MAX, RTO_MIN, SYN_FLIGHT,
 };
 use crate::sim_time::{SimDuration, SimInstant};
 use crate::world::connect_backoff::ConnectBackoff;
 use crate::world::rng;
 use crate::world::time;
 use crate::world::wire::{Arrival, Envelope, Inbox, ReplyCpu, ReturnPath, WireSize};
-use futures::future::{select, Either};
+use futures::future::{select, BoxFuture, Either};
 use std::net::{IpAddr, SocketAddr};
 use std::pin::{pin, Pin};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -107,10 +107,10 @@ impl RpcClient {
     /// Where this connection's next message goes, connecting first if it is not yet bound.
     fn path(&mut self) -> Path {
         if let Some(incarnation) = self.incarnation {
-            return with_registry(|r| r.path_of(incarnation));
+            return with_registry(|r| r.path_of(incarnation, self.ip));
         }
         let (path, reached) = with_registry(|r| {
-            let (path, reached) = r.connect_path(self.server);
+            let (path, reached) = r.connect_path(self.server, self.ip);
             let reset = reached.map(|inc| r.incarnations[&inc].reset.clone());
             (path, reached.zip(reset))
         });
@@ -221,11 +221,17 @@ impl RpcClient {
             }
             match self.path() {
                 // Nothing outstanding on the wire: nothing meets the reset or the silence, and
-                // only the caller's deadline ends the wait.
-                Path::Reset | Path::Silent if self.acked(call.id) => self.wait_out(call).await,
+                // only the caller's deadline, or the server's close, ends the wait.
+                Path::Reset | Path::Silent if self.acked(call.id) => {
+                    if self.wait_out(call).await {
+                        return Err(self.reset_arrives().await);
+                    }
+                }
                 Path::Reset => return Err(self.reset_arrives().await),
                 Path::Silent => {
-                    time::sleep(resend.rto).await;
+                    if self.closed_during(time::sleep(resend.rto)).await {
+                        return Err(self.reset_arrives().await);
+                    }
                     resend.expired(self.tcp_retries2, || self.gave_up(call))?;
                 }
                 Path::Open => {
@@ -273,7 +279,10 @@ impl RpcClient {
             Exchange::Dropped => {
                 // TCP's retransmission timer runs out before anything is sent again, unless
                 // the connection resets first.
-                if self.reset_before(resend_at).await {
+                if self
+                    .closed_during(time::sleep_until_whole_us(resend_at))
+                    .await
+                {
                     return Err(self.reset_arrives().await);
                 }
                 if self.acked(call.id) {
@@ -334,12 +343,17 @@ impl RpcClient {
     }
 
     /// Waits until the call's deadline, or for ever when it has none: a request the server
-    /// received, on a connection that will never answer it.
-    async fn wait_out(&self, call: &Call) {
-        match call.deadline {
-            Some(deadline) => time::sleep_until_whole_us(deadline).await,
-            None => std::future::pending().await,
-        }
+    /// received, on a connection that will never answer it. True if the server's close
+    /// reached the connection first.
+    async fn wait_out(&self, call: &Call) -> bool {
+        let deadline = call.deadline;
+        self.closed_during(async move {
+            match deadline {
+                Some(deadline) => time::sleep_until_whole_us(deadline).await,
+                None => std::future::pending().await,
+            }
+        })
+        .await
     }
 
     fn timed_out(&self, call: &Call) -> NetError {
@@ -384,7 +398,7 @@ impl RpcClient {
         if !self.send(call, request) {
             return Exchange::Dropped;
         }
-        let reset = self.reset_signal();
+        let reset = self.close_watch();
         let inbox = Arc::clone(&self.inbox);
         let arrival = pin!(std::future::poll_fn(|cx| inbox.poll_arrival(cx)));
         let mut answered = pin!(select(arrival, reset));
@@ -475,17 +489,21 @@ impl RpcClient {
             .expect("set above")
     }
 
-    /// Waits until `at`; true if the connection reset first.
-    async fn reset_before(&self, at: SimInstant) -> bool {
-        let wait = pin!(time::sleep_until_whole_us(at));
-        matches!(select(wait, self.reset_signal()).await, Either::Right(_))
+    /// Waits for `wait`; true if the server's close reached the connection first.
+    async fn closed_during(&self, wait: impl std::future::Future<Output = ()>) -> bool {
+        let wait = pin!(wait);
+        matches!(select(wait, self.close_watch()).await, Either::Right(_))
     }
 
-    /// What fires when this bound connection's server incarnation resets it.
-    fn reset_signal(&self) -> ResetSignal {
-        self.reset
+    /// What fires when this bound connection hears that its server incarnation died
+    /// (`net::close_heard`).
+    fn close_watch(&self) -> BoxFuture<'static, ()> {
+        let signal = self
+            .reset
             .clone()
-            .expect("a bound connection has its reset signal")
+            .expect("a bound connection has its reset signal");
+        let incarnation = self.incarnation.expect("bound");
+        Box::pin(close_heard(signal, incarnation, self.ip))
     }
 
     /// The reset, once it has come back from the live host.

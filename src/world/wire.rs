@@ -84,6 +84,20 @@ impl Conditions {
         }
     }
 
+    /// Whether the directed link `from -> to` drops everything now.
+    pub(super) fn is_cut(&self, from: IpAddr, to: IpAddr) -> bool {
+        self.cut.contains(&(from, to))
+    }
+
+    /// The hosts `from`'s links to which drop everything now.
+    pub(super) fn cut_from(&self, from: IpAddr) -> BTreeSet<IpAddr> {
+        self.cut
+            .iter()
+            .filter(|(f, _)| *f == from)
+            .map(|(_, to)| *to)
+            .collect()
+    }
+
     /// What happens to a message sent now from `from` to `to`: its latency, or `None` when
     /// the wire drops it. Draws nothing for a cut link, and no loss draw on a lossless
     /// network.
