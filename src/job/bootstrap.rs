@@ -176,7 +176,8 @@ pub async fn init_process_group(
         .map_err(|e| fail(e.to_string()))?;
     // Every group writes the same keys; the value says which group wrote it.
     let group = format!("{}.{}", plan.store_incarnation, plan.round);
-    let gloo = (env.scenario().job.backend == Backend::Gloo).then(|| GlooSide::of(env, plan));
+    let gloo =
+        (env.scenario().job.backend == Backend::Gloo).then(|| GlooSide::of(env, plan, &group));
     let mut value = group.clone();
     if let Some(side) = &gloo {
         let setup_us = env
@@ -194,7 +195,7 @@ pub async fn init_process_group(
             .multi_get(Arc::clone(&addresses))
             .await
             .map_err(|e| fail(format!("reading every rank's address: {e}")))?;
-        side.read(&group, &addresses, plan).map_err(fail)?;
+        side.read(&group, &addresses).map_err(fail)?;
     }
     connect_mesh(env, &store, plan, &group, timeout, gloo.as_ref())
         .await
@@ -206,16 +207,17 @@ pub async fn init_process_group(
 /// record of what every side read.
 struct GlooSide {
     address: GlooAddress,
-    /// This node's block of ranks in the group's keys.
+    /// This node's block of ranks in the group's keys, and the ranks in a block.
     block: u64,
+    ranks_per_block: u64,
     mesh: Arc<MeshReads>,
     one_machine: bool,
 }
 
 impl GlooSide {
     /// The device listens on a free port, drawn per worker group from the node's stream.
-    fn of(env: &NodeEnv, plan: &GroupPlan) -> GlooSide {
-        let group = format!("{}.{}", plan.store_incarnation, plan.round);
+    fn of(env: &NodeEnv, plan: &GroupPlan, group: &str) -> GlooSide {
+        let ranks_per_block = u64::from(plan.local_world_size.max(1));
         let port = env
             .rng(&format!("gloo-port/{group}"))
             .gen_range(PORT_FIRST..=PORT_LAST);
@@ -224,7 +226,8 @@ impl GlooSide {
                 node: env.index,
                 port,
             },
-            block: plan.base_global_rank / u64::from(plan.local_world_size.max(1)),
+            block: plan.base_global_rank / ranks_per_block,
+            ranks_per_block,
             mesh: env.shared::<MeshReads>("job/gloo_mesh"),
             one_machine: env.scenario().cluster.one_machine,
         }
@@ -233,14 +236,13 @@ impl GlooSide {
     /// Takes every rank's address as read: an earlier group's is recorded, and dialling
     /// one fails at once (the connects are refused; gloo retries a refused connect only 3
     /// times, without a pause).
-    fn read(&self, group: &str, values: &[Value], plan: &GroupPlan) -> Result<(), String> {
-        let ranks_per_block = u64::from(plan.local_world_size.max(1));
+    fn read(&self, group: &str, values: &[Value]) -> Result<(), String> {
         let mut refused = None;
         for (peer, value) in (0u64..).zip(values) {
             let Some((written_by, address)) = GlooAddress::parse(value.bytes()) else {
                 return Err(format!(
                     "rank {}'s address is unreadable",
-                    peer * ranks_per_block
+                    peer * self.ranks_per_block
                 ));
             };
             if peer == self.block || written_by == group {
@@ -256,7 +258,7 @@ impl GlooSide {
             Some(peer) => Err(format!(
                 "gloo connectFullMesh: rank {}'s address is an earlier group's, a dead \
                  worker's: connection refused",
-                peer * ranks_per_block
+                peer * self.ranks_per_block
             )),
         }
     }

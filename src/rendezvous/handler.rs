@@ -401,8 +401,6 @@ impl RendezvousHandler {
 
 impl Drop for RendezvousHandler {
     fn drop(&mut self) {
-        if let Some(timer) = self.keep_alive.lock().expect("timer lock").take() {
-            timer.task.abort();
-        }
+        self.abandon_heartbeats();
     }
 }
