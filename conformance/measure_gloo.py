@@ -6,10 +6,14 @@
     measure_gloo.py idle-kill    [--python PY]   SIGKILL a rank while the others compute
     measure_gloo.py stale        [--python PY]   a second group reads the first group's
                                                  addresses from the same store
+    measure_gloo.py spread       [--python PY]   start a group's ranks at once, as an agent
+                                 [--world N]     does, and time when each one is ready to
+                                 [--repeat K]    publish its gloo address
 
 Each prints one JSON line per worker outcome: its rank, what ended it, and seconds from the
 fault (or, for `stale`, from its own start, which includes 2 to 3 s of importing torch) to
-the end. The ranks are processes on this machine's loopback, with a TCPStore on 127.0.0.1
+the end; `spread` prints one line per group: each rank's seconds from the spawn to its
+`init_process_group` call, and the spread between the first and the last rank. The ranks are processes on this machine's loopback, with a TCPStore on 127.0.0.1
 that outlives the groups, as the rank-0 agent's store does under torchrun. The figures in
 docs/fidelity.md ("Collectives") come from this script.
 """
@@ -177,14 +181,38 @@ def stale(py, timeout_s, late_rank, late_s):
     return results
 
 
+def spread(py, world, repeat):
+    """Starts `world` ranks at once, `repeat` times; when each reaches its gloo setup."""
+    out = []
+    for _ in range(repeat):
+        port = free_port()
+        _server = store_server(port, world)
+        spawned = time.time()
+        group = [spawn(py, r, world, port, 20.0, 1, "once") for r in range(world)]
+        ready = []
+        for p in group:
+            ready += [e["t"] - spawned for e in events(p) if e["event"] == "start"]
+            p.wait()
+        out.append(
+            {
+                "world": world,
+                "seconds_to_setup": sorted(round(t, 3) for t in ready),
+                "spread_s": round(max(ready) - min(ready), 3),
+            }
+        )
+    return out
+
+
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("what", choices=["ring-kill", "ring-stop", "idle-kill", "stale"])
+    ap.add_argument("what", choices=["ring-kill", "ring-stop", "idle-kill", "stale", "spread"])
     ap.add_argument("--python", default=sys.executable)
     ap.add_argument("--timeout", type=float, default=20.0, help="process-group timeout, s")
     ap.add_argument("--numel", type=int, default=32 << 20, help="floats all-reduced")
     ap.add_argument("--late-rank", type=int, default=1)
     ap.add_argument("--late", type=float, default=3.0, help="seconds the late rank waits")
+    ap.add_argument("--world", type=int, default=2, help="ranks started at once (spread)")
+    ap.add_argument("--repeat", type=int, default=10, help="groups started (spread)")
     a = ap.parse_args()
     if a.what == "ring-kill":
         out = fault_in_collective(a.python, signal.SIGKILL, a.timeout, a.numel)
@@ -192,6 +220,8 @@ def main():
         out = fault_in_collective(a.python, signal.SIGSTOP, a.timeout, a.numel)
     elif a.what == "idle-kill":
         out = fault_in_collective(a.python, signal.SIGKILL, a.timeout, a.numel, "idle")
+    elif a.what == "spread":
+        out = spread(a.python, a.world, a.repeat)
     else:
         out = stale(a.python, a.timeout, a.late_rank, a.late)
     for line in out:

@@ -7,6 +7,8 @@ its state, on this machine.
     measure_store.py state    [--python PY]                 encode/decode of rendezvous states
     measure_store.py storm    [--python PY] [--clients N]... [--seconds S]
                                                             large compare_sets and small gets at once
+    measure_store.py refused  [--python PY] [--clients N] [--timeout S]
+                                                            connects where nothing listens
 
 `server` runs a TCPStore server (torch's default libuv backend) alone in one process and a
 client in another. For each request kind and value size it sends requests back to back for
@@ -19,7 +21,9 @@ base64 out, base64 and unpickle back. `storm` starts the server, then N clients 
 spread over --processes client processes) that each send failing compare_sets of 400 kB
 (expected and desired both 400 kB) back to back, and one more client that sends small
 `get`s; after a warm-up it times every call for S seconds and reports the medians and p99 of
-both, and the server's CPU per request over the window. Each line of output is one JSON object. The
+both, and the server's CPU per request over the window. `refused` starts N client threads at
+once, each constructing a TCPStore client for a port where nothing listens, and reports when
+each gave up (its constructor's socket connects and their delays). Each line of output is one JSON object. The
 calibration in docs/fidelity.md ("What the store costs") comes from this script.
 """
 
@@ -255,9 +259,43 @@ def measure_storm(args):
         server.kill()
 
 
+def measure_refused(args):
+    import datetime
+    import threading
+
+    import torch.distributed as dist
+
+    def free_port():
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            return s.getsockname()[1]
+
+    spans = []
+
+    def one():
+        port = free_port()
+        started = time.monotonic()
+        try:
+            dist.TCPStore("127.0.0.1", port, 2, False,
+                          timeout=datetime.timedelta(seconds=args.timeout))
+        except Exception:
+            spans.append(time.monotonic() - started)
+
+    clients = args.clients[0]
+    threads = [threading.Thread(target=one) for _ in range(clients)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    spans.sort()
+    print(json.dumps(dict(measure="refused", clients=clients, timeout_s=args.timeout,
+                          gave_up_s=[round(x, 2) for x in spans],
+                          median_s=round(quantile(spans, 0.5), 2))), flush=True)
+
+
 def main():
     parser = argparse.ArgumentParser()
-    parser.add_argument("what", choices=["server", "client", "state", "storm"])
+    parser.add_argument("what", choices=["server", "client", "state", "storm", "refused"])
     parser.add_argument("--clients", type=int, nargs="+", default=[16, 64, 256])
     parser.add_argument("--processes", type=int, default=4)
     parser.add_argument("--value-bytes", type=int, default=400_000)
@@ -265,11 +303,12 @@ def main():
     parser.add_argument("--python", default=sys.executable)
     parser.add_argument("--seconds", type=float, default=1.5)
     parser.add_argument("--repeats", type=int, default=41)
+    parser.add_argument("--timeout", type=float, default=10.0, help="refused: the store timeout, s")
     args = parser.parse_args()
     if os.path.realpath(args.python) != os.path.realpath(sys.executable):
         os.execv(args.python, [args.python, __file__] + sys.argv[1:])
     {"server": measure_server, "client": measure_client, "state": measure_state,
-     "storm": measure_storm}[args.what](args)
+     "storm": measure_storm, "refused": measure_refused}[args.what](args)
 
 
 if __name__ == "__main__":

@@ -146,7 +146,7 @@ fn check_writes_a_page_per_scenario_and_an_index() {
         "{index}"
     );
     assert!(index.contains(">pass: as expected (job failed, 2 expected violations)</td>"));
-    assert!(index.contains("<td>training stopped for good at 332.742 s after step 114"));
+    assert!(index.contains("<td>training stopped for good at 333.971 s after step 114"));
 }
 
 #[test]
@@ -187,9 +187,9 @@ fn a_browser_shows_the_nodes_rounds_and_violations() {
     assert!(dom.contains("data-invariant=\"agent.bootstrap\" data-status=\"violated\""));
     assert!(dom.contains("trainsim run scenarios/rank0_dies_stale_master.toml --seed 1"));
     // The goodput: the fate in words, the ETTR, and a bar of the wall time.
-    assert!(dom.contains("<div id=\"fate\">training stopped for good at 332.742 s"));
-    assert!(dom.contains("<b id=\"ettr\">9.9 %</b>"));
-    assert!(dom.contains("title=\"worker start restore: 183.723 s"));
+    assert!(dom.contains("<div id=\"fate\">training stopped for good at 333.971 s"));
+    assert!(dom.contains("<b id=\"ettr\">9.8 %</b>"));
+    assert!(dom.contains("title=\"worker start restore: 184.476 s"));
 }
 
 /// The attribute value of `name` in the first element that has `marker` in its tag.
@@ -281,19 +281,19 @@ fn the_address_zooms_the_timeline_and_a_violation_link_finds_its_marker() {
     let whole = rendered_dom(&browser, &page, "");
     assert_eq!(
         attr_of(&whole, "id=\"timeline\"", "data-view"),
-        "0-347901832"
+        "0-425493151"
     );
     for control in ["zoom-in", "zoom-out", "zoom-reset", "pan-left", "pan-right"] {
         assert!(whole.contains(&format!("id=\"{control}\"")), "{control}");
     }
-    // #t=100-150 shows 100 s to 150 s: the bars scale by 347.9 / 50, the ticks relabel.
+    // #t=100-150 shows 100 s to 150 s: the bars scale by 425.5 / 50, the ticks relabel.
     let zoomed = rendered_dom(&browser, &page, "#t=100-150");
     assert_eq!(
         attr_of(&zoomed, "id=\"timeline\"", "data-view"),
         "100000000-150000000"
     );
     assert!(zoomed.contains("<span id=\"zoom-view\">100 s – 150 s</span>"));
-    assert!(zoomed.contains("scale(6.95804,1)"), "bars stretched");
+    assert!(zoomed.contains("scale(8.50986,1)"), "bars stretched");
     assert!(zoomed.contains(">120 s</text>"), "ticks relabelled");
     // Following a violation's link centres its moment and marks it.
     let focused = rendered_dom(&browser, &page, "#v-1");
@@ -304,7 +304,7 @@ fn the_address_zooms_the_timeline_and_a_violation_link_finds_its_marker() {
     );
     assert_ne!(
         attr_of(&focused, "id=\"timeline\"", "data-view"),
-        "0-347901832"
+        "0-425493151"
     );
     // The marker leads back to its row of the verdicts, which the link starts from.
     assert!(focused.contains("id=\"vr-1\"><a class=\"violation-link\" href=\"#v-1\""));

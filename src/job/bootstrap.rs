@@ -20,18 +20,20 @@
 //! timeout (measured with `conformance/measure_gloo.py stale` on torch 2.15.0: 20.3 to
 //! 20.7 s with a 4 s timeout, about 100 s with 20 s, and the conformance runs' 50 s with
 //! 10 s). A fresh store (a new rank-0 agent, or no sharing) has no old keys.
-//! What decides the race is when each node's workers publish their address: gloo's setup
-//! takes about a second after the workers start, a little more or less on each node, so
-//! with gloo each node publishes after a seeded 0–100 ms, and its device listens on a port
-//! drawn from the node's stream. With NCCL the model reads fresh keys: what a stale NCCL
-//! unique id does has not been measured.
+//! What decides the race is when each node's workers publish their address: importing torch
+//! and setting up gloo take a different time on each node. Groups of 2 and 3 ranks started
+//! at the same moment on this 2-core machine reached their gloo setup 0.02 to 0.43 s apart,
+//! 0.13 s between two ranks on average (`conformance/measure_gloo.py spread`, 24 groups),
+//! which a uniform 0–400 ms per node matches; so with gloo each node publishes after a
+//! seeded 0–400 ms, and its device listens on a port drawn from the node's stream. With
+//! NCCL the model reads fresh keys: what a stale NCCL unique id does has not been measured.
 
 use super::gloo_mesh::{initiates, GlooAddress, MeshReads};
 use super::{GroupPlan, WorkerStatus};
 use crate::fixes::AgentFix;
 use crate::rendezvous::handler::MasterAddr;
 use crate::scenario::model::{Backend, InitMethod, Scenario};
-use crate::sim_time::SimDuration;
+use crate::sim_time::{SimDuration, SimInstant};
 use crate::store::service::StoreClient;
 use crate::store::{Keys, Value};
 use crate::world::time;
@@ -195,7 +197,12 @@ pub async fn init_process_group(
             .multi_get(Arc::clone(&addresses))
             .await
             .map_err(|e| fail(format!("reading every rank's address: {e}")))?;
-        side.read(&group, &addresses).map_err(fail)?;
+        if let Err((at, why)) = side.read(&group, &addresses, time::now_whole_us()) {
+            time::sleep_until_whole_us(at).await;
+            let exit = time::now_whole_us().after(env.scenario().job.worker_exit_time);
+            side.mesh.exits(&group, side.block, exit);
+            return Err(fail(why));
+        }
     }
     connect_mesh(env, &store, plan, &group, timeout, gloo.as_ref())
         .await
@@ -233,34 +240,49 @@ impl GlooSide {
         }
     }
 
-    /// Takes every rank's address as read: an earlier group's is recorded, and dialling
-    /// one fails at once (the connects are refused; gloo retries a refused connect only 3
-    /// times, without a pause).
-    fn read(&self, group: &str, values: &[Value]) -> Result<(), String> {
-        let mut refused = None;
+    /// Takes every rank's address as read: an earlier group's is recorded. Fails with when
+    /// and why if this side dials a dead worker: an earlier group's address is refused at
+    /// once (gloo retries a refused connect only 3 times, without a pause), and a peer of
+    /// this group that failed first refuses, or resets, the connect when its process exits.
+    fn read(
+        &self,
+        group: &str,
+        values: &[Value],
+        now: SimInstant,
+    ) -> Result<(), (SimInstant, String)> {
+        let mut refused: Option<(SimInstant, String)> = None;
         for (peer, value) in (0u64..).zip(values) {
+            let rank = peer * self.ranks_per_block;
             let Some((written_by, address)) = GlooAddress::parse(value.bytes()) else {
-                return Err(format!(
-                    "rank {}'s address is unreadable",
-                    peer * self.ranks_per_block
-                ));
+                return Err((now, format!("rank {rank}'s address is unreadable")));
             };
-            if peer == self.block || written_by == group {
+            if peer == self.block || !initiates(self.address, address, self.one_machine) {
+                if peer != self.block && written_by != group {
+                    self.mesh.read_stale(group, self.block, peer, address);
+                }
                 continue;
             }
-            self.mesh.read_stale(group, self.block, peer, address);
-            if refused.is_none() && initiates(self.address, address, self.one_machine) {
-                refused = Some(peer);
+            let failure = if written_by != group {
+                self.mesh.read_stale(group, self.block, peer, address);
+                let why = "address is an earlier group's, a dead worker's: connection refused";
+                Some((now, format!("gloo connectFullMesh: rank {rank}'s {why}")))
+            } else {
+                self.mesh.exit_of(group, peer).map(|exit| {
+                    let why =
+                        "worker failed before the mesh connected: connection refused or reset";
+                    (
+                        exit.max(now),
+                        format!("gloo connectFullMesh: rank {rank}'s {why}"),
+                    )
+                })
+            };
+            if let Some((at, why)) = failure {
+                if refused.as_ref().is_none_or(|(first, _)| at < *first) {
+                    refused = Some((at, why));
+                }
             }
         }
-        match refused {
-            None => Ok(()),
-            Some(peer) => Err(format!(
-                "gloo connectFullMesh: rank {}'s address is an earlier group's, a dead \
-                 worker's: connection refused",
-                peer * self.ranks_per_block
-            )),
-        }
+        refused.map_or(Ok(()), Err)
     }
 }
 
@@ -367,8 +389,8 @@ impl KeyLists {
 }
 
 /// The spread of gloo's setup time across nodes, before each publishes its address
-/// (calibrated on the conformance suite; see the module docs).
-const GLOO_SETUP_JITTER: SimDuration = SimDuration::from_ms(100);
+/// (measured; see the module docs).
+const GLOO_SETUP_JITTER: SimDuration = SimDuration::from_ms(400);
 
 /// How many process-group timeouts a gloo rank waits for a peer to connect to it
 /// (measured; see the module docs).
@@ -399,6 +421,41 @@ mod tests {
         let fixed = AgentStoreRule::AtAgentPort;
         assert_eq!(store(Env, true, fixed), (12_355, false));
         assert_eq!(store(Env, false, fixed), (29_500, true));
+    }
+
+    #[test]
+    fn a_side_that_dials_a_failed_peer_fails_when_its_process_exits() {
+        let mesh = Arc::new(MeshReads::default());
+        let side = |node: u32, port: u16| GlooSide {
+            address: GlooAddress { node, port },
+            block: u64::from(node),
+            ranks_per_block: 1,
+            mesh: Arc::clone(&mesh),
+            one_machine: true,
+        };
+        // Ports compare byte-swapped: 0x0200 dials 0x0100, never the other way round.
+        let (low, high) = (side(0, 0x0100), side(1, 0x0200));
+        let values = |a: GlooAddress, b: GlooAddress| -> Vec<Value> {
+            let value = |x: GlooAddress| Value::from(x.published("0.1").into_bytes());
+            vec![value(a), value(b)]
+        };
+        let at = |ms| SimInstant::START.after(SimDuration::from_ms(ms));
+        // Both read each other as published: nobody fails.
+        assert!(high
+            .read("0.1", &values(low.address, high.address), at(10))
+            .is_ok());
+        // `low` failed before connecting and exits at 50 ms: `high` dials it, refused or
+        // reset then, while `low`'s own view of a failed `high` changes nothing (it listens).
+        mesh.exits("0.1", 0, at(50));
+        let (when, why) = high
+            .read("0.1", &values(low.address, high.address), at(10))
+            .unwrap_err();
+        assert_eq!(when, at(50));
+        assert!(why.contains("rank 0's worker failed"), "{why}");
+        mesh.exits("0.1", 1, at(60));
+        assert!(low
+            .read("0.1", &values(low.address, high.address), at(70))
+            .is_ok());
     }
 
     #[test]

@@ -13,7 +13,13 @@
 //! stale read breaks the pair; on one machine (`cluster.one_machine`, as the conformance
 //! runs on localhost) every device has the same IP, the random ports decide, and a stale
 //! port can turn either side's role.
+//!
+//! A side that fails leaves the group: its process exits and its device stops listening.
+//! A side that reads that side's current address later (its own setup took longer) and
+//! dials it is refused, or reset if it connected before the exit, and fails as quickly;
+//! had it listened, it would wait for a connect that never comes.
 
+use crate::sim_time::SimInstant;
 use crate::world::node_ip;
 use std::collections::{BTreeMap, VecDeque};
 use std::net::{IpAddr, Ipv4Addr};
@@ -95,6 +101,8 @@ struct GroupReads {
     published: BTreeMap<u64, GlooAddress>,
     /// Earlier groups' addresses read, by (reader's block, peer's block).
     stale: BTreeMap<(u64, u64), GlooAddress>,
+    /// The blocks that failed before connecting, by when their processes exit.
+    exited: BTreeMap<u64, SimInstant>,
 }
 
 /// Groups kept: the one connecting and a few before it.
@@ -122,6 +130,16 @@ impl MeshReads {
     /// Node block `reader` of `group` read `address`, an earlier group's, for block `peer`.
     pub fn read_stale(&self, group: &str, reader: u64, peer: u64, address: GlooAddress) {
         self.with_group(group, |g| g.stale.insert((reader, peer), address));
+    }
+
+    /// Node block `block` of `group` failed before connecting; its process exits at `at`.
+    pub fn exits(&self, group: &str, block: u64, at: SimInstant) {
+        self.with_group(group, |g| g.exited.insert(block, at));
+    }
+
+    /// When node block `block` of `group` exits, if it failed before connecting.
+    pub fn exit_of(&self, group: &str, block: u64) -> Option<SimInstant> {
+        self.with_group(group, |g| g.exited.get(&block).copied())
     }
 
     /// Whether every pair of `group` connects, by what its blocks published and read; asked

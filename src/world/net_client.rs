@@ -6,7 +6,7 @@ use super::{
     RTO_MAX, RTO_MIN, SYN_FLIGHT,
 };
 use crate::sim_time::{SimDuration, SimInstant};
-use crate::world::connect_backoff::ConnectBackoff;
+use crate::world::connect_backoff::{AfterRefusal, ConnectBackoff};
 use crate::world::rng;
 use crate::world::time;
 use crate::world::wire::{Arrival, Envelope, Inbox, ReplyCpu, ReturnPath, WireSize};
@@ -303,12 +303,14 @@ impl RpcClient {
         self.connect_until(deadline).await
     }
 
-    /// Binds to the server listening now, retrying a refused connect after TCPStore's
-    /// backoff until a try fails past `deadline`, and sending SYNs into a silent host
-    /// until `deadline`.
+    /// Binds to the server listening now, retrying a refused connect as TCPStore's
+    /// constructor does (`connect_backoff`: the socket's connects, each with its own
+    /// timeout, until the constructor's `deadline` has passed), and sending SYNs into a
+    /// silent host until `deadline`.
     async fn connect_until(&mut self, deadline: SimInstant) -> Result<(), NetError> {
         let mut rto = RTO_MIN;
         let mut backoff = None;
+        let mut connect_deadline = deadline;
         while self.incarnation.is_none() {
             match self.path() {
                 Path::Open => {}
@@ -318,16 +320,21 @@ impl RpcClient {
                         continue;
                     }
                     time::sleep(RESET_DELAY.saturating_sub(SYN_FLIGHT)).await;
-                    if time::now_whole_us() > deadline {
-                        return Err(NetError::Refused(self.server));
-                    }
                     // A stream per client (its number is the high half of its request ids),
                     // made at its first refusal.
                     let backoff = backoff.get_or_insert_with(|| {
                         let label = format!("connect-backoff/{}", self.next_id >> 32);
                         ConnectBackoff::new(rng::stream(with_registry(|r| r.seed), &label))
                     });
-                    time::sleep(backoff.next()).await;
+                    let now = time::now_whole_us();
+                    match backoff.after_refusal(now, connect_deadline, deadline) {
+                        AfterRefusal::Retry(delay) => time::sleep(delay).await,
+                        AfterRefusal::NewConnect(delay) => {
+                            time::sleep(delay).await;
+                            connect_deadline = time::now_whole_us().after(self.connect_timeout);
+                        }
+                        AfterRefusal::GiveUp => return Err(NetError::Refused(self.server)),
+                    }
                 }
                 Path::Silent => {
                     let now = time::now_whole_us();
