@@ -91,7 +91,7 @@ pub fn exit_code_of(final_state: &str, exit_reason: &str) -> Option<i32> {
         }
         "FAILED" => Some(1),
         "KILLED" => Some(EXIT_KILLED),
-        "STOPPED" if exit_reason.starts_with(GRACEFUL_EXIT) => Some(EXIT_GRACEFUL),
+        "STOPPED" if is_graceful_exit(exit_reason) => Some(EXIT_GRACEFUL),
         "STOPPED" => Some(EXIT_SIGTERM),
         _ => None,
     }
@@ -101,7 +101,7 @@ pub fn exit_code_of(final_state: &str, exit_reason: &str) -> Option<i32> {
 /// redundant node's graceful exit is `STOPPED`, as the real side reads it from the log
 /// (`Rendezvous gracefully exited`), though its torchrun then fails with exit code 1.
 pub fn signature_state<'a>(final_state: &'a str, exit_reason: &str) -> &'a str {
-    if final_state == "FAILED" && exit_reason.starts_with(GRACEFUL_EXIT) {
+    if final_state == "FAILED" && is_graceful_exit(exit_reason) {
         "STOPPED"
     } else {
         final_state
@@ -110,6 +110,16 @@ pub fn signature_state<'a>(final_state: &'a str, exit_reason: &str) -> &'a str {
 
 /// How the report's exit reason of a redundant node's graceful exit begins.
 const GRACEFUL_EXIT: &str = "graceful exit";
+
+/// The exit reason torch's own code gives the same exit on the `[torch]` plane: after the
+/// graceful exit `SimpleElasticAgent.run` returns no result, and `launch_agent` calls
+/// `is_failed()` on it.
+const TORCH_GRACEFUL_EXIT: &str = "AttributeError: 'NoneType' object has no attribute 'is_failed'";
+
+/// Whether `exit_reason` is a redundant node's graceful exit, on either plane.
+fn is_graceful_exit(exit_reason: &str) -> bool {
+    exit_reason.starts_with(GRACEFUL_EXIT) || exit_reason == TORCH_GRACEFUL_EXIT
+}
 
 /// The signature of a simulated run, read from its public report.
 pub fn from_report(report: &Report, steps: u64) -> Signature {

@@ -167,6 +167,10 @@ fn a_graceful_exit_is_stopped_as_the_real_log_reads_it() {
         signature_state("FAILED", "the rendezvous 'x' timed out"),
         "FAILED"
     );
+    // torch's own code on the [torch] plane reports the same exit by launch_agent's error.
+    let torch = "AttributeError: 'NoneType' object has no attribute 'is_failed'";
+    assert_eq!(signature_state("FAILED", torch), "STOPPED");
+    assert_eq!(exit_code_of("STOPPED", torch), Some(1));
 }
 
 #[test]
