@@ -250,39 +250,46 @@ impl GlooSide {
         values: &[Value],
         now: SimInstant,
     ) -> Result<(), (SimInstant, String)> {
-        let mut refused: Option<(SimInstant, String)> = None;
+        let mut refused: Option<(SimInstant, u64, &str)> = None;
         for (peer, value) in (0u64..).zip(values) {
-            let rank = peer * self.ranks_per_block;
             let Some((written_by, address)) = GlooAddress::parse(value.bytes()) else {
+                let rank = peer * self.ranks_per_block;
                 return Err((now, format!("rank {rank}'s address is unreadable")));
             };
-            if peer == self.block || !initiates(self.address, address, self.one_machine) {
-                if peer != self.block && written_by != group {
-                    self.mesh.read_stale(group, self.block, peer, address);
-                }
+            if peer == self.block {
                 continue;
             }
-            let failure = if written_by != group {
+            let stale = written_by != group;
+            if stale {
                 self.mesh.read_stale(group, self.block, peer, address);
-                let why = "address is an earlier group's, a dead worker's: connection refused";
-                Some((now, format!("gloo connectFullMesh: rank {rank}'s {why}")))
-            } else {
-                self.mesh.exit_of(group, peer).map(|exit| {
-                    let why =
-                        "worker failed before the mesh connected: connection refused or reset";
-                    (
-                        exit.max(now),
-                        format!("gloo connectFullMesh: rank {rank}'s {why}"),
-                    )
-                })
-            };
-            if let Some((at, why)) = failure {
-                if refused.as_ref().is_none_or(|(first, _)| at < *first) {
-                    refused = Some((at, why));
-                }
             }
+            if !initiates(self.address, address, self.one_machine) {
+                continue;
+            }
+            let failure = if stale {
+                Some((
+                    now,
+                    peer,
+                    "address is an earlier group's, a dead worker's: connection refused",
+                ))
+            } else {
+                let why = "worker failed before the mesh connected: connection refused or reset";
+                self.mesh
+                    .exit_of(group, peer)
+                    .map(|exit| (exit.max(now), peer, why))
+            };
+            // The first failure in time ends the connect; on a tie, the lowest rank's.
+            refused = refused
+                .into_iter()
+                .chain(failure)
+                .min_by_key(|&(at, ..)| at);
         }
-        refused.map_or(Ok(()), Err)
+        refused
+            .map(|(at, peer, why)| {
+                let rank = peer * self.ranks_per_block;
+                (at, format!("gloo connectFullMesh: rank {rank}'s {why}"))
+            })
+            .map_or(Ok(()), Err)
     }
 }
 
