@@ -265,11 +265,6 @@ def measure_refused(args):
 
     import torch.distributed as dist
 
-    def free_port():
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            return s.getsockname()[1]
-
     spans = []
 
     def one():

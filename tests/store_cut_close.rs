@@ -15,6 +15,7 @@ use trainsim::sim_time::{SimDuration, SimInstant};
 use trainsim::store::service::StoreClient;
 use trainsim::world::net::tcp_give_up;
 use trainsim::world::time::{elapsed_us, sleep_us};
+use trainsim::world::NodeEnv;
 
 /// The store host's agent (and the store with it) exits at 60 s.
 const STORE_DIES_US: u64 = 60 * SEC;
@@ -31,31 +32,44 @@ fn cut_off() -> FaultKind {
     }
 }
 
-/// node-0 hosts the store until 60 s; node-1 connects at once and calls `add` at 20 s,
-/// with `faults` and `tcp_retries2`. Returns what the `add` gave and when.
-fn add_across(faults: Vec<Fault>, tcp_retries2: u32) -> (String, u64) {
-    let mut s = scenario(2, StoreHost::Node(0), faults);
-    s.cluster.tcp_retries2 = tcp_retries2;
+/// node-0 hosts the store until 60 s; node-1 runs `client_side`, and what that returns is
+/// logged with when. Returns it.
+fn beside_dying_store<F, Fut>(s: &Scenario, client_side: F) -> (String, u64)
+where
+    F: Fn(NodeEnv) -> Fut + Clone + Send + Sync + 'static,
+    Fut: std::future::Future<Output = String> + Send + 'static,
+{
     let log: Log = Default::default();
     let l = log.clone();
     run(
-        &s,
+        s,
         programs(move |env| {
-            let log = l.clone();
+            let (log, client_side) = (l.clone(), client_side.clone());
             async move {
                 if env.index == 0 {
                     sleep_us(STORE_DIES_US).await;
                     return done();
                 }
-                let c = client(&env, 3 * SEC).await;
-                c.set("k", b"v".to_vec()).await.unwrap();
-                sleep_us(20 * SEC - elapsed_us()).await;
-                note(&log, &env, format!("add = {:?}", c.add("n", 1).await));
+                let what = client_side(env.clone()).await;
+                note(&log, &env, what);
                 done()
             }
         }),
     );
-    find(&log, 1, "add")
+    entries(&log, 1).into_iter().next().expect("node-1 logged")
+}
+
+/// node-1 connects at once and calls `add` at 20 s, with `faults` and `tcp_retries2`.
+/// Returns what the `add` gave and when.
+fn add_across(faults: Vec<Fault>, tcp_retries2: u32) -> (String, u64) {
+    let mut s = scenario(2, StoreHost::Node(0), faults);
+    s.cluster.tcp_retries2 = tcp_retries2;
+    beside_dying_store(&s, |env| async move {
+        let c = client(&env, 3 * SEC).await;
+        c.set("k", b"v".to_vec()).await.unwrap();
+        sleep_us(20 * SEC - elapsed_us()).await;
+        format!("add = {:?}", c.add("n", 1).await)
+    })
 }
 
 /// The moment of the retransmission of data first sent at `sent_us` that comes first at or
@@ -148,27 +162,12 @@ fn a_close_on_a_clogged_direction_waits_for_the_unclog() {
 #[test]
 fn a_connect_across_a_cut_link_times_out_instead_of_being_refused_or_bound() {
     let s = scenario(2, StoreHost::Node(0), vec![at(0, cut_off())]);
-    let log: Log = Default::default();
-    let l = log.clone();
-    run(
-        &s,
-        programs(move |env| {
-            let log = l.clone();
-            async move {
-                if env.index == 0 {
-                    sleep_us(STORE_DIES_US).await;
-                    return done();
-                }
-                sleep_us(SEC).await;
-                let timeout = SimDuration::from_us(3 * SEC);
-                let c = StoreClient::connect(env.store_addr(), timeout).await;
-                let set = c.unwrap().set("k", b"v".to_vec()).await;
-                note(&log, &env, format!("set = {set:?}"));
-                done()
-            }
-        }),
-    );
-    let (set, at_us) = find(&log, 1, "set");
+    let (set, at_us) = beside_dying_store(&s, |env| async move {
+        sleep_us(SEC).await;
+        let timeout = SimDuration::from_us(3 * SEC);
+        let c = StoreClient::connect(env.store_addr(), timeout).await;
+        format!("set = {:?}", c.unwrap().set("k", b"v".to_vec()).await)
+    });
     assert!(set.contains("no reply"), "{set}");
     assert!((4 * SEC..4 * SEC + 100_000).contains(&at_us), "{at_us}");
 }
