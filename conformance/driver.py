@@ -21,7 +21,6 @@ import argparse
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -29,6 +28,7 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import netns  # noqa: E402  (namespaces for network faults)
 import signature  # noqa: E402  (the log parser, shared with the tests)
+from procs import descendants, free_port, proc_table  # noqa: E402
 
 try:
     import tomllib
@@ -49,6 +49,7 @@ LATENCY_LOSS = ("network latency and loss are not yet made on localhost: changin
 CLOCK_SKEW = ("clock skew is not yet made on localhost: every node reads this machine's one wall "
               "clock")
 GPU = "GPU faults cannot be made on localhost: the workers run on the CPU"
+SIGNAL_CHECKPOINT = "the driver's training script has no signal handler: it never checkpoints on one"
 # A partition, a clogged link or a power-off is made in network namespaces (netns.py), and
 # refused only where they cannot be made (not root, no `ip netns`), with netns.py's sentences.
 UNSUPPORTED = {
@@ -119,6 +120,8 @@ def load_plan(path):
         problems.append(f"network.loss: {LATENCY_LOSS}")
     if "reader" in doc:
         problems.append("[reader]: the driver runs no HugeCTR reader")
+    if "checkpoint_on_signal" in job:
+        problems.append(f"job.checkpoint_on_signal: {SIGNAL_CHECKPOINT}")
     fixes = list(rdzv.get("fixes", [])) + list(agent.get("fixes", []))
     if fixes:
         problems.append(f"fixes {fixes}: real torch has no fixes; run the unfixed twin instead")
@@ -150,6 +153,7 @@ def load_plan(path):
         "monitor_interval": seconds(agent.get("monitor_interval", "100ms"), "agent.monitor_interval"),
         "share_store": bool(agent.get("share_store", True)),
         "worker_identical": bool(agent.get("worker_identical", False)),
+        "signals_to_handle": ",".join(agent.get("signals_to_handle", [])),
         "steps": int(job.get("steps", 500)),
         "step_time": seconds(job.get("step_time", "200ms"), "job.step_time"),
         "checkpoint_every": int(job.get("checkpoint_every", 50)),
@@ -202,9 +206,11 @@ def parse_fault(fault, i, kind, at, field, plan, problems):
     """One fault as the run applies it, or None (with a problem noted) if it cannot."""
     entry = {"at": at, "kind": kind}
     if kind in ("kill", "stop", "restart", "start", "pause", "resume", "worker_crash",
-                "power_off"):
+                "power_off", "signal"):
         entry["node"] = node_index(fault.get("node"), f"faults[{i}].node")
-    if kind == "worker_crash":
+    if kind == "signal":  # the parser allows SIGUSR1 and SIGUSR2 only
+        entry["signal"] = fault.get("signal")
+    elif kind == "worker_crash":
         entry["local_rank"] = int(fault.get("local_rank", 0))
         entry["exit_code"] = int(fault.get("exit_code", 1))
         if entry["local_rank"] >= plan["nproc_per_node"]:
@@ -218,46 +224,10 @@ def parse_fault(fault, i, kind, at, field, plan, problems):
         entry["from"] = node_index(fault.get("from"), f"faults[{i}].from")
         entry["to"] = node_index(fault.get("to"), f"faults[{i}].to")
     elif kind not in ("kill", "stop", "restart", "start", "pause", "resume", "heal",
-                      "power_off"):
+                      "power_off", "signal"):
         problems.append(f"faults[{i}].kind: unknown fault kind '{kind}'")
         return None
     return entry
-
-
-def free_port(host="127.0.0.1"):
-    with socket.socket() as s:
-        s.bind((host, 0))
-        return s.getsockname()[1]
-
-
-def proc_table():
-    """Every process's (parent pid, start time) from /proc."""
-    table = {}
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/stat") as f:
-                stat = f.read()
-        except OSError:
-            continue
-        fields = stat[stat.rindex(")") + 2:].split()
-        table[int(entry)] = (int(fields[1]), int(fields[19]))
-    return table
-
-
-def descendants(pid, table):
-    """`pid` and every process below it, each with its start time."""
-    children = {}
-    for child, (parent, _) in table.items():
-        children.setdefault(parent, []).append(child)
-    found, todo = {}, [pid]
-    while todo:
-        p = todo.pop()
-        if p in table and p not in found:
-            found[p] = table[p][1]
-            todo.extend(children.get(p, []))
-    return found
 
 
 class Run:
@@ -269,6 +239,7 @@ class Run:
         self.agents = {}  # node -> (proc index, Popen)
         self.procs = {}  # node -> number of agent processes started
         self.known = {}  # pid -> start time: every process this run started, for clean-up
+        self.trees = {}  # node -> {pid: start time}: every process seen below its agents
         self.paused = {}  # node -> pids stopped by `pause`
         self.store = None
         self.port = None
@@ -373,6 +344,8 @@ class Run:
             env["TORCH_DISABLE_SHARE_RDZV_TCP_STORE"] = "1"
         if p["worker_identical"]:
             env["TORCH_ELASTIC_WORKER_IDENTICAL"] = "1"
+        if p["signals_to_handle"]:  # torchrun's `--signals-to-handle`
+            env["PET_SIGNALS_TO_HANDLE"] = p["signals_to_handle"]
         log_name = f"agent-{name}-{index}.log"
         log = open(os.path.join(self.out, log_name), "w")
         proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env,
@@ -393,18 +366,38 @@ class Run:
                 pass
         return pids
 
+    def kill_orphans(self, node):
+        """A node's death reaches the workers its dead agents left running (a signal's
+        default action ends torchrun alone), checked by start time."""
+        table = proc_table()
+        agent = self.agents.get(node, (None, None))[1]
+        live = descendants(agent.pid, table) if agent and agent.poll() is None else {}
+        for pid, started in self.trees.get(node, {}).items():
+            if pid not in live and pid in table and table[pid][1] == started:
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+
     def apply(self, fault):
         kind, node = fault["kind"], fault.get("node")
         alive = node in self.agents and self.agents[node][1].poll() is None
         self.record("fault", kind=kind, node=None if node is None else f"node-{node}",
                     applied=alive or kind in ("start", "restart", "store_crash", "partition", "heal",
                                   "clog_link", "unclog_link"))
+        if kind == "power_off":  # silence first, as the model: the kills' resets stay inside
+            self.net.set_port(node, up=False)
+            self.powered_off.add(node)
+        if kind in ("kill", "power_off", "restart", "start"):
+            self.kill_orphans(node)
         if kind == "kill" and alive:
             self.signal_tree(node, signal.SIGKILL)
             self.record("agent_killed", node=f"node-{node}", proc=self.agents[node][0])
         elif kind == "stop" and alive:
             self.signal_tree(node, signal.SIGCONT, whole=False)
             self.signal_tree(node, signal.SIGTERM, whole=False)
+        elif kind == "signal" and alive:  # to torchrun alone, as a scheduler's warning
+            self.signal_tree(node, getattr(signal, fault["signal"]), whole=False)
         elif kind == "pause" and alive:
             self.paused[node] = self.signal_tree(node, signal.SIGSTOP)
         elif kind == "resume" and alive:
@@ -414,8 +407,6 @@ class Run:
                 except ProcessLookupError:
                     pass
         elif kind == "power_off" and alive:
-            self.net.set_port(node, up=False)  # silence first: the kills' resets stay inside
-            self.powered_off.add(node)
             self.signal_tree(node, signal.SIGKILL)
             self.record("agent_killed", node=f"node-{node}", proc=self.agents[node][0])
         elif kind in ("partition", "heal", "clog_link", "unclog_link"):
@@ -467,9 +458,11 @@ class Run:
             tick += 1
             if tick % 5 == 0:  # a /proc scan every quarter second is enough to track workers
                 table = proc_table()
-                for index, proc in self.agents.values():
+                for node, (index, proc) in self.agents.items():
                     if proc.poll() is None:
-                        self.known.update(descendants(proc.pid, table))
+                        tree = descendants(proc.pid, table)
+                        self.known.update(tree)
+                        self.trees.setdefault(node, {}).update(tree)
             starts_left = any(f["kind"] in ("start", "restart") for f in pending)
             if not starts_left and all(proc.poll() is not None for _, proc in self.agents.values()):
                 self.record("end", reason="every agent exited", at=now)

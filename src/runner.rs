@@ -87,7 +87,7 @@ impl RunOptions {
                 })
             }
             None => Arc::new(move |env| {
-                crate::agent::run::agent_process(env, Arc::clone(&mutants)).boxed()
+                crate::agent::process::agent_process(env, Arc::clone(&mutants)).boxed()
             }),
         };
         Programs {

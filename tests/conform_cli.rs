@@ -150,20 +150,25 @@ const UNRUNNABLE: &str =
 /// with the same sentences, in the same order.
 #[test]
 fn trainsim_and_the_driver_refuse_the_same_faults_with_the_same_words() {
-    let toml = format!("{BASE}[network]\nloss = 0.01\n{UNRUNNABLE}");
+    let toml =
+        format!("{BASE}checkpoint_on_signal = \"SIGUSR1\"\n[network]\nloss = 0.01\n{UNRUNNABLE}");
     let scenario = trainsim::scenario::parse(&toml, "x.toml").expect("a valid scenario");
     let off = trainsim::conform::localhost::Netns::Refused(trainsim::conform::localhost::NETNS_OFF);
     let ours: Vec<String> = trainsim::conform::localhost::refusals(&scenario, off)
         .iter()
         .map(ToString::to_string)
         .collect();
-    assert_eq!(ours.len(), 10, "{ours:#?}");
+    assert_eq!(ours.len(), 11, "{ours:#?}");
     assert!(
         ours[0].starts_with("network.loss: network latency and loss"),
         "{ours:#?}"
     );
     assert!(
-        ours[1].starts_with("faults[0] (partition at 5 s): a partition, a clogged link"),
+        ours[1].starts_with("job.checkpoint_on_signal: the driver's training script"),
+        "{ours:#?}"
+    );
+    assert!(
+        ours[2].starts_with("faults[0] (partition at 5 s): a partition, a clogged link"),
         "{ours:#?}"
     );
     assert!(ours.iter().all(|r| !r.contains("(kill at")), "{ours:#?}");
@@ -248,5 +253,5 @@ fn the_conformance_suite_passes_in_the_simulator() {
         .expect("trainsim runs");
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert_eq!(out.status.code(), Some(0), "{stdout}");
-    assert!(stdout.contains("39 passed, 0 failed"), "{stdout}");
+    assert!(stdout.contains("41 passed, 0 failed"), "{stdout}");
 }

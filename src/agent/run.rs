@@ -1,12 +1,9 @@
 //! The elastic agent's run loop on one node, following torch's `SimpleElasticAgent._invoke_run`
 //! and `launch_agent`: rendezvous, start workers, monitor every `monitor_interval`, restart on
-//! failure while the budget lasts, restart uncounted on a membership change, exit barrier on
-//! success, and close the rendezvous on exit unless stopped by a signal.
+//! failure while the budget lasts, restart uncounted on a membership change, and the exit
+//! barrier on success. The process around it, and its signals, are `super::process`.
 
-use super::policy::{
-    assert_group_transition, closes_rendezvous_on_exit, AgentFix, Decision, RestartPolicy,
-    WorkerGroupState,
-};
+use super::policy::{assert_group_transition, AgentFix, Decision, RestartPolicy, WorkerGroupState};
 use super::rank_exchange::{
     exchange_ranks, group_restart_count_max, identical_ranks, publish_restart_count, AssignedRanks,
     DEFAULT_ROLE,
@@ -18,11 +15,11 @@ use crate::rendezvous::handler::{RendezvousError, RendezvousHandler, RendezvousI
 use crate::rendezvous::settings::RendezvousSettings;
 use crate::sim_time::{span_between_readings, SimDuration, SimInstant};
 use crate::store::service::StoreClient;
-use crate::store::signal_gate::{MainThread, SignalGate};
+use crate::store::signal_gate::SignalGate;
 use crate::trace::{AgentState, EventKind, ExitReason};
 use crate::world::quiet::Settle;
 use crate::world::wake::Wake;
-use crate::world::{spawn, time, AgentExit, NodeEnv};
+use crate::world::{time, AgentExit, NodeEnv};
 use futures::future::{select, Either};
 use std::sync::atomic::AtomicU64;
 use std::sync::{Arc, Mutex};
@@ -40,143 +37,13 @@ pub fn settings_of(env: &NodeEnv) -> RendezvousSettings {
     RendezvousSettings::of_scenario(&env.scenario().rendezvous, Default::default())
 }
 
-/// One agent process, from start to exit, with the run's planted bugs (none for torch's
-/// behaviour) switched on in its rendezvous settings and handed to its workers.
-pub async fn agent_process(env: NodeEnv, mutants: Arc<Mutants>) -> AgentExit {
-    let settings = settings_with_mutants(&env, &mutants);
-    // `create_backend` makes the one TCPStore client the whole agent process uses.
-    let read_timeout = env.scenario().rendezvous.read_timeout;
-    let store = match StoreClient::connect(env.store_addr(), read_timeout).await {
-        Ok(store) => store,
-        Err(e) => {
-            return AgentExit {
-                state: AgentState::Failed,
-                reason: e.to_string().into(),
-            }
-        }
-    };
-    let handler = match RendezvousHandler::create(env.clone(), settings, store.clone()).await {
-        Ok(h) => h,
-        Err(e) => return rendezvous_error_exit(&env, e),
-    };
-    let gate = Arc::new(SignalGate::default());
-    let run = Box::pin(MainThread::new(
-        Arc::clone(&gate),
-        invoke_run(&env, &handler, &store, &mutants, &gate),
-    ));
-    let stop = Box::pin(sigterm(&env, &gate));
-    let finished = select(run, stop).await;
-    let exit = match finished {
-        // Before the first workers start torchrun has no SIGTERM handler: the signal's
-        // default action ends the process at once, with no shutdown and no log line.
-        Either::Right((false, run)) => {
-            drop(run);
-            AgentExit {
-                state: AgentState::Failed,
-                reason: SIGTERM_DEFAULT_ACTION.into(),
-            }
-        }
-        Either::Right((true, run)) => signal_exception(&env, &handler, run).await,
-        Either::Left((result, _stop)) => {
-            let exit = match result {
-                Ok(exit) => exit,
-                Err(e) => rendezvous_error_exit(&env, e),
-            };
-            // `launch_agent` closes the rendezvous on every other exit, success included
-            // (unless the fix `keep-open-on-failure` keeps it open for a failed agent).
-            if closes_rendezvous_on_exit(exit.state, &env.scenario().agent.fixes) {
-                handler.shutdown().await;
-            } else {
-                handler.stop_heartbeats().await;
-            }
-            exit
-        }
-    };
-    exit
-}
-
-/// torchrun's `SignalException` path: the workers stop (unless a script that checkpoints on
-/// the signal trains on through the shutdown timeout), and the process exits without
-/// closing the rendezvous (so the rest of the job can go on without this node) or waiting
-/// for a keep-alive in flight.
-async fn signal_exception(
-    env: &NodeEnv,
-    handler: &RendezvousHandler,
-    run: impl std::future::Future + Unpin,
-) -> AgentExit {
-    let caught = env.stop_signal_caught();
-    // A script that checkpoints on the signal caught it and trains on: the agent
-    // waits out its shutdown timeout before SIGKILL (31.6 s measured on torch 2.15).
-    if caught.is_some() && caught == env.scenario().job.checkpoint_on_signal {
-        let _ = select(run, Box::pin(time::sleep(SHUTDOWN_TIMEOUT))).await;
-    } else {
-        // The run future owns the workers: dropping it is the signal reaching them.
-        // They die on a live host, so their connections close.
-        drop(run);
-    }
-    env.leave_collectives();
-    stop_workers_wait().await;
-    handler.abandon_heartbeats();
-    let signal = caught.map_or("SIGTERM".to_owned(), |s| s.to_string());
-    AgentExit {
-        state: AgentState::Stopped,
-        reason: format!("{signal}: the agent shut down its workers").into(),
-    }
-}
-
-/// Waits for a SIGTERM to this agent and for the moment it acts: at once when torchrun has
-/// no handler yet (false: the default action), else when the main thread's store call in
-/// progress returns (true: `SignalException`).
-async fn sigterm(env: &NodeEnv, gate: &SignalGate) -> bool {
-    env.stop_signal().await;
-    if !gate.handler_installed() {
-        return false;
-    }
-    gate.deliver().await;
-    true
-}
-
-/// The exit reason of an agent that SIGTERM ended before torchrun installed its handler
-/// (torchrun's exit code is then −15; `conform::signature` reads it from these words).
-pub const SIGTERM_DEFAULT_ACTION: &str =
-    "SIGTERM before the first workers started: the default action ended torchrun";
-
-/// Records a rendezvous error and turns it into the agent's exit. Every error fails the
-/// agent. A graceful exit too: `SimpleElasticAgent.run` logs it and returns no result, and
-/// `launch_agent` then fails on that missing result (`'NoneType' object has no attribute
-/// 'is_failed'`), so a redundant node's torchrun exits 1 once the rendezvous closes.
-fn rendezvous_error_exit(env: &NodeEnv, e: RendezvousError) -> AgentExit {
-    env.record(EventKind::RendezvousFailed {
-        pid: env.pid,
-        error: e.kind(),
-        message: e.to_string(),
-    });
-    match e {
-        RendezvousError::GracefulExit(_) => AgentExit {
-            state: AgentState::Failed,
-            reason: format!(
-                "graceful exit ({e}); launch_agent then fails on the missing run result"
-            )
-            .into(),
-        },
-        _ => AgentExit {
-            state: AgentState::Failed,
-            reason: e.to_string().into(),
-        },
-    }
-}
-
 /// How long the agent waits for its workers to exit after SIGTERM: they die at once (no
 /// handler is installed for it), and `Popen.wait`'s poll backs off to 50 ms between looks.
 /// Far below torch's `shutdown_timeout` (30 s), after which it would send SIGKILL.
 const WORKERS_EXIT_WAIT: SimDuration = SimDuration::from_ms(50);
 
-/// torch's `shutdown_timeout`: how long `_shutdown` waits for workers that caught its
-/// signal before it sends SIGKILL.
-const SHUTDOWN_TIMEOUT: SimDuration = SimDuration::from_secs(30);
-
 /// The agent's wait in `_shutdown` / `_stop_workers` for its workers to be gone.
-async fn stop_workers_wait() {
+pub(super) async fn stop_workers_wait() {
     time::sleep(WORKERS_EXIT_WAIT).await;
 }
 
@@ -184,7 +51,6 @@ async fn stop_workers_wait() {
 struct Workers {
     info: RendezvousInfo,
     status: Arc<Mutex<WorkerStatus>>,
-    task: crate::world::TaskHandle<()>,
 }
 
 impl Workers {
@@ -204,8 +70,7 @@ impl Workers {
 
     /// Their task is gone and their connections closed.
     fn end(self, env: &NodeEnv) {
-        self.task.abort();
-        env.leave_collectives();
+        env.end_workers();
     }
 }
 
@@ -238,7 +103,7 @@ impl GroupState {
 /// torch's `_invoke_run`: the monitor loop. The group starts in INIT, is HEALTHY once its
 /// workers run, takes the monitored state (FAILED, SUCCEEDED) each tick, and is STOPPED
 /// between a restart's stop and the next start.
-async fn invoke_run(
+pub(super) async fn invoke_run(
     env: &NodeEnv,
     handler: &RendezvousHandler,
     store: &StoreClient,
@@ -277,13 +142,11 @@ async fn invoke_run(
                 exit_code,
                 reason,
             } => worker_failed(env, &mut group, &mut policy, local_rank, exit_code, reason),
-            WorkerStatus::Healthy => {
-                let decision = nodes_waiting(handler, &mut policy, &workers.info).await?;
-                (
-                    decision,
-                    "a member of the group came back as a new process".into(),
-                )
-            }
+            WorkerStatus::Healthy => match nodes_waiting(handler, &mut policy, &workers.info).await
+            {
+                Ok(decision) => (decision, MEMBER_CAME_BACK.into()),
+                Err(e) => return Err(shut_down_on_error(env, workers, e).await),
+            },
         };
         quiet = decision == Decision::Continue;
         match decision {
@@ -307,6 +170,22 @@ async fn invoke_run(
             }
         }
     }
+}
+
+/// Why a healthy group restarts when the rendezvous has nodes waiting.
+const MEMBER_CAME_BACK: &str = "a member of the group came back as a new process";
+
+/// `SimpleElasticAgent.run`'s `finally`: an error leaving `_invoke_run` while workers run
+/// goes through `_shutdown` first, which stops them.
+async fn shut_down_on_error(
+    env: &NodeEnv,
+    workers: Workers,
+    e: RendezvousError,
+) -> RendezvousError {
+    workers
+        .stop(env, "the agent failed and shut them down")
+        .await;
+    e
 }
 
 /// The group succeeded: its workers have exited (that is how the monitor saw it), and the
@@ -558,14 +437,14 @@ fn start_workers(
         local_world_size: env.scenario().agent.nproc_per_node,
     };
     let status = Arc::new(Mutex::new(WorkerStatus::Healthy));
-    let task = spawn(job::train(
+    env.spawn_workers(job::train(
         env.clone(),
         plan,
         status.clone(),
         highest_step.clone(),
         Arc::clone(&launch.mutants),
     ));
-    Workers { info, status, task }
+    Workers { info, status }
 }
 
 /// torch's `_exit_barrier`: every agent of the group waits (up to the barrier timeout) for the

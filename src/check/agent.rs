@@ -209,9 +209,8 @@ impl Observer<'_> for RestartBudget {
         if let EventKind::AgentExited { pid, state, reason } = &event.kind {
             let process = self.budget.processes.entry(*pid).or_default();
             let made = process.counted_restarts.max(process.failure_restarts);
-            // SIGTERM's default action ends torchrun before it can restart anything.
-            let signalled = matches!(reason, ExitReason::Other(text)
-                if text == crate::agent::run::SIGTERM_DEFAULT_ACTION);
+            // A signal's default action ends torchrun before it can restart anything.
+            let signalled = matches!(reason, ExitReason::SignalDefaultAction { .. });
             if *state == AgentState::Failed
                 && made < max
                 && !process.rendezvous_failed_last
@@ -248,7 +247,8 @@ impl Observer<'_> for RestartBudget {
 
 /// `agent.no_zombie_steps`: a process's workers take steps only while their group runs:
 /// after `WorkersStarted` for a round and before that group is stopped
-/// (`WorkersStopped`), the agent exits or is killed. A step in any other window, or
+/// (`WorkersStopped`), the agent exits or is killed (a signal's default action ends the
+/// agent alone: its orphaned workers run until they stop). A step in any other window, or
 /// tagged with another round than the running group's, is a zombie. Not applicable when no
 /// step was taken.
 #[cfg(test)]
@@ -281,6 +281,12 @@ impl Observer<'_> for NoZombieSteps {
             EventKind::WorkersStarted { pid, round, .. } => {
                 self.running.insert(*pid, Some(*round));
             }
+            // A signal's default action ends the agent alone: its workers train on,
+            // orphaned, until they stop (`WorkersStopped`).
+            EventKind::AgentExited {
+                reason: ExitReason::SignalDefaultAction { .. },
+                ..
+            } => {}
             EventKind::WorkersStopped { pid, .. }
             | EventKind::AgentExited { pid, .. }
             | EventKind::AgentKilled { pid } => {

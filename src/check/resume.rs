@@ -205,12 +205,13 @@ impl Walk {
         use FaultName::*;
         self.last_fault = Some((at, fault));
         self.owed_from = None;
-        let takes_the_host = matches!(fault, Kill | PowerOff | Stop);
+        // A user signal ends the agent as SIGTERM does, handled or by its default action.
+        let takes_the_host = matches!(fault, Kill | PowerOff | Stop | Signal);
         if fault == StoreCrash || (takes_the_host && node.is_some() && node == self.store_host) {
             self.store_lost_to_fault = true;
         }
         match (fault, node) {
-            (Kill | PowerOff | Stop | Pause | GpuFail, Some(node)) => {
+            (Kill | PowerOff | Stop | Signal | Pause | GpuFail, Some(node)) => {
                 self.downed.insert(node);
             }
             (Resume, Some(node)) => {

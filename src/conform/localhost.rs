@@ -46,6 +46,9 @@ pub const CLOCK_SKEW: &str = "clock skew is not yet made on localhost: every nod
      machine's one wall clock";
 /// Why GPU faults cannot run here.
 pub const GPU: &str = "GPU faults cannot be made on localhost: the workers run on the CPU";
+/// Why a script that checkpoints on a signal cannot run here.
+pub const SIGNAL_CHECKPOINT: &str =
+    "the driver's training script has no signal handler: it never checkpoints on one";
 
 /// Whether this machine can make network faults (partitions, clogged links, power-offs).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -160,6 +163,9 @@ fn setting_refusals(s: &Scenario) -> Vec<Refusal> {
     }
     if s.reader.is_some() {
         refuse("[reader]", "the driver runs no HugeCTR reader".to_owned());
+    }
+    if s.job.checkpoint_on_signal.is_some() {
+        refuse("job.checkpoint_on_signal", SIGNAL_CHECKPOINT.to_owned());
     }
     if s.cluster.total_nodes() > NODES_MAX {
         refuse(

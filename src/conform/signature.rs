@@ -18,6 +18,7 @@
 use crate::report::Report;
 use crate::scenario::model::NodeIndex;
 pub use crate::scenario::node::node_order;
+use crate::trace::ExitReason;
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -76,8 +77,6 @@ pub const EXIT_SIGTERM: i32 = 1;
 /// returns no result and `launch_agent`'s `result.is_failed()` raises (measured on torch
 /// 2.15.0).
 pub const EXIT_GRACEFUL: i32 = 1;
-/// torchrun ended by SIGTERM's default action (before its handler is installed).
-pub const EXIT_SIGTERM_DEFAULT: i32 = -15;
 /// A SIGKILLed process, as Python's `subprocess` reports it.
 pub const EXIT_KILLED: i32 = -9;
 
@@ -86,10 +85,7 @@ pub const EXIT_KILLED: i32 = -9;
 pub fn exit_code_of(final_state: &str, exit_reason: &str) -> Option<i32> {
     match final_state {
         "SUCCEEDED" => Some(0),
-        "FAILED" if exit_reason == crate::agent::run::SIGTERM_DEFAULT_ACTION => {
-            Some(EXIT_SIGTERM_DEFAULT)
-        }
-        "FAILED" => Some(1),
+        "FAILED" => Some(ExitReason::default_action_exit_code(exit_reason).unwrap_or(1)),
         "KILLED" => Some(EXIT_KILLED),
         "STOPPED" if is_graceful_exit(exit_reason) => Some(EXIT_GRACEFUL),
         "STOPPED" => Some(EXIT_SIGTERM),

@@ -156,6 +156,28 @@ fn exit_codes_follow_torchrun() {
 }
 
 #[test]
+fn a_signals_default_action_exits_minus_its_number() {
+    use crate::scenario::model::Signal;
+    use crate::trace::ExitReason;
+    for (signal, code) in [
+        (Signal::Term, -15),
+        (Signal::Usr1, -10),
+        (Signal::Usr2, -12),
+    ] {
+        let reason = ExitReason::SignalDefaultAction { signal }.to_string();
+        assert_eq!(exit_code_of("FAILED", &reason), Some(code), "{reason}");
+    }
+    // The SIGTERM sentence is the one reports have always carried.
+    assert_eq!(
+        ExitReason::SignalDefaultAction {
+            signal: Signal::Term
+        }
+        .to_string(),
+        "SIGTERM before the first workers started: the default action ended torchrun"
+    );
+}
+
+#[test]
 fn a_graceful_exit_is_stopped_as_the_real_log_reads_it() {
     use super::signature::signature_state;
     let reason = "graceful exit (the rendezvous 'x' is closed, terminating pending \

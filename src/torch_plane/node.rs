@@ -8,11 +8,13 @@
 //!
 //! SIGTERM (`stop`) follows torchrun: before its workers start, torchrun has no handler and
 //! the signal ends the process; after, it raises torch's `SignalException` in the main
-//! thread, at once in a sleep or a wait, and when a store call in progress returns.
+//! thread, at once in a sleep or a wait, and when a store call in progress returns. A user
+//! signal torchrun does not handle ends the process at once and leaves its workers running.
 
 use super::host::{self, Host};
 use super::{argv, calls, TorchPlane};
 use crate::mutant::Mutants;
+use crate::scenario::model::Signal;
 use crate::sim_time::reading_as_secs_f64;
 use crate::trace::{AgentState, ExitReason};
 use crate::world::{AgentExit, NodeEnv, TaskHandle};
@@ -133,6 +135,13 @@ pub struct Proc {
 }
 
 impl Proc {
+    /// A signal's default action ends the process but not its workers: they are let go,
+    /// still running, before the process's end would stop them.
+    fn orphan_workers(&self) {
+        // The world keeps them registered until they exit; only `abandon` would end them.
+        let _orphans = self.state.lock().expect("state lock").workers.take();
+    }
+
     /// The process is over: its remaining threads and workers die with it.
     fn end(&self) {
         if self.ended.swap(true, Ordering::Relaxed) {
@@ -234,8 +243,9 @@ fn resume(proc: &Proc, fiber: u64, mut reply: Value) -> Result<Value, Value> {
 /// How the main thread ended.
 enum MainEnd {
     Exit(Value),
-    /// SIGTERM before torchrun had a handler for it.
-    KilledBySignal,
+    /// A signal torchrun had no handler for: SIGTERM before its workers started, or a user
+    /// signal not in `--signals-to-handle`.
+    KilledBySignal(Signal),
 }
 
 /// The main thread, with SIGTERM delivered as torchrun receives it.
@@ -257,8 +267,11 @@ async fn drive_main(proc: &Arc<Proc>, fiber: u64) -> MainEnd {
             Either::Left((reply, _)) => reply,
             Either::Right(((), call)) => {
                 signalled = true;
+                if let Some(signal) = proc.env.fatal_signal() {
+                    return MainEnd::KilledBySignal(signal);
+                }
                 if !proc.signal_handler.load(Ordering::Relaxed) {
-                    return MainEnd::KilledBySignal;
+                    return MainEnd::KilledBySignal(Signal::Term);
                 }
                 let mut reply = if calls::interruptible(&message) {
                     json!({})
@@ -300,6 +313,10 @@ pub async fn agent_process(env: NodeEnv, run: Arc<TorchRun>) -> AgentExit {
     });
     let guard = EndOnDrop(Arc::clone(&proc));
     let end = drive_main(&proc, fiber).await;
+    if let MainEnd::KilledBySignal(_) = end {
+        // The signal never reaches the workers: they outlive the process, orphaned.
+        proc.orphan_workers();
+    }
     drop(guard);
     exit_of(&proc, end)
 }
@@ -307,12 +324,10 @@ pub async fn agent_process(env: NodeEnv, run: Arc<TorchRun>) -> AgentExit {
 /// The agent's exit, as torchrun's exit would be read: its exception, or success.
 fn exit_of(proc: &Proc, end: MainEnd) -> AgentExit {
     let exit = match end {
-        MainEnd::KilledBySignal => {
+        MainEnd::KilledBySignal(signal) => {
             return AgentExit {
-                state: AgentState::Stopped,
-                reason: "SIGTERM before torchrun installed its handler (it does so with its \
-                         workers): the signal ended the agent"
-                    .into(),
+                state: AgentState::Failed,
+                reason: ExitReason::SignalDefaultAction { signal },
             }
         }
         MainEnd::Exit(exit) => exit,

@@ -13,7 +13,7 @@ use crate::mutant::Mutants;
 use crate::scenario::node::NodeIndex;
 use crate::sim_time::SimDuration;
 use crate::trace::EventKind;
-use crate::world::{spawn, time, NodeEnv, TaskHandle};
+use crate::world::{time, NodeEnv};
 use std::collections::BTreeMap;
 use std::sync::atomic::AtomicU64;
 use std::sync::{Arc, Mutex};
@@ -34,7 +34,6 @@ pub struct RoundSeen {
 /// A running worker group on this node.
 pub struct Workers {
     status: Arc<Mutex<WorkerStatus>>,
-    task: TaskHandle<()>,
 }
 
 /// How long the agent waits for its workers to exit once signalled: as the model's agent
@@ -151,14 +150,14 @@ pub fn start(
         local_world_size: given.local_world_size,
     };
     let status = Arc::new(Mutex::new(WorkerStatus::Healthy));
-    let task = spawn(job::train(
+    env.spawn_workers(job::train(
         env.clone(),
         plan,
         status.clone(),
         highest_step.clone(),
         Arc::clone(mutants),
     ));
-    Ok(Workers { status, task })
+    Ok(Workers { status })
 }
 
 impl Workers {
@@ -170,8 +169,7 @@ impl Workers {
     /// torch's `pcontext.close`: the signal ends the workers at once (their peers'
     /// connections reset), and the agent waits for them to exit.
     pub async fn stop(self, env: &NodeEnv, reason: &str) {
-        self.task.abort();
-        env.leave_collectives();
+        env.end_workers();
         time::sleep(WORKERS_EXIT_WAIT).await;
         env.record(EventKind::WorkersStopped {
             pid: env.pid,
@@ -181,7 +179,6 @@ impl Workers {
 
     /// The process is gone (its agent exited or was killed): its workers die with it.
     pub fn abandon(self, env: &NodeEnv) {
-        self.task.abort();
-        env.leave_collectives();
+        env.end_workers();
     }
 }

@@ -7,9 +7,10 @@
 
 use super::buffer_events::BufferEvent;
 use super::node::TraceNode;
-use crate::scenario::model::{FaultName, NodeRole};
+use crate::scenario::model::{FaultName, NodeRole, Signal};
 use crate::sim_time::{SimDuration, SimInstant};
 use serde::Serialize;
+use strum::VariantArray;
 
 /// One recorded event.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -66,6 +67,11 @@ pub enum ExitReason {
     /// The restart budget (`max_restarts`) is spent: the job failed as it promised to.
     /// `last_failure` says what made the last restart necessary.
     BudgetSpent { last_failure: String },
+    /// A signal torchrun had no handler for ended it by its default action, at once: no
+    /// shutdown, no log line, and its workers (in sessions of their own) never see it.
+    /// SIGTERM before the first workers start; a user signal not in `--signals-to-handle`
+    /// at any time, after which the workers train on, orphaned.
+    SignalDefaultAction { signal: Signal },
     /// Any other end: success, SIGTERM, or an error, in words.
     Other(String),
 }
@@ -73,6 +79,15 @@ pub enum ExitReason {
 impl ExitReason {
     /// What the trace appends to the last failure when the budget is spent.
     const BUDGET_SPENT: &'static str = " and no restarts remain";
+
+    /// The exit code of a torchrun ended by `reason`'s text when a signal's default action
+    /// ended it (`-number`, as `Popen` reports it); `None` for any other end.
+    pub fn default_action_exit_code(reason: &str) -> Option<i32> {
+        Signal::VARIANTS
+            .iter()
+            .find(|&&signal| ExitReason::SignalDefaultAction { signal }.to_string() == reason)
+            .map(|signal| -signal.number())
+    }
 }
 
 impl std::fmt::Display for ExitReason {
@@ -81,6 +96,17 @@ impl std::fmt::Display for ExitReason {
             ExitReason::BudgetSpent { last_failure } => {
                 write!(f, "{last_failure}{}", Self::BUDGET_SPENT)
             }
+            ExitReason::SignalDefaultAction {
+                signal: Signal::Term,
+            } => f.write_str(
+                "SIGTERM before the first workers started: the default action ended torchrun",
+            ),
+            ExitReason::SignalDefaultAction { signal } => write!(
+                f,
+                "{signal}: torchrun has no handler for it, and its default action ended the \
+                 agent (exit -{}); its workers never saw it and train on, orphaned",
+                signal.number()
+            ),
             ExitReason::Other(text) => f.write_str(text),
         }
     }

@@ -38,9 +38,21 @@ pub struct GpuNow {
 pub(super) async fn process_main(world: Arc<World>, index: u32) {
     while let Some(exit) = run_process(&world, index).await {
         let Some(delay) = relaunch_delay(&world, index, exit) else {
-            return;
+            break;
         };
         time::sleep(delay).await;
+    }
+    // madsim ends every task of a node whose init returns. Workers orphaned by a signal
+    // that ended their agent outlive it: the node stays up for them until the run ends
+    // (they keep it going while they train) or the node is killed.
+    let orphans = world
+        .state
+        .lock()
+        .expect("world lock")
+        .workers
+        .runs_on(index);
+    if orphans {
+        std::future::pending::<()>().await;
     }
 }
 
@@ -81,8 +93,11 @@ fn process_ended(
     st.quiet.disturb(time::now_whole_us(), Disturbance::Loss);
     let slot = &mut st.nodes[index as usize];
     let process = slot.exit(index, pid);
-    // An agent stopped by a `stop` (SIGTERM) was ended from outside, as a killed one.
-    slot.down = process.as_ref().is_some_and(|p| p.stop_requested);
+    // An agent stopped by a `stop` (SIGTERM) or ended by a signal it has no handler for
+    // was ended from outside, as a killed one.
+    slot.down = process
+        .as_ref()
+        .is_some_and(|p| p.stop_requested || p.fatal_signal.is_some());
     process.and_then(|p| p.store_task)
 }
 
@@ -100,6 +115,7 @@ async fn run_process(world: &Arc<World>, index: u32) -> Option<AgentState> {
             pid,
             stop_requested: false,
             stop_signal: None,
+            fatal_signal: None,
             stop_waiters: Vec::new(),
             worker_crash: None,
             store_task: None,
@@ -116,6 +132,7 @@ async fn run_process(world: &Arc<World>, index: u32) -> Option<AgentState> {
         name: node_name(index),
         pid,
     };
+    env.end_orphans();
     env.record(EventKind::AgentStarted { pid });
     // Python starts and imports torch before torchrun does anything, the store it may host
     // included.
@@ -276,7 +293,7 @@ impl NodeEnv {
             let Some(p) = self.process_mut(&mut st) else {
                 return;
             };
-            if p.stop_requested {
+            if p.stop_requested || p.fatal_signal.is_some() {
                 return;
             }
             let (tx, rx) = oneshot::channel();
@@ -347,6 +364,12 @@ impl NodeEnv {
     pub fn stop_signal_caught(&self) -> Option<crate::scenario::model::Signal> {
         let mut st = self.world.state.lock().expect("world lock");
         self.process_mut(&mut st).and_then(|p| p.stop_signal)
+    }
+
+    /// The signal without a handler in torchrun that ended this process, if one came.
+    pub fn fatal_signal(&self) -> Option<crate::scenario::model::Signal> {
+        let mut st = self.world.state.lock().expect("world lock");
+        self.process_mut(&mut st).and_then(|p| p.fatal_signal)
     }
 
     /// Writes a checkpoint.

@@ -201,7 +201,8 @@ fn start(world: &Arc<World>, handle: &Handle, node: u32) -> String {
         slot.paused = false;
         let started = (slot.id, slot.process.is_some());
         st.gpus.reset_node(node);
-        started
+        // Workers a signal orphaned die with the node's processes too.
+        (started.0, started.1 || st.workers.runs_on(node))
     };
     if running {
         kill(world, handle, node, Death::ProcessesKilled);
@@ -303,7 +304,7 @@ fn kill(world: &Arc<World>, handle: &Handle, node: u32, death: Death) -> String 
         // Down first, so the servers dying with it go silent rather than reset.
         super::net::set_host_down(ip, true);
     }
-    let (id, process) = {
+    let (id, process, orphans) = {
         let mut st = world.state.lock().expect("world lock");
         let slot = &mut st.nodes[node as usize];
         let process = slot.process.take();
@@ -314,16 +315,16 @@ fn kill(world: &Arc<World>, handle: &Handle, node: u32, death: Death) -> String 
         // tasks: nothing will start there until a `start` or `restart`.
         slot.launching = false;
         let id = slot.id;
+        let workers_pid = st.workers.killed_with_node(node);
         st.withdraw(node, death == Death::ProcessesKilled);
-        (id, process)
+        // Workers whose agent a signal ended, killed now with their node.
+        let orphans = workers_pid.filter(|pid| process.as_ref().is_none_or(|p| p.pid != *pid));
+        (id, process, orphans)
     };
     handle.kill(id);
     super::net::processes_died_on(ip);
     let Some(process) = process else {
-        return match death {
-            Death::PowerOff => format!("{} powered off (no agent was running)", NodeIndex(node)),
-            Death::ProcessesKilled => format!("{}: no agent was running", NodeIndex(node)),
-        };
+        return killed_without_agent(world, node, death, orphans);
     };
     let at = time::now_whole_us();
     let name = TraceNode::node(node);
@@ -349,6 +350,32 @@ fn kill(world: &Arc<World>, handle: &Handle, node: u32, death: Death) -> String 
     }
 }
 
+/// The end of a `kill` or `power_off` of a node that ran no agent: only workers its agent
+/// left orphaned may have been running there; they kept the run going, and it may now be
+/// over.
+fn killed_without_agent(world: &World, node: u32, death: Death, orphans: Option<u32>) -> String {
+    let orphans = orphans.map(|pid| {
+        world.recorder.record(
+            time::now_whole_us(),
+            Some(TraceNode::node(node)),
+            EventKind::WorkersStopped {
+                pid,
+                reason: "orphaned, they died with their node".into(),
+            },
+        );
+        format!("; the orphaned workers of pid {pid} died with it")
+    });
+    let _ = world.exits.unbounded_send(());
+    let orphans = orphans.unwrap_or_default();
+    match death {
+        Death::PowerOff => format!(
+            "{} powered off (no agent was running){orphans}",
+            NodeIndex(node)
+        ),
+        Death::ProcessesKilled => format!("{}: no agent was running{orphans}", NodeIndex(node)),
+    }
+}
+
 fn stop(world: &World, node: u32) -> String {
     let mut st = world.state.lock().expect("world lock");
     match st.nodes[node as usize].process.as_mut() {
@@ -365,10 +392,9 @@ fn stop(world: &World, node: u32) -> String {
 
 /// `signal`: a user signal to the node's torchrun. An agent told to handle it stops its
 /// workers with it, as SIGTERM's handler does; one not told dies by the signal's default
-/// action, its workers (each in a session of its own) never see it and run on. The model
-/// keeps that agent's loop running: nothing the job sees changes until the node is killed,
-/// unless another fault hits the node in between (see docs/fidelity.md). A training script
-/// that checkpoints on the signal asks for a checkpoint when it reaches its workers.
+/// action at once, and its workers (each in a session of its own) never see it and train on,
+/// orphaned (`super::workers`). The store it hosts dies with it. A training script that
+/// checkpoints on the signal asks for a checkpoint when it reaches its workers.
 fn user_signal(world: &World, node: u32, signal: Signal) -> String {
     let handled = world.scenario.agent.signals_to_handle.contains(&signal);
     let mut st = world.state.lock().expect("world lock");
@@ -376,7 +402,11 @@ fn user_signal(world: &World, node: u32, signal: Signal) -> String {
         return "no agent runs there".to_owned();
     };
     let pid = p.pid;
+    for waiter in p.stop_waiters.drain(..) {
+        let _ = waiter.send(());
+    }
     if !handled {
+        p.fatal_signal = Some(signal);
         return format!(
             "{signal} to pid {pid}: torchrun has no handler for it and dies by it (exit -{}); \
              its workers, in sessions of their own, never see it and train on",
@@ -385,9 +415,6 @@ fn user_signal(world: &World, node: u32, signal: Signal) -> String {
     }
     p.stop_requested = true;
     p.stop_signal = Some(signal);
-    for waiter in p.stop_waiters.drain(..) {
-        let _ = waiter.send(());
-    }
     let checkpoints = world.scenario.job.checkpoint_on_signal == Some(signal);
     st.checkpoint_requested |= checkpoints;
     format!(

@@ -29,6 +29,7 @@ mod state;
 pub mod time;
 pub mod wake;
 mod wire;
+mod workers;
 
 pub use context::RunStats;
 pub use env::NodeEnv;

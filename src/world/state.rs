@@ -143,6 +143,9 @@ pub struct Process {
     /// The signal the agent's handler caught, when a stop came with another than SIGTERM
     /// (a user signal in `agent.signals_to_handle`): the agent stops its workers with it.
     pub stop_signal: Option<crate::scenario::model::Signal>,
+    /// A signal torchrun has no handler for arrived: its default action ends the process.
+    pub fatal_signal: Option<crate::scenario::model::Signal>,
+    /// Woken by a stop, a handled signal or a fatal one.
     pub stop_waiters: Vec<oneshot::Sender<()>>,
     /// A `worker_crash` hit this process's workers: (local_rank, exit_code).
     pub worker_crash: Option<(u32, i32)>,
@@ -204,6 +207,8 @@ pub struct WorldState {
     pub segments: super::segments::Segments,
     /// Quiet windows, in which the agents' steady routine is fast-forwarded.
     pub quiet: super::quiet::QuietBoard,
+    /// The worker groups running on each node, orphans included.
+    pub workers: super::workers::LiveWorkers,
 }
 
 impl WorldState {
@@ -236,6 +241,7 @@ impl WorldState {
             loss_generation: 0,
             segments: Default::default(),
             quiet: Default::default(),
+            workers: Default::default(),
         }
     }
 
@@ -348,7 +354,7 @@ impl WorldState {
     }
 
     /// The run is over when no agent runs or is about to (a relaunch waiting out its delay
-    /// is) and no `start` or `restart` is still due. With `end_with_job`, a start still due
+    /// is), no orphaned workers train, and no `start` or `restart` is still due. With `end_with_job`, a start still due
     /// is waited for only while a node taken down has not been brought back or replaced:
     /// once none is down and every agent has exited, the job has ended, and the faults and
     /// replacements due after that moment (a failure process draws them to the end of the
@@ -357,7 +363,9 @@ impl WorldState {
         let none_left = self
             .nodes
             .iter()
-            .all(|n| n.process.is_none() && !n.launching);
+            .all(|n| n.process.is_none() && !n.launching)
+            // With no agent left, a running group is orphaned: it trains on.
+            && self.workers.is_empty();
         let job_ended = self.end_with_job && !self.nodes.iter().any(|n| n.down);
         none_left && (self.pending_starts == 0 || job_ended)
     }
@@ -432,6 +440,7 @@ mod tests {
             pid,
             stop_requested: false,
             stop_signal: None,
+            fatal_signal: None,
             stop_waiters: Vec::new(),
             worker_crash: None,
             store_task: None,
