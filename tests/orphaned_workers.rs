@@ -44,6 +44,14 @@ fn steps_us(events: &[Event], node: u32) -> Vec<u64> {
         .collect()
 }
 
+/// When node `node`'s workers were recorded stopped for a reason with `words` in it.
+fn stopped_us(events: &[Event], node: u32, words: &str) -> Option<u64> {
+    events.iter().filter(on(node)).find_map(|e| match &e.kind {
+        EventKind::WorkersStopped { reason, .. } if reason.contains(words) => Some(e.at.as_us()),
+        _ => None,
+    })
+}
+
 fn exit_of(events: &[Event], node: u32) -> Option<(u64, AgentState, ExitReason)> {
     events.iter().filter(on(node)).find_map(|e| match &e.kind {
         EventKind::AgentExited { state, reason, .. } => {
@@ -87,10 +95,7 @@ fn a_warning_to_the_store_host_ends_the_job_at_once() {
         at < 32 * SEC,
         "node-1's agent fails on the dead store at {at} us"
     );
-    let stopped = events
-        .iter()
-        .filter(on(0))
-        .find(|e| matches!(&e.kind, EventKind::WorkersStopped { reason, .. } if reason.contains("orphaned")));
+    let stopped = stopped_us(&events, 0, "exited by themselves");
     assert!(
         stopped.is_some(),
         "node-0's orphans exit when their ring breaks"
@@ -120,11 +125,7 @@ fn a_relaunch_restarts_the_container_and_ends_the_orphans() {
         "relaunch = \"on_failure\"\nrelaunch_delay = \"5s\"\nrelaunch_max = 1",
     );
     let (_, events) = run(&s);
-    let ended = events.iter().filter(on(1)).find(|e| {
-        matches!(&e.kind, EventKind::WorkersStopped { reason, .. } if reason.contains("relaunch"))
-    });
-    let ended = ended.expect("the relaunch ends node-1's orphans");
-    assert_eq!(ended.at.as_us(), 35 * SEC);
+    assert_eq!(stopped_us(&events, 1, "relaunch"), Some(35 * SEC));
 }
 
 #[test]
@@ -134,10 +135,10 @@ fn a_restart_of_the_node_ends_its_orphans_and_the_run_still_ends() {
         "[[faults]]\nat = \"40s\"\nkind = \"restart\"\nnode = \"node-1\"\n",
     );
     let (outcome, events) = run(&s);
-    let died = events.iter().filter(on(1)).find(|e| {
-        matches!(&e.kind, EventKind::WorkersStopped { reason, .. } if reason.contains("died with their node"))
-    });
-    assert_eq!(died.map(|e| e.at.as_us()), Some(40 * SEC));
+    assert_eq!(
+        stopped_us(&events, 1, "died with their node"),
+        Some(40 * SEC)
+    );
     let restarted = events.iter().filter(on(1)).any(|e| {
         matches!(&e.kind, EventKind::AgentStarted { pid } if *pid != 1000)
             && e.at.as_us() == 40 * SEC
