@@ -37,13 +37,10 @@ impl LiveWorkers {
         self.by_node.contains_key(&node)
     }
 
-    /// The group of agent `pid` on `node` is gone; whether it was still registered.
-    fn forget(&mut self, node: u32, pid: u32) -> bool {
+    /// The group of agent `pid` on `node` is gone; returns it if it was still registered.
+    fn forget(&mut self, node: u32, pid: u32) -> Option<LiveGroup> {
         let ours = self.by_node.get(&node).is_some_and(|g| g.pid == pid);
-        if ours {
-            self.by_node.remove(&node);
-        }
-        ours
+        ours.then(|| self.by_node.remove(&node)).flatten()
     }
 
     /// The node's processes were killed: whatever group ran there died with them; returns
@@ -52,13 +49,13 @@ impl LiveWorkers {
         self.by_node.remove(&node).map(|group| group.pid)
     }
 
-    /// Takes the group on `node` that outlived its agent `running_pid` (`None` when no
-    /// agent runs there): the orphans a new process's launch ends.
-    fn take_orphans(&mut self, node: u32, running_pid: Option<u32>) -> Option<LiveGroup> {
+    /// Takes the group on `node` that outlived its agent, when agent `running_pid` starts
+    /// there: the orphans a new process's launch ends.
+    fn take_orphans(&mut self, node: u32, running_pid: u32) -> Option<LiveGroup> {
         let orphaned = self
             .by_node
             .get(&node)
-            .is_some_and(|g| Some(g.pid) != running_pid);
+            .is_some_and(|g| g.pid != running_pid);
         orphaned.then(|| self.by_node.remove(&node)).flatten()
     }
 }
@@ -94,11 +91,8 @@ impl NodeEnv {
     /// gone, and, as they died on a live host, their connections closed.
     pub fn end_workers(&self) {
         let mut st = self.world().state.lock().expect("world lock");
-        if let Some(group) = st.workers.by_node.get(&self.index) {
-            if group.pid == self.pid {
-                group.abort.abort();
-                st.workers.by_node.remove(&self.index);
-            }
+        if let Some(group) = st.workers.forget(self.index, self.pid) {
+            group.abort.abort();
         }
         st.withdraw(self.index, true);
     }
@@ -109,7 +103,7 @@ impl NodeEnv {
     fn workers_exited(&self) {
         let orphaned = {
             let mut st = self.world().state.lock().expect("world lock");
-            let registered = st.workers.forget(self.index, self.pid);
+            let registered = st.workers.forget(self.index, self.pid).is_some();
             registered && self.process_mut(&mut st).is_none()
         };
         if orphaned {
@@ -126,7 +120,7 @@ impl NodeEnv {
     pub(super) fn end_orphans(&self) {
         let orphans = {
             let mut st = self.world().state.lock().expect("world lock");
-            let orphans = st.workers.take_orphans(self.index, Some(self.pid));
+            let orphans = st.workers.take_orphans(self.index, self.pid);
             if orphans.is_some() {
                 st.withdraw(self.index, true);
             }
