@@ -28,7 +28,7 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import netns  # noqa: E402  (namespaces for network faults)
 import signature  # noqa: E402  (the log parser, shared with the tests)
-from procs import descendants, free_port, proc_table  # noqa: E402
+from procs import descendants, free_port, proc_table, torchrun_launch  # noqa: E402
 
 try:
     import tomllib
@@ -322,8 +322,7 @@ class Run:
         conf = ",".join(f"{k}={p[k]}" for k in (
             "join_timeout", "last_call_timeout", "close_timeout", "heartbeat_timeout",
             "keep_alive_interval", "keep_alive_max_attempt", "read_timeout")) + f",is_host={is_host}"
-        cmd = self.in_host(node) + [
-            self.python, "-m", "torch.distributed.run",
+        cmd = self.in_host(node) + [self.python] + torchrun_launch(p.get("exit_barrier_timeout")) + [
             "--nnodes", f"{p['min_nodes']}:{p['max_nodes']}",
             "--nproc-per-node", str(p["nproc_per_node"]),
             "--max-restarts", str(p["max_restarts"]),

@@ -126,6 +126,31 @@ fn a_patched_checkout_laid_over_torch_removes_the_stale_address() {
 }
 
 #[test]
+fn sigterm_restarts_the_exit_barriers_wait_on_torchs_own_code() {
+    // The scenario's 30 s exit barrier timeout reaches torch's agent (torchrun itself has no
+    // option for it), and node-0's barrier wait, interrupted at 55 s, waits its full 30 s
+    // again: the SIGKILL at 80 s finds it still waiting, as on the real torch.
+    let Some(report) = run_on_torch("conformance/scenarios/sigterm_in_exit_barrier.toml") else {
+        return;
+    };
+    let states: Vec<(&str, &str)> = report
+        .agents
+        .iter()
+        .map(|a| (a.node.as_str(), a.final_state.as_str()))
+        .collect();
+    assert_eq!(
+        states,
+        [
+            ("node-0", "KILLED"),
+            ("node-1", "SUCCEEDED"),
+            ("node-2", "KILLED")
+        ],
+        "{}",
+        report.goodput.fate
+    );
+}
+
+#[test]
 fn planes_finds_the_model_and_torchs_code_agreeing_on_a_kill() {
     let Some(python) = torch_python() else { return };
     let out = std::process::Command::new(env!("CARGO_BIN_EXE_trainsim"))

@@ -56,10 +56,32 @@ def import_torch(overlay):
     }
 
 
+# torchrun builds its LocalElasticAgent with the 300 s exit barrier default and has no option
+# for it; a scenario's `agent.exit_barrier_timeout` reaches the agent as a user of the Python
+# API passes it (`LocalElasticAgent(..., exit_barrier_timeout=...)`).
+EXIT_BARRIER_DEFAULT_S = 300.0
+EXIT_BARRIER = {"timeout_s": EXIT_BARRIER_DEFAULT_S}
+
+
+def pass_exit_barrier_timeout():
+    from torch.distributed.elastic.agent.server import local_elastic_agent
+
+    agent_class = local_elastic_agent.LocalElasticAgent
+    init = agent_class.__init__
+
+    def init_with_barrier_timeout(self, *args, **kwargs):
+        if len(args) < 4:  # spec, logs_specs, start_method, then exit_barrier_timeout
+            kwargs.setdefault("exit_barrier_timeout", EXIT_BARRIER["timeout_s"])
+        init(self, *args, **kwargs)
+
+    agent_class.__init__ = init_with_barrier_timeout
+
+
 def patch_modules():
     """Swaps what torch's elastic modules imported for the seam's stand-ins."""
     from trainsim_torchplane import observe, seam, store, workers
 
+    pass_exit_barrier_timeout()
     table = {}
     for part in (seam, store, workers):
         table.update(part.replacements())
@@ -122,6 +144,7 @@ class Host:
     def spawn_agent(self, msg):
         import torch.distributed.run as torchrun
 
+        EXIT_BARRIER["timeout_s"] = float(msg.get("exit_barrier_timeout_s", EXIT_BARRIER_DEFAULT_S))
         spec = msg["node"]
         node = fibers.Node(spec["index"], spec["name"], spec["pid"], random.Random(msg["seed"]))
         self.nodes[node.pid] = node

@@ -93,7 +93,7 @@ async fn signal_arrival(env: &NodeEnv, gate: &SignalGate) -> Arrival {
     if !gate.handler_installed() {
         return Arrival::DefaultAction(Signal::Term);
     }
-    gate.deliver().await;
+    gate.deliver(time::now_whole_us()).await;
     Arrival::Handled
 }
 

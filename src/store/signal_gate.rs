@@ -10,8 +10,11 @@
 //!
 //! The main thread is the agent's run future: [`MainThread`] marks its polls, and a store
 //! call made during one counts (its first poll sends the request). The world is one thread
-//! per run, so the mark is a thread-local, set and cleared around each poll.
+//! per run, so the mark is a thread-local, set and cleared around each poll. The signal also
+//! restarts the timeout of the call it waits for (`world::interrupts`).
 
+use crate::sim_time::SimInstant;
+use crate::world::interrupts::{InterruptibleThread, Interrupts};
 use futures::channel::oneshot;
 use std::cell::RefCell;
 use std::future::Future;
@@ -24,6 +27,8 @@ use std::task::{Context, Poll};
 #[derive(Default)]
 pub struct SignalGate {
     state: Mutex<GateState>,
+    /// What the signal does to the main thread's call in progress: restarts its timeout.
+    interrupts: Arc<Interrupts>,
 }
 
 #[derive(Default)]
@@ -53,9 +58,10 @@ impl SignalGate {
         self.lock().installed
     }
 
-    /// A SIGTERM arrived: returns once the handler can run, when no main-thread store call
-    /// is in progress.
-    pub async fn deliver(&self) {
+    /// A SIGTERM arrived at `now`: returns once the handler can run, when no main-thread
+    /// store call is in progress.
+    pub async fn deliver(&self, now: SimInstant) {
+        self.interrupts.interrupt(now);
         let rx = {
             let mut st = self.lock();
             st.pending = true;
@@ -129,14 +135,15 @@ pub async fn gated<T>(call: impl Future<Output = T>) -> T {
 /// A process's main thread: the future whose store calls hold a signal back.
 pub struct MainThread<F> {
     gate: Arc<SignalGate>,
-    inner: Pin<Box<F>>,
+    inner: Pin<Box<InterruptibleThread<F>>>,
 }
 
 impl<F: Future> MainThread<F> {
     pub fn new(gate: Arc<SignalGate>, inner: F) -> Self {
+        let interrupts = Arc::clone(&gate.interrupts);
         MainThread {
             gate,
-            inner: Box::pin(inner),
+            inner: Box::pin(InterruptibleThread::new(interrupts, inner)),
         }
     }
 }
@@ -169,7 +176,7 @@ mod tests {
             Pin::new(&mut main).poll(&mut cx).is_pending(),
             "in the call"
         );
-        let mut delivered = Box::pin(gate.deliver());
+        let mut delivered = Box::pin(gate.deliver(SimInstant::START));
         assert!(
             delivered.as_mut().poll(&mut cx).is_pending(),
             "held by the call"
@@ -185,7 +192,7 @@ mod tests {
     #[test]
     fn calls_outside_a_main_thread_are_not_gated() {
         let gate = Arc::new(SignalGate::default());
-        let mut delivered = Box::pin(gate.deliver());
+        let mut delivered = Box::pin(gate.deliver(SimInstant::START));
         let waker = futures::task::noop_waker();
         let mut cx = Context::from_waker(&waker);
         assert!(

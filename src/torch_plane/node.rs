@@ -8,8 +8,9 @@
 //!
 //! SIGTERM (`stop`) follows torchrun: before its workers start, torchrun has no handler and
 //! the signal ends the process; after, it raises torch's `SignalException` in the main
-//! thread, at once in a sleep or a wait, and when a store call in progress returns. A user
-//! signal torchrun does not handle ends the process at once and leaves its workers running.
+//! thread, at once in a sleep or a wait, and when a store call in progress returns (its
+//! timeout restarted by the signal, `world::interrupts`). A user signal torchrun does not
+//! handle ends the process at once and leaves its workers running.
 
 use super::host::{self, Host};
 use super::{argv, calls, TorchPlane};
@@ -17,6 +18,7 @@ use crate::mutant::Mutants;
 use crate::scenario::model::Signal;
 use crate::sim_time::reading_as_secs_f64;
 use crate::trace::{AgentState, ExitReason};
+use crate::world::interrupts::{InterruptibleThread, Interrupts};
 use crate::world::{AgentExit, NodeEnv, TaskHandle};
 use futures::channel::oneshot;
 use futures::future::{select, Either, FutureExt};
@@ -130,6 +132,8 @@ pub struct Proc {
     pub(super) signal_handler: AtomicBool,
     /// What its Python's reads and writes of the rendezvous state cost.
     pub(super) rendezvous_state: calls::StateCosts,
+    /// The handled signals its main thread's store calls meet.
+    interrupts: Arc<Interrupts>,
     ended: AtomicBool,
     children: Mutex<Vec<TaskHandle<()>>>,
 }
@@ -258,7 +262,10 @@ async fn drive_main(proc: &Arc<Proc>, fiber: u64) -> MainEnd {
             Ok(call) => call,
             Err(exit) => return MainEnd::Exit(exit),
         };
-        let call = pin!(calls::serve(proc, &message));
+        let call = pin!(InterruptibleThread::new(
+            Arc::clone(&proc.interrupts),
+            calls::serve(proc, &message)
+        ));
         if signalled {
             reply = call.await;
             continue;
@@ -276,6 +283,9 @@ async fn drive_main(proc: &Arc<Proc>, fiber: u64) -> MainEnd {
                 let mut reply = if calls::interruptible(&message) {
                     json!({})
                 } else {
+                    // The store call retries on EINTR with its full timeout again.
+                    proc.interrupts
+                        .interrupt(crate::world::time::now_whole_us());
                     call.await
                 };
                 reply["signal"] = json!(15);
@@ -296,6 +306,7 @@ pub async fn agent_process(env: NodeEnv, run: Arc<TorchRun>) -> AgentExit {
     let spawned = run.ask(
         &env.name,
         json!({"cmd": "spawn_agent", "seed": seed, "argv": args,
+               "exit_barrier_timeout_s": env.scenario().agent.exit_barrier_timeout.as_secs_f64(),
                "node": {"index": env.index, "name": env.name, "pid": env.pid}}),
     );
     let fiber = spawned["fiber"]
@@ -308,6 +319,7 @@ pub async fn agent_process(env: NodeEnv, run: Arc<TorchRun>) -> AgentExit {
         state: Mutex::default(),
         signal_handler: AtomicBool::new(false),
         rendezvous_state,
+        interrupts: Arc::default(),
         ended: AtomicBool::new(false),
         children: Mutex::default(),
     });

@@ -17,6 +17,7 @@ pub mod context;
 pub mod env;
 mod faults;
 pub mod gpu;
+pub mod interrupts;
 pub mod net;
 mod nic;
 pub mod quiet;

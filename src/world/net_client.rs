@@ -7,14 +7,19 @@ use super::{
 };
 use crate::sim_time::{SimDuration, SimInstant};
 use crate::world::connect_backoff::{AfterRefusal, ConnectBackoff};
+use crate::world::interrupts;
 use crate::world::rng;
 use crate::world::time;
 use crate::world::wire::{Arrival, Envelope, Inbox, ReplyCpu, ReturnPath, WireSize};
+use call::{Call, Exchange, Resend, Until};
 use futures::future::{select, BoxFuture, Either};
 use std::net::{IpAddr, SocketAddr};
 use std::pin::{pin, Pin};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
+
+#[path = "net_call.rs"]
+mod call;
 
 /// How long a call waits for its reply once its request has reached the server.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -175,10 +180,11 @@ impl RpcClient {
             departs_ns,
             reply_cpu: cpu.after,
             started,
-            deadline: match wait {
-                ReplyWait::Within(timeout) => Some(started.after(timeout)),
+            timeout: match wait {
+                ReplyWait::Within(timeout) => Some(timeout),
                 ReplyWait::Unbounded => None,
             },
+            interrupts: interrupts::current(),
             connect_deadline: started.after(self.connect_timeout),
         };
         // Errors but TCP giving up say nothing of the next call: a reset is met again, and a
@@ -259,12 +265,12 @@ impl RpcClient {
     {
         let acked_before = self.acked(call.id);
         let cap = if acked_before { REASK_MAX } else { RTO_MAX };
-        let resend_cap = match call.deadline {
+        let resend_cap = match call.deadline() {
             Some(deadline) if acked_before => cap.min(deadline.since(now)),
             _ => cap,
         };
         let resend_at = now.after(resend.rto.min(resend_cap));
-        let wait = match call.deadline.filter(|at| *at > now) {
+        let wait = match call.deadline().filter(|at| *at > now) {
             Some(at) => Until::Deadline(at),
             None if call.overdue(now) => Until::Taken,
             None => Until::Reply,
@@ -353,21 +359,21 @@ impl RpcClient {
     /// received, on a connection that will never answer it. True if the server's close
     /// reached the connection first.
     async fn wait_out(&self, call: &Call) -> bool {
-        let deadline = call.deadline;
         self.closed_during(async move {
-            match deadline {
-                Some(deadline) => time::sleep_until_whole_us(deadline).await,
-                None => std::future::pending().await,
+            // A signal meanwhile moves the deadline on: it is read again when reached.
+            while let Some(deadline) = call.deadline() {
+                if time::now_whole_us() >= deadline {
+                    return;
+                }
+                time::sleep_until_whole_us(deadline).await;
             }
+            std::future::pending::<()>().await
         })
         .await
     }
 
     fn timed_out(&self, call: &Call) -> NetError {
-        let timeout = call
-            .deadline
-            .map_or(SimDuration::ZERO, |deadline| deadline.since(call.started));
-        NetError::Timeout(self.server, timeout)
+        NetError::Timeout(self.server, call.timeout.unwrap_or(SimDuration::ZERO))
     }
 
     fn gave_up(&self, call: &Call) -> NetError {
@@ -427,6 +433,10 @@ impl RpcClient {
                 Either::Right(_) => match deadline {
                     // The kept timer fired for an earlier, shorter deadline: move it on.
                     Some(at) if time::now_whole_us() < at => self.deadline = None,
+                    // A signal came while the call waited: its timeout starts again.
+                    Some(at) if call.deadline().is_some_and(|moved| moved > at) => {
+                        deadline = call.deadline();
+                    }
                     // The reply is in: the caller spends its CPU on it, then has it.
                     _ if self.inbox.landed_by(time::elapsed_ns()).is_some() => deadline = None,
                     _ if self.acked(id) => return Exchange::TimedOut,
@@ -518,76 +528,4 @@ impl RpcClient {
         time::sleep(RESET_DELAY).await;
         NetError::Reset(self.server)
     }
-}
-
-/// What ends one send of a request, besides its reply, a reset or a drop.
-#[derive(Debug, Clone, Copy)]
-enum Until {
-    /// This moment, if the server has taken the request by then.
-    Deadline(SimInstant),
-    /// The server taking it: the call is already past its deadline.
-    Taken,
-    /// Nothing else.
-    Reply,
-}
-
-/// One call's moments, and what its caller spends on the reply.
-struct Call {
-    id: u64,
-    /// When its request first leaves (after the caller's CPU time on it, when folded).
-    departs_ns: u64,
-    reply_cpu: Option<ReplyCpu>,
-    /// When the call began, as of its request leaving, to the whole microsecond.
-    started: SimInstant,
-    /// When a call that waits `ReplyWait::Within` stops waiting.
-    deadline: Option<SimInstant>,
-    /// When the first connect stops being retried.
-    connect_deadline: SimInstant,
-}
-
-impl Call {
-    fn overdue(&self, now: SimInstant) -> bool {
-        self.deadline.is_some_and(|deadline| now >= deadline)
-    }
-}
-
-/// The retransmission timer of one call's request: its timeout, doubling from Linux's
-/// minimum, and how many times the unacknowledged request was sent again.
-struct Resend {
-    rto: SimDuration,
-    retransmits: u32,
-}
-
-impl Resend {
-    fn new() -> Self {
-        Resend {
-            rto: RTO_MIN,
-            retransmits: 0,
-        }
-    }
-
-    /// The timer expired with the request still unacknowledged: TCP sends it again, or
-    /// gives up once it has done so `tcp_retries2` times.
-    fn expired(
-        &mut self,
-        tcp_retries2: u32,
-        gave_up: impl FnOnce() -> NetError,
-    ) -> Result<(), NetError> {
-        if self.retransmits >= tcp_retries2 {
-            return Err(gave_up());
-        }
-        self.retransmits += 1;
-        self.rto = self.rto.saturating_mul(2).min(RTO_MAX);
-        Ok(())
-    }
-}
-
-/// How one send of a request ended.
-enum Exchange<Resp> {
-    /// The reply, and when it landed.
-    Reply(Resp, SimInstant),
-    Reset,
-    /// The wire dropped the request or its reply.
-    Dropped,
-    TimedOut,
 }
