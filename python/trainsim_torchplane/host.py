@@ -77,11 +77,36 @@ def pass_exit_barrier_timeout():
     agent_class.__init__ = init_with_barrier_timeout
 
 
+# Simulated time stands still while Python runs, but the Python a keep-alive runs after its
+# last store call (logging through `inspect.stack()`) decides whether the next one finds its
+# cached state stale: it is charged, at the model's measured figure (`KEEP_ALIVE_TAIL`).
+KEEP_ALIVE = {"tail_s": 0.0}
+
+
+def charge_keep_alive_tail():
+    from torch.distributed.elastic.rendezvous import dynamic_rendezvous
+
+    from trainsim_torchplane import seam
+
+    handler_class = dynamic_rendezvous.DynamicRendezvousHandler
+    keep_alive = handler_class._keep_alive
+
+    def keep_alive_with_tail(self, *args, **kwargs):
+        try:
+            return keep_alive(self, *args, **kwargs)
+        finally:
+            if KEEP_ALIVE["tail_s"] > 0:
+                seam.sleep(KEEP_ALIVE["tail_s"])
+
+    handler_class._keep_alive = keep_alive_with_tail
+
+
 def patch_modules():
     """Swaps what torch's elastic modules imported for the seam's stand-ins."""
     from trainsim_torchplane import observe, seam, store, workers
 
     pass_exit_barrier_timeout()
+    charge_keep_alive_tail()
     table = {}
     for part in (seam, store, workers):
         table.update(part.replacements())
@@ -145,6 +170,7 @@ class Host:
         import torch.distributed.run as torchrun
 
         EXIT_BARRIER["timeout_s"] = float(msg.get("exit_barrier_timeout_s", EXIT_BARRIER_DEFAULT_S))
+        KEEP_ALIVE["tail_s"] = float(msg.get("keep_alive_tail_s", 0.0))
         spec = msg["node"]
         node = fibers.Node(spec["index"], spec["name"], spec["pid"], random.Random(msg["seed"]))
         self.nodes[node.pid] = node

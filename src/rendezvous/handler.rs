@@ -28,7 +28,7 @@ use std::sync::Arc;
 mod holder;
 mod planned_write;
 use holder::{Holder, NULL_SENTINEL};
-pub use holder::{CACHE, SYNC_DELAY};
+pub use holder::{CACHE, KEEP_ALIVE_TAIL, SYNC_DELAY};
 
 /// The first round's random start delay, up to 0.3 s, spreads the first joins.
 const FIRST_ROUND_DELAY_MAX: SimDuration = SimDuration::from_ms(300);

@@ -15,6 +15,7 @@
 use super::host::{self, Host};
 use super::{argv, calls, TorchPlane};
 use crate::mutant::Mutants;
+use crate::rendezvous::handler::KEEP_ALIVE_TAIL;
 use crate::scenario::model::Signal;
 use crate::sim_time::reading_as_secs_f64;
 use crate::trace::{AgentState, ExitReason};
@@ -307,6 +308,7 @@ pub async fn agent_process(env: NodeEnv, run: Arc<TorchRun>) -> AgentExit {
         &env.name,
         json!({"cmd": "spawn_agent", "seed": seed, "argv": args,
                "exit_barrier_timeout_s": env.scenario().agent.exit_barrier_timeout.as_secs_f64(),
+               "keep_alive_tail_s": KEEP_ALIVE_TAIL.as_secs_f64(),
                "node": {"index": env.index, "name": env.name, "pid": env.pid}}),
     );
     let fiber = spawned["fiber"]

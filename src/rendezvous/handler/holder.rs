@@ -30,6 +30,14 @@ use std::sync::Arc;
 pub(super) const NULL_SENTINEL: &[u8] = b"Y2FuaW1hZGFt";
 /// The state holder serves a cached state for this long (torch's `cache_duration`).
 pub const CACHE: SimDuration = SimDuration::from_secs(1);
+/// What torch's `_keep_alive` spends in Python after its last store call returns and before
+/// its timer waits the next interval: it logs through `_record`, which calls
+/// `inspect.stack()`. Measured on torch 2.15.0 (`conformance/measure_keepalive.py --tail`,
+/// two batches of 20 calls): 0.50 to 1.28 ms, medians 0.80 and 1.13 ms. So a keep-alive
+/// every second finds the state its last one cached just over `CACHE` old, stale, and reads
+/// the store before it writes. The model's timer ticks exactly one interval apart: the tail
+/// is added to the cache's age at each keep-alive's first sync, not to the timer's period.
+pub const KEEP_ALIVE_TAIL: SimDuration = SimDuration::from_us(1_000);
 /// `SYNC` waits this long before polling again (torch's `_delay(seconds=1)`).
 pub const SYNC_DELAY: SimDuration = SimDuration::from_secs(1);
 
@@ -119,10 +127,15 @@ impl Holder {
         mut deadline_mono_us: i64,
         update_deadline: bool,
     ) -> Result<(), RendezvousError> {
+        let mut python_before = match op {
+            OpKind::KeepAlive => KEEP_ALIVE_TAIL,
+            _ => SimDuration::ZERO,
+        };
         loop {
-            if self.sync().await? == Some(false) {
+            if self.sync_aged(python_before).await? == Some(false) {
                 self.back_off().await;
             }
+            python_before = SimDuration::ZERO;
             let now_utc_us = self.env.now_utc_us();
             let now_mono_us = self.env.now_mono_us();
             let ctx = OpContext::new(&self.node, self.state(), &self.settings);
@@ -275,7 +288,16 @@ impl Holder {
     /// torch's `_BackendRendezvousStateHolder.sync`: write if dirty (CAS on the token), else
     /// read unless the cache is fresh; then sanitize. Returns whether a write landed.
     pub(super) async fn sync(&mut self) -> Result<Option<bool>, RendezvousError> {
-        let Some((bits, written)) = self.write_or_read().await? else {
+        self.sync_aged(SimDuration::ZERO).await
+    }
+
+    /// [`Self::sync`], its cache judged `python_before` older: the Python torch ran since
+    /// the last sync that the model's timer does not count (`KEEP_ALIVE_TAIL`).
+    async fn sync_aged(
+        &mut self,
+        python_before: SimDuration,
+    ) -> Result<Option<bool>, RendezvousError> {
+        let Some((bits, written)) = self.write_or_read(python_before).await? else {
             return Ok(None);
         };
         let synced = if !is_null_sentinel(&bits) {
@@ -341,7 +363,10 @@ impl Holder {
     /// The exchange with the store: a compare-and-set of this node's state when dirty, else
     /// a read, unless the last sync is under a second old. Returns the value now stored, and
     /// the value written, if any. The write is lazy: its bytes are made only if it lands.
-    async fn write_or_read(&mut self) -> Result<Option<Exchanged>, RendezvousError> {
+    async fn write_or_read(
+        &mut self,
+        python_before: SimDuration,
+    ) -> Result<Option<Exchanged>, RendezvousError> {
         if let Some(write) = &self.unwritten {
             // The state is the token's (the state last read) changed a little: its length
             // is counted from the token's by what changed.
@@ -364,7 +389,8 @@ impl Holder {
             return Ok(Some((stored, Some((ours, write)))));
         }
         if let Some(last) = self.last_sync_or_skipped_mono_us() {
-            if last >= reading_before(self.env.now_mono_us(), CACHE).max(0) {
+            let fresh_for = CACHE.saturating_sub(python_before);
+            if last >= reading_before(self.env.now_mono_us(), fresh_for).max(0) {
                 return Ok(None);
             }
         }
