@@ -5,7 +5,7 @@ its state, on this machine.
     measure_store.py server   [--python PY] [--seconds S]   the server's CPU time per request
     measure_store.py client   [--python PY]                 one client's time per call
     measure_store.py state    [--python PY]                 encode/decode of rendezvous states
-    measure_store.py storm    [--python PY] [--clients N]... [--seconds S]
+    measure_store.py storm    [--python PY] [--clients N]... [--seconds S] [--pin]
                                                             large compare_sets and small gets at once
     measure_store.py refused  [--python PY] [--clients N] [--timeout S]
                                                             connects where nothing listens
@@ -21,7 +21,9 @@ base64 out, base64 and unpickle back. `storm` starts the server, then N clients 
 spread over --processes client processes) that each send failing compare_sets of 400 kB
 (expected and desired both 400 kB) back to back, and one more client that sends small
 `get`s; after a warm-up it times every call for S seconds and reports the medians and p99 of
-both, and the server's CPU per request over the window. `refused` starts N client threads at
+both, and the server's CPU per request over the window; with `--pin` the server runs on the
+first CPU alone and every client on the others, as a store host serves clients on other
+hosts in a deployment. `refused` starts N client threads at
 once, each constructing a TCPStore client for a port where nothing listens, and reports when
 each gave up (its constructor's socket connects and their delays). Each line of output is one JSON object. The
 calibration in docs/fidelity.md ("What the store costs") comes from this script.
@@ -204,9 +206,21 @@ def quantile(xs, q):
     return xs[min(len(xs) - 1, int(q * len(xs)))] if xs else None
 
 
+def pinned_to(cpus):
+    """A `preexec_fn` that keeps the child on `cpus`, or None to leave it unpinned."""
+    if cpus is None:
+        return None
+    return lambda: os.sched_setaffinity(0, cpus)
+
+
 def measure_storm(args):
     port = free_port()
-    server = subprocess.Popen([args.python, "-c", SERVER, str(port)], stdout=subprocess.PIPE, text=True)
+    every = sorted(os.sched_getaffinity(0))
+    server_cpus, client_cpus = ({every[0]}, set(every[1:])) if args.pin else (None, None)
+    if args.pin and not client_cpus:
+        raise SystemExit("--pin needs at least two CPUs")
+    server = subprocess.Popen([args.python, "-c", SERVER, str(port)], stdout=subprocess.PIPE, text=True,
+                              preexec_fn=pinned_to(server_cpus))
     try:
         server.stdout.readline()
         import datetime
@@ -225,7 +239,8 @@ def measure_storm(args):
                 procs.append(subprocess.Popen(
                     [args.python, "-c", STORM_CLIENT, str(port), str(threads),
                      str(args.value_bytes), small],
-                    stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True))
+                    stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+                    preexec_fn=pinned_to(client_cpus)))
             for p in procs:
                 p.stdout.readline()
             start_at = time.time() + 1.0 + args.warmup
@@ -249,7 +264,7 @@ def measure_storm(args):
             requests = len(cas) + 2 * len(gets)
             ms = lambda x: None if x is None else round(x * 1e3, 1)
             print(json.dumps(dict(
-                measure="storm", clients=clients, value_bytes=args.value_bytes,
+                measure="storm", clients=clients, value_bytes=args.value_bytes, pinned=args.pin,
                 seconds=args.seconds, compare_sets=len(cas), gets=len(gets),
                 compare_set_ms_p50=ms(quantile(cas, 0.5)), compare_set_ms_p99=ms(quantile(cas, 0.99)),
                 get_ms_p50=ms(quantile(gets, 0.5)), get_ms_p99=ms(quantile(gets, 0.99)),
@@ -299,6 +314,7 @@ def main():
     parser.add_argument("--seconds", type=float, default=1.5)
     parser.add_argument("--repeats", type=int, default=41)
     parser.add_argument("--timeout", type=float, default=10.0, help="refused: the store timeout, s")
+    parser.add_argument("--pin", action="store_true", help="storm: the server on a CPU of its own")
     args = parser.parse_args()
     if os.path.realpath(args.python) != os.path.realpath(sys.executable):
         os.execv(args.python, [args.python, __file__] + sys.argv[1:])
